@@ -1,0 +1,255 @@
+package dialect
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// IDKind is the type of a key column. It matters for ordering expressions
+// (PostgreSQL's plan-stable ORDER BY id + 0 needs an integer) and for DDL.
+type IDKind int
+
+const (
+	// IDInt is an integer key (the default).
+	IDInt IDKind = iota
+	// IDText is a string key, including UUIDs stored as text.
+	IDText
+)
+
+// ClaimTable describes a table whose rows are claimed. Column fields name the
+// user's existing columns; the optional ones enable features.
+type ClaimTable struct {
+	// Table is the table name, optionally schema-qualified.
+	Table string
+	// ID is the primary key column (required). Claims order by it.
+	ID string
+	// IDKind is the key's type; zero means integer.
+	IDKind IDKind
+	// Status is the status column (required).
+	Status string
+	// Token is the claim token column, at least VARCHAR(40) (required).
+	Token string
+	// ClaimedAt is the claim time column (required); heartbeats move it and
+	// the reaper compares it with the database clock.
+	ClaimedAt string
+	// Attempts, if set, is incremented by every claim; it lets the reaper
+	// and Fail park rows that keep failing.
+	Attempts string
+	// Version, if set, is an integer that writers increment when the row
+	// changes. A claim returns it and a version-conditioned ack puts a row
+	// whose version moved back to pending instead of done.
+	Version string
+	// CreatedAt, if set, is used by Stats for the age of the oldest pending
+	// row.
+	CreatedAt string
+	// Columns are extra columns returned by a claim, in this order, after
+	// the key (and the version, if set).
+	Columns []string
+	// Scope are the columns of the equality conditions every claim, reap and
+	// stats call is restricted to (task_id = ?); values come per call.
+	Scope []string
+	// Status values. Pending, Processing and Done are required; Failed is
+	// required for parking and failing rows.
+	Pending, Processing, Done, Failed Status
+}
+
+// Validate checks every identifier and status value, returning an error
+// wrapping [ErrInvalidConfig] that names the first bad field.
+func (s ClaimTable) Validate() error {
+	if err := ValidateIdent("Table", s.Table); err != nil {
+		return err
+	}
+	req := []struct{ f, v string }{{"ID", s.ID}, {"Status", s.Status}, {"Token", s.Token}, {"ClaimedAt", s.ClaimedAt}}
+	for _, c := range req {
+		if err := ValidateColumn(c.f, c.v); err != nil {
+			return err
+		}
+	}
+	opt := []struct{ f, v string }{{"Attempts", s.Attempts}, {"Version", s.Version}, {"CreatedAt", s.CreatedAt}}
+	for _, c := range opt {
+		if c.v == "" {
+			continue
+		}
+		if err := ValidateColumn(c.f, c.v); err != nil {
+			return err
+		}
+	}
+	for i, c := range s.Columns {
+		if err := ValidateColumn(fmt.Sprintf("Columns[%d]", i), c); err != nil {
+			return err
+		}
+	}
+	for i, c := range s.Scope {
+		if err := ValidateColumn(fmt.Sprintf("Scope[%d]", i), c); err != nil {
+			return err
+		}
+	}
+	if s.IDKind != IDInt && s.IDKind != IDText {
+		return fmt.Errorf("%w: IDKind: unknown kind %d", ErrInvalidConfig, s.IDKind)
+	}
+	st := []struct {
+		f string
+		v Status
+	}{{"Pending", s.Pending}, {"Processing", s.Processing}, {"Done", s.Done}}
+	for _, x := range st {
+		if !x.v.IsSet() {
+			return fmt.Errorf("%w: %s: status value is not set", ErrInvalidConfig, x.f)
+		}
+	}
+	all := []Status{s.Pending, s.Processing, s.Done}
+	if s.Failed.IsSet() {
+		all = append(all, s.Failed)
+	}
+	for i := range all {
+		if all[i].IsNumeric() != all[0].IsNumeric() {
+			return fmt.Errorf("%w: status values mix strings and integers", ErrInvalidConfig)
+		}
+		for j := i + 1; j < len(all); j++ {
+			if all[i] == all[j] {
+				return fmt.Errorf("%w: status value %s is used twice", ErrInvalidConfig, all[i])
+			}
+		}
+	}
+	return nil
+}
+
+// Scanner reads one result row; *sql.Rows satisfies it.
+type Scanner interface {
+	Scan(dest ...any) error
+}
+
+// ClaimParams are the inputs of one claim.
+type ClaimParams struct {
+	// Token is the fresh claim token written to every claimed row.
+	Token string
+	// Limit is the most rows to claim (positive).
+	Limit int
+	// ScopeValues are the values of [ClaimTable.Scope], in order.
+	ScopeValues []any
+	// Strategy is StrategyTokenUpdate or StrategySkipLocked (resolved by
+	// the caller from StrategyAuto).
+	Strategy Strategy
+}
+
+// AckOutcome is what an ack does to the rows still held by the token.
+type AckOutcome int
+
+const (
+	// OutcomeDone sets the done status (or pending, for a version-
+	// conditioned ack whose row's version moved).
+	OutcomeDone AckOutcome = iota
+	// OutcomeFailed parks the rows with the failed status.
+	OutcomeFailed
+	// OutcomeRetry returns the rows to pending, or parks them as failed when
+	// MaxAttempts is positive and their attempts reached it.
+	OutcomeRetry
+)
+
+// AckParams are the inputs of one ack of rows held by a token.
+type AckParams struct {
+	// Token is the claim token that must still hold the rows.
+	Token string
+	// IDs are the keys to ack, as returned by the claim.
+	IDs []any
+	// Versions, if not nil, are the versions read by the claim, one per ID:
+	// a row whose version moved goes back to pending instead of done. Only
+	// with OutcomeDone and a Version column.
+	Versions []int64
+	// Outcome is done, failed or retry.
+	Outcome AckOutcome
+	// MaxAttempts bounds OutcomeRetry (0: unbounded; needs Attempts).
+	MaxAttempts int
+}
+
+// AckResult says what happened to each ID of an ack, by index into
+// AckParams.IDs. Indexes in neither list were acked as asked.
+type AckResult struct {
+	// Lost are the rows the token no longer held ([ErrClaimLost]); they
+	// were not touched.
+	Lost []int
+	// Requeued are rows that went back to pending instead of done because
+	// their version moved since the claim.
+	Requeued []int
+	// Parked are rows an OutcomeRetry parked as failed (attempts reached
+	// MaxAttempts).
+	Parked []int
+}
+
+// ReapParams are the inputs of one bounded reaper statement pair.
+type ReapParams struct {
+	// Timeout is how long a row may stay processing without a heartbeat,
+	// measured on the database clock (positive).
+	Timeout time.Duration
+	// Limit bounds the rows touched per statement (positive).
+	Limit int
+	// MaxAttempts parks a stale row whose attempts reached it instead of
+	// returning it (0: never park; needs Attempts).
+	MaxAttempts int
+	// ScopeValues, if not nil, restrict the sweep to [ClaimTable.Scope].
+	ScopeValues []any
+}
+
+// ReapResult counts what one reap call did.
+type ReapResult struct {
+	// Returned rows went back to pending with their token cleared.
+	Returned int64
+	// Parked rows were set to the failed status.
+	Parked int64
+}
+
+// Stats are counts per status and ages on the database clock.
+type Stats struct {
+	Pending, Processing, Done, Failed, Other int64
+	// OldestPending is the age of the oldest pending row by CreatedAt
+	// (zero without that column or without pending rows).
+	OldestPending time.Duration
+	// OldestProcessing is the age of the oldest processing row's claim or
+	// last heartbeat (zero without processing rows).
+	OldestProcessing time.Duration
+}
+
+// ClaimStore holds one claim table's prepared statements. Every method that
+// changes rows runs in READ COMMITTED where the engine has isolation levels,
+// and retries deadlocks and serialization failures internally.
+type ClaimStore interface {
+	// Claim marks up to p.Limit pending rows in scope as processing under
+	// p.Token (incrementing Attempts, if configured), ordered by the key,
+	// and calls scan once per claimed row with the columns: key, version
+	// (if configured), then ClaimTable.Columns. It returns the number of
+	// rows claimed. A scan error aborts; rows already marked stay claimed
+	// under the token (the caller releases them).
+	Claim(ctx context.Context, p *ClaimParams, scan func(Scanner) error) (int, error)
+
+	// Ack applies p.Outcome to the rows of p.IDs that p.Token still holds,
+	// clearing their token. Rows it no longer holds are reported in
+	// AckResult.Lost and left untouched.
+	Ack(ctx context.Context, p *AckParams) (AckResult, error)
+
+	// Heartbeat moves ClaimedAt to the database's now for every row token
+	// still holds (strictly forward, so the write always changes the row) and
+	// returns how many it holds.
+	Heartbeat(ctx context.Context, token string) (int64, error)
+
+	// Release returns the rows token still holds to pending (all of them if
+	// ids is nil), clearing the token and undoing the claim's Attempts
+	// increment, and returns how many it released.
+	Release(ctx context.Context, token string, ids []any) (int64, error)
+
+	// Reap parks (attempts at MaxAttempts) and returns to pending (the rest)
+	// at most p.Limit rows each that have been processing longer than
+	// p.Timeout on the database clock, ordered by key.
+	Reap(ctx context.Context, p *ReapParams) (ReapResult, error)
+
+	// Stats counts rows per status (in scope when scopeValues is not nil).
+	Stats(ctx context.Context, scopeValues []any) (Stats, error)
+
+	// IndexDDL returns the CREATE INDEX statements recommended for this
+	// table: the claim index, the token index and the reaper's
+	// (status, claimed_at) index.
+	IndexDDL() []string
+
+	// MissingIndexes returns the recommended indexes (as DDL) that the
+	// database does not have, so callers can warn at start-up.
+	MissingIndexes(ctx context.Context) ([]string, error)
+}

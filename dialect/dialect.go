@@ -1,0 +1,145 @@
+package dialect
+
+import (
+	"context"
+	"log/slog"
+)
+
+// Engine names a database engine family.
+type Engine string
+
+// The engines claimlock knows. TiDB is detected so that SKIP LOCKED, which it
+// parses and silently ignores, is never chosen there.
+const (
+	EngineMySQL      Engine = "mysql"
+	EngineMariaDB    Engine = "mariadb"
+	EngineTiDB       Engine = "tidb"
+	EnginePostgreSQL Engine = "postgresql"
+	EngineSQLite     Engine = "sqlite"
+)
+
+// Strategy is how a claim marks rows.
+type Strategy int
+
+const (
+	// StrategyAuto picks [Capabilities.PreferredStrategy].
+	StrategyAuto Strategy = iota
+	// StrategyTokenUpdate is UPDATE ... SET token=? ... ORDER BY pk LIMIT n,
+	// then SELECT ... WHERE token=?. Works on MySQL 5.7, MariaDB and TiDB;
+	// SQLite and PostgreSQL emulate the LIMIT with a primary-key subquery.
+	StrategyTokenUpdate
+	// StrategySkipLocked selects candidate rows FOR UPDATE SKIP LOCKED and
+	// marks them in the same statement (PostgreSQL) or transaction
+	// (MySQL 8.0.1+, MariaDB 10.6+).
+	StrategySkipLocked
+)
+
+// String returns "auto", "token-update" or "skip-locked".
+func (s Strategy) String() string {
+	switch s {
+	case StrategyAuto:
+		return "auto"
+	case StrategyTokenUpdate:
+		return "token-update"
+	case StrategySkipLocked:
+		return "skip-locked"
+	}
+	return "strategy(invalid)"
+}
+
+// Capabilities describe what the connected server can do. They are read once
+// when the dialect is constructed.
+type Capabilities struct {
+	// Engine is the detected engine family.
+	Engine Engine
+	// Version is the server's version string as it reported it.
+	Version string
+	// SkipLocked is true where FOR UPDATE SKIP LOCKED really skips locked
+	// rows (PostgreSQL 9.5+, MySQL 8.0.1+, MariaDB 10.6+; never TiDB).
+	SkipLocked bool
+	// Returning is true where UPDATE ... RETURNING exists (PostgreSQL,
+	// SQLite 3.35+), so a claim and a batch ack take one round trip.
+	Returning bool
+	// PreferredStrategy is what [StrategyAuto] resolves to on this server,
+	// chosen by measurement (see the README's performance section).
+	PreferredStrategy Strategy
+}
+
+// Supports reports whether s can run on this server.
+func (c Capabilities) Supports(s Strategy) bool {
+	switch s {
+	case StrategyAuto, StrategyTokenUpdate:
+		return true
+	case StrategySkipLocked:
+		return c.SkipLocked
+	}
+	return false
+}
+
+// Resolve turns [StrategyAuto] into the preferred strategy and checks that s
+// is supported, returning an error wrapping [ErrNotSupported] otherwise.
+func (c Capabilities) Resolve(s Strategy) (Strategy, error) {
+	if s == StrategyAuto {
+		return c.PreferredStrategy, nil
+	}
+	if !c.Supports(s) {
+		return 0, &unsupportedError{what: s.String(), engine: c.Engine, version: c.Version}
+	}
+	return s, nil
+}
+
+type unsupportedError struct {
+	what    string
+	engine  Engine
+	version string
+}
+
+func (e *unsupportedError) Error() string {
+	return "claimlock: " + e.what + " is not supported by " + string(e.engine) + " " + e.version
+}
+
+func (e *unsupportedError) Is(target error) bool { return target == ErrNotSupported }
+
+// Options are the settings every engine package accepts. The zero value is
+// ready to use.
+type Options struct {
+	// Retry bounds the internal retries of deadlocks and serialization
+	// failures.
+	Retry RetryPolicy
+	// Logger receives warnings (a missing recommended index, a
+	// statement-based binlog) and retry notices. Nil discards them.
+	Logger *slog.Logger
+}
+
+// Dialect is one engine's implementation of claimlock's storage operations.
+// Engine packages construct it; it is safe for concurrent use.
+type Dialect interface {
+	// Capabilities returns what the server can do, detected at construction.
+	Capabilities() Capabilities
+
+	// QuoteIdent validates name with [ValidateIdent] and quotes it for this
+	// engine (each part of schema.table separately).
+	QuoteIdent(field, name string) (string, error)
+
+	// ClaimStore validates spec and returns the claim, ack, heartbeat,
+	// release, reap and stats operations on that table, with their
+	// statements built once. Errors wrap [ErrInvalidConfig].
+	ClaimStore(spec ClaimTable) (ClaimStore, error)
+
+	// LeaseStore validates spec and returns the lease operations on that
+	// table. Errors wrap [ErrInvalidConfig].
+	LeaseStore(spec LeaseTable) (LeaseStore, error)
+
+	// CreateTableDDL renders CREATE TABLE IF NOT EXISTS (plus its indexes)
+	// for def in this engine's syntax. It is how tests, examples and the
+	// schema helpers create tables without holding SQL of their own.
+	CreateTableDDL(def TableDef) ([]string, error)
+
+	// ExecDDL runs statements produced by this dialect's DDL methods, in
+	// order. It is not a general query interface.
+	ExecDDL(ctx context.Context, stmts []string) error
+
+	// Retries returns how many times this dialect re-ran a statement or
+	// transaction after a deadlock or serialization failure.
+	Retries() int64
+}

@@ -1,0 +1,160 @@
+package dialect
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// MaxTokenLen is the shortest owner/token column claimlock accepts: tokens
+// from [NewToken] are shorter, and the design fixes VARCHAR(40).
+const MaxTokenLen = 40
+
+// LeaseTable describes the table leases live in: the user's own task table
+// (Keyed false: rows exist already, keyed by their id) or a library-managed
+// key table (Keyed true: acquire inserts a missing key first).
+type LeaseTable struct {
+	// Table is the table name, optionally schema-qualified.
+	Table string
+	// Key is the key column (a task id, or a string key).
+	Key string
+	// KeyKind is the key's type; zero means integer.
+	KeyKind IDKind
+	// KeyMaxLen is the length of a text key column; longer keys are
+	// rejected before any statement runs. Zero means 255.
+	KeyMaxLen int
+	// Owner is the owner token column, at least VARCHAR(40) (required:
+	// without it release could not verify the owner).
+	Owner string
+	// LockedAt is the acquisition/renewal time column (the cron story's
+	// lock_at). Required.
+	LockedAt string
+	// ExpiresAt, if set, holds the expiry; without it a lease expires at
+	// LockedAt + TTL, which is only safe when every holder of a key uses the
+	// same TTL.
+	ExpiresAt string
+	// Fence, if set, is an integer incremented by every acquisition: the
+	// fencing token. Without it leases report fence 0.
+	Fence string
+	// Keyed makes acquire insert a row for a missing key first.
+	Keyed bool
+}
+
+// Validate checks identifiers and lengths, returning an error wrapping
+// [ErrInvalidConfig] that names the first bad field.
+func (s LeaseTable) Validate() error {
+	if err := ValidateIdent("Table", s.Table); err != nil {
+		return err
+	}
+	for _, c := range []struct{ f, v string }{{"Key", s.Key}, {"Owner", s.Owner}, {"LockedAt", s.LockedAt}} {
+		if err := ValidateColumn(c.f, c.v); err != nil {
+			return err
+		}
+	}
+	for _, c := range []struct{ f, v string }{{"ExpiresAt", s.ExpiresAt}, {"Fence", s.Fence}} {
+		if c.v == "" {
+			continue
+		}
+		if err := ValidateColumn(c.f, c.v); err != nil {
+			return err
+		}
+	}
+	if s.KeyKind != IDInt && s.KeyKind != IDText {
+		return fmt.Errorf("%w: KeyKind: unknown kind %d", ErrInvalidConfig, s.KeyKind)
+	}
+	if s.KeyMaxLen < 0 {
+		return fmt.Errorf("%w: KeyMaxLen: negative", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// MaxKeyLen returns KeyMaxLen or its default, 255.
+func (s LeaseTable) MaxKeyLen() int {
+	if s.KeyMaxLen == 0 {
+		return 255
+	}
+	return s.KeyMaxLen
+}
+
+// CheckKey validates a key value against the table: an integer type for
+// integer keys, a non-empty string of at most MaxKeyLen bytes for text keys.
+func (s LeaseTable) CheckKey(key any) error {
+	switch s.KeyKind {
+	case IDText:
+		k, ok := key.(string)
+		if !ok {
+			return fmt.Errorf("%w: key %v has type %T; want string", ErrInvalidConfig, key, key)
+		}
+		if k == "" {
+			return fmt.Errorf("%w: key is empty", ErrInvalidConfig)
+		}
+		if len(k) > s.MaxKeyLen() {
+			return fmt.Errorf("%w: key is %d bytes; the column holds %d", ErrInvalidConfig, len(k), s.MaxKeyLen())
+		}
+	default:
+		switch key.(type) {
+		case int, int8, int16, int32, int64, uint8, uint16, uint32:
+		default:
+			return fmt.Errorf("%w: key %v has type %T; want an integer", ErrInvalidConfig, key, key)
+		}
+	}
+	return nil
+}
+
+// LeaseInfo is the state of a lease as written by an acquire or renew.
+type LeaseInfo struct {
+	// Fence is the fencing token: the Fence column after this acquisition
+	// (0 without one). Renew returns the same fence.
+	Fence int64
+	// ExpiresAt is the expiry on the database clock, for display; holders
+	// must use a local monotonic deadline instead.
+	ExpiresAt time.Time
+}
+
+// LeaseState is a lease row as read by Inspect.
+type LeaseState struct {
+	// Owner is the owner token, "" when free.
+	Owner string
+	// Fence is the fence column (0 without one).
+	Fence int64
+	// ExpiresAt is the expiry on the database clock (zero when free).
+	ExpiresAt time.Time
+	// Expired is true when the lease has an owner but its expiry passed, by
+	// the database clock.
+	Expired bool
+	// Exists is false when no row has the key.
+	Exists bool
+}
+
+// LeaseStore holds one lease table's prepared statements. Each method is one
+// short autocommit statement (plus a read-back where the engine has no
+// RETURNING), retried on deadlocks.
+type LeaseStore interface {
+	// Acquire takes key for owner for ttl if it is free or expired, by one
+	// compare-and-set on the database clock, incrementing the fence. A
+	// lease held by anyone, the same owner included, is [ErrLeaseHeld]; a
+	// missing row of a non-keyed table is [ErrKeyNotFound].
+	Acquire(ctx context.Context, key any, owner string, ttl time.Duration) (LeaseInfo, error)
+
+	// Renew extends the lease to now + ttl on the database clock while owner
+	// still holds it, even if it has just expired and nobody took it yet.
+	// Otherwise it returns [ErrLeaseLost]. The new expiry is always later
+	// than the old one, so the write changes the row even within one
+	// microsecond (MySQL reports changed, not matched, rows).
+	Renew(ctx context.Context, key any, owner string, ttl time.Duration) (LeaseInfo, error)
+
+	// Release frees the lease if owner still holds it and reports whether it
+	// did. Releasing someone else's lease is a no-op (false, nil).
+	Release(ctx context.Context, key any, owner string) (bool, error)
+
+	// ForceRelease frees the lease whoever holds it (an operator's tool),
+	// and reports whether it was held.
+	ForceRelease(ctx context.Context, key any) (bool, error)
+
+	// Inspect reads the lease of key.
+	Inspect(ctx context.Context, key any) (LeaseState, error)
+
+	// ReapExpired clears the owner of at most limit expired leases (the row
+	// and its fence stay, so fences keep increasing) and returns how many.
+	ReapExpired(ctx context.Context, limit int) (int64, error)
+}

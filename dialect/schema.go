@@ -1,0 +1,184 @@
+package dialect
+
+import "fmt"
+
+// ColumnType is a portable column type for [TableDef].
+type ColumnType int
+
+const (
+	// TypeInt is a 64-bit integer.
+	TypeInt ColumnType = iota
+	// TypeText is a string of at most Len bytes (VARCHAR; Len zero means 255).
+	TypeText
+	// TypeTime is a timestamp with sub-second precision in UTC (DATETIME(6),
+	// timestamptz, or integer milliseconds on SQLite).
+	TypeTime
+	// TypeSerial is an auto-incrementing 64-bit integer primary key.
+	TypeSerial
+)
+
+// ColumnDef is one column of a [TableDef].
+type ColumnDef struct {
+	Name    string
+	Type    ColumnType
+	Len     int
+	NotNull bool
+	// Default is a literal default: a Status (string or integer) or nil.
+	Default *Status
+}
+
+// IndexDef is a secondary index of a [TableDef].
+type IndexDef struct {
+	Name    string
+	Columns []string
+	Unique  bool
+}
+
+// TableDef is a portable table definition that a dialect renders as DDL.
+type TableDef struct {
+	Table      string
+	Columns    []ColumnDef
+	PrimaryKey []string
+	Indexes    []IndexDef
+}
+
+// Validate checks every identifier of the definition.
+func (d TableDef) Validate() error {
+	if err := ValidateIdent("Table", d.Table); err != nil {
+		return err
+	}
+	if len(d.Columns) == 0 {
+		return fmt.Errorf("%w: TableDef %s has no columns", ErrInvalidConfig, d.Table)
+	}
+	for i, c := range d.Columns {
+		if err := ValidateColumn(fmt.Sprintf("Columns[%d]", i), c.Name); err != nil {
+			return err
+		}
+		if c.Len < 0 {
+			return fmt.Errorf("%w: Columns[%d]: negative length", ErrInvalidConfig, i)
+		}
+	}
+	for i, c := range d.PrimaryKey {
+		if err := ValidateColumn(fmt.Sprintf("PrimaryKey[%d]", i), c); err != nil {
+			return err
+		}
+	}
+	for i, ix := range d.Indexes {
+		if err := ValidateColumn(fmt.Sprintf("Indexes[%d].Name", i), ix.Name); err != nil {
+			return err
+		}
+		for j, c := range ix.Columns {
+			if err := ValidateColumn(fmt.Sprintf("Indexes[%d].Columns[%d]", i, j), c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// LeaseTableDef is the library-managed key table for keyed leases: a text
+// key of keyLen bytes (0 means 255), owner, lock_at, expires_at and fence.
+// Pass it to [Dialect.CreateTableDDL]; [KeyedLeaseTable] describes it.
+func LeaseTableDef(table string, keyLen int) TableDef {
+	if keyLen == 0 {
+		keyLen = 255
+	}
+	return TableDef{
+		Table: table,
+		Columns: []ColumnDef{
+			{Name: "lease_key", Type: TypeText, Len: keyLen, NotNull: true},
+			{Name: "owner", Type: TypeText, Len: MaxTokenLen},
+			{Name: "lock_at", Type: TypeTime},
+			{Name: "expires_at", Type: TypeTime},
+			{Name: "fence", Type: TypeInt, NotNull: true, Default: &Status{num: 0, isNum: true, set: true}},
+		},
+		PrimaryKey: []string{"lease_key"},
+		Indexes:    []IndexDef{{Name: IndexName(table, "exp"), Columns: []string{"expires_at"}}},
+	}
+}
+
+// KeyedLeaseTable describes the table created from [LeaseTableDef].
+func KeyedLeaseTable(table string, keyLen int) LeaseTable {
+	return LeaseTable{
+		Table: table, Key: "lease_key", KeyKind: IDText, KeyMaxLen: keyLen,
+		Owner: "owner", LockedAt: "lock_at", ExpiresAt: "expires_at", Fence: "fence", Keyed: true,
+	}
+}
+
+// IndexName derives an index name from a table name and a suffix, within
+// [MaxIdentLen], using only the table's last part.
+func IndexName(table, suffix string) string {
+	if i := lastDot(table); i >= 0 {
+		table = table[i+1:]
+	}
+	name := table + "_cl_" + suffix
+	if len(name) > MaxIdentLen {
+		h := fnv32(table)
+		name = fmt.Sprintf("%s_%08x_cl_%s", table[:MaxIdentLen-len(suffix)-14], h, suffix)
+	}
+	return name
+}
+
+func lastDot(s string) int {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '.' {
+			return i
+		}
+	}
+	return -1
+}
+
+func fnv32(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
+}
+
+// ClaimTableDef builds a [TableDef] holding every column spec names: the key
+// (auto-incrementing for integer keys), status, token, claimed-at, the
+// optional attempts, version and created-at columns, the scope columns
+// (integers) and spec.Columns, typed by extra where it names them and text
+// otherwise. Recommended indexes are not included: create them from
+// [ClaimStore.IndexDDL].
+func ClaimTableDef(spec ClaimTable, extra ...ColumnDef) TableDef {
+	def := TableDef{Table: spec.Table, PrimaryKey: []string{spec.ID}}
+	if spec.IDKind == IDText {
+		def.Columns = append(def.Columns, ColumnDef{Name: spec.ID, Type: TypeText, Len: 64, NotNull: true})
+	} else {
+		def.Columns = append(def.Columns, ColumnDef{Name: spec.ID, Type: TypeSerial, NotNull: true})
+	}
+	for _, c := range spec.Scope {
+		def.Columns = append(def.Columns, ColumnDef{Name: c, Type: TypeInt, NotNull: true})
+	}
+	pending := spec.Pending
+	st := ColumnDef{Name: spec.Status, Type: TypeText, Len: 32, NotNull: true, Default: &pending}
+	if spec.Pending.IsNumeric() {
+		st.Type = TypeInt
+	}
+	zero := Status{isNum: true, set: true}
+	def.Columns = append(def.Columns, st,
+		ColumnDef{Name: spec.Token, Type: TypeText, Len: MaxTokenLen},
+		ColumnDef{Name: spec.ClaimedAt, Type: TypeTime})
+	if spec.Attempts != "" {
+		def.Columns = append(def.Columns, ColumnDef{Name: spec.Attempts, Type: TypeInt, NotNull: true, Default: &zero})
+	}
+	if spec.Version != "" {
+		def.Columns = append(def.Columns, ColumnDef{Name: spec.Version, Type: TypeInt, NotNull: true, Default: &zero})
+	}
+	if spec.CreatedAt != "" {
+		def.Columns = append(def.Columns, ColumnDef{Name: spec.CreatedAt, Type: TypeTime})
+	}
+	for _, c := range spec.Columns {
+		cd := ColumnDef{Name: c, Type: TypeText}
+		for _, e := range extra {
+			if e.Name == c {
+				cd = e
+			}
+		}
+		def.Columns = append(def.Columns, cd)
+	}
+	return def
+}

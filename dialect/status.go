@@ -1,0 +1,92 @@
+package dialect
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Status is a validated status value: a short string or an integer. Status
+// values are rendered as SQL literals (so a partial index on the pending
+// value can be used by a generic plan), which is why strings are limited to
+// the alphabet [A-Za-z0-9_.:-] and 64 bytes.
+type Status struct {
+	str   string
+	num   int64
+	isNum bool
+	set   bool
+}
+
+// StatusOf converts a configured status value: a string, or any Go integer
+// type. Other types, empty strings and strings outside the safe alphabet are
+// errors wrapping [ErrInvalidConfig], naming field.
+func StatusOf(field string, v any) (Status, error) {
+	switch x := v.(type) {
+	case nil:
+		return Status{}, fmt.Errorf("%w: %s: status value is not set", ErrInvalidConfig, field)
+	case string:
+		if x == "" || len(x) > 64 {
+			return Status{}, fmt.Errorf("%w: %s: status string must be 1 to 64 bytes", ErrInvalidConfig, field)
+		}
+		for i := 0; i < len(x); i++ {
+			c := x[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
+				return Status{}, fmt.Errorf("%w: %s: status %q has byte %q outside [A-Za-z0-9_.:-]", ErrInvalidConfig, field, x, c)
+			}
+		}
+		return Status{str: x, set: true}, nil
+	case int:
+		return Status{num: int64(x), isNum: true, set: true}, nil
+	case int8:
+		return Status{num: int64(x), isNum: true, set: true}, nil
+	case int16:
+		return Status{num: int64(x), isNum: true, set: true}, nil
+	case int32:
+		return Status{num: int64(x), isNum: true, set: true}, nil
+	case int64:
+		return Status{num: x, isNum: true, set: true}, nil
+	case uint8:
+		return Status{num: int64(x), isNum: true, set: true}, nil
+	case uint16:
+		return Status{num: int64(x), isNum: true, set: true}, nil
+	case uint32:
+		return Status{num: int64(x), isNum: true, set: true}, nil
+	case Status:
+		if !x.set {
+			return Status{}, fmt.Errorf("%w: %s: status value is not set", ErrInvalidConfig, field)
+		}
+		return x, nil
+	default:
+		return Status{}, fmt.Errorf("%w: %s: status value %v has type %T; want a string or an integer", ErrInvalidConfig, field, v, v)
+	}
+}
+
+// IsSet reports whether s holds a value.
+func (s Status) IsSet() bool { return s.set }
+
+// IsNumeric reports whether s is an integer status.
+func (s Status) IsNumeric() bool { return s.isNum }
+
+// Literal renders s as a SQL literal: '...' for strings (the alphabet needs
+// no escaping), decimal for integers.
+func (s Status) Literal() string {
+	if s.isNum {
+		return strconv.FormatInt(s.num, 10)
+	}
+	return "'" + s.str + "'"
+}
+
+// String returns the value as text.
+func (s Status) String() string {
+	if s.isNum {
+		return strconv.FormatInt(s.num, 10)
+	}
+	return s.str
+}
+
+// Value returns the value as a string or an int64.
+func (s Status) Value() any {
+	if s.isNum {
+		return s.num
+	}
+	return s.str
+}
