@@ -130,7 +130,7 @@ func (s *claimStore) Claim(ctx context.Context, p *dialect.ClaimParams, scan fun
 
 type notSupported struct{ what string }
 
-func (e *notSupported) Error() string         { return e.what + " is not supported by SQLite" }
+func (e *notSupported) Error() string        { return e.what + " is not supported by SQLite" }
 func (e *notSupported) Is(target error) bool { return target == dialect.ErrNotSupported }
 
 // Ack implements [dialect.ClaimStore]. Without versions it is one UPDATE ...

@@ -1,0 +1,429 @@
+package dialecttest
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+func testCapabilities(t *testing.T, h Harness) {
+	d, _ := h.Open(t)
+	c := d.Capabilities()
+	require.NotEmpty(t, c.Engine)
+	require.NotEmpty(t, c.Version)
+	require.True(t, c.Supports(c.PreferredStrategy), "preferred strategy %v unsupported", c.PreferredStrategy)
+	s, err := c.Resolve(dialect.StrategyAuto)
+	require.NoError(t, err)
+	require.Equal(t, c.PreferredStrategy, s)
+	if c.Engine == dialect.EngineTiDB {
+		require.False(t, c.SkipLocked, "TiDB silently ignores SKIP LOCKED")
+	}
+	if !c.SkipLocked {
+		_, err := c.Resolve(dialect.StrategySkipLocked)
+		require.ErrorIs(t, err, dialect.ErrNotSupported)
+	}
+}
+
+func testIdentifiers(t *testing.T, h Harness) {
+	d, _ := h.Open(t)
+	for _, bad := range []string{"", "t; DROP TABLE x", `a"b`, "a`b", "a'b", "a b", "a--b", "1abc", "a.b.c", "a..b", "tаble" /* Cyrillic a */, strings64()} {
+		_, err := d.QuoteIdent("Table", bad)
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "%q", bad)
+		require.Contains(t, err.Error(), "Table")
+	}
+	for _, good := range []string{"t", "task_target", "_x9", "myschema.t"} {
+		q, err := d.QuoteIdent("Table", good)
+		require.NoError(t, err)
+		require.NotEqual(t, good, q, "quoted")
+	}
+}
+
+func strings64() string {
+	b := make([]byte, 64)
+	for i := range b {
+		b[i] = 'a'
+	}
+	return string(b)
+}
+
+func testBadSpecs(t *testing.T, h Harness) {
+	d, _ := h.Open(t)
+	good := dialect.ClaimTable{Table: "t", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
+		Pending: st(t, "P"), Processing: st(t, "R"), Done: st(t, "D")}
+	_, err := d.ClaimStore(good)
+	require.NoError(t, err)
+	bad := []func(*dialect.ClaimTable){
+		func(s *dialect.ClaimTable) { s.Table = "t; DROP TABLE x" },
+		func(s *dialect.ClaimTable) { s.ID = "" },
+		func(s *dialect.ClaimTable) { s.Token = "a`b" },
+		func(s *dialect.ClaimTable) { s.Columns = []string{`x"y`} },
+		func(s *dialect.ClaimTable) { s.Scope = []string{"a b"} },
+		func(s *dialect.ClaimTable) { s.Done = s.Pending },
+		func(s *dialect.ClaimTable) { s.Done = st(t, 3) },
+		func(s *dialect.ClaimTable) { s.Processing = dialect.Status{} },
+	}
+	for i, mut := range bad {
+		s := good
+		mut(&s)
+		_, err := d.ClaimStore(s)
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "case %d", i)
+	}
+	_, err = dialect.StatusOf("Pending", "x'; DROP")
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	_, err = dialect.StatusOf("Pending", 1.5)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	_, err = d.LeaseStore(dialect.LeaseTable{Table: "t", Key: "k", Owner: "o;", LockedAt: "l"})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	_, err = d.CreateTableDDL(dialect.TableDef{Table: "x y", Columns: []dialect.ColumnDef{{Name: "a"}}})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+}
+
+func testIndexes(t *testing.T, h Harness) {
+	d, _ := h.Open(t)
+	ctx := ctxT(t)
+	spec := dialect.ClaimTable{Table: "cl_idx", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
+		Scope: []string{"task_id"}, Pending: st(t, "P"), Processing: st(t, "R"), Done: st(t, "D")}
+	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	require.NoError(t, err)
+	require.NoError(t, d.ExecDDL(ctx, ddl))
+	require.NoError(t, d.ExecDDL(ctx, ddl), "CreateTableDDL must be idempotent")
+	store, err := d.ClaimStore(spec)
+	require.NoError(t, err)
+	missing, err := store.MissingIndexes(ctx)
+	require.NoError(t, err)
+	require.Len(t, missing, len(store.IndexDDL()))
+	require.GreaterOrEqual(t, len(store.IndexDDL()), 3, "claim, token and reaper indexes")
+	require.NoError(t, d.ExecDDL(ctx, store.IndexDDL()))
+	missing, err = store.MissingIndexes(ctx)
+	require.NoError(t, err)
+	require.Empty(t, missing)
+}
+
+func testClaim(t *testing.T, h Harness, s dialect.Strategy) {
+	f := newFixture(t, h)
+	f.insert(1, 10)
+	f.insert(2, 5)
+	tok, got := f.claim(s, 1, 4)
+	require.Len(t, got, 4)
+	require.Len(t, tok, dialect.TokenLen)
+	all := f.rows()
+	for i, c := range got {
+		require.Equal(t, all[i].ID, c.ID, "claims take the lowest keys first")
+		require.Equal(t, fmt.Sprintf("p%d", i), c.Payload)
+		r := f.row(c.ID)
+		require.Equal(t, "PROCESSING", r.Status)
+		require.Equal(t, tok, r.Token)
+		require.EqualValues(t, 1, r.Attempts)
+	}
+	tok2, got2 := f.claim(s, 1, 100)
+	require.Len(t, got2, 6, "the rest of task 1 only")
+	require.NotEqual(t, tok, tok2)
+	for _, c := range got2 {
+		require.Contains(t, fmt.Sprint(c.Payload), "p")
+		for _, o := range got {
+			require.NotEqual(t, o.ID, c.ID)
+		}
+	}
+	_, none := f.claim(s, 1, 10)
+	require.Empty(t, none)
+	res := f.ack(tok, ids(got), dialect.OutcomeDone, 0)
+	require.Empty(t, res.Lost)
+	for _, c := range got {
+		r := f.row(c.ID)
+		require.Equal(t, "SENT", r.Status)
+		require.Empty(t, r.Token)
+	}
+	// Acking again: the token no longer holds them.
+	res = f.ack(tok, ids(got), dialect.OutcomeDone, 0)
+	require.Len(t, res.Lost, len(got))
+	// Task 2 untouched by everything above.
+	_, t2 := f.claim(s, 2, 100)
+	require.Len(t, t2, 5)
+}
+
+func testClaimTextKeys(t *testing.T, h Harness, s dialect.Strategy) {
+	f := newFixture(t, h, func(c *dialect.ClaimTable) { c.IDKind = dialect.IDText; c.Table = "cl_text" })
+	f.insert(7, 6)
+	tok, got := f.claim(s, 7, 4)
+	require.Len(t, got, 4)
+	require.Equal(t, "k7-000000", got[0].ID)
+	res := f.ack(tok, append(ids(got[:2]), "k7-999999"), dialect.OutcomeDone, 0)
+	require.Equal(t, []int{2}, res.Lost, "an unknown key is lost, the others acked")
+	require.Equal(t, "SENT", f.row("k7-000001").Status)
+	n, err := f.store.Release(ctxT(t), tok, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+}
+
+func testClaimIntegerStatus(t *testing.T, h Harness, s dialect.Strategy) {
+	f := newFixture(t, h, func(c *dialect.ClaimTable) {
+		c.Table = "cl_intstatus"
+		c.Pending, c.Processing, c.Done, c.Failed = st(t, 0), st(t, 1), st(t, 2), st(t, 3)
+	})
+	f.insert(1, 3)
+	tok, got := f.claim(s, 1, 10)
+	require.Len(t, got, 3)
+	require.Equal(t, "1", f.row(got[0].ID).Status)
+	res := f.ack(tok, ids(got), dialect.OutcomeFailed, 0)
+	require.Empty(t, res.Lost)
+	require.Equal(t, "3", f.row(got[2].ID).Status)
+}
+
+func testAckLost(t *testing.T, h Harness, s dialect.Strategy) {
+	f := newFixture(t, h)
+	f.insert(1, 3)
+	ctx := ctxT(t)
+	tokA, a := f.claim(s, 1, 3)
+	require.Len(t, a, 3)
+	// Row a[1] is returned (as a reaper would) and re-claimed by B.
+	n, err := f.store.Release(ctx, tokA, []any{a[1].ID})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	tokB, b := f.claim(s, 1, 10)
+	require.Len(t, b, 1)
+	require.Equal(t, a[1].ID, b[0].ID)
+	res := f.ack(tokA, ids(a), dialect.OutcomeDone, 0)
+	require.Equal(t, []int{1}, res.Lost)
+	r := f.row(a[1].ID)
+	require.Equal(t, "PROCESSING", r.Status, "the late ack must not overwrite the new owner's row")
+	require.Equal(t, tokB, r.Token)
+	// A late fail or heartbeat of A does not touch it either.
+	res = f.ack(tokA, []any{a[1].ID}, dialect.OutcomeFailed, 0)
+	require.Equal(t, []int{0}, res.Lost)
+	hb, err := f.store.Heartbeat(ctx, tokA)
+	require.NoError(t, err)
+	require.Zero(t, hb)
+	res = f.ack(tokB, ids(b), dialect.OutcomeDone, 0)
+	require.Empty(t, res.Lost)
+	require.Equal(t, "SENT", f.row(a[1].ID).Status)
+}
+
+func testAckVersioned(t *testing.T, h Harness, s dialect.Strategy) {
+	f := newFixture(t, h)
+	f.insert(1, 3)
+	ctx := ctxT(t)
+	tok, got := f.claim(s, 1, 3)
+	require.Len(t, got, 3)
+	// A writer changes row 2 while it is being flushed.
+	_, err := f.db.ExecContext(ctx, fmt.Sprintf("UPDATE %s SET %s = %s + 1 WHERE %s = %v",
+		f.q("cl_target"), f.q("version"), f.q("version"), f.q("id"), got[1].ID))
+	require.NoError(t, err)
+	versions := []int64{got[0].Version, got[1].Version, got[2].Version}
+	res, err := f.store.Ack(ctx, &dialect.AckParams{Token: tok, IDs: ids(got), Versions: versions, Outcome: dialect.OutcomeDone})
+	require.NoError(t, err)
+	require.Empty(t, res.Lost)
+	require.Equal(t, []int{1}, res.Requeued)
+	require.Equal(t, "SENT", f.row(got[0].ID).Status)
+	require.Equal(t, "PENDING", f.row(got[1].ID).Status)
+	require.Empty(t, f.row(got[1].ID).Token)
+	_, again := f.claim(s, 1, 10)
+	require.Len(t, again, 1)
+	require.Equal(t, got[1].ID, again[0].ID)
+	require.Equal(t, got[1].Version+1, again[0].Version)
+}
+
+func testAckFailRetry(t *testing.T, h Harness, s dialect.Strategy) {
+	f := newFixture(t, h)
+	f.insert(1, 2)
+	tok, got := f.claim(s, 1, 2)
+	res := f.ack(tok, ids(got), dialect.OutcomeRetry, 2)
+	require.Empty(t, res.Lost)
+	require.Empty(t, res.Parked)
+	require.Equal(t, "PENDING", f.row(got[0].ID).Status)
+	tok, got = f.claim(s, 1, 2)
+	require.Len(t, got, 2)
+	require.EqualValues(t, 2, f.row(got[0].ID).Attempts)
+	res = f.ack(tok, ids(got), dialect.OutcomeRetry, 2)
+	require.Equal(t, []int{0, 1}, res.Parked)
+	require.Equal(t, "FAILED", f.row(got[0].ID).Status)
+	require.EqualValues(t, 2, f.row(got[0].ID).Attempts)
+	_, none := f.claim(s, 1, 2)
+	require.Empty(t, none, "parked rows are never claimed again")
+}
+
+func testHeartbeatReap(t *testing.T, h Harness, s dialect.Strategy) {
+	f := newFixture(t, h)
+	f.insert(1, 4)
+	ctx := ctxT(t)
+	tokA, a := f.claim(s, 1, 2)
+	tokB, b := f.claim(s, 1, 2)
+	time.Sleep(700 * time.Millisecond)
+	n, err := f.store.Heartbeat(ctx, tokB)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+	res, err := f.store.Reap(ctx, &dialect.ReapParams{Timeout: 500 * time.Millisecond, Limit: 100})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, res.Returned, "only the batch that stopped heartbeating")
+	require.Zero(t, res.Parked)
+	for _, c := range a {
+		require.Equal(t, "PENDING", f.row(c.ID).Status)
+	}
+	for _, c := range b {
+		require.Equal(t, tokB, f.row(c.ID).Token)
+	}
+	ack := f.ack(tokA, ids(a), dialect.OutcomeDone, 0)
+	require.Len(t, ack.Lost, 2)
+	ack = f.ack(tokB, ids(b), dialect.OutcomeDone, 0)
+	require.Empty(t, ack.Lost)
+	// Heartbeats in a tight loop keep reporting the rows held.
+	tokC, c := f.claim(s, 1, 10)
+	require.Len(t, c, 2)
+	for i := 0; i < 50; i++ {
+		n, err := f.store.Heartbeat(ctx, tokC)
+		require.NoError(t, err)
+		require.EqualValues(t, 2, n, "heartbeat %d", i)
+	}
+}
+
+func testReapBounded(t *testing.T, h Harness, s dialect.Strategy) {
+	f := newFixture(t, h)
+	f.insert(1, 5)
+	f.insert(2, 1)
+	ctx := ctxT(t)
+	_, got := f.claim(s, 1, 5)
+	require.Len(t, got, 5)
+	_, other := f.claim(s, 2, 5)
+	require.Len(t, other, 1)
+	// Two of them have been claimed three times already.
+	_, err := f.db.ExecContext(ctx, fmt.Sprintf("UPDATE %s SET %s = 3 WHERE %s IN (%v, %v)",
+		f.q("cl_target"), f.q("attempts"), f.q("id"), got[0].ID, got[4].ID))
+	require.NoError(t, err)
+	time.Sleep(300 * time.Millisecond)
+	p := &dialect.ReapParams{Timeout: 100 * time.Millisecond, Limit: 2, MaxAttempts: 3, ScopeValues: []any{1}}
+	var total dialect.ReapResult
+	for i := 0; ; i++ {
+		require.Less(t, i, 10)
+		res, err := f.store.Reap(ctx, p)
+		require.NoError(t, err)
+		require.LessOrEqual(t, res.Returned, int64(2))
+		require.LessOrEqual(t, res.Parked, int64(2))
+		total.Returned += res.Returned
+		total.Parked += res.Parked
+		if res.Returned < 2 && res.Parked < 2 {
+			break
+		}
+	}
+	require.EqualValues(t, 3, total.Returned)
+	require.EqualValues(t, 2, total.Parked)
+	require.Equal(t, "FAILED", f.row(got[0].ID).Status)
+	require.Equal(t, "PENDING", f.row(got[1].ID).Status)
+	require.Equal(t, "PROCESSING", f.row(other[0].ID).Status, "out of scope")
+	_, err = f.store.Reap(ctx, &dialect.ReapParams{Timeout: 0, Limit: 1})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	_, err = f.store.Reap(ctx, &dialect.ReapParams{Timeout: time.Second, Limit: 0})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+}
+
+func testRelease(t *testing.T, h Harness, s dialect.Strategy) {
+	f := newFixture(t, h)
+	f.insert(1, 3)
+	ctx := ctxT(t)
+	tok, got := f.claim(s, 1, 3)
+	f.ack(tok, ids(got[:1]), dialect.OutcomeDone, 0)
+	n, err := f.store.Release(ctx, tok, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+	require.Equal(t, "SENT", f.row(got[0].ID).Status)
+	r := f.row(got[1].ID)
+	require.Equal(t, "PENDING", r.Status)
+	require.Empty(t, r.Token)
+	require.EqualValues(t, 0, r.Attempts, "a release is not a failed attempt")
+	n, err = f.store.Release(ctx, tok, nil)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
+func testStats(t *testing.T, h Harness, s dialect.Strategy) {
+	f := newFixture(t, h)
+	f.insert(1, 6)
+	f.insert(2, 2)
+	ctx := ctxT(t)
+	tok, got := f.claim(s, 1, 3)
+	f.ack(tok, ids(got[:1]), dialect.OutcomeDone, 0)
+	f.ack(tok, ids(got[1:2]), dialect.OutcomeFailed, 0)
+	time.Sleep(50 * time.Millisecond)
+	stats, err := f.store.Stats(ctx, []any{1})
+	require.NoError(t, err)
+	require.Equal(t, dialect.Stats{Pending: 3, Processing: 1, Done: 1, Failed: 1, OldestProcessing: stats.OldestProcessing}, stats)
+	require.Greater(t, stats.OldestProcessing, 20*time.Millisecond)
+	require.Less(t, stats.OldestProcessing, time.Minute)
+	all, err := f.store.Stats(ctx, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, all.Pending)
+}
+
+// testConcurrentClaims races claimers on one task: every row must be
+// claimed by exactly one token and acked exactly once.
+func testConcurrentClaims(t *testing.T, h Harness, s dialect.Strategy) {
+	f := newFixture(t, h)
+	const rows, workers, batch = 2000, 8, 25
+	f.insert(1, rows)
+	ctx := ctxT(t)
+	var mu sync.Mutex
+	owner := map[any]string{}
+	var errs []error
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				tok := dialect.NewToken()
+				var got []any
+				_, err := f.store.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: batch, ScopeValues: []any{1}, Strategy: s},
+					func(sc dialect.Scanner) error {
+						var id, v any
+						var p string
+						if err := sc.Scan(&id, &v, &p); err != nil {
+							return err
+						}
+						got = append(got, norm(id))
+						return nil
+					})
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, id := range got {
+					if prev, ok := owner[id]; ok {
+						errs = append(errs, fmt.Errorf("row %v claimed by %s and %s", id, prev, tok))
+					}
+					owner[id] = tok
+				}
+				mu.Unlock()
+				res, err := f.store.Ack(ctx, &dialect.AckParams{Token: tok, IDs: got, Outcome: dialect.OutcomeDone})
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				} else if len(res.Lost) > 0 {
+					errs = append(errs, fmt.Errorf("token %s lost %d rows nobody reaped", tok, len(res.Lost)))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if isRetryable(err) {
+			t.Errorf("retryable error reached the caller: %v", err)
+		}
+	}
+	require.Empty(t, errs)
+	require.Len(t, owner, rows)
+	for _, r := range f.rows() {
+		require.Equal(t, "SENT", r.Status, "row %v", r.ID)
+		require.EqualValues(t, 1, r.Attempts, "row %v claimed once", r.ID)
+	}
+	t.Logf("%s: %d rows, %d workers, %d retries", s, rows, workers, f.d.Retries())
+}

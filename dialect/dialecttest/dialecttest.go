@@ -1,0 +1,282 @@
+// Package dialecttest is the conformance suite every claimlock dialect
+// passes against a real database. A dialect proves itself by calling [Run]
+// from a test in its own package:
+//
+//	func TestConformance(t *testing.T) {
+//		dialecttest.Run(t, dialecttest.Harness{
+//			Name: "mydb",
+//			Open: func(t *testing.T) (dialect.Dialect, *sql.DB) { ... },
+//		})
+//	}
+//
+// Open must return a dialect on a database no other test uses (a fresh
+// schema or database) and a database/sql handle on the same database, which
+// the suite uses only for placeholder-free statements: inserting fixture
+// rows with literal values and reading rows back for assertions. Every case
+// that involves claims runs once per strategy the server supports.
+package dialecttest
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// Harness connects the suite to one dialect.
+type Harness struct {
+	// Name labels the subtests.
+	Name string
+	// Open returns a dialect on a fresh, isolated database and a
+	// database/sql handle on the same database.
+	Open func(t *testing.T) (dialect.Dialect, *sql.DB)
+}
+
+// Run runs every conformance case as a subtest of t.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	require.NotNil(t, h.Open, "Harness.Open")
+	cases := []struct {
+		name string
+		fn   func(*testing.T, Harness)
+	}{
+		{"Capabilities", testCapabilities},
+		{"Identifiers", testIdentifiers},
+		{"BadSpecs", testBadSpecs},
+		{"Indexes", testIndexes},
+		{"Claim", perStrategy(testClaim)},
+		{"ClaimTextKeys", perStrategy(testClaimTextKeys)},
+		{"ClaimIntegerStatus", perStrategy(testClaimIntegerStatus)},
+		{"AckLostAfterReclaim", perStrategy(testAckLost)},
+		{"AckVersioned", perStrategy(testAckVersioned)},
+		{"AckFailAndRetry", perStrategy(testAckFailRetry)},
+		{"HeartbeatAndReap", perStrategy(testHeartbeatReap)},
+		{"ReapBoundedAndParks", perStrategy(testReapBounded)},
+		{"Release", perStrategy(testRelease)},
+		{"Stats", perStrategy(testStats)},
+		{"ConcurrentClaimsNeverOverlap", perStrategy(testConcurrentClaims)},
+		{"LeaseKeyed", testLeaseKeyed},
+		{"LeaseExpiryAndTakeover", testLeaseExpiry},
+		{"LeaseRenewSameInstant", testLeaseRenewTight},
+		{"LeaseTaskRow", testLeaseTaskRow},
+		{"LeaseBadInput", testLeaseBadInput},
+		{"LeaseReapExpired", testLeaseReap},
+		{"LeaseContention", testLeaseContention},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.fn(t, h)
+		})
+	}
+}
+
+type strategyTest func(t *testing.T, h Harness, s dialect.Strategy)
+
+// perStrategy runs fn once per strategy the server supports. The dialect is
+// opened once to read the capabilities; each strategy gets its own database.
+func perStrategy(fn strategyTest) func(*testing.T, Harness) {
+	return func(t *testing.T, h Harness) {
+		d, _ := h.Open(t)
+		caps := d.Capabilities()
+		for _, s := range []dialect.Strategy{dialect.StrategyTokenUpdate, dialect.StrategySkipLocked} {
+			if !caps.Supports(s) {
+				continue
+			}
+			t.Run(s.String(), func(t *testing.T) { fn(t, h, s) })
+		}
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func st(t *testing.T, v any) dialect.Status {
+	s, err := dialect.StatusOf("status", v)
+	require.NoError(t, err)
+	return s
+}
+
+// fixture is a claim table created through the dialect, with helpers that
+// use only placeholder-free SQL.
+type fixture struct {
+	t     *testing.T
+	d     dialect.Dialect
+	db    *sql.DB
+	spec  dialect.ClaimTable
+	store dialect.ClaimStore
+	q     func(string) string
+}
+
+type fixtureOpt func(*dialect.ClaimTable)
+
+func newFixture(t *testing.T, h Harness, opts ...fixtureOpt) *fixture {
+	t.Helper()
+	d, db := h.Open(t)
+	spec := dialect.ClaimTable{
+		Table: "cl_target", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
+		Attempts: "attempts", Version: "version", Columns: []string{"payload"}, Scope: []string{"task_id"},
+		Pending: st(t, "PENDING"), Processing: st(t, "PROCESSING"), Done: st(t, "SENT"), Failed: st(t, "FAILED"),
+	}
+	for _, o := range opts {
+		o(&spec)
+	}
+	ctx := ctxT(t)
+	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	require.NoError(t, err)
+	require.NoError(t, d.ExecDDL(ctx, ddl))
+	store, err := d.ClaimStore(spec)
+	require.NoError(t, err)
+	require.NoError(t, d.ExecDDL(ctx, store.IndexDDL()))
+	f := &fixture{t: t, d: d, db: db, spec: spec, store: store}
+	f.q = func(name string) string {
+		s, err := d.QuoteIdent("test", name)
+		require.NoError(t, err)
+		return s
+	}
+	return f
+}
+
+// insert adds n rows to task with payloads p<k>; text keys are k<task>-<seq>.
+func (f *fixture) insert(task, n int) {
+	f.t.Helper()
+	const chunk = 500
+	for start := 0; start < n; start += chunk {
+		var vals []string
+		for i := start; i < n && i < start+chunk; i++ {
+			if f.spec.IDKind == dialect.IDText {
+				vals = append(vals, fmt.Sprintf("('k%d-%06d', %d, 'p%d')", task, i, task, i))
+			} else {
+				vals = append(vals, fmt.Sprintf("(%d, 'p%d')", task, i))
+			}
+		}
+		cols := fmt.Sprintf("%s, %s", f.q(f.spec.Scope[0]), f.q("payload"))
+		if f.spec.IDKind == dialect.IDText {
+			cols = f.q(f.spec.ID) + ", " + cols
+		}
+		_, err := f.db.ExecContext(ctxT(f.t), fmt.Sprintf("INSERT INTO %s (%s) VALUES %s", f.q(f.spec.Table), cols, strings.Join(vals, ", ")))
+		require.NoError(f.t, err)
+	}
+}
+
+type rowState struct {
+	ID       any
+	Status   string
+	Token    string
+	Attempts int64
+}
+
+func norm(v any) any {
+	switch x := v.(type) {
+	case []byte:
+		return string(x)
+	case int:
+		return int64(x)
+	case int32:
+		return int64(x)
+	}
+	return v
+}
+
+// rows reads every row ordered by key.
+func (f *fixture) rows() []rowState {
+	f.t.Helper()
+	r, err := f.db.QueryContext(ctxT(f.t), fmt.Sprintf("SELECT %s, %s, %s, %s FROM %s ORDER BY %s",
+		f.q(f.spec.ID), f.q(f.spec.Status), f.q(f.spec.Token), f.q(f.spec.Attempts), f.q(f.spec.Table), f.q(f.spec.ID)))
+	require.NoError(f.t, err)
+	defer r.Close()
+	var out []rowState
+	for r.Next() {
+		var id, status any
+		var token sql.NullString
+		var rs rowState
+		require.NoError(f.t, r.Scan(&id, &status, &token, &rs.Attempts))
+		rs.ID, rs.Status, rs.Token = norm(id), fmt.Sprint(norm(status)), token.String
+		out = append(out, rs)
+	}
+	require.NoError(f.t, r.Err())
+	return out
+}
+
+func (f *fixture) row(id any) rowState {
+	f.t.Helper()
+	for _, r := range f.rows() {
+		if r.ID == norm(id) {
+			return r
+		}
+	}
+	f.t.Fatalf("no row %v", id)
+	return rowState{}
+}
+
+// claimed is one row as returned by a claim.
+type claimed struct {
+	ID      any
+	Version int64
+	Payload string
+}
+
+func (f *fixture) claim(s dialect.Strategy, task, limit int) (string, []claimed) {
+	f.t.Helper()
+	tok := dialect.NewToken()
+	var out []claimed
+	n, err := f.store.Claim(ctxT(f.t), &dialect.ClaimParams{Token: tok, Limit: limit, ScopeValues: []any{task}, Strategy: s},
+		func(sc dialect.Scanner) error {
+			var c claimed
+			var id any
+			dest := []any{&id}
+			if f.spec.Version != "" {
+				dest = append(dest, &c.Version)
+			}
+			dest = append(dest, &c.Payload)
+			if err := sc.Scan(dest...); err != nil {
+				return err
+			}
+			c.ID = norm(id)
+			out = append(out, c)
+			return nil
+		})
+	require.NoError(f.t, err)
+	require.Equal(f.t, n, len(out))
+	sort.Slice(out, func(i, j int) bool { return less(out[i].ID, out[j].ID) })
+	return tok, out
+}
+
+func less(a, b any) bool {
+	x, ok1 := a.(int64)
+	y, ok2 := b.(int64)
+	if ok1 && ok2 {
+		return x < y
+	}
+	return fmt.Sprint(a) < fmt.Sprint(b)
+}
+
+func ids(cs []claimed) []any {
+	out := make([]any, len(cs))
+	for i, c := range cs {
+		out[i] = c.ID
+	}
+	return out
+}
+
+func (f *fixture) ack(tok string, ids []any, o dialect.AckOutcome, maxAttempts int) dialect.AckResult {
+	f.t.Helper()
+	res, err := f.store.Ack(ctxT(f.t), &dialect.AckParams{Token: tok, IDs: ids, Outcome: o, MaxAttempts: maxAttempts})
+	require.NoError(f.t, err)
+	return res
+}
+
+func isRetryable(err error) bool { return errors.Is(err, dialect.ErrRetryable) }
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }

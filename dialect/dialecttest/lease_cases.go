@@ -1,0 +1,284 @@
+package dialecttest
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+func keyedLeases(t *testing.T, h Harness) (dialect.Dialect, dialect.LeaseStore) {
+	t.Helper()
+	d, _ := h.Open(t)
+	ddl, err := d.CreateTableDDL(dialect.LeaseTableDef("cl_lease", 64))
+	require.NoError(t, err)
+	require.NoError(t, d.ExecDDL(ctxT(t), ddl))
+	ls, err := d.LeaseStore(dialect.KeyedLeaseTable("cl_lease", 64))
+	require.NoError(t, err)
+	return d, ls
+}
+
+func testLeaseKeyed(t *testing.T, h Harness) {
+	_, ls := keyedLeases(t, h)
+	ctx := ctxT(t)
+	a, b := dialect.NewToken(), dialect.NewToken()
+	st0, err := ls.Inspect(ctx, "job")
+	require.NoError(t, err)
+	require.False(t, st0.Exists)
+
+	la, err := ls.Acquire(ctx, "job", a, 10*time.Second)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, la.Fence)
+	require.WithinDuration(t, time.Now().Add(10*time.Second), la.ExpiresAt, 5*time.Second, "expiry on the database clock, UTC")
+
+	_, err = ls.Acquire(ctx, "job", b, 10*time.Second)
+	require.ErrorIs(t, err, dialect.ErrLeaseHeld)
+	_, err = ls.Acquire(ctx, "job", a, 10*time.Second)
+	require.ErrorIs(t, err, dialect.ErrLeaseHeld, "re-acquiring one's own lease is not a renewal")
+	_, err = ls.Renew(ctx, "job", b, 10*time.Second)
+	require.ErrorIs(t, err, dialect.ErrLeaseLost)
+	ok, err := ls.Release(ctx, "job", b)
+	require.NoError(t, err)
+	require.False(t, ok, "someone else's release is a no-op")
+
+	ra, err := ls.Renew(ctx, "job", a, 20*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, la.Fence, ra.Fence)
+	require.True(t, ra.ExpiresAt.After(la.ExpiresAt))
+
+	s, err := ls.Inspect(ctx, "job")
+	require.NoError(t, err)
+	require.Equal(t, a, s.Owner)
+	require.False(t, s.Expired)
+	require.EqualValues(t, 1, s.Fence)
+
+	ok, err = ls.Release(ctx, "job", a)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = ls.Release(ctx, "job", a)
+	require.NoError(t, err)
+	require.False(t, ok)
+	_, err = ls.Renew(ctx, "job", a, time.Second)
+	require.ErrorIs(t, err, dialect.ErrLeaseLost)
+
+	lb, err := ls.Acquire(ctx, "job", b, 10*time.Second)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, lb.Fence, "the fence survives release")
+	ok, err = ls.ForceRelease(ctx, "job")
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = ls.ForceRelease(ctx, "job")
+	require.NoError(t, err)
+	require.False(t, ok)
+	lc, err := ls.Acquire(ctx, "job", a, 10*time.Second)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, lc.Fence)
+
+	// Keys are independent.
+	lo, err := ls.Acquire(ctx, "other", b, 10*time.Second)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, lo.Fence)
+}
+
+func testLeaseExpiry(t *testing.T, h Harness) {
+	_, ls := keyedLeases(t, h)
+	ctx := ctxT(t)
+	a, b := dialect.NewToken(), dialect.NewToken()
+	la, err := ls.Acquire(ctx, "k", a, 300*time.Millisecond)
+	require.NoError(t, err)
+	_, err = ls.Acquire(ctx, "k", b, time.Second)
+	require.ErrorIs(t, err, dialect.ErrLeaseHeld)
+	time.Sleep(600 * time.Millisecond)
+	s, err := ls.Inspect(ctx, "k")
+	require.NoError(t, err)
+	require.True(t, s.Expired)
+	lb, err := ls.Acquire(ctx, "k", b, 10*time.Second)
+	require.NoError(t, err)
+	require.Greater(t, lb.Fence, la.Fence)
+	_, err = ls.Renew(ctx, "k", a, time.Second)
+	require.ErrorIs(t, err, dialect.ErrLeaseLost)
+	ok, err := ls.Release(ctx, "k", a)
+	require.NoError(t, err)
+	require.False(t, ok)
+	s, err = ls.Inspect(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, b, s.Owner, "the stale holder changed nothing")
+}
+
+func testLeaseRenewTight(t *testing.T, h Harness) {
+	_, ls := keyedLeases(t, h)
+	ctx := ctxT(t)
+	a := dialect.NewToken()
+	prev, err := ls.Acquire(ctx, "tight", a, time.Minute)
+	require.NoError(t, err)
+	for i := 0; i < 300; i++ {
+		info, err := ls.Renew(ctx, "tight", a, time.Minute)
+		require.NoError(t, err, "renew %d must not look like a lost lease", i)
+		require.True(t, info.ExpiresAt.After(prev.ExpiresAt), "renew %d: expiry must move strictly forward", i)
+		prev = info
+	}
+}
+
+func testLeaseTaskRow(t *testing.T, h Harness) {
+	d, db := h.Open(t)
+	ctx := ctxT(t)
+	def := dialect.TableDef{Table: "xxx_task", PrimaryKey: []string{"id"}, Columns: []dialect.ColumnDef{
+		{Name: "id", Type: dialect.TypeSerial},
+		{Name: "status", Type: dialect.TypeInt},
+		{Name: "lock_at", Type: dialect.TypeTime},
+		{Name: "lock_owner", Type: dialect.TypeText, Len: 40},
+		{Name: "lock_version", Type: dialect.TypeInt, NotNull: true, Default: ptr(st(t, 0))},
+	}}
+	ddl, err := d.CreateTableDDL(def)
+	require.NoError(t, err)
+	require.NoError(t, d.ExecDDL(ctx, ddl))
+	q := func(s string) string { x, err := d.QuoteIdent("t", s); require.NoError(t, err); return x }
+	_, err = db.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s) VALUES (1), (1)", q("xxx_task"), q("status")))
+	require.NoError(t, err)
+	ls, err := d.LeaseStore(dialect.LeaseTable{Table: "xxx_task", Key: "id", Owner: "lock_owner", LockedAt: "lock_at", Fence: "lock_version"})
+	require.NoError(t, err)
+	a, b := dialect.NewToken(), dialect.NewToken()
+	la, err := ls.Acquire(ctx, int64(1), a, 400*time.Millisecond)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, la.Fence)
+	_, err = ls.Acquire(ctx, int64(1), b, 400*time.Millisecond)
+	require.ErrorIs(t, err, dialect.ErrLeaseHeld)
+	_, err = ls.Acquire(ctx, int64(2), b, 400*time.Millisecond)
+	require.NoError(t, err, "another task is another lease")
+	_, err = ls.Acquire(ctx, int64(99), b, time.Second)
+	require.ErrorIs(t, err, dialect.ErrKeyNotFound)
+	_, err = ls.Renew(ctx, int64(1), a, 400*time.Millisecond)
+	require.NoError(t, err)
+	time.Sleep(800 * time.Millisecond)
+	// Without an expires_at column every holder must use the same TTL.
+	lb, err := ls.Acquire(ctx, int64(1), b, 400*time.Millisecond)
+	require.NoError(t, err, "expired by lock_at + ttl")
+	require.EqualValues(t, 2, lb.Fence)
+	_, err = ls.Renew(ctx, int64(1), a, time.Second)
+	require.ErrorIs(t, err, dialect.ErrLeaseLost)
+	ok, err := ls.Release(ctx, int64(1), b)
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, err = ls.Acquire(ctx, "1", a, time.Second)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "integer keys only")
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func testLeaseBadInput(t *testing.T, h Harness) {
+	_, ls := keyedLeases(t, h)
+	ctx := ctxT(t)
+	a := dialect.NewToken()
+	_, err := ls.Acquire(ctx, "", a, time.Second)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	_, err = ls.Acquire(ctx, strings.Repeat("k", 65), a, time.Second)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	_, err = ls.Acquire(ctx, "k", a, 0)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	_, err = ls.Acquire(ctx, "k", a, -time.Second)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	_, err = ls.Renew(ctx, "k", a, 0)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	_, err = ls.Acquire(ctx, 5, a, time.Second)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	// A key that looks like SQL is just a key.
+	evil := "x'); DROP TABLE cl_lease; --"
+	_, err = ls.Acquire(ctx, evil, a, time.Second)
+	require.NoError(t, err)
+	s, err := ls.Inspect(ctx, evil)
+	require.NoError(t, err)
+	require.Equal(t, a, s.Owner)
+}
+
+func testLeaseReap(t *testing.T, h Harness) {
+	_, ls := keyedLeases(t, h)
+	ctx := ctxT(t)
+	for i := 0; i < 5; i++ {
+		_, err := ls.Acquire(ctx, fmt.Sprintf("short-%d", i), dialect.NewToken(), 100*time.Millisecond)
+		require.NoError(t, err)
+	}
+	live := dialect.NewToken()
+	_, err := ls.Acquire(ctx, "long", live, time.Minute)
+	require.NoError(t, err)
+	time.Sleep(400 * time.Millisecond)
+	n1, err := ls.ReapExpired(ctx, 3)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n1)
+	n2, err := ls.ReapExpired(ctx, 3)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n2)
+	s, err := ls.Inspect(ctx, "long")
+	require.NoError(t, err)
+	require.Equal(t, live, s.Owner)
+	l, err := ls.Acquire(ctx, "short-0", dialect.NewToken(), time.Second)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, l.Fence, "reaping keeps the fence")
+}
+
+// testLeaseContention races acquirers on one key; holders never overlap and
+// fences are unique and increase in acquisition order.
+func testLeaseContention(t *testing.T, h Harness) {
+	_, ls := keyedLeases(t, h)
+	ctx, cancel := context.WithTimeout(ctxT(t), 1500*time.Millisecond)
+	defer cancel()
+	var inside atomic.Int32
+	var mu sync.Mutex
+	var fences []int64
+	var lastFence int64
+	var failures []string
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				tok := dialect.NewToken()
+				info, err := ls.Acquire(ctx, "hot", tok, 5*time.Second)
+				if err != nil {
+					if ctx.Err() == nil && !isHeld(err) {
+						mu.Lock()
+						failures = append(failures, err.Error())
+						mu.Unlock()
+					}
+					continue
+				}
+				if inside.Add(1) != 1 {
+					mu.Lock()
+					failures = append(failures, "two holders at once")
+					mu.Unlock()
+				}
+				mu.Lock()
+				if info.Fence <= lastFence {
+					failures = append(failures, fmt.Sprintf("fence %d after %d", info.Fence, lastFence))
+				}
+				lastFence = info.Fence
+				fences = append(fences, info.Fence)
+				mu.Unlock()
+				inside.Add(-1)
+				ok, err := ls.Release(context.WithoutCancel(ctx), "hot", tok)
+				if err != nil || !ok {
+					mu.Lock()
+					failures = append(failures, fmt.Sprintf("release: %v %v", ok, err))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.Empty(t, failures)
+	require.NotEmpty(t, fences)
+	require.True(t, sort.SliceIsSorted(fences, func(i, j int) bool { return fences[i] < fences[j] }))
+	t.Logf("%d acquisitions", len(fences))
+}
+
+func isHeld(err error) bool {
+	return err != nil && (errorsIs(err, dialect.ErrLeaseHeld))
+}

@@ -1,0 +1,52 @@
+package dialect_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+func TestStatusOf(t *testing.T) {
+	t.Parallel()
+	s, err := dialect.StatusOf("Pending", "PENDING")
+	require.NoError(t, err)
+	require.Equal(t, "'PENDING'", s.Literal())
+	n, err := dialect.StatusOf("Pending", int8(3))
+	require.NoError(t, err)
+	require.Equal(t, "3", n.Literal())
+	require.True(t, n.IsNumeric())
+	for _, bad := range []any{nil, "", "a'b", "a b", 1.5, true, []byte("x"), string(make([]byte, 65))} {
+		_, err := dialect.StatusOf("Pending", bad)
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "%v", bad)
+	}
+}
+
+func TestClaimTableValidate(t *testing.T) {
+	t.Parallel()
+	p, _ := dialect.StatusOf("p", "P")
+	r, _ := dialect.StatusOf("p", "R")
+	d, _ := dialect.StatusOf("p", "D")
+	i, _ := dialect.StatusOf("p", 4)
+	ok := dialect.ClaimTable{Table: "t", ID: "id", Status: "s", Token: "tok", ClaimedAt: "c", Pending: p, Processing: r, Done: d}
+	require.NoError(t, ok.Validate())
+	mixed := ok
+	mixed.Failed = i
+	require.ErrorIs(t, mixed.Validate(), dialect.ErrInvalidConfig)
+	dup := ok
+	dup.Done = p
+	require.ErrorIs(t, dup.Validate(), dialect.ErrInvalidConfig)
+}
+
+func TestNewToken(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for i := 0; i < 1000; i++ {
+		tok := dialect.NewToken()
+		require.Len(t, tok, dialect.TokenLen)
+		require.LessOrEqual(t, len(tok), dialect.MaxTokenLen)
+		require.False(t, seen[tok])
+		seen[tok] = true
+	}
+}
