@@ -1,0 +1,53 @@
+// Package claimlock lets many processes share work held in a SQL database
+// (MySQL/MariaDB, PostgreSQL or SQLite) without ever doing the same piece of
+// it twice at the same time.
+//
+// The root package holds only this overview; the library is its
+// sub-packages:
+//
+//   - [github.com/claimlock/claimlock/claim]: the row claimer. A claim marks
+//     a batch of pending rows processing under a fresh token; every ack,
+//     heartbeat and release is conditioned on that token.
+//   - [github.com/claimlock/claimlock/tasklock]: leases on a task row or on
+//     any string key, on the database clock, with renewal, a loss signal,
+//     owner-verified release and a fencing token.
+//   - [github.com/claimlock/claimlock/zombie]: the reaper that returns rows
+//     stuck in processing after a crash and parks rows that keep failing.
+//   - [github.com/claimlock/claimlock/dialect]: the engine boundary, with
+//     dialect/mysql, dialect/postgres and dialect/sqlite, and the conformance
+//     suite dialect/dialecttest that each of them passes.
+//
+// # The two guarantees
+//
+// Exclusive claim: at any instant a row is held by at most one claim token
+// and a task or key by at most one lease. Acks are conditioned on the token,
+// so a worker whose rows were reaped and re-claimed gets
+// [github.com/claimlock/claimlock/dialect.ErrClaimLost] instead of
+// overwriting them.
+//
+// Nothing lost: every pending row is eventually claimed; every claimed row is
+// eventually acked, released or reaped; a row that keeps failing is parked
+// with its attempt count, never dropped.
+//
+// Side effects outside the database (sending a message) are at-least-once
+// across a crash between the send and the ack: no library can make them
+// exactly-once. Make the send idempotent with a unique key per row (and, if
+// the receiver must see retries as distinct, per attempt) that the receiver
+// deduplicates on.
+//
+// # Two layers for cron jobs
+//
+// A task lease ([github.com/claimlock/claimlock/tasklock]) keeps two cron
+// runs of one task from running at once while the lease lives. It cannot, on
+// its own, stop a second process from picking up rows the first one is still
+// sending once the lease was released or expired: that is what the row claim
+// is for. Use both.
+//
+// # Choosing a strategy
+//
+// Claims either update a batch under a token and select it back
+// (token-update: MySQL 5.7, MariaDB, TiDB) or lock candidate rows with
+// FOR UPDATE SKIP LOCKED (PostgreSQL, MySQL 8.0.1+, MariaDB 10.6+). The
+// default, [github.com/claimlock/claimlock/dialect.StrategyAuto], reads the
+// server version once and picks what measured best there.
+package claimlock
