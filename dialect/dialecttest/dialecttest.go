@@ -67,6 +67,7 @@ func Run(t *testing.T, h Harness) {
 		{"LeaseExpiryAndTakeover", testLeaseExpiry},
 		{"LeaseRenewSameInstant", testLeaseRenewTight},
 		{"LeaseTaskRow", testLeaseTaskRow},
+		{"LeaseKeyedWithoutExpiry", testLeaseKeyedNoExpiry},
 		{"LeaseBadInput", testLeaseBadInput},
 		{"LeaseReapExpired", testLeaseReap},
 		{"LeaseContention", testLeaseContention},

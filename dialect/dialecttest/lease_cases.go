@@ -173,6 +173,36 @@ func testLeaseTaskRow(t *testing.T, h Harness) {
 
 func ptr[T any](v T) *T { return &v }
 
+// testLeaseKeyedNoExpiry covers a keyed table without an expires_at column:
+// inserts of new keys and expiry by lock_at + ttl.
+func testLeaseKeyedNoExpiry(t *testing.T, h Harness) {
+	d, _ := h.Open(t)
+	ctx := ctxT(t)
+	def := dialect.LeaseTableDef("cl_lease_noexp", 64)
+	def.Columns = append(def.Columns[:3], def.Columns[4:]...) // drop expires_at
+	def.Indexes = nil
+	ddl, err := d.CreateTableDDL(def)
+	require.NoError(t, err)
+	require.NoError(t, d.ExecDDL(ctx, ddl))
+	spec := dialect.KeyedLeaseTable("cl_lease_noexp", 64)
+	spec.ExpiresAt = ""
+	ls, err := d.LeaseStore(spec)
+	require.NoError(t, err)
+	a, b := dialect.NewToken(), dialect.NewToken()
+	la, err := ls.Acquire(ctx, "new-key", a, 300*time.Millisecond)
+	require.NoError(t, err, "first acquisition inserts the key")
+	require.EqualValues(t, 1, la.Fence)
+	require.WithinDuration(t, time.Now().Add(300*time.Millisecond), la.ExpiresAt, 5*time.Second)
+	_, err = ls.Acquire(ctx, "new-key", b, 300*time.Millisecond)
+	require.ErrorIs(t, err, dialect.ErrLeaseHeld)
+	time.Sleep(600 * time.Millisecond)
+	lb, err := ls.Acquire(ctx, "new-key", b, 300*time.Millisecond)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, lb.Fence)
+	_, err = ls.ReapExpired(ctx, 10)
+	require.ErrorIs(t, err, dialect.ErrNotSupported, "reaping needs expires_at")
+}
+
 func testLeaseBadInput(t *testing.T, h Harness) {
 	_, ls := keyedLeases(t, h)
 	ctx := ctxT(t)

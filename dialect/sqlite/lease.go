@@ -136,10 +136,9 @@ func (l *leaseStore) Acquire(ctx context.Context, key any, owner string, ttl tim
 			}
 			return dialect.ErrLeaseHeld
 		}
-		iargs := []any{key, owner}
-		if l.spec.ExpiresAt != "" {
-			iargs = append(iargs, ms)
-		}
+		// One ttl argument either way: in VALUES for ExpiresAt, in
+		// RETURNING (lock_at + ttl) without it.
+		iargs := []any{key, owner, ms}
 		err = l.d.db.QueryRowContext(ctx, l.insert, iargs...).Scan(&info.Fence, &exp)
 		if errors.Is(err, sql.ErrNoRows) {
 			return dialect.ErrLeaseHeld

@@ -1,0 +1,224 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/dbtest"
+)
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// setupJobs creates the jobs table of jobSpec with its recommended indexes
+// on a fresh schema and returns the pool, the dialect and the store.
+func setupJobs(t *testing.T) (*pgxpool.Pool, *Dialect, dialect.ClaimStore) {
+	t.Helper()
+	ctx := ctxT(t)
+	pool := dbtest.PostgresPool(t)
+	d, err := New(ctx, pool, dialect.Options{})
+	require.NoError(t, err)
+	spec := jobSpec(t)
+	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	require.NoError(t, err)
+	require.NoError(t, d.ExecDDL(ctx, ddl))
+	st, err := d.ClaimStore(spec)
+	require.NoError(t, err)
+	require.NoError(t, d.ExecDDL(ctx, st.IndexDDL()))
+	return pool, d, st
+}
+
+func claimIDs(t *testing.T, st dialect.ClaimStore, s dialect.Strategy, task, limit int) (string, []int64) {
+	t.Helper()
+	tok := dialect.NewToken()
+	var ids []int64
+	_, err := st.Claim(ctxT(t), &dialect.ClaimParams{Token: tok, Limit: limit, ScopeValues: []any{task}, Strategy: s},
+		func(sc dialect.Scanner) error {
+			var id, version int64
+			var payload string
+			if err := sc.Scan(&id, &version, &payload); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+			return nil
+		})
+	require.NoError(t, err)
+	return tok, ids
+}
+
+// Under the token-update strategy a claim waits for a row another
+// transaction has locked, then re-checks it: a row that stopped being
+// pending is skipped and the limit is filled from the next rows, never
+// exceeded.
+func TestTokenUpdateWaitsAndRechecks(t *testing.T) {
+	t.Parallel()
+	pool, _, st := setupJobs(t)
+	ctx := ctxT(t)
+	_, err := pool.Exec(ctx, `INSERT INTO jobs (task_id, payload) SELECT 1, 'p' || g FROM generate_series(1, 5) g`)
+	require.NoError(t, err)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	_, err = tx.Exec(ctx, `UPDATE jobs SET status = 'SENT' WHERE id = 1`)
+	require.NoError(t, err)
+
+	type result struct {
+		ids []int64
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, ids := claimIDs(t, st, dialect.StrategyTokenUpdate, 1, 2)
+		done <- result{ids}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("claim did not wait for the locked row: got %v", r.ids)
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.NoError(t, tx.Commit(ctx))
+	select {
+	case r := <-done:
+		require.Equal(t, []int64{2, 3}, r.ids)
+	case <-time.After(10 * time.Second):
+		t.Fatal("claim still blocked after the lock holder committed")
+	}
+
+	// SKIP LOCKED does not wait: a locked pending row is simply passed over.
+	tx, err = pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // rolled back below
+	_, err = tx.Exec(ctx, `SELECT id FROM jobs WHERE id = 4 FOR UPDATE`)
+	require.NoError(t, err)
+	_, ids := claimIDs(t, st, dialect.StrategySkipLocked, 1, 5)
+	require.Equal(t, []int64{5}, ids)
+	require.NoError(t, tx.Rollback(ctx))
+}
+
+// Acks pass ids as a typed array; any Go integer type works and mixed
+// lost/acked ids are reported by index.
+func TestAckTypedIDs(t *testing.T) {
+	t.Parallel()
+	pool, _, st := setupJobs(t)
+	ctx := ctxT(t)
+	_, err := pool.Exec(ctx, `INSERT INTO jobs (task_id, payload) SELECT 1, 'p' || g FROM generate_series(1, 3) g`)
+	require.NoError(t, err)
+	tok, ids := claimIDs(t, st, dialect.StrategySkipLocked, 1, 3)
+	require.Equal(t, []int64{1, 2, 3}, ids)
+	res, err := st.Ack(ctx, &dialect.AckParams{Token: tok, IDs: []any{int32(2), uint8(9), 3}, Outcome: dialect.OutcomeDone})
+	require.NoError(t, err)
+	require.Equal(t, []int{1}, res.Lost)
+	var sent int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'SENT' AND token IS NULL`).Scan(&sent))
+	require.Equal(t, 2, sent)
+	n, err := st.Heartbeat(ctx, tok)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "row 1 is still held")
+}
+
+// MissingIndexes looks in current_schema() for unqualified tables and in the
+// named schema for qualified ones.
+func TestMissingIndexesSchemaAware(t *testing.T) {
+	t.Parallel()
+	pool, d, st := setupJobs(t)
+	ctx := ctxT(t)
+	missing, err := st.MissingIndexes(ctx)
+	require.NoError(t, err)
+	require.Empty(t, missing)
+
+	var schema string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema))
+	spec := jobSpec(t)
+	spec.Table = schema + ".jobs"
+	qualified, err := d.ClaimStore(spec)
+	require.NoError(t, err)
+	missing, err = qualified.MissingIndexes(ctx)
+	require.NoError(t, err)
+	require.Empty(t, missing)
+
+	// The same table name in another schema, without indexes.
+	other := schema + "_o"
+	_, err = pool.Exec(ctx, fmt.Sprintf(`CREATE SCHEMA %s; CREATE TABLE %s.jobs (LIKE %s.jobs)`, other, other, schema))
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP SCHEMA `+other+` CASCADE`) })
+	spec.Table = other + ".jobs"
+	elsewhere, err := d.ClaimStore(spec)
+	require.NoError(t, err)
+	missing, err = elsewhere.MissingIndexes(ctx)
+	require.NoError(t, err)
+	require.Equal(t, elsewhere.IndexDDL(), missing)
+	require.NoError(t, d.ExecDDL(ctx, missing))
+	missing, err = elsewhere.MissingIndexes(ctx)
+	require.NoError(t, err)
+	require.Empty(t, missing)
+}
+
+// Stats ages come from the database clock.
+func TestStatsAges(t *testing.T) {
+	t.Parallel()
+	pool, _, st := setupJobs(t)
+	ctx := ctxT(t)
+	_, err := pool.Exec(ctx, `INSERT INTO jobs (task_id, payload, created_at) VALUES (1, 'a', now() - interval '90 seconds'), (1, 'b', now()), (2, 'c', now())`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE jobs SET status = 'PROCESSING', token = 'x', claimed_at = now() - interval '30 seconds' WHERE payload = 'c'`)
+	require.NoError(t, err)
+	s, err := st.Stats(ctx, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, s.Pending)
+	require.EqualValues(t, 1, s.Processing)
+	require.InDelta(t, 90, s.OldestPending.Seconds(), 5)
+	require.InDelta(t, 30, s.OldestProcessing.Seconds(), 5)
+	s, err = st.Stats(ctx, []any{1})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, s.Pending)
+	require.Zero(t, s.Processing)
+	require.Zero(t, s.OldestProcessing)
+}
+
+// A lock_not_available error (55P03, here from the session's lock_timeout)
+// is retried inside the claim until the lock holder finishes.
+func TestClaimRetriesLockTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, err := pgxpool.New(ctx, dbtest.PostgresDSN(t)+"&lock_timeout=50")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	d, err := New(ctx, pool, dialect.Options{Retry: dialect.RetryPolicy{MaxAttempts: 100, BaseDelay: 10 * time.Millisecond, MaxDelay: 40 * time.Millisecond}})
+	require.NoError(t, err)
+	spec := jobSpec(t)
+	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	require.NoError(t, err)
+	require.NoError(t, d.ExecDDL(ctx, ddl))
+	st, err := d.ClaimStore(spec)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO jobs (task_id, payload) VALUES (1, 'a')`)
+	require.NoError(t, err)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT id FROM jobs WHERE id = 1 FOR UPDATE`)
+	require.NoError(t, err)
+	done := make(chan []int64, 1)
+	go func() {
+		_, ids := claimIDs(t, st, dialect.StrategyTokenUpdate, 1, 1)
+		done <- ids
+	}()
+	time.Sleep(300 * time.Millisecond)
+	require.NoError(t, tx.Rollback(ctx))
+	select {
+	case ids := <-done:
+		require.Equal(t, []int64{1}, ids)
+	case <-time.After(10 * time.Second):
+		t.Fatal("claim did not finish")
+	}
+	require.Positive(t, d.Retries(), "the lock timeouts were retried")
+}

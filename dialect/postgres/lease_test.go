@@ -1,0 +1,69 @@
+package postgres
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/dbtest"
+)
+
+// A keyed table without an expires_at column: the expiry is lock_at + ttl,
+// the insert path must bind the ttl too, and fences keep increasing.
+func TestKeyedLeaseWithoutExpiresAt(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	for _, std := range []bool{false, true} {
+		var d *Dialect
+		var err error
+		if std {
+			d, err = NewStdlib(ctx, dbtest.Postgres(t), dialect.Options{})
+		} else {
+			d, err = New(ctx, dbtest.PostgresPool(t), dialect.Options{})
+		}
+		require.NoError(t, err)
+		def := dialect.LeaseTableDef("locks", 64)
+		def.Columns = append(def.Columns[:3], def.Columns[4]) // drop expires_at
+		def.Indexes = nil
+		ddl, err := d.CreateTableDDL(def)
+		require.NoError(t, err)
+		require.NoError(t, d.ExecDDL(ctx, ddl))
+		spec := dialect.KeyedLeaseTable("locks", 64)
+		spec.ExpiresAt = ""
+		ls, err := d.LeaseStore(spec)
+		require.NoError(t, err)
+
+		a, b := dialect.NewToken(), dialect.NewToken()
+		before := time.Now()
+		la, err := ls.Acquire(ctx, "job", a, 200*time.Millisecond)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, la.Fence)
+		require.WithinDuration(t, before.Add(200*time.Millisecond), la.ExpiresAt, 5*time.Second)
+		_, err = ls.Acquire(ctx, "job", b, 200*time.Millisecond)
+		require.ErrorIs(t, err, dialect.ErrLeaseHeld)
+		r1, err := ls.Renew(ctx, "job", a, 200*time.Millisecond)
+		require.NoError(t, err)
+		r2, err := ls.Renew(ctx, "job", a, 200*time.Millisecond)
+		require.NoError(t, err)
+		require.True(t, r2.ExpiresAt.After(r1.ExpiresAt), "renewals move strictly forward")
+		s, err := ls.Inspect(ctx, "job")
+		require.NoError(t, err)
+		require.Equal(t, a, s.Owner)
+		require.True(t, s.Exists)
+		time.Sleep(400 * time.Millisecond)
+		lb, err := ls.Acquire(ctx, "job", b, 200*time.Millisecond) // every holder uses the same TTL
+		require.NoError(t, err, "expired by lock_at + ttl")
+		require.EqualValues(t, 2, lb.Fence)
+		ok, err := ls.Release(ctx, "job", a)
+		require.NoError(t, err)
+		require.False(t, ok, "a no longer holds it")
+		ok, err = ls.ForceRelease(ctx, "job")
+		require.NoError(t, err)
+		require.True(t, ok)
+		lc, err := ls.Acquire(ctx, "job", a, time.Second)
+		require.NoError(t, err)
+		require.EqualValues(t, 3, lc.Fence)
+	}
+}

@@ -1,0 +1,233 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/dbtest"
+)
+
+// offline returns a dialect with no connection, for statement-building
+// tests; any query on it panics.
+func offline(versionNum int) *Dialect {
+	return &Dialect{versionNum: versionNum, retry: dialect.NewRetrier(dialect.RetryPolicy{})}
+}
+
+func status(t *testing.T, v any) dialect.Status {
+	t.Helper()
+	s, err := dialect.StatusOf("status", v)
+	require.NoError(t, err)
+	return s
+}
+
+func jobSpec(t *testing.T) dialect.ClaimTable {
+	return dialect.ClaimTable{
+		Table: "jobs", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
+		Attempts: "attempts", Version: "version", CreatedAt: "created_at",
+		Columns: []string{"payload"}, Scope: []string{"task_id"},
+		Pending: status(t, "PENDING"), Processing: status(t, "PROCESSING"), Done: status(t, "SENT"), Failed: status(t, "FAILED"),
+	}
+}
+
+func TestNewRejectsNilHandles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, err := New(ctx, nil, dialect.Options{})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	_, err = NewStdlib(ctx, nil, dialect.Options{})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+}
+
+func TestNewStdlibRejectsOtherDrivers(t *testing.T) {
+	t.Parallel()
+	_, err := NewStdlib(context.Background(), dbtest.SQLite(t), dialect.Options{})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	require.ErrorContains(t, err, "pgx")
+}
+
+func TestNewRejectsBadRetryPolicy(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Postgres(t)
+	_, err := NewStdlib(context.Background(), db, dialect.Options{Retry: dialect.RetryPolicy{MaxAttempts: -1}})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+}
+
+func TestCapabilities(t *testing.T) {
+	t.Parallel()
+	d, err := New(context.Background(), dbtest.PostgresPool(t), dialect.Options{})
+	require.NoError(t, err)
+	c := d.Capabilities()
+	require.Equal(t, dialect.EnginePostgreSQL, c.Engine)
+	require.NotEmpty(t, c.Version)
+	require.True(t, c.SkipLocked)
+	require.True(t, c.Returning)
+	require.Equal(t, dialect.StrategySkipLocked, c.PreferredStrategy)
+	require.GreaterOrEqual(t, d.versionNum, MinVersionNum)
+}
+
+func TestQuoteIdent(t *testing.T) {
+	t.Parallel()
+	d := offline(150000)
+	q, err := d.QuoteIdent("Table", "app.Jobs_1")
+	require.NoError(t, err)
+	require.Equal(t, `"app"."Jobs_1"`, q)
+	for _, bad := range []string{"", `a"b`, "a;b", "a b", "a.b.c", "1a", "a--", "tа" /* Cyrillic a */, "a`b"} {
+		_, err := d.QuoteIdent("Table", bad)
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "%q", bad)
+	}
+}
+
+func TestIsRetryable(t *testing.T) {
+	t.Parallel()
+	for code, want := range map[string]bool{"40001": true, "40P01": true, "55P03": true, "23505": false, "42P01": false} {
+		pe := &pgconn.PgError{Code: code}
+		wrapped := fmt.Errorf("op: %w", pe)
+		require.Equal(t, want, IsRetryable(wrapped), code)
+		got := interpretError(wrapped)
+		require.Equal(t, want, dialect.IsRetryable(got), code)
+		var back *pgconn.PgError
+		require.True(t, errors.As(got, &back), "engine error stays reachable")
+		require.Equal(t, code, back.Code)
+	}
+	require.False(t, IsRetryable(errors.New("plain")))
+	require.NoError(t, interpretError(nil))
+}
+
+func TestClaimStatements(t *testing.T) {
+	t.Parallel()
+	st, err := offline(150000).ClaimStore(jobSpec(t))
+	require.NoError(t, err)
+	s := st.(*claimStore)
+	require.Equal(t,
+		`WITH cl_c AS MATERIALIZED (SELECT "id" FROM "jobs" WHERE "status" = 'PENDING' AND "task_id" = $2 ORDER BY "id" + 0 LIMIT $3 FOR UPDATE SKIP LOCKED) `+
+			`UPDATE "jobs" AS cl_t SET "status" = 'PROCESSING', "token" = $1, "claimed_at" = now(), "attempts" = cl_t."attempts" + 1 FROM cl_c `+
+			`WHERE cl_t."id" = cl_c."id" AND cl_t."status" = 'PENDING' RETURNING cl_t."id", cl_t."version", cl_t."payload"`,
+		s.claimSkip)
+	require.Contains(t, s.claimToken, `LIMIT $3 FOR UPDATE) UPDATE`)
+	require.NotContains(t, s.claimToken, "SKIP LOCKED")
+	for _, q := range []string{s.claimSkip, s.claimToken} {
+		require.NotContains(t, q, "IN (SELECT", "never the re-runnable IN-subquery form")
+	}
+	require.Equal(t, []string{
+		`CREATE INDEX IF NOT EXISTS "jobs_cl_claim" ON "jobs" ("task_id", ("id" + 0)) WHERE "status" = 'PENDING'`,
+		`CREATE INDEX IF NOT EXISTS "jobs_cl_token" ON "jobs" ("token")`,
+		`CREATE INDEX IF NOT EXISTS "jobs_cl_reap" ON "jobs" ("status", "claimed_at")`,
+	}, st.IndexDDL())
+	require.Equal(t, `UPDATE "jobs" SET "claimed_at" = GREATEST(now(), "claimed_at" + interval '1 microsecond') WHERE "token" = $1 AND "status" = 'PROCESSING'`, s.heartbeat)
+	require.Equal(t, `UPDATE "jobs" SET "status" = 'SENT', "token" = NULL WHERE "token" = $1 AND "id" = ANY($2::bigint[]) RETURNING "id", false`,
+		s.ackSQL(&dialect.AckParams{Outcome: dialect.OutcomeDone}))
+	require.Contains(t, s.statsScope, `EXTRACT(EPOCH FROM (now() - MIN("claimed_at") FILTER (WHERE "status" = 'PROCESSING')))`)
+	require.Contains(t, s.statsScope, ` WHERE "task_id" = $1`)
+}
+
+func TestClaimStatementsTextKeysIntegerStatusOldServer(t *testing.T) {
+	t.Parallel()
+	spec := jobSpec(t)
+	spec.Table, spec.IDKind = "app.jobs", dialect.IDText
+	spec.Pending, spec.Processing, spec.Done, spec.Failed = status(t, 0), status(t, 1), status(t, 2), status(t, 3)
+	st, err := offline(110000).ClaimStore(spec)
+	require.NoError(t, err)
+	s := st.(*claimStore)
+	require.Contains(t, s.claimSkip, `WITH cl_c AS (SELECT "id" FROM "app"."jobs" WHERE "status" = 0 AND "task_id" = $2 ORDER BY ("id" || '') LIMIT $3`)
+	require.Equal(t, `CREATE INDEX IF NOT EXISTS "jobs_cl_claim" ON "app"."jobs" ("task_id", (("id" || ''))) WHERE "status" = 0`, st.IndexDDL()[0])
+	require.Contains(t, s.releaseIn, `"id" = ANY($2::text[])`)
+}
+
+func TestBadSpecsAndParams(t *testing.T) {
+	t.Parallel()
+	d := offline(150000)
+	spec := jobSpec(t)
+	spec.Token = `token"; DROP TABLE jobs; --`
+	_, err := d.ClaimStore(spec)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	_, err = d.LeaseStore(dialect.LeaseTable{Table: "t", Key: "k", Owner: "o o", LockedAt: "l"})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	_, err = d.CreateTableDDL(dialect.TableDef{Table: "t;"})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+
+	// Every check below fails before any statement runs (the offline
+	// dialect has no connection and would panic otherwise).
+	st, err := d.ClaimStore(jobSpec(t))
+	require.NoError(t, err)
+	ctx := context.Background()
+	noScan := func(dialect.Scanner) error { return nil }
+	_, err = st.Claim(ctx, &dialect.ClaimParams{Token: "t", Limit: 1}, noScan)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "missing scope value")
+	_, err = st.Claim(ctx, &dialect.ClaimParams{Token: "t", Limit: 0, ScopeValues: []any{1}}, noScan)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "zero limit")
+	_, err = st.Ack(ctx, &dialect.AckParams{Token: "t", IDs: []any{"1"}})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "string id for an integer key")
+	_, err = st.Ack(ctx, &dialect.AckParams{Token: "t", IDs: []any{uint64(1) << 63}})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "overflowing id")
+	_, err = st.Ack(ctx, &dialect.AckParams{Token: "t", IDs: []any{1, 2}, Versions: []int64{1}})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "one version per id")
+	_, err = st.Release(ctx, "t", []any{1.5})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	_, err = st.Reap(ctx, &dialect.ReapParams{Timeout: 0, Limit: 1})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	_, err = st.Stats(ctx, []any{1, 2})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	res, err := st.Ack(ctx, &dialect.AckParams{Token: "t"})
+	require.NoError(t, err, "an empty ack is a no-op")
+	require.Empty(t, res.Lost)
+
+	ls, err := d.LeaseStore(dialect.KeyedLeaseTable("leases", 64))
+	require.NoError(t, err)
+	_, err = ls.Acquire(ctx, "k", "", time.Second)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "empty owner")
+	_, err = ls.Renew(ctx, "k", "o", -time.Second)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	_, err = ls.ReapExpired(ctx, 0)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	plain, err := d.LeaseStore(dialect.LeaseTable{Table: "t", Key: "id", Owner: "o", LockedAt: "l"})
+	require.NoError(t, err)
+	_, err = plain.ReapExpired(ctx, 10)
+	require.ErrorIs(t, err, dialect.ErrNotSupported)
+}
+
+func TestKeysConversion(t *testing.T) {
+	t.Parallel()
+	st, err := offline(150000).ClaimStore(jobSpec(t))
+	require.NoError(t, err)
+	s := st.(*claimStore)
+	arr, norm, err := s.keys([]any{1, int8(2), int16(3), int32(4), int64(5), uint(6), uint8(7), uint16(8), uint32(9), uint64(10)})
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, arr)
+	require.Equal(t, any(int64(1)), norm[0])
+
+	spec := jobSpec(t)
+	spec.IDKind = dialect.IDText
+	st, err = offline(150000).ClaimStore(spec)
+	require.NoError(t, err)
+	arr, _, err = st.(*claimStore).keys([]any{"a", []byte("b")})
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b"}, arr)
+	_, _, err = st.(*claimStore).keys([]any{1})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+}
+
+func TestCreateTableDDL(t *testing.T) {
+	t.Parallel()
+	def := dialect.ClaimTableDef(jobSpec(t))
+	ddl, err := offline(150000).CreateTableDDL(def)
+	require.NoError(t, err)
+	require.Equal(t, `CREATE TABLE IF NOT EXISTS "jobs" ("id" BIGINT GENERATED BY DEFAULT AS IDENTITY NOT NULL, "task_id" BIGINT NOT NULL, `+
+		`"status" VARCHAR(32) NOT NULL DEFAULT 'PENDING', "token" VARCHAR(40), "claimed_at" TIMESTAMPTZ, "attempts" BIGINT NOT NULL DEFAULT 0, `+
+		`"version" BIGINT NOT NULL DEFAULT 0, "created_at" TIMESTAMPTZ, "payload" VARCHAR(255), PRIMARY KEY ("id"))`, ddl[0])
+	old, err := offline(90600).CreateTableDDL(def)
+	require.NoError(t, err)
+	require.Contains(t, old[0], `"id" BIGSERIAL NOT NULL`)
+	lease, err := offline(150000).CreateTableDDL(dialect.LeaseTableDef("app.leases", 64))
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		`CREATE TABLE IF NOT EXISTS "app"."leases" ("lease_key" VARCHAR(64) NOT NULL, "owner" VARCHAR(40), "lock_at" TIMESTAMPTZ, "expires_at" TIMESTAMPTZ, "fence" BIGINT NOT NULL DEFAULT 0, PRIMARY KEY ("lease_key"))`,
+		`CREATE INDEX IF NOT EXISTS "leases_cl_exp" ON "app"."leases" ("expires_at")`,
+	}, lease)
+}
