@@ -1,0 +1,48 @@
+package mysql_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/dialecttest"
+	"github.com/claimlock/claimlock/dialect/mysql"
+	"github.com/claimlock/claimlock/internal/dbtest"
+)
+
+// TestConformance runs the shared suite on a pool in the server's default
+// isolation (REPEATABLE READ): the dialect's READ COMMITTED transaction
+// fallback.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	dialecttest.Run(t, dialecttest.Harness{
+		Name: "mysql-default-isolation",
+		Open: func(t *testing.T) (dialect.Dialect, *sql.DB) {
+			db := dbtest.MySQL(t)
+			d, err := mysql.New(context.Background(), db, dialect.Options{})
+			require.NoError(t, err)
+			return d, db
+		},
+	})
+}
+
+// TestConformanceReadCommitted runs the shared suite on a pool from
+// mysql.Open, whose sessions are READ COMMITTED.
+func TestConformanceReadCommitted(t *testing.T) {
+	t.Parallel()
+	dialecttest.Run(t, dialecttest.Harness{
+		Name: "mysql-read-committed",
+		Open: func(t *testing.T) (dialect.Dialect, *sql.DB) {
+			db, err := mysql.Open(context.Background(), dbtest.MySQLDSN(t))
+			require.NoError(t, err)
+			t.Cleanup(func() { db.Close() })
+			d, err := mysql.New(context.Background(), db, dialect.Options{})
+			require.NoError(t, err)
+			require.True(t, d.ReadCommittedSession())
+			return d, db
+		},
+	})
+}

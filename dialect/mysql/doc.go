@@ -1,0 +1,80 @@
+// Package mysql is claimlock's dialect for MySQL 5.7+, MariaDB 10.x+ and TiDB
+// through database/sql and github.com/go-sql-driver/mysql.
+//
+// # Strategies
+//
+// Token-update (every server): UPDATE t SET status = processing, token = ?,
+// claimed_at = UTC_TIMESTAMP(6) WHERE <scope> AND status = pending ORDER BY pk
+// LIMIT ?, then SELECT ... WHERE token = ?. SKIP LOCKED (MySQL 8.0.1+,
+// MariaDB 10.6+; never TiDB, which parses the clause and ignores it): a short
+// READ COMMITTED transaction selecting the keys ORDER BY pk LIMIT ? FOR
+// UPDATE SKIP LOCKED and marking them with UPDATE ... WHERE pk IN (...), then
+// the same SELECT by token. [New] detects the engine and version once from
+// SELECT VERSION() and @@version_comment; StrategyAuto resolves to
+// token-update.
+//
+// # Isolation
+//
+// Claims, acks and reaps must run in READ COMMITTED: under the server
+// default, REPEATABLE READ, InnoDB takes gap locks on what a claim or reaper
+// scans and concurrent workers deadlock or wait for each other. Open the
+// database with [Open], which sets the session isolation of every pooled
+// connection (transaction_isolation on MySQL and MariaDB 11.1+, tx_isolation
+// on older MariaDB; see [ConfigureDSN]). Given a pool in another isolation,
+// [New] logs one warning and runs each claim, reap and ack in its own
+// transaction started with READ COMMITTED instead, which costs a few extra
+// round trips. Acks always run in a READ COMMITTED transaction: with no
+// UPDATE ... RETURNING they either update every row in one statement or lock
+// the rows the token still holds (SELECT ... FOR UPDATE) to tell which were
+// lost. Lease operations, heartbeats and releases are single statements on a
+// key or token and run in autocommit.
+//
+// # Times
+//
+// Times are stored in DATETIME(6) columns in UTC from UTC_TIMESTAMP(6), the
+// database clock, whatever the session time_zone. They are read back as
+// integer microseconds computed in SQL, so the DSN's parseTime and loc do not
+// matter. TTLs and timeouts travel as INTERVAL ? MICROSECOND. Existing
+// TIMESTAMP or second-precision DATETIME columns work too (heartbeats and
+// renewals stay correct, see below), but DATETIME(6) is recommended: a
+// TIMESTAMP column is converted through the session time_zone and can jump
+// at daylight-saving changes.
+//
+// # Affected rows
+//
+// MySQL reports changed rows, not matched rows, unless the DSN sets
+// clientFoundRows=true. Every write whose count this package trusts changes
+// the row it matches: acks, releases and reaps clear the token or owner,
+// acquisition sets a new owner, LockedAt and fence, and a heartbeat or renewal
+// moves its time strictly forward (GREATEST(now, old + 1 microsecond)).
+// Heartbeats count the held rows and renewals read the lease back by owner, so
+// both stay right even on a DATETIME column without microseconds, where the
+// write can round to the old value. Keyed leases insert a missing key with a
+// plain INSERT and treat a duplicate-key error as "held": INSERT ... ON
+// DUPLICATE KEY UPDATE would report an untouched duplicate as one affected row
+// under clientFoundRows.
+//
+// # Errors and retries
+//
+// Deadlocks (1213) and lock-wait timeouts (1205) are retried with the whole
+// statement or transaction; [IsRetryable] reports them. A broken connection
+// (mysql.ErrInvalidConn) is re-run once only by idempotent operations
+// (reads, heartbeats, renewals); a write that may have been applied is never
+// re-run, and the error surfaces.
+//
+// # Replication
+//
+// UPDATE ... LIMIT and SKIP LOCKED are unsafe for statement-based replication:
+// a replica may pick other rows. Use binlog_format=ROW or MIXED. New reads
+// @@log_bin and @@binlog_format, warns when the log is on and STATEMENT, and
+// reports it in [Dialect.Binlog].
+//
+// # Indexes
+//
+// Create the indexes of ClaimStore.IndexDDL (ExecDDL skips ones that exist):
+// the claim index (scope columns..., status, pk), the token index (token) and
+// the reaper's (status, claimed_at). Without them InnoDB locks every row it
+// scans, SKIP LOCKED workers get empty batches, and reapers deadlock with
+// claimers. ClaimStore.MissingIndexes lists the ones absent from
+// information_schema.statistics.
+package mysql

@@ -1,0 +1,232 @@
+package mysql
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+func TestQuoteIdent(t *testing.T) {
+	t.Parallel()
+	d := &Dialect{}
+	q, err := d.QuoteIdent("Table", "myschema.task_target")
+	require.NoError(t, err)
+	require.Equal(t, "`myschema`.`task_target`", q)
+	for _, bad := range []string{"", "a`b", "a;b", "a b", "x.y.z", "1a", "a'b", `a"b`, "a\\b"} {
+		_, err := d.QuoteIdent("Table", bad)
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "%q", bad)
+		require.Contains(t, err.Error(), "Table")
+	}
+}
+
+func TestNewRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	_, err := New(context.Background(), nil, dialect.Options{})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	_, err = Open(context.Background(), "not a dsn")
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+}
+
+func TestIsRetryable(t *testing.T) {
+	t.Parallel()
+	deadlock := &gomysql.MySQLError{Number: 1213, Message: "Deadlock found"}
+	timeout := &gomysql.MySQLError{Number: 1205, Message: "Lock wait timeout exceeded"}
+	dup := &gomysql.MySQLError{Number: 1062, Message: "Duplicate entry"}
+	require.True(t, IsRetryable(deadlock))
+	require.True(t, IsRetryable(fmt.Errorf("wrapped: %w", timeout)))
+	require.False(t, IsRetryable(dup))
+	require.False(t, IsRetryable(nil))
+	require.False(t, IsRetryable(gomysql.ErrInvalidConn))
+
+	err := interpretError(deadlock)
+	require.True(t, dialect.IsRetryable(err))
+	var me *gomysql.MySQLError
+	require.ErrorAs(t, err, &me, "the engine error stays reachable")
+	require.EqualValues(t, 1213, me.Number)
+	require.False(t, dialect.IsRetryable(interpretError(dup)))
+	require.Same(t, dup, interpretError(dup))
+	require.NoError(t, interpretError(nil))
+	require.Same(t, err, interpretError(err), "not wrapped twice")
+}
+
+// TestBrokenConnectionRetry proves a broken connection re-runs only
+// idempotent operations, once.
+func TestBrokenConnectionRetry(t *testing.T) {
+	t.Parallel()
+	d := &Dialect{retry: dialect.NewRetrier(dialect.RetryPolicy{})}
+	ctx := context.Background()
+	for _, connErr := range []error{gomysql.ErrInvalidConn, driver.ErrBadConn} {
+		calls := 0
+		err := d.do(ctx, "write", false, func() error { calls++; return connErr })
+		require.ErrorIs(t, err, connErr)
+		require.Equal(t, 1, calls, "a write that may have been applied is never re-run")
+
+		calls = 0
+		err = d.do(ctx, "read", true, func() error {
+			calls++
+			if calls == 1 {
+				return connErr
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, 2, calls)
+
+		calls = 0
+		err = d.do(ctx, "read", true, func() error { calls++; return connErr })
+		require.ErrorIs(t, err, connErr)
+		require.Equal(t, 2, calls, "only once")
+	}
+	calls := 0
+	err := d.do(ctx, "claim", false, func() error {
+		calls++
+		if calls < 3 {
+			return &gomysql.MySQLError{Number: 1213}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 3, calls)
+	require.EqualValues(t, 2, d.Retries())
+}
+
+func TestBinlogUnsafe(t *testing.T) {
+	t.Parallel()
+	require.True(t, Binlog{Enabled: true, Format: "STATEMENT"}.Unsafe())
+	require.True(t, Binlog{Enabled: true, Format: "statement"}.Unsafe())
+	require.False(t, Binlog{Enabled: false, Format: "STATEMENT"}.Unsafe())
+	require.False(t, Binlog{Enabled: true, Format: "ROW"}.Unsafe())
+	require.False(t, Binlog{Enabled: true, Format: "MIXED"}.Unsafe())
+	require.False(t, Binlog{}.Unsafe())
+}
+
+func TestConfigureDSN(t *testing.T) {
+	t.Parallel()
+	cfg, err := gomysql.ParseDSN("u@tcp(h:3306)/db?tx_isolation=%27REPEATABLE-READ%27&sql_mode=%27ANSI_QUOTES%27")
+	require.NoError(t, err)
+	ConfigureDSN(cfg, ParseVersion("8.0.36", ""))
+	require.Equal(t, "'READ-COMMITTED'", cfg.Params["transaction_isolation"])
+	_, stale := cfg.Params["tx_isolation"]
+	require.False(t, stale, "the other name is removed")
+	require.Equal(t, "'ANSI_QUOTES'", cfg.Params["sql_mode"], "other params are kept")
+
+	cfg = gomysql.NewConfig()
+	ConfigureDSN(cfg, ParseVersion("10.11.6-MariaDB", ""))
+	require.Equal(t, map[string]string{"tx_isolation": "'READ-COMMITTED'"}, cfg.Params)
+	require.Contains(t, cfg.FormatDSN(), "tx_isolation=%27READ-COMMITTED%27")
+}
+
+func TestCreateTableDDL(t *testing.T) {
+	t.Parallel()
+	d := &Dialect{}
+	pending, err := dialect.StatusOf("Pending", "PENDING")
+	require.NoError(t, err)
+	spec := dialect.ClaimTable{Table: "app.cl_t", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
+		Attempts: "attempts", Scope: []string{"task_id"}, Columns: []string{"openid"}, Pending: pending}
+	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	require.NoError(t, err)
+	require.Len(t, ddl, 1)
+	s := ddl[0]
+	for _, want := range []string{
+		"CREATE TABLE IF NOT EXISTS `app`.`cl_t` (",
+		"`id` BIGINT NOT NULL AUTO_INCREMENT",
+		"`task_id` BIGINT NOT NULL",
+		"`status` VARCHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT 'PENDING'",
+		"`token` VARCHAR(40) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+		"`claimed_at` DATETIME(6)",
+		"`attempts` BIGINT NOT NULL DEFAULT 0",
+		"`openid` VARCHAR(255)",
+		"PRIMARY KEY (`id`)",
+		") ENGINE=InnoDB",
+	} {
+		require.Contains(t, s, want)
+	}
+	ddl, err = d.CreateTableDDL(dialect.LeaseTableDef("cl_lease", 0))
+	require.NoError(t, err)
+	require.Contains(t, ddl[0], "PRIMARY KEY (`lease_key`), INDEX `cl_lease_cl_exp` (`expires_at`)")
+
+	_, err = d.CreateTableDDL(dialect.TableDef{Table: "t", Columns: []dialect.ColumnDef{{Name: "a`b"}}})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+}
+
+func TestClaimStoreStatements(t *testing.T) {
+	t.Parallel()
+	d := &Dialect{caps: dialect.Capabilities{Engine: dialect.EngineTiDB, Version: "8.0.11-TiDB-v7.5.1"}}
+	st := func(v any) dialect.Status { s, err := dialect.StatusOf("s", v); require.NoError(t, err); return s }
+	cs, err := d.ClaimStore(dialect.ClaimTable{Table: "t", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
+		Attempts: "attempts", Scope: []string{"task_id"}, Pending: st("PENDING"), Processing: st("PROCESSING"), Done: st("SENT")})
+	require.NoError(t, err)
+	s := cs.(*claimStore)
+	require.Equal(t, "UPDATE `t` SET `status` = 'PROCESSING', `token` = ?, `claimed_at` = UTC_TIMESTAMP(6), `attempts` = `attempts` + 1 WHERE `task_id` = ? AND `status` = 'PENDING' ORDER BY `id` LIMIT ?", s.claimUpdate)
+	require.Equal(t, "SELECT `id` FROM `t` WHERE `task_id` = ? AND `status` = 'PENDING' ORDER BY `id` LIMIT ? FOR UPDATE SKIP LOCKED", s.skipSelect)
+	require.Equal(t, []string{
+		"CREATE INDEX `t_cl_claim` ON `t` (`task_id`, `status`, `id`)",
+		"CREATE INDEX `t_cl_token` ON `t` (`token`)",
+		"CREATE INDEX `t_cl_reap` ON `t` (`status`, `claimed_at`)",
+	}, cs.IndexDDL())
+
+	// SKIP LOCKED on a server without it, bad params: refused before any
+	// statement runs (d has no database).
+	ctx := context.Background()
+	scan := func(dialect.Scanner) error { return nil }
+	_, err = cs.Claim(ctx, &dialect.ClaimParams{Token: "x", Limit: 1, ScopeValues: []any{1}, Strategy: dialect.StrategySkipLocked}, scan)
+	require.ErrorIs(t, err, dialect.ErrNotSupported)
+	_, err = cs.Claim(ctx, &dialect.ClaimParams{Token: "x", Limit: 1, ScopeValues: nil, Strategy: dialect.StrategyTokenUpdate}, scan)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	_, err = cs.Claim(ctx, &dialect.ClaimParams{Token: "x", Limit: 0, ScopeValues: []any{1}, Strategy: dialect.StrategyTokenUpdate}, scan)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	_, err = cs.Claim(ctx, &dialect.ClaimParams{Token: "x", Limit: 1, ScopeValues: []any{1}, Strategy: dialect.StrategyAuto}, scan)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	_, err = cs.Ack(ctx, &dialect.AckParams{Token: "x", IDs: []any{1}, Outcome: dialect.OutcomeFailed})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "no Failed status")
+	_, err = cs.Ack(ctx, &dialect.AckParams{Token: "x", IDs: []any{1}, Versions: []int64{1}})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "no Version column")
+	_, err = cs.Reap(ctx, &dialect.ReapParams{Timeout: 1, Limit: 1, MaxAttempts: 2})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "no Failed status")
+	_, err = cs.Stats(ctx, []any{1, 2})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	res, err := cs.Ack(ctx, &dialect.AckParams{Token: "x"})
+	require.NoError(t, err)
+	require.Empty(t, res.Lost)
+	n, err := cs.Release(ctx, "x", []any{})
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
+func TestLeaseStoreStatements(t *testing.T) {
+	t.Parallel()
+	d := &Dialect{}
+	ls, err := d.LeaseStore(dialect.KeyedLeaseTable("cl_lease", 64))
+	require.NoError(t, err)
+	l := ls.(*leaseStore)
+	require.Equal(t, "UPDATE `cl_lease` SET `owner` = ?, `lock_at` = UTC_TIMESTAMP(6), `expires_at` = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, `fence` = `fence` + 1 WHERE `lease_key` = ? AND (`owner` IS NULL OR `expires_at` IS NULL OR `expires_at` < UTC_TIMESTAMP(6))", l.acquire)
+	require.True(t, strings.HasPrefix(l.insert, "INSERT INTO `cl_lease` (`lease_key`, `owner`, `lock_at`, `expires_at`, `fence`) VALUES (?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, 1)"))
+	require.NotContains(t, l.insert, "DUPLICATE", "ON DUPLICATE KEY UPDATE is ambiguous under clientFoundRows")
+	require.Contains(t, l.renew, "GREATEST(UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, COALESCE(`expires_at` + INTERVAL 1 MICROSECOND")
+
+	ctx := context.Background()
+	_, err = ls.Acquire(ctx, "k", "", 1)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "empty owner")
+	_, err = ls.Acquire(ctx, "k", strings.Repeat("o", 41), 1)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "owner longer than the column")
+	_, err = ls.ReapExpired(ctx, 0)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+
+	task, err := d.LeaseStore(dialect.LeaseTable{Table: "task", Key: "id", Owner: "owner", LockedAt: "lock_at"})
+	require.NoError(t, err)
+	_, err = task.ReapExpired(ctx, 1)
+	require.ErrorIs(t, err, dialect.ErrNotSupported)
+	_, err = task.Inspect(ctx, "1")
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	_, err = d.LeaseStore(dialect.LeaseTable{Table: "task", Key: "id", Owner: "o`", LockedAt: "lock_at"})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	require.True(t, errors.Is(err, dialect.ErrInvalidConfig))
+}
