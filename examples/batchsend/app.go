@@ -1,0 +1,354 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/examples/internal/exdb"
+	"github.com/claimlock/claimlock/tasklock"
+	"github.com/claimlock/claimlock/zombie"
+)
+
+// The story's tables, as a user already has them.
+const (
+	taskTable   = "xxx_task"
+	targetTable = "xxx_task_target"
+	sendsTable  = "xxx_sends"
+	leaseTTL    = 2 * time.Second
+)
+
+// target is the part of a row the sender needs.
+type target struct{ OpenID string }
+
+type app struct {
+	o       options
+	db      *exdb.DB
+	log     *slog.Logger
+	claims  claim.Config
+	claimer *claim.Claimer[target]
+	locker  *tasklock.Locker
+	reaper  *zombie.Reaper // scoped to the task, for workers and the reaper role
+	lost    atomic.Int64
+}
+
+func open(ctx context.Context, o options) (*app, error) {
+	db, err := exdb.Open(ctx, o.driver, o.dsn, o.role != "all")
+	if err != nil {
+		return nil, err
+	}
+	a := &app{o: o, db: db, log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	// The target table of the story: (id, task_id, openid, status,
+	// cron_token, send_at) plus an attempts column so that rows which keep
+	// failing are parked. send_at doubles as the claim/heartbeat time.
+	a.claims = claim.Config{
+		Table: targetTable, IDColumn: "id", StatusColumn: "status", TokenColumn: "cron_token",
+		ClaimedAtColumn: "send_at", AttemptsColumn: "attempts",
+		Columns: []string{"openid"}, Scope: []claim.Cond{{Column: "task_id", Value: o.task}}, RequireScope: true,
+		Pending: "PENDING", Processing: "PROCESSING", Done: "SENT", Failed: "FAILED",
+		BatchSize: o.batch, MaxAttempts: 5, Logger: a.log,
+		Hooks: claim.Hooks{OnLost: func(n int) { a.lost.Add(int64(n)) }},
+	}
+	a.claimer, err = claim.New(db.Dialect, a.claims, func(t *target) []any { return []any{&t.OpenID} })
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	lt := tasklock.TaskTable(taskTable)
+	lt.Fence = "lock_fence"
+	a.locker, err = tasklock.New(db.Dialect, tasklock.Config{Table: lt, TTL: leaseTTL, Logger: a.log})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	a.reaper, err = zombie.New(db.Dialect, a.claims, zombie.Config{Timeout: o.reapAfter, MaxAttempts: 5, Scoped: true, Logger: a.log})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *app) close() { a.db.Close() }
+
+// setup creates the tables (if absent), the recommended indexes, the task
+// row and its targets (unless the task has targets already).
+func (a *app) setup(ctx context.Context) error {
+	d := a.db.Dialect
+	spec, _, err := a.claims.ClaimTable()
+	if err != nil {
+		return err
+	}
+	defs := []dialect.TableDef{
+		{Table: taskTable, PrimaryKey: []string{"id"}, Columns: []dialect.ColumnDef{
+			{Name: "id", Type: dialect.TypeInt, NotNull: true},
+			{Name: "status", Type: dialect.TypeInt, NotNull: true},
+			{Name: "lock_at", Type: dialect.TypeTime},
+			{Name: "lock_owner", Type: dialect.TypeText, Len: dialect.MaxTokenLen},
+			{Name: "lock_fence", Type: dialect.TypeInt, NotNull: true, Default: zero()},
+		}},
+		dialect.ClaimTableDef(spec, dialect.ColumnDef{Name: "openid", Type: dialect.TypeText, Len: 64, NotNull: true}),
+		{Table: sendsTable, PrimaryKey: []string{"id"}, Columns: []dialect.ColumnDef{
+			{Name: "id", Type: dialect.TypeSerial},
+			{Name: "task_id", Type: dialect.TypeInt, NotNull: true},
+			{Name: "target_id", Type: dialect.TypeInt, NotNull: true},
+			{Name: "worker", Type: dialect.TypeText, Len: 80, NotNull: true},
+		}, Indexes: []dialect.IndexDef{{Name: "xxx_sends_target", Columns: []string{"task_id", "target_id"}}}},
+	}
+	for _, def := range defs {
+		ddl, err := d.CreateTableDDL(def)
+		if err != nil {
+			return err
+		}
+		if err := d.ExecDDL(ctx, ddl); err != nil {
+			return err
+		}
+	}
+	missing, err := a.claimer.MissingIndexes(ctx)
+	if err != nil {
+		return err
+	}
+	if err := d.ExecDDL(ctx, missing); err != nil {
+		return err
+	}
+	return a.createTask(ctx)
+}
+
+func zero() *dialect.Status {
+	s, _ := dialect.StatusOf("default", 0)
+	return &s
+}
+
+// createTask inserts the task row and its targets in one transaction, unless
+// the task exists already.
+func (a *app) createTask(ctx context.Context) error {
+	db := a.db
+	tx, err := db.SQL.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s = %s", db.Q(taskTable), db.Q("id"), db.Ph(1)), a.o.task).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s, %s) VALUES (%s, 0)", db.Q(taskTable), db.Q("id"), db.Q("status"), db.Ph(1)), a.o.task); err != nil {
+		return err
+	}
+	const chunk = 500
+	for start := 0; start < a.o.targets; start += chunk {
+		end := min(start+chunk, a.o.targets)
+		q := fmt.Sprintf("INSERT INTO %s (%s, %s) VALUES ", db.Q(targetTable), db.Q("task_id"), db.Q("openid"))
+		args := make([]any, 0, 2*(end-start))
+		for i := start; i < end; i++ {
+			if i > start {
+				q += ", "
+			}
+			q += fmt.Sprintf("(%s, %s)", db.Ph(len(args)+1), db.Ph(len(args)+2))
+			args = append(args, a.o.task, fmt.Sprintf("openid-%d-%06d", a.o.task, i))
+		}
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// send is the side effect: a short sleep (the remote call) and a row in the
+// sends log, so duplicates can be counted afterwards.
+func (a *app) send(ctx context.Context, worker string, id any) error {
+	if a.o.sendDelay > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(a.o.sendDelay):
+		}
+	}
+	db := a.db
+	_, err := db.SQL.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s, %s, %s) VALUES (%s, %s, %s)",
+		db.Q(sendsTable), db.Q("task_id"), db.Q("target_id"), db.Q("worker"), db.Ph(1), db.Ph(2), db.Ph(3)), a.o.task, id, worker)
+	return err
+}
+
+// finished reports whether the task has nothing pending and nothing
+// processing.
+func (a *app) finished(ctx context.Context) (bool, error) {
+	st, err := a.claimer.Stats(ctx)
+	if err != nil {
+		return false, err
+	}
+	return st.Pending == 0 && st.Processing == 0, nil
+}
+
+func (a *app) worker(ctx context.Context, name string) error {
+	if a.o.mode == "naive" {
+		return a.naiveWorker(ctx, name)
+	}
+	return a.claimWorker(ctx, name)
+}
+
+// claimWorker is one cron process in claim mode: take the task lease, claim
+// and send batches until the budget runs out, release the lease early (as
+// the story did) and go on sending the claimed batch. Overlapping runs are
+// harmless because every row is claimed under a token first. When nothing
+// is pending it sweeps the task's stale claims, and it ends once the task
+// has nothing pending and nothing processing.
+func (a *app) claimWorker(ctx context.Context, name string) error {
+	for polls := 0; ctx.Err() == nil; polls++ {
+		lease, err := a.locker.Acquire(ctx, a.o.task)
+		if errors.Is(err, tasklock.ErrNotAcquired) {
+			if done, err := a.finished(ctx); err != nil || done {
+				return err
+			}
+			sleep(ctx, dialect.Backoff(polls, 5*time.Millisecond, 200*time.Millisecond))
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		more, released, err := a.claimRun(ctx, lease, name)
+		if !released {
+			if _, rerr := lease.Release(context.WithoutCancel(ctx)); rerr != nil && err == nil {
+				err = rerr
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if more {
+			polls = -1
+			continue
+		}
+		// Nothing pending: like the story's cron, return this task's stale
+		// claims (a crashed run's rows), then stop if everything is done.
+		if _, err := a.reaper.Sweep(ctx); err != nil {
+			return err
+		}
+		if done, err := a.finished(ctx); err != nil || done {
+			return err
+		}
+		sleep(ctx, dialect.Backoff(polls, 20*time.Millisecond, 500*time.Millisecond))
+	}
+	return nil
+}
+
+// claimRun claims and sends batches under the task lease; it returns whether
+// a claim found rows and whether it released the lease.
+func (a *app) claimRun(ctx context.Context, lease *tasklock.Lease, name string) (found, released bool, err error) {
+	start := time.Now()
+	for {
+		b, err := a.claimer.Claim(ctx)
+		if err != nil {
+			return found, released, err
+		}
+		if b.Len() == 0 {
+			return found, released, nil
+		}
+		found = true
+		stop := b.KeepAlive(a.o.reapAfter / 4)
+		for _, r := range b.Rows {
+			if !released && time.Since(start) > a.o.budget {
+				// The story's early release: the next cron run may start
+				// now, while this batch is still being sent.
+				released = true
+				if _, err := lease.Release(ctx); err != nil {
+					stop()
+					return found, released, err
+				}
+			}
+			if err := a.send(ctx, name, r.ID); err != nil {
+				stop()
+				_, _ = b.Release(context.WithoutCancel(ctx))
+				return found, released, err
+			}
+		}
+		err = b.AckAll(ctx)
+		stop()
+		if err != nil && !errors.Is(err, claim.ErrClaimLost) {
+			return found, released, err
+		}
+		if released {
+			return found, released, nil
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// runReaper sweeps every reap-after/4 until ctx ends.
+func (a *app) runReaper(ctx context.Context) error {
+	return a.reaper.Run(ctx, a.o.reapAfter/4)
+}
+
+// all runs setup, the workers, a reaper and the report in this process.
+func (a *app) all(ctx context.Context, stdout, stderr io.Writer) error {
+	if err := a.setup(ctx); err != nil {
+		return err
+	}
+	started := time.Now()
+	rctx, stopReaper := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	if a.o.mode == "claim" {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = a.runReaper(rctx) }()
+	}
+	errs := make(chan error, a.o.workers)
+	var workers sync.WaitGroup
+	for i := 0; i < a.o.workers; i++ {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			errs <- a.worker(ctx, fmt.Sprintf("%s#%d", workerName(), i))
+		}()
+	}
+	done := make(chan struct{})
+	go func() { workers.Wait(); close(done) }()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+loop:
+	for {
+		select {
+		case <-done:
+			break loop
+		case <-tick.C:
+			if !a.o.quiet {
+				if r, err := a.report(ctx); err == nil {
+					fmt.Fprintf(stderr, "progress: %d/%d sent, %d processing, %d sends logged\n", r.Sent, r.Targets, r.Processing, r.Sends)
+				}
+			}
+		}
+	}
+	stopReaper()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	elapsed := time.Since(started)
+	r, err := a.report(context.WithoutCancel(ctx))
+	if err != nil {
+		return err
+	}
+	r.writeSummary(stdout, a.o, elapsed, a.lost.Load())
+	return nil
+}

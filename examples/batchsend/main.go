@@ -1,0 +1,113 @@
+// Command batchsend is the cron batch-send story, runnable.
+//
+// A task has N targets to "send" (a short sleep and an insert into a sends
+// log). Several cron workers run at once. In -mode claim they take the task
+// lease, claim rows under a token, send, and ack by token, while a reaper
+// returns the rows of workers that died: nothing is sent twice. In -mode
+// naive they run the old algorithm — task lock, SELECT pending rows, send,
+// release the lock early when the time budget runs out — and the next worker
+// sends the same rows again.
+//
+//	go run ./examples/batchsend                       # claim mode on SQLite: duplicates = 0
+//	go run ./examples/batchsend -mode naive -workers 2 # the bug: duplicates > 0
+//
+// With -role, each part runs as its own process against a shared database:
+// setup, worker (until the task has nothing pending or processing), reaper
+// (until stopped), report (one JSON line).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	driver, dsn, mode, role string
+	targets, workers, batch int
+	task                    int64
+	sendDelay, budget       time.Duration
+	reapAfter               time.Duration
+	quiet                   bool
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "batchsend:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("batchsend", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.driver, "driver", "sqlite", "database: sqlite, mysql or postgres")
+	fs.StringVar(&o.dsn, "dsn", "", "data source name (default for sqlite: a file in a new temporary directory)")
+	fs.StringVar(&o.mode, "mode", "claim", "claim (task lease + row claims + reaper) or naive (task lock only: shows the double-send bug)")
+	fs.StringVar(&o.role, "role", "all", "all, setup, worker, reaper or report")
+	fs.IntVar(&o.targets, "targets", 2000, "targets to create for the task (setup)")
+	fs.IntVar(&o.workers, "workers", 4, "concurrent cron workers (role all)")
+	fs.IntVar(&o.batch, "batch", 50, "rows per claim or per naive SELECT")
+	fs.Int64Var(&o.task, "task", 1, "task id")
+	fs.DurationVar(&o.sendDelay, "send-delay", time.Millisecond, "time one send takes")
+	fs.DurationVar(&o.budget, "budget", 30*time.Millisecond, "time a worker keeps the task lock before releasing it for the next cron run (the story's 50 s, scaled down)")
+	fs.DurationVar(&o.reapAfter, "reap-after", 2*time.Second, "claim timeout: rows processing longer without a heartbeat are returned by the reaper")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case o.mode != "claim" && o.mode != "naive":
+		return o, fmt.Errorf("-mode %q: want claim or naive", o.mode)
+	case o.role != "all" && o.role != "setup" && o.role != "worker" && o.role != "reaper" && o.role != "report":
+		return o, fmt.Errorf("-role %q: want all, setup, worker, reaper or report", o.role)
+	case o.targets < 0 || o.workers < 1 || o.batch < 1 || o.batch > 10000:
+		return o, errors.New("-targets must be >= 0, -workers >= 1 and -batch between 1 and 10000")
+	case o.sendDelay < 0 || o.budget <= 0 || o.reapAfter <= 0:
+		return o, errors.New("-send-delay must be >= 0, -budget and -reap-after positive")
+	case o.role != "all" && o.driver == "sqlite" && o.dsn == "":
+		return o, errors.New("-role other than all needs -dsn (a SQLite file path shared by the processes)")
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	app, err := open(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer app.close()
+	switch o.role {
+	case "setup":
+		return app.setup(ctx)
+	case "worker":
+		return app.worker(ctx, workerName())
+	case "reaper":
+		return app.runReaper(ctx)
+	case "report":
+		r, err := app.report(ctx)
+		if err != nil {
+			return err
+		}
+		return r.writeJSON(stdout)
+	}
+	return app.all(ctx, stdout, stderr)
+}
+
+func workerName() string {
+	h, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d", h, os.Getpid())
+}

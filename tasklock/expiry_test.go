@@ -1,0 +1,176 @@
+package tasklock_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/tasklock"
+)
+
+// watchDone records when l ends.
+func watchDone(l *tasklock.Lease) func() time.Time {
+	var at time.Time
+	done := make(chan struct{})
+	go func() {
+		<-l.Done()
+		at = time.Now()
+		close(done)
+	}()
+	return func() time.Time { <-done; return at }
+}
+
+// A holder that stops renewing (a frozen process: keep-alive stopped, no
+// release) loses the lease after the TTL; its context is cancelled before
+// anyone else takes over; the new holder has a larger fence; the old
+// holder's renew and release fail harmlessly.
+func TestExpiryAndTakeover(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, e engine) {
+		const ttl = 600 * time.Millisecond
+		k, _ := setup(t, e, tasklock.Config{TTL: ttl, RenewInterval: 100 * time.Millisecond})
+		ctx := ctxT(t)
+		a, err := k.Acquire(ctx, "job")
+		require.NoError(t, err)
+		aEnded := watchDone(a)
+		a.KeepAlive()
+		time.Sleep(2 * ttl) // kept alive well past one TTL
+		require.NoError(t, a.Err())
+		a.StopKeepAlive(ctx) // frozen: no renewals, no release
+		frozenAt := time.Now()
+
+		var b *tasklock.Lease
+		var bStart time.Time
+		for b == nil {
+			start := time.Now()
+			l, err := k.Acquire(ctx, "job")
+			if err == nil {
+				b, bStart = l, start
+				break
+			}
+			require.ErrorIs(t, err, tasklock.ErrNotAcquired)
+			time.Sleep(5 * time.Millisecond)
+		}
+		require.Greater(t, b.Fence(), a.Fence())
+		require.Greater(t, bStart.Sub(frozenAt), ttl-2*100*time.Millisecond, "taken over only after the TTL")
+		require.True(t, aEnded().Before(bStart), "old holder stopped (%v) before the takeover attempt started (%v)", aEnded(), bStart)
+		require.ErrorIs(t, a.Err(), tasklock.ErrLeaseLost)
+		require.ErrorIs(t, a.Err(), tasklock.ErrLocalDeadline)
+
+		require.ErrorIs(t, a.Renew(ctx), tasklock.ErrLeaseLost)
+		ok, err := a.Release(ctx)
+		require.NoError(t, err)
+		require.False(t, ok, "releasing a taken-over lease is a no-op")
+		st, err := k.Inspect(ctx, "job")
+		require.NoError(t, err)
+		require.Equal(t, b.Owner(), st.Owner, "the old holder did not touch the new lease")
+		require.NoError(t, b.Renew(ctx))
+		ok, err = b.Release(ctx)
+		require.NoError(t, err)
+		require.True(t, ok)
+	})
+}
+
+// hangingDialect wraps a dialect so that lease renewals block, ignoring
+// their context, until unblock is closed: a database that stopped answering
+// and a driver that does not honour cancellation.
+type hangingDialect struct {
+	dialect.Dialect
+	unblock chan struct{}
+	hung    chan struct{}
+	once    sync.Once
+}
+
+type hangingStore struct {
+	dialect.LeaseStore
+	h *hangingDialect
+}
+
+func (h *hangingDialect) LeaseStore(spec dialect.LeaseTable) (dialect.LeaseStore, error) {
+	s, err := h.Dialect.LeaseStore(spec)
+	if err != nil {
+		return nil, err
+	}
+	return hangingStore{LeaseStore: s, h: h}, nil
+}
+
+func (s hangingStore) Renew(ctx context.Context, key any, owner string, ttl time.Duration) (dialect.LeaseInfo, error) {
+	s.h.once.Do(func() { close(s.h.hung) })
+	<-s.h.unblock
+	return s.LeaseStore.Renew(ctx, key, owner, ttl)
+}
+
+// A lease whose renewals hang in the database still ends at its local
+// deadline.
+func TestDeadlineWhenDatabaseHangs(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, e engine) {
+		const ttl, interval, margin = 500 * time.Millisecond, 100 * time.Millisecond, 50 * time.Millisecond
+		h := &hangingDialect{Dialect: e.open(t), unblock: make(chan struct{}), hung: make(chan struct{})}
+		t.Cleanup(func() { close(h.unblock) })
+		k := keyed(t, h, tasklock.Config{TTL: ttl, RenewInterval: interval, SafetyMargin: margin})
+		ctx := ctxT(t)
+
+		start := time.Now()
+		l, err := k.Acquire(ctx, "job")
+		require.NoError(t, err)
+		ended := watchDone(l)
+		l.KeepAlive()
+		require.True(t, closedWithin(h.hung, time.Second), "the keep-alive renewal is hanging")
+		require.True(t, closedWithin(l.Done(), 2*ttl), "the lease ended while its renewal hung")
+		took := ended().Sub(start)
+		require.GreaterOrEqual(t, took, ttl-margin-20*time.Millisecond)
+		require.Less(t, took, ttl, "the holder stopped before the database expiry")
+		require.ErrorIs(t, l.Err(), tasklock.ErrLocalDeadline)
+
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err = l.Release(rctx) // must not wait for the hung renewal
+		require.NoError(t, err)
+	})
+}
+
+// Config.Now only ever supplies differences: a host clock far in the past or
+// the future behaves exactly like the real one.
+func TestSkewedAppClock(t *testing.T) {
+	t.Parallel()
+	for _, skew := range []time.Duration{-20 * 365 * 24 * time.Hour, -time.Hour, 0, time.Hour, 20 * 365 * 24 * time.Hour} {
+		t.Run(skew.String(), func(t *testing.T) {
+			t.Parallel()
+			forEachEngine(t, func(t *testing.T, e engine) {
+				const ttl, margin = 400 * time.Millisecond, 40 * time.Millisecond
+				now := func() time.Time { return time.Now().Add(skew) }
+				k, _ := setup(t, e, tasklock.Config{TTL: ttl, SafetyMargin: margin, Now: now})
+				ctx := ctxT(t)
+
+				start := time.Now()
+				l, err := k.Acquire(ctx, "job")
+				require.NoError(t, err)
+				ended := watchDone(l)
+				require.WithinDuration(t, start.Add(skew+ttl-margin), l.Deadline(), 100*time.Millisecond, "deadline on the injected clock")
+				dbExpiry := l.ExpiresAt()
+				require.WithinDuration(t, time.Now(), dbExpiry, time.Minute+ttl, "the database clock ignores the app clock")
+
+				time.Sleep(ttl / 4)
+				renewStart := time.Now()
+				require.NoError(t, l.Renew(ctx))
+				require.True(t, l.ExpiresAt().After(dbExpiry))
+
+				require.True(t, closedWithin(l.Done(), 2*ttl))
+				took := ended().Sub(renewStart)
+				require.GreaterOrEqual(t, took, ttl-margin-20*time.Millisecond, "renewal pushed the deadline")
+				require.Less(t, took, ttl)
+				require.ErrorIs(t, l.Err(), tasklock.ErrLocalDeadline)
+
+				// The row itself is still ours until the database expiry.
+				ok, err := l.Release(ctx)
+				require.NoError(t, err)
+				require.True(t, ok)
+			})
+		})
+	}
+}

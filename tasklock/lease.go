@@ -1,0 +1,238 @@
+package tasklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// Lease is one acquisition of a key. Its owner token is fresh for every
+// acquisition; its methods are safe for concurrent use.
+//
+// A lease ends when it is released, when a renewal finds it taken or freed
+// ([ErrLeaseLost]), or when its local deadline passes ([ErrLocalDeadline]):
+// (local start of the last successful acquire or renew statement) + TTL -
+// SafetyMargin. The deadline is enforced by a timer, so it fires on time
+// even when the database stops answering. When a lease ends, [Lease.Done]
+// is closed and every context from [Lease.Context] is cancelled.
+type Lease struct {
+	k     *Locker
+	key   any
+	owner string
+	fence int64
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu        sync.Mutex
+	expiresAt time.Time   // DB clock, latest known
+	deadline  time.Time   // local clock (cfg.Now)
+	timer     *time.Timer // fires at deadline
+	gen       uint64      // bumped whenever timer is re-armed
+	ka        *keepAlive  // running keep-alive, or nil
+}
+
+func newLease(k *Locker, key any, owner string, info dialect.LeaseInfo, start time.Time) *Lease {
+	l := &Lease{k: k, key: key, owner: owner, fence: info.Fence, expiresAt: info.ExpiresAt}
+	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	l.mu.Lock()
+	l.armLocked(start.Add(k.cfg.TTL - k.cfg.SafetyMargin))
+	l.mu.Unlock()
+	return l
+}
+
+// Key returns the leased key.
+func (l *Lease) Key() any { return l.key }
+
+// Owner returns the owner token written to the owner column: fresh random
+// text for every acquisition.
+func (l *Lease) Owner() string { return l.owner }
+
+// Fence returns the fencing token: the fence column after this acquisition,
+// strictly greater than the fence of every earlier acquisition of the key
+// (0 when the table has no fence column). Attach it to every write the lease
+// protects and have the target reject writes with a smaller fence.
+func (l *Lease) Fence() int64 { return l.fence }
+
+// ExpiresAt returns the expiry written by the last successful acquire or
+// renew, on the database clock. It is informational: compare it with
+// nothing local; the holder stops at [Lease.Deadline].
+func (l *Lease) ExpiresAt() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.expiresAt
+}
+
+// Deadline returns the local deadline, on the Config.Now clock.
+func (l *Lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+// Done returns a channel closed when the lease ends: released, lost, or past
+// its local deadline.
+func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Err returns nil while the lease is held, and afterwards why it ended:
+// [ErrReleased], or an error matching [ErrLeaseLost] (and
+// [ErrLocalDeadline] when the local deadline passed).
+func (l *Lease) Err() error {
+	if l.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(l.ctx)
+}
+
+// Context returns a context derived from parent that is also cancelled when
+// the lease ends, with [Lease.Err] as its cause (see context.Cause). Call
+// the returned cancel function when done with it.
+func (l *Lease) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
+	return ctx, func() {
+		stop()
+		cancel(context.Canceled)
+	}
+}
+
+// armLocked sets the local deadline and (re)arms the timer that ends the
+// lease at it. Callers hold l.mu.
+func (l *Lease) armLocked(deadline time.Time) {
+	l.deadline = deadline
+	l.gen++
+	gen := l.gen
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.timer = time.AfterFunc(deadline.Sub(l.k.cfg.Now()), func() { l.expire(gen) })
+}
+
+// expire ends the lease at its local deadline unless the timer was re-armed
+// meanwhile.
+func (l *Lease) expire(gen uint64) {
+	l.mu.Lock()
+	if gen != l.gen {
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	l.end(fmt.Errorf("%w: %w (key %v, fence %d)", ErrLeaseLost, ErrLocalDeadline, l.key, l.fence))
+}
+
+// end ends the lease with cause, once; it reports whether this call did.
+func (l *Lease) end(cause error) bool {
+	l.mu.Lock()
+	if l.ctx.Err() != nil {
+		l.mu.Unlock()
+		return false
+	}
+	l.cancel(cause)
+	l.gen++
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.mu.Unlock()
+	if cause != ErrReleased {
+		cfg := l.k.cfg
+		cfg.Logger.Warn("tasklock: lease lost", "key", l.key, "fence", l.fence, "err", cause)
+		if h := cfg.Hooks.Lost; h != nil {
+			h(l.key, l.fence, cause)
+		}
+	}
+	return true
+}
+
+// Renew extends the lease by the TTL on the database clock and moves the
+// local deadline to (local start of this statement) + TTL - SafetyMargin.
+// It returns an error matching [ErrLeaseLost] when the lease has ended
+// (locally or in the database: someone else took it, or it was released or
+// force-released); the lease then ends. Other errors (a timeout, a broken
+// connection) leave the lease running until its local deadline; renewing
+// again is safe.
+func (l *Lease) Renew(ctx context.Context) error {
+	if err := l.Err(); err != nil {
+		return fmt.Errorf("tasklock: renew %v: %w", l.key, l.lostErr(err))
+	}
+	cfg := l.k.cfg
+	start := cfg.Now()
+	info, err := l.k.store.Renew(ctx, l.key, l.owner, cfg.TTL)
+	took := cfg.Now().Sub(start)
+	if err != nil {
+		if isLost(err) {
+			l.end(fmt.Errorf("tasklock: renew %v (fence %d): %w", l.key, l.fence, err))
+			return fmt.Errorf("tasklock: renew %v: %w", l.key, err)
+		}
+		if errors.Is(ctx.Err(), context.Canceled) {
+			// The caller gave up (StopKeepAlive, Release): not a failure.
+			return fmt.Errorf("tasklock: renew %v: %w", l.key, err)
+		}
+		cfg.Logger.Warn("tasklock: renew failed", "key", l.key, "fence", l.fence, "err", err)
+		if h := cfg.Hooks.RenewFailed; h != nil {
+			h(l.key, l.fence, err)
+		}
+		return fmt.Errorf("tasklock: renew %v: %w", l.key, err)
+	}
+	l.mu.Lock()
+	if l.ctx.Err() != nil {
+		// The local deadline passed (or Release ran) while the statement
+		// was in flight: the holder was told to stop, so the lease stays
+		// ended even though the row was extended. Release frees the row.
+		l.mu.Unlock()
+		return fmt.Errorf("tasklock: renew %v: %w", l.key, l.lostErr(l.Err()))
+	}
+	if info.ExpiresAt.After(l.expiresAt) {
+		l.expiresAt = info.ExpiresAt
+	}
+	if d := start.Add(cfg.TTL - cfg.SafetyMargin); d.After(l.deadline) {
+		l.armLocked(d)
+	}
+	l.mu.Unlock()
+	cfg.Logger.Debug("tasklock: renewed", "key", l.key, "fence", l.fence, "took", took)
+	if h := cfg.Hooks.Renewed; h != nil {
+		h(l.key, l.fence, took)
+	}
+	return nil
+}
+
+func isLost(err error) bool {
+	return errors.Is(err, ErrLeaseLost)
+}
+
+// lostErr turns the reason a lease ended into the error Renew reports: a
+// released lease is lost too, as far as renewing goes.
+func (l *Lease) lostErr(cause error) error {
+	if isLost(cause) {
+		return cause
+	}
+	return fmt.Errorf("%w: %w", ErrLeaseLost, cause)
+}
+
+// Release stops the keep-alive, ends the lease locally (cancelling its
+// contexts with [ErrReleased]) and frees the row if this lease still owns
+// it. It returns (true, nil) when it freed the row, and (false, nil) when
+// the lease had already expired and been taken or freed by someone else:
+// a no-op, reported but not an error. A database error leaves the row to
+// expire after the TTL; calling Release again retries it.
+func (l *Lease) Release(ctx context.Context) (bool, error) {
+	l.stopKeepAlive(ctx)
+	l.end(ErrReleased)
+	ok, err := l.k.store.Release(ctx, l.key, l.owner)
+	if err != nil {
+		return false, fmt.Errorf("tasklock: release %v: %w", l.key, err)
+	}
+	cfg := l.k.cfg
+	if ok {
+		cfg.Logger.Debug("tasklock: released", "key", l.key, "fence", l.fence)
+	} else {
+		cfg.Logger.Warn("tasklock: release found the lease expired or taken over", "key", l.key, "fence", l.fence)
+	}
+	if h := cfg.Hooks.Released; h != nil {
+		h(l.key, l.fence, ok)
+	}
+	return ok, nil
+}

@@ -1,0 +1,157 @@
+package tasklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// releaseTimeout bounds the clean-up statements the library runs on its own
+// (releasing an acquisition whose outcome is unknown, releasing after Do).
+const releaseTimeout = 5 * time.Second
+
+// Locker hands out leases on the keys of one table. It is safe for
+// concurrent use; a process usually holds one per table.
+type Locker struct {
+	cfg   Config
+	store dialect.LeaseStore
+}
+
+// New validates cfg and prepares the lease statements of cfg.Table on d.
+// Errors wrap [dialect.ErrInvalidConfig] and name the bad field.
+func New(d dialect.Dialect, cfg Config) (*Locker, error) {
+	if d == nil {
+		return nil, fmt.Errorf("%w: tasklock: nil dialect", dialect.ErrInvalidConfig)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Table.Validate(); err != nil {
+		return nil, fmt.Errorf("tasklock: Config.Table: %w", err)
+	}
+	store, err := d.LeaseStore(cfg.Table)
+	if err != nil {
+		return nil, fmt.Errorf("tasklock: Config.Table: %w", err)
+	}
+	return &Locker{cfg: cfg, store: store}, nil
+}
+
+// TTL returns the configured TTL.
+func (k *Locker) TTL() time.Duration { return k.cfg.TTL }
+
+func (k *Locker) checkKey(key any) error {
+	if err := k.cfg.Table.CheckKey(key); err != nil {
+		return fmt.Errorf("tasklock: key: %w", err)
+	}
+	return nil
+}
+
+// Acquire tries once to take the lease on key: one compare-and-set on the
+// database clock under a fresh owner token. It returns [ErrNotAcquired]
+// when someone holds the lease unexpired, [ErrKeyNotFound] when a task
+// table has no row with key, and an error wrapping
+// [dialect.ErrInvalidConfig] for a key of the wrong type, empty or longer
+// than the key column. The lease's local deadline starts when the statement
+// is sent; call [Lease.KeepAlive] to renew it in the background.
+//
+// If the statement fails in a way that leaves its outcome unknown (a
+// cancelled context, a broken connection), Acquire releases the token it
+// may have taken, so an unseen acquisition does not block the key for a
+// whole TTL.
+func (k *Locker) Acquire(ctx context.Context, key any) (*Lease, error) {
+	if err := k.checkKey(key); err != nil {
+		return nil, err
+	}
+	owner := dialect.NewToken()
+	start := k.cfg.Now()
+	info, err := k.store.Acquire(ctx, key, owner, k.cfg.TTL)
+	if err != nil {
+		if !errors.Is(err, ErrNotAcquired) && !errors.Is(err, ErrKeyNotFound) && !errors.Is(err, dialect.ErrInvalidConfig) {
+			k.cleanup(ctx, key, owner)
+		}
+		return nil, fmt.Errorf("tasklock: acquire %v: %w", key, err)
+	}
+	if took := k.cfg.Now().Sub(start); took >= k.cfg.TTL-k.cfg.SafetyMargin {
+		// The statement outlived TTL - SafetyMargin: the lease would be
+		// past its local deadline already. Give it back rather than hand
+		// out a lease whose holder could not stop in time.
+		k.cleanup(ctx, key, owner)
+		return nil, fmt.Errorf("tasklock: acquire %v: the statement took %v, more than TTL - SafetyMargin: %w: %w", key, took, ErrLeaseLost, ErrLocalDeadline)
+	}
+	l := newLease(k, key, owner, info, start)
+	k.cfg.Logger.Debug("tasklock: acquired", "key", key, "fence", info.Fence)
+	if h := k.cfg.Hooks.Acquired; h != nil {
+		h(key, info.Fence)
+	}
+	return l, nil
+}
+
+// cleanup releases owner's possible hold on key, ignoring the caller's
+// cancellation.
+func (k *Locker) cleanup(ctx context.Context, key any, owner string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	if _, err := k.store.Release(ctx, key, owner); err != nil {
+		k.cfg.Logger.Warn("tasklock: could not release an acquisition of unknown outcome; it expires after the TTL", "key", key, "err", err)
+	}
+}
+
+// AcquireWait calls [Locker.Acquire] until it succeeds, sleeping between
+// tries with jittered exponential backoff (PollInterval doubling up to
+// MaxPollInterval). It gives up when ctx ends, returning an error matching
+// both [ErrNotAcquired] and ctx's error. Errors other than
+// [ErrNotAcquired] and retryable conflicts ([dialect.IsRetryable]) end the
+// wait at once.
+func (k *Locker) AcquireWait(ctx context.Context, key any) (*Lease, error) {
+	for n := 0; ; n++ {
+		l, err := k.Acquire(ctx, key)
+		if err == nil {
+			return l, nil
+		}
+		if !errors.Is(err, ErrNotAcquired) && !dialect.IsRetryable(err) {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("tasklock: acquire %v: %w", key, errors.Join(ErrNotAcquired, ctx.Err()))
+			}
+			return nil, err
+		}
+		t := time.NewTimer(dialect.Backoff(n, k.cfg.PollInterval, k.cfg.MaxPollInterval))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("tasklock: acquire %v: %w", key, errors.Join(ErrNotAcquired, ctx.Err()))
+		case <-t.C:
+		}
+	}
+}
+
+// ForceRelease frees the lease on key whoever holds it, and reports whether
+// it was held. It is an operator's tool for a holder known to be dead: a
+// live holder keeps working until its next renewal fails, so use it only
+// when fences guard the protected writes.
+func (k *Locker) ForceRelease(ctx context.Context, key any) (bool, error) {
+	if err := k.checkKey(key); err != nil {
+		return false, err
+	}
+	ok, err := k.store.ForceRelease(ctx, key)
+	if err != nil {
+		return false, fmt.Errorf("tasklock: force release %v: %w", key, err)
+	}
+	k.cfg.Logger.Warn("tasklock: lease force-released", "key", key, "was_held", ok)
+	return ok, nil
+}
+
+// Inspect reads the lease row of key as the database sees it now.
+func (k *Locker) Inspect(ctx context.Context, key any) (dialect.LeaseState, error) {
+	if err := k.checkKey(key); err != nil {
+		return dialect.LeaseState{}, err
+	}
+	st, err := k.store.Inspect(ctx, key)
+	if err != nil {
+		return st, fmt.Errorf("tasklock: inspect %v: %w", key, err)
+	}
+	return st, nil
+}

@@ -1,0 +1,66 @@
+package tasklock
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// CreateTableDDL returns the statements that create the library-managed key
+// table [KeyTable] describes (CREATE TABLE IF NOT EXISTS plus its expiry
+// index), in d's syntax, for printing or for a migration tool.
+func CreateTableDDL(d dialect.Dialect, table string) ([]string, error) {
+	if d == nil {
+		return nil, fmt.Errorf("%w: tasklock: nil dialect", dialect.ErrInvalidConfig)
+	}
+	stmts, err := d.CreateTableDDL(dialect.LeaseTableDef(table, 0))
+	if err != nil {
+		return nil, fmt.Errorf("tasklock: create table: %w", err)
+	}
+	return stmts, nil
+}
+
+// CreateTable creates the library-managed key table (if it does not exist)
+// that [KeyTable] describes.
+func CreateTable(ctx context.Context, d dialect.Dialect, table string) error {
+	stmts, err := CreateTableDDL(d, table)
+	if err != nil {
+		return err
+	}
+	if err := d.ExecDDL(ctx, stmts); err != nil {
+		return fmt.Errorf("tasklock: create table %s: %w", table, err)
+	}
+	return nil
+}
+
+// AlterTaskTableDDL returns advice for adding the lease columns spec names
+// to an existing task table: one ALTER TABLE ... ADD COLUMN statement for
+// the owner column (VARCHAR(40)) and, when spec has them, the fence column
+// (BIGINT NOT NULL DEFAULT 0), with identifiers quoted by d. An ExpiresAt
+// column must have the same type as the LockedAt column the table already
+// has (the dialect writes both the same way), which only the table's owner
+// knows, so it comes as a SQL comment showing the statement to complete.
+// Drop the lines for columns the table already has. spec is validated
+// first; errors wrap [dialect.ErrInvalidConfig].
+func AlterTaskTableDDL(d dialect.Dialect, spec dialect.LeaseTable) ([]string, error) {
+	if d == nil {
+		return nil, fmt.Errorf("%w: tasklock: nil dialect", dialect.ErrInvalidConfig)
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("tasklock: alter task table: %w", err)
+	}
+	q := func(field, name string) string {
+		s, _ := d.QuoteIdent(field, name) // validated above
+		return s
+	}
+	t := q("Table", spec.Table)
+	out := []string{fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s VARCHAR(%d)", t, q("Owner", spec.Owner), dialect.MaxTokenLen)}
+	if spec.ExpiresAt != "" {
+		out = append(out, fmt.Sprintf("-- ALTER TABLE %s ADD COLUMN %s <the type of %s>", t, q("ExpiresAt", spec.ExpiresAt), q("LockedAt", spec.LockedAt)))
+	}
+	if spec.Fence != "" {
+		out = append(out, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s BIGINT NOT NULL DEFAULT 0", t, q("Fence", spec.Fence)))
+	}
+	return out, nil
+}
