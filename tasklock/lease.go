@@ -34,6 +34,7 @@ type Lease struct {
 	timer     *time.Timer // fires at deadline
 	gen       uint64      // bumped whenever timer is re-armed
 	ka        *keepAlive  // running keep-alive, or nil
+	released  bool        // a Release already freed the row
 }
 
 func newLease(k *Locker, key any, owner string, info dialect.LeaseInfo, start time.Time) *Lease {
@@ -217,13 +218,25 @@ func (l *Lease) lostErr(cause error) error {
 // it. It returns (true, nil) when it freed the row, and (false, nil) when
 // the lease had already expired and been taken or freed by someone else:
 // a no-op, reported but not an error. A database error leaves the row to
-// expire after the TTL; calling Release again retries it.
+// expire after the TTL; calling Release again retries it. Once a Release has
+// freed the row, later calls return (false, nil) without a statement.
 func (l *Lease) Release(ctx context.Context) (bool, error) {
 	l.stopKeepAlive(ctx)
 	l.end(ErrReleased)
+	l.mu.Lock()
+	done := l.released
+	l.mu.Unlock()
+	if done {
+		return false, nil
+	}
 	ok, err := l.k.store.Release(ctx, l.key, l.owner)
 	if err != nil {
 		return false, fmt.Errorf("tasklock: release %v: %w", l.key, err)
+	}
+	if ok {
+		l.mu.Lock()
+		l.released = true
+		l.mu.Unlock()
 	}
 	cfg := l.k.cfg
 	if ok {
