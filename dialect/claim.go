@@ -219,6 +219,11 @@ type ClaimStore interface {
 	// (if configured), then ClaimTable.Columns. It returns the number of
 	// rows claimed. A scan error aborts; rows already marked stay claimed
 	// under the token (the caller releases them).
+	//
+	// When an attempt fails with a retryable error after scan was called,
+	// the dialect runs the claim again and calls scan for the new attempt's
+	// rows: the rows of the committed attempt are always the last n passed
+	// to scan, where n is the returned count. Callers keep those.
 	Claim(ctx context.Context, p *ClaimParams, scan func(Scanner) error) (int, error)
 
 	// Ack applies p.Outcome to the rows of p.IDs that p.Token still holds,

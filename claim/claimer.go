@@ -1,0 +1,222 @@
+package claim
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// Claimer claims batches of pending rows from one table (and scope). It is
+// safe for concurrent use: any number of goroutines and processes may claim
+// from the same table, and no row is ever held by two batches at once.
+type Claimer[T any] struct {
+	core    *core
+	fields  func(*T) []any
+	nfields int
+}
+
+// core is the part of a claimer that does not depend on the row type.
+type core struct {
+	d           dialect.Dialect
+	store       dialect.ClaimStore
+	spec        dialect.ClaimTable
+	scope       []any
+	strategy    dialect.Strategy
+	limit       int
+	maxAttempts int
+	failMode    FailMode
+	logger      *slog.Logger
+	hooks       Hooks
+
+	indexOnce sync.Once
+}
+
+// New validates cfg, resolves its strategy against d's capabilities and
+// builds the claimer. fields returns pointers into a row value for
+// cfg.Columns, in order, for example
+//
+//	func(r *Target) []any { return []any{&r.OpenID, &r.Payload} }
+//
+// and may be nil when cfg.Columns is empty. Errors wrap [ErrInvalidConfig]
+// (naming the field) or [ErrNotSupported] (a strategy the server lacks).
+//
+// New does not touch the database. The first [Claimer.Claim] checks once for
+// the recommended indexes ([Claimer.MissingIndexes]) and logs a warning
+// listing the missing ones.
+func New[T any](d dialect.Dialect, cfg Config, fields func(*T) []any) (*Claimer[T], error) {
+	if d == nil {
+		return nil, invalid("Dialect", "is nil")
+	}
+	spec, scope, err := cfg.ClaimTable()
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.Columns) > 0 && fields == nil {
+		return nil, invalid("fields", "is nil but Columns names %d column(s)", len(cfg.Columns))
+	}
+	if fields != nil {
+		var zero T
+		if n := len(fields(&zero)); n != len(cfg.Columns) {
+			return nil, invalid("fields", "returns %d pointer(s) for %d column(s)", n, len(cfg.Columns))
+		}
+	}
+	strategy, err := d.Capabilities().Resolve(cfg.Strategy)
+	if err != nil {
+		return nil, fmt.Errorf("claim: Strategy: %w", err)
+	}
+	store, err := d.ClaimStore(spec)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Claimer[T]{
+		core: &core{
+			d: d, store: store, spec: spec, scope: scope, strategy: strategy,
+			limit: cfg.batchSize(), maxAttempts: cfg.MaxAttempts, failMode: cfg.FailMode,
+			logger: logger.With("table", spec.Table), hooks: cfg.Hooks,
+		},
+		fields: fields, nfields: len(cfg.Columns),
+	}, nil
+}
+
+// Strategy returns the resolved claim strategy.
+func (c *Claimer[T]) Strategy() dialect.Strategy { return c.core.strategy }
+
+// Store returns the dialect store the claimer uses, for the reaper and for
+// schema set-up ([dialect.ClaimStore.IndexDDL]).
+func (c *Claimer[T]) Store() dialect.ClaimStore { return c.core.store }
+
+// MissingIndexes returns the CREATE INDEX statements of the recommended
+// indexes that the table lacks. Without them claims scan and lock more rows
+// than they take; on MySQL, SKIP LOCKED workers may get empty batches.
+func (c *Claimer[T]) MissingIndexes(ctx context.Context) ([]string, error) {
+	return c.core.store.MissingIndexes(ctx)
+}
+
+func (k *core) checkIndexes(ctx context.Context) {
+	k.indexOnce.Do(func() {
+		missing, err := k.store.MissingIndexes(ctx)
+		if err != nil {
+			k.logger.Debug("claimlock: could not check for recommended indexes", "err", err)
+			return
+		}
+		if len(missing) > 0 {
+			k.logger.Warn("claimlock: recommended indexes are missing; claims will scan and lock more rows than they take",
+				"create", missing)
+		}
+	})
+}
+
+func (k *core) scopeValues() []any {
+	if len(k.scope) == 0 {
+		return nil
+	}
+	return k.scope
+}
+
+// Claim marks up to the batch size of pending rows in scope as processing
+// under a fresh token and returns them in key order. When nothing is pending
+// it returns an empty batch (Len() == 0) and no error. Each returned row must
+// be acked, failed or released through the batch; rows left alone stay
+// processing until a reaper returns them.
+func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
+	k := c.core
+	k.checkIndexes(ctx)
+	b := &Batch[T]{Token: dialect.NewToken(), core: k}
+	var scanned []Row[T]
+	start := time.Now()
+	p := &dialect.ClaimParams{Token: b.Token, Limit: k.limit, ScopeValues: k.scope, Strategy: k.strategy}
+	n, err := k.store.Claim(ctx, p, func(s dialect.Scanner) error {
+		r, err := c.scan(s)
+		if err != nil {
+			return err
+		}
+		scanned = append(scanned, r)
+		return nil
+	})
+	if err != nil {
+		// Rows marked before a scan failure stay under the token: give
+		// them back so they are not stranded until the reaper runs.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		_, rerr := k.store.Release(rctx, b.Token, nil)
+		cancel()
+		if rerr != nil {
+			k.logger.Warn("claimlock: could not release rows of a failed claim", "token", b.Token, "err", rerr)
+		}
+		return nil, fmt.Errorf("claim: claim: %w", err)
+	}
+	// A retried statement calls scan again from its first row: the last n
+	// rows are the ones the token holds.
+	if n < len(scanned) {
+		scanned = scanned[len(scanned)-n:]
+	}
+	sortRows(scanned)
+	b.Rows = scanned
+	b.init()
+	k.hooks.claim(len(b.Rows), time.Since(start))
+	return b, nil
+}
+
+// sortRows orders rows by key: engines return UPDATE ... RETURNING rows in
+// no particular order.
+func sortRows[T any](rows []Row[T]) {
+	slices.SortFunc(rows, func(a, b Row[T]) int {
+		switch x := a.ID.(type) {
+		case int64:
+			return cmp.Compare(x, b.ID.(int64))
+		case string:
+			return cmp.Compare(x, b.ID.(string))
+		}
+		return 0
+	})
+}
+
+func (c *Claimer[T]) scan(s dialect.Scanner) (Row[T], error) {
+	var r Row[T]
+	var idInt int64
+	var idStr string
+	dest := make([]any, 0, 2+c.nfields)
+	if c.core.spec.IDKind == dialect.IDText {
+		dest = append(dest, &idStr)
+	} else {
+		dest = append(dest, &idInt)
+	}
+	if c.core.spec.Version != "" {
+		dest = append(dest, &r.Version)
+	}
+	if c.fields != nil {
+		f := c.fields(&r.Value)
+		if len(f) != c.nfields {
+			return r, fmt.Errorf("claim: fields returned %d pointers for %d columns", len(f), c.nfields)
+		}
+		dest = append(dest, f...)
+	}
+	if err := s.Scan(dest...); err != nil {
+		return r, err
+	}
+	if c.core.spec.IDKind == dialect.IDText {
+		r.ID = idStr
+	} else {
+		r.ID = idInt
+	}
+	return r, nil
+}
+
+// Stats counts the rows in the claimer's scope by status, with the ages of
+// the oldest pending and processing rows on the database clock.
+func (c *Claimer[T]) Stats(ctx context.Context) (dialect.Stats, error) {
+	st, err := c.core.store.Stats(ctx, c.core.scopeValues())
+	if err != nil {
+		return st, fmt.Errorf("claim: stats: %w", err)
+	}
+	return st, nil
+}

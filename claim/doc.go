@@ -1,0 +1,88 @@
+// Package claim lets many workers, in many processes, share the rows of one
+// SQL table without ever processing the same row at the same time.
+//
+// A [Claimer] marks up to a batch of pending rows as processing under a fresh
+// random token, in one statement (or one short transaction), and returns them
+// as a [Batch]. Every later write of the batch — [Batch.Ack], [Batch.AckAll],
+// [Batch.Fail], [Batch.Heartbeat], [Batch.Release] — is conditioned on that
+// token. [Claimer.Run] is the ready-made worker loop on top.
+//
+// # Guarantees
+//
+// Exclusive claim: at any instant a row is held by at most one token. Two
+// concurrent claims never return the same row, whatever the number of
+// goroutines, processes or hosts, on every supported engine and strategy.
+//
+// No lost update by a late worker: if a worker stalls and a reaper returns its
+// rows to pending (and another worker claims them), the stalled worker's ack
+// changes nothing and returns an error matching [ErrClaimLost], with the lost
+// keys in a [*LostError]. The new owner's state is never overwritten.
+//
+// Nothing lost: every row ends acked (done), failed (back to pending, or
+// parked with the failed status after Config.MaxAttempts), released, or — if
+// its worker died — processing until a reaper returns it to pending. Run a
+// reaper (the reaper package, or [dialect.ClaimStore.Reap]) with a timeout
+// longer than your processing time, and keep long batches alive with
+// [Batch.KeepAlive] (WorkerConfig.HeartbeatInterval in [Claimer.Run]).
+//
+// Ages are measured on the database clock only; application clocks are
+// never compared.
+//
+// # External side effects are at least once
+//
+// The database cannot make a message send exactly once: a worker that sends
+// and then crashes before its ack leaves the row processing, the reaper
+// returns it, and it is sent again. Make the send idempotent with a key that
+// is unique per row and attempt the receiver (or an outbox table with a
+// unique index) deduplicates on, for example
+//
+//	key := fmt.Sprintf("%s:%v", "task-42", row.ID) // one send per row, ever
+//
+// or include the AttemptsColumn value when a retry must be a new message.
+// The claimer guarantees that two workers are never sending the same row
+// concurrently; the key covers the crash window.
+//
+// # Strategies
+//
+// Config.Strategy defaults to [dialect.StrategyAuto], which uses the server's
+// preferred strategy, detected from its version:
+//
+//   - [dialect.StrategySkipLocked] (PostgreSQL 9.5+, MySQL 8.0.1+, MariaDB
+//     10.6+): workers skip each other's locked rows and claim in parallel.
+//   - [dialect.StrategyTokenUpdate] (every engine; the only one on MySQL 5.7,
+//     TiDB and SQLite): UPDATE ... SET token ... ORDER BY key LIMIT n, then
+//     read the rows back by token. Concurrent claims queue on the same rows,
+//     so throughput is lower under heavy contention; correctness is the same.
+//
+// # Indexes
+//
+// Create the indexes that [dialect.ClaimStore.IndexDDL] returns (from
+// [Claimer.Store]): the claim index (scope columns, status, key), the token
+// index and the reaper's (status, claimed_at) index; on PostgreSQL a partial
+// index on the pending status keeps claims fast as done rows accumulate.
+// Without them MySQL locks every row it scans and SKIP LOCKED workers can get
+// empty batches. The first [Claimer.Claim] checks for them once and logs a
+// warning through Config.Logger listing the missing ones; [Claimer.MissingIndexes]
+// reports them on demand.
+//
+// # Versions
+//
+// With Config.VersionColumn set (an integer your writers increment), an ack
+// completes a row only if its version is still the one the claim read. A row
+// changed during processing goes back to pending instead of done and is
+// claimed again with its new content; [Batch.Requeued] lists such rows and
+// Hooks.OnRequeue counts them. This is not an error.
+//
+// # Retries
+//
+// Deadlocks, lock-wait timeouts and serialization failures are retried
+// inside every operation with bounded, jittered backoff
+// ([dialect.RetryPolicy]); one that surfaces has exhausted its attempts and
+// matches [IsRetryable].
+//
+// # Replication
+//
+// UPDATE ... LIMIT and SKIP LOCKED are unsafe for statement-based
+// replication: on MySQL and MariaDB use binlog_format=ROW (or MIXED). The
+// MySQL dialect warns when it finds binlog_format=STATEMENT.
+package claim

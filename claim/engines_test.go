@@ -1,0 +1,217 @@
+package claim_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/postgres"
+	"github.com/claimlock/claimlock/dialect/sqlite"
+	"github.com/claimlock/claimlock/internal/dbtest"
+)
+
+// env is one engine connection under test: the dialect, plus a plain
+// *sql.DB standing in for the user's own application code (seeding rows,
+// the legacy cron algorithm, a writer bumping versions).
+type env struct {
+	kind   string // engine variant, also how a child process reopens it
+	dsn    string // file path or DSN, for child processes
+	d      dialect.Dialect
+	raw    *sql.DB
+	dollar bool // $n placeholders in raw SQL
+}
+
+// engine opens a fresh, isolated database of one kind.
+type engine struct {
+	kind string
+	dsn  func(t testing.TB) string
+}
+
+var engines = []engine{
+	{"sqlite", func(t testing.TB) string { return dbtest.SQLitePath(t) }},
+	{"postgres-pgxpool", func(t testing.TB) string { return dbtest.PostgresDSN(t) }},
+	{"postgres-stdlib", func(t testing.TB) string { return dbtest.PostgresDSN(t) }},
+}
+
+// extraOpeners lets other files add engines (MariaDB) by kind.
+var extraOpeners = map[string]func(ctx context.Context, dsn string, opts dialect.Options) (dialect.Dialect, *sql.DB, func(), error){}
+
+// openDSN opens kind at dsn; the parent test and the child processes of the
+// multi-process tests both use it.
+func openDSN(ctx context.Context, kind, dsn string, opts dialect.Options) (*env, func(), error) {
+	e := &env{kind: kind, dsn: dsn}
+	switch kind {
+	case "sqlite":
+		db, err := sqlite.Open(dsn)
+		if err != nil {
+			return nil, nil, err
+		}
+		db.SetMaxOpenConns(8)
+		d, err := sqlite.New(ctx, db, opts)
+		if err != nil {
+			db.Close()
+			return nil, nil, err
+		}
+		e.d, e.raw = d, db
+		return e, func() { db.Close() }, nil
+	case "postgres-pgxpool":
+		cfg, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.MaxConns = 24
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		d, err := postgres.New(ctx, pool, opts)
+		if err != nil {
+			pool.Close()
+			return nil, nil, err
+		}
+		raw := stdlib.OpenDBFromPool(pool)
+		e.d, e.raw, e.dollar = d, raw, true
+		return e, func() { raw.Close(); pool.Close() }, nil
+	case "postgres-stdlib":
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			return nil, nil, err
+		}
+		d, err := postgres.NewStdlib(ctx, db, opts)
+		if err != nil {
+			db.Close()
+			return nil, nil, err
+		}
+		e.d, e.raw, e.dollar = d, db, true
+		return e, func() { db.Close() }, nil
+	}
+	if open, ok := extraOpeners[kind]; ok {
+		d, raw, closeFn, err := open(ctx, dsn, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		e.d, e.raw = d, raw
+		return e, closeFn, nil
+	}
+	return nil, nil, fmt.Errorf("unknown engine %q", kind)
+}
+
+func open(t testing.TB, en engine) *env {
+	t.Helper()
+	dsn := en.dsn(t)
+	e, closeFn, err := openDSN(context.Background(), en.kind, dsn, dialect.Options{})
+	require.NoError(t, err)
+	t.Cleanup(closeFn)
+	return e
+}
+
+// strategies lists the strategies e's server supports.
+func strategies(e *env) []dialect.Strategy {
+	s := []dialect.Strategy{dialect.StrategyTokenUpdate}
+	if e.d.Capabilities().SkipLocked {
+		s = append(s, dialect.StrategySkipLocked)
+	}
+	return s
+}
+
+// forEach runs fn, in parallel subtests, on a fresh database of every engine
+// with every strategy that engine supports.
+func forEach(t *testing.T, fn func(t *testing.T, e *env, s dialect.Strategy)) {
+	t.Helper()
+	for _, en := range engines {
+		t.Run(en.kind, func(t *testing.T) {
+			t.Parallel()
+			probe := open(t, en)
+			for _, s := range strategies(probe) {
+				t.Run(s.String(), func(t *testing.T) {
+					t.Parallel()
+					fn(t, open(t, en), s)
+				})
+			}
+		})
+	}
+}
+
+// rebind turns ? placeholders into $n for PostgreSQL.
+func (e *env) rebind(q string) string {
+	if !e.dollar {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range q {
+		if c == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func (e *env) exec(t testing.TB, q string, args ...any) int64 {
+	t.Helper()
+	r, err := e.raw.ExecContext(context.Background(), e.rebind(q), args...)
+	require.NoError(t, err, q)
+	n, err := r.RowsAffected()
+	require.NoError(t, err)
+	return n
+}
+
+// createTable creates cfg's table with the recommended indexes.
+func createTable(t testing.TB, e *env, cfg claim.Config, extra ...dialect.ColumnDef) {
+	t.Helper()
+	ctx := context.Background()
+	spec, _, err := cfg.ClaimTable()
+	require.NoError(t, err)
+	ddl, err := e.d.CreateTableDDL(dialect.ClaimTableDef(spec, extra...))
+	require.NoError(t, err)
+	require.NoError(t, e.d.ExecDDL(ctx, ddl))
+	store, err := e.d.ClaimStore(spec)
+	require.NoError(t, err)
+	require.NoError(t, e.d.ExecDDL(ctx, store.IndexDDL()))
+}
+
+// insertRows inserts rows (values for cols) in multi-row statements inside
+// transactions, as a user's application would.
+func insertRows(t testing.TB, e *env, table string, cols []string, n int, row func(i int) []any) {
+	t.Helper()
+	ctx := context.Background()
+	const chunk = 500
+	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ") + ")"
+	for start := 0; start < n; start += chunk {
+		end := min(start+chunk, n)
+		var args []any
+		vals := make([]string, 0, end-start)
+		for i := start; i < end; i++ {
+			vals = append(vals, one)
+			args = append(args, row(i)...)
+		}
+		q := fmt.Sprintf("INSERT INTO %s (%s) VALUES %s", table, strings.Join(cols, ", "), strings.Join(vals, ", "))
+		_, err := e.raw.ExecContext(ctx, e.rebind(q), args...)
+		require.NoError(t, err)
+	}
+}
+
+// tableSeq gives each test table in a database a distinct name.
+var tableSeq struct {
+	sync.Mutex
+	n int
+}
+
+func tableName(prefix string) string {
+	tableSeq.Lock()
+	defer tableSeq.Unlock()
+	tableSeq.n++
+	return fmt.Sprintf("%s_%d", prefix, tableSeq.n)
+}

@@ -1,0 +1,157 @@
+package claim_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/sqlite"
+)
+
+// Message is what a worker reads from each claimed row.
+type Message struct {
+	OpenID string
+}
+
+// exampleSetup opens an in-memory SQLite database holding the cron story's
+// target table with five pending targets of task 42.
+func exampleSetup(cfg claim.Config) dialect.Dialect {
+	ctx := context.Background()
+	db, err := sqlite.Open(":memory:")
+	if err != nil {
+		log.Fatal(err)
+	}
+	d, err := sqlite.New(ctx, db, dialect.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	spec, _, err := cfg.ClaimTable()
+	if err != nil {
+		log.Fatal(err)
+	}
+	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := d.ClaimStore(spec)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := d.ExecDDL(ctx, append(ddl, store.IndexDDL()...)); err != nil {
+		log.Fatal(err)
+	}
+	// The application inserts work; claimlock only claims it.
+	for i := 1; i <= 5; i++ {
+		if _, err := db.Exec("INSERT INTO xxx_task_target (task_id, openid) VALUES (42, ?)", fmt.Sprintf("user-%d", i)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	return d
+}
+
+func targetConfig() claim.Config {
+	return claim.Config{
+		Table:           "xxx_task_target",
+		TokenColumn:     "cron_token",
+		ClaimedAtColumn: "send_at",
+		Done:            "SENT",
+		Columns:         []string{"openid"},
+		Scope:           []claim.Cond{{Column: "task_id", Value: 42}},
+		RequireScope:    true,
+		BatchSize:       3,
+	}
+}
+
+// Claim a batch, process it, and ack it in one statement.
+func Example() {
+	ctx := context.Background()
+	cfg := targetConfig()
+	d := exampleSetup(cfg)
+	c, err := claim.New(d, cfg, func(m *Message) []any { return []any{&m.OpenID} })
+	if err != nil {
+		log.Fatal(err)
+	}
+	for {
+		b, err := c.Claim(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if b.Len() == 0 {
+			break
+		}
+		for _, r := range b.Rows {
+			fmt.Println("send to", r.Value.OpenID)
+		}
+		if err := b.AckAll(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
+	st, _ := c.Stats(ctx)
+	fmt.Println("sent:", st.Done, "pending:", st.Pending)
+	// Output:
+	// send to user-1
+	// send to user-2
+	// send to user-3
+	// send to user-4
+	// send to user-5
+	// sent: 5 pending: 0
+}
+
+// A worker whose rows were reaped and re-claimed cannot overwrite the new
+// owner: its ack reports the lost rows.
+func ExampleBatch_Ack_lost() {
+	ctx := context.Background()
+	cfg := targetConfig()
+	d := exampleSetup(cfg)
+	c, _ := claim.New(d, cfg, func(m *Message) []any { return []any{&m.OpenID} })
+
+	stalled, _ := c.Claim(ctx)
+	time.Sleep(10 * time.Millisecond) // the worker stalls; a reaper returns its rows
+	_, _ = c.Store().Reap(ctx, &dialect.ReapParams{Timeout: time.Millisecond, Limit: 100})
+	fresh, _ := c.Claim(ctx)
+
+	err := stalled.AckAll(ctx)
+	var lost *claim.LostError
+	fmt.Println(errors.Is(err, claim.ErrClaimLost), errors.As(err, &lost), lost.IDs)
+	fmt.Println(fresh.IDs(), fresh.AckAll(ctx))
+	// Output:
+	// true true [1 2 3]
+	// [1 2 3] <nil>
+}
+
+// Run is the worker loop: N workers claim, handle each row, ack the
+// successes per batch and back off while nothing is pending.
+func ExampleClaimer_Run() {
+	cfg := targetConfig()
+	d := exampleSetup(cfg)
+	c, _ := claim.New(d, cfg, func(m *Message) []any { return []any{&m.OpenID} })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	sent := 0
+	err := c.Run(ctx, claim.WorkerConfig[Message]{
+		Workers: 1,
+		Handler: func(ctx context.Context, r claim.Row[Message]) error {
+			// An idempotent send: the receiver deduplicates on this key.
+			key := fmt.Sprintf("task-42:%v", r.ID)
+			fmt.Println("send", key, "to", r.Value.OpenID)
+			if sent++; sent == 5 {
+				cancel()
+			}
+			return nil
+		},
+		ShutdownMode: claim.ShutdownFinish,
+	})
+	st, _ := c.Stats(context.Background())
+	fmt.Println(err, st.Done)
+	// Output:
+	// send task-42:1 to user-1
+	// send task-42:2 to user-2
+	// send task-42:3 to user-3
+	// send task-42:4 to user-4
+	// send task-42:5 to user-5
+	// <nil> 5
+}

@@ -1,0 +1,55 @@
+package claim
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// KeepAlive heartbeats the batch every interval in a background goroutine,
+// so that a reaper with a timeout longer than a few intervals never takes
+// rows that are still being worked on. It stops by itself once the batch
+// holds no rows. stop ends it and waits for a heartbeat in progress; call it
+// after the batch's acks and release (last), so that rows never look stale
+// while they are still held. interval <= 0 returns a stop that does nothing.
+//
+// A heartbeat that fails is logged and tried again at the next tick; one
+// that finds rows lost is logged (the next ack reports them precisely).
+func (b *Batch[T]) KeepAlive(interval time.Duration) (stop func()) {
+	if interval <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			hctx, hcancel := context.WithTimeout(ctx, interval)
+			n, err := b.Heartbeat(hctx)
+			hcancel()
+			switch {
+			case err == nil && n == 0:
+				return // nothing held any more
+			case errors.Is(err, ErrClaimLost):
+				b.core.logger.Warn("claimlock: heartbeat found rows lost", "token", b.Token, "held", n, "err", err)
+			case err != nil && ctx.Err() == nil:
+				b.core.logger.Warn("claimlock: heartbeat failed", "token", b.Token, "err", err)
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			<-done
+		})
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package claim_test
+
+const raceEnabled = false

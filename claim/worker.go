@@ -1,0 +1,187 @@
+package claim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// ShutdownMode says what [Claimer.Run] does with claimed rows when its
+// context is cancelled.
+type ShutdownMode int
+
+const (
+	// ShutdownRelease stops handing rows to the handler, cancels the
+	// handler's context, and returns unprocessed rows to pending (a row whose
+	// handler returned an error after cancellation is released, not failed).
+	ShutdownRelease ShutdownMode = iota
+	// ShutdownFinish processes every row already claimed, with a handler
+	// context that is not cancelled, then acks them; only new claims stop.
+	ShutdownFinish
+)
+
+// WorkerConfig configures [Claimer.Run].
+type WorkerConfig[T any] struct {
+	// Workers is the number of concurrent claim loops; default 1.
+	Workers int
+	// Handler processes one row (required). A nil error acks the row (acks
+	// are batched: one statement per claimed batch); an error fails it
+	// ([Batch.Fail]). A panic is recovered and treated as an error.
+	Handler func(ctx context.Context, row Row[T]) error
+	// PollMin and PollMax bound the jittered exponential backoff between
+	// claims that find nothing (and after claim errors); defaults 100 ms and
+	// 5 s.
+	PollMin, PollMax time.Duration
+	// HeartbeatInterval, if positive, keeps each batch alive with
+	// [Batch.KeepAlive] while it is processed. Set it well below your
+	// reaper's timeout when processing a batch can take longer than that.
+	HeartbeatInterval time.Duration
+	// ShutdownMode is what happens to claimed rows on cancellation; default
+	// [ShutdownRelease].
+	ShutdownMode ShutdownMode
+	// ShutdownTimeout bounds the final acks and releases after
+	// cancellation; default 30 s.
+	ShutdownTimeout time.Duration
+}
+
+func (w *WorkerConfig[T]) validate() error {
+	if w.Handler == nil {
+		return invalid("WorkerConfig.Handler", "is nil")
+	}
+	if w.Workers < 0 || w.PollMin < 0 || w.PollMax < 0 || w.HeartbeatInterval < 0 || w.ShutdownTimeout < 0 {
+		return invalid("WorkerConfig", "negative field in %+v", *w)
+	}
+	if w.ShutdownMode != ShutdownRelease && w.ShutdownMode != ShutdownFinish {
+		return invalid("WorkerConfig.ShutdownMode", "unknown mode %d", int(w.ShutdownMode))
+	}
+	if w.Workers == 0 {
+		w.Workers = 1
+	}
+	if w.PollMin == 0 {
+		w.PollMin = 100 * time.Millisecond
+	}
+	if w.PollMax == 0 {
+		w.PollMax = 5 * time.Second
+	}
+	if w.PollMax < w.PollMin {
+		return invalid("WorkerConfig.PollMax", "%v is below PollMin %v", w.PollMax, w.PollMin)
+	}
+	if w.ShutdownTimeout == 0 {
+		w.ShutdownTimeout = 30 * time.Second
+	}
+	return nil
+}
+
+// Run claims and processes rows with w.Workers concurrent loops until ctx is
+// cancelled, then shuts down as w.ShutdownMode says and returns nil. Each
+// loop claims a batch, hands its rows to w.Handler one by one, acks the
+// successes in one statement, fails the errors, and backs off with jitter
+// between PollMin and PollMax while nothing is pending. Claim and ack errors
+// are logged and retried; they do not stop Run. A bad w returns an error
+// wrapping [ErrInvalidConfig] at once.
+func (c *Claimer[T]) Run(ctx context.Context, w WorkerConfig[T]) error {
+	if err := w.validate(); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < w.Workers; i++ {
+		wg.Add(1)
+		go func(worker int) {
+			defer wg.Done()
+			c.loop(ctx, &w, worker)
+		}(i)
+	}
+	wg.Wait()
+	return nil
+}
+
+func (c *Claimer[T]) loop(ctx context.Context, w *WorkerConfig[T], worker int) {
+	log := c.core.logger.With("worker", worker)
+	idle := 0
+	for ctx.Err() == nil {
+		b, err := c.Claim(ctx)
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return
+			}
+			log.Error("claimlock: claim failed", "err", err, "retryable", dialect.IsRetryable(err))
+			idle++
+			sleep(ctx, dialect.Backoff(idle, w.PollMin, w.PollMax))
+		case b.Len() == 0:
+			sleep(ctx, dialect.Backoff(idle, w.PollMin, w.PollMax))
+			idle++
+		default:
+			idle = 0
+			c.process(ctx, w, b, log)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func (c *Claimer[T]) process(ctx context.Context, w *WorkerConfig[T], b *Batch[T], log *slog.Logger) {
+	stop := b.KeepAlive(w.HeartbeatInterval)
+	defer stop() // the heartbeat stops last, after acks and release
+
+	hctx := ctx
+	if w.ShutdownMode == ShutdownFinish {
+		hctx = context.WithoutCancel(ctx)
+	}
+	var ok, failed []int
+	var causes []error
+	for i, r := range b.Rows {
+		if w.ShutdownMode == ShutdownRelease && ctx.Err() != nil {
+			break
+		}
+		err := call(hctx, w.Handler, r)
+		if err == nil {
+			ok = append(ok, i)
+			continue
+		}
+		if w.ShutdownMode == ShutdownRelease && ctx.Err() != nil {
+			break // interrupted by shutdown: release it, do not count a failure
+		}
+		failed = append(failed, i)
+		causes = append(causes, err)
+	}
+
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.ShutdownTimeout)
+	defer cancel()
+	b.mu.Lock()
+	if err := b.ack(fctx, ok); err != nil && !errors.Is(err, ErrClaimLost) {
+		log.Error("claimlock: ack failed; rows stay processing until reaped", "token", b.Token, "rows", len(ok), "err", err)
+	}
+	for j, i := range failed {
+		if err := b.fail(fctx, []int{i}, causes[j]); err != nil && !errors.Is(err, ErrClaimLost) {
+			log.Error("claimlock: fail failed; row stays processing until reaped", "token", b.Token, "err", err)
+		}
+	}
+	b.mu.Unlock()
+	if n, err := b.Release(fctx); err != nil {
+		log.Error("claimlock: release failed; rows stay processing until reaped", "token", b.Token, "err", err)
+	} else if n > 0 {
+		log.Warn("claimlock: released unprocessed rows on shutdown", "token", b.Token, "rows", n)
+	}
+}
+
+func call[T any](ctx context.Context, h func(context.Context, Row[T]) error, r Row[T]) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("claim: handler panicked: %v", p)
+		}
+	}()
+	return h(ctx, r)
+}
