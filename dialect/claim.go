@@ -243,7 +243,11 @@ type ClaimStore interface {
 
 	// Reap parks (attempts at MaxAttempts) and returns to pending (the rest)
 	// at most p.Limit rows each that have been processing longer than
-	// p.Timeout on the database clock, ordered by key.
+	// p.Timeout on the database clock, ordered by key. A dialect may skip
+	// rows locked by a concurrent ack or heartbeat (SKIP LOCKED), so a
+	// statement can touch fewer rows than the limit while stale rows remain:
+	// callers sweep again later rather than treating a short count as "all
+	// done forever".
 	Reap(ctx context.Context, p *ReapParams) (ReapResult, error)
 
 	// Stats counts rows per status (in scope when scopeValues is not nil).

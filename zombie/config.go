@@ -1,0 +1,101 @@
+package zombie
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/tasklock"
+)
+
+// DefaultBatchLimit is the number of rows one reaper statement touches when
+// [Config.BatchLimit] or [LeaseConfig.BatchLimit] is zero.
+const DefaultBatchLimit = 500
+
+// ErrInvalidConfig reports bad input found by [New], [NewLeaseReaper] or a
+// Run method; the message names the field. It is [dialect.ErrInvalidConfig],
+// so one errors.Is test works whichever package returned the error.
+var ErrInvalidConfig = dialect.ErrInvalidConfig
+
+// Config configures a [Reaper]. Timeout is required; every other zero value
+// means the documented default. [New] validates it and reports the first bad
+// field in an error wrapping [ErrInvalidConfig].
+type Config struct {
+	// Timeout is how long a row may stay processing since its claim or its
+	// last heartbeat, measured on the database clock, before the reaper
+	// treats its worker as dead. Required, positive. It must exceed the
+	// heartbeat interval of every worker by a wide margin (several
+	// intervals plus the longest pause a worker may suffer), and, for
+	// workers that do not heartbeat, the longest time a batch may take: a
+	// reaped row is claimed again, so a worker that was merely slow does
+	// its work twice (its late ack then fails with [dialect.ErrClaimLost]).
+	Timeout time.Duration
+
+	// BatchLimit is the most rows one statement touches; zero means
+	// [DefaultBatchLimit]. A sweep repeats statements until one touches
+	// fewer rows, so locks are held only for BatchLimit rows at a time.
+	BatchLimit int
+
+	// MaxAttempts, if positive, parks a stale row whose attempts count
+	// reached it with the failed status instead of returning it to pending:
+	// a poison row whose handler crashes its worker every time ends as
+	// failed, with its attempts, instead of crashing workers forever. It
+	// needs the claim config's AttemptsColumn and a Failed status. Zero
+	// never parks.
+	MaxAttempts int
+
+	// Scoped restricts sweeps to the claim config's Scope (for example one
+	// task's rows); by default a sweep covers the whole table.
+	Scoped bool
+
+	// Logger receives a record per sweep that returned or parked rows, and
+	// warnings for failures. Nil discards them.
+	Logger *slog.Logger
+
+	// Hooks are optional metric callbacks.
+	Hooks Hooks
+
+	// Locker, if set, makes [Reaper.Run] sweep only while it holds the lease
+	// on LockKey, so that one reaper of a fleet sweeps at a time. Optional:
+	// concurrent sweeps are safe, just wasted work.
+	Locker *tasklock.Locker
+
+	// LockKey is the lease key; required with Locker, for example
+	// "zombie:jobs".
+	LockKey any
+}
+
+// LeaseConfig configures a [LeaseReaper]. The zero value is ready to use.
+type LeaseConfig struct {
+	// BatchLimit is the most leases one statement clears; zero means
+	// [DefaultBatchLimit].
+	BatchLimit int
+	// Logger receives a record per sweep that cleared leases and warnings
+	// for failures. Nil discards them.
+	Logger *slog.Logger
+	// Hooks are optional metric callbacks; [Result.Returned] counts the
+	// leases cleared.
+	Hooks Hooks
+}
+
+func invalid(field, format string, args ...any) error {
+	return fmt.Errorf("%w: zombie: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+}
+
+func batchLimit(field string, n int) (int, error) {
+	if n < 0 {
+		return 0, invalid(field, "%d is negative (0 means %d)", n, DefaultBatchLimit)
+	}
+	if n == 0 {
+		return DefaultBatchLimit, nil
+	}
+	return n, nil
+}
+
+func logger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
+}

@@ -1,0 +1,206 @@
+package zombie_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/mysql"
+	"github.com/claimlock/claimlock/dialect/postgres"
+	"github.com/claimlock/claimlock/dialect/sqlite"
+	"github.com/claimlock/claimlock/internal/dbtest"
+)
+
+// env is one engine connection under test: the dialect, plus a plain
+// *sql.DB standing in for the user's own code (seeding rows, the sends log).
+type env struct {
+	kind   string // engine, also how a child process reopens it
+	dsn    string // file path or DSN, for child processes
+	d      dialect.Dialect
+	raw    *sql.DB
+	dollar bool // $n placeholders in raw SQL
+}
+
+// engine opens fresh, isolated databases of one kind.
+type engine struct {
+	kind string
+	dsn  func(t testing.TB) string
+}
+
+// engines is every engine the tests run on.
+var engines = []engine{
+	{"sqlite", func(t testing.TB) string { return dbtest.SQLitePath(t) }},
+	{"postgres", func(t testing.TB) string { return dbtest.PostgresDSN(t) }},
+	{"mariadb", func(t testing.TB) string { return dbtest.MySQLDSN(t) }},
+}
+
+// openDSN opens kind at dsn; the parent test and the child processes of the
+// multi-process test both use it.
+func openDSN(ctx context.Context, kind, dsn string) (*env, func(), error) {
+	e := &env{kind: kind, dsn: dsn}
+	switch kind {
+	case "sqlite":
+		db, err := sqlite.Open(dsn)
+		if err != nil {
+			return nil, nil, err
+		}
+		db.SetMaxOpenConns(8)
+		d, err := sqlite.New(ctx, db, dialect.Options{})
+		if err != nil {
+			db.Close()
+			return nil, nil, err
+		}
+		e.d, e.raw = d, db
+		return e, func() { db.Close() }, nil
+	case "postgres":
+		cfg, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.MaxConns = 24
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		d, err := postgres.New(ctx, pool, dialect.Options{})
+		if err != nil {
+			pool.Close()
+			return nil, nil, err
+		}
+		raw := stdlib.OpenDBFromPool(pool)
+		e.d, e.raw, e.dollar = d, raw, true
+		return e, func() { raw.Close(); pool.Close() }, nil
+	case "mariadb":
+		db, err := mysql.Open(ctx, dsn)
+		if err != nil {
+			return nil, nil, err
+		}
+		db.SetMaxOpenConns(24)
+		d, err := mysql.New(ctx, db, dialect.Options{})
+		if err != nil {
+			db.Close()
+			return nil, nil, err
+		}
+		e.d, e.raw = d, db
+		return e, func() { db.Close() }, nil
+	}
+	return nil, nil, fmt.Errorf("unknown engine %q", kind)
+}
+
+func open(t testing.TB, en engine) *env {
+	t.Helper()
+	e, closeFn, err := openDSN(context.Background(), en.kind, en.dsn(t))
+	require.NoError(t, err)
+	t.Cleanup(closeFn)
+	return e
+}
+
+// strategies lists the claim strategies e's server supports.
+func strategies(e *env) []dialect.Strategy {
+	s := []dialect.Strategy{dialect.StrategyTokenUpdate}
+	if e.d.Capabilities().SkipLocked {
+		s = append(s, dialect.StrategySkipLocked)
+	}
+	return s
+}
+
+// forEachEngine runs fn in a parallel subtest per engine.
+func forEachEngine(t *testing.T, fn func(t *testing.T, e *env)) {
+	t.Helper()
+	for _, en := range engines {
+		t.Run(en.kind, func(t *testing.T) {
+			t.Parallel()
+			fn(t, open(t, en))
+		})
+	}
+}
+
+// rebind turns ? placeholders into $n for PostgreSQL.
+func (e *env) rebind(q string) string {
+	if !e.dollar {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range q {
+		if c == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func (e *env) exec(t testing.TB, q string, args ...any) {
+	t.Helper()
+	_, err := e.raw.ExecContext(context.Background(), e.rebind(q), args...)
+	require.NoError(t, err, q)
+}
+
+var tableSeq atomic.Int64
+
+// jobsConfig is a claim config for a fresh table with an attempts column and
+// the default string statuses.
+func jobsConfig(batch int) claim.Config {
+	return claim.Config{
+		Table:          fmt.Sprintf("jobs_%d", tableSeq.Add(1)),
+		AttemptsColumn: "attempts",
+		BatchSize:      batch,
+	}
+}
+
+// createTable creates cc's table, with the recommended indexes unless
+// noIndexes.
+func createTable(t testing.TB, e *env, cc claim.Config, noIndexes bool) dialect.ClaimStore {
+	t.Helper()
+	ctx := context.Background()
+	spec, _, err := cc.ClaimTable()
+	require.NoError(t, err)
+	ddl, err := e.d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	require.NoError(t, err)
+	require.NoError(t, e.d.ExecDDL(ctx, ddl))
+	store, err := e.d.ClaimStore(spec)
+	require.NoError(t, err)
+	if !noIndexes {
+		require.NoError(t, e.d.ExecDDL(ctx, store.IndexDDL()))
+	}
+	return store
+}
+
+// insertRows inserts n rows with the given status (ids 1..n on a fresh
+// table) in multi-row statements of chunk rows, as a user's application
+// would.
+func insertRows(t testing.TB, e *env, table, status string, n, chunk int) {
+	t.Helper()
+	ctx := context.Background()
+	for start := 0; start < n; start += chunk {
+		end := min(start+chunk, n)
+		vals := strings.TrimSuffix(strings.Repeat("(?), ", end-start), ", ")
+		args := make([]any, end-start)
+		for i := range args {
+			args[i] = status
+		}
+		_, err := e.raw.ExecContext(ctx, e.rebind(fmt.Sprintf("INSERT INTO %s (status) VALUES %s", table, vals)), args...)
+		require.NoError(t, err)
+	}
+}
+
+// rowState reads one row's status and attempts.
+func rowState(t testing.TB, e *env, table string, id int64) (status string, attempts int64) {
+	t.Helper()
+	err := e.raw.QueryRowContext(context.Background(),
+		e.rebind(fmt.Sprintf("SELECT status, attempts FROM %s WHERE id = ?", table)), id).Scan(&status, &attempts)
+	require.NoError(t, err)
+	return status, attempts
+}

@@ -1,0 +1,101 @@
+package zombie_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/sqlite"
+	"github.com/claimlock/claimlock/zombie"
+)
+
+// A worker claims two jobs and dies before acking them. The reaper returns
+// them to pending once they have been processing longer than the timeout,
+// and another worker finishes them; the dead worker's late ack is refused.
+func Example() {
+	ctx := context.Background()
+	db, err := sqlite.Open(":memory:")
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	d, err := sqlite.New(ctx, db, dialect.Options{})
+	if err != nil {
+		panic(err)
+	}
+
+	// The jobs table, with the recommended indexes (among them the
+	// reaper's (status, claimed_at)).
+	cfg := claim.Config{Table: "jobs", AttemptsColumn: "attempts", BatchSize: 2}
+	spec, _, err := cfg.ClaimTable()
+	if err != nil {
+		panic(err)
+	}
+	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	if err != nil {
+		panic(err)
+	}
+	store, err := d.ClaimStore(spec)
+	if err != nil {
+		panic(err)
+	}
+	if err := d.ExecDDL(ctx, append(ddl, store.IndexDDL()...)); err != nil {
+		panic(err)
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO jobs (status) VALUES ('PENDING'), ('PENDING'), ('PENDING')"); err != nil {
+		panic(err)
+	}
+
+	claimer, err := claim.New[struct{}](d, cfg, nil)
+	if err != nil {
+		panic(err)
+	}
+	dead, err := claimer.Claim(ctx) // this worker crashes: no ack, no heartbeat
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("claimed by the dead worker:", dead.IDs())
+
+	reaper, err := zombie.New(d, cfg, zombie.Config{Timeout: 50 * time.Millisecond, MaxAttempts: 5})
+	if err != nil {
+		panic(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	res, err := reaper.Sweep(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("returned:", res.Returned, "parked:", res.Parked)
+
+	for {
+		b, err := claimer.Claim(ctx)
+		if err != nil {
+			panic(err)
+		}
+		if b.Len() == 0 {
+			break
+		}
+		fmt.Println("claimed again:", b.IDs())
+		if err := b.AckAll(ctx); err != nil {
+			panic(err)
+		}
+	}
+	err = dead.AckAll(ctx)
+	fmt.Println("late ack lost its claim:", err != nil && errors.Is(err, claim.ErrClaimLost))
+
+	st, err := claimer.Stats(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("done:", st.Done, "pending:", st.Pending, "processing:", st.Processing)
+	// Output:
+	// claimed by the dead worker: [1 2]
+	// returned: 2 parked: 0
+	// claimed again: [1 2]
+	// claimed again: [3]
+	// late ack lost its claim: true
+	// done: 3 pending: 0 processing: 0
+}

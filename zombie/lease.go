@@ -1,0 +1,105 @@
+package zombie
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// LeaseReaper clears expired leases of a lease table, so that tables of
+// keyed leases do not keep the tokens of dead holders. It clears the owner
+// but keeps the row, so each key's fence keeps increasing across
+// acquisitions. It is optional: an expired lease can be acquired whether or
+// not it was reaped. It is safe for concurrent use.
+type LeaseReaper struct {
+	store  dialect.LeaseStore
+	table  string
+	limit  int
+	logger *slog.Logger
+	hooks  Hooks
+}
+
+// NewLeaseReaper validates table and cfg and prepares the statements on d.
+// The table needs an ExpiresAt column: without one a lease's expiry depends
+// on the TTL of whoever looks, which a reaper cannot know. Errors wrap
+// [ErrInvalidConfig] and name the field.
+func NewLeaseReaper(d dialect.Dialect, table dialect.LeaseTable, cfg LeaseConfig) (*LeaseReaper, error) {
+	if d == nil {
+		return nil, invalid("Dialect", "is nil")
+	}
+	if err := table.Validate(); err != nil {
+		return nil, fmt.Errorf("zombie: lease table: %w", err)
+	}
+	if table.ExpiresAt == "" {
+		return nil, invalid("LeaseTable.ExpiresAt", "is required to tell expired leases without knowing their TTL")
+	}
+	limit, err := batchLimit("LeaseConfig.BatchLimit", cfg.BatchLimit)
+	if err != nil {
+		return nil, err
+	}
+	store, err := d.LeaseStore(table)
+	if err != nil {
+		return nil, fmt.Errorf("zombie: lease table: %w", err)
+	}
+	return &LeaseReaper{
+		store: store, table: table.Table, limit: limit,
+		logger: logger(cfg.Logger).With("table", table.Table), hooks: cfg.Hooks,
+	}, nil
+}
+
+// Sweep clears expired leases (owner set, expiry passed on the database
+// clock) with bounded statements of at most BatchLimit leases each, until
+// one clears fewer or ctx ends, and returns how many it cleared, also when
+// it fails. Live leases are never touched.
+func (r *LeaseReaper) Sweep(ctx context.Context) (int64, error) {
+	r.hooks.sweepStart()
+	start := time.Now()
+	var res Result
+	var err error
+	for {
+		if ctx.Err() != nil {
+			err = context.Cause(ctx)
+			break
+		}
+		var n int64
+		n, err = r.store.ReapExpired(ctx, r.limit)
+		res.Statements++
+		res.Returned += n
+		if err != nil || n < int64(r.limit) {
+			break
+		}
+	}
+	res.Elapsed = time.Since(start)
+	r.hooks.sweep(res)
+	if err != nil {
+		err = fmt.Errorf("zombie: lease sweep %s: %w", r.table, err)
+		if ctx.Err() == nil {
+			r.logger.Warn("claimlock: lease reaper sweep failed", "cleared", res.Returned, "err", err)
+			r.hooks.err(err)
+		}
+		return res.Returned, err
+	}
+	if res.Returned > 0 {
+		r.logger.Info("claimlock: lease reaper cleared expired leases", "cleared", res.Returned, "elapsed", res.Elapsed)
+	}
+	return res.Returned, nil
+}
+
+// Run sweeps at once and then every interval (with ±20% jitter) until ctx
+// ends, when it returns nil. Failed sweeps are logged and reported to
+// Hooks.OnError. A non-positive interval returns an error wrapping
+// [ErrInvalidConfig].
+func (r *LeaseReaper) Run(ctx context.Context, interval time.Duration) error {
+	if interval <= 0 {
+		return invalid("interval", "must be positive, got %v", interval)
+	}
+	for {
+		_, _ = r.Sweep(ctx)
+		if !sleep(ctx, jitter(interval)) {
+			return nil
+		}
+	}
+}

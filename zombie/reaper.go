@@ -1,0 +1,251 @@
+package zombie
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/tasklock"
+)
+
+// releaseTimeout bounds the lease release Run makes on its way out, after its
+// own context has ended.
+const releaseTimeout = 5 * time.Second
+
+// Result is what one sweep did.
+type Result struct {
+	// Returned rows went back to pending with their token cleared (for a
+	// [LeaseReaper]: expired leases cleared).
+	Returned int64
+	// Parked rows were set to the failed status because their attempts
+	// reached [Config.MaxAttempts].
+	Parked int64
+	// Statements is the number of bounded statements the sweep ran.
+	Statements int
+	// Elapsed is the sweep's duration on the local clock.
+	Elapsed time.Duration
+}
+
+// Reaper returns stale claims of one claim table to pending and parks poison
+// rows. It is safe for concurrent use.
+type Reaper struct {
+	store   dialect.ClaimStore
+	table   string
+	scope   []any
+	timeout time.Duration
+	limit   int
+	maxAtt  int
+	locker  *tasklock.Locker
+	key     any
+	logger  *slog.Logger
+	hooks   Hooks
+}
+
+// New validates cc (exactly as the claimers of the table see it, through
+// [claim.Config.ClaimTable]) and cfg, and prepares the reaper's statements
+// on d. Errors wrap [ErrInvalidConfig] and name the field. New does not
+// touch the database.
+func New(d dialect.Dialect, cc claim.Config, cfg Config) (*Reaper, error) {
+	if d == nil {
+		return nil, invalid("Dialect", "is nil")
+	}
+	spec, scope, err := cc.ClaimTable()
+	if err != nil {
+		return nil, fmt.Errorf("zombie: claim config: %w", err)
+	}
+	if cfg.Timeout <= 0 {
+		return nil, invalid("Config.Timeout", "must be positive, got %v", cfg.Timeout)
+	}
+	limit, err := batchLimit("Config.BatchLimit", cfg.BatchLimit)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MaxAttempts < 0 {
+		return nil, invalid("Config.MaxAttempts", "%d is negative (0 never parks)", cfg.MaxAttempts)
+	}
+	if cfg.MaxAttempts > 0 && spec.Attempts == "" {
+		return nil, invalid("Config.MaxAttempts", "needs the claim config's AttemptsColumn")
+	}
+	if cfg.MaxAttempts > 0 && !spec.Failed.IsSet() {
+		return nil, invalid("Config.MaxAttempts", "needs the claim config's Failed status value")
+	}
+	if cfg.Scoped && len(scope) == 0 {
+		return nil, invalid("Config.Scoped", "the claim config has no Scope")
+	}
+	if cfg.Locker != nil && cfg.LockKey == nil {
+		return nil, invalid("Config.LockKey", "is required with Locker")
+	}
+	if cfg.Locker == nil && cfg.LockKey != nil {
+		return nil, invalid("Config.LockKey", "is set but Locker is nil")
+	}
+	store, err := d.ClaimStore(spec)
+	if err != nil {
+		return nil, fmt.Errorf("zombie: %w", err)
+	}
+	r := &Reaper{
+		store: store, table: spec.Table, timeout: cfg.Timeout, limit: limit,
+		maxAtt: cfg.MaxAttempts, locker: cfg.Locker, key: cfg.LockKey,
+		logger: logger(cfg.Logger).With("table", spec.Table), hooks: cfg.Hooks,
+	}
+	if cfg.Scoped {
+		r.scope = scope
+	}
+	return r, nil
+}
+
+// Sweep runs bounded statements, each touching at most BatchLimit stale
+// rows in key order (parking those at MaxAttempts, returning the others to
+// pending), until one touches fewer than BatchLimit rows or ctx ends. It
+// returns what it did, also when it fails: rows counted were committed.
+// Errors are the dialect's (a deadlock that outlived its retries matches
+// [dialect.IsRetryable]) or ctx's.
+//
+// A row is stale when it has been processing longer than the timeout since
+// its claim or last heartbeat, on the database clock. Sweep never takes a
+// row whose worker heartbeats within the timeout; it ignores the Locker
+// (only [Reaper.Run] takes the lease).
+func (r *Reaper) Sweep(ctx context.Context) (Result, error) {
+	r.hooks.sweepStart()
+	start := time.Now()
+	res, err := r.sweep(ctx)
+	res.Elapsed = time.Since(start)
+	r.hooks.sweep(res)
+	if err != nil {
+		err = fmt.Errorf("zombie: sweep %s: %w", r.table, err)
+		if ctx.Err() == nil {
+			r.logger.Warn("claimlock: reaper sweep failed", "returned", res.Returned, "parked", res.Parked, "err", err)
+			r.hooks.err(err)
+		}
+		return res, err
+	}
+	switch {
+	case res.Parked > 0:
+		r.logger.Warn("claimlock: reaper parked rows that reached MaxAttempts", "parked", res.Parked, "returned", res.Returned,
+			"max_attempts", r.maxAtt, "elapsed", res.Elapsed)
+	case res.Returned > 0:
+		r.logger.Info("claimlock: reaper returned stale rows to pending", "returned", res.Returned, "elapsed", res.Elapsed)
+	default:
+		r.logger.Debug("claimlock: reaper found nothing stale", "elapsed", res.Elapsed)
+	}
+	return res, nil
+}
+
+func (r *Reaper) sweep(ctx context.Context) (Result, error) {
+	var res Result
+	p := &dialect.ReapParams{Timeout: r.timeout, Limit: r.limit, MaxAttempts: r.maxAtt, ScopeValues: r.scope}
+	perCall := 1
+	if r.maxAtt > 0 {
+		perCall = 2 // park, then return
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return res, context.Cause(ctx)
+		}
+		rr, err := r.store.Reap(ctx, p)
+		res.Statements += perCall
+		res.Returned += rr.Returned
+		res.Parked += rr.Parked
+		if err != nil {
+			if ctx.Err() != nil {
+				return res, errors.Join(err, context.Cause(ctx))
+			}
+			return res, err
+		}
+		if rr.Returned < int64(r.limit) && rr.Parked < int64(r.limit) {
+			return res, nil
+		}
+	}
+}
+
+// Run sweeps at once and then every interval (with ±20% jitter, so that a
+// fleet does not sweep in step) until ctx ends, when it returns nil. A
+// failed sweep is logged and reported to Hooks.OnError; the next tick
+// tries again.
+//
+// With [Config.Locker], each tick first tries once (without waiting) to
+// take the lease on LockKey; only the holder sweeps, keeping the lease
+// alive between ticks, and each sweep runs under the lease's context, so a
+// lost lease stops it between or during statements. The lease is released
+// when Run returns. An invalid interval or lease key returns an error
+// wrapping [ErrInvalidConfig].
+func (r *Reaper) Run(ctx context.Context, interval time.Duration) error {
+	if interval <= 0 {
+		return invalid("interval", "must be positive, got %v", interval)
+	}
+	var lease *tasklock.Lease
+	drop := func() {
+		if lease == nil {
+			return
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		if _, err := lease.Release(rctx); err != nil {
+			r.logger.Warn("claimlock: reaper could not release its lease; it expires after the TTL", "key", r.key, "err", err)
+		}
+		cancel()
+		lease = nil
+		r.hooks.leader(false)
+	}
+	defer drop()
+	for {
+		if r.locker == nil {
+			_, _ = r.Sweep(ctx)
+		} else {
+			if lease != nil && lease.Err() != nil {
+				r.logger.Warn("claimlock: reaper lost its lease", "key", r.key, "err", lease.Err())
+				drop()
+			}
+			if lease == nil {
+				l, err := r.locker.Acquire(ctx, r.key)
+				switch {
+				case err == nil:
+					lease = l
+					lease.KeepAlive()
+					r.logger.Debug("claimlock: reaper took the lease", "key", r.key, "fence", l.Fence())
+					r.hooks.leader(true)
+				case ctx.Err() != nil:
+					return nil
+				case errors.Is(err, tasklock.ErrNotAcquired):
+				case errors.Is(err, ErrInvalidConfig):
+					return fmt.Errorf("zombie: run: %w", err)
+				default:
+					r.logger.Warn("claimlock: reaper could not try its lease", "key", r.key, "err", err)
+					r.hooks.err(err)
+				}
+			}
+			if lease != nil {
+				lctx, cancel := lease.Context(ctx)
+				_, _ = r.Sweep(lctx)
+				cancel()
+			}
+		}
+		if !sleep(ctx, jitter(interval)) {
+			return nil
+		}
+	}
+}
+
+// jitter returns d scaled by a uniform factor in [0.8, 1.2].
+func jitter(d time.Duration) time.Duration {
+	span := d * 2 / 5
+	if span <= 0 {
+		return d
+	}
+	return d - span/2 + rand.N(span+1)
+}
+
+// sleep waits d or until ctx ends, reporting whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

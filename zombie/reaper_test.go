@@ -1,0 +1,232 @@
+package zombie_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/zombie"
+)
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestSweepBounded: stale rows come back in bounded statements; fresh
+// claims stay; the dead batch's ack is lost.
+func TestSweepBounded(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		cc := jobsConfig(5)
+		store := createTable(t, e, cc, false)
+		insertRows(t, e, cc.Table, "PENDING", 10, 100)
+		c, err := claim.New[struct{}](e.d, cc, nil)
+		require.NoError(t, err)
+
+		dead, err := c.Claim(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 5, dead.Len())
+		time.Sleep(400 * time.Millisecond)
+		c3 := cc
+		c3.BatchSize = 3
+		c3c, err := claim.New[struct{}](e.d, c3, nil)
+		require.NoError(t, err)
+		fresh, err := c3c.Claim(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 3, fresh.Len())
+
+		var swept []zombie.Result
+		r, err := zombie.New(e.d, cc, zombie.Config{Timeout: 250 * time.Millisecond, BatchLimit: 2,
+			Hooks: zombie.Hooks{OnSweep: func(r zombie.Result) { swept = append(swept, r) }}})
+		require.NoError(t, err)
+		res, err := r.Sweep(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, 5, res.Returned)
+		require.Zero(t, res.Parked)
+		require.Equal(t, 3, res.Statements, "5 rows with BatchLimit 2: 2 + 2 + 1")
+		require.Positive(t, res.Elapsed)
+		require.Equal(t, []zombie.Result{res}, swept)
+
+		st, err := store.Stats(ctx, nil)
+		require.NoError(t, err)
+		require.EqualValues(t, 7, st.Pending)
+		require.EqualValues(t, 3, st.Processing)
+
+		// The dead worker's late ack must not complete re-claimable rows.
+		err = dead.AckAll(ctx)
+		require.ErrorIs(t, err, claim.ErrClaimLost)
+		var lost *claim.LostError
+		require.ErrorAs(t, err, &lost)
+		require.Len(t, lost.IDs, 5)
+		require.NoError(t, fresh.AckAll(ctx))
+
+		// Nothing is stale any more: an immediate sweep does nothing.
+		res, err = r.Sweep(ctx)
+		require.NoError(t, err)
+		require.Equal(t, zombie.Result{Statements: 1, Elapsed: res.Elapsed}, res)
+	})
+}
+
+// TestSweepScoped: a scoped reaper leaves other scopes' stale rows alone.
+func TestSweepScoped(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		base := jobsConfig(10)
+		createTableScoped(t, e, base)
+		for _, task := range []int{1, 2} {
+			for range 4 {
+				e.exec(t, fmt.Sprintf("INSERT INTO %s (task_id, status) VALUES (?, ?)", base.Table), task, "PENDING")
+			}
+		}
+		cfgs := map[int]claim.Config{}
+		for _, task := range []int{1, 2} {
+			cc := base
+			cc.Scope = []claim.Cond{{Column: "task_id", Value: task}}
+			cfgs[task] = cc
+			c, err := claim.New[struct{}](e.d, cc, nil)
+			require.NoError(t, err)
+			b, err := c.Claim(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 4, b.Len())
+		}
+		time.Sleep(150 * time.Millisecond)
+		r1, err := zombie.New(e.d, cfgs[1], zombie.Config{Timeout: 50 * time.Millisecond, Scoped: true})
+		require.NoError(t, err)
+		res, err := r1.Sweep(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, 4, res.Returned)
+
+		// Unscoped (the default) sweeps the whole table: task 2's rows.
+		all, err := zombie.New(e.d, cfgs[1], zombie.Config{Timeout: 50 * time.Millisecond})
+		require.NoError(t, err)
+		res, err = all.Sweep(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, 4, res.Returned)
+	})
+}
+
+func createTableScoped(t *testing.T, e *env, base claim.Config) {
+	t.Helper()
+	cc := base
+	cc.Scope = []claim.Cond{{Column: "task_id", Value: 1}}
+	createTable(t, e, cc, false)
+}
+
+// TestPoisonRowParked: a row whose worker dies every time (claimed, never
+// acked, reaped, again) ends FAILED after MaxAttempts, with its attempts.
+func TestPoisonRowParked(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		cc := jobsConfig(1)
+		store := createTable(t, e, cc, false)
+		insertRows(t, e, cc.Table, "PENDING", 1, 10)
+		c, err := claim.New[struct{}](e.d, cc, nil)
+		require.NoError(t, err)
+		const maxAttempts = 3
+		r, err := zombie.New(e.d, cc, zombie.Config{Timeout: 50 * time.Millisecond, MaxAttempts: maxAttempts})
+		require.NoError(t, err)
+		for attempt := 1; ; attempt++ {
+			b, err := c.Claim(ctx)
+			require.NoError(t, err)
+			if b.Len() == 0 {
+				require.Equal(t, maxAttempts+1, attempt, "the parked row is never claimed again")
+				break
+			}
+			require.LessOrEqual(t, attempt, maxAttempts)
+			// The handler "crashes": the batch is abandoned.
+			time.Sleep(120 * time.Millisecond)
+			res, err := r.Sweep(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 2, res.Statements, "park, then return")
+			if attempt < maxAttempts {
+				require.Equal(t, zombie.Result{Returned: 1, Statements: 2, Elapsed: res.Elapsed}, res)
+			} else {
+				require.Equal(t, zombie.Result{Parked: 1, Statements: 2, Elapsed: res.Elapsed}, res)
+			}
+		}
+		status, attempts := rowState(t, e, cc.Table, 1)
+		require.Equal(t, "FAILED", status)
+		require.EqualValues(t, maxAttempts, attempts)
+		st, err := store.Stats(ctx, nil)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, st.Failed)
+		require.Zero(t, st.Pending+st.Processing+st.Done)
+	})
+}
+
+// TestHeartbeatNeverReaped: a worker heartbeating with Batch.KeepAlive keeps
+// its rows against a reaper sweeping every few ms whose timeout is a few
+// heartbeat intervals; a worker that stops heartbeating loses them, and its
+// late ack gets ErrClaimLost without touching the new owner's work.
+func TestHeartbeatNeverReaped(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		cc := jobsConfig(5)
+		store := createTable(t, e, cc, false)
+		insertRows(t, e, cc.Table, "PENDING", 10, 100)
+		c, err := claim.New[struct{}](e.d, cc, nil)
+		require.NoError(t, err)
+
+		const heartbeat, timeout = 100 * time.Millisecond, 400 * time.Millisecond
+		var returned, sweeps atomic.Int64
+		var sweepErrs []error
+		var mu sync.Mutex
+		r, err := zombie.New(e.d, cc, zombie.Config{Timeout: timeout, Hooks: zombie.Hooks{
+			OnSweep: func(res zombie.Result) { returned.Add(res.Returned); sweeps.Add(1) },
+			OnError: func(err error) { mu.Lock(); sweepErrs = append(sweepErrs, err); mu.Unlock() },
+		}})
+		require.NoError(t, err)
+
+		live, err := c.Claim(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 5, live.Len())
+		stop := live.KeepAlive(heartbeat)
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- r.Run(rctx, 5*time.Millisecond) }()
+		time.Sleep(4 * timeout) // the claim is 4 timeouts old by now
+		cancel()
+		require.NoError(t, <-done)
+		require.Zero(t, returned.Load(), "a heartbeating worker's rows were reaped")
+		require.Greater(t, sweeps.Load(), int64(10))
+		require.Empty(t, sweepErrs)
+		require.NoError(t, live.AckAll(ctx))
+		stop()
+
+		// A late worker: no heartbeat, its rows go stale and are reaped.
+		late, err := c.Claim(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 5, late.Len())
+		time.Sleep(timeout + 100*time.Millisecond)
+		res, err := r.Sweep(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, 5, res.Returned)
+
+		next, err := c.Claim(ctx)
+		require.NoError(t, err)
+		require.Equal(t, late.IDs(), next.IDs(), "reaped rows are claimed again")
+		err = late.AckAll(ctx)
+		require.ErrorIs(t, err, claim.ErrClaimLost)
+		var lost *claim.LostError
+		require.True(t, errors.As(err, &lost))
+		require.ElementsMatch(t, late.IDs(), lost.IDs)
+		require.NoError(t, next.AckAll(ctx), "the late ack did not touch the new owner's rows")
+
+		st, err := store.Stats(ctx, nil)
+		require.NoError(t, err)
+		require.EqualValues(t, 10, st.Done)
+	})
+}
