@@ -43,6 +43,11 @@ func New(d dialect.Dialect, cfg Config) (*Locker, error) {
 // TTL returns the configured TTL.
 func (k *Locker) TTL() time.Duration { return k.cfg.TTL }
 
+// CheckKey reports whether key suits the lease table (the right type, not
+// empty, not longer than the key column) without touching the database. The
+// error wraps [dialect.ErrInvalidConfig].
+func (k *Locker) CheckKey(key any) error { return k.checkKey(key) }
+
 func (k *Locker) checkKey(key any) error {
 	if err := k.cfg.Table.CheckKey(key); err != nil {
 		return fmt.Errorf("tasklock: key: %w", err)

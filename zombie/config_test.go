@@ -48,6 +48,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"max attempts without failed status", d, intNoFailed, zombie.Config{Timeout: time.Second, MaxAttempts: 3}, "Config.MaxAttempts: needs the claim config's Failed status"},
 		{"locker without key", d, good, zombie.Config{Timeout: time.Second, Locker: lk}, "Config.LockKey: is required with Locker"},
 		{"key without locker", d, good, zombie.Config{Timeout: time.Second, LockKey: "k"}, "Config.LockKey: is set but Locker is nil"},
+		{"key of the wrong type", d, good, zombie.Config{Timeout: time.Second, Locker: lk, LockKey: 42}, "Config.LockKey"},
 		{"scoped without scope", d, good, zombie.Config{Timeout: time.Second, Scoped: true}, "Config.Scoped: the claim config has no Scope"},
 		{"bad claim table", d, claim.Config{Table: "jobs; drop"}, zombie.Config{Timeout: time.Second}, "Table"},
 		{"nil dialect", nil, good, zombie.Config{Timeout: time.Second}, "Dialect: is nil"},

@@ -80,6 +80,11 @@ func New(d dialect.Dialect, cc claim.Config, cfg Config) (*Reaper, error) {
 	if cfg.Locker != nil && cfg.LockKey == nil {
 		return nil, invalid("Config.LockKey", "is required with Locker")
 	}
+	if cfg.Locker != nil {
+		if err := cfg.Locker.CheckKey(cfg.LockKey); err != nil {
+			return nil, invalid("Config.LockKey", "%v", err)
+		}
+	}
 	if cfg.Locker == nil && cfg.LockKey != nil {
 		return nil, invalid("Config.LockKey", "is set but Locker is nil")
 	}
