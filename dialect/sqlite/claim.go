@@ -20,7 +20,6 @@ type claimStore struct {
 	returning                                                         string
 
 	claimSQL   string
-	setToken   string // SET fragment for the claim
 	heartbeat  string
 	statsAll   string
 	statsScope string

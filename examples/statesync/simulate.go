@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// simulate runs the writers (and, in coalesce mode, the flushers) until
+// every event is accepted and folded, then verifies the database.
+func (a *app) simulate(ctx context.Context, stderr io.Writer) (summary, error) {
+	evs := generate(a.o)
+	var (
+		next, accepted, ignored atomic.Int64
+		latMu                   sync.Mutex
+		lat, hotLat             []time.Duration
+	)
+	write := a.writeCoalesce
+	if a.o.mode == "naive" {
+		write = a.writeNaive
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	start := time.Now()
+	writersDone := make(chan struct{})
+	var writers sync.WaitGroup
+	for range a.o.writers {
+		writers.Go(func() {
+			var mine, mineHot []time.Duration
+			defer func() {
+				latMu.Lock()
+				lat, hotLat = append(lat, mine...), append(hotLat, mineHot...)
+				latMu.Unlock()
+			}()
+			for ctx.Err() == nil {
+				i := next.Add(1) - 1
+				if i >= int64(len(evs)) {
+					return
+				}
+				e := evs[i]
+				sends := 1
+				if e.Resend {
+					sends = 2
+				}
+				for range sends {
+					t := time.Now()
+					ok, err := write(ctx, e)
+					if err != nil {
+						cancel(fmt.Errorf("write event %d: %w", e.ID, err))
+						return
+					}
+					if e.User == hotUser {
+						mineHot = append(mineHot, time.Since(t))
+					} else {
+						mine = append(mine, time.Since(t))
+					}
+					if ok {
+						accepted.Add(1)
+					} else {
+						ignored.Add(1)
+					}
+				}
+			}
+		})
+	}
+	var writeElapsed time.Duration
+	go func() {
+		writers.Wait()
+		writeElapsed = time.Since(start)
+		close(writersDone)
+	}()
+
+	var flushers sync.WaitGroup
+	if a.o.mode == "coalesce" {
+		for range a.o.flushers {
+			flushers.Go(func() {
+				if err := a.flusher(ctx, writersDone); err != nil && ctx.Err() == nil {
+					cancel(fmt.Errorf("flusher: %w", err))
+				}
+			})
+		}
+	}
+	done := make(chan struct{})
+	go func() { <-writersDone; flushers.Wait(); close(done) }()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-done:
+			break wait
+		case <-tick.C:
+			if !a.o.quiet {
+				fmt.Fprintf(stderr, "progress: %d/%d accepted, %d requeues\n", accepted.Load(), len(evs), a.requeues.Load())
+			}
+		}
+	}
+	elapsed := time.Since(start)
+	if err := context.Cause(ctx); err != nil {
+		return summary{}, err
+	}
+
+	s := summary{
+		Mode: a.o.mode, Driver: a.db.Driver, Writers: a.o.writers, Flushers: a.o.flushers, Users: a.o.users,
+		Events: int64(len(evs)), Accepted: accepted.Load(), DuplicatesIgnored: ignored.Load(),
+		Requeues: a.requeues.Load(), EmptyFlushes: a.emptyFlushes.Load(), Retries: a.retries.Load() + a.db.Dialect.Retries(),
+		DirtyWrites: a.dirtyWrites.Load(), DirtyConflicts: a.dirtyConflicts.Load(),
+		WriteSeconds: writeElapsed.Seconds(), TotalSeconds: elapsed.Seconds(),
+	}
+	if a.o.mode == "naive" {
+		s.Flushers = 0
+	}
+	slices.Sort(lat)
+	slices.Sort(hotLat)
+	s.P50Ms, s.P99Ms = ms(quantile(lat, 0.50)), ms(quantile(lat, 0.99))
+	s.HotP50Ms, s.HotP99Ms = ms(quantile(hotLat, 0.50)), ms(quantile(hotLat, 0.99))
+	if err := a.verify(context.WithoutCancel(ctx), evs, &s); err != nil {
+		return s, err
+	}
+	s.AcceptedPerSec = float64(s.Accepted) / writeElapsed.Seconds()
+	s.StateWritesPerSec = float64(s.StateWrites) / elapsed.Seconds()
+	if s.StateWrites > 0 {
+		s.CoalescingRatio = float64(s.Accepted) / float64(s.StateWrites)
+	}
+	if s.HotStateWrites > 0 {
+		s.HotCoalescingRatio = float64(s.HotEvents) / float64(s.HotStateWrites)
+	}
+	return s, nil
+}
+
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[int(q*float64(len(sorted)-1))]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
