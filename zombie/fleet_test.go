@@ -65,7 +65,7 @@ func TestFleetOneSweeper(t *testing.T) {
 		var reapers [2]*zombie.Reaper
 		for i := range reapers {
 			// One locker per reaper, as in two processes.
-			lk, err := tasklock.New(e.d, tasklock.Config{Table: tasklock.KeyTable(leases), TTL: 300 * time.Millisecond})
+			lk, err := tasklock.New(e.d, tasklock.Config{Table: tasklock.KeyTable(leases), TTL: 1500 * time.Millisecond})
 			require.NoError(t, err)
 			reapers[i], err = zombie.New(e.d, cc, zombie.Config{
 				Timeout: time.Minute, Locker: lk, LockKey: "zombie:" + cc.Table, Hooks: log.hooks(i),
