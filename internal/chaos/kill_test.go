@@ -1,0 +1,78 @@
+package chaos
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestSIGKILL kills random workers mid-batch many times per run and starts a
+// replacement each time; the reaper and the survivors drain the task. Rows
+// are sent twice only when a killed worker had sent them before dying.
+func TestSIGKILL(t *testing.T) {
+	t.Parallel()
+	for _, e := range engines() {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			kills := size(10, 60)
+			spec := fleetSpec{
+				scenario: "sigkill", rows: size(1500, 12000), workers: 3, batch: 10,
+				sendDelay: 4 * time.Millisecond, heartbeat: 200 * time.Millisecond, reapTimeout: 1500 * time.Millisecond,
+				inject: func(f *fleet) int {
+					n := 0
+					deadline := time.Now().Add(drainLimit())
+					for n < kills && time.Now().Before(deadline) {
+						time.Sleep(time.Duration(50+rand.IntN(150)) * time.Millisecond)
+						if drained(f.d) {
+							break
+						}
+						var busy []*child
+						for _, c := range f.live() {
+							if midBatch(c) {
+								busy = append(busy, c)
+							}
+						}
+						if len(busy) == 0 {
+							continue
+						}
+						f.kill(busy[rand.IntN(len(busy))])
+						n++
+						f.startWorker()
+					}
+					return n
+				},
+			}
+			r := runFleet(t, e, spec)
+			require.GreaterOrEqual(t, r.faults, 10)
+			require.Zero(t, r.lost)
+			require.Zero(t, r.overlaps)
+			require.Zero(t, r.dupOther)
+		})
+	}
+}
+
+// midBatch reports whether the worker's last batch has rows it has not
+// acked yet.
+func midBatch(c *child) bool {
+	open := 0
+	for _, ev := range c.Events() {
+		switch ev.Ev {
+		case "claim":
+			open = len(ev.IDs)
+		case "ack", "lost", "ackerr":
+			open--
+		}
+	}
+	return open > 0
+}
+
+// drained reports whether the task has nothing pending or processing.
+func drained(d *db) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := stats(ctx, d)
+	return err == nil && st.Pending == 0 && st.Processing == 0
+}

@@ -1,0 +1,131 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"os"
+	"time"
+
+	"github.com/claimlock/claimlock/claim"
+)
+
+// workerRole claims batches of the task, "sends" each row by inserting into
+// the sends log (row, token, pid, attempt), acks it, and heartbeats the
+// batch with KeepAlive meanwhile. It writes a claim event per batch and an
+// ack, lost or ackerr event per row, and exits once the task has nothing
+// pending or processing.
+func workerRole(ctx context.Context, out *emitter) error {
+	d, err := openRetry(ctx, os.Getenv(envDriver), os.Getenv(envDSN))
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	c, err := claim.New(d.d, itemsConfig(envInt(envBatch, 10)), itemFields)
+	if err != nil {
+		return err
+	}
+	delay := envDuration(envSendDelay, 0)
+	hb := envDuration(envHeartbeat, 200*time.Millisecond)
+	for ctx.Err() == nil {
+		t0 := time.Now().UnixNano()
+		b, err := c.Claim(ctx)
+		if err != nil {
+			out.emit(event{Ev: "claimerr", Err: err.Error()})
+			pause(ctx, 50*time.Millisecond)
+			continue
+		}
+		if b.Len() == 0 {
+			st, err := c.Stats(ctx)
+			if err == nil && st.Pending == 0 && st.Processing == 0 {
+				out.emit(event{Ev: "exit"})
+				return nil
+			}
+			pause(ctx, 30*time.Millisecond)
+			continue
+		}
+		ids := make([]int64, b.Len())
+		for i, r := range b.Rows {
+			ids[i] = r.ID.(int64)
+		}
+		out.emit(event{Ev: "claim", Tok: b.Token, IDs: ids, T0: t0, T: time.Now().UnixNano()})
+		stop := b.KeepAlive(hb)
+		for _, r := range b.Rows {
+			pause(ctx, delay)
+			if err := send(ctx, d, r.ID.(int64), b.Token, r.Value.Attempts); err != nil {
+				// Leave this row and the rest for the reaper.
+				out.emit(event{Ev: "senderr", Tok: b.Token, IDs: []int64{r.ID.(int64)}, Err: err.Error()})
+				break
+			}
+			a0 := time.Now().UnixNano()
+			err := b.Ack(ctx, r.ID)
+			one := []int64{r.ID.(int64)}
+			switch {
+			case err == nil:
+				out.emit(event{Ev: "ack", Tok: b.Token, IDs: one, T0: a0, T: time.Now().UnixNano()})
+			case errors.Is(err, claim.ErrClaimLost):
+				out.emit(event{Ev: "lost", Tok: b.Token, IDs: one, Err: err.Error()})
+			default:
+				// Unknown outcome (a dropped connection): the row stays
+				// held; the reaper returns it if the ack did not land.
+				out.emit(event{Ev: "ackerr", Tok: b.Token, IDs: one, Err: err.Error()})
+			}
+		}
+		stop()
+	}
+	return nil
+}
+
+// send is the side effect: one row in the sends log per (row, claim). A
+// failed insert is retried (checking first whether it landed), as a sender
+// with an idempotency key would.
+func send(ctx context.Context, d *db, id int64, token string, attempt int64) error {
+	var err error
+	for try := 0; try < 20 && ctx.Err() == nil; try++ {
+		if try > 0 {
+			var n int
+			if err = d.sql.QueryRowContext(ctx, d.sqlf("SELECT COUNT(*) FROM {chaos_sends} WHERE {row_id} = $1 AND {token} = $2"), id, token).Scan(&n); err != nil {
+				pause(ctx, 50*time.Millisecond)
+				continue
+			}
+			if n > 0 {
+				return nil
+			}
+		}
+		_, err = d.sql.ExecContext(ctx, d.sqlf("INSERT INTO {chaos_sends} ({row_id}, {token}, {pid}, {attempt}) VALUES ($1, $2, $3, $4)"),
+			id, token, os.Getpid(), attempt)
+		if err == nil {
+			return nil
+		}
+		pause(ctx, 50*time.Millisecond)
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	return err
+}
+
+// openRetry opens the database, retrying while the server is unreachable
+// (a restart in progress).
+func openRetry(ctx context.Context, driver, dsn string) (*db, error) {
+	for {
+		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		d, err := open(octx, driver, dsn)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return d, err
+		}
+		pause(ctx, 200*time.Millisecond)
+	}
+}
+
+func pause(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
