@@ -261,4 +261,11 @@ type ClaimStore interface {
 	// MissingIndexes returns the recommended indexes (as DDL) that the
 	// database does not have, so callers can warn at start-up.
 	MissingIndexes(ctx context.Context) ([]string, error)
+
+	// VerifySchema reads the table's columns from the catalog and returns
+	// an error wrapping [ErrInvalidConfig] when the table or a configured
+	// column is missing or the token column is shorter than a token (a
+	// non-strict MySQL would truncate tokens silently and strand the rows
+	// it claimed). Claimers call it once before their first claim.
+	VerifySchema(ctx context.Context) error
 }

@@ -157,4 +157,9 @@ type LeaseStore interface {
 	// ReapExpired clears the owner of at most limit expired leases (the row
 	// and its fence stay, so fences keep increasing) and returns how many.
 	ReapExpired(ctx context.Context, limit int) (int64, error)
+
+	// VerifySchema reads the table's columns from the catalog and returns
+	// an error wrapping [ErrInvalidConfig] when the table or a configured
+	// column is missing or the owner column is shorter than a token.
+	VerifySchema(ctx context.Context) error
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
@@ -16,8 +17,9 @@ const releaseTimeout = 5 * time.Second
 // Locker hands out leases on the keys of one table. It is safe for
 // concurrent use; a process usually holds one per table.
 type Locker struct {
-	cfg   Config
-	store dialect.LeaseStore
+	cfg      Config
+	store    dialect.LeaseStore
+	verified atomic.Bool // the table passed VerifySchema once
 }
 
 // New validates cfg and prepares the lease statements of cfg.Table on d.
@@ -67,8 +69,16 @@ func (k *Locker) checkKey(key any) error {
 // cancelled context, a broken connection), Acquire releases the token it
 // may have taken, so an unseen acquisition does not block the key for a
 // whole TTL.
+//
+// Until one succeeds, each Acquire first checks the table against the
+// catalog ([dialect.LeaseStore.VerifySchema]): a missing table or column,
+// or an owner column too short for a token, is an error wrapping
+// [dialect.ErrInvalidConfig] before any lease is written.
 func (k *Locker) Acquire(ctx context.Context, key any) (*Lease, error) {
 	if err := k.checkKey(key); err != nil {
+		return nil, err
+	}
+	if err := k.Verify(ctx); err != nil {
 		return nil, err
 	}
 	owner := dialect.NewToken()
@@ -93,6 +103,20 @@ func (k *Locker) Acquire(ctx context.Context, key any) (*Lease, error) {
 		h(key, info.Fence)
 	}
 	return l, nil
+}
+
+// Verify checks the lease table against the database catalog (see
+// [dialect.LeaseStore.VerifySchema]) unless a check already passed. Acquire
+// calls it; call it at start-up to fail fast.
+func (k *Locker) Verify(ctx context.Context) error {
+	if k.verified.Load() {
+		return nil
+	}
+	if err := k.store.VerifySchema(ctx); err != nil {
+		return fmt.Errorf("tasklock: %w", err)
+	}
+	k.verified.Store(true)
+	return nil
 }
 
 // cleanup releases owner's possible hold on key, ignoring the caller's

@@ -52,6 +52,7 @@ func Run(t *testing.T, h Harness) {
 		{"Identifiers", testIdentifiers},
 		{"BadSpecs", testBadSpecs},
 		{"Indexes", testIndexes},
+		{"VerifySchema", testVerifySchema},
 		{"Claim", perStrategy(testClaim)},
 		{"ClaimTextKeys", perStrategy(testClaimTextKeys)},
 		{"ClaimIntegerStatus", perStrategy(testClaimIntegerStatus)},

@@ -1,0 +1,76 @@
+package dialect
+
+import (
+	"fmt"
+	"strings"
+)
+
+// ColumnInfo is a column as the database's catalog reports it.
+type ColumnInfo struct {
+	// MaxLen is the declared character length of a string column, or 0
+	// when the column is not a bounded string type (or the engine does not
+	// enforce lengths, as SQLite).
+	MaxLen int
+}
+
+// Columns is a table's columns by name, as read from the catalog. Engines
+// whose column names are case-insensitive (MySQL, SQLite) store lower-case
+// names and set Fold.
+type Columns struct {
+	ByName map[string]ColumnInfo
+	Fold   bool
+}
+
+func (c Columns) get(name string) (ColumnInfo, bool) {
+	if c.Fold {
+		name = strings.ToLower(name)
+	}
+	ci, ok := c.ByName[name]
+	return ci, ok
+}
+
+func (c Columns) check(table string, cols []struct{ field, name string }, tokenField, tokenCol string) error {
+	if len(c.ByName) == 0 {
+		return fmt.Errorf("%w: Table: table %s not found (or it has no columns)", ErrInvalidConfig, table)
+	}
+	for _, col := range cols {
+		if col.name == "" {
+			continue
+		}
+		if _, ok := c.get(col.name); !ok {
+			return fmt.Errorf("%w: %s: table %s has no column %q", ErrInvalidConfig, col.field, table, col.name)
+		}
+	}
+	if ci, _ := c.get(tokenCol); ci.MaxLen > 0 && ci.MaxLen < TokenLen {
+		return fmt.Errorf("%w: %s: column %s.%s holds %d characters; tokens have %d (use VARCHAR(%d))",
+			ErrInvalidConfig, tokenField, table, tokenCol, ci.MaxLen, TokenLen, MaxTokenLen)
+	}
+	return nil
+}
+
+// CheckColumns verifies the table described by s against its catalog
+// columns: every configured column exists and the token column can hold a
+// token. Dialects call it from [ClaimStore.VerifySchema].
+func (s ClaimTable) CheckColumns(c Columns) error {
+	cols := []struct{ field, name string }{
+		{"ID", s.ID}, {"Status", s.Status}, {"Token", s.Token}, {"ClaimedAt", s.ClaimedAt},
+		{"Attempts", s.Attempts}, {"Version", s.Version}, {"CreatedAt", s.CreatedAt},
+	}
+	for i, n := range s.Columns {
+		cols = append(cols, struct{ field, name string }{fmt.Sprintf("Columns[%d]", i), n})
+	}
+	for i, n := range s.Scope {
+		cols = append(cols, struct{ field, name string }{fmt.Sprintf("Scope[%d]", i), n})
+	}
+	return c.check(s.Table, cols, "Token", s.Token)
+}
+
+// CheckColumns verifies the lease table described by s against its catalog
+// columns: every configured column exists and the owner column can hold a
+// token. Dialects call it from [LeaseStore.VerifySchema].
+func (s LeaseTable) CheckColumns(c Columns) error {
+	cols := []struct{ field, name string }{
+		{"Key", s.Key}, {"Owner", s.Owner}, {"LockedAt", s.LockedAt}, {"ExpiresAt", s.ExpiresAt}, {"Fence", s.Fence},
+	}
+	return c.check(s.Table, cols, "Owner", s.Owner)
+}

@@ -1,0 +1,68 @@
+package dialecttest
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// testVerifySchema checks the catalog checks: a matching table passes; a
+// missing table, a missing column or a token/owner column too short for a
+// token (where the engine enforces lengths) is ErrInvalidConfig naming the
+// field.
+func testVerifySchema(t *testing.T, h Harness) {
+	f := newFixture(t, h)
+	ctx := ctxT(t)
+	require.NoError(t, f.store.VerifySchema(ctx))
+
+	bad := f.spec
+	bad.Columns = []string{"payload", "no_such_column"}
+	s, err := f.d.ClaimStore(bad)
+	require.NoError(t, err)
+	err = s.VerifySchema(ctx)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	require.ErrorContains(t, err, "Columns[1]")
+
+	missing := f.spec
+	missing.Table = "cl_no_such_table"
+	s, err = f.d.ClaimStore(missing)
+	require.NoError(t, err)
+	require.ErrorIs(t, s.VerifySchema(ctx), dialect.ErrInvalidConfig)
+
+	short := dialect.ClaimTable{Table: "cl_short_token", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
+		Pending: st(t, "P"), Processing: st(t, "R"), Done: st(t, "D")}
+	def := dialect.ClaimTableDef(short)
+	for i := range def.Columns {
+		if def.Columns[i].Name == "token" {
+			def.Columns[i].Len = 8
+		}
+	}
+	ddl, err := f.d.CreateTableDDL(def)
+	require.NoError(t, err)
+	require.NoError(t, f.d.ExecDDL(ctx, ddl))
+	s, err = f.d.ClaimStore(short)
+	require.NoError(t, err)
+	err = s.VerifySchema(ctx)
+	if f.d.Capabilities().Engine == dialect.EngineSQLite {
+		require.NoError(t, err, "SQLite does not enforce VARCHAR lengths: the whole token is stored")
+	} else {
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+		require.ErrorContains(t, err, "Token")
+	}
+
+	_, ls := keyedLeases(t, h)
+	require.NoError(t, ls.VerifySchema(ctx))
+	// A lease spec naming a column the table lacks, on f's database.
+	lt := dialect.KeyedLeaseTable("cl_lease", 64)
+	lt.Fence = "no_fence_here"
+	ls2, err := f.d.LeaseStore(lt)
+	require.NoError(t, err)
+	ddl, err = f.d.CreateTableDDL(dialect.LeaseTableDef("cl_lease", 64))
+	require.NoError(t, err)
+	require.NoError(t, f.d.ExecDDL(ctx, ddl))
+	err = ls2.VerifySchema(ctx)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	require.ErrorContains(t, err, "Fence")
+}
