@@ -2,8 +2,11 @@ package claim
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"time"
 )
 
 // Row is one claimed row.
@@ -22,6 +25,7 @@ type Row[T any] struct {
 // methods are safe for concurrent use; they run one at a time.
 //
 // Every row must end in exactly one of [Batch.Ack], [Batch.AckAll],
+// [Batch.AckLater] (written by [Batch.Flush] or automatically, see there),
 // [Batch.Fail] or [Batch.Release]; a row left alone stays processing until a
 // reaper returns it to pending. Each of these statements is conditioned on
 // the token, so a batch whose rows were reaped and re-claimed by someone else
@@ -39,6 +43,15 @@ type Batch[T any] struct {
 	open     []bool      // row still held by this batch as far as it knows
 	nOpen    int
 	requeued []any
+
+	// Deferred acks ([Batch.AckLater]): rows acked by the caller but not
+	// yet written. They stay open (held in the database) until written.
+	later      []bool
+	pend       []int       // indexes of deferred acks, in call order
+	pendLost   []any       // deferred acks a background flush found lost, not yet reported
+	timer      *time.Timer // background write after Config.AckDelay
+	timerArmed bool
+	timerTries int // consecutive failed background flushes
 }
 
 func (b *Batch[T]) init() {
@@ -63,12 +76,15 @@ func (b *Batch[T]) IDs() []any {
 	return ids
 }
 
-// Unacked returns the keys of the rows the batch still holds: not yet acked,
-// failed, released or found lost.
+// Unacked returns the keys of the rows the batch still holds: not yet acked
+// (by [Batch.Ack], [Batch.AckAll] or [Batch.AckLater]), failed, released or
+// found lost.
 func (b *Batch[T]) Unacked() []any {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.openIDs(b.openIndexes())
+	idx := b.openIndexes()
+	idx = slices.DeleteFunc(idx, b.isLater)
+	return b.openIDs(idx)
 }
 
 // Requeued returns the keys of rows that acks of this batch sent back to
@@ -105,24 +121,36 @@ func (b *Batch[T]) close(idx []int) {
 			b.open[i] = false
 			b.nOpen--
 		}
+		if b.isLater(i) {
+			b.later[i] = false
+		}
 	}
 }
 
-// lookup maps caller ids to open row indexes, rejecting unknown, closed and
-// repeated ids with [ErrNotHeld].
+// lookup maps caller ids to open row indexes, rejecting unknown, closed,
+// deferred-acked and repeated ids with [ErrNotHeld].
 func (b *Batch[T]) lookup(ids []any) ([]int, error) {
 	idx := make([]int, 0, len(ids))
-	seen := make(map[int]bool, len(ids))
-	for _, id := range ids {
+	for j, id := range ids {
 		i, ok := b.index[normalizeID(id)]
-		if !ok || !b.open[i] || seen[i] {
+		if !ok || !b.open[i] || b.isLater(i) || slices.Contains(idx[:j], i) && len(ids) <= 16 {
 			return nil, fmt.Errorf("%w: %v (%T)", ErrNotHeld, id, id)
 		}
-		seen[i] = true
 		idx = append(idx, i)
+	}
+	if len(ids) > 16 {
+		seen := make(map[int]bool, len(ids))
+		for j, i := range idx {
+			if seen[i] {
+				return nil, fmt.Errorf("%w: %v (%T)", ErrNotHeld, ids[j], ids[j])
+			}
+			seen[i] = true
+		}
 	}
 	return idx, nil
 }
+
+func (b *Batch[T]) isLater(i int) bool { return b.later != nil && b.later[i] }
 
 // normalizeID turns the integer and byte-slice forms a caller may pass into
 // the int64 or string a claim returns.
@@ -156,19 +184,29 @@ func normalizeID(id any) any {
 // token and undoing the claim's attempt increment, and reports how many it
 // released. Rows that were reaped meanwhile are not counted and not touched;
 // that is not an error. Afterwards the batch holds nothing.
+//
+// Deferred acks ([Batch.AckLater]) are written first, as by [Batch.Flush],
+// and are not released. If that write fails, Release releases nothing and
+// returns its error; the rows stay held so the call can be repeated. Rows
+// that write finds lost are reported by an error matching [ErrClaimLost]
+// after the release of the others, with the count of released rows.
 func (b *Batch[T]) Release(ctx context.Context) (int64, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	flushErr := b.flushLocked(ctx)
+	if flushErr != nil && !errors.Is(flushErr, ErrClaimLost) {
+		return 0, fmt.Errorf("claim: release: %w", flushErr)
+	}
 	idx := b.openIndexes()
 	if len(idx) == 0 {
-		return 0, nil
+		return 0, flushErr
 	}
 	n, err := b.core.store.Release(ctx, b.Token, b.openIDs(idx))
 	if err != nil {
 		return 0, fmt.Errorf("claim: release: %w", err)
 	}
 	b.close(idx)
-	return n, nil
+	return n, flushErr
 }
 
 // Heartbeat moves the claim time of every row the token still holds to the

@@ -31,6 +31,8 @@ type core struct {
 	limit       int
 	maxAttempts int
 	failMode    FailMode
+	ackDelay    time.Duration
+	ackBuffer   int
 	logger      *slog.Logger
 	hooks       Hooks
 
@@ -82,6 +84,7 @@ func New[T any](d dialect.Dialect, cfg Config, fields func(*T) []any) (*Claimer[
 		core: &core{
 			d: d, store: store, spec: spec, scope: scope, strategy: strategy,
 			limit: cfg.batchSize(), maxAttempts: cfg.MaxAttempts, failMode: cfg.FailMode,
+			ackDelay: cfg.ackDelay(), ackBuffer: cfg.ackBuffer(),
 			logger: logger.With("table", spec.Table), hooks: cfg.Hooks,
 		},
 		fields: fields, nfields: len(cfg.Columns),

@@ -3,6 +3,7 @@ package claim
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/claimlock/claimlock/dialect"
 )
@@ -15,6 +16,9 @@ const (
 	// batches hold locks longer and build ack statements with that many
 	// placeholders.
 	MaxBatchSize = 10000
+	// DefaultAckDelay is the longest a deferred ack ([Batch.AckLater])
+	// waits before it is written when [Config.AckDelay] is zero.
+	DefaultAckDelay = 100 * time.Millisecond
 )
 
 // Default status values, used when the corresponding [Config] field is nil
@@ -104,6 +108,20 @@ type Config struct {
 	MaxAttempts int
 	// FailMode says what [Batch.Fail] does; default [FailRetry].
 	FailMode FailMode
+	// AckDelay bounds how long a row acked with [Batch.AckLater] waits
+	// before it is written: the first deferred ack of a batch starts a timer
+	// and, when it fires, every deferred ack of the batch is written in one
+	// background statement. Zero means [DefaultAckDelay]; it must not be
+	// negative. Keep it well below the reaper's timeout (a deferred row is
+	// still processing in the database until it is written). It has no
+	// effect on [Batch.Ack], which writes before it returns.
+	AckDelay time.Duration
+	// AckBuffer is how many deferred acks ([Batch.AckLater]) of one batch
+	// are written together at most: reaching it starts the background write
+	// at once. Zero means the batch size, so a caller who defers the ack of
+	// every row of a batch gets exactly one ack statement per batch. It must
+	// not be negative.
+	AckBuffer int
 	// Logger receives warnings (missing indexes, lost claims, failures);
 	// nil discards them.
 	Logger *slog.Logger
@@ -207,6 +225,12 @@ func (c Config) validateOptions(spec dialect.ClaimTable) error {
 	default:
 		return invalid("Strategy", "unknown strategy %d", int(c.Strategy))
 	}
+	if c.AckDelay < 0 {
+		return invalid("AckDelay", "%v is negative", c.AckDelay)
+	}
+	if c.AckBuffer < 0 {
+		return invalid("AckBuffer", "%d is negative", c.AckBuffer)
+	}
 	if c.MaxAttempts < 0 {
 		return invalid("MaxAttempts", "%d is negative", c.MaxAttempts)
 	}
@@ -248,4 +272,18 @@ func (c Config) batchSize() int {
 		return DefaultBatchSize
 	}
 	return c.BatchSize
+}
+
+func (c Config) ackDelay() time.Duration {
+	if c.AckDelay == 0 {
+		return DefaultAckDelay
+	}
+	return c.AckDelay
+}
+
+func (c Config) ackBuffer() int {
+	if c.AckBuffer == 0 {
+		return c.batchSize()
+	}
+	return c.AckBuffer
 }

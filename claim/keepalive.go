@@ -14,6 +14,7 @@ import (
 // after the batch's acks and release (last), so that rows never look stale
 // while they are still held. interval <= 0 returns a stop that does nothing.
 //
+// Each tick first writes the batch's deferred acks ([Batch.AckLater]).
 // A heartbeat that fails is logged and tried again at the next tick; one
 // that finds rows lost is logged (the next ack reports them precisely).
 func (b *Batch[T]) KeepAlive(interval time.Duration) (stop func()) {
@@ -33,6 +34,13 @@ func (b *Batch[T]) KeepAlive(interval time.Duration) (stop func()) {
 			case <-t.C:
 			}
 			hctx, hcancel := context.WithTimeout(ctx, interval)
+			// Deferred acks first: written rows need no heartbeat, and
+			// their write never waits for a lapse.
+			b.mu.Lock()
+			if err := b.writePending(hctx); err != nil && ctx.Err() == nil {
+				b.core.logger.Warn("claimlock: deferred ack write failed; rows stay held", "token", b.Token, "err", err)
+			}
+			b.mu.Unlock()
 			n, err := b.Heartbeat(hctx)
 			hcancel()
 			switch {

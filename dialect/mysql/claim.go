@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
@@ -20,7 +21,9 @@ type claimStore struct {
 	pending, processing, done, failed                      string
 
 	claimSet      string // SET list of a claim (token is its one placeholder)
-	claimUpdate   string
+	claimUpdate   string // with FORCE INDEX (the claim index)
+	claimNoHint   string // the same without the hint, for tables lacking the index
+	noHint        atomic.Bool
 	claimSelect   string
 	skipSelect    string
 	heartbeat     string
@@ -71,7 +74,14 @@ func (d *Dialect) ClaimStore(spec dialect.ClaimTable) (dialect.ClaimStore, error
 		inc = fmt.Sprintf(", %s = %s + 1", s.attempts, s.attempts)
 	}
 	s.claimSet = fmt.Sprintf("%s = %s, %s = ?, %s = %s%s", s.status, s.processing, s.token, s.claimedAt, now, inc)
-	s.claimUpdate = fmt.Sprintf("UPDATE %s SET %s WHERE %s%s = %s ORDER BY %s LIMIT ?",
+	// MariaDB (10.11 measured) does not pick the claim index for an UPDATE
+	// that changes one of its columns: it range-scans the reaper's
+	// (status, claimed_at) index and sorts every pending row, locking all of
+	// them (100k pending rows: ~90 ms per claim, and every concurrent claim
+	// waits). FORCE INDEX gives a 100-row range scan of the claim index.
+	s.claimUpdate = fmt.Sprintf("UPDATE %s FORCE INDEX (%s) SET %s WHERE %s%s = %s ORDER BY %s LIMIT ?",
+		s.table, quote(dialect.IndexName(spec.Table, "claim")), s.claimSet, scopeAnd, s.status, s.pending, s.id)
+	s.claimNoHint = fmt.Sprintf("UPDATE %s SET %s WHERE %s%s = %s ORDER BY %s LIMIT ?",
 		s.table, s.claimSet, scopeAnd, s.status, s.pending, s.id)
 	s.claimSelect = fmt.Sprintf("SELECT %s FROM %s WHERE %s = ? ORDER BY %s", sqlb.Join(cols), s.table, s.token, s.id)
 	s.skipSelect = fmt.Sprintf("SELECT %s FROM %s WHERE %s%s = %s ORDER BY %s LIMIT ? FOR UPDATE SKIP LOCKED",
@@ -172,7 +182,17 @@ func (s *claimStore) markTokenUpdate(ctx context.Context, p *dialect.ClaimParams
 	var n int64
 	err := s.d.do(ctx, "claim", false, func() error {
 		return s.d.inReadCommitted(ctx, func(q querier) error {
-			r, err := q.ExecContext(ctx, s.claimUpdate, args...)
+			query := s.claimUpdate
+			if s.noHint.Load() {
+				query = s.claimNoHint
+			}
+			r, err := q.ExecContext(ctx, query, args...)
+			if isErrNumber(err, errKeyDoesNotExist) && !s.noHint.Load() {
+				// The recommended claim index is missing (the claimer
+				// warns about it): claim without the hint from now on.
+				s.noHint.Store(true)
+				r, err = q.ExecContext(ctx, s.claimNoHint, args...)
+			}
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,550 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/mysql"
+	"github.com/claimlock/claimlock/examples/internal/exdb"
+)
+
+// Measure names what a result measured.
+const (
+	measureCeiling  = "ceiling"           // batched primary-key UPDATE, no library
+	measureBatched  = "claim+ack"         // claim, then one AckAll per batch
+	measureLater    = "claim+ack-later"   // claim, then AckLater per row and one Flush
+	measurePerRow   = "claim+ack-per-row" // claim, then one Ack statement per row
+	measureLarge    = "large"             // claim latency, large vs small table
+	benchTable      = "claimbench_jobs"
+	benchTask       = 1
+	insertChunkRows = 1000
+)
+
+// result is one line of output.
+type result struct {
+	Date     string  `json:"date"`
+	Engine   string  `json:"engine"`
+	Version  string  `json:"version"`
+	Measure  string  `json:"measure"`
+	Strategy string  `json:"strategy,omitempty"`
+	Workers  int     `json:"workers"`
+	Batch    int     `json:"batch"`
+	Rows     int     `json:"rows"`
+	Seconds  float64 `json:"seconds"`
+	RowsPerS float64 `json:"rows_per_s"`
+	// Ratio is RowsPerS over the ceiling's at the same worker count.
+	Ratio      float64 `json:"ratio_to_ceiling,omitempty"`
+	P50ms      float64 `json:"p50_claim_ms,omitempty"`
+	P99ms      float64 `json:"p99_claim_ms,omitempty"`
+	Retries    int64   `json:"retries"`
+	Overlaps   int64   `json:"overlaps"`
+	Missing    int     `json:"missing"`
+	Duplicates int     `json:"duplicates"`
+	// Large-table comparison (-large).
+	SmallRows  int     `json:"small_rows,omitempty"`
+	LargeRows  int     `json:"large_rows,omitempty"`
+	SmallP50ms float64 `json:"small_p50_claim_ms,omitempty"`
+	LargeP50ms float64 `json:"large_p50_claim_ms,omitempty"`
+	SizeRatio  float64 `json:"large_over_small,omitempty"`
+}
+
+type bench struct {
+	o    *options
+	db   *exdb.DB
+	d    dialect.Dialect // the dialect measured (may differ from db's for -mysql-repeatable-read)
+	sql  *sql.DB         // the handle d runs on, for the ceiling too
+	out  io.Writer
+	caps dialect.Capabilities
+	date string
+	done []func()
+}
+
+func newBench(ctx context.Context, o *options, out io.Writer) (*bench, error) {
+	maxW := slices.Max(o.workers)
+	dsn := o.dsn
+	if o.driver == "postgres" && dsn != "" && !strings.Contains(dsn, "pool_max_conns") {
+		// pgxpool defaults to max(4, CPUs) connections: give every worker
+		// its own, as the database/sql pools of the other drivers do.
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		dsn += fmt.Sprintf("%spool_max_conns=%d", sep, maxW+4)
+	}
+	db, err := exdb.Open(ctx, o.driver, dsn, false)
+	if err != nil {
+		return nil, err
+	}
+	b := &bench{o: o, db: db, d: db.Dialect, sql: db.SQL, out: out, date: time.Now().UTC().Format("2006-01-02")}
+	b.done = append(b.done, db.Close)
+	if o.mysqlRR && db.Driver == "mysql" {
+		cfg, err := gomysql.ParseDSN(o.dsn)
+		if err != nil {
+			b.close()
+			return nil, err
+		}
+		conn, err := gomysql.NewConnector(cfg)
+		if err != nil {
+			b.close()
+			return nil, err
+		}
+		raw := sql.OpenDB(conn)
+		b.done = append(b.done, func() { raw.Close() })
+		d, err := mysql.New(ctx, raw, dialect.Options{})
+		if err != nil {
+			b.close()
+			return nil, err
+		}
+		b.d, b.sql = d, raw
+	}
+	if db.Driver != "sqlite" {
+		// database/sql keeps 2 idle connections by default: with more
+		// workers, connections would be closed and reopened all the time.
+		b.sql.SetMaxIdleConns(maxW + 4)
+		b.sql.SetMaxOpenConns(maxW + 4)
+	}
+	b.caps = b.d.Capabilities()
+	return b, nil
+}
+
+func (b *bench) close() {
+	for i := len(b.done) - 1; i >= 0; i-- {
+		b.done[i]()
+	}
+}
+
+func (b *bench) run(ctx context.Context) error {
+	var strategies []dialect.Strategy
+	for _, s := range b.o.strategies {
+		if s == dialect.StrategyAuto || b.caps.Supports(s) {
+			strategies = append(strategies, s)
+		}
+	}
+	if len(strategies) == 0 {
+		return fmt.Errorf("%s %s supports none of the strategies asked for", b.caps.Engine, b.caps.Version)
+	}
+	for _, w := range b.o.workers {
+		ceil, err := b.ceiling(ctx, w)
+		if err != nil {
+			return fmt.Errorf("ceiling, %d workers: %w", w, err)
+		}
+		b.emit(ceil)
+		variants := []struct {
+			measure string
+			rows    int
+			list    []dialect.Strategy
+		}{
+			{measureBatched, b.o.rows, strategies},
+			{measureLater, b.o.rows, []dialect.Strategy{dialect.StrategyAuto}},
+			{measurePerRow, b.o.perRowRows, []dialect.Strategy{dialect.StrategyAuto}},
+		}
+		for _, v := range variants {
+			if v.rows == 0 {
+				continue
+			}
+			for _, s := range v.list {
+				r, err := b.library(ctx, v.measure, s, w, v.rows)
+				if err != nil {
+					return fmt.Errorf("%s %v, %d workers: %w", v.measure, s, w, err)
+				}
+				r.Ratio = r.RowsPerS / ceil.RowsPerS
+				b.emit(r)
+			}
+		}
+	}
+	if b.o.large {
+		r, err := b.largeCompare(ctx)
+		if err != nil {
+			return fmt.Errorf("large: %w", err)
+		}
+		b.emit(r)
+	}
+	return nil
+}
+
+func (b *bench) base(measure string, workers, rows int) result {
+	return result{Date: b.date, Engine: string(b.caps.Engine), Version: b.caps.Version, Measure: measure,
+		Workers: workers, Batch: b.o.batch, Rows: rows}
+}
+
+func (b *bench) emit(r result) {
+	if b.o.json {
+		line, _ := json.Marshal(r)
+		fmt.Fprintln(b.out, string(line))
+		return
+	}
+	if r.Measure == measureLarge {
+		fmt.Fprintf(b.out, "%-10s %-18s task %d rows: p50 claim+ack %.2f ms at %d rows, %.2f ms at %d rows: ratio %.2f\n",
+			r.Engine, r.Measure+"/"+r.Strategy, b.o.taskRows, r.SmallP50ms, r.SmallRows, r.LargeP50ms, r.LargeRows, r.SizeRatio)
+		return
+	}
+	ratio := ""
+	if r.Ratio > 0 {
+		ratio = fmt.Sprintf("%5.2fx ceiling", r.Ratio)
+	}
+	lat := ""
+	if r.P50ms > 0 {
+		lat = fmt.Sprintf("claim p50 %.2f ms p99 %.2f ms", r.P50ms, r.P99ms)
+	}
+	fmt.Fprintf(b.out, "%-10s %-31s workers %2d  %9.0f rows/s  %-14s %-34s retries %d  overlaps %d  missing %d  duplicates %d\n",
+		r.Engine, r.Measure+strategySuffix(r.Strategy), r.Workers, r.RowsPerS, ratio, lat, r.Retries, r.Overlaps, r.Missing, r.Duplicates)
+}
+
+func strategySuffix(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "/" + s
+}
+
+// config is the claimer configuration of the bench table.
+func (b *bench) config(s dialect.Strategy) claim.Config {
+	return claim.Config{
+		Table: benchTable, Scope: []claim.Cond{{Column: "task_id", Value: benchTask}},
+		AttemptsColumn: "attempts", BatchSize: b.o.batch, Strategy: s,
+		AckDelay: time.Second,
+	}
+}
+
+// fixture drops and recreates the bench table with the recommended indexes
+// and loads rows: row i belongs to task(i). It returns the smallest key.
+func (b *bench) fixture(ctx context.Context, rows int, task func(i int) int) (int64, error) {
+	cfg := b.config(dialect.StrategyAuto)
+	spec, _, err := cfg.ClaimTable()
+	if err != nil {
+		return 0, err
+	}
+	if _, err := b.sql.ExecContext(ctx, "DROP TABLE IF EXISTS "+b.db.Q(benchTable)); err != nil {
+		return 0, err
+	}
+	ddl, err := b.d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	if err != nil {
+		return 0, err
+	}
+	if err := b.d.ExecDDL(ctx, ddl); err != nil {
+		return 0, err
+	}
+	store, err := b.d.ClaimStore(spec)
+	if err != nil {
+		return 0, err
+	}
+	if err := b.d.ExecDDL(ctx, store.IndexDDL()); err != nil {
+		return 0, err
+	}
+	tx, err := b.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	var stmt string
+	var stmtRows int
+	for start := 0; start < rows; start += insertChunkRows {
+		n := min(insertChunkRows, rows-start)
+		if n != stmtRows {
+			vals := make([]string, n)
+			for i := range vals {
+				vals[i] = "(" + b.db.Ph(i+1) + ")"
+			}
+			stmt = fmt.Sprintf("INSERT INTO %s (%s) VALUES %s", b.db.Q(benchTable), b.db.Q("task_id"), strings.Join(vals, ", "))
+			stmtRows = n
+		}
+		args := make([]any, n)
+		for i := range args {
+			args[i] = task(start + i)
+		}
+		if _, err := tx.ExecContext(ctx, stmt, args...); err != nil {
+			return 0, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, err
+	}
+	analyze := "ANALYZE " + b.db.Q(benchTable)
+	if b.db.Driver == "mysql" {
+		analyze = "ANALYZE TABLE " + b.db.Q(benchTable)
+	}
+	if _, err := b.sql.ExecContext(ctx, analyze); err != nil {
+		return 0, err
+	}
+	var first int64
+	err = b.sql.QueryRowContext(ctx, "SELECT MIN("+b.db.Q("id")+") FROM "+b.db.Q(benchTable)).Scan(&first)
+	return first, err
+}
+
+func allTask(int) int { return benchTask }
+
+// ceiling updates every row to done with the batched primary-key UPDATE a
+// user would write, workers statements at a time: the most the server does.
+func (b *bench) ceiling(ctx context.Context, workers int) (result, error) {
+	rows := b.o.rows
+	first, err := b.fixture(ctx, rows, allTask)
+	if err != nil {
+		return result{}, err
+	}
+	r := b.base(measureCeiling, workers, rows)
+	q := fmt.Sprintf("UPDATE %s SET %s = %s, %s = NULL WHERE %s IN %s",
+		b.db.Q(benchTable), b.db.Q("status"), b.db.Ph(1), b.db.Q("token"), b.db.Q("id"), b.db.In(b.o.batch, 2))
+	var next atomic.Int64
+	var updated atomic.Int64
+	errs := make(chan error, workers)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			args := make([]any, 1+b.o.batch)
+			args[0] = claim.DefaultDone
+			for {
+				lo := next.Add(int64(b.o.batch)) - int64(b.o.batch)
+				if lo >= int64(rows) {
+					return
+				}
+				for i := range b.o.batch {
+					args[1+i] = first + lo + int64(i) // past the end: matches nothing
+				}
+				res, err := b.sql.ExecContext(ctx, q, args...)
+				if err != nil {
+					errs <- err
+					return
+				}
+				n, _ := res.RowsAffected()
+				updated.Add(n)
+			}
+		})
+	}
+	wg.Wait()
+	r.Seconds = time.Since(start).Seconds()
+	close(errs)
+	if err := <-errs; err != nil {
+		return r, err
+	}
+	r.RowsPerS = float64(rows) / r.Seconds
+	r.Missing = rows - int(updated.Load())
+	return r, nil
+}
+
+// tracker records, per row, how often it was processed and whether two
+// batches held it at once.
+type tracker struct {
+	first     int64
+	inflight  []atomic.Int32
+	processed []atomic.Int32
+	overlaps  atomic.Int64
+}
+
+func newTracker(first int64, rows int) *tracker {
+	return &tracker{first: first, inflight: make([]atomic.Int32, rows), processed: make([]atomic.Int32, rows)}
+}
+
+func (t *tracker) slot(id any) (int, error) {
+	k, ok := id.(int64)
+	if !ok || k < t.first || k-t.first >= int64(len(t.processed)) {
+		return 0, fmt.Errorf("unexpected key %v", id)
+	}
+	return int(k - t.first), nil
+}
+
+// hold marks the rows held and processed once more.
+func (t *tracker) hold(rows []claim.Row[struct{}]) error {
+	for _, r := range rows {
+		i, err := t.slot(r.ID)
+		if err != nil {
+			return err
+		}
+		if t.inflight[i].Add(1) != 1 {
+			t.overlaps.Add(1)
+		}
+		t.processed[i].Add(1)
+	}
+	return nil
+}
+
+// drop marks one row no longer held (just before its ack is written).
+func (t *tracker) drop(id any) {
+	if i, err := t.slot(id); err == nil {
+		t.inflight[i].Add(-1)
+	}
+}
+
+// check counts rows never processed and rows processed more than once.
+func (t *tracker) check() (missing, dups int) {
+	for i := range t.processed {
+		switch n := t.processed[i].Load(); {
+		case n == 0:
+			missing++
+		case n > 1:
+			dups++
+		}
+	}
+	return missing, dups
+}
+
+// library claims and acks every row with the claimer, workers loops at once.
+func (b *bench) library(ctx context.Context, measure string, s dialect.Strategy, workers, rows int) (result, error) {
+	first, err := b.fixture(ctx, rows, allTask)
+	if err != nil {
+		return result{}, err
+	}
+	c, err := claim.New[struct{}](b.d, b.config(s), nil)
+	if err != nil {
+		return result{}, err
+	}
+	r := b.base(measure, workers, rows)
+	r.Strategy = c.Strategy().String()
+	t := newTracker(first, rows)
+	retries0 := b.d.Retries()
+	lat := make([][]time.Duration, workers)
+	errs := make(chan error, workers)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			if err := b.worker(ctx, c, measure, t, &lat[w]); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	r.Seconds = time.Since(start).Seconds()
+	close(errs)
+	if err := <-errs; err != nil {
+		return r, err
+	}
+	r.RowsPerS = float64(rows) / r.Seconds
+	r.Retries = b.d.Retries() - retries0
+	r.Overlaps = t.overlaps.Load()
+	r.Missing, r.Duplicates = t.check()
+	all := slices.Concat(lat...)
+	r.P50ms, r.P99ms = quantile(all, 0.50), quantile(all, 0.99)
+	st, err := c.Stats(ctx)
+	if err != nil {
+		return r, err
+	}
+	if st.Done != int64(rows) {
+		return r, fmt.Errorf("%d rows done in the database, want %d (stats %+v)", st.Done, rows, st)
+	}
+	return r, nil
+}
+
+// worker claims until nothing is pending, acking as measure says.
+func (b *bench) worker(ctx context.Context, c *claim.Claimer[struct{}], measure string, t *tracker, lat *[]time.Duration) error {
+	for {
+		t0 := time.Now()
+		batch, err := c.Claim(ctx)
+		if err != nil {
+			return err
+		}
+		*lat = append(*lat, time.Since(t0))
+		if batch.Len() == 0 {
+			return nil
+		}
+		if err := t.hold(batch.Rows); err != nil {
+			return err
+		}
+		switch measure {
+		case measureBatched:
+			for _, row := range batch.Rows {
+				t.drop(row.ID)
+			}
+			err = batch.AckAll(ctx)
+		case measureLater:
+			for _, row := range batch.Rows {
+				t.drop(row.ID)
+				if err = batch.AckLater(row.ID); err != nil {
+					break
+				}
+			}
+			if err == nil {
+				err = batch.Flush(ctx)
+			}
+		case measurePerRow:
+			for _, row := range batch.Rows {
+				t.drop(row.ID)
+				if err = batch.Ack(ctx, row.ID); err != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func quantile(ds []time.Duration, q float64) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	i := min(int(q*float64(len(ds))), len(ds)-1)
+	return float64(ds[i].Microseconds()) / 1000
+}
+
+// largeCompare measures single-worker claim+ack latency of the same task
+// (taskRows rows) in a table of smallRows and one of largeRows rows, the
+// other rows belonging to many other pending tasks.
+func (b *bench) largeCompare(ctx context.Context) (result, error) {
+	s := dialect.StrategyAuto
+	r := b.base(measureLarge, 1, b.o.taskRows)
+	r.SmallRows, r.LargeRows = b.o.smallRows, b.o.largeRows
+	var err error
+	if r.SmallP50ms, err = b.taskLatency(ctx, s, b.o.smallRows); err != nil {
+		return r, err
+	}
+	if r.LargeP50ms, err = b.taskLatency(ctx, s, b.o.largeRows); err != nil {
+		return r, err
+	}
+	if r.SmallP50ms > 0 {
+		r.SizeRatio = r.LargeP50ms / r.SmallP50ms
+	}
+	r.Strategy = b.caps.PreferredStrategy.String()
+	return r, nil
+}
+
+func (b *bench) taskLatency(ctx context.Context, s dialect.Strategy, rows int) (float64, error) {
+	every := rows / b.o.taskRows
+	task := func(i int) int {
+		if i%every == 0 && i/every < b.o.taskRows {
+			return benchTask
+		}
+		return 2 + i%997
+	}
+	if _, err := b.fixture(ctx, rows, task); err != nil {
+		return 0, err
+	}
+	c, err := claim.New[struct{}](b.d, b.config(s), nil)
+	if err != nil {
+		return 0, err
+	}
+	var lat []time.Duration
+	for {
+		t0 := time.Now()
+		batch, err := c.Claim(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if batch.Len() == 0 {
+			break
+		}
+		if err := batch.AckAll(ctx); err != nil {
+			return 0, err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	if len(lat) == 0 {
+		return 0, errors.New("the task had no rows")
+	}
+	return quantile(lat, 0.5), nil
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestRunSQLiteTiny(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{
+		"-driver", "sqlite", "-workers", "1,3", "-batch", "7", "-rows", "150", "-perrow-rows", "40",
+		"-json", "-large", "-small-rows", "200", "-large-rows", "1000", "-task-rows", "50",
+	}, &out, &errOut)
+	require.NoError(t, err, errOut.String())
+
+	seen := map[string]int{}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	for _, line := range lines {
+		var r result
+		require.NoError(t, json.Unmarshal([]byte(line), &r), line)
+		require.Equal(t, "sqlite", r.Engine)
+		seen[r.Measure]++
+		if r.Measure == measureLarge {
+			require.Positive(t, r.SmallP50ms)
+			require.Positive(t, r.LargeP50ms)
+			require.InDelta(t, r.LargeP50ms/r.SmallP50ms, r.SizeRatio, 1e-9)
+			continue
+		}
+		require.Contains(t, []int{1, 3}, r.Workers)
+		require.Zero(t, r.Overlaps, line)
+		require.Zero(t, r.Missing, "every row processed: %s", line)
+		require.Zero(t, r.Duplicates, "no row processed twice: %s", line)
+		require.Positive(t, r.RowsPerS, line)
+		if r.Measure == measureCeiling {
+			require.Equal(t, 150, r.Rows)
+			continue
+		}
+		require.Positive(t, r.Ratio, line)
+		require.Positive(t, r.P50ms, line)
+		require.GreaterOrEqual(t, r.P99ms, r.P50ms, line)
+		require.Equal(t, "token-update", r.Strategy, "SQLite has one strategy")
+	}
+	require.Equal(t, map[string]int{
+		measureCeiling: 2, measureBatched: 2, measureLater: 2, measurePerRow: 2, measureLarge: 1,
+	}, seen)
+}
+
+func TestRunTextOutputAndBadFlags(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"-workers", "2", "-batch", "10", "-rows", "60", "-perrow-rows", "0", "-strategy", "auto"}, &out, &errOut))
+	text := out.String()
+	require.Contains(t, text, "ceiling")
+	require.Contains(t, text, "claim+ack/token-update")
+	require.Contains(t, text, "overlaps 0  missing 0  duplicates 0")
+	require.NotContains(t, text, measurePerRow)
+
+	for _, bad := range [][]string{{"-workers", "0"}, {"-strategy", "nope"}, {"-batch", "-1"}, {"-driver", "oracle"}} {
+		require.Error(t, run(context.Background(), bad, &out, &errOut), "%v", bad)
+	}
+}
