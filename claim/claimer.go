@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
@@ -37,6 +38,7 @@ type core struct {
 	hooks       Hooks
 
 	indexOnce sync.Once
+	verified  atomic.Bool // the table passed VerifySchema once
 }
 
 // New validates cfg, resolves its strategy against d's capabilities and
@@ -48,9 +50,10 @@ type core struct {
 // and may be nil when cfg.Columns is empty. Errors wrap [ErrInvalidConfig]
 // (naming the field) or [ErrNotSupported] (a strategy the server lacks).
 //
-// New does not touch the database. The first [Claimer.Claim] checks once for
-// the recommended indexes ([Claimer.MissingIndexes]) and logs a warning
-// listing the missing ones.
+// New does not touch the database. Until a check passes, each
+// [Claimer.Claim] first verifies the table against the catalog
+// ([Claimer.Verify]); the first one also checks for the recommended indexes
+// ([Claimer.MissingIndexes]) and logs a warning listing the missing ones.
 func New[T any](d dialect.Dialect, cfg Config, fields func(*T) []any) (*Claimer[T], error) {
 	if d == nil {
 		return nil, invalid("Dialect", "is nil")
@@ -105,6 +108,25 @@ func (c *Claimer[T]) MissingIndexes(ctx context.Context) ([]string, error) {
 	return c.core.store.MissingIndexes(ctx)
 }
 
+// Verify checks the table against the database catalog unless a check
+// already passed: the table and every configured column exist, and the
+// token column can hold a token. Errors wrap [ErrInvalidConfig] and name the
+// field. [Claimer.Claim] calls it; call it at start-up to fail fast. It
+// matters most on MySQL with a non-strict sql_mode, which would truncate
+// tokens too long for the column silently and strand the claimed rows.
+func (c *Claimer[T]) Verify(ctx context.Context) error { return c.core.verify(ctx) }
+
+func (k *core) verify(ctx context.Context) error {
+	if k.verified.Load() {
+		return nil
+	}
+	if err := k.store.VerifySchema(ctx); err != nil {
+		return fmt.Errorf("claim: %w", err)
+	}
+	k.verified.Store(true)
+	return nil
+}
+
 func (k *core) checkIndexes(ctx context.Context) {
 	k.indexOnce.Do(func() {
 		missing, err := k.store.MissingIndexes(ctx)
@@ -133,6 +155,9 @@ func (k *core) scopeValues() []any {
 // processing until a reaper returns them.
 func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
 	k := c.core
+	if err := k.verify(ctx); err != nil {
+		return nil, err
+	}
 	k.checkIndexes(ctx)
 	b := &Batch[T]{Token: dialect.NewToken(), core: k}
 	var scanned []Row[T]
