@@ -30,6 +30,7 @@ type claimStore struct {
 	orderExpr string
 
 	claimSkip, claimToken string
+	pendingExists         string
 	heartbeat             string
 	statsAll, statsScope  string
 	releaseAll, releaseIn string
@@ -97,6 +98,8 @@ func (d *Dialect) ClaimStore(spec dialect.ClaimTable) (dialect.ClaimStore, error
 	}
 	s.claimSkip = claim("FOR UPDATE SKIP LOCKED")
 	s.claimToken = claim("FOR UPDATE")
+	s.pendingExists = fmt.Sprintf("SELECT EXISTS (SELECT 1 FROM %s WHERE %s = %s%s)",
+		s.table, s.status, s.pending, sqlb.ScopeWhere(s.scope, 1, true, true))
 
 	s.heartbeat = fmt.Sprintf("UPDATE %s SET %s = GREATEST(now(), %s + interval '1 microsecond') WHERE %s = $1 AND %s = %s",
 		s.table, s.claimedAt, s.claimedAt, s.token, s.status, s.processing)
@@ -175,26 +178,46 @@ func (s *claimStore) Claim(ctx context.Context, p *dialect.ClaimParams, scan fun
 	args = append(args, p.ScopeValues...)
 	args = append(args, int64(p.Limit))
 	var n int
-	err := s.d.retry.Do(ctx, "claim", func() error {
-		n = 0
-		r, err := s.d.db.query(ctx, q, args...)
-		if err != nil {
-			return interpretError(err)
-		}
-		defer r.Close()
-		for r.Next() {
-			if err := scan(r); err != nil {
-				return err
+	run := func() error {
+		return s.d.retry.Do(ctx, "claim", func() error {
+			n = 0
+			r, err := s.d.db.query(ctx, q, args...)
+			if err != nil {
+				return interpretError(err)
 			}
-			n++
+			defer r.Close()
+			for r.Next() {
+				if err := scan(r); err != nil {
+					return err
+				}
+				n++
+			}
+			return interpretError(r.Err())
+		})
+	}
+	err := run()
+	// With plain FOR UPDATE, PostgreSQL applies the LIMIT before locking:
+	// a claim that waited behind concurrent claimers re-checks the rows it
+	// waited for, drops those no longer pending, and can come back empty
+	// while other rows are still pending. An empty token-update batch is
+	// therefore confirmed against a plain read and the claim re-run (a few
+	// times at most) while pending rows remain.
+	for try := 0; err == nil && n == 0 && p.Strategy == dialect.StrategyTokenUpdate && try < maxEmptyReruns; try++ {
+		var more bool
+		if _, err = queryRow(ctx, s.d.db, s.pendingExists, p.ScopeValues, &more); err != nil || !more {
+			break
 		}
-		return interpretError(r.Err())
-	})
+		err = run()
+	}
 	if err != nil {
-		return n, fmt.Errorf("postgres: claim: %w", err)
+		return n, fmt.Errorf("postgres: claim: %w", interpretError(err))
 	}
 	return n, nil
 }
+
+// maxEmptyReruns bounds the re-runs of a token-update claim that came back
+// empty while pending rows remained.
+const maxEmptyReruns = 8
 
 // keys converts ack/release ids to a typed array ([]int64 or []string)
 // matching the key kind, plus their normalised values for the index map.

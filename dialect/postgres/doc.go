@@ -21,6 +21,14 @@
 // status drops rows another claimer took meanwhile. The reaper uses the same
 // bounded CTE shape.
 //
+// Token-update is correct on PostgreSQL but serialises claimers: the LIMIT
+// is applied before the rows are locked, so claimers that waited behind the
+// winner of a batch re-check its rows, drop them all and come back with
+// fewer rows or none, while fresh arrivals take the next batch. An empty
+// token-update claim is therefore confirmed with a plain read and re-run (a
+// few times at most) while pending rows remain; still, some claimers can
+// starve under heavy contention. Prefer SKIP LOCKED, the automatic choice.
+//
 // # The partial-index plan trap
 //
 // With ORDER BY id the planner likes to walk the primary key and filter out
