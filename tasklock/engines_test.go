@@ -2,19 +2,14 @@ package tasklock_test
 
 import (
 	"context"
-	"database/sql"
 	"testing"
 	"time"
 
 	_ "github.com/go-sql-driver/mysql" // registers the "mysql" database/sql driver
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/mysql"
-	"github.com/claimlock/claimlock/dialect/postgres"
-	"github.com/claimlock/claimlock/dialect/sqlite"
-	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/testengine"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -28,56 +23,23 @@ type engine struct {
 }
 
 // engines is every engine the tests run on.
-var engines = []engine{
-	{
-		name: "sqlite",
-		dsn:  func(t testing.TB) string { return dbtest.SQLitePath(t) },
-		connect: func(ctx context.Context, dsn string) (dialect.Dialect, func(), error) {
-			db, err := sqlite.Open(dsn)
-			if err != nil {
-				return nil, nil, err
-			}
-			d, err := sqlite.New(ctx, db, dialect.Options{})
-			if err != nil {
-				db.Close()
-				return nil, nil, err
-			}
-			return d, func() { db.Close() }, nil
-		},
-	},
-	{
-		name: "postgres",
-		dsn:  func(t testing.TB) string { return dbtest.PostgresDSN(t) },
-		connect: func(ctx context.Context, dsn string) (dialect.Dialect, func(), error) {
-			pool, err := pgxpool.New(ctx, dsn)
-			if err != nil {
-				return nil, nil, err
-			}
-			d, err := postgres.New(ctx, pool, dialect.Options{})
-			if err != nil {
-				pool.Close()
-				return nil, nil, err
-			}
-			return d, pool.Close, nil
-		},
-	},
-	{
-		name: "mysql",
-		dsn:  func(t testing.TB) string { return dbtest.MySQLDSN(t) },
-		connect: func(ctx context.Context, dsn string) (dialect.Dialect, func(), error) {
-			db, err := sql.Open("mysql", dsn)
-			if err != nil {
-				return nil, nil, err
-			}
-			d, err := mysql.New(ctx, db, dialect.Options{})
-			if err != nil {
-				db.Close()
-				return nil, nil, err
-			}
-			return d, func() { db.Close() }, nil
-		},
-	},
-}
+var engines = func() []engine {
+	var out []engine
+	for _, e := range testengine.All {
+		out = append(out, engine{
+			name: e.Name,
+			dsn:  e.DSN,
+			connect: func(ctx context.Context, dsn string) (dialect.Dialect, func(), error) {
+				c, closeFn, err := testengine.Connect(ctx, e.Name, dsn, 0)
+				if err != nil {
+					return nil, nil, err
+				}
+				return c.Dialect, closeFn, nil
+			},
+		})
+	}
+	return out
+}()
 
 func engineByName(name string) (engine, bool) {
 	for _, e := range engines {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claimlock/claimlock/internal/testengine"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/claim"
@@ -27,7 +29,7 @@ func TestReaperWithClaimers(t *testing.T) {
 			probe := open(t, en)
 			for _, s := range strategies(probe) {
 				variants := []bool{false}
-				if en.kind == "mariadb" {
+				if en.kind == testengine.MySQL {
 					variants = append(variants, true)
 				}
 				for _, noIndexes := range variants {

@@ -8,16 +8,11 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/mysql"
-	"github.com/claimlock/claimlock/dialect/postgres"
-	"github.com/claimlock/claimlock/dialect/sqlite"
-	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/testengine"
 )
 
 // env is one engine connection under test: the dialect, plus a plain
@@ -37,63 +32,22 @@ type engine struct {
 }
 
 // engines is every engine the tests run on.
-var engines = []engine{
-	{"sqlite", func(t testing.TB) string { return dbtest.SQLitePath(t) }},
-	{"postgres", func(t testing.TB) string { return dbtest.PostgresDSN(t) }},
-	{"mariadb", func(t testing.TB) string { return dbtest.MySQLDSN(t) }},
-}
+var engines = func() []engine {
+	var out []engine
+	for _, e := range testengine.All {
+		out = append(out, engine{e.Name, e.DSN})
+	}
+	return out
+}()
 
 // openDSN opens kind at dsn; the parent test and the child processes of the
 // multi-process test both use it.
 func openDSN(ctx context.Context, kind, dsn string) (*env, func(), error) {
-	e := &env{kind: kind, dsn: dsn}
-	switch kind {
-	case "sqlite":
-		db, err := sqlite.Open(dsn)
-		if err != nil {
-			return nil, nil, err
-		}
-		db.SetMaxOpenConns(8)
-		d, err := sqlite.New(ctx, db, dialect.Options{})
-		if err != nil {
-			db.Close()
-			return nil, nil, err
-		}
-		e.d, e.raw = d, db
-		return e, func() { db.Close() }, nil
-	case "postgres":
-		cfg, err := pgxpool.ParseConfig(dsn)
-		if err != nil {
-			return nil, nil, err
-		}
-		cfg.MaxConns = 24
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			return nil, nil, err
-		}
-		d, err := postgres.New(ctx, pool, dialect.Options{})
-		if err != nil {
-			pool.Close()
-			return nil, nil, err
-		}
-		raw := stdlib.OpenDBFromPool(pool)
-		e.d, e.raw, e.dollar = d, raw, true
-		return e, func() { raw.Close(); pool.Close() }, nil
-	case "mariadb":
-		db, err := mysql.Open(ctx, dsn)
-		if err != nil {
-			return nil, nil, err
-		}
-		db.SetMaxOpenConns(24)
-		d, err := mysql.New(ctx, db, dialect.Options{})
-		if err != nil {
-			db.Close()
-			return nil, nil, err
-		}
-		e.d, e.raw = d, db
-		return e, func() { db.Close() }, nil
+	c, closeFn, err := testengine.Connect(ctx, kind, dsn, 24)
+	if err != nil {
+		return nil, nil, err
 	}
-	return nil, nil, fmt.Errorf("unknown engine %q", kind)
+	return &env{kind: kind, dsn: dsn, d: c.Dialect, raw: c.DB, dollar: c.Dollar}, closeFn, nil
 }
 
 func open(t testing.TB, en engine) *env {

@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"net/url"
 	"os"
 	"strconv"
@@ -11,16 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/mysql"
-	"github.com/claimlock/claimlock/dialect/postgres"
-	"github.com/claimlock/claimlock/dialect/sqlite"
 	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/testengine"
 )
 
 // Environment variables of this package.
@@ -59,9 +54,9 @@ type engine struct {
 
 func engines() []engine {
 	return []engine{
-		{"sqlite", "sqlite", func(t *testing.T) string { return dbtest.SQLitePath(t) }},
-		{"postgres", "postgres", func(t *testing.T) string { return dbtest.PostgresDSN(t) }},
-		{"mariadb", "mysql", func(t *testing.T) string { return dbtest.MySQLDSN(t) }},
+		{"sqlite", testengine.SQLite, func(t *testing.T) string { return dbtest.SQLitePath(t) }},
+		{"postgres", testengine.Postgres, func(t *testing.T) string { return dbtest.PostgresDSN(t) }},
+		{"mariadb", testengine.MySQL, func(t *testing.T) string { return dbtest.MySQLDSN(t) }},
 	}
 }
 
@@ -77,43 +72,11 @@ type db struct {
 
 // open connects to driver at dsn.
 func open(ctx context.Context, driver, dsn string) (*db, error) {
-	switch driver {
-	case "sqlite":
-		s, err := sqlite.Open(dsn)
-		if err != nil {
-			return nil, err
-		}
-		d, err := sqlite.New(ctx, s, dialect.Options{})
-		if err != nil {
-			s.Close()
-			return nil, err
-		}
-		return &db{driver: driver, d: d, sql: s, close: func() { s.Close() }}, nil
-	case "mysql":
-		s, err := mysql.Open(ctx, dsn)
-		if err != nil {
-			return nil, err
-		}
-		d, err := mysql.New(ctx, s, dialect.Options{})
-		if err != nil {
-			s.Close()
-			return nil, err
-		}
-		return &db{driver: driver, d: d, sql: s, close: func() { s.Close() }}, nil
-	case "postgres":
-		pool, err := pgxpool.New(ctx, dsn)
-		if err != nil {
-			return nil, err
-		}
-		d, err := postgres.New(ctx, pool, dialect.Options{})
-		if err != nil {
-			pool.Close()
-			return nil, err
-		}
-		s := stdlib.OpenDBFromPool(pool)
-		return &db{driver: driver, d: d, sql: s, close: func() { s.Close(); pool.Close() }}, nil
+	c, closeFn, err := testengine.Connect(ctx, driver, dsn, 0)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("unknown driver %q", driver)
+	return &db{driver: driver, d: c.Dialect, sql: c.DB, close: closeFn}, nil
 }
 
 // openT opens the database for the test and closes it at the end.

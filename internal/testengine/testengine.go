@@ -1,0 +1,137 @@
+// Package testengine opens claimlock dialects on the real test databases of
+// internal/dbtest, for the test suites of the orchestration packages and
+// for their child processes (which reopen a database from its DSN).
+package testengine
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/mysql"
+	"github.com/claimlock/claimlock/dialect/postgres"
+	"github.com/claimlock/claimlock/dialect/sqlite"
+	"github.com/claimlock/claimlock/internal/dbtest"
+)
+
+// Engine names.
+const (
+	SQLite   = "sqlite"
+	Postgres = "postgres"
+	MySQL    = "mysql"
+)
+
+// Engine is one database engine the suites run on.
+type Engine struct {
+	// Name is SQLite, Postgres or MySQL.
+	Name string
+	// DSN creates a fresh, isolated database (file, schema or database)
+	// for the test and returns how to reach it; without a server it skips
+	// or fails as internal/dbtest decides.
+	DSN func(t testing.TB) string
+}
+
+// All lists every engine.
+var All = []Engine{
+	{SQLite, func(t testing.TB) string { return dbtest.SQLitePath(t) }},
+	{Postgres, func(t testing.TB) string { return dbtest.PostgresDSN(t) }},
+	{MySQL, func(t testing.TB) string { return dbtest.MySQLDSN(t) }},
+}
+
+// ByName returns the engine called name.
+func ByName(name string) (Engine, bool) {
+	for _, e := range All {
+		if e.Name == name {
+			return e, true
+		}
+	}
+	return Engine{}, false
+}
+
+// Conn is an open test database: the dialect, and a database/sql handle on
+// the same database for the test's own statements (seeding rows, reading
+// them back), which use $n placeholders when Dollar is set and ? otherwise.
+type Conn struct {
+	Engine  string
+	DSN     string
+	Dialect dialect.Dialect
+	DB      *sql.DB
+	Dollar  bool
+}
+
+// Connect opens engine name at dsn with at most maxConns connections (0
+// keeps the driver's default). PostgreSQL goes through pgxpool (the native
+// path) and MySQL/MariaDB through mysql.Open (READ COMMITTED sessions).
+func Connect(ctx context.Context, name, dsn string, maxConns int) (*Conn, func(), error) {
+	c := &Conn{Engine: name, DSN: dsn}
+	switch name {
+	case SQLite:
+		db, err := sqlite.Open(dsn)
+		if err != nil {
+			return nil, nil, err
+		}
+		if maxConns > 0 {
+			db.SetMaxOpenConns(maxConns)
+		}
+		d, err := sqlite.New(ctx, db, dialect.Options{})
+		if err != nil {
+			db.Close()
+			return nil, nil, err
+		}
+		c.Dialect, c.DB = d, db
+		return c, func() { db.Close() }, nil
+	case Postgres:
+		cfg, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			return nil, nil, err
+		}
+		if maxConns > 0 {
+			cfg.MaxConns = int32(maxConns)
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		d, err := postgres.New(ctx, pool, dialect.Options{})
+		if err != nil {
+			pool.Close()
+			return nil, nil, err
+		}
+		raw := stdlib.OpenDBFromPool(pool)
+		c.Dialect, c.DB, c.Dollar = d, raw, true
+		return c, func() { raw.Close(); pool.Close() }, nil
+	case MySQL:
+		db, err := mysql.Open(ctx, dsn)
+		if err != nil {
+			return nil, nil, err
+		}
+		if maxConns > 0 {
+			db.SetMaxOpenConns(maxConns)
+			db.SetMaxIdleConns(maxConns)
+		}
+		d, err := mysql.New(ctx, db, dialect.Options{})
+		if err != nil {
+			db.Close()
+			return nil, nil, err
+		}
+		c.Dialect, c.DB = d, db
+		return c, func() { db.Close() }, nil
+	}
+	return nil, nil, fmt.Errorf("testengine: unknown engine %q", name)
+}
+
+// Open creates a fresh database of e and connects to it; everything is
+// closed when the test ends.
+func Open(t testing.TB, e Engine, maxConns int) *Conn {
+	t.Helper()
+	c, closeFn, err := Connect(context.Background(), e.Name, e.DSN(t), maxConns)
+	require.NoError(t, err)
+	t.Cleanup(closeFn)
+	return c
+}
