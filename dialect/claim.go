@@ -200,6 +200,8 @@ type ReapResult struct {
 
 // Stats are counts per status and ages on the database clock.
 type Stats struct {
+	// Pending, Processing, Done and Failed count rows with those statuses;
+	// Other counts rows with any other status value.
 	Pending, Processing, Done, Failed, Other int64
 	// OldestPending is the age of the oldest pending row by CreatedAt
 	// (zero without that column or without pending rows).

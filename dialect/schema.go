@@ -19,9 +19,13 @@ const (
 
 // ColumnDef is one column of a [TableDef].
 type ColumnDef struct {
-	Name    string
-	Type    ColumnType
-	Len     int
+	// Name is the column name.
+	Name string
+	// Type is the portable type.
+	Type ColumnType
+	// Len is the length of a TypeText column (0 means 255).
+	Len int
+	// NotNull adds NOT NULL.
 	NotNull bool
 	// Default is a literal default: a Status (string or integer) or nil.
 	Default *Status
@@ -29,17 +33,25 @@ type ColumnDef struct {
 
 // IndexDef is a secondary index of a [TableDef].
 type IndexDef struct {
-	Name    string
+	// Name is the index name.
+	Name string
+	// Columns are the indexed columns, in order.
 	Columns []string
-	Unique  bool
+	// Unique makes it a unique index.
+	Unique bool
 }
 
 // TableDef is a portable table definition that a dialect renders as DDL.
 type TableDef struct {
-	Table      string
-	Columns    []ColumnDef
+	// Table is the table name, optionally schema-qualified.
+	Table string
+	// Columns are the columns, in order.
+	Columns []ColumnDef
+	// PrimaryKey names the key columns (ignored for a TypeSerial column,
+	// which is the key by itself).
 	PrimaryKey []string
-	Indexes    []IndexDef
+	// Indexes are secondary indexes created with the table.
+	Indexes []IndexDef
 }
 
 // Validate checks every identifier of the definition.
