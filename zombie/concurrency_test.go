@@ -68,6 +68,7 @@ func reaperUnderLoad(t *testing.T, e *env, s dialect.Strategy, noIndexes bool) {
 	acked := map[int64]int{}
 	var errs []error
 	var returned int64
+	lostAcks := 0
 	r, err := zombie.New(e.d, cc, zombie.Config{Timeout: 3 * time.Second, BatchLimit: 5, Hooks: zombie.Hooks{
 		OnSweep: func(res zombie.Result) { mu.Lock(); returned += res.Returned; mu.Unlock() },
 		OnError: func(err error) { mu.Lock(); errs = append(errs, fmt.Errorf("reaper: %w", err)); mu.Unlock() },
@@ -102,13 +103,28 @@ func reaperUnderLoad(t *testing.T, e *env, s dialect.Strategy, noIndexes bool) {
 				stop := b.KeepAlive(250 * time.Millisecond)
 				err = b.AckAll(ctx)
 				stop()
+				// Under heavy load (SQLite's single writer with the race
+				// detector) an ack can wait longer than the timeout and the
+				// reaper takes its rows: that is the guarantee working, not
+				// a failure. Those rows are acked by whoever re-claims them.
+				lostIDs := map[any]bool{}
+				var lost *claim.LostError
+				if errors.As(err, &lost) {
+					for _, id := range lost.IDs {
+						lostIDs[id] = true
+					}
+					err = nil
+				}
 				if err != nil {
 					fail(err)
 					return
 				}
 				mu.Lock()
+				lostAcks += len(lostIDs)
 				for _, id := range b.IDs() {
-					acked[id.(int64)]++
+					if !lostIDs[id] {
+						acked[id.(int64)]++
+					}
 				}
 				mu.Unlock()
 			}
@@ -129,7 +145,7 @@ func reaperUnderLoad(t *testing.T, e *env, s dialect.Strategy, noIndexes bool) {
 	st, err := store.Stats(ctx, nil)
 	require.NoError(t, err)
 	require.EqualValues(t, rows, st.Done)
-	require.EqualValues(t, abandoned*10, returned, "the abandoned batches came back")
-	t.Logf("%s %s indexes=%v: %d rows, %d workers, %d rows reaped, %d dialect retries, %v",
-		e.kind, s, !noIndexes, rows, workers, returned, e.d.Retries(), time.Since(start).Round(time.Millisecond))
+	require.EqualValues(t, abandoned*10+int64(lostAcks), returned, "the abandoned batches came back (and the rows of acks that lost the race)")
+	t.Logf("%s %s indexes=%v: %d rows, %d workers, %d rows reaped (%d from slow live workers), %d dialect retries, %v",
+		e.kind, s, !noIndexes, rows, workers, returned, lostAcks, e.d.Retries(), time.Since(start).Round(time.Millisecond))
 }
