@@ -20,17 +20,23 @@ type claimStore struct {
 	scope                                                  []string
 	pending, processing, done, failed                      string
 
-	claimSet      string // SET list of a claim (token is its one placeholder)
-	claimUpdate   string // with FORCE INDEX (the claim index)
-	claimNoHint   string // the same without the hint, for tables lacking the index
-	noHint        atomic.Bool
-	claimSelect   string
-	skipSelect    string
-	heartbeat     string
-	heartbeatHeld string
-	statsAll      string
-	statsScope    string
-	decAttempts   string // ", attempts = GREATEST(attempts, 1) - 1" or ""
+	claimSet    string // SET list of a claim (token is its one placeholder)
+	claimUpdate string // with FORCE INDEX (the claim index)
+	claimNoHint string // the same without the hint, for tables lacking the index
+	noHint      atomic.Bool
+	claimSelect string
+	skipSelect  string
+	// The *From forms add "AND key > ?" for the key cursor (integer keys).
+	claimUpdateFrom string
+	claimNoHintFrom string
+	skipSelectFrom  string // with FORCE INDEX (the claim index)
+	skipNoHintFrom  string
+	cursor          keyCursor
+	heartbeat       string
+	heartbeatHeld   string
+	statsAll        string
+	statsScope      string
+	decAttempts     string // ", attempts = GREATEST(attempts, 1) - 1" or ""
 }
 
 // ClaimStore implements [dialect.Dialect].
@@ -83,6 +89,19 @@ func (d *Dialect) ClaimStore(spec dialect.ClaimTable) (dialect.ClaimStore, error
 		s.table, quote(dialect.IndexName(spec.Table, "claim")), s.claimSet, scopeAnd, s.status, s.pending, s.id)
 	s.claimNoHint = fmt.Sprintf("UPDATE %s SET %s WHERE %s%s = %s ORDER BY %s LIMIT ?",
 		s.table, s.claimSet, scopeAnd, s.status, s.pending, s.id)
+	from := fmt.Sprintf(" AND %s > ?", s.id)
+	s.claimUpdateFrom = fmt.Sprintf("UPDATE %s FORCE INDEX (%s) SET %s WHERE %s%s = %s%s ORDER BY %s LIMIT ?",
+		s.table, quote(dialect.IndexName(spec.Table, "claim")), s.claimSet, scopeAnd, s.status, s.pending, from, s.id)
+	s.claimNoHintFrom = fmt.Sprintf("UPDATE %s SET %s WHERE %s%s = %s%s ORDER BY %s LIMIT ?",
+		s.table, s.claimSet, scopeAnd, s.status, s.pending, from, s.id)
+	// Without the hint MariaDB 10.11 reads "key > ?" as a filter on a ref
+	// scan of (scope, status) when the cursor is low, which walks the
+	// delete-marked entries the cursor is there to skip.
+	s.skipSelectFrom = fmt.Sprintf("SELECT %s FROM %s FORCE INDEX (%s) WHERE %s%s = %s%s ORDER BY %s LIMIT ? FOR UPDATE SKIP LOCKED",
+		s.id, s.table, quote(dialect.IndexName(spec.Table, "claim")), scopeAnd, s.status, s.pending, from, s.id)
+	s.skipNoHintFrom = fmt.Sprintf("SELECT %s FROM %s WHERE %s%s = %s%s ORDER BY %s LIMIT ? FOR UPDATE SKIP LOCKED",
+		s.id, s.table, scopeAnd, s.status, s.pending, from, s.id)
+	s.cursor.enabled = spec.IDKind == dialect.IDInt
 	s.claimSelect = fmt.Sprintf("SELECT %s FROM %s WHERE %s = ? ORDER BY %s", sqlb.Join(cols), s.table, s.token, s.id)
 	s.skipSelect = fmt.Sprintf("SELECT %s FROM %s WHERE %s%s = %s ORDER BY %s LIMIT ? FOR UPDATE SKIP LOCKED",
 		s.id, s.table, scopeAnd, s.status, s.pending, s.id)
@@ -149,6 +168,9 @@ func (s *claimStore) Claim(ctx context.Context, p *dialect.ClaimParams, scan fun
 		return 0, fmt.Errorf("mysql: claim: %w", err)
 	}
 	if marked == 0 {
+		if p.Strategy == dialect.StrategyTokenUpdate {
+			s.cursor.reset()
+		}
 		return 0, nil
 	}
 	var rows *sql.Rows
@@ -162,8 +184,14 @@ func (s *claimStore) Claim(ctx context.Context, p *dialect.ClaimParams, scan fun
 	}
 	defer rows.Close()
 	n := 0
+	var sc dialect.Scanner = rows
+	var last lastKey
+	if p.Strategy == dialect.StrategyTokenUpdate && s.cursor.enabled {
+		last.rows = rows
+		sc = &last
+	}
 	for rows.Next() {
-		if err := scan(rows); err != nil {
+		if err := scan(sc); err != nil {
 			return n, err
 		}
 		n++
@@ -171,27 +199,60 @@ func (s *claimStore) Claim(ctx context.Context, p *dialect.ClaimParams, scan fun
 	if err := rows.Err(); err != nil {
 		return n, fmt.Errorf("mysql: claim: read claimed rows: %w", interpretError(err))
 	}
+	if p.Strategy == dialect.StrategyTokenUpdate {
+		if marked == int64(p.Limit) && last.ok {
+			s.cursor.advance(last.key)
+		} else {
+			s.cursor.reset()
+		}
+	}
 	return n, nil
 }
 
+// markTokenUpdate marks up to p.Limit rows. With a key cursor it first
+// claims above the cursor; when that comes back short it claims the rest from
+// the start of the scope, so a claim reports fewer rows than asked only after
+// a scan from the start.
 func (s *claimStore) markTokenUpdate(ctx context.Context, p *dialect.ClaimParams) (int64, error) {
+	from, ok := s.cursor.from()
+	var n int64
+	if ok {
+		args := make([]any, 0, 3+len(p.ScopeValues))
+		args = append(args, p.Token)
+		args = append(args, p.ScopeValues...)
+		args = append(args, from, p.Limit)
+		var err error
+		if n, err = s.updateClaim(ctx, s.claimUpdateFrom, s.claimNoHintFrom, args); err != nil {
+			return n, err
+		}
+		if n >= int64(p.Limit) {
+			return n, nil
+		}
+	}
 	args := make([]any, 0, 2+len(p.ScopeValues))
 	args = append(args, p.Token)
 	args = append(args, p.ScopeValues...)
-	args = append(args, p.Limit)
+	args = append(args, int64(p.Limit)-n)
+	m, err := s.updateClaim(ctx, s.claimUpdate, s.claimNoHint, args)
+	return n + m, err
+}
+
+// updateClaim runs one token-update claim statement (hinted, or unhinted
+// when the claim index is missing) and returns the rows it marked.
+func (s *claimStore) updateClaim(ctx context.Context, hinted, plain string, args []any) (int64, error) {
 	var n int64
 	err := s.d.do(ctx, "claim", false, func() error {
 		return s.d.inReadCommitted(ctx, func(q querier) error {
-			query := s.claimUpdate
+			query := hinted
 			if s.noHint.Load() {
-				query = s.claimNoHint
+				query = plain
 			}
 			r, err := q.ExecContext(ctx, query, args...)
 			if isErrNumber(err, errKeyDoesNotExist) && !s.noHint.Load() {
 				// The recommended claim index is missing (the claimer
 				// warns about it): claim without the hint from now on.
 				s.noHint.Store(true)
-				r, err = q.ExecContext(ctx, s.claimNoHint, args...)
+				r, err = q.ExecContext(ctx, plain, args...)
 			}
 			if err != nil {
 				return err
@@ -203,17 +264,43 @@ func (s *claimStore) markTokenUpdate(ctx context.Context, p *dialect.ClaimParams
 	return n, err
 }
 
+// markSkipLocked selects and marks up to p.Limit rows in one transaction.
+// With a key cursor it selects above the cursor first and, when that comes
+// back short, selects again from the start of the scope (in the same
+// transaction: rows it locked but does not mark stay pending).
 func (s *claimStore) markSkipLocked(ctx context.Context, p *dialect.ClaimParams) (int64, error) {
-	args := make([]any, 0, 1+len(p.ScopeValues))
+	from, ok := s.cursor.from()
+	args := make([]any, 0, 2+len(p.ScopeValues))
 	args = append(args, p.ScopeValues...)
+	var fromArgs []any
+	if ok {
+		fromArgs = append(append(make([]any, 0, 2+len(p.ScopeValues)), args...), from, p.Limit)
+	}
 	args = append(args, p.Limit)
 	var n int64
+	var ids []any
 	err := s.d.do(ctx, "claim", false, func() error {
-		n = 0
+		n, ids = 0, nil
 		return s.d.readCommittedTx(ctx, func(q querier) error {
-			ids, err := queryIDs(ctx, q, s.skipSelect, args)
-			if err != nil || len(ids) == 0 {
-				return err
+			var err error
+			if ok {
+				query := s.skipSelectFrom
+				if s.noHint.Load() {
+					query = s.skipNoHintFrom
+				}
+				ids, err = queryIDs(ctx, q, query, fromArgs)
+				if isErrNumber(err, errKeyDoesNotExist) && !s.noHint.Load() {
+					s.noHint.Store(true)
+					ids, err = queryIDs(ctx, q, s.skipNoHintFrom, fromArgs)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			if len(ids) < p.Limit {
+				if ids, err = queryIDs(ctx, q, s.skipSelect, args); err != nil || len(ids) == 0 {
+					return err
+				}
 			}
 			upd := fmt.Sprintf("UPDATE %s SET %s WHERE %s = %s AND %s IN (%s)",
 				s.table, s.claimSet, s.status, s.pending, s.id, sqlb.Placeholders(len(ids), 0, false))
@@ -225,6 +312,13 @@ func (s *claimStore) markSkipLocked(ctx context.Context, p *dialect.ClaimParams)
 			return err
 		})
 	})
+	if err == nil && n == int64(p.Limit) && len(ids) > 0 {
+		if last, isInt := ids[len(ids)-1].(int64); isInt {
+			s.cursor.advance(last)
+		}
+	} else if err == nil {
+		s.cursor.reset()
+	}
 	return n, err
 }
 

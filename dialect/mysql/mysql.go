@@ -175,7 +175,10 @@ func setIsolationParam(cfg *gomysql.Config, name string) {
 
 // Open connects to dsn (go-sql-driver/mysql syntax) once to read the server
 // version, then returns a *sql.DB whose every pooled connection runs in READ
-// COMMITTED (see [ConfigureDSN]). Errors parsing dsn wrap
+// COMMITTED (see [ConfigureDSN]) and interpolates statement arguments on the
+// client (interpolateParams=true: one round trip per statement instead of
+// three; left off for the multibyte character sets where the driver forbids
+// it). Errors parsing dsn wrap
 // [dialect.ErrInvalidConfig].
 func Open(ctx context.Context, dsn string) (*sql.DB, error) {
 	cfg, err := gomysql.ParseDSN(dsn)
@@ -194,6 +197,17 @@ func Open(ctx context.Context, dsn string) (*sql.DB, error) {
 		return nil, fmt.Errorf("mysql: open: read version: %w", err)
 	}
 	name := ParseVersion(raw, comment).IsolationVariable()
+	// Interpolate arguments client-side: a statement with arguments is then
+	// one round trip instead of three (prepare, execute, close). The driver
+	// escapes values for the connection's character set and refuses the
+	// multibyte sets where that is unsafe (BIG5, CP932, GB2312, GBK, SJIS):
+	// with one of those, keep server-side prepared statements.
+	if c := cfg.Clone(); !c.InterpolateParams {
+		c.InterpolateParams = true
+		if _, err := gomysql.NewConnector(c); err == nil {
+			cfg = c
+		}
+	}
 	for try := 0; ; try++ {
 		c := cfg.Clone()
 		setIsolationParam(c, name)

@@ -275,17 +275,6 @@ func (s *claimStore) keys(ids []any) (any, []any, error) {
 	return out, norm, nil
 }
 
-// scanKey returns a fresh destination for a key column and a function that
-// reads it back in normalised form.
-func (s *claimStore) scanKey() (any, func() any) {
-	if s.spec.IDKind == dialect.IDText {
-		var v string
-		return &v, func() any { return v }
-	}
-	var v int64
-	return &v, func() any { return v }
-}
-
 func (s *claimStore) checkAck(p *dialect.AckParams) error {
 	if p.Token == "" {
 		return fmt.Errorf("%w: postgres: ack: empty token", dialect.ErrInvalidConfig)
@@ -341,18 +330,16 @@ func (s *claimStore) Ack(ctx context.Context, p *dialect.AckParams) (dialect.Ack
 	if err := s.checkAck(p); err != nil {
 		return res, err
 	}
-	arr, norm, err := s.keys(p.IDs)
+	arr, _, err := s.keys(p.IDs)
 	if err != nil {
 		return res, err
 	}
-	idx := make(map[any]int, len(norm))
-	for i, k := range norm {
-		idx[k] = i
-	}
+	idx := newKeyIndex(arr)
 	versioned := p.Versions != nil && p.Outcome == dialect.OutcomeDone
+	got := make([]bool, len(p.IDs))
 	err = s.d.retry.Do(ctx, "ack", func() error {
 		res = dialect.AckResult{}
-		got := make(map[int]bool, len(p.IDs))
+		clear(got)
 		if versioned {
 			return s.d.inTx(ctx, func(tx querier) error {
 				err := s.collect(ctx, tx, s.ackVersionDone, []any{p.Token, arr, p.Versions}, idx, false, func(i int, _ bool) {
@@ -365,7 +352,7 @@ func (s *claimStore) Ack(ctx context.Context, p *dialect.AckParams) (dialect.Ack
 					got[i] = true
 					res.Requeued = append(res.Requeued, i)
 				})
-				res.Lost = sqlb.Missing(len(p.IDs), got)
+				res.Lost = missing(got)
 				return err
 			})
 		}
@@ -378,7 +365,7 @@ func (s *claimStore) Ack(ctx context.Context, p *dialect.AckParams) (dialect.Ack
 		if err != nil {
 			return interpretError(err)
 		}
-		res.Lost = sqlb.Missing(len(p.IDs), got)
+		res.Lost = missing(got)
 		return nil
 	})
 	if err != nil {
@@ -390,28 +377,73 @@ func (s *claimStore) Ack(ctx context.Context, p *dialect.AckParams) (dialect.Ack
 // collect runs q, which returns a key per row (followed by a boolean
 // "parked" flag when flagged), and calls fn with the index of each key that
 // is one of the caller's ids.
-func (s *claimStore) collect(ctx context.Context, db querier, q string, args []any, idx map[any]int, flagged bool, fn func(i int, parked bool)) error {
+func (s *claimStore) collect(ctx context.Context, db querier, q string, args []any, idx keyIndex, flagged bool, fn func(i int, parked bool)) error {
 	r, err := db.query(ctx, q, args...)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
+	var iv int64
+	var sv string
+	var parked bool
+	dest := make([]any, 1, 2)
+	if idx.strs != nil {
+		dest[0] = &sv
+	} else {
+		dest[0] = &iv
+	}
+	if flagged {
+		dest = append(dest, &parked)
+	}
 	for r.Next() {
-		dest, val := s.scanKey()
-		var parked bool
-		if flagged {
-			err = r.Scan(dest, &parked)
-		} else {
-			err = r.Scan(dest)
-		}
-		if err != nil {
+		parked = false
+		if err := r.Scan(dest...); err != nil {
 			return err
 		}
-		if i, ok := idx[val()]; ok {
+		i, ok := idx.ints[iv]
+		if idx.strs != nil {
+			i, ok = idx.strs[sv]
+		}
+		if ok {
 			fn(i, parked)
 		}
 	}
 	return r.Err()
+}
+
+// keyIndex maps an ack's keys (as converted by keys) to their positions.
+type keyIndex struct {
+	ints map[int64]int
+	strs map[string]int
+}
+
+func newKeyIndex(arr any) keyIndex {
+	switch a := arr.(type) {
+	case []string:
+		m := make(map[string]int, len(a))
+		for i, k := range a {
+			m[k] = i
+		}
+		return keyIndex{strs: m}
+	case []int64:
+		m := make(map[int64]int, len(a))
+		for i, k := range a {
+			m[k] = i
+		}
+		return keyIndex{ints: m}
+	}
+	return keyIndex{ints: map[int64]int{}}
+}
+
+// missing returns the positions not marked in got, in order.
+func missing(got []bool) []int {
+	var out []int
+	for i, ok := range got {
+		if !ok {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // Heartbeat implements [dialect.ClaimStore].

@@ -142,41 +142,67 @@ func (s *claimStore) Ack(ctx context.Context, p *dialect.AckParams) (dialect.Ack
 	if err := s.checkAck(p); err != nil {
 		return res, err
 	}
-	idx := sqlb.IndexOf(p.IDs)
 	in := sqlb.Placeholders(len(p.IDs), 0, false)
+	if p.Versions != nil && p.Outcome == dialect.OutcomeDone {
+		idx := sqlb.IndexOf(p.IDs)
+		err := s.d.retry.Do(ctx, "ack", func() error {
+			res = dialect.AckResult{}
+			return s.d.immediate(ctx, func(c *sql.Conn) error { return s.ackVersioned(ctx, c, p, idx, &res) })
+		})
+		if err != nil {
+			return dialect.AckResult{}, fmt.Errorf("sqlite: ack: %w", err)
+		}
+		return res, nil
+	}
+	set, statusCol := s.outcomeSet(p)
+	// Only a retry with MaxAttempts can park a row: only then is the new
+	// status worth returning.
+	parking := p.Outcome == dialect.OutcomeRetry && s.failed != ""
+	ret := s.id
+	if parking {
+		ret += ", " + statusCol
+	}
+	q := fmt.Sprintf("UPDATE %s SET %s WHERE %s = ? AND %s IN (%s) RETURNING %s", s.table, set, s.token, s.id, in, ret)
+	args := make([]any, 0, 1+len(p.IDs))
+	args = append(args, p.Token)
+	args = append(args, p.IDs...)
+	keys := newKeyIndex(p.IDs)
+	got := make([]bool, len(p.IDs))
 	err := s.d.retry.Do(ctx, "ack", func() error {
 		res = dialect.AckResult{}
-		if p.Versions != nil && p.Outcome == dialect.OutcomeDone {
-			return s.d.immediate(ctx, func(c *sql.Conn) error { return s.ackVersioned(ctx, c, p, idx, &res) })
-		}
-		set, statusCol := s.outcomeSet(p)
-		q := fmt.Sprintf("UPDATE %s SET %s WHERE %s = ? AND %s IN (%s) RETURNING %s, %s",
-			s.table, set, s.token, s.id, in, s.id, statusCol)
-		args := append([]any{p.Token}, p.IDs...)
-		got := make(map[int]bool, len(p.IDs))
+		clear(got)
 		rows, err := s.d.db.QueryContext(ctx, q, args...)
 		if err != nil {
 			return interpretError(err)
 		}
 		defer rows.Close()
+		var id any
+		var st any
+		dest := []any{&id}
+		if parking {
+			dest = append(dest, &st)
+		}
 		for rows.Next() {
-			var id, st any
-			if err := rows.Scan(&id, &st); err != nil {
+			if err := rows.Scan(dest...); err != nil {
 				return err
 			}
-			i, ok := idx[sqlb.Key(id)]
+			i, ok := keys.find(id)
 			if !ok {
 				continue
 			}
 			got[i] = true
-			if p.Outcome == dialect.OutcomeRetry && s.failed != "" && fmt.Sprint(sqlb.Key(st)) == s.spec.Failed.String() {
+			if parking && fmt.Sprint(sqlb.Key(st)) == s.spec.Failed.String() {
 				res.Parked = append(res.Parked, i)
 			}
 		}
 		if err := rows.Err(); err != nil {
 			return interpretError(err)
 		}
-		res.Lost = sqlb.Missing(len(p.IDs), got)
+		for i, ok := range got {
+			if !ok {
+				res.Lost = append(res.Lost, i)
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -426,4 +452,36 @@ func (s *claimStore) MissingIndexes(ctx context.Context) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// keyIndex finds a scanned key's position among an ack's keys. Integer keys
+// (the common case) are looked up without boxing.
+type keyIndex struct {
+	ints map[int64]int
+	any  map[any]int
+}
+
+func newKeyIndex(ids []any) keyIndex {
+	ints := make(map[int64]int, len(ids))
+	for i, id := range ids {
+		k, ok := sqlb.Key(id).(int64)
+		if !ok {
+			return keyIndex{any: sqlb.IndexOf(ids)}
+		}
+		ints[k] = i
+	}
+	return keyIndex{ints: ints}
+}
+
+func (x keyIndex) find(id any) (int, bool) {
+	if x.ints != nil {
+		k, ok := id.(int64)
+		if !ok {
+			return 0, false
+		}
+		i, ok := x.ints[k]
+		return i, ok
+	}
+	i, ok := x.any[sqlb.Key(id)]
+	return i, ok
 }

@@ -29,6 +29,7 @@ const (
 	measurePerRow   = "claim+ack-per-row" // claim, then one Ack statement per row
 	measureLarge    = "large"             // claim latency, large vs small table
 	benchTable      = "claimbench_jobs"
+	smallTable      = "claimbench_jobs_small" // the small table of -large
 	benchTask       = 1
 	insertChunkRows = 1000
 )
@@ -211,9 +212,12 @@ func strategySuffix(s string) string {
 }
 
 // config is the claimer configuration of the bench table.
-func (b *bench) config(s dialect.Strategy) claim.Config {
+func (b *bench) config(s dialect.Strategy) claim.Config { return b.configFor(benchTable, s) }
+
+// configFor is the claimer configuration of a bench table.
+func (b *bench) configFor(table string, s dialect.Strategy) claim.Config {
 	return claim.Config{
-		Table: benchTable, Scope: []claim.Cond{{Column: "task_id", Value: benchTask}},
+		Table: table, Scope: []claim.Cond{{Column: "task_id", Value: benchTask}},
 		AttemptsColumn: "attempts", BatchSize: b.o.batch, Strategy: s,
 		AckDelay: time.Second,
 	}
@@ -222,12 +226,17 @@ func (b *bench) config(s dialect.Strategy) claim.Config {
 // fixture drops and recreates the bench table with the recommended indexes
 // and loads rows: row i belongs to task(i). It returns the smallest key.
 func (b *bench) fixture(ctx context.Context, rows int, task func(i int) int) (int64, error) {
-	cfg := b.config(dialect.StrategyAuto)
+	return b.fixtureTable(ctx, benchTable, rows, task)
+}
+
+// fixtureTable is fixture on the named table.
+func (b *bench) fixtureTable(ctx context.Context, table string, rows int, task func(i int) int) (int64, error) {
+	cfg := b.configFor(table, dialect.StrategyAuto)
 	spec, _, err := cfg.ClaimTable()
 	if err != nil {
 		return 0, err
 	}
-	if _, err := b.sql.ExecContext(ctx, "DROP TABLE IF EXISTS "+b.db.Q(benchTable)); err != nil {
+	if _, err := b.sql.ExecContext(ctx, "DROP TABLE IF EXISTS "+b.db.Q(table)); err != nil {
 		return 0, err
 	}
 	ddl, err := b.d.CreateTableDDL(dialect.ClaimTableDef(spec))
@@ -258,7 +267,7 @@ func (b *bench) fixture(ctx context.Context, rows int, task func(i int) int) (in
 			for i := range vals {
 				vals[i] = "(" + b.db.Ph(i+1) + ")"
 			}
-			stmt = fmt.Sprintf("INSERT INTO %s (%s) VALUES %s", b.db.Q(benchTable), b.db.Q("task_id"), strings.Join(vals, ", "))
+			stmt = fmt.Sprintf("INSERT INTO %s (%s) VALUES %s", b.db.Q(table), b.db.Q("task_id"), strings.Join(vals, ", "))
 			stmtRows = n
 		}
 		args := make([]any, n)
@@ -272,15 +281,15 @@ func (b *bench) fixture(ctx context.Context, rows int, task func(i int) int) (in
 	if err := tx.Commit(); err != nil {
 		return 0, err
 	}
-	analyze := "ANALYZE " + b.db.Q(benchTable)
+	analyze := "ANALYZE " + b.db.Q(table)
 	if b.db.Driver == "mysql" {
-		analyze = "ANALYZE TABLE " + b.db.Q(benchTable)
+		analyze = "ANALYZE TABLE " + b.db.Q(table)
 	}
 	if _, err := b.sql.ExecContext(ctx, analyze); err != nil {
 		return 0, err
 	}
 	var first int64
-	err = b.sql.QueryRowContext(ctx, "SELECT MIN("+b.db.Q("id")+") FROM "+b.db.Q(benchTable)).Scan(&first)
+	err = b.sql.QueryRowContext(ctx, "SELECT MIN("+b.db.Q("id")+") FROM "+b.db.Q(table)).Scan(&first)
 	return first, err
 }
 
@@ -494,57 +503,80 @@ func quantile(ds []time.Duration, q float64) float64 {
 
 // largeCompare measures single-worker claim+ack latency of the same task
 // (taskRows rows) in a table of smallRows and one of largeRows rows, the
-// other rows belonging to many other pending tasks.
+// other rows belonging to many other pending tasks. Batches alternate
+// between the two tables, so a load change on the machine hits both alike.
 func (b *bench) largeCompare(ctx context.Context) (result, error) {
 	s := dialect.StrategyAuto
 	r := b.base(measureLarge, 1, b.o.taskRows)
 	r.SmallRows, r.LargeRows = b.o.smallRows, b.o.largeRows
-	var err error
-	if r.SmallP50ms, err = b.taskLatency(ctx, s, b.o.smallRows); err != nil {
+	small, err := b.taskClaimer(ctx, smallTable, s, b.o.smallRows)
+	if err != nil {
 		return r, err
 	}
-	if r.LargeP50ms, err = b.taskLatency(ctx, s, b.o.largeRows); err != nil {
+	defer b.sql.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+b.db.Q(smallTable))
+	large, err := b.taskClaimer(ctx, benchTable, s, b.o.largeRows)
+	if err != nil {
 		return r, err
 	}
+	var latSmall, latLarge []time.Duration
+	for doneSmall, doneLarge := false, false; !doneSmall || !doneLarge; {
+		if !doneSmall {
+			if doneSmall, err = claimAck(ctx, small, &latSmall); err != nil {
+				return r, err
+			}
+		}
+		if !doneLarge {
+			if doneLarge, err = claimAck(ctx, large, &latLarge); err != nil {
+				return r, err
+			}
+		}
+	}
+	if len(latSmall) == 0 || len(latLarge) == 0 {
+		return r, errors.New("the task had no rows")
+	}
+	r.SmallP50ms, r.LargeP50ms = quantile(latSmall, 0.5), quantile(latLarge, 0.5)
 	if r.SmallP50ms > 0 {
 		r.SizeRatio = r.LargeP50ms / r.SmallP50ms
 	}
-	r.Strategy = b.caps.PreferredStrategy.String()
+	r.Strategy = b.caps.PreferredStrategy.String() + "/" + b.o.largeLayout
 	return r, nil
 }
 
-func (b *bench) taskLatency(ctx context.Context, s dialect.Strategy, rows int) (float64, error) {
-	every := rows / b.o.taskRows
+// claimAck claims one batch and acks it, appending its latency to lat, and
+// reports whether the claim came back empty.
+func claimAck(ctx context.Context, c *claim.Claimer[struct{}], lat *[]time.Duration) (bool, error) {
+	t0 := time.Now()
+	batch, err := c.Claim(ctx)
+	if err != nil || batch.Len() == 0 {
+		return true, err
+	}
+	if err := batch.AckAll(ctx); err != nil {
+		return true, err
+	}
+	*lat = append(*lat, time.Since(t0))
+	return false, nil
+}
+
+// taskClaimer loads table with rows rows, taskRows of them in the claimed
+// task (see -large-layout), and returns a claimer of that task.
+func (b *bench) taskClaimer(ctx context.Context, table string, s dialect.Strategy, rows int) (*claim.Claimer[struct{}], error) {
+	// clustered: the task's rows are every (smallRows/taskRows)th row of the
+	// table's last smallRows rows, the same spacing in both tables, so only
+	// the table's size differs. spread: they are spaced evenly through the
+	// whole table, so in the large table every claimed row sits on its own
+	// page and the comparison measures locality as well as size.
+	every, start := b.o.smallRows/b.o.taskRows, rows-b.o.smallRows
+	if b.o.largeLayout == layoutSpread {
+		every, start = rows/b.o.taskRows, 0
+	}
 	task := func(i int) int {
-		if i%every == 0 && i/every < b.o.taskRows {
+		if j := i - start; j >= 0 && j%every == 0 && j/every < b.o.taskRows {
 			return benchTask
 		}
 		return 2 + i%997
 	}
-	if _, err := b.fixture(ctx, rows, task); err != nil {
-		return 0, err
+	if _, err := b.fixtureTable(ctx, table, rows, task); err != nil {
+		return nil, err
 	}
-	c, err := claim.New[struct{}](b.d, b.config(s), nil)
-	if err != nil {
-		return 0, err
-	}
-	var lat []time.Duration
-	for {
-		t0 := time.Now()
-		batch, err := c.Claim(ctx)
-		if err != nil {
-			return 0, err
-		}
-		if batch.Len() == 0 {
-			break
-		}
-		if err := batch.AckAll(ctx); err != nil {
-			return 0, err
-		}
-		lat = append(lat, time.Since(t0))
-	}
-	if len(lat) == 0 {
-		return 0, errors.New("the task had no rows")
-	}
-	return quantile(lat, 0.5), nil
+	return claim.New[struct{}](b.d, b.configFor(table, s), nil)
 }

@@ -36,7 +36,14 @@ type options struct {
 	smallRows   int
 	taskRows    int
 	mysqlRR     bool
+	largeLayout string
 }
+
+// The -large-layout values.
+const (
+	layoutClustered = "clustered"
+	layoutSpread    = "spread"
+)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -78,6 +85,7 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	fs.IntVar(&o.largeRows, "large-rows", 1_000_000, "rows of the large table (-large)")
 	fs.IntVar(&o.smallRows, "small-rows", 10_000, "rows of the small table (-large)")
 	fs.IntVar(&o.taskRows, "task-rows", 2_000, "rows of the claimed task in both tables (-large)")
+	fs.StringVar(&o.largeLayout, "large-layout", layoutClustered, "-large: where the claimed task's rows sit: clustered (same spacing in both tables, at the end) or spread (evenly through the whole table)")
 	fs.BoolVar(&o.mysqlRR, "mysql-repeatable-read", false, "mysql: keep the server's default session isolation instead of READ COMMITTED sessions")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -94,6 +102,9 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	}
 	if o.taskRows > o.smallRows {
 		return nil, fmt.Errorf("-task-rows %d exceeds -small-rows %d", o.taskRows, o.smallRows)
+	}
+	if o.largeLayout != layoutClustered && o.largeLayout != layoutSpread {
+		return nil, fmt.Errorf("-large-layout: unknown %q", o.largeLayout)
 	}
 	switch o.strategyArg {
 	case "auto":

@@ -61,7 +61,24 @@ func TestRunTextOutputAndBadFlags(t *testing.T) {
 	require.Contains(t, text, "overlaps 0  missing 0  duplicates 0")
 	require.NotContains(t, text, measurePerRow)
 
-	for _, bad := range [][]string{{"-workers", "0"}, {"-strategy", "nope"}, {"-batch", "-1"}, {"-driver", "oracle"}} {
+	for _, bad := range [][]string{{"-workers", "0"}, {"-strategy", "nope"}, {"-batch", "-1"}, {"-driver", "oracle"}, {"-large-layout", "diagonal"}} {
 		require.Error(t, run(context.Background(), bad, &out, &errOut), "%v", bad)
 	}
+}
+
+func TestLargeSpreadLayout(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{
+		"-driver", "sqlite", "-workers", "1", "-batch", "7", "-rows", "20", "-perrow-rows", "0", "-strategy", "auto",
+		"-json", "-large", "-large-layout", "spread", "-small-rows", "100", "-large-rows", "1000", "-task-rows", "30",
+	}, &out, &errOut)
+	require.NoError(t, err, errOut.String())
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var r result
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &r))
+	require.Equal(t, measureLarge, r.Measure)
+	require.Equal(t, "token-update/spread", r.Strategy)
+	require.Positive(t, r.SmallP50ms)
+	require.Positive(t, r.LargeP50ms)
 }
