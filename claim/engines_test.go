@@ -8,15 +8,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/postgres"
-	"github.com/claimlock/claimlock/dialect/sqlite"
 	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/testengine"
 )
 
 // env is one engine connection under test: the dialect, plus a plain
@@ -37,72 +34,24 @@ type engine struct {
 }
 
 var engines = []engine{
-	{"sqlite", func(t testing.TB) string { return dbtest.SQLitePath(t) }},
-	{"postgres-pgxpool", func(t testing.TB) string { return dbtest.PostgresDSN(t) }},
-	{"postgres-stdlib", func(t testing.TB) string { return dbtest.PostgresDSN(t) }},
+	{testengine.SQLite, func(t testing.TB) string { return dbtest.SQLitePath(t) }},
+	{testengine.Postgres, func(t testing.TB) string { return dbtest.PostgresDSN(t) }},
+	{testengine.PostgresStdlib, func(t testing.TB) string { return dbtest.PostgresDSN(t) }},
+	{testengine.MySQL, func(t testing.TB) string { return dbtest.MySQLDSN(t) }},
 }
-
-// extraOpeners lets other files add engines (MariaDB) by kind.
-var extraOpeners = map[string]func(ctx context.Context, dsn string, opts dialect.Options) (dialect.Dialect, *sql.DB, func(), error){}
 
 // openDSN opens kind at dsn; the parent test and the child processes of the
 // multi-process tests both use it.
 func openDSN(ctx context.Context, kind, dsn string, opts dialect.Options) (*env, func(), error) {
-	e := &env{kind: kind, dsn: dsn}
-	switch kind {
-	case "sqlite":
-		db, err := sqlite.Open(dsn)
-		if err != nil {
-			return nil, nil, err
-		}
-		db.SetMaxOpenConns(8)
-		d, err := sqlite.New(ctx, db, opts)
-		if err != nil {
-			db.Close()
-			return nil, nil, err
-		}
-		e.d, e.raw = d, db
-		return e, func() { db.Close() }, nil
-	case "postgres-pgxpool":
-		cfg, err := pgxpool.ParseConfig(dsn)
-		if err != nil {
-			return nil, nil, err
-		}
-		cfg.MaxConns = 24
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			return nil, nil, err
-		}
-		d, err := postgres.New(ctx, pool, opts)
-		if err != nil {
-			pool.Close()
-			return nil, nil, err
-		}
-		raw := stdlib.OpenDBFromPool(pool)
-		e.d, e.raw, e.dollar = d, raw, true
-		return e, func() { raw.Close(); pool.Close() }, nil
-	case "postgres-stdlib":
-		db, err := sql.Open("pgx", dsn)
-		if err != nil {
-			return nil, nil, err
-		}
-		d, err := postgres.NewStdlib(ctx, db, opts)
-		if err != nil {
-			db.Close()
-			return nil, nil, err
-		}
-		e.d, e.raw, e.dollar = d, db, true
-		return e, func() { db.Close() }, nil
+	max := 24
+	if kind == testengine.SQLite {
+		max = 8
 	}
-	if open, ok := extraOpeners[kind]; ok {
-		d, raw, closeFn, err := open(ctx, dsn, opts)
-		if err != nil {
-			return nil, nil, err
-		}
-		e.d, e.raw = d, raw
-		return e, closeFn, nil
+	c, closeFn, err := testengine.Connect(ctx, kind, dsn, max, opts)
+	if err != nil {
+		return nil, nil, err
 	}
-	return nil, nil, fmt.Errorf("unknown engine %q", kind)
+	return &env{kind: kind, dsn: dsn, d: c.Dialect, raw: c.DB, dollar: c.Dollar}, closeFn, nil
 }
 
 func open(t testing.TB, en engine) *env {

@@ -30,7 +30,7 @@ var engines = func() []engine {
 			name: e.Name,
 			dsn:  e.DSN,
 			connect: func(ctx context.Context, dsn string) (dialect.Dialect, func(), error) {
-				c, closeFn, err := testengine.Connect(ctx, e.Name, dsn, 0)
+				c, closeFn, err := testengine.Connect(ctx, e.Name, dsn, 0, dialect.Options{})
 				if err != nil {
 					return nil, nil, err
 				}

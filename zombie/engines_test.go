@@ -43,7 +43,7 @@ var engines = func() []engine {
 // openDSN opens kind at dsn; the parent test and the child processes of the
 // multi-process test both use it.
 func openDSN(ctx context.Context, kind, dsn string) (*env, func(), error) {
-	c, closeFn, err := testengine.Connect(ctx, kind, dsn, 24)
+	c, closeFn, err := testengine.Connect(ctx, kind, dsn, 24, dialect.Options{})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -72,7 +72,7 @@ type db struct {
 
 // open connects to driver at dsn.
 func open(ctx context.Context, driver, dsn string) (*db, error) {
-	c, closeFn, err := testengine.Connect(ctx, driver, dsn, 0)
+	c, closeFn, err := testengine.Connect(ctx, driver, dsn, 0, dialect.Options{})
 	if err != nil {
 		return nil, err
 	}

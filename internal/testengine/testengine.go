@@ -20,11 +20,14 @@ import (
 	"github.com/claimlock/claimlock/internal/dbtest"
 )
 
-// Engine names.
+// Engine names. PostgresStdlib is PostgreSQL through database/sql and
+// pgx's stdlib driver (postgres.NewStdlib); it is not in [All], for suites
+// that want both PostgreSQL paths.
 const (
-	SQLite   = "sqlite"
-	Postgres = "postgres"
-	MySQL    = "mysql"
+	SQLite         = "sqlite"
+	Postgres       = "postgres"
+	PostgresStdlib = "postgres-stdlib"
+	MySQL          = "mysql"
 )
 
 // Engine is one database engine the suites run on.
@@ -66,9 +69,10 @@ type Conn struct {
 }
 
 // Connect opens engine name at dsn with at most maxConns connections (0
-// keeps the driver's default). PostgreSQL goes through pgxpool (the native
-// path) and MySQL/MariaDB through mysql.Open (READ COMMITTED sessions).
-func Connect(ctx context.Context, name, dsn string, maxConns int) (*Conn, func(), error) {
+// keeps the driver's default) and the dialect options opts. PostgreSQL goes
+// through pgxpool (the native path) or, for PostgresStdlib, database/sql;
+// MySQL/MariaDB through mysql.Open (READ COMMITTED sessions).
+func Connect(ctx context.Context, name, dsn string, maxConns int, opts dialect.Options) (*Conn, func(), error) {
 	c := &Conn{Engine: name, DSN: dsn}
 	switch name {
 	case SQLite:
@@ -79,7 +83,7 @@ func Connect(ctx context.Context, name, dsn string, maxConns int) (*Conn, func()
 		if maxConns > 0 {
 			db.SetMaxOpenConns(maxConns)
 		}
-		d, err := sqlite.New(ctx, db, dialect.Options{})
+		d, err := sqlite.New(ctx, db, opts)
 		if err != nil {
 			db.Close()
 			return nil, nil, err
@@ -98,7 +102,7 @@ func Connect(ctx context.Context, name, dsn string, maxConns int) (*Conn, func()
 		if err != nil {
 			return nil, nil, err
 		}
-		d, err := postgres.New(ctx, pool, dialect.Options{})
+		d, err := postgres.New(ctx, pool, opts)
 		if err != nil {
 			pool.Close()
 			return nil, nil, err
@@ -106,6 +110,21 @@ func Connect(ctx context.Context, name, dsn string, maxConns int) (*Conn, func()
 		raw := stdlib.OpenDBFromPool(pool)
 		c.Dialect, c.DB, c.Dollar = d, raw, true
 		return c, func() { raw.Close(); pool.Close() }, nil
+	case PostgresStdlib:
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			return nil, nil, err
+		}
+		if maxConns > 0 {
+			db.SetMaxOpenConns(maxConns)
+		}
+		d, err := postgres.NewStdlib(ctx, db, opts)
+		if err != nil {
+			db.Close()
+			return nil, nil, err
+		}
+		c.Dialect, c.DB, c.Dollar = d, db, true
+		return c, func() { db.Close() }, nil
 	case MySQL:
 		db, err := mysql.Open(ctx, dsn)
 		if err != nil {
@@ -115,7 +134,7 @@ func Connect(ctx context.Context, name, dsn string, maxConns int) (*Conn, func()
 			db.SetMaxOpenConns(maxConns)
 			db.SetMaxIdleConns(maxConns)
 		}
-		d, err := mysql.New(ctx, db, dialect.Options{})
+		d, err := mysql.New(ctx, db, opts)
 		if err != nil {
 			db.Close()
 			return nil, nil, err
@@ -130,7 +149,7 @@ func Connect(ctx context.Context, name, dsn string, maxConns int) (*Conn, func()
 // closed when the test ends.
 func Open(t testing.TB, e Engine, maxConns int) *Conn {
 	t.Helper()
-	c, closeFn, err := Connect(context.Background(), e.Name, e.DSN(t), maxConns)
+	c, closeFn, err := Connect(context.Background(), e.Name, e.DSN(t), maxConns, dialect.Options{})
 	require.NoError(t, err)
 	t.Cleanup(closeFn)
 	return c
