@@ -157,7 +157,7 @@ func (b *bench) run(ctx context.Context) error {
 				continue
 			}
 			for _, s := range v.list {
-				r, err := b.library(ctx, v.measure, s, w, v.rows)
+				r, err := b.claimlockRun(ctx, v.measure, s, w, v.rows)
 				if err != nil {
 					return fmt.Errorf("%s %v, %d workers: %w", v.measure, s, w, err)
 				}
@@ -400,8 +400,8 @@ func (t *tracker) check() (missing, dups int) {
 	return missing, dups
 }
 
-// library claims and acks every row with the claimer, workers loops at once.
-func (b *bench) library(ctx context.Context, measure string, s dialect.Strategy, workers, rows int) (result, error) {
+// claimlockRun claims and acks every row with the claimer, workers loops at once.
+func (b *bench) claimlockRun(ctx context.Context, measure string, s dialect.Strategy, workers, rows int) (result, error) {
 	first, err := b.fixture(ctx, rows, allTask)
 	if err != nil {
 		return result{}, err
