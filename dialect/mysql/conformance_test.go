@@ -38,6 +38,7 @@ func TestConformanceReadCommitted(t *testing.T) {
 		Open: func(t *testing.T) (dialect.Dialect, *sql.DB) {
 			db, err := mysql.Open(context.Background(), dbtest.MySQLDSN(t))
 			require.NoError(t, err)
+			db.SetMaxIdleConns(32) // no connection churn in the contention cases
 			t.Cleanup(func() { db.Close() })
 			d, err := mysql.New(context.Background(), db, dialect.Options{})
 			require.NoError(t, err)

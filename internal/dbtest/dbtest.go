@@ -152,6 +152,7 @@ func Postgres(t testing.TB) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("pgx", PostgresDSN(t))
 	require.NoError(t, err)
+	keepIdle(db)
 	t.Cleanup(func() { db.Close() })
 	return db
 }
@@ -207,6 +208,14 @@ func MySQL(t testing.TB) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("mysql", MySQLDSN(t))
 	require.NoError(t, err)
+	keepIdle(db)
 	t.Cleanup(func() { db.Close() })
 	return db
 }
+
+// keepIdle raises database/sql's idle-connection limit (2 by default) so
+// that a contention test's goroutines reuse connections instead of opening
+// and closing one per statement: with every test package running at once,
+// that churn can make the server's accept queue overflow and connects time
+// out.
+func keepIdle(db *sql.DB) { db.SetMaxIdleConns(32) }

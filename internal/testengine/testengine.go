@@ -118,6 +118,7 @@ func Connect(ctx context.Context, name, dsn string, maxConns int, opts dialect.O
 		if maxConns > 0 {
 			db.SetMaxOpenConns(maxConns)
 		}
+		db.SetMaxIdleConns(max(maxConns, 32))
 		d, err := postgres.NewStdlib(ctx, db, opts)
 		if err != nil {
 			db.Close()
@@ -132,8 +133,8 @@ func Connect(ctx context.Context, name, dsn string, maxConns int, opts dialect.O
 		}
 		if maxConns > 0 {
 			db.SetMaxOpenConns(maxConns)
-			db.SetMaxIdleConns(maxConns)
 		}
+		db.SetMaxIdleConns(max(maxConns, 32))
 		d, err := mysql.New(ctx, db, opts)
 		if err != nil {
 			db.Close()
