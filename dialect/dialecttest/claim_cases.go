@@ -427,3 +427,47 @@ func testConcurrentClaims(t *testing.T, h Harness, s dialect.Strategy) {
 	}
 	t.Logf("%s: %d rows, %d workers, %d retries", s, rows, workers, f.d.Retries())
 }
+
+// testBadParams: every engine refuses the same bad call params before any
+// statement runs.
+func testBadParams(t *testing.T, h Harness) {
+	f := newFixture(t, h)
+	f.insert(1, 1)
+	ctx := ctxT(t)
+	s := f.d.Capabilities().PreferredStrategy
+	noScan := func(dialect.Scanner) error { return nil }
+	claims := []*dialect.ClaimParams{
+		{Token: "", Limit: 1, ScopeValues: []any{1}, Strategy: s},
+		{Token: "t", Limit: 0, ScopeValues: []any{1}, Strategy: s},
+		{Token: "t", Limit: 1, ScopeValues: nil, Strategy: s},
+		{Token: "t", Limit: 1, ScopeValues: []any{1, 2}, Strategy: s},
+	}
+	for i, p := range claims {
+		_, err := f.store.Claim(ctx, p, noScan)
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "claim case %d", i)
+	}
+	acks := []*dialect.AckParams{
+		{Token: "", IDs: []any{1}},
+		{Token: "t", IDs: []any{1}, Outcome: dialect.AckOutcome(9)},
+		{Token: "t", IDs: []any{1}, Outcome: dialect.OutcomeRetry, MaxAttempts: -1},
+		{Token: "t", IDs: []any{1, 2}, Versions: []int64{1}},
+	}
+	for i, p := range acks {
+		_, err := f.store.Ack(ctx, p)
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "ack case %d", i)
+	}
+	reaps := []*dialect.ReapParams{
+		{Timeout: time.Second, Limit: 1, MaxAttempts: -1},
+		{Timeout: time.Second, Limit: 1, ScopeValues: []any{1, 2}},
+	}
+	for i, p := range reaps {
+		_, err := f.store.Reap(ctx, p)
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "reap case %d", i)
+	}
+	_, err := f.store.Stats(ctx, []any{1, 2})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	rows := f.rows()
+	require.Len(t, rows, 1)
+	require.Equal(t, "PENDING", rows[0].Status, "nothing was written")
+	require.Zero(t, rows[0].Attempts)
+}

@@ -51,6 +51,7 @@ func Run(t *testing.T, h Harness) {
 		{"Capabilities", testCapabilities},
 		{"Identifiers", testIdentifiers},
 		{"BadSpecs", testBadSpecs},
+		{"BadParams", testBadParams},
 		{"Indexes", testIndexes},
 		{"VerifySchema", testVerifySchema},
 		{"Claim", perStrategy(testClaim)},

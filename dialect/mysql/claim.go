@@ -141,14 +141,8 @@ func (d *Dialect) ClaimStore(spec dialect.ClaimTable) (dialect.ClaimStore, error
 // with a broken connection may have marked rows under p.Token: they stay
 // processing until the token is released or the reaper returns them.
 func (s *claimStore) Claim(ctx context.Context, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error) {
-	if len(p.ScopeValues) != len(s.scope) {
-		return 0, fmt.Errorf("%w: mysql: claim: %d scope values for %d scope columns", dialect.ErrInvalidConfig, len(p.ScopeValues), len(s.scope))
-	}
-	if p.Limit <= 0 {
-		return 0, fmt.Errorf("%w: mysql: claim: limit must be positive", dialect.ErrInvalidConfig)
-	}
-	if p.Token == "" {
-		return 0, fmt.Errorf("%w: mysql: claim: empty token", dialect.ErrInvalidConfig)
+	if err := s.spec.CheckClaim(p); err != nil {
+		return 0, fmt.Errorf("mysql: claim: %w", err)
 	}
 	var marked int64
 	var err error
@@ -348,25 +342,6 @@ func key(v any) any {
 	return sqlb.Key(v)
 }
 
-func (s *claimStore) checkAck(p *dialect.AckParams) error {
-	if p.Token == "" {
-		return fmt.Errorf("%w: mysql: ack: empty token", dialect.ErrInvalidConfig)
-	}
-	if p.Versions != nil && (len(p.Versions) != len(p.IDs) || s.version == "") {
-		return fmt.Errorf("%w: mysql: ack: versions need a Version column and one version per id", dialect.ErrInvalidConfig)
-	}
-	if (p.Outcome == dialect.OutcomeFailed || p.Outcome == dialect.OutcomeRetry && p.MaxAttempts > 0) && s.failed == "" {
-		return fmt.Errorf("%w: mysql: ack: failing rows needs a Failed status", dialect.ErrInvalidConfig)
-	}
-	if p.Outcome == dialect.OutcomeRetry && p.MaxAttempts > 0 && s.attempts == "" {
-		return fmt.Errorf("%w: mysql: ack: MaxAttempts needs an Attempts column", dialect.ErrInvalidConfig)
-	}
-	if p.Outcome < dialect.OutcomeDone || p.Outcome > dialect.OutcomeRetry {
-		return fmt.Errorf("%w: mysql: ack: unknown outcome %d", dialect.ErrInvalidConfig, p.Outcome)
-	}
-	return nil
-}
-
 // Ack implements [dialect.ClaimStore]. Every path runs in a READ COMMITTED
 // transaction. When each row's fate does not depend on the row (no versions,
 // no MaxAttempts) it first tries one UPDATE ... WHERE token = ? AND key IN
@@ -381,8 +356,8 @@ func (s *claimStore) Ack(ctx context.Context, p *dialect.AckParams) (dialect.Ack
 	if len(p.IDs) == 0 {
 		return res, nil
 	}
-	if err := s.checkAck(p); err != nil {
-		return res, err
+	if err := s.spec.CheckAck(p); err != nil {
+		return res, fmt.Errorf("mysql: %w", err)
 	}
 	ids := make([]any, len(p.IDs))
 	for i, id := range p.IDs {
@@ -600,21 +575,12 @@ func (s *claimStore) Release(ctx context.Context, token string, ids []any) (int6
 // positive), then returning.
 func (s *claimStore) Reap(ctx context.Context, p *dialect.ReapParams) (dialect.ReapResult, error) {
 	var res dialect.ReapResult
-	if p.Timeout <= 0 || p.Limit <= 0 {
-		return res, fmt.Errorf("%w: mysql: reap: timeout and limit must be positive", dialect.ErrInvalidConfig)
-	}
-	if p.MaxAttempts < 0 {
-		return res, fmt.Errorf("%w: mysql: reap: negative MaxAttempts", dialect.ErrInvalidConfig)
-	}
-	if p.MaxAttempts > 0 && (s.attempts == "" || s.failed == "") {
-		return res, fmt.Errorf("%w: mysql: reap: MaxAttempts needs Attempts and Failed", dialect.ErrInvalidConfig)
+	if err := s.spec.CheckReap(p); err != nil {
+		return res, fmt.Errorf("mysql: %w", err)
 	}
 	scope := ""
 	var scopeArgs []any
 	if p.ScopeValues != nil {
-		if len(p.ScopeValues) != len(s.scope) {
-			return res, fmt.Errorf("%w: mysql: reap: %d scope values for %d scope columns", dialect.ErrInvalidConfig, len(p.ScopeValues), len(s.scope))
-		}
 		scope = sqlb.ScopeWhere(s.scope, 0, false, true)
 		scopeArgs = p.ScopeValues
 	}
@@ -659,8 +625,8 @@ func (s *claimStore) Stats(ctx context.Context, scopeValues []any) (dialect.Stat
 	var st dialect.Stats
 	q := s.statsAll
 	if scopeValues != nil {
-		if len(scopeValues) != len(s.scope) {
-			return st, fmt.Errorf("%w: mysql: stats: %d scope values for %d scope columns", dialect.ErrInvalidConfig, len(scopeValues), len(s.scope))
+		if err := s.spec.CheckScope(len(scopeValues)); err != nil {
+			return st, fmt.Errorf("mysql: stats: %w", err)
 		}
 		q = s.statsScope
 	}

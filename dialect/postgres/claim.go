@@ -148,22 +148,12 @@ func ageMicros(t string) string {
 	return fmt.Sprintf("GREATEST(CAST(EXTRACT(EPOCH FROM (now() - %s)) * 1000000 AS bigint), 0)", t)
 }
 
-func (s *claimStore) scopeErr(op string, n int) error {
-	return fmt.Errorf("%w: postgres: %s: %d scope values for %d scope columns", dialect.ErrInvalidConfig, op, n, len(s.scope))
-}
-
 // Claim implements [dialect.ClaimStore] with one statement: a materialized
 // CTE picks and locks the candidates (SKIP LOCKED, or waiting FOR UPDATE
 // under the token-update strategy), the outer UPDATE marks them.
 func (s *claimStore) Claim(ctx context.Context, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error) {
-	if len(p.ScopeValues) != len(s.scope) {
-		return 0, s.scopeErr("claim", len(p.ScopeValues))
-	}
-	if p.Limit <= 0 {
-		return 0, fmt.Errorf("%w: postgres: claim: limit must be positive, got %d", dialect.ErrInvalidConfig, p.Limit)
-	}
-	if p.Token == "" {
-		return 0, fmt.Errorf("%w: postgres: claim: empty token", dialect.ErrInvalidConfig)
+	if err := s.spec.CheckClaim(p); err != nil {
+		return 0, fmt.Errorf("postgres: claim: %w", err)
 	}
 	q := s.claimSkip
 	switch p.Strategy {
@@ -275,28 +265,6 @@ func (s *claimStore) keys(ids []any) (any, []any, error) {
 	return out, norm, nil
 }
 
-func (s *claimStore) checkAck(p *dialect.AckParams) error {
-	if p.Token == "" {
-		return fmt.Errorf("%w: postgres: ack: empty token", dialect.ErrInvalidConfig)
-	}
-	if p.Outcome < dialect.OutcomeDone || p.Outcome > dialect.OutcomeRetry {
-		return fmt.Errorf("%w: postgres: ack: unknown outcome %d", dialect.ErrInvalidConfig, p.Outcome)
-	}
-	if p.Versions != nil && (len(p.Versions) != len(p.IDs) || s.version == "") {
-		return fmt.Errorf("%w: postgres: ack: versions need a Version column and one version per id", dialect.ErrInvalidConfig)
-	}
-	if (p.Outcome == dialect.OutcomeFailed || p.Outcome == dialect.OutcomeRetry && p.MaxAttempts > 0) && s.failed == "" {
-		return fmt.Errorf("%w: postgres: ack: failing rows needs a Failed status", dialect.ErrInvalidConfig)
-	}
-	if p.Outcome == dialect.OutcomeRetry && p.MaxAttempts > 0 && s.attempts == "" {
-		return fmt.Errorf("%w: postgres: ack: MaxAttempts needs an Attempts column", dialect.ErrInvalidConfig)
-	}
-	if p.MaxAttempts < 0 {
-		return fmt.Errorf("%w: postgres: ack: negative MaxAttempts", dialect.ErrInvalidConfig)
-	}
-	return nil
-}
-
 // ackSQL returns the one-statement ack for a non-versioned outcome. It
 // returns each acked key and whether the row was parked as failed.
 func (s *claimStore) ackSQL(p *dialect.AckParams) string {
@@ -327,8 +295,8 @@ func (s *claimStore) Ack(ctx context.Context, p *dialect.AckParams) (dialect.Ack
 	if len(p.IDs) == 0 {
 		return res, nil
 	}
-	if err := s.checkAck(p); err != nil {
-		return res, err
+	if err := s.spec.CheckAck(p); err != nil {
+		return res, fmt.Errorf("postgres: %w", err)
 	}
 	arr, _, err := s.keys(p.IDs)
 	if err != nil {
@@ -491,21 +459,12 @@ func (s *claimStore) Release(ctx context.Context, token string, ids []any) (int6
 // first when MaxAttempts is set, then returning the rest to pending.
 func (s *claimStore) Reap(ctx context.Context, p *dialect.ReapParams) (dialect.ReapResult, error) {
 	var res dialect.ReapResult
-	if p.Timeout <= 0 || p.Limit <= 0 {
-		return res, fmt.Errorf("%w: postgres: reap: timeout and limit must be positive", dialect.ErrInvalidConfig)
-	}
-	if p.MaxAttempts < 0 {
-		return res, fmt.Errorf("%w: postgres: reap: negative MaxAttempts", dialect.ErrInvalidConfig)
-	}
-	if p.MaxAttempts > 0 && (s.attempts == "" || s.failed == "") {
-		return res, fmt.Errorf("%w: postgres: reap: MaxAttempts needs Attempts and Failed", dialect.ErrInvalidConfig)
+	if err := s.spec.CheckReap(p); err != nil {
+		return res, fmt.Errorf("postgres: %w", err)
 	}
 	scope := ""
 	var scopeArgs []any
 	if p.ScopeValues != nil {
-		if len(p.ScopeValues) != len(s.scope) {
-			return res, s.scopeErr("reap", len(p.ScopeValues))
-		}
 		scope = sqlb.ScopeWhere(s.scope, 3, true, true)
 		scopeArgs = p.ScopeValues
 	}
@@ -546,8 +505,8 @@ func (s *claimStore) Stats(ctx context.Context, scopeValues []any) (dialect.Stat
 	var st dialect.Stats
 	q, args := s.statsAll, []any(nil)
 	if scopeValues != nil {
-		if len(scopeValues) != len(s.scope) {
-			return st, s.scopeErr("stats", len(scopeValues))
+		if err := s.spec.CheckScope(len(scopeValues)); err != nil {
+			return st, fmt.Errorf("postgres: stats: %w", err)
 		}
 		q, args = s.statsScope, scopeValues
 	}

@@ -98,8 +98,8 @@ func (s *claimStore) Claim(ctx context.Context, p *dialect.ClaimParams, scan fun
 	if p.Strategy == dialect.StrategySkipLocked {
 		return 0, fmt.Errorf("sqlite: claim: %w", &notSupported{"SKIP LOCKED"})
 	}
-	if len(p.ScopeValues) != len(s.scope) {
-		return 0, fmt.Errorf("%w: sqlite: claim: %d scope values for %d scope columns", dialect.ErrInvalidConfig, len(p.ScopeValues), len(s.scope))
+	if err := s.spec.CheckClaim(p); err != nil {
+		return 0, fmt.Errorf("sqlite: claim: %w", err)
 	}
 	args := make([]any, 0, 2+len(p.ScopeValues))
 	args = append(args, p.Token)
@@ -139,8 +139,8 @@ func (s *claimStore) Ack(ctx context.Context, p *dialect.AckParams) (dialect.Ack
 	if len(p.IDs) == 0 {
 		return res, nil
 	}
-	if err := s.checkAck(p); err != nil {
-		return res, err
+	if err := s.spec.CheckAck(p); err != nil {
+		return res, fmt.Errorf("sqlite: %w", err)
 	}
 	in := sqlb.Placeholders(len(p.IDs), 0, false)
 	if p.Versions != nil && p.Outcome == dialect.OutcomeDone {
@@ -209,19 +209,6 @@ func (s *claimStore) Ack(ctx context.Context, p *dialect.AckParams) (dialect.Ack
 		return dialect.AckResult{}, fmt.Errorf("sqlite: ack: %w", err)
 	}
 	return res, nil
-}
-
-func (s *claimStore) checkAck(p *dialect.AckParams) error {
-	if p.Versions != nil && (len(p.Versions) != len(p.IDs) || s.version == "") {
-		return fmt.Errorf("%w: sqlite: ack: versions need a Version column and one version per id", dialect.ErrInvalidConfig)
-	}
-	if (p.Outcome == dialect.OutcomeFailed || p.Outcome == dialect.OutcomeRetry && p.MaxAttempts > 0) && s.failed == "" {
-		return fmt.Errorf("%w: sqlite: ack: failing rows needs a Failed status", dialect.ErrInvalidConfig)
-	}
-	if p.Outcome == dialect.OutcomeRetry && p.MaxAttempts > 0 && s.attempts == "" {
-		return fmt.Errorf("%w: sqlite: ack: MaxAttempts needs an Attempts column", dialect.ErrInvalidConfig)
-	}
-	return nil
 }
 
 // outcomeSet returns the SET list for an ack outcome and the expression to
@@ -339,18 +326,12 @@ func (s *claimStore) Release(ctx context.Context, token string, ids []any) (int6
 
 func (s *claimStore) Reap(ctx context.Context, p *dialect.ReapParams) (dialect.ReapResult, error) {
 	var res dialect.ReapResult
-	if p.Timeout <= 0 || p.Limit <= 0 {
-		return res, fmt.Errorf("%w: sqlite: reap: timeout and limit must be positive", dialect.ErrInvalidConfig)
-	}
-	if p.MaxAttempts > 0 && (s.attempts == "" || s.failed == "") {
-		return res, fmt.Errorf("%w: sqlite: reap: MaxAttempts needs Attempts and Failed", dialect.ErrInvalidConfig)
+	if err := s.spec.CheckReap(p); err != nil {
+		return res, fmt.Errorf("sqlite: %w", err)
 	}
 	scope := ""
 	var scopeArgs []any
 	if p.ScopeValues != nil {
-		if len(p.ScopeValues) != len(s.scope) {
-			return res, fmt.Errorf("%w: sqlite: reap: %d scope values for %d scope columns", dialect.ErrInvalidConfig, len(p.ScopeValues), len(s.scope))
-		}
 		scope = sqlb.ScopeWhere(s.scope, 0, false, true)
 		scopeArgs = p.ScopeValues
 	}
@@ -395,10 +376,10 @@ func (s *claimStore) Stats(ctx context.Context, scopeValues []any) (dialect.Stat
 	var st dialect.Stats
 	q, args := s.statsAll, scopeValues
 	if scopeValues != nil {
+		if err := s.spec.CheckScope(len(scopeValues)); err != nil {
+			return st, fmt.Errorf("sqlite: stats: %w", err)
+		}
 		q = s.statsScope
-	}
-	if scopeValues != nil && len(scopeValues) != len(s.scope) {
-		return st, fmt.Errorf("%w: sqlite: stats: %d scope values for %d scope columns", dialect.ErrInvalidConfig, len(scopeValues), len(s.scope))
 	}
 	var total int64
 	var oldProc, oldPend sql.NullInt64
