@@ -64,13 +64,7 @@ func open(t testing.TB, en engine) *env {
 }
 
 // strategies lists the strategies e's server supports.
-func strategies(e *env) []dialect.Strategy {
-	s := []dialect.Strategy{dialect.StrategyTokenUpdate}
-	if e.d.Capabilities().SkipLocked {
-		s = append(s, dialect.StrategySkipLocked)
-	}
-	return s
-}
+func strategies(e *env) []dialect.Strategy { return e.d.Capabilities().Strategies() }
 
 // forEach runs fn, in parallel subtests, on a fresh database of every engine
 // with every strategy that engine supports.

@@ -76,6 +76,16 @@ func (c Capabilities) Supports(s Strategy) bool {
 	return false
 }
 
+// Strategies lists the concrete strategies this server supports,
+// token-update first.
+func (c Capabilities) Strategies() []Strategy {
+	out := []Strategy{StrategyTokenUpdate}
+	if c.SkipLocked {
+		out = append(out, StrategySkipLocked)
+	}
+	return out
+}
+
 // Resolve turns [StrategyAuto] into the preferred strategy and checks that s
 // is supported, returning an error wrapping [ErrNotSupported] otherwise.
 func (c Capabilities) Resolve(s Strategy) (Strategy, error) {

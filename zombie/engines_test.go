@@ -59,13 +59,7 @@ func open(t testing.TB, en engine) *env {
 }
 
 // strategies lists the claim strategies e's server supports.
-func strategies(e *env) []dialect.Strategy {
-	s := []dialect.Strategy{dialect.StrategyTokenUpdate}
-	if e.d.Capabilities().SkipLocked {
-		s = append(s, dialect.StrategySkipLocked)
-	}
-	return s
-}
+func strategies(e *env) []dialect.Strategy { return e.d.Capabilities().Strategies() }
 
 // forEachEngine runs fn in a parallel subtest per engine.
 func forEachEngine(t *testing.T, fn func(t *testing.T, e *env)) {

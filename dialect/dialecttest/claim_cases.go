@@ -17,6 +17,8 @@ func testCapabilities(t *testing.T, h Harness) {
 	require.NotEmpty(t, c.Engine)
 	require.NotEmpty(t, c.Version)
 	require.True(t, c.Supports(c.PreferredStrategy), "preferred strategy %v unsupported", c.PreferredStrategy)
+	require.Contains(t, c.Strategies(), c.PreferredStrategy)
+	require.Equal(t, c.SkipLocked, len(c.Strategies()) == 2)
 	s, err := c.Resolve(dialect.StrategyAuto)
 	require.NoError(t, err)
 	require.Equal(t, c.PreferredStrategy, s)

@@ -89,11 +89,7 @@ type strategyTest func(t *testing.T, h Harness, s dialect.Strategy)
 func perStrategy(fn strategyTest) func(*testing.T, Harness) {
 	return func(t *testing.T, h Harness) {
 		d, _ := h.Open(t)
-		caps := d.Capabilities()
-		for _, s := range []dialect.Strategy{dialect.StrategyTokenUpdate, dialect.StrategySkipLocked} {
-			if !caps.Supports(s) {
-				continue
-			}
+		for _, s := range d.Capabilities().Strategies() {
 			t.Run(s.String(), func(t *testing.T) { fn(t, h, s) })
 		}
 	}
