@@ -212,7 +212,16 @@ func TestClaimRetriesLockTimeout(t *testing.T) {
 		_, ids := claimIDs(t, st, dialect.StrategyTokenUpdate, 1, 1)
 		done <- ids
 	}()
-	time.Sleep(300 * time.Millisecond)
+	// Hold the lock until the claim has hit lock_timeout and retried at
+	// least once (waiting on the retry counter, not on a fixed sleep that a
+	// loaded machine can outrun).
+	require.Eventually(t, func() bool { return d.Retries() > 0 }, 20*time.Second, 5*time.Millisecond,
+		"the claim never retried a lock timeout")
+	select {
+	case ids := <-done:
+		t.Fatalf("claim finished while the row was locked: %v", ids)
+	default:
+	}
 	require.NoError(t, tx.Rollback(ctx))
 	select {
 	case ids := <-done:
@@ -220,5 +229,4 @@ func TestClaimRetriesLockTimeout(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("claim did not finish")
 	}
-	require.Positive(t, d.Retries(), "the lock timeouts were retried")
 }
