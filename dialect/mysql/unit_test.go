@@ -165,9 +165,10 @@ func TestClaimStoreStatements(t *testing.T) {
 		Attempts: "attempts", Scope: []string{"task_id"}, Pending: st("PENDING"), Processing: st("PROCESSING"), Done: st("SENT")})
 	require.NoError(t, err)
 	s := cs.(*claimStore)
-	require.Equal(t, "UPDATE `t` FORCE INDEX (`t_cl_claim`) SET `status` = 'PROCESSING', `token` = ?, `claimed_at` = UTC_TIMESTAMP(6), `attempts` = `attempts` + 1 WHERE `task_id` = ? AND `status` = 'PENDING' ORDER BY `id` LIMIT ?", s.claimUpdate)
-	require.Equal(t, "UPDATE `t` SET `status` = 'PROCESSING', `token` = ?, `claimed_at` = UTC_TIMESTAMP(6), `attempts` = `attempts` + 1 WHERE `task_id` = ? AND `status` = 'PENDING' ORDER BY `id` LIMIT ?", s.claimNoHint)
-	require.Equal(t, "SELECT `id` FROM `t` WHERE `task_id` = ? AND `status` = 'PENDING' ORDER BY `id` LIMIT ? FOR UPDATE SKIP LOCKED", s.skipSelect)
+	require.Equal(t, "UPDATE `t` FORCE INDEX (`t_cl_claim`) SET `status` = 'PROCESSING', `token` = ?, `claimed_at` = UTC_TIMESTAMP(6), `attempts` = `attempts` + 1 WHERE `task_id` = ? AND `status` = 'PENDING' ORDER BY `task_id`, `status`, `id` LIMIT ?", s.claimUpdate)
+	require.Equal(t, "UPDATE `t` SET `status` = 'PROCESSING', `token` = ?, `claimed_at` = UTC_TIMESTAMP(6), `attempts` = `attempts` + 1 WHERE `task_id` = ? AND `status` = 'PENDING' ORDER BY `task_id`, `status`, `id` LIMIT ?", s.claimNoHint)
+	require.Equal(t, "SELECT `id` FROM `t` FORCE INDEX (`t_cl_claim`) WHERE `task_id` = ? AND `status` = 'PENDING' ORDER BY `id` LIMIT ? FOR UPDATE SKIP LOCKED", s.skipSelect)
+	require.Equal(t, "SELECT `id` FROM `t` WHERE `task_id` = ? AND `status` = 'PENDING' AND `id` > ? ORDER BY `id` LIMIT ? FOR UPDATE SKIP LOCKED", s.skipNoHintFrom)
 	require.Equal(t, []string{
 		"CREATE INDEX `t_cl_claim` ON `t` (`task_id`, `status`, `id`)",
 		"CREATE INDEX `t_cl_token` ON `t` (`token`)",

@@ -1,0 +1,111 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/dbtest"
+)
+
+// TestClaimPlansReadTheIndexInOrder guards the plans of the claim
+// statements on a real server: each must range-scan the claim index in key
+// order. A plan that sorts ("Using filesort") reads and locks every pending
+// row of the scope for every claim, and concurrent claims queue behind those
+// locks (MariaDB 10.11 did that for a token-update UPDATE ... ORDER BY key
+// whenever the connection's collation differed from the status column's).
+// The pool is opened the way users open it (Open: utf8mb4_general_ci from
+// the driver against the utf8mb4_bin columns of the schema helpers).
+func TestClaimPlansReadTheIndexInOrder(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	db, err := Open(ctx, dbtest.MySQLDSN(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	d, err := New(ctx, db, dialect.Options{})
+	require.NoError(t, err)
+	st := func(v string) dialect.Status { s, err := dialect.StatusOf("s", v); require.NoError(t, err); return s }
+	spec := dialect.ClaimTable{Table: "plan_jobs", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
+		Attempts: "attempts", Scope: []string{"task_id"},
+		Pending: st("PENDING"), Processing: st("PROCESSING"), Done: st("DONE"), Failed: st("FAILED")}
+	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	require.NoError(t, err)
+	require.NoError(t, d.ExecDDL(ctx, ddl))
+	cs, err := d.ClaimStore(spec)
+	require.NoError(t, err)
+	require.NoError(t, d.ExecDDL(ctx, cs.IndexDDL()))
+	// Task 1: 5,000 done rows, then 5,000 pending; task 2: 2,000 pending.
+	for _, part := range []struct {
+		task   int
+		status string
+		n      int
+	}{{1, "DONE", 5000}, {1, "PENDING", 5000}, {2, "PENDING", 2000}} {
+		vals := make([]string, 1000)
+		for i := range vals {
+			vals[i] = fmt.Sprintf("(%d, '%s')", part.task, part.status)
+		}
+		for i := 0; i < part.n; i += len(vals) {
+			_, err := db.ExecContext(ctx, "INSERT INTO `plan_jobs` (`task_id`, `status`) VALUES "+strings.Join(vals, ", "))
+			require.NoError(t, err)
+		}
+	}
+	_, err = db.ExecContext(ctx, "ANALYZE TABLE `plan_jobs`")
+	require.NoError(t, err)
+
+	s := cs.(*claimStore)
+	claimIdx := dialect.IndexName(spec.Table, "claim")
+	for _, tc := range []struct {
+		name, query string
+		args        []any
+	}{
+		{"token-update", s.claimUpdate, []any{"tok", 1, 100}},
+		{"token-update above the cursor", s.claimUpdateFrom, []any{"tok", 1, 7000, 100}},
+		{"skip locked", s.skipSelect, []any{1, 100}},
+		{"skip locked above the cursor", s.skipSelectFrom, []any{1, 7000, 100}},
+	} {
+		plan := explain(ctx, t, db, tc.query, tc.args...)
+		require.Equal(t, claimIdx, plan.key, "%s: %s", tc.name, plan)
+		require.NotContains(t, plan.extra, "filesort", "%s: %s", tc.name, plan)
+	}
+}
+
+type plan struct{ key, rows, extra string }
+
+func (p plan) String() string { return fmt.Sprintf("key=%s rows=%s extra=%q", p.key, p.rows, p.extra) }
+
+// explain returns the plan of the single-table statement q.
+func explain(ctx context.Context, t *testing.T, db *sql.DB, q string, args ...any) plan {
+	t.Helper()
+	rows, err := db.QueryContext(ctx, "EXPLAIN "+q, args...)
+	require.NoError(t, err)
+	defer rows.Close()
+	cols, err := rows.Columns()
+	require.NoError(t, err)
+	require.True(t, rows.Next(), "EXPLAIN returned no row")
+	vals := make([]sql.NullString, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	require.NoError(t, rows.Scan(ptrs...))
+	var p plan
+	for i, c := range cols {
+		switch strings.ToLower(c) {
+		case "key":
+			p.key = vals[i].String
+		case "rows":
+			p.rows = vals[i].String
+		case "extra":
+			p.extra = vals[i].String
+		}
+	}
+	require.False(t, rows.Next(), "EXPLAIN of one table returned more than one row")
+	return p
+}
