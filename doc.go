@@ -46,8 +46,9 @@
 // # Choosing a strategy
 //
 // Claims either update a batch under a token and select it back
-// (token-update: MySQL 5.7, MariaDB, TiDB) or lock candidate rows with
-// FOR UPDATE SKIP LOCKED (PostgreSQL, MySQL 8.0.1+, MariaDB 10.6+). The
-// default, [github.com/claimlock/claimlock/dialect.StrategyAuto], reads the
-// server version once and picks what measured best there.
+// (token-update: every engine, and the automatic choice on MySQL, MariaDB,
+// TiDB and SQLite) or lock candidate rows with FOR UPDATE SKIP LOCKED
+// (PostgreSQL, MySQL 8.0.1+, MariaDB 10.6+; the automatic choice on
+// PostgreSQL). The default, [github.com/claimlock/claimlock/dialect.StrategyAuto],
+// reads the server version once and picks what measured best there.
 package claimlock

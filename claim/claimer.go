@@ -34,6 +34,7 @@ type core struct {
 	failMode    FailMode
 	ackDelay    time.Duration
 	ackBuffer   int
+	gate        chan struct{} // bounds concurrent claim statements; nil: no bound
 	logger      *slog.Logger
 	hooks       Hooks
 
@@ -71,7 +72,8 @@ func New[T any](d dialect.Dialect, cfg Config, fields func(*T) []any) (*Claimer[
 			return nil, invalid("fields", "returns %d pointer(s) for %d column(s)", n, len(cfg.Columns))
 		}
 	}
-	strategy, err := d.Capabilities().Resolve(cfg.Strategy)
+	caps := d.Capabilities()
+	strategy, err := caps.Resolve(cfg.Strategy)
 	if err != nil {
 		return nil, fmt.Errorf("claim: Strategy: %w", err)
 	}
@@ -87,7 +89,7 @@ func New[T any](d dialect.Dialect, cfg Config, fields func(*T) []any) (*Claimer[
 		core: &core{
 			d: d, store: store, spec: spec, scope: scope, strategy: strategy,
 			limit: cfg.batchSize(), maxAttempts: cfg.MaxAttempts, failMode: cfg.FailMode,
-			ackDelay: cfg.ackDelay(), ackBuffer: cfg.ackBuffer(),
+			ackDelay: cfg.ackDelay(), ackBuffer: cfg.ackBuffer(), gate: cfg.claimGate(caps),
 			logger: logger.With("table", spec.Table), hooks: cfg.Hooks,
 		},
 		fields: fields, nfields: len(cfg.Columns),
@@ -163,6 +165,13 @@ func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
 	var scanned []Row[T]
 	start := time.Now()
 	p := &dialect.ClaimParams{Token: b.Token, Limit: k.limit, ScopeValues: k.scope, Strategy: k.strategy}
+	if k.gate != nil {
+		select {
+		case k.gate <- struct{}{}:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("claim: claim: waiting for a claim slot: %w", context.Cause(ctx))
+		}
+	}
 	n, err := k.store.Claim(ctx, p, func(s dialect.Scanner) error {
 		r, err := c.scan(s)
 		if err != nil {
@@ -171,6 +180,9 @@ func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
 		scanned = append(scanned, r)
 		return nil
 	})
+	if k.gate != nil {
+		<-k.gate
+	}
 	if err != nil {
 		// Rows marked before a scan failure stay under the token: give
 		// them back so they are not stranded until the reaper runs.

@@ -122,6 +122,15 @@ type Config struct {
 	// every row of a batch gets exactly one ack statement per batch. It must
 	// not be negative.
 	AckBuffer int
+	// ClaimConcurrency bounds how many of this claimer's [Claimer.Claim]
+	// calls run their claim statement at once; the others wait their turn
+	// (their claim latency includes the wait). Zero means the engine's
+	// measured default ([dialect.Capabilities.ClaimConcurrency]: 2 on
+	// MySQL and MariaDB, 1 on SQLite, no limit on PostgreSQL); negative
+	// means no limit. It bounds claims only: processing and acks of claimed
+	// batches run in parallel as before. It is per claimer (per process),
+	// so claimers in other processes still compete in the database.
+	ClaimConcurrency int
 	// Logger receives warnings (missing indexes, lost claims, failures);
 	// nil discards them.
 	Logger *slog.Logger
@@ -228,6 +237,9 @@ func (c Config) validateOptions(spec dialect.ClaimTable) error {
 	if c.AckDelay < 0 {
 		return invalid("AckDelay", "%v is negative", c.AckDelay)
 	}
+	if c.ClaimConcurrency > maxClaimConcurrency {
+		return invalid("ClaimConcurrency", "%d exceeds %d", c.ClaimConcurrency, maxClaimConcurrency)
+	}
 	if c.AckBuffer < 0 {
 		return invalid("AckBuffer", "%d is negative", c.AckBuffer)
 	}
@@ -272,6 +284,23 @@ func (c Config) batchSize() int {
 		return DefaultBatchSize
 	}
 	return c.BatchSize
+}
+
+// maxClaimConcurrency bounds [Config.ClaimConcurrency]; a larger bound
+// would be no bound in practice (a negative value means none).
+const maxClaimConcurrency = 1 << 16
+
+// claimGate returns the semaphore bounding concurrent claims, or nil for no
+// bound.
+func (c Config) claimGate(caps dialect.Capabilities) chan struct{} {
+	n := c.ClaimConcurrency
+	if n == 0 {
+		n = caps.ClaimConcurrency
+	}
+	if n <= 0 {
+		return nil
+	}
+	return make(chan struct{}, n)
 }
 
 func (c Config) ackDelay() time.Duration {

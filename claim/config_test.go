@@ -49,6 +49,7 @@ func TestConfigRejectsBadInput(t *testing.T) {
 		}, "FailMode"},
 		{"unknown strategy", func(c *claim.Config) { c.Strategy = 9 }, "Strategy"},
 		{"unknown id kind", func(c *claim.Config) { c.IDKind = 5 }, "IDKind"},
+		{"claim concurrency too large", func(c *claim.Config) { c.ClaimConcurrency = 1 << 20 }, "ClaimConcurrency"},
 	}
 	for _, tc := range cases {
 		cfg := good()

@@ -44,15 +44,27 @@
 //
 // # Strategies
 //
-// Config.Strategy defaults to [dialect.StrategyAuto], which uses the server's
-// preferred strategy, detected from its version:
+// Config.Strategy defaults to [dialect.StrategyAuto], which uses the
+// strategy measured fastest on the server's engine:
 //
 //   - [dialect.StrategySkipLocked] (PostgreSQL 9.5+, MySQL 8.0.1+, MariaDB
-//     10.6+): workers skip each other's locked rows and claim in parallel.
-//   - [dialect.StrategyTokenUpdate] (every engine; the only one on MySQL 5.7,
-//     TiDB and SQLite): UPDATE ... SET token ... ORDER BY key LIMIT n, then
-//     read the rows back by token. Concurrent claims queue on the same rows,
-//     so throughput is lower under heavy contention; correctness is the same.
+//     10.6+; the automatic choice on PostgreSQL): workers skip each other's
+//     locked rows and claim in parallel.
+//   - [dialect.StrategyTokenUpdate] (every engine; the automatic choice on
+//     MySQL, MariaDB, TiDB and SQLite): UPDATE ... SET token ... ORDER BY key
+//     LIMIT n, then read the rows back by token. Concurrent claims of one
+//     scope queue on the same first rows; on MariaDB the statement is still
+//     cheaper than SKIP LOCKED's transaction (see the README's performance
+//     section). Correctness is the same.
+//
+// # Claim concurrency
+//
+// Workers of one claimer compete for the same first pending rows. Config.
+// ClaimConcurrency bounds how many of its claims run their statement at once
+// (two on MySQL and MariaDB, one on SQLite, no bound on PostgreSQL, by
+// default); the others wait in the claimer, not on row locks in the
+// database, which keeps throughput from falling as workers are added.
+// Processing and acks are not bounded.
 //
 // # Indexes
 //

@@ -63,6 +63,13 @@ type Capabilities struct {
 	// PreferredStrategy is what [StrategyAuto] resolves to on this server,
 	// chosen by measurement (see the README's performance section).
 	PreferredStrategy Strategy
+	// ClaimConcurrency is how many claim statements one claimer runs at
+	// once by default (0: no limit), chosen by measurement. Concurrent
+	// claims of one scope compete for the same first pending rows; where
+	// the engine makes them queue on each other's row locks, queueing in the
+	// claimer instead keeps throughput from collapsing as workers are added
+	// (see the README's performance section).
+	ClaimConcurrency int
 }
 
 // Supports reports whether s can run on this server.

@@ -22,6 +22,7 @@ func testCapabilities(t *testing.T, h Harness) {
 	s, err := c.Resolve(dialect.StrategyAuto)
 	require.NoError(t, err)
 	require.Equal(t, c.PreferredStrategy, s)
+	require.GreaterOrEqual(t, c.ClaimConcurrency, 0, "a negative default would mean no bound in disguise")
 	if c.Engine == dialect.EngineTiDB {
 		require.False(t, c.SkipLocked, "TiDB silently ignores SKIP LOCKED")
 	}

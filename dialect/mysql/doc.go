@@ -3,15 +3,22 @@
 //
 // # Strategies
 //
-// Token-update (every server): UPDATE t SET status = processing, token = ?,
-// claimed_at = UTC_TIMESTAMP(6) WHERE <scope> AND status = pending ORDER BY pk
-// LIMIT ?, then SELECT ... WHERE token = ?. SKIP LOCKED (MySQL 8.0.1+,
-// MariaDB 10.6+; never TiDB, which parses the clause and ignores it): a short
-// READ COMMITTED transaction selecting the keys ORDER BY pk LIMIT ? FOR
-// UPDATE SKIP LOCKED and marking them with UPDATE ... WHERE pk IN (...), then
-// the same SELECT by token. [New] detects the engine and version once from
-// SELECT VERSION() and @@version_comment; StrategyAuto resolves to
-// token-update.
+// Token-update (every server, and what StrategyAuto resolves to): UPDATE t
+// FORCE INDEX (claim index) SET status = processing, token = ?, claimed_at =
+// UTC_TIMESTAMP(6) WHERE <scope> AND status = pending ORDER BY <scope>,
+// status, pk LIMIT ?, then SELECT ... WHERE token = ?. Ordering by the claim
+// index's own columns is key order within one scope and lets the server read
+// the index in order; with ORDER BY pk alone MariaDB sorts every pending row
+// of the scope (and locks them all) whenever the connection's collation
+// differs from the status column's. SKIP LOCKED (MySQL 8.0.1+, MariaDB
+// 10.6+; never TiDB, which parses the clause and ignores it): a short READ
+// COMMITTED transaction selecting the keys ORDER BY pk LIMIT ? FOR UPDATE
+// SKIP LOCKED and marking them with UPDATE ... WHERE pk IN (...), then the
+// same SELECT by token. [New] detects the engine and version once from
+// SELECT VERSION() and @@version_comment. Token-update measured faster than
+// SKIP LOCKED on MariaDB 10.11 at 1, 4 and 16 workers; the capabilities also
+// bound a claimer to two claims in flight (see the README's performance
+// section).
 //
 // # Isolation
 //

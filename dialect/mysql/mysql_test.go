@@ -99,11 +99,8 @@ func TestNewDetectsServerAndIsolation(t *testing.T) {
 	require.Equal(t, raw, caps.Version)
 	require.Equal(t, d.Version().SkipLocked(), caps.SkipLocked)
 	require.False(t, caps.Returning)
-	want := dialect.StrategyTokenUpdate
-	if caps.SkipLocked {
-		want = dialect.StrategySkipLocked
-	}
-	require.Equal(t, want, caps.PreferredStrategy)
+	require.Equal(t, dialect.StrategyTokenUpdate, caps.PreferredStrategy, "chosen by measurement on every version")
+	require.Equal(t, 2, caps.ClaimConcurrency)
 	if strings.Contains(raw, "MariaDB") {
 		require.Equal(t, dialect.EngineMariaDB, caps.Engine)
 	}

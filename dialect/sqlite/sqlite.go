@@ -105,11 +105,21 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 			Engine: dialect.EngineSQLite, Version: version,
 			SkipLocked: false, Returning: true,
 			PreferredStrategy: dialect.StrategyTokenUpdate,
+			ClaimConcurrency:  claimConcurrency,
 		},
 		retry:  dialect.NewRetrier(opts.Retry),
 		logger: logger,
 	}, nil
 }
+
+// claimConcurrency is [dialect.Capabilities.ClaimConcurrency] on SQLite.
+// SQLite runs one writer at a time and makes the others poll through the
+// busy handler, which sleeps in growing steps and is not fair: measured with
+// examples/claimbench (2 cores, batch 100, 100,000 rows), 16 workers each
+// claiming on their own had a p99 claim latency of 0.46-0.74 s; one claim in
+// flight per claimer gave the same median throughput (within 5% at 4 and 16
+// workers) with a p99 of 55-77 ms.
+const claimConcurrency = 1
 
 func atLeast(version string, major, minor int) bool {
 	var ma, mi int

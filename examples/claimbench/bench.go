@@ -219,7 +219,7 @@ func (b *bench) configFor(table string, s dialect.Strategy) claim.Config {
 	return claim.Config{
 		Table: table, Scope: []claim.Cond{{Column: "task_id", Value: benchTask}},
 		AttemptsColumn: "attempts", BatchSize: b.o.batch, Strategy: s,
-		AckDelay: time.Second,
+		AckDelay: time.Second, ClaimConcurrency: b.o.claimConc,
 	}
 }
 

@@ -36,6 +36,7 @@ type options struct {
 	smallRows   int
 	taskRows    int
 	mysqlRR     bool
+	claimConc   int
 	largeLayout string
 }
 
@@ -86,6 +87,7 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	fs.IntVar(&o.smallRows, "small-rows", 10_000, "rows of the small table (-large)")
 	fs.IntVar(&o.taskRows, "task-rows", 2_000, "rows of the claimed task in both tables (-large)")
 	fs.StringVar(&o.largeLayout, "large-layout", layoutClustered, "-large: where the claimed task's rows sit: clustered (same spacing in both tables, at the end) or spread (evenly through the whole table)")
+	fs.IntVar(&o.claimConc, "claim-concurrency", 0, "claim.Config.ClaimConcurrency: claims in flight per claimer (0: the engine's default, -1: no limit)")
 	fs.BoolVar(&o.mysqlRR, "mysql-repeatable-read", false, "mysql: keep the server's default session isolation instead of READ COMMITTED sessions")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
