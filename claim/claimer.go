@@ -143,6 +143,20 @@ func (k *core) checkIndexes(ctx context.Context) {
 	})
 }
 
+// claimSlot waits for one of the claimer's ClaimConcurrency slots and
+// returns the function that frees it.
+func (k *core) claimSlot(ctx context.Context) (release func(), err error) {
+	if k.gate == nil {
+		return func() {}, nil
+	}
+	select {
+	case k.gate <- struct{}{}:
+		return func() { <-k.gate }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("claim: claim: waiting for a claim slot: %w", context.Cause(ctx))
+	}
+}
+
 func (k *core) scopeValues() []any {
 	if len(k.scope) == 0 {
 		return nil
@@ -165,24 +179,21 @@ func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
 	var scanned []Row[T]
 	start := time.Now()
 	p := &dialect.ClaimParams{Token: b.Token, Limit: k.limit, ScopeValues: k.scope, Strategy: k.strategy}
-	if k.gate != nil {
-		select {
-		case k.gate <- struct{}{}:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("claim: claim: waiting for a claim slot: %w", context.Cause(ctx))
-		}
+	release, err := k.claimSlot(ctx)
+	if err != nil {
+		return nil, err
 	}
-	n, err := k.store.Claim(ctx, p, func(s dialect.Scanner) error {
-		r, err := c.scan(s)
-		if err != nil {
-			return err
-		}
-		scanned = append(scanned, r)
-		return nil
-	})
-	if k.gate != nil {
-		<-k.gate
-	}
+	n, err := func() (int, error) {
+		defer release()
+		return k.store.Claim(ctx, p, func(s dialect.Scanner) error {
+			r, err := c.scan(s)
+			if err != nil {
+				return err
+			}
+			scanned = append(scanned, r)
+			return nil
+		})
+	}()
 	if err != nil {
 		// Rows marked before a scan failure stay under the token: give
 		// them back so they are not stranded until the reaper runs.

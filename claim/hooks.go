@@ -7,7 +7,8 @@ import "time"
 // safe for concurrent use (increment a counter, observe a histogram).
 type Hooks struct {
 	// OnClaim is called after every successful claim, with the number of
-	// rows claimed (possibly 0) and the claim's latency.
+	// rows claimed (possibly 0) and the claim's latency, including any wait
+	// for a claim slot (Config.ClaimConcurrency).
 	OnClaim func(n int, latency time.Duration)
 	// OnAck is called with the number of rows an ack set to done.
 	OnAck func(n int)

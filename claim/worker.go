@@ -27,7 +27,9 @@ const (
 
 // WorkerConfig configures [Claimer.Run].
 type WorkerConfig[T any] struct {
-	// Workers is the number of concurrent claim loops; default 1.
+	// Workers is the number of concurrent claim loops; default 1. Their
+	// claims run at most Config.ClaimConcurrency at a time; processing and
+	// acks run in parallel.
 	Workers int
 	// Handler processes one row (required). A nil error acks the row (acks
 	// are batched: one statement per claimed batch); an error fails it

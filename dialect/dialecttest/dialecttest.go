@@ -40,6 +40,22 @@ type Harness struct {
 	Open func(t *testing.T) (dialect.Dialect, *sql.DB)
 }
 
+// CreateClaimTable creates spec's table with the schema helpers
+// ([dialect.ClaimTableDef]) and the store's recommended indexes, and returns
+// the store. It fails the test on any error.
+func CreateClaimTable(t testing.TB, d dialect.Dialect, spec dialect.ClaimTable) dialect.ClaimStore {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	require.NoError(t, err)
+	require.NoError(t, d.ExecDDL(ctx, ddl))
+	store, err := d.ClaimStore(spec)
+	require.NoError(t, err)
+	require.NoError(t, d.ExecDDL(ctx, store.IndexDDL()))
+	return store
+}
+
 // Run runs every conformance case as a subtest of t.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
@@ -131,13 +147,7 @@ func newFixture(t *testing.T, h Harness, opts ...fixtureOpt) *fixture {
 	for _, o := range opts {
 		o(&spec)
 	}
-	ctx := ctxT(t)
-	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
-	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, ddl))
-	store, err := d.ClaimStore(spec)
-	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, store.IndexDDL()))
+	store := CreateClaimTable(t, d, spec)
 	f := &fixture{t: t, d: d, db: db, spec: spec, store: store}
 	f.q = func(name string) string {
 		s, err := d.QuoteIdent("test", name)

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/dialecttest"
 	"github.com/claimlock/claimlock/dialect/mysql"
 	"github.com/claimlock/claimlock/internal/dbtest"
 )
@@ -65,14 +66,7 @@ func claimSpec(t *testing.T) dialect.ClaimTable {
 
 func createClaimTable(t *testing.T, d *mysql.Dialect, spec dialect.ClaimTable) dialect.ClaimStore {
 	t.Helper()
-	ctx := ctxT(t)
-	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
-	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, ddl))
-	store, err := d.ClaimStore(spec)
-	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, store.IndexDDL()))
-	return store
+	return dialecttest.CreateClaimTable(t, d, spec)
 }
 
 func insertRows(t *testing.T, db *sql.DB, table string, task, n int) {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/dialecttest"
 	"github.com/claimlock/claimlock/internal/dbtest"
 )
 
@@ -35,12 +36,7 @@ func TestClaimPlansReadTheIndexInOrder(t *testing.T) {
 	spec := dialect.ClaimTable{Table: "plan_jobs", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 		Attempts: "attempts", Scope: []string{"task_id"},
 		Pending: st("PENDING"), Processing: st("PROCESSING"), Done: st("DONE"), Failed: st("FAILED")}
-	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
-	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, ddl))
-	cs, err := d.ClaimStore(spec)
-	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, cs.IndexDDL()))
+	cs := dialecttest.CreateClaimTable(t, d, spec)
 	// Task 1: 5,000 done rows, then 5,000 pending; task 2: 2,000 pending.
 	for _, part := range []struct {
 		task   int

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/dialecttest"
 	"github.com/claimlock/claimlock/internal/dbtest"
 )
 
@@ -27,14 +28,7 @@ func setupJobs(t *testing.T) (*pgxpool.Pool, *Dialect, dialect.ClaimStore) {
 	pool := dbtest.PostgresPool(t)
 	d, err := New(ctx, pool, dialect.Options{})
 	require.NoError(t, err)
-	spec := jobSpec(t)
-	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
-	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, ddl))
-	st, err := d.ClaimStore(spec)
-	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, st.IndexDDL()))
-	return pool, d, st
+	return pool, d, dialecttest.CreateClaimTable(t, d, jobSpec(t))
 }
 
 func claimIDs(t *testing.T, st dialect.ClaimStore, s dialect.Strategy, task, limit int) (string, []int64) {
