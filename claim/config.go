@@ -126,7 +126,7 @@ type Config struct {
 	// calls run their claim statement at once; the others wait their turn
 	// (their claim latency includes the wait). Zero means the engine's
 	// measured default ([dialect.Capabilities.ClaimConcurrency]: 2 on
-	// MySQL and MariaDB, 1 on SQLite, no limit on PostgreSQL); negative
+	// MySQL and MariaDB, no limit on PostgreSQL and SQLite); negative
 	// means no limit. It bounds claims only: processing and acks of claimed
 	// batches run in parallel as before. It is per claimer (per process),
 	// so claimers in other processes still compete in the database.

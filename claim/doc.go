@@ -61,9 +61,10 @@
 //
 // Workers of one claimer compete for the same first pending rows. Config.
 // ClaimConcurrency bounds how many of its claims run their statement at once
-// (two on MySQL and MariaDB, one on SQLite, no bound on PostgreSQL, by
-// default); the others wait in the claimer, not on row locks in the
-// database, which keeps throughput from falling as workers are added.
+// (by default two on MySQL and MariaDB, where claims would otherwise queue
+// on each other's row locks; no bound on PostgreSQL and SQLite); the others
+// wait in the claimer, not in the database, which keeps throughput from
+// falling as workers are added.
 // Processing and acks are not bounded.
 //
 // # Indexes

@@ -18,25 +18,26 @@ import (
 // MySQL-family server: token-update, on every version. The performance
 // measurements decide it; change it here and nowhere else. Measured with
 // examples/claimbench on MariaDB 10.11 (2 cores, batch 100, READ COMMITTED
-// sessions, claimConcurrency 2), token-update claimed 10-20% more rows per
-// second than SKIP LOCKED at 1, 4 and 16 workers, and without the claim
-// concurrency bound (16 workers each running its own claim) 35% more. Its
-// claim is one autocommit statement holding its row locks only while it
-// runs; a SKIP LOCKED claim is a four-round-trip transaction, and every
-// concurrent select must step over the rows the others hold. SKIP LOCKED
-// stays available where the server has it (MySQL 8.0.1+, MariaDB 10.6+).
-// MySQL 8 was not measured.
+// sessions, claimConcurrency 2, medians of three runs), token-update claimed
+// 8-19% more rows per second than SKIP LOCKED at 1, 4 and 16 workers, and
+// without the claim concurrency bound (16 workers each running its own
+// claim) 35% more. Its claim is one autocommit statement holding its row
+// locks only while it runs; a SKIP LOCKED claim is a four-round-trip
+// transaction, and every concurrent select must step over the rows the
+// others hold. SKIP LOCKED stays available where the server has it (MySQL
+// 8.0.1+, MariaDB 10.6+). MySQL 8 was not measured.
 func preferredStrategy(Version) dialect.Strategy { return dialect.StrategyTokenUpdate }
 
 // claimConcurrency is [dialect.Capabilities.ClaimConcurrency] on a
 // MySQL-family server. Concurrent token-update claims of one scope queue on
 // each other's row locks at the head of the pending rows (InnoDB's
 // semi-consistent read, which would let them pass, works on clustered-index
-// scans only); with 16 workers each claiming on its own, MariaDB 10.11 spent
-// 50-80 ms per claim in those waits and throughput fell to 55-75% of the
-// 4-worker figure for both strategies. Two claims in flight per claimer kept
-// the 16-worker figure within 5% of the 4-worker one; one and four were
-// 10-20% slower than two at 16 workers.
+// scans only). Measured on MariaDB 10.11 with 16 workers: each claiming on
+// its own, claims waited 50-80 ms and throughput fell to 65-76% of the
+// 4-worker figure of the same run; with one or two claims in flight per
+// claimer it stayed at 93-118%, with four at 86-95%. Two gave the highest
+// 16-worker figures both through the library and with a hand-written
+// claimer.
 const claimConcurrency = 2
 
 // now is the database clock used by every statement, in UTC with

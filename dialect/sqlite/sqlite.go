@@ -112,14 +112,19 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 	}, nil
 }
 
-// claimConcurrency is [dialect.Capabilities.ClaimConcurrency] on SQLite.
-// SQLite runs one writer at a time and makes the others poll through the
-// busy handler, which sleeps in growing steps and is not fair: measured with
-// examples/claimbench (2 cores, batch 100, 100,000 rows), 16 workers each
-// claiming on their own had a p99 claim latency of 0.46-0.74 s; one claim in
-// flight per claimer gave the same median throughput (within 5% at 4 and 16
-// workers) with a p99 of 55-77 ms.
-const claimConcurrency = 1
+// claimConcurrency is [dialect.Capabilities.ClaimConcurrency] on SQLite: no
+// bound. SQLite runs one writer at a time and makes the others poll through
+// the busy handler, which sleeps in growing steps and is not fair. Measured
+// with examples/claimbench (2 cores, batch 100, 100,000 rows, three runs),
+// one claim in flight per claimer cut the p99 claim latency of 16 workers in
+// one process from 0.46-0.74 s to 55-77 ms for a median throughput 5-10%
+// lower; but with three processes sharing the file (claim's TestNeverOverlap
+// under the race detector) it made the run 2-3x slower and once left a
+// process without a single claim: the one claim a process lets through
+// sleeps in the busy handler while the process's other workers wait behind
+// it, and the processes that are not sleeping take the lock. Cross-process
+// fairness decides.
+const claimConcurrency = 0
 
 func atLeast(version string, major, minor int) bool {
 	var ma, mi int
