@@ -149,6 +149,19 @@ func fnv32(s string) uint32 {
 	return h
 }
 
+// Indexes returns the indexes a claim table needs, in the order the
+// dialects' IndexDDL lists them: the claim index (scope columns..., status,
+// key), the token index, and the reaper's (status, claimed_at). PostgreSQL
+// keeps the names and builds a partial claim index of its own instead.
+func (c ClaimTable) Indexes() []IndexDef {
+	claimCols := append(append([]string{}, c.Scope...), c.Status, c.ID)
+	return []IndexDef{
+		{Name: IndexName(c.Table, "claim"), Columns: claimCols},
+		{Name: IndexName(c.Table, "token"), Columns: []string{c.Token}},
+		{Name: IndexName(c.Table, "reap"), Columns: []string{c.Status, c.ClaimedAt}},
+	}
+}
+
 // ClaimTableDef builds a [TableDef] holding every column spec names: the key
 // (auto-incrementing for integer keys), status, token, claimed-at, the
 // optional attempts, version and created-at columns, the scope columns

@@ -627,14 +627,9 @@ func (s *claimStore) Reap(ctx context.Context, p *dialect.ReapParams) (dialect.R
 		return n, err
 	}
 	var err error
-	if p.MaxAttempts > 0 {
-		res.Parked, err = run(fmt.Sprintf("%s = %s, %s = NULL", s.status, s.failed, s.token),
-			fmt.Sprintf(" AND %s >= %d", s.attempts, p.MaxAttempts))
-		if err != nil {
-			return res, fmt.Errorf("mysql: reap: %w", err)
-		}
-	}
-	res.Returned, err = run(fmt.Sprintf("%s = %s, %s = NULL", s.status, s.pending, s.token), "")
+	res.Parked, res.Returned, err = sqlb.ReapSteps(sqlb.ReapCols{
+		Status: s.status, Token: s.token, Attempts: s.attempts, Pending: s.pending, Failed: s.failed,
+	}, p.MaxAttempts, run)
 	if err != nil {
 		return res, fmt.Errorf("mysql: reap: %w", err)
 	}
@@ -669,20 +664,11 @@ func (s *claimStore) Stats(ctx context.Context, scopeValues []any) (dialect.Stat
 	return st, nil
 }
 
-func (s *claimStore) indexes() []dialect.IndexDef {
-	claimCols := append(append([]string{}, s.spec.Scope...), s.spec.Status, s.spec.ID)
-	return []dialect.IndexDef{
-		{Name: dialect.IndexName(s.spec.Table, "claim"), Columns: claimCols},
-		{Name: dialect.IndexName(s.spec.Table, "token"), Columns: []string{s.spec.Token}},
-		{Name: dialect.IndexName(s.spec.Table, "reap"), Columns: []string{s.spec.Status, s.spec.ClaimedAt}},
-	}
-}
-
 // IndexDDL implements [dialect.ClaimStore]. MySQL has no CREATE INDEX IF NOT
 // EXISTS; [Dialect.ExecDDL] skips an index that already exists.
 func (s *claimStore) IndexDDL() []string {
 	var out []string
-	for _, ix := range s.indexes() {
+	for _, ix := range s.spec.Indexes() {
 		out = append(out, fmt.Sprintf("CREATE INDEX %s ON %s (%s)", quote(ix.Name), s.table, quoteAll(ix.Columns)))
 	}
 	return out
@@ -695,7 +681,7 @@ func (s *claimStore) MissingIndexes(ctx context.Context) ([]string, error) {
 	schema, table := splitTable(s.spec.Table)
 	ddl := s.IndexDDL()
 	var out []string
-	for i, ix := range s.indexes() {
+	for i, ix := range s.spec.Indexes() {
 		var n int
 		err := s.d.do(ctx, "missing indexes", true, func() error {
 			return s.d.db.QueryRowContext(ctx,

@@ -485,14 +485,9 @@ func (s *claimStore) Reap(ctx context.Context, p *dialect.ReapParams) (dialect.R
 		return n, err
 	}
 	var err error
-	if p.MaxAttempts > 0 {
-		res.Parked, err = run(fmt.Sprintf("%s = %s, %s = NULL", s.status, s.failed, s.token),
-			fmt.Sprintf(" AND %s >= %d", s.attempts, p.MaxAttempts))
-		if err != nil {
-			return res, fmt.Errorf("postgres: reap: %w", err)
-		}
-	}
-	res.Returned, err = run(fmt.Sprintf("%s = %s, %s = NULL", s.status, s.pending, s.token), "")
+	res.Parked, res.Returned, err = sqlb.ReapSteps(sqlb.ReapCols{
+		Status: s.status, Token: s.token, Attempts: s.attempts, Pending: s.pending, Failed: s.failed,
+	}, p.MaxAttempts, run)
 	if err != nil {
 		return res, fmt.Errorf("postgres: reap: %w", err)
 	}
@@ -533,9 +528,8 @@ func (s *claimStore) Stats(ctx context.Context, scopeValues []any) (dialect.Stat
 type index struct{ name, ddl string }
 
 func (s *claimStore) indexes() []index {
-	claimName := dialect.IndexName(s.spec.Table, "claim")
-	tokenName := dialect.IndexName(s.spec.Table, "token")
-	reapName := dialect.IndexName(s.spec.Table, "reap")
+	names := s.spec.Indexes() // the names; the claim index's columns differ here
+	claimName, tokenName, reapName := names[0].Name, names[1].Name, names[2].Name
 	cols := append(append([]string{}, s.scope...), "("+s.orderExpr+")")
 	return []index{
 		{claimName, fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s ON %s (%s) WHERE %s = %s",

@@ -358,14 +358,9 @@ func (s *claimStore) Reap(ctx context.Context, p *dialect.ReapParams) (dialect.R
 		return n, err
 	}
 	var err error
-	if p.MaxAttempts > 0 {
-		res.Parked, err = run(fmt.Sprintf("%s = %s, %s = NULL", s.status, s.failed, s.token),
-			fmt.Sprintf(" AND %s >= %d", s.attempts, p.MaxAttempts))
-		if err != nil {
-			return res, fmt.Errorf("sqlite: reap: %w", err)
-		}
-	}
-	res.Returned, err = run(fmt.Sprintf("%s = %s, %s = NULL", s.status, s.pending, s.token), "")
+	res.Parked, res.Returned, err = sqlb.ReapSteps(sqlb.ReapCols{
+		Status: s.status, Token: s.token, Attempts: s.attempts, Pending: s.pending, Failed: s.failed,
+	}, p.MaxAttempts, run)
 	if err != nil {
 		return res, fmt.Errorf("sqlite: reap: %w", err)
 	}
@@ -398,18 +393,9 @@ func (s *claimStore) Stats(ctx context.Context, scopeValues []any) (dialect.Stat
 	return st, nil
 }
 
-func (s *claimStore) indexes() []dialect.IndexDef {
-	claimCols := append(append([]string{}, s.spec.Scope...), s.spec.Status, s.spec.ID)
-	return []dialect.IndexDef{
-		{Name: dialect.IndexName(s.spec.Table, "claim"), Columns: claimCols},
-		{Name: dialect.IndexName(s.spec.Table, "token"), Columns: []string{s.spec.Token}},
-		{Name: dialect.IndexName(s.spec.Table, "reap"), Columns: []string{s.spec.Status, s.spec.ClaimedAt}},
-	}
-}
-
 func (s *claimStore) IndexDDL() []string {
 	var out []string
-	for _, ix := range s.indexes() {
+	for _, ix := range s.spec.Indexes() {
 		cols := make([]string, len(ix.Columns))
 		for i, c := range ix.Columns {
 			cols[i] = quote(c)
@@ -422,7 +408,7 @@ func (s *claimStore) IndexDDL() []string {
 func (s *claimStore) MissingIndexes(ctx context.Context) ([]string, error) {
 	ddl := s.IndexDDL()
 	var out []string
-	for i, ix := range s.indexes() {
+	for i, ix := range s.spec.Indexes() {
 		var n int
 		err := s.d.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = ?", ix.Name).Scan(&n)
 		if err != nil {

@@ -4,6 +4,7 @@
 package sqlb
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -98,4 +99,29 @@ func IndexOf(ids []any) map[any]int {
 		m[Key(id)] = i
 	}
 	return m
+}
+
+// ReapCols are the quoted columns and rendered status literals a reap
+// writes.
+type ReapCols struct {
+	Status, Token, Attempts string // quoted column names
+	Pending, Failed         string // status literals
+}
+
+// ReapSteps runs a reap as its two bounded statements, each built and run
+// by run(set, extra) with set the SET list and extra a further WHERE
+// conjunct (empty or starting with " AND "). When maxAttempts is positive it
+// first parks the stale rows whose attempts reached it (failed status, token
+// cleared), then it returns the remaining stale rows to pending. It stops at
+// the first error, returning what the steps before it did.
+func ReapSteps(c ReapCols, maxAttempts int, run func(set, extra string) (int64, error)) (parked, returned int64, err error) {
+	if maxAttempts > 0 {
+		parked, err = run(fmt.Sprintf("%s = %s, %s = NULL", c.Status, c.Failed, c.Token),
+			fmt.Sprintf(" AND %s >= %d", c.Attempts, maxAttempts))
+		if err != nil {
+			return parked, 0, err
+		}
+	}
+	returned, err = run(fmt.Sprintf("%s = %s, %s = NULL", c.Status, c.Pending, c.Token), "")
+	return parked, returned, err
 }
