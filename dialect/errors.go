@@ -1,6 +1,9 @@
 package dialect
 
-import "errors"
+import (
+	"errors"
+	"sync"
+)
 
 // Sentinel errors shared by every dialect and re-exported by the orchestration
 // packages, so that one errors.Is test works whichever package returned it.
@@ -37,22 +40,93 @@ var (
 	ErrRetryable = errors.New("claimlock: retryable conflict")
 )
 
-// IsRetryable reports whether err is a deadlock, lock-wait timeout or
-// serialization failure, as classified by the dialect that returned it. The
-// whole statement or transaction that failed can be run again.
-func IsRetryable(err error) bool { return errors.Is(err, ErrRetryable) }
+// ErrReadOnly reports a write refused because the server is read-only: a
+// standby, a replica, or a primary demoted by a failover. It is not retried:
+// point the connection at the primary.
+var ErrReadOnly = errors.New("claimlock: database is read-only")
 
-// RetryableError wraps an engine error that is safe to retry. errors.Is(err,
-// [ErrRetryable]) is true for it, and errors.As still reaches the engine's own
-// error type through Unwrap. Engine packages construct it in their error
-// classification.
-type RetryableError struct{ Err error }
+// ErrorClass sorts an engine error by what the caller can do about it.
+// Engine packages classify their driver's errors; [ClassifyError] and
+// [IsRetryable] accept raw driver errors of every engine package linked into
+// the program, as well as errors returned by claimlock.
+type ErrorClass int
 
-// Error returns the engine error's message.
-func (e *RetryableError) Error() string { return e.Err.Error() }
+// The error classes.
+const (
+	// ClassOther is every error the classes below do not name.
+	ClassOther ErrorClass = iota
+	// ClassDeadlock: MySQL 1213, PostgreSQL 40P01.
+	ClassDeadlock
+	// ClassLockTimeout: MySQL 1205, PostgreSQL 55P03.
+	ClassLockTimeout
+	// ClassSerialization: PostgreSQL 40001.
+	ClassSerialization
+	// ClassBusy: SQLITE_BUSY and SQLITE_LOCKED.
+	ClassBusy
+	// ClassReadOnly: a write on a read-only server ([ErrReadOnly]).
+	ClassReadOnly
+	// ClassDuplicate: a unique key violation.
+	ClassDuplicate
+	// ClassConnection: the connection broke; the statement may or may not
+	// have run.
+	ClassConnection
+)
 
-// Unwrap returns the engine error.
-func (e *RetryableError) Unwrap() error { return e.Err }
+// Retryable reports whether the whole statement or transaction that failed
+// with an error of this class can be run again: deadlocks, lock-wait
+// timeouts, serialization failures and SQLite's busy errors.
+func (c ErrorClass) Retryable() bool {
+	switch c {
+	case ClassDeadlock, ClassLockTimeout, ClassSerialization, ClassBusy:
+		return true
+	}
+	return false
+}
 
-// Is makes errors.Is(err, ErrRetryable) true.
-func (e *RetryableError) Is(target error) bool { return target == ErrRetryable }
+var (
+	classifiersMu sync.RWMutex
+	classifiers   []func(error) ErrorClass
+)
+
+// RegisterClassifier adds an engine's error classifier to the ones
+// [ClassifyError] consults. Engine packages call it from init; a classifier
+// must return [ClassOther] for errors that are not its driver's.
+func RegisterClassifier(f func(error) ErrorClass) {
+	classifiersMu.Lock()
+	defer classifiersMu.Unlock()
+	classifiers = append(classifiers, f)
+}
+
+// ClassifyError returns the class of err: an error returned by claimlock,
+// or a raw driver error from the caller's own statements, of any engine
+// package linked into the program.
+func ClassifyError(err error) ErrorClass {
+	if err == nil {
+		return ClassOther
+	}
+	var c classified
+	if errors.As(err, &c) {
+		return c.ErrorClass()
+	}
+	classifiersMu.RLock()
+	defer classifiersMu.RUnlock()
+	for _, f := range classifiers {
+		if c := f(err); c != ClassOther {
+			return c
+		}
+	}
+	return ClassOther
+}
+
+// classified is implemented by errors that carry their class.
+type classified interface{ ErrorClass() ErrorClass }
+
+// IsRetryable reports whether err is a deadlock, lock-wait timeout,
+// serialization failure or busy error: the whole statement or transaction
+// that failed can be run again. It accepts errors returned by claimlock
+// (operations retry these themselves; one that surfaces has exhausted its
+// [RetryPolicy]) and raw driver errors from the caller's own statements, so
+// [Retry] can retry the caller's transactions too.
+func IsRetryable(err error) bool {
+	return errors.Is(err, ErrRetryable) || ClassifyError(err).Retryable()
+}

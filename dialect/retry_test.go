@@ -3,6 +3,7 @@ package dialect_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,7 +12,14 @@ import (
 	"github.com/claimlock/claimlock/dialect"
 )
 
-var errDeadlock = &dialect.RetryableError{Err: errors.New("deadlock found")}
+// deadlockErr is an error that carries its class, as the errors returned by
+// claimlock's stores do.
+type deadlockErr struct{}
+
+func (deadlockErr) Error() string                    { return "deadlock found" }
+func (deadlockErr) ErrorClass() dialect.ErrorClass { return dialect.ClassDeadlock }
+
+var errDeadlock error = deadlockErr{}
 
 func TestRetrierRetriesOnlyRetryable(t *testing.T) {
 	t.Parallel()
@@ -52,13 +60,33 @@ func TestRetrierStopsWithContext(t *testing.T) {
 	require.True(t, dialect.IsRetryable(err))
 }
 
-func TestRetryableErrorUnwraps(t *testing.T) {
+// driverErr stands for a raw driver error that only a registered
+// classifier recognises.
+type driverErr struct{ code int }
+
+func (e driverErr) Error() string { return "driver error" }
+
+func TestClassifyRawDriverErrors(t *testing.T) {
 	t.Parallel()
-	type engineErr struct{ error }
-	e := &dialect.RetryableError{Err: engineErr{errors.New("1213")}}
-	var target engineErr
-	require.ErrorAs(t, e, &target)
-	require.ErrorIs(t, e, dialect.ErrRetryable)
+	dialect.RegisterClassifier(func(err error) dialect.ErrorClass {
+		var d driverErr
+		if errors.As(err, &d) && d.code == 4242 {
+			return dialect.ClassSerialization
+		}
+		return dialect.ClassOther
+	})
+	raw := fmt.Errorf("my own statement: %w", driverErr{4242})
+	require.Equal(t, dialect.ClassSerialization, dialect.ClassifyError(raw))
+	require.True(t, dialect.IsRetryable(raw), "the caller's own raw driver errors are recognised")
+	require.False(t, dialect.IsRetryable(driverErr{1}))
+	require.False(t, dialect.IsRetryable(nil))
+	require.Equal(t, dialect.ClassOther, dialect.ClassifyError(errors.New("plain")))
+	for c, want := range map[dialect.ErrorClass]bool{
+		dialect.ClassDeadlock: true, dialect.ClassLockTimeout: true, dialect.ClassSerialization: true, dialect.ClassBusy: true,
+		dialect.ClassReadOnly: false, dialect.ClassDuplicate: false, dialect.ClassConnection: false, dialect.ClassOther: false,
+	} {
+		require.Equal(t, want, c.Retryable(), "%d", c)
+	}
 }
 
 func TestBackoffBounds(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/internal/core"
 )
 
 // preferredStrategy is what dialect.StrategyAuto resolves to on a
@@ -40,19 +41,8 @@ func preferredStrategy(Version) dialect.Strategy { return dialect.StrategyTokenU
 // claimer.
 const claimConcurrency = 2
 
-// now is the database clock used by every statement, in UTC with
-// microseconds, whatever the session time_zone.
-const now = "UTC_TIMESTAMP(6)"
-
 // readCommitted is the value of the isolation variable this package wants.
 const readCommitted = "READ-COMMITTED"
-
-// micros renders an expression giving the microseconds since the Unix epoch
-// of a DATETIME expression, so that times are read as integers and the
-// dialect depends neither on the DSN's parseTime nor on its loc.
-func micros(expr string) string {
-	return "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', " + expr + ")"
-}
 
 // MySQL error numbers this package interprets.
 const (
@@ -62,6 +52,8 @@ const (
 	errDupKeyName      = 1061 // ER_DUP_KEYNAME
 	errUnknownSysVar   = 1193 // ER_UNKNOWN_SYSTEM_VARIABLE
 	errKeyDoesNotExist = 1176 // ER_KEY_DOES_NOT_EXITS (a FORCE INDEX naming no index)
+	errReadOnly        = 1290 // ER_OPTION_PREVENTS_STATEMENT (--read-only)
+	errReadOnlyTx      = 1792 // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
 )
 
 // Binlog is the server's binary log configuration as read by [New].
@@ -80,11 +72,9 @@ func (b Binlog) Unsafe() bool {
 
 // Dialect is the MySQL/MariaDB/TiDB implementation of [dialect.Dialect].
 type Dialect struct {
+	core.Base
 	db      *sql.DB
-	caps    dialect.Capabilities
 	version Version
-	retry   *dialect.Retrier
-	logger  *slog.Logger
 
 	isolationVar string
 	isolation    string
@@ -96,6 +86,8 @@ type Dialect struct {
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)
+
+func init() { dialect.RegisterClassifier(classify) }
 
 // New returns the dialect for db, a database/sql handle opened with the
 // "mysql" driver of github.com/go-sql-driver/mysql. It reads the server
@@ -124,22 +116,12 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 		return nil, fmt.Errorf("mysql: read version: %w", err)
 	}
 	v := ParseVersion(raw, comment)
-	d := &Dialect{
-		db: db, version: v, logger: logger,
-		retry: dialect.NewRetrier(opts.Retry),
-		caps: dialect.Capabilities{
-			Engine: v.Engine, Version: raw,
-			SkipLocked: v.SkipLocked(), Returning: false,
-			PreferredStrategy: preferredStrategy(v),
-			ClaimConcurrency:  claimConcurrency,
-		},
-	}
 	name, iso, err := readIsolation(ctx, db, v.IsolationVariable())
 	if err != nil {
 		return nil, fmt.Errorf("mysql: read isolation level: %w", err)
 	}
+	d := build(db, v, raw, opts, logger, strings.EqualFold(iso, readCommitted))
 	d.isolationVar, d.isolation = name, iso
-	d.rcSession = strings.EqualFold(iso, readCommitted)
 	if !d.rcSession {
 		logger.Warn("claimlock: mysql session isolation is not READ-COMMITTED; claims, acks and reaps will each open a READ COMMITTED transaction (open the database with mysql.Open, or set "+name+"='READ-COMMITTED' in the DSN)",
 			"variable", name, "isolation", iso)
@@ -154,6 +136,38 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 		logger.Warn("claimlock: mysql binlog_format is STATEMENT; UPDATE ... LIMIT and SKIP LOCKED are unsafe for statement-based replication (use ROW or MIXED)")
 	}
 	return d, nil
+}
+
+// build assembles the dialect for a server of version v whose sessions are
+// (rcSession) or are not READ COMMITTED.
+func build(db *sql.DB, v Version, raw string, opts dialect.Options, logger *slog.Logger, rcSession bool) *Dialect {
+	d := &Dialect{db: db, version: v, rcSession: rcSession}
+	var txOpts *sql.TxOptions
+	if !rcSession {
+		txOpts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
+	d.E = &core.Engine{
+		Name: "mysql", DB: core.SQLDB{DB: db, TxOptions: txOpts}, Classify: classify, FoldCase: true,
+		Dialect:       core.Dialect{TimeUnit: core.Microseconds},
+		Quote:         quote,
+		Retry:         dialect.NewRetrier(opts.Retry),
+		Logger:        logger,
+		IsolateWrites: !rcSession,
+		Caps: dialect.Capabilities{
+			Engine: v.Engine, Version: raw,
+			SkipLocked: v.SkipLocked(), Returning: false,
+			PreferredStrategy: preferredStrategy(v),
+			ClaimConcurrency:  claimConcurrency,
+		},
+		// Text columns use a binary utf8mb4 collation, so keys and tokens
+		// compare exactly as on the other engines.
+		DDL: core.DDL{
+			Int: "BIGINT", Time: "DATETIME(6)", Text: "VARCHAR(%d) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+			Serial: "BIGINT NOT NULL AUTO_INCREMENT", InlineIndexes: true, Suffix: " ENGINE=InnoDB",
+		},
+	}
+	d.Claims, d.Leases, d.Override = claimSQL, leaseSQL, d.prepareClaim
+	return d
 }
 
 // readIsolation reads the session isolation variable, trying the other name
@@ -247,9 +261,6 @@ func openConfig(cfg *gomysql.Config) (*sql.DB, error) {
 	return sql.OpenDB(conn), nil
 }
 
-// Capabilities implements [dialect.Dialect].
-func (d *Dialect) Capabilities() dialect.Capabilities { return d.caps }
-
 // Version returns the parsed server version.
 func (d *Dialect) Version() Version { return d.version }
 
@@ -265,181 +276,43 @@ func (d *Dialect) ReadCommittedSession() bool { return d.rcSession }
 // Binlog returns the binary log configuration New read.
 func (d *Dialect) Binlog() Binlog { return d.binlog }
 
-// Retries implements [dialect.Dialect].
-func (d *Dialect) Retries() int64 { return d.retry.Retries() }
-
-// QuoteIdent implements [dialect.Dialect] with backticks.
-func (d *Dialect) QuoteIdent(field, name string) (string, error) {
-	return dialect.Quote(field, name, '`')
-}
-
-// quote quotes an identifier already validated by a Validate method.
-func quote(name string) string {
-	s, _ := dialect.Quote("", name, '`')
-	return s
-}
-
-// IsRetryable reports whether err is a MySQL deadlock (1213) or lock-wait
-// timeout (1205): the whole statement or transaction can be run again.
-func IsRetryable(err error) bool {
-	return isErrNumber(err, errDeadlock) || isErrNumber(err, errLockWaitTimeout)
-}
+// quote quotes one identifier part that was validated already.
+func quote(part string) string { return "`" + part + "`" }
 
 func isErrNumber(err error, n uint16) bool {
 	var me *gomysql.MySQLError
 	return err != nil && errors.As(err, &me) && me.Number == n
 }
 
-// isConnErr reports a broken connection. driver.ErrBadConn means nothing was
-// sent (database/sql already retries it); mysql.ErrInvalidConn means the
-// statement may or may not have run, so only idempotent operations may be
+// classify sorts go-sql-driver/mysql errors. mysql.ErrInvalidConn means
+// the statement may or may not have run; only idempotent operations are
 // re-run after it.
-func isConnErr(err error) bool {
-	return errors.Is(err, gomysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn)
-}
-
-// interpretError marks retryable engine errors; others pass through.
-func interpretError(err error) error {
-	if err == nil || dialect.IsRetryable(err) {
-		return err
-	}
-	if IsRetryable(err) {
-		return &dialect.RetryableError{Err: err}
-	}
-	return err
-}
-
-// do runs fn under the retrier. An idempotent fn (one whose re-run does no
-// harm and reports the same thing) is also re-run once after a broken
-// connection; writes that may have been applied never are.
-func (d *Dialect) do(ctx context.Context, op string, idempotent bool, fn func() error) error {
-	connRetried := false
-	return d.retry.Do(ctx, op, func() error {
-		err := fn()
-		if idempotent && !connRetried && isConnErr(err) && ctx.Err() == nil {
-			connRetried = true
-			err = fn()
+func classify(err error) dialect.ErrorClass {
+	var me *gomysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case errDeadlock:
+			return dialect.ClassDeadlock
+		case errLockWaitTimeout:
+			return dialect.ClassLockTimeout
+		case errDupEntry, errDupKeyName:
+			return dialect.ClassDuplicate
+		case errReadOnly, errReadOnlyTx:
+			return dialect.ClassReadOnly
 		}
-		return interpretError(err)
-	})
-}
-
-// querier is what *sql.DB and *sql.Tx share.
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// readCommittedTx runs fn in a READ COMMITTED transaction (the session's
-// own level when it is READ COMMITTED, else set for this transaction),
-// committing when fn returns nil and rolling back otherwise.
-func (d *Dialect) readCommittedTx(ctx context.Context, fn func(q querier) error) (err error) {
-	opts := &sql.TxOptions{Isolation: sql.LevelReadCommitted}
-	if d.rcSession {
-		opts = nil // the session is READ COMMITTED already: save a SET TRANSACTION round trip
+		return dialect.ClassOther
 	}
-	tx, err := d.db.BeginTx(ctx, opts)
-	if err != nil {
-		return interpretError(err)
+	if errors.Is(err, gomysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) {
+		return dialect.ClassConnection
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	if err := fn(tx); err != nil {
-		return interpretError(err)
-	}
-	return interpretError(tx.Commit())
+	return dialect.ClassOther
 }
 
 // inReadCommitted runs fn directly on the pool when its sessions are READ
 // COMMITTED, and in a READ COMMITTED transaction otherwise.
-func (d *Dialect) inReadCommitted(ctx context.Context, fn func(q querier) error) error {
+func (d *Dialect) inReadCommitted(ctx context.Context, fn func(core.Querier) error) error {
 	if d.rcSession {
-		return interpretError(fn(d.db))
+		return fn(d.E.DB)
 	}
-	return d.readCommittedTx(ctx, fn)
-}
-
-// ExecDDL implements [dialect.Dialect]. A CREATE INDEX whose index already
-// exists (error 1061) is skipped, so running IndexDDL twice is harmless.
-func (d *Dialect) ExecDDL(ctx context.Context, stmts []string) error {
-	for _, s := range stmts {
-		if _, err := d.db.ExecContext(ctx, s); err != nil {
-			if strings.HasPrefix(s, "CREATE INDEX") && isErrNumber(err, errDupKeyName) {
-				continue
-			}
-			return fmt.Errorf("mysql: ddl %q: %w", s, interpretError(err))
-		}
-	}
-	return nil
-}
-
-// CreateTableDDL implements [dialect.Dialect]: one CREATE TABLE IF NOT
-// EXISTS ... ENGINE=InnoDB statement with the indexes inside it. Text columns
-// are VARCHAR with a binary utf8mb4 collation, so keys and tokens compare
-// exactly as on the other engines.
-func (d *Dialect) CreateTableDDL(def dialect.TableDef) ([]string, error) {
-	if err := def.Validate(); err != nil {
-		return nil, err
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s (", quote(def.Table))
-	serial := ""
-	for i, c := range def.Columns {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(quote(c.Name))
-		switch c.Type {
-		case dialect.TypeSerial:
-			b.WriteString(" BIGINT NOT NULL AUTO_INCREMENT")
-			serial = c.Name
-			continue
-		case dialect.TypeInt:
-			b.WriteString(" BIGINT")
-		case dialect.TypeTime:
-			b.WriteString(" DATETIME(6)")
-		case dialect.TypeText:
-			n := c.Len
-			if n == 0 {
-				n = 255
-			}
-			fmt.Fprintf(&b, " VARCHAR(%d) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin", n)
-		default:
-			return nil, fmt.Errorf("%w: mysql: column %s: unknown type %d", dialect.ErrInvalidConfig, c.Name, c.Type)
-		}
-		if c.NotNull {
-			b.WriteString(" NOT NULL")
-		}
-		if c.Default != nil {
-			b.WriteString(" DEFAULT " + c.Default.Literal())
-		}
-	}
-	pk := def.PrimaryKey
-	if len(pk) == 0 && serial != "" {
-		pk = []string{serial}
-	}
-	if len(pk) > 0 {
-		fmt.Fprintf(&b, ", PRIMARY KEY (%s)", quoteAll(pk))
-	}
-	for _, ix := range def.Indexes {
-		u := ""
-		if ix.Unique {
-			u = "UNIQUE "
-		}
-		fmt.Fprintf(&b, ", %sINDEX %s (%s)", u, quote(ix.Name), quoteAll(ix.Columns))
-	}
-	b.WriteString(") ENGINE=InnoDB")
-	return []string{b.String()}, nil
-}
-
-func quoteAll(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = quote(n)
-	}
-	return strings.Join(q, ", ")
+	return d.E.InTx(ctx, fn)
 }

@@ -453,7 +453,7 @@ func TestLockWaitTimeoutIsRetried(t *testing.T) {
 	})
 	var retried atomic.Int32
 	d := newDialect(t, db, dialect.Options{Retry: dialect.RetryPolicy{OnRetry: func(op string, attempt int, err error) {
-		if op == "release" && mysql.IsRetryable(err) {
+		if op == "release" && dialect.IsRetryable(err) {
 			retried.Add(1)
 		}
 	}}})

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/internal/core"
 	"github.com/claimlock/claimlock/dialect/dialecttest"
 	"github.com/claimlock/claimlock/internal/dbtest"
 )
@@ -55,16 +56,16 @@ func TestClaimPlansReadTheIndexInOrder(t *testing.T) {
 	_, err = db.ExecContext(ctx, "ANALYZE TABLE `plan_jobs`")
 	require.NoError(t, err)
 
-	s := cs.(*claimStore)
+	c := cs.(*core.Claims).Ext.(*claimer)
 	claimIdx := dialect.IndexName(spec.Table, "claim")
 	for _, tc := range []struct {
 		name, query string
 		args        []any
 	}{
-		{"token-update", s.claimUpdate, []any{"tok", 1, 100}},
-		{"token-update above the cursor", s.claimUpdateFrom, []any{"tok", 1, 7000, 100}},
-		{"skip locked", s.skipSelect, []any{1, 100}},
-		{"skip locked above the cursor", s.skipSelectFrom, []any{1, 7000, 100}},
+		{"token-update", c.update[1][0].SQL, []any{"tok", 1, 100}},
+		{"token-update above the cursor", c.update[1][1].SQL, []any{"tok", 1, 7000, 100}},
+		{"skip locked", c.skip[1][0].SQL, []any{1, 100}},
+		{"skip locked above the cursor", c.skip[1][1].SQL, []any{1, 7000, 100}},
 	} {
 		plan := explain(ctx, t, db, tc.query, tc.args...)
 		require.Equal(t, claimIdx, plan.key, "%s: %s", tc.name, plan)

@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -12,11 +13,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/internal/core"
 )
+
+// offline returns a dialect with no connection, for statement-building
+// tests; any query on it panics.
+func offline(version string) *Dialect {
+	return build(nil, ParseVersion(version, ""), version, dialect.Options{}, slog.New(slog.DiscardHandler), true)
+}
 
 func TestQuoteIdent(t *testing.T) {
 	t.Parallel()
-	d := &Dialect{}
+	d := offline("8.0.36")
 	q, err := d.QuoteIdent("Table", "myschema.task_target")
 	require.NoError(t, err)
 	require.Equal(t, "`myschema`.`task_target`", q)
@@ -35,42 +43,37 @@ func TestNewRejectsBadInput(t *testing.T) {
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 }
 
-func TestIsRetryable(t *testing.T) {
+func TestClassify(t *testing.T) {
 	t.Parallel()
-	deadlock := &gomysql.MySQLError{Number: 1213, Message: "Deadlock found"}
-	timeout := &gomysql.MySQLError{Number: 1205, Message: "Lock wait timeout exceeded"}
-	dup := &gomysql.MySQLError{Number: 1062, Message: "Duplicate entry"}
-	require.True(t, IsRetryable(deadlock))
-	require.True(t, IsRetryable(fmt.Errorf("wrapped: %w", timeout)))
-	require.False(t, IsRetryable(dup))
-	require.False(t, IsRetryable(nil))
-	require.False(t, IsRetryable(gomysql.ErrInvalidConn))
-
-	err := interpretError(deadlock)
-	require.True(t, dialect.IsRetryable(err))
-	var me *gomysql.MySQLError
-	require.ErrorAs(t, err, &me, "the engine error stays reachable")
-	require.EqualValues(t, 1213, me.Number)
-	require.False(t, dialect.IsRetryable(interpretError(dup)))
-	require.Same(t, dup, interpretError(dup))
-	require.NoError(t, interpretError(nil))
-	require.Same(t, err, interpretError(err), "not wrapped twice")
+	for n, want := range map[uint16]dialect.ErrorClass{
+		1213: dialect.ClassDeadlock, 1205: dialect.ClassLockTimeout, 1062: dialect.ClassDuplicate,
+		1061: dialect.ClassDuplicate, 1290: dialect.ClassReadOnly, 1792: dialect.ClassReadOnly, 1146: dialect.ClassOther,
+	} {
+		raw := fmt.Errorf("wrapped: %w", &gomysql.MySQLError{Number: n})
+		require.Equal(t, want, classify(raw), "%d", n)
+		// The one public predicate accepts the raw driver error.
+		require.Equal(t, want.Retryable(), dialect.IsRetryable(raw), "%d", n)
+	}
+	require.Equal(t, dialect.ClassConnection, classify(gomysql.ErrInvalidConn))
+	require.Equal(t, dialect.ClassConnection, classify(driver.ErrBadConn))
+	require.False(t, dialect.IsRetryable(gomysql.ErrInvalidConn))
+	require.False(t, dialect.IsRetryable(nil))
 }
 
 // TestBrokenConnectionRetry proves a broken connection re-runs only
 // idempotent operations, once.
 func TestBrokenConnectionRetry(t *testing.T) {
 	t.Parallel()
-	d := &Dialect{retry: dialect.NewRetrier(dialect.RetryPolicy{})}
+	d := offline("8.0.36").E
 	ctx := context.Background()
 	for _, connErr := range []error{gomysql.ErrInvalidConn, driver.ErrBadConn} {
 		calls := 0
-		err := d.do(ctx, "write", false, func() error { calls++; return connErr })
+		err := d.Do(ctx, "write", false, func() error { calls++; return connErr })
 		require.ErrorIs(t, err, connErr)
 		require.Equal(t, 1, calls, "a write that may have been applied is never re-run")
 
 		calls = 0
-		err = d.do(ctx, "read", true, func() error {
+		err = d.Do(ctx, "read", true, func() error {
 			calls++
 			if calls == 1 {
 				return connErr
@@ -81,12 +84,12 @@ func TestBrokenConnectionRetry(t *testing.T) {
 		require.Equal(t, 2, calls)
 
 		calls = 0
-		err = d.do(ctx, "read", true, func() error { calls++; return connErr })
+		err = d.Do(ctx, "read", true, func() error { calls++; return connErr })
 		require.ErrorIs(t, err, connErr)
 		require.Equal(t, 2, calls, "only once")
 	}
 	calls := 0
-	err := d.do(ctx, "claim", false, func() error {
+	err := d.Do(ctx, "claim", false, func() error {
 		calls++
 		if calls < 3 {
 			return &gomysql.MySQLError{Number: 1213}
@@ -95,7 +98,7 @@ func TestBrokenConnectionRetry(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, 3, calls)
-	require.EqualValues(t, 2, d.Retries())
+	require.EqualValues(t, 2, d.Retry.Retries())
 }
 
 func TestBinlogUnsafe(t *testing.T) {
@@ -126,7 +129,7 @@ func TestConfigureDSN(t *testing.T) {
 
 func TestCreateTableDDL(t *testing.T) {
 	t.Parallel()
-	d := &Dialect{}
+	d := offline("8.0.36")
 	pending, err := dialect.StatusOf("Pending", "PENDING")
 	require.NoError(t, err)
 	spec := dialect.ClaimTable{Table: "app.cl_t", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
@@ -159,16 +162,16 @@ func TestCreateTableDDL(t *testing.T) {
 
 func TestClaimStoreStatements(t *testing.T) {
 	t.Parallel()
-	d := &Dialect{caps: dialect.Capabilities{Engine: dialect.EngineTiDB, Version: "8.0.11-TiDB-v7.5.1"}}
+	d := offline("8.0.11-TiDB-v7.5.1")
 	st := func(v any) dialect.Status { s, err := dialect.StatusOf("s", v); require.NoError(t, err); return s }
 	cs, err := d.ClaimStore(dialect.ClaimTable{Table: "t", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 		Attempts: "attempts", Scope: []string{"task_id"}, Pending: st("PENDING"), Processing: st("PROCESSING"), Done: st("SENT")})
 	require.NoError(t, err)
-	s := cs.(*claimStore)
-	require.Equal(t, "UPDATE `t` FORCE INDEX (`t_cl_claim`) SET `status` = 'PROCESSING', `token` = ?, `claimed_at` = UTC_TIMESTAMP(6), `attempts` = `attempts` + 1 WHERE `task_id` = ? AND `status` = 'PENDING' ORDER BY `task_id`, `status`, `id` LIMIT ?", s.claimUpdate)
-	require.Equal(t, "UPDATE `t` SET `status` = 'PROCESSING', `token` = ?, `claimed_at` = UTC_TIMESTAMP(6), `attempts` = `attempts` + 1 WHERE `task_id` = ? AND `status` = 'PENDING' ORDER BY `task_id`, `status`, `id` LIMIT ?", s.claimNoHint)
-	require.Equal(t, "SELECT `id` FROM `t` FORCE INDEX (`t_cl_claim`) WHERE `task_id` = ? AND `status` = 'PENDING' ORDER BY `id` LIMIT ? FOR UPDATE SKIP LOCKED", s.skipSelect)
-	require.Equal(t, "SELECT `id` FROM `t` WHERE `task_id` = ? AND `status` = 'PENDING' AND `id` > ? ORDER BY `id` LIMIT ? FOR UPDATE SKIP LOCKED", s.skipNoHintFrom)
+	c := cs.(*core.Claims).Ext.(*claimer)
+	require.Equal(t, "UPDATE `t` FORCE INDEX (`t_cl_claim`) SET `status` = 'PROCESSING', `token` = ?, `claimed_at` = UTC_TIMESTAMP(6), `attempts` = COALESCE(`attempts`, 0) + 1 WHERE `status` = 'PENDING' AND `task_id` = ? ORDER BY `task_id`, `status`, `id` LIMIT ?", c.update[1][0].SQL)
+	require.Equal(t, "UPDATE `t` SET `status` = 'PROCESSING', `token` = ?, `claimed_at` = UTC_TIMESTAMP(6), `attempts` = COALESCE(`attempts`, 0) + 1 WHERE `status` = 'PENDING' AND `task_id` = ? ORDER BY `task_id`, `status`, `id` LIMIT ?", c.update[0][0].SQL)
+	require.Equal(t, "SELECT `id` FROM `t` FORCE INDEX (`t_cl_claim`) WHERE `status` = 'PENDING' AND `task_id` = ? ORDER BY `id` LIMIT ? FOR UPDATE SKIP LOCKED", c.skip[1][0].SQL)
+	require.Equal(t, "SELECT `id` FROM `t` WHERE `status` = 'PENDING' AND `task_id` = ? AND `id` > ? ORDER BY `id` LIMIT ? FOR UPDATE SKIP LOCKED", c.skip[0][1].SQL)
 	require.Equal(t, []string{
 		"CREATE INDEX `t_cl_claim` ON `t` (`task_id`, `status`, `id`)",
 		"CREATE INDEX `t_cl_token` ON `t` (`token`)",
@@ -205,14 +208,14 @@ func TestClaimStoreStatements(t *testing.T) {
 
 func TestLeaseStoreStatements(t *testing.T) {
 	t.Parallel()
-	d := &Dialect{}
+	d := offline("8.0.36")
 	ls, err := d.LeaseStore(dialect.KeyedLeaseTable("cl_lease", 64))
 	require.NoError(t, err)
-	l := ls.(*leaseStore)
-	require.Equal(t, "UPDATE `cl_lease` SET `owner` = ?, `lock_at` = UTC_TIMESTAMP(6), `expires_at` = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, `fence` = `fence` + 1 WHERE `lease_key` = ? AND (`owner` IS NULL OR `expires_at` IS NULL OR `expires_at` < UTC_TIMESTAMP(6))", l.acquire)
-	require.True(t, strings.HasPrefix(l.insert, "INSERT INTO `cl_lease` (`lease_key`, `owner`, `lock_at`, `expires_at`, `fence`) VALUES (?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, 1)"))
-	require.NotContains(t, l.insert, "DUPLICATE", "ON DUPLICATE KEY UPDATE is ambiguous under clientFoundRows")
-	require.Contains(t, l.renew, "GREATEST(UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, COALESCE(`expires_at` + INTERVAL 1 MICROSECOND")
+	l := ls.(*core.Leases).Statements()
+	require.Equal(t, "UPDATE `cl_lease` SET `owner` = ?, `lock_at` = UTC_TIMESTAMP(6), `expires_at` = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, `fence` = COALESCE(`fence`, 0) + 1 WHERE `lease_key` = ? AND (`owner` IS NULL OR `expires_at` IS NULL OR `expires_at` < UTC_TIMESTAMP(6))", l["acquire"])
+	require.True(t, strings.HasPrefix(l["insert"], "INSERT INTO `cl_lease` (`lease_key`, `owner`, `lock_at`, `expires_at`, `fence`) VALUES (?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, 1)"))
+	require.NotContains(t, l["insert"], "DUPLICATE", "ON DUPLICATE KEY UPDATE is ambiguous under clientFoundRows")
+	require.Contains(t, l["renew"], "GREATEST(UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, COALESCE(`expires_at` + INTERVAL 1 MICROSECOND")
 
 	ctx := context.Background()
 	_, err = ls.Acquire(ctx, "k", "", 1)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/internal/core"
 )
 
 // planNode is the part of EXPLAIN (FORMAT JSON) output the plan test reads.
@@ -50,7 +51,7 @@ func planProblem(planJSON, claimIndex string) string {
 	if err := json.Unmarshal([]byte(planJSON), &out); err != nil || len(out) != 1 {
 		return fmt.Sprintf("unreadable plan (%v)", err)
 	}
-	cte, ok := out[0].Plan.find("CTE " + cAlias)
+	cte, ok := out[0].Plan.find("CTE cl_c")
 	if !ok {
 		return "no candidate CTE in the plan"
 	}
@@ -88,8 +89,8 @@ func explainClaim(t *testing.T, pool *pgxpool.Pool, claim string) (custom, gener
 	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
-	require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+claim, "tok", int64(1), int64(10)).Scan(&custom))
-	_, err = conn.Exec(ctx, "PREPARE cl_plan_claim (text, bigint, bigint) AS "+claim)
+	require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+claim, int64(1), int64(10), "tok").Scan(&custom))
+	_, err = conn.Exec(ctx, "PREPARE cl_plan_claim (bigint, bigint, text) AS "+claim)
 	require.NoError(t, err)
 	defer func() {
 		_, _ = conn.Exec(context.Background(), "DEALLOCATE cl_plan_claim")
@@ -97,8 +98,8 @@ func explainClaim(t *testing.T, pool *pgxpool.Pool, claim string) (custom, gener
 	}()
 	_, err = conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
 	require.NoError(t, err)
-	require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) EXECUTE cl_plan_claim('tok', 1, 10)").Scan(&generic))
-	require.Contains(t, generic, "task_id = $2", "the plan must really be generic")
+	require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) EXECUTE cl_plan_claim(1, 10, 'tok')").Scan(&generic))
+	require.Contains(t, generic, "task_id = $1", "the plan must really be generic")
 	return custom, generic
 }
 
@@ -109,8 +110,9 @@ func explainClaim(t *testing.T, pool *pgxpool.Pool, claim string) (custom, gener
 // walk the primary key past the processed rows.
 func TestClaimPlanUsesPartialIndex(t *testing.T) {
 	t.Parallel()
-	pool, _, st := setupJobs(t)
-	s := st.(*claimStore)
+	pool, d, st := setupJobs(t)
+	s := st.(*core.Claims).Statements()
+	claimSkip := s["claim skip locked"]
 	ctx := ctxT(t)
 	// Keep autovacuum from analyzing behind the test's back.
 	_, err := pool.Exec(ctx, `ALTER TABLE jobs SET (autovacuum_enabled = false)`)
@@ -121,26 +123,26 @@ func TestClaimPlanUsesPartialIndex(t *testing.T) {
 	require.NoError(t, err)
 	claimIndex := dialect.IndexName("jobs", "claim")
 
-	custom, generic := explainClaim(t, pool, s.claimSkip)
+	custom, generic := explainClaim(t, pool, claimSkip)
 	checkClaimPlan(t, "stale statistics, custom plan", custom, claimIndex)
 	checkClaimPlan(t, "stale statistics, generic plan", generic, claimIndex)
 
 	_, err = pool.Exec(ctx, `ANALYZE jobs`)
 	require.NoError(t, err)
-	custom, generic = explainClaim(t, pool, s.claimSkip)
+	custom, generic = explainClaim(t, pool, claimSkip)
 	checkClaimPlan(t, "fresh statistics, custom plan", custom, claimIndex)
 	checkClaimPlan(t, "fresh statistics, generic plan", generic, claimIndex)
 
 	// Control: the same claim ordered by the bare key is the trap. On
 	// PostgreSQL 15 (where the design measured it) the planner walks the
 	// primary key with fresh statistics, and the check above must see it.
-	trap := strings.Replace(s.claimSkip, `ORDER BY "id" + 0`, `ORDER BY "id"`, 1)
-	require.NotEqual(t, s.claimSkip, trap)
+	trap := strings.Replace(claimSkip, `ORDER BY "id" + 0`, `ORDER BY "id"`, 1)
+	require.NotEqual(t, claimSkip, trap)
 	trapPlan, _ := explainClaim(t, pool, trap)
-	if p := planProblem(trapPlan, claimIndex); s.d.versionNum < 160000 {
+	if p := planProblem(trapPlan, claimIndex); d.versionNum < 160000 {
 		require.Contains(t, p, "primary key", "the plan check must detect the trap: %s", trapPlan)
 	} else {
-		t.Logf("ORDER BY id on %s: %q", s.d.caps.Version, p)
+		t.Logf("ORDER BY id on %s: %q", d.Capabilities().Version, p)
 	}
 
 	_, ids := claimIDs(t, st, dialect.StrategySkipLocked, 1, 10)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -11,13 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/internal/core"
 	"github.com/claimlock/claimlock/internal/dbtest"
 )
 
 // offline returns a dialect with no connection, for statement-building
 // tests; any query on it panics.
 func offline(versionNum int) *Dialect {
-	return &Dialect{versionNum: versionNum, retry: dialect.NewRetrier(dialect.RetryPolicy{})}
+	return build(nil, versionNum, "offline", dialect.Options{}, slog.New(slog.DiscardHandler))
 }
 
 func status(t *testing.T, v any) dialect.Status {
@@ -84,35 +86,34 @@ func TestQuoteIdent(t *testing.T) {
 	}
 }
 
-func TestIsRetryable(t *testing.T) {
+func TestClassify(t *testing.T) {
 	t.Parallel()
-	for code, want := range map[string]bool{"40001": true, "40P01": true, "55P03": true, "23505": false, "42P01": false} {
-		pe := &pgconn.PgError{Code: code}
-		wrapped := fmt.Errorf("op: %w", pe)
-		require.Equal(t, want, IsRetryable(wrapped), code)
-		got := interpretError(wrapped)
-		require.Equal(t, want, dialect.IsRetryable(got), code)
-		var back *pgconn.PgError
-		require.True(t, errors.As(got, &back), "engine error stays reachable")
-		require.Equal(t, code, back.Code)
+	for code, want := range map[string]dialect.ErrorClass{
+		"40001": dialect.ClassSerialization, "40P01": dialect.ClassDeadlock, "55P03": dialect.ClassLockTimeout,
+		"23505": dialect.ClassDuplicate, "25006": dialect.ClassReadOnly, "42P01": dialect.ClassOther,
+	} {
+		wrapped := fmt.Errorf("op: %w", &pgconn.PgError{Code: code})
+		require.Equal(t, want, classify(wrapped), code)
+		// The one public predicate accepts the raw driver error.
+		require.Equal(t, want.Retryable(), dialect.IsRetryable(wrapped), code)
+		require.Equal(t, want, dialect.ClassifyError(wrapped), code)
 	}
-	require.False(t, IsRetryable(errors.New("plain")))
-	require.NoError(t, interpretError(nil))
+	require.False(t, dialect.IsRetryable(errors.New("plain")))
 }
 
 func TestClaimStatements(t *testing.T) {
 	t.Parallel()
 	st, err := offline(150000).ClaimStore(jobSpec(t))
 	require.NoError(t, err)
-	s := st.(*claimStore)
+	s := st.(*core.Claims).Statements()
 	require.Equal(t,
-		`WITH cl_c AS MATERIALIZED (SELECT "id" FROM "jobs" WHERE "status" = 'PENDING' AND "task_id" = $2 ORDER BY "id" + 0 LIMIT $3 FOR UPDATE SKIP LOCKED) `+
-			`UPDATE "jobs" AS cl_t SET "status" = 'PROCESSING', "token" = $1, "claimed_at" = now(), "attempts" = cl_t."attempts" + 1 FROM cl_c `+
+		`WITH cl_c AS MATERIALIZED ( SELECT "id" FROM "jobs" WHERE "status" = 'PENDING' AND "task_id" = $1 ORDER BY "id" + 0 LIMIT $2 FOR UPDATE SKIP LOCKED) `+
+			`UPDATE "jobs" AS cl_t SET "status" = 'PROCESSING', "token" = $3, "claimed_at" = now(), "attempts" = COALESCE(cl_t."attempts", 0) + 1 FROM cl_c `+
 			`WHERE cl_t."id" = cl_c."id" AND cl_t."status" = 'PENDING' RETURNING cl_t."id", cl_t."version", cl_t."payload"`,
-		s.claimSkip)
-	require.Contains(t, s.claimToken, `LIMIT $3 FOR UPDATE) UPDATE`)
-	require.NotContains(t, s.claimToken, "SKIP LOCKED")
-	for _, q := range []string{s.claimSkip, s.claimToken} {
+		s["claim skip locked"])
+	require.Contains(t, s["claim"], `LIMIT $2 FOR UPDATE) UPDATE`)
+	require.NotContains(t, s["claim"], "SKIP LOCKED")
+	for _, q := range []string{s["claim skip locked"], s["claim"]} {
 		require.NotContains(t, q, "IN (SELECT", "never the re-runnable IN-subquery form")
 	}
 	require.Equal(t, []string{
@@ -120,11 +121,11 @@ func TestClaimStatements(t *testing.T) {
 		`CREATE INDEX IF NOT EXISTS "jobs_cl_token" ON "jobs" ("token")`,
 		`CREATE INDEX IF NOT EXISTS "jobs_cl_reap" ON "jobs" ("status", "claimed_at")`,
 	}, st.IndexDDL())
-	require.Equal(t, `UPDATE "jobs" SET "claimed_at" = GREATEST(now(), "claimed_at" + interval '1 microsecond') WHERE "token" = $1 AND "status" = 'PROCESSING'`, s.heartbeat)
+	require.Equal(t, `UPDATE "jobs" SET "claimed_at" = GREATEST(now(), "claimed_at" + interval '1 microsecond') WHERE "token" = $1 AND "status" = 'PROCESSING'`, s["heartbeat"])
 	require.Equal(t, `UPDATE "jobs" SET "status" = 'SENT', "token" = NULL WHERE "token" = $1 AND "id" = ANY($2::bigint[]) RETURNING "id", false`,
-		s.ackSQL(&dialect.AckParams{Outcome: dialect.OutcomeDone}))
-	require.Contains(t, s.statsScope, `EXTRACT(EPOCH FROM (now() - MIN("claimed_at") FILTER (WHERE "status" = 'PROCESSING')))`)
-	require.Contains(t, s.statsScope, ` WHERE "task_id" = $1`)
+		s["ack done"])
+	require.Contains(t, s["stats scoped"], `EXTRACT(EPOCH FROM (now() - MIN("claimed_at") FILTER (WHERE "status" = 'PROCESSING')))`)
+	require.Contains(t, s["stats scoped"], ` WHERE TRUE AND "task_id" = $1`)
 }
 
 func TestClaimStatementsTextKeysIntegerStatusOldServer(t *testing.T) {
@@ -134,10 +135,10 @@ func TestClaimStatementsTextKeysIntegerStatusOldServer(t *testing.T) {
 	spec.Pending, spec.Processing, spec.Done, spec.Failed = status(t, 0), status(t, 1), status(t, 2), status(t, 3)
 	st, err := offline(110000).ClaimStore(spec)
 	require.NoError(t, err)
-	s := st.(*claimStore)
-	require.Contains(t, s.claimSkip, `WITH cl_c AS (SELECT "id" FROM "app"."jobs" WHERE "status" = 0 AND "task_id" = $2 ORDER BY ("id" || '') LIMIT $3`)
+	s := st.(*core.Claims).Statements()
+	require.Contains(t, s["claim skip locked"], `WITH cl_c AS ( SELECT "id" FROM "app"."jobs" WHERE "status" = 0 AND "task_id" = $1 ORDER BY ("id" || '') LIMIT $2`)
 	require.Equal(t, `CREATE INDEX IF NOT EXISTS "jobs_cl_claim" ON "app"."jobs" ("task_id", (("id" || ''))) WHERE "status" = 0`, st.IndexDDL()[0])
-	require.Contains(t, s.releaseIn, `"id" = ANY($2::text[])`)
+	require.Contains(t, s["release keys"], `"id" = ANY($2::text[])`)
 }
 
 func TestBadSpecsAndParams(t *testing.T) {
@@ -190,27 +191,6 @@ func TestBadSpecsAndParams(t *testing.T) {
 	require.NoError(t, err)
 	_, err = plain.ReapExpired(ctx, 10)
 	require.ErrorIs(t, err, dialect.ErrNotSupported)
-}
-
-func TestKeysConversion(t *testing.T) {
-	t.Parallel()
-	st, err := offline(150000).ClaimStore(jobSpec(t))
-	require.NoError(t, err)
-	s := st.(*claimStore)
-	arr, norm, err := s.keys([]any{1, int8(2), int16(3), int32(4), int64(5), uint(6), uint8(7), uint16(8), uint32(9), uint64(10)})
-	require.NoError(t, err)
-	require.Equal(t, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, arr)
-	require.Equal(t, any(int64(1)), norm[0])
-
-	spec := jobSpec(t)
-	spec.IDKind = dialect.IDText
-	st, err = offline(150000).ClaimStore(spec)
-	require.NoError(t, err)
-	arr, _, err = st.(*claimStore).keys([]any{"a", []byte("b")})
-	require.NoError(t, err)
-	require.Equal(t, []string{"a", "b"}, arr)
-	_, _, err = st.(*claimStore).keys([]any{1})
-	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 }
 
 func TestCreateTableDDL(t *testing.T) {

@@ -24,22 +24,17 @@ import (
 	"strings"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/internal/core"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// nowMS is SQLite's clock in integer milliseconds since the epoch.
-const nowMS = "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
-
 // Dialect is the SQLite implementation of [dialect.Dialect].
-type Dialect struct {
-	db     *sql.DB
-	caps   dialect.Capabilities
-	retry  *dialect.Retrier
-	logger *slog.Logger
-}
+type Dialect struct{ core.Base }
 
 var _ dialect.Dialect = (*Dialect)(nil)
+
+func init() { dialect.RegisterClassifier(classify) }
 
 // Open opens (creating if needed) the SQLite database at path with the
 // settings claimlock wants: WAL journal, a 10 s busy_timeout, synchronous
@@ -99,17 +94,23 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 	if err := db.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&busy); err == nil && busy == 0 {
 		logger.Warn("claimlock: sqlite busy_timeout is 0; concurrent writers will see SQLITE_BUSY at once (open with sqlite.Open or add _pragma=busy_timeout(10000))")
 	}
-	return &Dialect{
-		db: db,
-		caps: dialect.Capabilities{
+	d := &Dialect{}
+	d.E = &core.Engine{
+		Name: "sqlite", DB: immediateDB{db}, Classify: classify, Returning: true, FoldCase: true,
+		Dialect: core.Dialect{TimeUnit: core.Milliseconds},
+		Quote:   quote,
+		Retry:   dialect.NewRetrier(opts.Retry),
+		Logger:  logger,
+		Caps: dialect.Capabilities{
 			Engine: dialect.EngineSQLite, Version: version,
 			SkipLocked: false, Returning: true,
 			PreferredStrategy: dialect.StrategyTokenUpdate,
 			ClaimConcurrency:  claimConcurrency,
 		},
-		retry:  dialect.NewRetrier(opts.Retry),
-		logger: logger,
-	}, nil
+		DDL: core.DDL{Int: "INTEGER", Time: "INTEGER", Text: "TEXT", Serial: "INTEGER PRIMARY KEY AUTOINCREMENT", SerialIsKey: true},
+	}
+	d.Claims, d.Leases = claimSQL, leaseSQL
+	return d, nil
 }
 
 // claimConcurrency is [dialect.Capabilities.ClaimConcurrency] on SQLite: no
@@ -134,136 +135,29 @@ func atLeast(version string, major, minor int) bool {
 	return ma > major || ma == major && mi >= minor
 }
 
-// Capabilities implements [dialect.Dialect].
-func (d *Dialect) Capabilities() dialect.Capabilities { return d.caps }
+// quote quotes one identifier part that was validated already.
+func quote(part string) string { return `"` + part + `"` }
 
-// Retries implements [dialect.Dialect].
-func (d *Dialect) Retries() int64 { return d.retry.Retries() }
-
-// QuoteIdent implements [dialect.Dialect] with double quotes.
-func (d *Dialect) QuoteIdent(field, name string) (string, error) {
-	return dialect.Quote(field, name, '"')
-}
-
-func quote(name string) string {
-	s, _ := dialect.Quote("", name, '"')
-	return s
-}
-
-// ExecDDL implements [dialect.Dialect].
-func (d *Dialect) ExecDDL(ctx context.Context, stmts []string) error {
-	for _, s := range stmts {
-		if _, err := d.db.ExecContext(ctx, s); err != nil {
-			return fmt.Errorf("sqlite: ddl %q: %w", s, interpretError(err))
-		}
-	}
-	return nil
-}
-
-// CreateTableDDL implements [dialect.Dialect].
-func (d *Dialect) CreateTableDDL(def dialect.TableDef) ([]string, error) {
-	if err := def.Validate(); err != nil {
-		return nil, err
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s (", quote(def.Table))
-	serialPK := false
-	for i, c := range def.Columns {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(quote(c.Name))
-		switch c.Type {
-		case dialect.TypeSerial:
-			b.WriteString(" INTEGER PRIMARY KEY AUTOINCREMENT")
-			serialPK = true
-			continue
-		case dialect.TypeInt, dialect.TypeTime:
-			b.WriteString(" INTEGER")
-		case dialect.TypeText:
-			b.WriteString(" TEXT")
-		}
-		if c.NotNull {
-			b.WriteString(" NOT NULL")
-		}
-		if c.Default != nil {
-			b.WriteString(" DEFAULT " + c.Default.Literal())
-		}
-	}
-	if len(def.PrimaryKey) > 0 && !serialPK {
-		pk := make([]string, len(def.PrimaryKey))
-		for i, c := range def.PrimaryKey {
-			pk[i] = quote(c)
-		}
-		fmt.Fprintf(&b, ", PRIMARY KEY (%s)", strings.Join(pk, ", "))
-	}
-	b.WriteString(")")
-	out := []string{b.String()}
-	for _, ix := range def.Indexes {
-		cols := make([]string, len(ix.Columns))
-		for i, c := range ix.Columns {
-			cols[i] = quote(c)
-		}
-		u := ""
-		if ix.Unique {
-			u = "UNIQUE "
-		}
-		out = append(out, fmt.Sprintf("CREATE %sINDEX IF NOT EXISTS %s ON %s (%s)", u, quote(ix.Name), quote(def.Table), strings.Join(cols, ", ")))
-	}
-	return out, nil
-}
-
-// IsRetryable reports whether err is SQLITE_BUSY or SQLITE_LOCKED (any
-// extended code), the errors claimlock retries.
-func IsRetryable(err error) bool {
+// classify sorts modernc's errors: SQLITE_BUSY and SQLITE_LOCKED (any
+// extended code) are busy, constraint violations of a unique key or primary
+// key duplicates, SQLITE_READONLY read-only.
+func classify(err error) dialect.ErrorClass {
 	var se *sqlite.Error
-	if errors.As(err, &se) {
-		switch se.Code() & 0xff {
-		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-			return true
+	if !errors.As(err, &se) {
+		if errors.Is(err, driver.ErrBadConn) {
+			return dialect.ClassConnection
 		}
+		return dialect.ClassOther
 	}
-	return false
-}
-
-// interpretError marks retryable engine errors; others pass through.
-func interpretError(err error) error {
-	if err == nil || dialect.IsRetryable(err) {
-		return err
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return dialect.ClassBusy
+	case sqlite3.SQLITE_READONLY:
+		return dialect.ClassReadOnly
 	}
-	if IsRetryable(err) {
-		return &dialect.RetryableError{Err: err}
+	switch se.Code() {
+	case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+		return dialect.ClassDuplicate
 	}
-	return err
-}
-
-// immediate runs fn inside BEGIN IMMEDIATE on one connection, committing on
-// success and rolling back otherwise.
-func (d *Dialect) immediate(ctx context.Context, fn func(*sql.Conn) error) (err error) {
-	conn, err := d.db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return interpretError(err)
-	}
-	defer func() {
-		if err != nil {
-			// A context cancelled mid-transaction must not leave the
-			// connection inside it: roll back without the caller's context.
-			if _, rbErr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rbErr != nil {
-				// Never return a connection that may still be inside a
-				// transaction to the pool.
-				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-			}
-		}
-	}()
-	if err := fn(conn); err != nil {
-		return interpretError(err)
-	}
-	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
-		return interpretError(err)
-	}
-	return nil
+	return dialect.ClassOther
 }

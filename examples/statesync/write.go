@@ -9,9 +9,6 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/mysql"
-	"github.com/claimlock/claimlock/dialect/postgres"
-	"github.com/claimlock/claimlock/dialect/sqlite"
 )
 
 // hotUser receives the -hot fraction of the events.
@@ -53,7 +50,7 @@ const (
 // retryable reports a deadlock, lock-wait timeout, serialization failure or
 // busy database: the whole transaction may run again.
 func retryable(err error) bool {
-	return dialect.IsRetryable(err) || sqlite.IsRetryable(err) || mysql.IsRetryable(err) || postgres.IsRetryable(err)
+	return dialect.IsRetryable(err)
 }
 
 // withRetry runs fn up to maxAttempts times while it fails with a retryable

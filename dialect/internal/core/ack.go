@@ -1,0 +1,215 @@
+package core
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// errPartialAck rolls back a one-statement ack that matched fewer rows than
+// keys, on an engine without RETURNING, so that the ack is decided row by
+// row instead.
+var errPartialAck = errors.New("ack matched fewer rows than keys")
+
+// Ack implements [dialect.ClaimStore].
+//
+// When every row's fate is known before reading it (no versions; no
+// MaxAttempts, or an engine with RETURNING) it is one UPDATE ... WHERE token
+// = ? AND key IN (...). With RETURNING the keys it returns are the acked
+// rows and the rest were lost. Without it the UPDATE runs in a transaction
+// that commits only when it matched every key (it clears the token of every
+// row it matches, so affected rows are matched rows on any DSN); otherwise
+// it rolls back and the ack is decided row by row: in one transaction, lock
+// the rows the token still holds, decide each in Go (version moved: back to
+// pending; attempts at MaxAttempts: parked), and update them by group. Keys
+// the lock did not return are lost and untouched.
+func (s *Claims) Ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResult, error) {
+	var res dialect.AckResult
+	if len(p.IDs) == 0 {
+		return res, nil
+	}
+	if err := s.Spec.CheckAck(p); err != nil {
+		return res, wrap("ack", err)
+	}
+	keys, err := dialect.NormalizeKeys(s.Spec.IDKind, p.IDs)
+	if err != nil {
+		return res, wrap("ack", err)
+	}
+	idx := make(map[any]int, len(keys))
+	for i, k := range keys {
+		if _, dup := idx[k]; !dup {
+			idx[k] = i
+		}
+	}
+	a := &Args{Token: p.Token, Keys: keys, MaxAttempts: p.MaxAttempts}
+	versioned := p.Versions != nil && p.Outcome == dialect.OutcomeDone
+	parkAt := p.Outcome == dialect.OutcomeRetry && p.MaxAttempts > 0
+	if !versioned && (!parkAt || s.E.Returning) {
+		st := s.ackPark
+		if !parkAt {
+			st = s.ackTo[s.target(p.Outcome)]
+		}
+		done := false
+		err := s.E.Do(ctx, "ack", false, func() error {
+			res = dialect.AckResult{}
+			if s.E.Returning {
+				done = true
+				return s.ackReturning(ctx, st, a, idx, len(keys), &res)
+			}
+			err := s.E.InTx(ctx, func(tx Querier) error {
+				n, err := Exec(ctx, tx, s.E.Dialect, st, a)
+				if err == nil && n != int64(len(idx)) {
+					err = errPartialAck
+				}
+				return err
+			})
+			if errors.Is(err, errPartialAck) {
+				return nil
+			}
+			done = err == nil
+			return err
+		})
+		if err != nil || done {
+			return res, wrap("ack", err)
+		}
+	}
+	err = s.E.Do(ctx, "ack", false, func() error {
+		res = dialect.AckResult{}
+		return s.E.InTx(ctx, func(tx Querier) error { return s.ackByRow(ctx, tx, p, a, keys, idx, &res) })
+	})
+	if err != nil {
+		return dialect.AckResult{}, wrap("ack", err)
+	}
+	return res, nil
+}
+
+// target is the status literal an outcome sets.
+func (s *Claims) target(o dialect.AckOutcome) string {
+	switch o {
+	case dialect.OutcomeFailed:
+		return s.Names.Failed
+	case dialect.OutcomeRetry:
+		return s.Names.Pending
+	}
+	return s.Names.Done
+}
+
+// ackReturning runs a one-statement ack that returns each changed key and
+// whether it was parked.
+func (s *Claims) ackReturning(ctx context.Context, st Stmt, a *Args, idx map[any]int, n int, res *dialect.AckResult) error {
+	got := make([]bool, n)
+	err := Query(ctx, s.E.DB, s.E.Dialect, st, a, func(r Rows) error {
+		var id any
+		var parked bool
+		if err := r.Scan(&id, &parked); err != nil {
+			return err
+		}
+		if i, ok := s.find(idx, id); ok {
+			got[i] = true
+			if parked {
+				res.Parked = append(res.Parked, i)
+			}
+		}
+		return nil
+	})
+	res.Lost = missing(got)
+	return err
+}
+
+// find returns the position of a key read from the database among the
+// caller's keys. A key the caller did not pass (a collation that matched
+// other bytes) is not found.
+func (s *Claims) find(idx map[any]int, id any) (int, bool) {
+	k, err := dialect.NormalizeKey(s.Spec.IDKind, id)
+	if err != nil {
+		return 0, false
+	}
+	i, ok := idx[k]
+	return i, ok
+}
+
+// missing returns the positions not marked in got, in order.
+func missing(got []bool) []int {
+	var out []int
+	for i, ok := range got {
+		if !ok {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// ackByRow is the per-row ack inside a transaction: lock what the token
+// holds, decide, update by group.
+func (s *Claims) ackByRow(ctx context.Context, tx Querier, p *dialect.AckParams, a *Args, keys []any, idx map[any]int, res *dialect.AckResult) error {
+	type held struct {
+		key               any
+		pos               int
+		version, attempts int64
+	}
+	var hs []held
+	err := Query(ctx, tx, s.E.Dialect, s.ackLock, a, func(r Rows) error {
+		var id any
+		var v, at sql.NullInt64
+		if err := r.Scan(&id, &v, &at); err != nil {
+			return err
+		}
+		if i, ok := s.find(idx, id); ok {
+			hs = append(hs, held{key: keys[i], pos: i, version: v.Int64, attempts: at.Int64})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var done, requeue, failed, pending []any
+	got := make([]bool, len(keys))
+	for _, h := range hs {
+		got[h.pos] = true
+		switch p.Outcome {
+		case dialect.OutcomeDone:
+			if p.Versions != nil && h.version != p.Versions[h.pos] {
+				requeue = append(requeue, h.key)
+				res.Requeued = append(res.Requeued, h.pos)
+			} else {
+				done = append(done, h.key)
+			}
+		case dialect.OutcomeFailed:
+			failed = append(failed, h.key)
+		case dialect.OutcomeRetry:
+			if p.MaxAttempts > 0 && h.attempts >= int64(p.MaxAttempts) {
+				failed = append(failed, h.key)
+				res.Parked = append(res.Parked, h.pos)
+			} else {
+				pending = append(pending, h.key)
+			}
+		}
+	}
+	groups := []struct {
+		st   Stmt
+		keys []any
+	}{
+		{s.ackTo[s.Names.Done], done}, {s.ackRequeue, requeue},
+		{s.ackTo[s.Names.Failed], failed}, {s.ackTo[s.Names.Pending], pending},
+	}
+	for _, g := range groups {
+		if len(g.keys) == 0 {
+			continue
+		}
+		if s.E.Returning {
+			// The statement returns rows; read them so that the driver
+			// finishes it inside the transaction.
+			err = Query(ctx, tx, s.E.Dialect, g.st, &Args{Token: p.Token, Keys: g.keys}, func(Rows) error { return nil })
+		} else {
+			_, err = Exec(ctx, tx, s.E.Dialect, g.st, &Args{Token: p.Token, Keys: g.keys})
+		}
+		if err != nil {
+			return fmt.Errorf("update: %w", err)
+		}
+	}
+	res.Lost = missing(got)
+	return nil
+}

@@ -1,0 +1,389 @@
+package core
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// ClaimSQL are an engine's claim-table statements as text/template sources
+// over [Names]. Values are placeholders: {{arg "token"}}, {{arg "limit"}},
+// {{arg "timeout"}} (a duration in the engine's time unit),
+// {{arg "max_attempts"}}, {{scope .Scope}} for " AND col = ?" per scope
+// column, and {{keys}} for the condition on a list of keys.
+type ClaimSQL struct {
+	// Claim marks up to "limit" pending rows in scope under "token" and,
+	// on a Returning engine, returns Names.Returned. It is rendered with
+	// SkipLocked false and, where the server has SKIP LOCKED, true. Engines
+	// without RETURNING leave it empty and implement [Claimer].
+	Claim string
+	// ReadBack returns Names.Returned of the rows "token" holds, in key
+	// order (engines without RETURNING).
+	ReadBack string
+	// PendingExists returns one boolean row: are pending rows left in
+	// scope? Set it to have an empty token-update claim re-run while they
+	// are (PostgreSQL, whose FOR UPDATE re-check can drop every candidate).
+	PendingExists string
+	// Ack sets Target (or, with ParkAt, the failed status where attempts
+	// reached "max_attempts" and pending elsewhere), clears the token and,
+	// with Undo, undoes the attempts increment, for the {{keys}} rows
+	// "token" holds. On a Returning engine it returns the key and a boolean
+	// "parked" for each row it changed.
+	Ack string
+	// AckLock locks and returns key, version (0 without) and attempts (0
+	// without) of the {{keys}} rows "token" holds, for acks decided row by
+	// row inside a transaction.
+	AckLock string
+	// Heartbeat moves the claimed-at time of the rows "token" holds
+	// strictly forward to the database clock.
+	Heartbeat string
+	// HeartbeatHeld, if set, counts the rows "token" holds after a
+	// heartbeat (engines whose affected rows are changed rows, not matched
+	// ones); otherwise the heartbeat's affected rows are the count.
+	HeartbeatHeld string
+	// Release returns the processing rows "token" holds (with ByKeys, only
+	// the {{keys}} rows) to pending, clearing the token and undoing the
+	// attempts increment.
+	Release string
+	// Reap parks (Park: attempts at "max_attempts") or returns to pending
+	// (token cleared) at most "limit" rows processing for longer than
+	// "timeout" on the database clock (Scoped: in scope).
+	Reap string
+	// Stats returns one row: pending, processing, done, failed and total
+	// counts, then the ages in microseconds on the database clock of the
+	// oldest processing row (by claimed-at) and of the oldest pending row
+	// (by created-at), NULL when there is none (Scoped: in scope).
+	Stats string
+	// Columns lists the table's columns as (name, character length or 0)
+	// for "schema" (NULL: the current one) and "table".
+	Columns string
+	// IndexExists counts the indexes named "index" of "schema"."table".
+	IndexExists string
+	// Indexes are the recommended indexes' DDL, in the order claim, token,
+	// reap, each rendered with IndexCols set to the portable definition's
+	// columns.
+	Indexes [3]string
+	// Common is prepended to every template: {{define}} blocks the others
+	// share.
+	Common string
+}
+
+// ClaimFunc runs one claim with params the store validated already.
+type ClaimFunc func(ctx context.Context, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error)
+
+// Claimer prepares the claim of one store, for engines whose claim is not
+// one statement with RETURNING (MySQL); it may keep per-store state.
+type Claimer func(s *Claims) (ClaimFunc, error)
+
+// Claims is the engine-neutral [dialect.ClaimStore].
+type Claims struct {
+	E     *Engine
+	Spec  dialect.ClaimTable
+	Names Names
+
+	claim, claimSkip, readBack, pendingExists Stmt
+	ackTo                                     map[string]Stmt // by target literal
+	ackRequeue, ackPark, ackLock              Stmt
+	heartbeat, heartbeatHeld                  Stmt
+	release, releaseKeys                      Stmt
+	reap                                      [2][2]Stmt // [park][scoped]
+	stats                                     [2]Stmt    // [scoped]
+	columns, indexExists                      Stmt
+	indexes                                   [3]Stmt
+	override                                  ClaimFunc
+	// Ext is the engine's own per-store state, set by its [Claimer].
+	Ext any
+}
+
+// NewClaims validates spec and renders the engine's statements for it.
+// override, if not nil, runs claims instead of the Claim template.
+func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claimer) (*Claims, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Claims{E: e, Spec: spec, Names: e.claimNames(spec), ackTo: map[string]Stmt{}}
+	r := &renderer{e: e, n: s.Names}
+	t := func(src string) string {
+		if src == "" {
+			return ""
+		}
+		return sqls.Common + src
+	}
+	s.claim = r.stmt("claim", t(sqls.Claim), nil)
+	if e.Caps.SkipLocked {
+		s.claimSkip = r.stmt("claim skip locked", t(sqls.Claim), func(n *Names) { n.SkipLocked = true })
+	}
+	s.readBack = r.stmt("read back", t(sqls.ReadBack), nil)
+	s.pendingExists = r.stmt("pending exists", t(sqls.PendingExists), nil)
+	for _, target := range []string{s.Names.Done, s.Names.Pending, s.Names.Failed} {
+		if target != "" {
+			s.ackTo[target] = r.stmt("ack", t(sqls.Ack), func(n *Names) { n.Target = target })
+		}
+	}
+	s.ackRequeue = r.stmt("ack requeue", t(sqls.Ack), func(n *Names) { n.Target, n.Undo = n.Pending, true })
+	if e.Returning && s.Names.Attempts != "" && s.Names.Failed != "" {
+		s.ackPark = r.stmt("ack park", t(sqls.Ack), func(n *Names) { n.ParkAt = true })
+	}
+	s.ackLock = r.stmt("ack lock", t(sqls.AckLock), nil)
+	s.heartbeat = r.stmt("heartbeat", t(sqls.Heartbeat), nil)
+	s.heartbeatHeld = r.stmt("heartbeat held", t(sqls.HeartbeatHeld), nil)
+	s.release = r.stmt("release", t(sqls.Release), nil)
+	s.releaseKeys = r.stmt("release keys", t(sqls.Release), func(n *Names) { n.ByKeys = true })
+	for park := range 2 {
+		for scoped := range 2 {
+			if park == 1 && (s.Names.Attempts == "" || s.Names.Failed == "") {
+				continue
+			}
+			s.reap[park][scoped] = r.stmt("reap", t(sqls.Reap), func(n *Names) { n.Park, n.Scoped = park == 1, scoped == 1 })
+		}
+	}
+	s.stats[0] = r.stmt("stats", t(sqls.Stats), nil)
+	s.stats[1] = r.stmt("stats", t(sqls.Stats), func(n *Names) { n.Scoped = true })
+	s.columns = r.stmt("columns", t(sqls.Columns), nil)
+	s.indexExists = r.stmt("index exists", t(sqls.IndexExists), nil)
+	for i, ix := range spec.Indexes() {
+		cols := make([]string, len(ix.Columns))
+		for j, c := range ix.Columns {
+			cols[j] = e.Quote(c)
+		}
+		s.indexes[i] = r.stmt("index", t(sqls.Indexes[i]), func(n *Names) { n.IndexCols = joinCols(cols) })
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if override != nil {
+		var err error
+		if s.override, err = override(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func joinCols(cols []string) string {
+	out := ""
+	for i, c := range cols {
+		if i > 0 {
+			out += ", "
+		}
+		out += c
+	}
+	return out
+}
+
+var _ dialect.ClaimStore = (*Claims)(nil)
+
+// Claim implements [dialect.ClaimStore].
+func (s *Claims) Claim(ctx context.Context, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error) {
+	if err := s.Spec.CheckClaim(p); err != nil {
+		return 0, wrap("claim", err)
+	}
+	st := s.claim
+	switch p.Strategy {
+	case dialect.StrategyTokenUpdate:
+	case dialect.StrategySkipLocked:
+		if !s.E.Caps.SkipLocked {
+			_, err := s.E.Caps.Resolve(p.Strategy)
+			return 0, wrap("claim", err)
+		}
+		st = s.claimSkip
+	default:
+		return 0, fmt.Errorf("%w: claim: strategy %v (resolve auto first)", dialect.ErrInvalidConfig, p.Strategy)
+	}
+	if s.override != nil {
+		n, err := s.override(ctx, p, scan)
+		return n, wrap("claim", err)
+	}
+	a := &Args{Token: p.Token, Limit: p.Limit, Scope: p.ScopeValues}
+	var n int
+	run := func() error {
+		return s.E.Do(ctx, "claim", false, func() error {
+			n = 0
+			return Query(ctx, s.E.DB, s.E.Dialect, st, a, func(r Rows) error {
+				if err := scan(r); err != nil {
+					return err
+				}
+				n++
+				return nil
+			})
+		})
+	}
+	err := run()
+	// With plain FOR UPDATE, PostgreSQL applies the LIMIT before locking: a
+	// claim that waited behind concurrent claimers re-checks the rows it
+	// waited for, drops those no longer pending, and can come back empty
+	// while other rows are still pending. An empty token-update batch is
+	// therefore confirmed against a plain read and the claim re-run (a few
+	// times at most) while pending rows remain.
+	for try := 0; err == nil && n == 0 && p.Strategy == dialect.StrategyTokenUpdate && s.pendingExists.SQL != "" && try < maxEmptyReruns; try++ {
+		var more bool
+		err = s.E.Do(ctx, "claim", true, func() error {
+			_, err := QueryRow(ctx, s.E.DB, s.E.Dialect, s.pendingExists, a, &more)
+			return err
+		})
+		if err != nil || !more {
+			break
+		}
+		err = run()
+	}
+	return n, wrap("claim", err)
+}
+
+// maxEmptyReruns bounds the re-runs of a token-update claim that came back
+// empty while pending rows remained.
+const maxEmptyReruns = 8
+
+// ReadBack runs the read-back of the rows token holds, passing each to scan
+// (for a [Claimer] override), and returns how many it read. wrapScan, if
+// not nil, wraps the result set's scanner.
+func (s *Claims) ReadBack(ctx context.Context, token string, scan func(dialect.Scanner) error, wrapScan func(dialect.Scanner) dialect.Scanner) (int, error) {
+	n := 0
+	err := s.E.Do(ctx, "read back", true, func() error {
+		n = 0
+		return Query(ctx, s.E.DB, s.E.Dialect, s.readBack, &Args{Token: token}, func(r Rows) error {
+			var sc dialect.Scanner = r
+			if wrapScan != nil {
+				sc = wrapScan(r)
+			}
+			if err := scan(sc); err != nil {
+				return err
+			}
+			n++
+			return nil
+		})
+	})
+	return n, err
+}
+
+// Heartbeat implements [dialect.ClaimStore].
+func (s *Claims) Heartbeat(ctx context.Context, token string) (int64, error) {
+	if token == "" {
+		return 0, fmt.Errorf("%w: heartbeat: empty token", dialect.ErrInvalidConfig)
+	}
+	a := &Args{Token: token}
+	var n int64
+	err := s.E.Do(ctx, "heartbeat", true, func() error {
+		var err error
+		if n, err = Exec(ctx, s.E.DB, s.E.Dialect, s.heartbeat, a); err != nil || s.heartbeatHeld.SQL == "" {
+			return err
+		}
+		_, err = QueryRow(ctx, s.E.DB, s.E.Dialect, s.heartbeatHeld, a, &n)
+		return err
+	})
+	return n, wrap("heartbeat", err)
+}
+
+// Release implements [dialect.ClaimStore].
+func (s *Claims) Release(ctx context.Context, token string, ids []any) (int64, error) {
+	if token == "" {
+		return 0, fmt.Errorf("%w: release: empty token", dialect.ErrInvalidConfig)
+	}
+	a := &Args{Token: token}
+	st := s.release
+	if ids != nil {
+		if len(ids) == 0 {
+			return 0, nil
+		}
+		keys, err := dialect.NormalizeKeys(s.Spec.IDKind, ids)
+		if err != nil {
+			return 0, wrap("release", err)
+		}
+		a.Keys, st = keys, s.releaseKeys
+	}
+	var n int64
+	err := s.E.Do(ctx, "release", false, func() error {
+		var err error
+		n, err = Exec(ctx, s.E.DB, s.E.Dialect, st, a)
+		return err
+	})
+	return n, wrap("release", err)
+}
+
+// Reap implements [dialect.ClaimStore]: when MaxAttempts is set it first
+// parks the stale rows whose attempts reached it, then it returns the rest
+// of the stale rows to pending, each step one bounded statement.
+func (s *Claims) Reap(ctx context.Context, p *dialect.ReapParams) (dialect.ReapResult, error) {
+	var res dialect.ReapResult
+	if err := s.Spec.CheckReap(p); err != nil {
+		return res, wrap("reap", err)
+	}
+	scoped := 0
+	if p.ScopeValues != nil {
+		scoped = 1
+	}
+	a := &Args{Timeout: p.Timeout, Limit: p.Limit, MaxAttempts: p.MaxAttempts, Scope: p.ScopeValues}
+	step := func(st Stmt) (int64, error) {
+		var n int64
+		err := s.E.Do(ctx, "reap", false, func() error {
+			if !s.E.IsolateWrites {
+				var err error
+				n, err = Exec(ctx, s.E.DB, s.E.Dialect, st, a)
+				return err
+			}
+			return s.E.InTx(ctx, func(tx Querier) error {
+				var err error
+				n, err = Exec(ctx, tx, s.E.Dialect, st, a)
+				return err
+			})
+		})
+		return n, err
+	}
+	var err error
+	if p.MaxAttempts > 0 {
+		if res.Parked, err = step(s.reap[1][scoped]); err != nil {
+			return res, wrap("reap", err)
+		}
+	}
+	res.Returned, err = step(s.reap[0][scoped])
+	return res, wrap("reap", err)
+}
+
+// Stats implements [dialect.ClaimStore] with one statement; ages are
+// computed on the database clock.
+func (s *Claims) Stats(ctx context.Context, scopeValues []any) (dialect.Stats, error) {
+	var st dialect.Stats
+	stmt := s.stats[0]
+	if scopeValues != nil {
+		if err := s.Spec.CheckScope(len(scopeValues)); err != nil {
+			return st, wrap("stats", err)
+		}
+		stmt = s.stats[1]
+	}
+	var total int64
+	var oldProc, oldPend sql.NullInt64
+	err := s.E.Do(ctx, "stats", true, func() error {
+		_, err := QueryRow(ctx, s.E.DB, s.E.Dialect, stmt, &Args{Scope: scopeValues},
+			&st.Pending, &st.Processing, &st.Done, &st.Failed, &total, &oldProc, &oldPend)
+		return err
+	})
+	if err != nil {
+		return dialect.Stats{}, wrap("stats", err)
+	}
+	st.Other = total - st.Pending - st.Processing - st.Done - st.Failed
+	st.OldestProcessing = max(time.Duration(oldProc.Int64)*time.Microsecond, 0)
+	st.OldestPending = max(time.Duration(oldPend.Int64)*time.Microsecond, 0)
+	return st, nil
+}
+
+// Statements returns every rendered statement of the store by name, with
+// the engine's placeholders: for tests and EXPLAIN checks.
+func (s *Claims) Statements() map[string]string {
+	m := map[string]string{
+		"claim": s.claim.SQL, "claim skip locked": s.claimSkip.SQL, "read back": s.readBack.SQL,
+		"pending exists": s.pendingExists.SQL, "ack requeue": s.ackRequeue.SQL, "ack park": s.ackPark.SQL,
+		"ack lock": s.ackLock.SQL, "heartbeat": s.heartbeat.SQL, "heartbeat held": s.heartbeatHeld.SQL,
+		"release": s.release.SQL, "release keys": s.releaseKeys.SQL,
+		"reap": s.reap[0][0].SQL, "reap scoped": s.reap[0][1].SQL, "reap park": s.reap[1][0].SQL, "reap park scoped": s.reap[1][1].SQL,
+		"stats": s.stats[0].SQL, "stats scoped": s.stats[1].SQL,
+		"ack done": s.ackTo[s.Names.Done].SQL, "ack pending": s.ackTo[s.Names.Pending].SQL, "ack failed": s.ackTo[s.Names.Failed].SQL,
+	}
+	for k, v := range m {
+		if v == "" {
+			delete(m, k)
+		}
+	}
+	return m
+}

@@ -1,0 +1,315 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// fakeErr is an engine error of a given class.
+type fakeErr struct{ class dialect.ErrorClass }
+
+func (e fakeErr) Error() string { return "fake engine error" }
+
+// fakeDB records every call and fails the calls its fail function picks.
+type fakeDB struct {
+	calls []string
+	fail  func(call string, n int) error // n counts calls of that kind, from 1
+	count map[string]int
+}
+
+func (f *fakeDB) do(call string) error {
+	if f.count == nil {
+		f.count = map[string]int{}
+	}
+	f.count[call]++
+	f.calls = append(f.calls, call)
+	if f.fail != nil {
+		return f.fail(call, f.count[call])
+	}
+	return nil
+}
+
+func (f *fakeDB) Exec(context.Context, string, ...any) (int64, error) { return 0, f.do("exec") }
+func (f *fakeDB) Query(context.Context, string, ...any) (Rows, error) {
+	if err := f.do("query"); err != nil {
+		return nil, err
+	}
+	return noRows{}, nil
+}
+func (f *fakeDB) Begin(context.Context) (Tx, error) {
+	if err := f.do("begin"); err != nil {
+		return nil, err
+	}
+	return fakeTx{f}, nil
+}
+
+type fakeTx struct{ f *fakeDB }
+
+func (t fakeTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	return 0, t.f.do("tx exec")
+}
+func (t fakeTx) Query(ctx context.Context, q string, args ...any) (Rows, error) {
+	if err := t.f.do("tx query"); err != nil {
+		return nil, err
+	}
+	return noRows{}, nil
+}
+func (t fakeTx) Commit(context.Context) error   { return t.f.do("commit") }
+func (t fakeTx) Rollback(context.Context) error { return t.f.do("rollback") }
+
+type noRows struct{}
+
+func (noRows) Next() bool        { return false }
+func (noRows) Scan(...any) error { return nil }
+func (noRows) Err() error        { return nil }
+func (noRows) Close()            {}
+
+// fakeEngine is an engine on f whose statements are trivial templates.
+func fakeEngine(f *fakeDB, returning bool) *Engine {
+	return &Engine{
+		Name: "fake", DB: f, Returning: returning,
+		Quote: func(p string) string { return `"` + p + `"` },
+		Classify: func(err error) dialect.ErrorClass {
+			var fe fakeErr
+			if errors.As(err, &fe) {
+				return fe.class
+			}
+			return dialect.ClassOther
+		},
+		Retry:  dialect.NewRetrier(dialect.RetryPolicy{BaseDelay: time.Microsecond, MaxDelay: time.Microsecond}),
+		Logger: slog.New(slog.DiscardHandler),
+		Caps:   dialect.Capabilities{PreferredStrategy: dialect.StrategyTokenUpdate},
+	}
+}
+
+var fakeClaimSQL = ClaimSQL{
+	Claim: `UPDATE {{.Table}} SET {{.Token}} = {{arg "token"}} LIMIT {{arg "limit"}}`, ReadBack: `SELECT 1`,
+	Ack: `UPDATE {{.Table}} SET {{.Status}} = {{.Target}} WHERE {{.ID}} {{keys}}`, AckLock: `SELECT {{.ID}} WHERE {{.ID}} {{keys}}`,
+	Heartbeat: `UPDATE h`, HeartbeatHeld: `SELECT COUNT(*)`, Release: `UPDATE r{{if .ByKeys}} WHERE {{.ID}} {{keys}}{{end}}`,
+	Reap: `UPDATE reap`, Stats: `SELECT stats`, Columns: `SELECT cols`, IndexExists: `SELECT idx`,
+	Indexes: [3]string{`CREATE INDEX a`, `CREATE INDEX b`, `CREATE INDEX c`},
+}
+
+var fakeLeaseSQL = LeaseSQL{
+	Acquire: `UPDATE acquire`, Insert: `INSERT`, ReadBack: `SELECT rb`, Renew: `UPDATE renew`, Release: `UPDATE release`,
+	Force: `UPDATE force`, Inspect: `SELECT inspect`, Reap: `UPDATE reap`, Columns: `SELECT cols`,
+}
+
+func fakeSpec(t *testing.T) dialect.ClaimTable {
+	s := func(v string) dialect.Status { st, err := dialect.StatusOf("s", v); require.NoError(t, err); return st }
+	return dialect.ClaimTable{Table: "t", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
+		Version: "version", Pending: s("P"), Processing: s("R"), Done: s("D"), Failed: s("F")}
+}
+
+// ops are the store's operations, each marked as a read (idempotent) or a
+// write.
+func ops(t *testing.T, e *Engine) map[string]struct {
+	read bool
+	run  func(ctx context.Context) error
+} {
+	cs, err := NewClaims(e, fakeClaimSQL, fakeSpec(t), nil)
+	require.NoError(t, err)
+	ls, err := NewLeases(e, fakeLeaseSQL, dialect.KeyedLeaseTable("l", 10))
+	require.NoError(t, err)
+	scan := func(dialect.Scanner) error { return nil }
+	type op = struct {
+		read bool
+		run  func(ctx context.Context) error
+	}
+	return map[string]op{
+		"claim": {false, func(ctx context.Context) error {
+			_, err := cs.Claim(ctx, &dialect.ClaimParams{Token: "t", Limit: 1, Strategy: dialect.StrategyTokenUpdate}, scan)
+			return err
+		}},
+		"ack": {false, func(ctx context.Context) error {
+			_, err := cs.Ack(ctx, &dialect.AckParams{Token: "t", IDs: []any{1}})
+			return err
+		}},
+		"heartbeat":      {true, func(ctx context.Context) error { _, err := cs.Heartbeat(ctx, "t"); return err }},
+		"release":        {false, func(ctx context.Context) error { _, err := cs.Release(ctx, "t", nil); return err }},
+		"reap":           {false, func(ctx context.Context) error { _, err := cs.Reap(ctx, &dialect.ReapParams{Timeout: 1, Limit: 1}); return err }},
+		"stats":          {true, func(ctx context.Context) error { _, err := cs.Stats(ctx, nil); return err }},
+		"verify":         {true, func(ctx context.Context) error { err := cs.VerifySchema(ctx); return ignoreInvalid(err) }},
+		"missing index":  {true, func(ctx context.Context) error { _, err := cs.MissingIndexes(ctx); return err }},
+		"read back":      {true, func(ctx context.Context) error { _, err := cs.ReadBack(ctx, "t", scan, nil); return err }},
+		"lease inspect":  {true, func(ctx context.Context) error { _, err := ls.Inspect(ctx, "k"); return err }},
+		"lease release":  {false, func(ctx context.Context) error { _, err := ls.Release(ctx, "k", "o"); return err }},
+		"lease force":    {false, func(ctx context.Context) error { _, err := ls.ForceRelease(ctx, "k"); return err }},
+		"lease reap":     {false, func(ctx context.Context) error { _, err := ls.ReapExpired(ctx, 1); return err }},
+		"lease verify":   {true, func(ctx context.Context) error { return ignoreInvalid(ls.VerifySchema(ctx)) }},
+		"lease renew":    {true, func(ctx context.Context) error { return ignoreLost(ls.Renew(ctx, "k", "o", time.Second)) }},
+		"lease acquire":  {false, func(ctx context.Context) error { return ignoreHeld(ls.Acquire(ctx, "k", "o", time.Second)) }},
+		"ack row by row": {false, func(ctx context.Context) error { _, err := cs.Ack(ctx, &dialect.AckParams{Token: "t", IDs: []any{1}, Versions: []int64{1}}); return err }},
+	}
+}
+
+// The fake database has no tables and no rows: these outcomes are the
+// operations' correct answers to that, not failures of the path tested.
+func ignoreInvalid(err error) error {
+	if errors.Is(err, dialect.ErrInvalidConfig) {
+		return nil
+	}
+	return err
+}
+func ignoreLost(_ dialect.LeaseInfo, err error) error {
+	if errors.Is(err, dialect.ErrLeaseLost) {
+		return nil
+	}
+	return err
+}
+func ignoreHeld(_ dialect.LeaseInfo, err error) error {
+	if errors.Is(err, dialect.ErrLeaseHeld) {
+		return nil
+	}
+	return err
+}
+
+// Every operation, reads included, goes through the retrier: a deadlock on
+// its first statement is retried, on every engine alike.
+func TestEveryOperationRetriesConflicts(t *testing.T) {
+	t.Parallel()
+	for _, returning := range []bool{true, false} {
+		f := &fakeDB{}
+		e := fakeEngine(f, returning)
+		for name, op := range ops(t, e) {
+			f.count = nil
+			failed := false
+			f.fail = func(call string, n int) error {
+				if !failed && call != "rollback" {
+					failed = true
+					return fakeErr{dialect.ClassDeadlock}
+				}
+				return nil
+			}
+			before := e.Retry.Retries()
+			require.NoError(t, op.run(context.Background()), "%s (returning %v)", name, returning)
+			require.True(t, failed, name)
+			require.Equal(t, before+1, e.Retry.Retries(), "%s (returning %v) retried once", name, returning)
+		}
+	}
+}
+
+// A broken connection re-runs reads once, and never a write that may have
+// been applied.
+func TestConnectionErrorsRerunOnlyReads(t *testing.T) {
+	t.Parallel()
+	f := &fakeDB{}
+	e := fakeEngine(f, true)
+	for name, op := range ops(t, e) {
+		f.count = nil
+		f.calls = nil
+		f.fail = func(call string, n int) error {
+			if call != "rollback" && len(f.calls) == 1 {
+				return fakeErr{dialect.ClassConnection}
+			}
+			return nil
+		}
+		err := op.run(context.Background())
+		if op.read {
+			require.NoError(t, err, "%s is re-run after a broken connection", name)
+		} else {
+			require.Error(t, err, "%s must not be re-run", name)
+			require.Equal(t, dialect.ClassConnection, dialect.ClassifyError(err), name)
+		}
+	}
+}
+
+// A statement that fails inside a transaction rolls the transaction back
+// and never commits it; the error names the operation once and keeps the
+// engine's error reachable.
+func TestFailedStatementRollsBack(t *testing.T) {
+	t.Parallel()
+	for _, returning := range []bool{true, false} {
+		f := &fakeDB{}
+		e := fakeEngine(f, returning)
+		cs, err := NewClaims(e, fakeClaimSQL, fakeSpec(t), nil)
+		require.NoError(t, err)
+		boom := fakeErr{dialect.ClassOther}
+		f.fail = func(call string, n int) error {
+			if call == "tx query" {
+				return boom
+			}
+			return nil
+		}
+		_, err = cs.Ack(context.Background(), &dialect.AckParams{Token: "t", IDs: []any{1}, Versions: []int64{1}})
+		require.ErrorIs(t, err, boom)
+		require.Equal(t, []string{"begin", "tx query", "rollback"}, f.calls)
+		require.Equal(t, 1, strings.Count(err.Error(), "ack:"), err.Error())
+		require.NotContains(t, err.Error(), "fake:", "no engine name in the message")
+	}
+}
+
+// A cancelled context still rolls back (without it), so no connection is
+// left inside a transaction.
+func TestRollbackSurvivesCancelledContext(t *testing.T) {
+	t.Parallel()
+	f := &fakeDB{}
+	e := fakeEngine(f, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	var rollbackCtxErr error = errors.New("not called")
+	tx := &ctxTx{fakeTx: fakeTx{f}, onRollback: func(c context.Context) { rollbackCtxErr = c.Err() }}
+	e.DB = beginWith{f, tx}
+	err := e.InTx(ctx, func(Querier) error { cancel(); return context.Canceled })
+	require.ErrorIs(t, err, context.Canceled)
+	require.NoError(t, rollbackCtxErr, "the rollback runs on a live context")
+}
+
+type ctxTx struct {
+	fakeTx
+	onRollback func(context.Context)
+}
+
+func (t *ctxTx) Rollback(ctx context.Context) error { t.onRollback(ctx); return nil }
+
+type beginWith struct {
+	*fakeDB
+	tx Tx
+}
+
+func (b beginWith) Begin(context.Context) (Tx, error) { return b.tx, nil }
+
+// Keys are normalised once: any Go integer type is accepted, a uint64 that
+// overflows an int64 is refused before any statement runs.
+func TestKeysNormalisedAtTheBoundary(t *testing.T) {
+	t.Parallel()
+	f := &fakeDB{}
+	cs, err := NewClaims(fakeEngine(f, true), fakeClaimSQL, fakeSpec(t), nil)
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = cs.Ack(ctx, &dialect.AckParams{Token: "t", IDs: []any{uint64(1) << 63}})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	_, err = cs.Release(ctx, "t", []any{uint64(1) << 63})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	require.Empty(t, f.calls, "refused before any statement")
+	_, err = cs.Ack(ctx, &dialect.AckParams{Token: "t", IDs: []any{int16(1), uint32(2), uint64(3)}})
+	require.NoError(t, err)
+}
+
+func TestStatementArguments(t *testing.T) {
+	t.Parallel()
+	d := Dialect{Dollar: true, ArrayKeys: true, KeysIntArray: "= ANY(%s::bigint[])", KeysTextArray: "= ANY(%s::text[])"}
+	st, err := d.render("x", `SELECT {{arg "token"}} WHERE a{{scope .}} AND id {{keys}} LIMIT {{arg "limit"}}`, []string{`"s1"`, `"s2"`}, false)
+	require.NoError(t, err)
+	require.Equal(t, `SELECT $1 WHERE a AND "s1" = $2 AND "s2" = $3 AND id = ANY($4::bigint[]) LIMIT $5`, st.SQL)
+	q, args := st.Bind(d, &Args{Token: "tok", Limit: 7, Scope: []any{"x", 9}, Keys: []any{int64(1), int64(2)}})
+	require.Equal(t, st.SQL, q)
+	require.Equal(t, []any{"tok", "x", 9, []int64{1, 2}, int64(7)}, args)
+
+	q2 := Dialect{}
+	st, err = q2.render("x", `UPDATE t SET a = {{arg "token"}} WHERE id {{keys}} AND b = {{arg "limit"}}`, nil, false)
+	require.NoError(t, err)
+	q, args = st.Bind(q2, &Args{Token: "tok", Limit: 2, Keys: []any{"a", "b", "c"}})
+	require.Equal(t, `UPDATE t SET a = ? WHERE id IN (?, ?, ?) AND b = ?`, q)
+	require.Equal(t, []any{"tok", "a", "b", "c", int64(2)}, args)
+
+	_, err = d.render("bad", `{{.Nope}}`, Names{}, false)
+	require.Error(t, err, "a template naming a missing field is refused when the store is built")
+}

@@ -1,0 +1,231 @@
+// Package core is claimlock's engine-neutral store: everything about running
+// claim and lease operations that is not SQL. It validates parameters, runs
+// statements under the shared retry policy, opens and rolls back
+// transactions, turns results into lost / requeued / parked keys, checks
+// schemas and indexes against the catalog, and wraps errors once.
+//
+// An engine package (dialect/mysql, dialect/postgres, dialect/sqlite)
+// supplies an [Engine]: a handle to run statements on ([DB]), its error
+// classifier, its placeholder style, and its statements as text/template
+// sources ([ClaimSQL], [LeaseSQL]) rendered once when a store is built. Only
+// where an engine's protocol truly differs does it override a step (MySQL's
+// claim without RETURNING, SQLite's immediate transactions through its
+// [DB]).
+//
+// This package is not for users: its API changes whenever the engines need
+// it to.
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// Rows is the part of a result set the store reads (pgx.Rows and *sql.Rows
+// both fit, the latter through [SQLDB]).
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close()
+}
+
+// Querier runs statements: a pool or a transaction.
+type Querier interface {
+	Exec(ctx context.Context, q string, args ...any) (int64, error)
+	Query(ctx context.Context, q string, args ...any) (Rows, error)
+}
+
+// Tx is a transaction started by [DB.Begin].
+type Tx interface {
+	Querier
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
+}
+
+// DB is the engine's connection pool. Begin starts the transaction claimlock
+// runs multi-statement operations in: READ COMMITTED on MySQL and
+// PostgreSQL, BEGIN IMMEDIATE on SQLite.
+type DB interface {
+	Querier
+	Begin(ctx context.Context) (Tx, error)
+}
+
+// Engine is what one engine package supplies to the store.
+type Engine struct {
+	// Name is the engine package's name, for messages ("mysql").
+	Name string
+	// DB runs the statements.
+	DB DB
+	// Dialect is the placeholder style, key lists and time unit.
+	Dialect Dialect
+	// Quote quotes one validated identifier part.
+	Quote func(part string) string
+	// Classify sorts an engine error into a class; it must recognise the
+	// driver's own error types (errors.As).
+	Classify func(error) dialect.ErrorClass
+	// Returning is true where UPDATE ... RETURNING exists: claims and acks
+	// read their rows from the writing statement.
+	Returning bool
+	// FoldCase is true where column names are case-insensitive (MySQL,
+	// SQLite): catalog names are compared in lower case.
+	FoldCase bool
+	// Retry is the dialect's retrier.
+	Retry *dialect.Retrier
+	// Logger receives warnings; never nil.
+	Logger *slog.Logger
+	// Caps are the server's capabilities.
+	Caps dialect.Capabilities
+	// DDL is how the engine renders portable table definitions.
+	DDL DDL
+	// IsolateWrites runs reap statements in a [DB.Begin] transaction
+	// (MySQL sessions that are not READ COMMITTED).
+	IsolateWrites bool
+}
+
+// QuoteName quotes a validated, possibly schema-qualified name.
+func (e *Engine) QuoteName(name string) string {
+	schema, table := SplitName(name)
+	if schema == "" {
+		return e.Quote(table)
+	}
+	return e.Quote(schema) + "." + e.Quote(table)
+}
+
+// SplitName splits schema.table; schema is "" for a one-part name.
+func SplitName(name string) (schema, table string) {
+	for i := len(name) - 1; i >= 0; i-- {
+		if name[i] == '.' {
+			return name[:i], name[i+1:]
+		}
+	}
+	return "", name
+}
+
+// classErr marks an engine error with its class, so that errors.Is finds
+// [dialect.ErrRetryable] for the retryable ones, while errors.As still
+// reaches the driver's error.
+type classErr struct {
+	class dialect.ErrorClass
+	err   error
+}
+
+func (e *classErr) Error() string                { return e.err.Error() }
+func (e *classErr) ErrorClass() dialect.ErrorClass { return e.class }
+func (e *classErr) Unwrap() error { return e.err }
+func (e *classErr) Is(target error) bool {
+	return target == dialect.ErrRetryable && e.class.Retryable() ||
+		target == dialect.ErrReadOnly && e.class == dialect.ClassReadOnly
+}
+
+// interpret classifies err once; errors that are already classified or
+// belong to the library pass through.
+func (e *Engine) interpret(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *classErr
+	if errors.As(err, &ce) {
+		return err
+	}
+	if c := e.Classify(err); c != dialect.ClassOther {
+		return &classErr{class: c, err: err}
+	}
+	return err
+}
+
+// ClassOf returns the class of an error returned by this store's operations.
+func ClassOf(err error) dialect.ErrorClass {
+	var ce *classErr
+	if errors.As(err, &ce) {
+		return ce.class
+	}
+	return dialect.ClassOther
+}
+
+// Do runs fn under the retrier: retryable conflicts re-run the whole of fn.
+// An idempotent fn (one whose re-run does no harm and reports the same
+// thing) is also re-run once after a broken connection; a write that may
+// have been applied never is.
+func (e *Engine) Do(ctx context.Context, op string, idempotent bool, fn func() error) error {
+	connRetried := false
+	return e.Retry.Do(ctx, op, func() error {
+		err := e.interpret(fn())
+		if idempotent && !connRetried && ClassOf(err) == dialect.ClassConnection && ctx.Err() == nil {
+			connRetried = true
+			err = e.interpret(fn())
+		}
+		return err
+	})
+}
+
+// InTx runs fn in a transaction from [DB.Begin], committing when fn returns
+// nil and rolling back otherwise. The rollback does not use the caller's
+// context, so a cancelled context never leaves a connection inside the
+// transaction; a rollback that fails closes the connection.
+func (e *Engine) InTx(ctx context.Context, fn func(Querier) error) (err error) {
+	tx, err := e.DB.Begin(ctx)
+	if err != nil {
+		return e.interpret(err)
+	}
+	defer func() {
+		if err != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = tx.Rollback(rctx)
+		}
+	}()
+	if err := fn(tx); err != nil {
+		return e.interpret(err)
+	}
+	return e.interpret(tx.Commit(ctx))
+}
+
+// Exec runs one statement and returns its affected rows.
+func Exec(ctx context.Context, q Querier, d Dialect, st Stmt, a *Args) (int64, error) {
+	sqlText, args := st.Bind(d, a)
+	return q.Exec(ctx, sqlText, args...)
+}
+
+// Query runs one statement and calls fn for each row.
+func Query(ctx context.Context, q Querier, d Dialect, st Stmt, a *Args, fn func(Rows) error) error {
+	sqlText, args := st.Bind(d, a)
+	r, err := q.Query(ctx, sqlText, args...)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	for r.Next() {
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return r.Err()
+}
+
+// QueryRow runs one statement and scans its first row into dest, reporting
+// whether there was one. It never returns a "no rows" error.
+func QueryRow(ctx context.Context, q Querier, d Dialect, st Stmt, a *Args, dest ...any) (bool, error) {
+	found := false
+	err := Query(ctx, q, d, st, a, func(r Rows) error {
+		if found {
+			return nil
+		}
+		found = true
+		return r.Scan(dest...)
+	})
+	return found, err
+}
+
+// wrap prefixes an error with the operation once.
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

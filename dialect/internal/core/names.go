@@ -1,0 +1,108 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// Names are what an engine's templates see: the table's quoted identifiers
+// and rendered status literals, plus the variant flags of the statement
+// being rendered. Values never appear here; they are placeholders, written
+// {{arg "name"}}.
+type Names struct {
+	// Table and the column names, quoted. Optional columns are "".
+	Table, ID, Status, Token, ClaimedAt, Attempts, Version, CreatedAt string
+	// Scope are the quoted scope columns (for {{scope .Scope}}).
+	Scope []string
+	// Returned are the columns a claim returns, quoted: the key, the
+	// version (if any), then the extra columns.
+	Returned []string
+	// Status literals; Failed is "" without a failed status.
+	Pending, Processing, Done, Failed string
+	// TextKey is true for text keys.
+	TextKey bool
+	// ClaimIndex, TokenIndex and ReapIndex are the recommended indexes'
+	// quoted names; IndexCols the current index's quoted columns.
+	ClaimIndex, TokenIndex, ReapIndex string
+
+	// Lease tables: the quoted key, owner, locked-at, expires-at and fence
+	// columns (optional ones "").
+	Key, Owner, LockedAt, ExpiresAt, Fence string
+
+	// Variant flags set by the store for the statement being rendered.
+	SkipLocked bool   // claim: the SKIP LOCKED form
+	Scoped     bool   // reap, stats: restricted to the scope
+	Park       bool   // reap: park stale rows at MaxAttempts instead of returning them
+	ByKeys     bool   // release: only the listed keys
+	Undo       bool   // ack, release: undo the claim's attempts increment
+	ParkAt     bool   // ack: park rows whose attempts reached MaxAttempts
+	Target     string // ack: the status literal to set
+	Hint       bool   // mysql claim: with FORCE INDEX
+	From       bool   // mysql claim: above the key cursor
+	IndexCols  string // index DDL: the quoted columns
+}
+
+// claimNames quotes a validated claim table description.
+func (e *Engine) claimNames(t dialect.ClaimTable) Names {
+	q := func(c string) string {
+		if c == "" {
+			return ""
+		}
+		return e.Quote(c)
+	}
+	n := Names{
+		Table: e.QuoteName(t.Table), ID: q(t.ID), Status: q(t.Status), Token: q(t.Token),
+		ClaimedAt: q(t.ClaimedAt), Attempts: q(t.Attempts), Version: q(t.Version), CreatedAt: q(t.CreatedAt),
+		Pending: t.Pending.Literal(), Processing: t.Processing.Literal(), Done: t.Done.Literal(),
+		TextKey: t.IDKind == dialect.IDText,
+	}
+	if t.Failed.IsSet() {
+		n.Failed = t.Failed.Literal()
+	}
+	for _, c := range t.Scope {
+		n.Scope = append(n.Scope, q(c))
+	}
+	n.Returned = append(n.Returned, n.ID)
+	if n.Version != "" {
+		n.Returned = append(n.Returned, n.Version)
+	}
+	for _, c := range t.Columns {
+		n.Returned = append(n.Returned, q(c))
+	}
+	ix := t.Indexes()
+	n.ClaimIndex, n.TokenIndex, n.ReapIndex = q(ix[0].Name), q(ix[1].Name), q(ix[2].Name)
+	return n
+}
+
+// Render renders one of the engine's own templates against the names, with
+// vary adjusting the variant flags. Engines use it for the statements of
+// their overrides; errors are programming errors in a template.
+func (e *Engine) Render(name, src string, n Names, vary func(*Names)) (Stmt, error) {
+	if vary != nil {
+		vary(&n)
+	}
+	st, err := e.Dialect.render(name, src, n, n.TextKey)
+	if err != nil {
+		return Stmt{}, fmt.Errorf("%s: %w", e.Name, err)
+	}
+	return st, nil
+}
+
+// renderer collects the first error of a series of renders.
+type renderer struct {
+	e   *Engine
+	n   Names
+	err error
+}
+
+func (r *renderer) stmt(name, src string, vary func(*Names)) Stmt {
+	if r.err != nil || src == "" {
+		return Stmt{}
+	}
+	st, err := r.e.Render(name, src, r.n, vary)
+	if err != nil {
+		r.err = err
+	}
+	return st
+}

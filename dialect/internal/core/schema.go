@@ -1,0 +1,185 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// DDL is how an engine renders a portable [dialect.TableDef].
+type DDL struct {
+	// Types are the column types by portable type; the text type may be a
+	// format taking the length ("VARCHAR(%d)").
+	Int, Time, Text string
+	// Serial is the whole type of an auto-incrementing key column.
+	Serial string
+	// SerialIsKey is true when Serial declares the primary key itself
+	// (SQLite's INTEGER PRIMARY KEY AUTOINCREMENT).
+	SerialIsKey bool
+	// InlineIndexes declares secondary indexes inside CREATE TABLE (MySQL);
+	// otherwise each is a CREATE INDEX IF NOT EXISTS of its own.
+	InlineIndexes bool
+	// Suffix follows the closing parenthesis (" ENGINE=InnoDB").
+	Suffix string
+}
+
+// CreateTableDDL renders def in the engine's syntax.
+func (e *Engine) CreateTableDDL(def dialect.TableDef) ([]string, error) {
+	if err := def.Validate(); err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	table := e.QuoteName(def.Table)
+	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s (", table)
+	pk := def.PrimaryKey
+	for i, c := range def.Columns {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(e.Quote(c.Name) + " ")
+		switch c.Type {
+		case dialect.TypeSerial:
+			b.WriteString(e.DDL.Serial)
+			if e.DDL.SerialIsKey {
+				pk = nil
+			} else if len(pk) == 0 {
+				pk = []string{c.Name}
+			}
+			continue
+		case dialect.TypeInt:
+			b.WriteString(e.DDL.Int)
+		case dialect.TypeTime:
+			b.WriteString(e.DDL.Time)
+		case dialect.TypeText:
+			n := c.Len
+			if n == 0 {
+				n = 255
+			}
+			if strings.Contains(e.DDL.Text, "%d") {
+				fmt.Fprintf(&b, e.DDL.Text, n)
+			} else {
+				b.WriteString(e.DDL.Text)
+			}
+		default:
+			return nil, fmt.Errorf("%w: column %s: unknown type %d", dialect.ErrInvalidConfig, c.Name, c.Type)
+		}
+		if c.NotNull {
+			b.WriteString(" NOT NULL")
+		}
+		if c.Default != nil {
+			b.WriteString(" DEFAULT " + c.Default.Literal())
+		}
+	}
+	if len(pk) > 0 {
+		fmt.Fprintf(&b, ", PRIMARY KEY (%s)", e.quoteAll(pk))
+	}
+	var out []string
+	for _, ix := range def.Indexes {
+		u := ""
+		if ix.Unique {
+			u = "UNIQUE "
+		}
+		if e.DDL.InlineIndexes {
+			fmt.Fprintf(&b, ", %sINDEX %s (%s)", u, e.Quote(ix.Name), e.quoteAll(ix.Columns))
+			continue
+		}
+		out = append(out, fmt.Sprintf("CREATE %sINDEX IF NOT EXISTS %s ON %s (%s)", u, e.Quote(ix.Name), table, e.quoteAll(ix.Columns)))
+	}
+	b.WriteString(")" + e.DDL.Suffix)
+	return append([]string{b.String()}, out...), nil
+}
+
+func (e *Engine) quoteAll(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = e.Quote(n)
+	}
+	return strings.Join(q, ", ")
+}
+
+// ExecDDL runs statements produced by the DDL methods, in order. A CREATE
+// INDEX whose index exists already is skipped, so running IndexDDL twice is
+// harmless on engines without CREATE INDEX IF NOT EXISTS.
+func (e *Engine) ExecDDL(ctx context.Context, stmts []string) error {
+	for _, s := range stmts {
+		if _, err := e.DB.Exec(ctx, s); err != nil {
+			err = e.interpret(err)
+			if strings.HasPrefix(s, "CREATE INDEX") && ClassOf(err) == dialect.ClassDuplicate {
+				continue
+			}
+			return fmt.Errorf("ddl %q: %w", s, err)
+		}
+	}
+	return nil
+}
+
+// catalogColumns reads a table's columns with the engine's catalog query.
+func (e *Engine) catalogColumns(ctx context.Context, st Stmt, name string) (dialect.Columns, error) {
+	schema, table := SplitName(name)
+	a := &Args{Table: table}
+	if schema != "" {
+		a.Schema = schema
+	}
+	cols := dialect.Columns{Fold: e.FoldCase}
+	err := e.Do(ctx, "verify schema", true, func() error {
+		cols.ByName = map[string]dialect.ColumnInfo{}
+		return Query(ctx, e.DB, e.Dialect, st, a, func(r Rows) error {
+			var n string
+			var l int64
+			if err := r.Scan(&n, &l); err != nil {
+				return err
+			}
+			if e.FoldCase {
+				n = strings.ToLower(n)
+			}
+			cols.ByName[n] = dialect.ColumnInfo{MaxLen: int(l)}
+			return nil
+		})
+	})
+	return cols, err
+}
+
+// VerifySchema implements [dialect.ClaimStore].
+func (s *Claims) VerifySchema(ctx context.Context) error {
+	cols, err := s.E.catalogColumns(ctx, s.columns, s.Spec.Table)
+	if err != nil {
+		return wrap("verify schema", err)
+	}
+	return s.Spec.CheckColumns(cols)
+}
+
+// IndexDDL implements [dialect.ClaimStore].
+func (s *Claims) IndexDDL() []string {
+	out := make([]string, len(s.indexes))
+	for i, ix := range s.indexes {
+		out[i] = ix.SQL
+	}
+	return out
+}
+
+// MissingIndexes implements [dialect.ClaimStore]: it looks the recommended
+// indexes up by name in the table's schema.
+func (s *Claims) MissingIndexes(ctx context.Context) ([]string, error) {
+	schema, table := SplitName(s.Spec.Table)
+	var out []string
+	for i, ix := range s.Spec.Indexes() {
+		a := &Args{Table: table, Index: ix.Name}
+		if schema != "" {
+			a.Schema = schema
+		}
+		var n int64
+		err := s.E.Do(ctx, "missing indexes", true, func() error {
+			_, err := QueryRow(ctx, s.E.DB, s.E.Dialect, s.indexExists, a, &n)
+			return err
+		})
+		if err != nil {
+			return nil, wrap("missing indexes", err)
+		}
+		if n == 0 {
+			out = append(out, s.indexes[i].SQL)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,158 @@
+package postgres
+
+import "github.com/claimlock/claimlock/dialect/internal/core"
+
+// The statements below are text/template sources over core.Names: quoted
+// identifiers ({{.Table}}, {{.ID}}, ...), status literals ({{.Pending}},
+// ...), variant flags, and values as placeholders ({{arg "token"}} renders
+// $n). They are rendered once per table, when its store is built.
+
+// common holds the fragments the statements share. "materialized" is
+// defined per server (see New): PostgreSQL 12+ would otherwise inline a CTE
+// and could re-run its LIMIT subquery.
+const common = `
+{{- define "order"}}{{if .TextKey}}({{.ID}} || ''){{else}}{{.ID}} + 0{{end}}{{end}}
+{{- define "us"}}CAST(EXTRACT(EPOCH FROM {{.}}) * 1000000 AS bigint){{end}}
+{{- define "age"}}GREATEST(CAST(EXTRACT(EPOCH FROM (now() - {{.}})) * 1000000 AS bigint), 0){{end}}
+{{- define "ttl"}}({{arg "ttl"}}::bigint * interval '1 microsecond'){{end}}
+{{- define "fence"}}{{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0::bigint{{end}}{{end}}
+{{- define "expiry"}}{{if .ExpiresAt}}{{template "us" .ExpiresAt}}{{else}}CAST(EXTRACT(EPOCH FROM {{.LockedAt}} + {{template "ttl"}}) * 1000000 AS bigint){{end}}{{end}}
+`
+
+// claimSQL: see the DESIGN's PostgreSQL plan trap for why claims order by
+// id + 0 and the claim index is partial on it: the primary key cannot
+// supply that order, so no plan walks the key past processed rows. The
+// candidates are locked in a MATERIALIZED CTE, never a LIMIT subquery under
+// IN (which PostgreSQL may re-run and so claim more than the limit).
+var claimSQL = core.ClaimSQL{
+	Claim: `
+WITH cl_c AS {{template "materialized"}}(
+  SELECT {{.ID}} FROM {{.Table}}
+  WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}
+  ORDER BY {{template "order" .}} LIMIT {{arg "limit"}}
+  FOR UPDATE{{if .SkipLocked}} SKIP LOCKED{{end}})
+UPDATE {{.Table}} AS cl_t
+SET {{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = now()
+    {{- if .Attempts}}, {{.Attempts}} = COALESCE(cl_t.{{.Attempts}}, 0) + 1{{end}}
+FROM cl_c
+WHERE cl_t.{{.ID}} = cl_c.{{.ID}} AND cl_t.{{.Status}} = {{.Pending}}
+RETURNING {{range $i, $c := .Returned}}{{if $i}}, {{end}}cl_t.{{$c}}{{end}}`,
+
+	PendingExists: `
+SELECT EXISTS (SELECT 1 FROM {{.Table}} WHERE {{.Status}} = {{.Pending}}{{scope .Scope}})`,
+
+	Ack: `
+UPDATE {{.Table}}
+SET {{.Status}} = {{if .ParkAt}}CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}} THEN {{.Failed}} ELSE {{.Pending}} END{{else}}{{.Target}}{{end}},
+    {{.Token}} = NULL{{if and .Undo .Attempts}}, {{.Attempts}} = GREATEST({{.Attempts}} - 1, 0){{end}}
+WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}
+RETURNING {{.ID}}, {{if .ParkAt}}{{.Status}} = {{.Failed}}{{else}}false{{end}}`,
+
+	AckLock: `
+SELECT {{.ID}}, {{or .Version "0"}}, {{or .Attempts "0"}} FROM {{.Table}}
+WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}
+FOR UPDATE`,
+
+	Heartbeat: `
+UPDATE {{.Table}} SET {{.ClaimedAt}} = GREATEST(now(), {{.ClaimedAt}} + interval '1 microsecond')
+WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}`,
+
+	Release: `
+UPDATE {{.Table}}
+SET {{.Status}} = {{.Pending}}, {{.Token}} = NULL{{if .Attempts}}, {{.Attempts}} = GREATEST({{.Attempts}} - 1, 0){{end}}
+WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}}`,
+
+	Reap: `
+WITH cl_c AS {{template "materialized"}}(
+  SELECT {{.ID}} FROM {{.Table}}
+  WHERE {{.Status}} = {{.Processing}}
+    AND {{.ClaimedAt}} < now() - ({{arg "timeout"}}::bigint * interval '1 microsecond')
+    {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}}{{end}}
+    {{- if .Scoped}}{{scope .Scope}}{{end}}
+  ORDER BY {{.ID}} LIMIT {{arg "limit"}}
+  FOR UPDATE SKIP LOCKED)
+UPDATE {{.Table}} AS cl_t
+SET {{.Status}} = {{if .Park}}{{.Failed}}{{else}}{{.Pending}}{{end}}, {{.Token}} = NULL
+FROM cl_c
+WHERE cl_t.{{.ID}} = cl_c.{{.ID}} AND cl_t.{{.Status}} = {{.Processing}}`,
+
+	Stats: `
+SELECT COUNT(*) FILTER (WHERE {{.Status}} = {{.Pending}}),
+       COUNT(*) FILTER (WHERE {{.Status}} = {{.Processing}}),
+       COUNT(*) FILTER (WHERE {{.Status}} = {{.Done}}),
+       {{if .Failed}}COUNT(*) FILTER (WHERE {{.Status}} = {{.Failed}}){{else}}0::bigint{{end}},
+       COUNT(*),
+       {{template "age" (printf "MIN(%s) FILTER (WHERE %s = %s)" .ClaimedAt .Status .Processing)}},
+       {{if .CreatedAt}}{{template "age" (printf "MIN(%s) FILTER (WHERE %s = %s)" .CreatedAt .Status .Pending)}}{{else}}NULL::bigint{{end}}
+FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
+
+	Columns: `
+SELECT column_name::text, COALESCE(character_maximum_length, 0)::bigint
+FROM information_schema.columns
+WHERE table_schema = COALESCE({{arg "schema"}}::text, current_schema()) AND table_name = {{arg "table"}}::text`,
+
+	IndexExists: `
+SELECT COUNT(*) FROM pg_indexes
+WHERE schemaname = COALESCE({{arg "schema"}}::text, current_schema())
+  AND tablename = {{arg "table"}}::text AND indexname = {{arg "index"}}::text`,
+
+	Indexes: [3]string{
+		`CREATE INDEX IF NOT EXISTS {{.ClaimIndex}} ON {{.Table}} ({{range .Scope}}{{.}}, {{end}}({{template "order" .}})) WHERE {{.Status}} = {{.Pending}}`,
+		`CREATE INDEX IF NOT EXISTS {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		`CREATE INDEX IF NOT EXISTS {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}})`,
+	},
+}
+
+// leaseSQL: every operation is one autocommit statement on the database
+// clock. Expiries are strictly increasing, so a write always changes its row.
+var leaseSQL = core.LeaseSQL{
+	Acquire: `
+UPDATE {{.Table}}
+SET {{.Owner}} = {{arg "owner"}}, {{.LockedAt}} = now()
+    {{- if .ExpiresAt}}, {{.ExpiresAt}} = now() + {{template "ttl"}}{{end}}
+    {{- if .Fence}}, {{.Fence}} = COALESCE({{.Fence}}, 0) + 1{{end}}
+WHERE {{.Key}} = {{arg "key"}}
+  AND ({{.Owner}} IS NULL OR {{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < now(){{else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} < now() - {{template "ttl"}}{{end}})
+RETURNING {{template "fence" .}}, {{template "expiry" .}}`,
+
+	Insert: `
+INSERT INTO {{.Table}} ({{.Key}}, {{.Owner}}, {{.LockedAt}}{{if .ExpiresAt}}, {{.ExpiresAt}}{{end}}{{if .Fence}}, {{.Fence}}{{end}})
+VALUES ({{arg "key"}}, {{arg "owner"}}, now(){{if .ExpiresAt}}, now() + {{template "ttl"}}{{end}}{{if .Fence}}, 1{{end}})
+ON CONFLICT ({{.Key}}) DO NOTHING
+RETURNING {{template "fence" .}}, {{template "expiry" .}}`,
+
+	Renew: `
+UPDATE {{.Table}}
+SET {{if .ExpiresAt -}}
+      {{.LockedAt}} = now(), {{.ExpiresAt}} = GREATEST(now() + {{template "ttl"}}, {{.ExpiresAt}} + interval '1 microsecond')
+    {{- else -}}
+      {{.LockedAt}} = GREATEST(now(), {{.LockedAt}} + interval '1 microsecond')
+    {{- end}}
+WHERE {{.Key}} = {{arg "key"}} AND {{.Owner}} = {{arg "owner"}}
+RETURNING {{template "fence" .}}, {{template "expiry" .}}`,
+
+	Release: `
+UPDATE {{.Table}} SET {{.Owner}} = NULL{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}
+WHERE {{.Key}} = {{arg "key"}} AND {{.Owner}} = {{arg "owner"}}`,
+
+	Force: `
+UPDATE {{.Table}} SET {{.Owner}} = NULL{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}
+WHERE {{.Key}} = {{arg "key"}} AND {{.Owner}} IS NOT NULL`,
+
+	Inspect: `
+SELECT {{.Owner}}, {{template "fence" .}},
+       {{if .ExpiresAt}}{{template "us" .ExpiresAt}}, {{.ExpiresAt}} < now(){{else}}NULL::bigint, false{{end}}
+FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
+
+	Reap: `
+WITH cl_c AS {{template "materialized"}}(
+  SELECT {{.Key}} FROM {{.Table}}
+  WHERE {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < now()
+  ORDER BY {{.Key}} LIMIT {{arg "limit"}}
+  FOR UPDATE SKIP LOCKED)
+UPDATE {{.Table}} AS cl_t SET {{.Owner}} = NULL, {{.ExpiresAt}} = NULL
+FROM cl_c
+WHERE cl_t.{{.Key}} = cl_c.{{.Key}} AND cl_t.{{.Owner}} IS NOT NULL AND cl_t.{{.ExpiresAt}} < now()`,
+
+	Columns: claimSQL.Columns,
+}

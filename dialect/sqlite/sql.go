@@ -1,0 +1,131 @@
+package sqlite
+
+import "github.com/claimlock/claimlock/dialect/internal/core"
+
+// The statements below are text/template sources over core.Names (see
+// dialect/postgres/sql.go for the conventions). Times are integer
+// milliseconds since the Unix epoch from SQLite's own clock; ages and
+// expiries are reported in microseconds.
+
+const common = `
+{{- define "now"}}CAST(unixepoch('subsec') * 1000 AS INTEGER){{end}}
+{{- define "fence"}}{{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}}{{end}}
+{{- define "expiry"}}{{if .ExpiresAt}}{{.ExpiresAt}} * 1000{{else}}({{.LockedAt}} + {{arg "ttl"}}) * 1000{{end}}{{end}}
+{{- define "expired"}}{{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < {{template "now"}}{{else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} < {{template "now"}} - {{arg "ttl"}}{{end}}{{end}}
+{{- define "stale"}}{{.Status}} = {{.Processing}} AND {{.ClaimedAt}} < {{template "now"}} - {{arg "timeout"}}
+  {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}}{{end}}
+  {{- if .Scoped}}{{scope .Scope}}{{end}}{{end}}
+`
+
+// claimSQL: SQLite has no UPDATE ... LIMIT in modernc's build, so claims
+// and reaps bound their rows with a key subquery; SQLite runs each
+// statement as one write transaction, so the subquery cannot be re-run
+// against other rows.
+var claimSQL = core.ClaimSQL{
+	Common: common,
+	Claim: `
+UPDATE {{.Table}}
+SET {{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = {{template "now"}}
+    {{- if .Attempts}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}
+WHERE {{.ID}} IN (SELECT {{.ID}} FROM {{.Table}} WHERE {{.Status}} = {{.Pending}}{{scope .Scope}} ORDER BY {{.ID}} LIMIT {{arg "limit"}})
+  AND {{.Status}} = {{.Pending}}
+RETURNING {{join .Returned}}`,
+
+	Ack: `
+UPDATE {{.Table}}
+SET {{.Status}} = {{if .ParkAt}}CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}} THEN {{.Failed}} ELSE {{.Pending}} END{{else}}{{.Target}}{{end}},
+    {{.Token}} = NULL{{if and .Undo .Attempts}}, {{.Attempts}} = MAX({{.Attempts}} - 1, 0){{end}}
+WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}
+RETURNING {{.ID}}, {{if .ParkAt}}{{.Status}} = {{.Failed}}{{else}}false{{end}}`,
+
+	// No FOR UPDATE: the per-row ack runs in a BEGIN IMMEDIATE transaction,
+	// which holds the database's write lock from its first statement.
+	AckLock: `
+SELECT {{.ID}}, {{or .Version "0"}}, {{or .Attempts "0"}} FROM {{.Table}}
+WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}`,
+
+	Heartbeat: `
+UPDATE {{.Table}} SET {{.ClaimedAt}} = MAX({{template "now"}}, {{.ClaimedAt}} + 1)
+WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}`,
+
+	Release: `
+UPDATE {{.Table}}
+SET {{.Status}} = {{.Pending}}, {{.Token}} = NULL{{if .Attempts}}, {{.Attempts}} = MAX({{.Attempts}} - 1, 0){{end}}
+WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}}`,
+
+	Reap: `
+UPDATE {{.Table}}
+SET {{.Status}} = {{if .Park}}{{.Failed}}{{else}}{{.Pending}}{{end}}, {{.Token}} = NULL
+WHERE {{.ID}} IN (SELECT {{.ID}} FROM {{.Table}} WHERE {{template "stale" .}} ORDER BY {{.ID}} LIMIT {{arg "limit"}})
+  AND {{template "stale" .}}`,
+
+	Stats: `
+SELECT COALESCE(SUM({{.Status}} = {{.Pending}}), 0),
+       COALESCE(SUM({{.Status}} = {{.Processing}}), 0),
+       COALESCE(SUM({{.Status}} = {{.Done}}), 0),
+       {{if .Failed}}COALESCE(SUM({{.Status}} = {{.Failed}}), 0){{else}}0{{end}},
+       COUNT(*),
+       ({{template "now"}} - MIN(CASE WHEN {{.Status}} = {{.Processing}} THEN {{.ClaimedAt}} END)) * 1000,
+       {{if .CreatedAt}}({{template "now"}} - MIN(CASE WHEN {{.Status}} = {{.Pending}} THEN {{.CreatedAt}} END)) * 1000{{else}}NULL{{end}}
+FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
+
+	// SQLite does not enforce declared lengths: every length reads 0.
+	Columns: `
+SELECT name, 0 FROM pragma_table_info({{arg "table"}}, COALESCE({{arg "schema"}}, 'main'))`,
+
+	IndexExists: `
+SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = {{arg "index"}}`,
+
+	Indexes: [3]string{
+		`CREATE INDEX IF NOT EXISTS {{.ClaimIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		`CREATE INDEX IF NOT EXISTS {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		`CREATE INDEX IF NOT EXISTS {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}})`,
+	},
+}
+
+var leaseSQL = core.LeaseSQL{
+	Common: common,
+	Acquire: `
+UPDATE {{.Table}}
+SET {{.Owner}} = {{arg "owner"}}, {{.LockedAt}} = {{template "now"}}
+    {{- if .ExpiresAt}}, {{.ExpiresAt}} = {{template "now"}} + {{arg "ttl"}}{{end}}
+    {{- if .Fence}}, {{.Fence}} = COALESCE({{.Fence}}, 0) + 1{{end}}
+WHERE {{.Key}} = {{arg "key"}} AND ({{.Owner}} IS NULL OR {{template "expired" .}})
+RETURNING {{template "fence" .}}, {{template "expiry" .}}`,
+
+	Insert: `
+INSERT INTO {{.Table}} ({{.Key}}, {{.Owner}}, {{.LockedAt}}{{if .ExpiresAt}}, {{.ExpiresAt}}{{end}}{{if .Fence}}, {{.Fence}}{{end}})
+VALUES ({{arg "key"}}, {{arg "owner"}}, {{template "now"}}{{if .ExpiresAt}}, {{template "now"}} + {{arg "ttl"}}{{end}}{{if .Fence}}, 1{{end}})
+ON CONFLICT ({{.Key}}) DO NOTHING
+RETURNING {{template "fence" .}}, {{template "expiry" .}}`,
+
+	Renew: `
+UPDATE {{.Table}}
+SET {{if .ExpiresAt -}}
+      {{.LockedAt}} = {{template "now"}}, {{.ExpiresAt}} = MAX({{template "now"}} + {{arg "ttl"}}, {{.ExpiresAt}} + 1)
+    {{- else -}}
+      {{.LockedAt}} = MAX({{template "now"}}, {{.LockedAt}} + 1)
+    {{- end}}
+WHERE {{.Key}} = {{arg "key"}} AND {{.Owner}} = {{arg "owner"}}
+RETURNING {{template "fence" .}}, {{template "expiry" .}}`,
+
+	Release: `
+UPDATE {{.Table}} SET {{.Owner}} = NULL{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}
+WHERE {{.Key}} = {{arg "key"}} AND {{.Owner}} = {{arg "owner"}}`,
+
+	Force: `
+UPDATE {{.Table}} SET {{.Owner}} = NULL{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}
+WHERE {{.Key}} = {{arg "key"}} AND {{.Owner}} IS NOT NULL`,
+
+	Inspect: `
+SELECT {{.Owner}}, {{template "fence" .}},
+       {{if .ExpiresAt}}{{.ExpiresAt}} * 1000, {{.ExpiresAt}} < {{template "now"}}{{else}}NULL, false{{end}}
+FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
+
+	Reap: `
+UPDATE {{.Table}} SET {{.Owner}} = NULL, {{.ExpiresAt}} = NULL
+WHERE {{.Key}} IN (SELECT {{.Key}} FROM {{.Table}} WHERE {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < {{template "now"}} ORDER BY {{.Key}} LIMIT {{arg "limit"}})
+  AND {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < {{template "now"}}`,
+
+	Columns: claimSQL.Columns,
+}
