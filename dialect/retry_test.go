@@ -16,7 +16,7 @@ import (
 // claimlock's stores do.
 type deadlockErr struct{}
 
-func (deadlockErr) Error() string                    { return "deadlock found" }
+func (deadlockErr) Error() string                  { return "deadlock found" }
 func (deadlockErr) ErrorClass() dialect.ErrorClass { return dialect.ClassDeadlock }
 
 var errDeadlock error = deadlockErr{}

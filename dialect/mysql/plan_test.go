@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/internal/core"
 	"github.com/claimlock/claimlock/dialect/dialecttest"
+	"github.com/claimlock/claimlock/dialect/internal/core"
 	"github.com/claimlock/claimlock/internal/dbtest"
 )
 

@@ -133,21 +133,27 @@ func ops(t *testing.T, e *Engine) map[string]struct {
 			_, err := cs.Ack(ctx, &dialect.AckParams{Token: "t", IDs: []any{1}})
 			return err
 		}},
-		"heartbeat":      {true, func(ctx context.Context) error { _, err := cs.Heartbeat(ctx, "t"); return err }},
-		"release":        {false, func(ctx context.Context) error { _, err := cs.Release(ctx, "t", nil); return err }},
-		"reap":           {false, func(ctx context.Context) error { _, err := cs.Reap(ctx, &dialect.ReapParams{Timeout: 1, Limit: 1}); return err }},
-		"stats":          {true, func(ctx context.Context) error { _, err := cs.Stats(ctx, nil); return err }},
-		"verify":         {true, func(ctx context.Context) error { err := cs.VerifySchema(ctx); return ignoreInvalid(err) }},
-		"missing index":  {true, func(ctx context.Context) error { _, err := cs.MissingIndexes(ctx); return err }},
-		"read back":      {true, func(ctx context.Context) error { _, err := cs.ReadBack(ctx, "t", scan, nil); return err }},
-		"lease inspect":  {true, func(ctx context.Context) error { _, err := ls.Inspect(ctx, "k"); return err }},
-		"lease release":  {false, func(ctx context.Context) error { _, err := ls.Release(ctx, "k", "o"); return err }},
-		"lease force":    {false, func(ctx context.Context) error { _, err := ls.ForceRelease(ctx, "k"); return err }},
-		"lease reap":     {false, func(ctx context.Context) error { _, err := ls.ReapExpired(ctx, 1); return err }},
-		"lease verify":   {true, func(ctx context.Context) error { return ignoreInvalid(ls.VerifySchema(ctx)) }},
-		"lease renew":    {true, func(ctx context.Context) error { return ignoreLost(ls.Renew(ctx, "k", "o", time.Second)) }},
-		"lease acquire":  {false, func(ctx context.Context) error { return ignoreHeld(ls.Acquire(ctx, "k", "o", time.Second)) }},
-		"ack row by row": {false, func(ctx context.Context) error { _, err := cs.Ack(ctx, &dialect.AckParams{Token: "t", IDs: []any{1}, Versions: []int64{1}}); return err }},
+		"heartbeat": {true, func(ctx context.Context) error { _, err := cs.Heartbeat(ctx, "t"); return err }},
+		"release":   {false, func(ctx context.Context) error { _, err := cs.Release(ctx, "t", nil); return err }},
+		"reap": {false, func(ctx context.Context) error {
+			_, err := cs.Reap(ctx, &dialect.ReapParams{Timeout: 1, Limit: 1})
+			return err
+		}},
+		"stats":         {true, func(ctx context.Context) error { _, err := cs.Stats(ctx, nil); return err }},
+		"verify":        {true, func(ctx context.Context) error { err := cs.VerifySchema(ctx); return ignoreInvalid(err) }},
+		"missing index": {true, func(ctx context.Context) error { _, err := cs.MissingIndexes(ctx); return err }},
+		"read back":     {true, func(ctx context.Context) error { _, err := cs.ReadBack(ctx, "t", scan, nil); return err }},
+		"lease inspect": {true, func(ctx context.Context) error { _, err := ls.Inspect(ctx, "k"); return err }},
+		"lease release": {false, func(ctx context.Context) error { _, err := ls.Release(ctx, "k", "o"); return err }},
+		"lease force":   {false, func(ctx context.Context) error { _, err := ls.ForceRelease(ctx, "k"); return err }},
+		"lease reap":    {false, func(ctx context.Context) error { _, err := ls.ReapExpired(ctx, 1); return err }},
+		"lease verify":  {true, func(ctx context.Context) error { return ignoreInvalid(ls.VerifySchema(ctx)) }},
+		"lease renew":   {true, func(ctx context.Context) error { return ignoreLost(ls.Renew(ctx, "k", "o", time.Second)) }},
+		"lease acquire": {false, func(ctx context.Context) error { return ignoreHeld(ls.Acquire(ctx, "k", "o", time.Second)) }},
+		"ack row by row": {false, func(ctx context.Context) error {
+			_, err := cs.Ack(ctx, &dialect.AckParams{Token: "t", IDs: []any{1}, Versions: []int64{1}})
+			return err
+		}},
 	}
 }
 

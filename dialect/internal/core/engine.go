@@ -115,9 +115,9 @@ type classErr struct {
 	err   error
 }
 
-func (e *classErr) Error() string                { return e.err.Error() }
+func (e *classErr) Error() string                  { return e.err.Error() }
 func (e *classErr) ErrorClass() dialect.ErrorClass { return e.class }
-func (e *classErr) Unwrap() error { return e.err }
+func (e *classErr) Unwrap() error                  { return e.err }
 func (e *classErr) Is(target error) bool {
 	return target == dialect.ErrRetryable && e.class.Retryable() ||
 		target == dialect.ErrReadOnly && e.class == dialect.ClassReadOnly

@@ -311,4 +311,3 @@ func (l *Leases) VerifySchema(ctx context.Context) error {
 	}
 	return l.spec.CheckColumns(cols)
 }
-
