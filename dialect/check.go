@@ -30,17 +30,17 @@ func (s ClaimTable) CheckClaim(p *ClaimParams) error {
 func (s ClaimTable) CheckAck(p *AckParams) error {
 	switch {
 	case p.Token == "":
-		return fmt.Errorf("%w: ack: empty token", ErrInvalidConfig)
+		return fmt.Errorf("%w: empty token", ErrInvalidConfig)
 	case p.Outcome < OutcomeDone || p.Outcome > OutcomeRetry:
-		return fmt.Errorf("%w: ack: unknown outcome %d", ErrInvalidConfig, p.Outcome)
+		return fmt.Errorf("%w: unknown outcome %d", ErrInvalidConfig, p.Outcome)
 	case p.MaxAttempts < 0:
-		return fmt.Errorf("%w: ack: negative MaxAttempts %d", ErrInvalidConfig, p.MaxAttempts)
+		return fmt.Errorf("%w: negative MaxAttempts %d", ErrInvalidConfig, p.MaxAttempts)
 	case p.Versions != nil && (len(p.Versions) != len(p.IDs) || s.Version == ""):
-		return fmt.Errorf("%w: ack: versions need a Version column and one version per id", ErrInvalidConfig)
+		return fmt.Errorf("%w: versions need a Version column and one version per id", ErrInvalidConfig)
 	case (p.Outcome == OutcomeFailed || p.Outcome == OutcomeRetry && p.MaxAttempts > 0) && !s.Failed.IsSet():
-		return fmt.Errorf("%w: ack: failing rows needs a Failed status", ErrInvalidConfig)
+		return fmt.Errorf("%w: failing rows needs a Failed status", ErrInvalidConfig)
 	case p.Outcome == OutcomeRetry && p.MaxAttempts > 0 && s.Attempts == "":
-		return fmt.Errorf("%w: ack: MaxAttempts needs an Attempts column", ErrInvalidConfig)
+		return fmt.Errorf("%w: MaxAttempts needs an Attempts column", ErrInvalidConfig)
 	}
 	return nil
 }
@@ -49,11 +49,11 @@ func (s ClaimTable) CheckAck(p *AckParams) error {
 func (s ClaimTable) CheckReap(p *ReapParams) error {
 	switch {
 	case p.Timeout <= 0 || p.Limit <= 0:
-		return fmt.Errorf("%w: reap: timeout and limit must be positive", ErrInvalidConfig)
+		return fmt.Errorf("%w: timeout and limit must be positive", ErrInvalidConfig)
 	case p.MaxAttempts < 0:
-		return fmt.Errorf("%w: reap: negative MaxAttempts %d", ErrInvalidConfig, p.MaxAttempts)
+		return fmt.Errorf("%w: negative MaxAttempts %d", ErrInvalidConfig, p.MaxAttempts)
 	case p.MaxAttempts > 0 && (s.Attempts == "" || !s.Failed.IsSet()):
-		return fmt.Errorf("%w: reap: MaxAttempts needs Attempts and Failed", ErrInvalidConfig)
+		return fmt.Errorf("%w: MaxAttempts needs Attempts and Failed", ErrInvalidConfig)
 	case p.ScopeValues != nil:
 		return s.CheckScope(len(p.ScopeValues))
 	}

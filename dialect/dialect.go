@@ -2,6 +2,7 @@ package dialect
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 )
 
@@ -100,22 +101,10 @@ func (c Capabilities) Resolve(s Strategy) (Strategy, error) {
 		return c.PreferredStrategy, nil
 	}
 	if !c.Supports(s) {
-		return 0, &unsupportedError{what: s.String(), engine: c.Engine, version: c.Version}
+		return 0, fmt.Errorf("%w: %s on %s %s", ErrNotSupported, s, c.Engine, c.Version)
 	}
 	return s, nil
 }
-
-type unsupportedError struct {
-	what    string
-	engine  Engine
-	version string
-}
-
-func (e *unsupportedError) Error() string {
-	return "claimlock: " + e.what + " is not supported by " + string(e.engine) + " " + e.version
-}
-
-func (e *unsupportedError) Is(target error) bool { return target == ErrNotSupported }
 
 // Options are the settings every engine package accepts. The zero value is
 // ready to use.

@@ -89,6 +89,10 @@ func Run(t *testing.T, h Harness) {
 		{"LeaseBadInput", testLeaseBadInput},
 		{"LeaseReapExpired", testLeaseReap},
 		{"LeaseContention", testLeaseContention},
+		{"LeaseOwnerChecks", testLeaseOwnerChecks},
+		{"KeyOverflow", testKeyOverflow},
+		{"ErrorText", testErrorText},
+		{"AckRollsBack", testAckRollsBack},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

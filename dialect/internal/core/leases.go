@@ -286,7 +286,7 @@ func (l *Leases) Inspect(ctx context.Context, key any) (dialect.LeaseState, erro
 // column; the rows and their fences stay, so fences keep increasing.
 func (l *Leases) ReapExpired(ctx context.Context, limit int) (int64, error) {
 	if l.reap.SQL == "" {
-		return 0, wrap("lease reap", fmt.Errorf("reaping leases without an ExpiresAt column: %w", dialect.ErrNotSupported))
+		return 0, fmt.Errorf("%w: lease reap: reaping leases needs an ExpiresAt column", dialect.ErrNotSupported)
 	}
 	if limit <= 0 {
 		return 0, fmt.Errorf("%w: lease reap: limit must be positive", dialect.ErrInvalidConfig)

@@ -1,0 +1,163 @@
+package dialecttest
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// The cases below pin behaviour that the engines once implemented each on
+// their own and let drift apart; every engine must now agree.
+
+// testLeaseOwnerChecks: an empty or over-long owner is refused by every
+// lease operation that takes one, before anything is written.
+func testLeaseOwnerChecks(t *testing.T, h Harness) {
+	_, ls := keyedLeases(t, h)
+	ctx := ctxT(t)
+	for _, owner := range []string{"", strings.Repeat("o", dialect.MaxTokenLen+1)} {
+		_, err := ls.Acquire(ctx, "k", owner, time.Second)
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "acquire, owner %q", owner)
+		_, err = ls.Renew(ctx, "k", owner, time.Second)
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "renew, owner %q", owner)
+		_, err = ls.Release(ctx, "k", owner)
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "release, owner %q", owner)
+	}
+	st, err := ls.Inspect(ctx, "k")
+	require.NoError(t, err)
+	require.False(t, st.Exists, "nothing was written")
+}
+
+// testKeyOverflow: integer keys of any Go integer type are accepted, and a
+// uint64 beyond int64 is refused, never wrapped to a negative key.
+func testKeyOverflow(t *testing.T, h Harness) {
+	f := newFixture(t, h)
+	f.insert(1, 3)
+	ctx := ctxT(t)
+	s := f.d.Capabilities().PreferredStrategy
+	tok, got := f.claim(s, 1, 3)
+	require.Len(t, got, 3)
+	huge := uint64(1) << 63
+	_, err := f.store.Ack(ctx, &dialect.AckParams{Token: tok, IDs: []any{huge}})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	_, err = f.store.Release(ctx, tok, []any{huge})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	first := got[0].ID.(int64)
+	res, err := f.store.Ack(ctx, &dialect.AckParams{Token: tok, IDs: []any{uint8(first), int16(first + 1), uint64(first + 2)}})
+	require.NoError(t, err)
+	require.Empty(t, res.Lost, "keys of other integer types match their rows")
+
+	task := taskLeases(t, h)
+	_, err = task.Acquire(ctx, huge, dialect.NewToken(), time.Second)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+}
+
+// taskLeases is a lease store on a task table with integer keys.
+func taskLeases(t *testing.T, h Harness) dialect.LeaseStore {
+	d, _ := h.Open(t)
+	def := dialect.TableDef{Table: "cl_task", PrimaryKey: []string{"id"}, Columns: []dialect.ColumnDef{
+		{Name: "id", Type: dialect.TypeInt, NotNull: true},
+		{Name: "owner", Type: dialect.TypeText, Len: 40},
+		{Name: "lock_at", Type: dialect.TypeTime},
+	}}
+	ddl, err := d.CreateTableDDL(def)
+	require.NoError(t, err)
+	require.NoError(t, d.ExecDDL(ctxT(t), ddl))
+	ls, err := d.LeaseStore(dialect.LeaseTable{Table: "cl_task", Key: "id", Owner: "owner", LockedAt: "lock_at"})
+	require.NoError(t, err)
+	return ls
+}
+
+// testErrorText: an error names the operation once and never the engine
+// package ("ack: ...", not "claim: ack: postgres: ack: ...").
+func testErrorText(t *testing.T, h Harness) {
+	f := newFixture(t, h)
+	ctx := ctxT(t)
+	s := f.d.Capabilities().PreferredStrategy
+	check := func(op string, err error) {
+		t.Helper()
+		require.Error(t, err, op)
+		msg := err.Error()
+		require.True(t, strings.HasPrefix(msg, op+": "), "%q starts with %q", msg, op)
+		require.Equal(t, 1, strings.Count(msg, op+":"), "%q names %q once", msg, op)
+		for _, engine := range []string{"postgres:", "mysql:", "sqlite:"} {
+			require.NotContains(t, msg, engine, "no engine package in %q", msg)
+		}
+	}
+	_, err := f.store.Claim(ctx, &dialect.ClaimParams{Limit: 1, ScopeValues: []any{1}, Strategy: s}, func(dialect.Scanner) error { return nil })
+	check("claim", err)
+	_, err = f.store.Ack(ctx, &dialect.AckParams{IDs: []any{1}})
+	check("ack", err)
+	_, err = f.store.Reap(ctx, &dialect.ReapParams{})
+	check("reap", err)
+	_, err = f.store.Stats(ctx, []any{1, 2})
+	check("stats", err)
+	_, ls := keyedLeases(t, h)
+	_, err = ls.Acquire(ctx, "k", "", time.Second)
+	check("lease acquire", err)
+	// An engine error keeps the operation prefix once too.
+	gone, err := f.d.ClaimStore(dialect.ClaimTable{Table: "cl_no_such_table", ID: "id", Status: "status", Token: "token",
+		ClaimedAt: "claimed_at", Pending: st(t, "P"), Processing: st(t, "R"), Done: st(t, "D")})
+	require.NoError(t, err)
+	_, err = gone.Stats(ctx, nil)
+	check("stats", err)
+}
+
+// testAckRollsBack: when a statement fails inside a row-by-row ack, the whole
+// ack rolls back: no row of it is acked, all stay held by the token, and
+// the ack can be repeated once the cause is gone. The failure is real: a
+// unique index that the requeue of one row would violate.
+func testAckRollsBack(t *testing.T, h Harness) {
+	d, db := h.Open(t)
+	spec := dialect.ClaimTable{
+		Table: "cl_target", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
+		Attempts: "attempts", Version: "version", Columns: []string{"payload"}, Scope: []string{"task_id"},
+		Pending: st(t, "PENDING"), Processing: st(t, "PROCESSING"), Done: st(t, "SENT"), Failed: st(t, "FAILED"),
+	}
+	def := dialect.ClaimTableDef(spec)
+	def.Indexes = append(def.Indexes, dialect.IndexDef{Name: "cl_target_uq", Columns: []string{"status", "payload"}, Unique: true})
+	ddl, err := d.CreateTableDDL(def)
+	require.NoError(t, err)
+	ctx := ctxT(t)
+	require.NoError(t, d.ExecDDL(ctx, ddl))
+	store, err := d.ClaimStore(spec)
+	require.NoError(t, err)
+	f := &fixture{t: t, d: d, db: db, spec: spec, store: store}
+	f.q = func(name string) string { q, err := d.QuoteIdent("test", name); require.NoError(t, err); return q }
+	exec := func(q string) {
+		_, err := db.ExecContext(ctx, q)
+		require.NoError(t, err, q)
+	}
+	tbl, task, status, payload, version := f.q("cl_target"), f.q("task_id"), f.q("status"), f.q("payload"), f.q("version")
+	exec(fmt.Sprintf("INSERT INTO %s (%s, %s) VALUES (1, 'a'), (1, 'x')", tbl, task, payload))
+	exec(fmt.Sprintf("INSERT INTO %s (%s, %s, %s) VALUES (2, 'SENT', 'x')", tbl, task, status, payload))
+	tok, got := f.claim(d.Capabilities().PreferredStrategy, 1, 10)
+	require.Len(t, got, 2)
+	a, b := got[0], got[1]
+	// b changes while it is processed, so a versioned ack sends it back to
+	// pending; the other task's 'x' row is pending already, so that requeue
+	// violates the unique index after a's row was set done.
+	exec(fmt.Sprintf("UPDATE %s SET %s = %s + 1 WHERE %s = 'x' AND %s = 1", tbl, version, version, payload, task))
+	exec(fmt.Sprintf("UPDATE %s SET %s = 'PENDING' WHERE %s = 2", tbl, status, task))
+	p := &dialect.AckParams{Token: tok, IDs: []any{a.ID, b.ID}, Versions: []int64{a.Version, b.Version}}
+	_, err = store.Ack(ctx, p)
+	require.Error(t, err, "the requeue violates the unique index")
+	require.False(t, dialect.IsRetryable(err))
+	require.Equal(t, dialect.ClassDuplicate, dialect.ClassifyError(err))
+	for _, id := range []any{a.ID, b.ID} {
+		r := f.row(id)
+		require.Equal(t, "PROCESSING", r.Status, "row %v: the ack rolled back", id)
+		require.Equal(t, tok, r.Token, "row %v is still held", id)
+	}
+	exec(fmt.Sprintf("DELETE FROM %s WHERE %s = 2", tbl, task))
+	res, err := store.Ack(ctx, p)
+	require.NoError(t, err)
+	require.Equal(t, []int{1}, res.Requeued)
+	require.Empty(t, res.Lost)
+	require.Equal(t, "SENT", f.row(a.ID).Status)
+	require.Equal(t, "PENDING", f.row(b.ID).Status)
+}
