@@ -3,6 +3,7 @@ package dialect
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // ColumnInfo is a column as the database's catalog reports it.
@@ -11,6 +12,28 @@ type ColumnInfo struct {
 	// when the column is not a bounded string type (or the engine does not
 	// enforce lengths, as SQLite).
 	MaxLen int
+	// Type is the column's data type as the catalog names it, in lower
+	// case ("datetime", "timestamp with time zone", "integer").
+	Type string
+	// Precision is the number of fractional-second digits a time column
+	// stores (0 for MySQL's DATETIME or PostgreSQL's timestamp(0), 6 for
+	// DATETIME(6) or timestamptz), or -1 when the column is not a time
+	// column or the engine does not say.
+	Precision int
+}
+
+// Resolution returns the smallest step between two values the column can
+// hold: one second for a precision of 0, a microsecond for 6, and zero when
+// the precision is unknown or finer.
+func (c ColumnInfo) Resolution() time.Duration {
+	if c.Precision < 0 || c.Precision >= 6 {
+		return 0
+	}
+	d := time.Second
+	for range c.Precision {
+		d /= 10
+	}
+	return d
 }
 
 // Columns is a table's columns by name, as read from the catalog. Engines
@@ -21,7 +44,8 @@ type Columns struct {
 	Fold   bool
 }
 
-func (c Columns) get(name string) (ColumnInfo, bool) {
+// Get returns the column named name, folding case where the engine does.
+func (c Columns) Get(name string) (ColumnInfo, bool) {
 	if c.Fold {
 		name = strings.ToLower(name)
 	}
@@ -37,11 +61,11 @@ func (c Columns) check(table string, cols []struct{ field, name string }, tokenF
 		if col.name == "" {
 			continue
 		}
-		if _, ok := c.get(col.name); !ok {
+		if _, ok := c.Get(col.name); !ok {
 			return fmt.Errorf("%w: %s: table %s has no column %q", ErrInvalidConfig, col.field, table, col.name)
 		}
 	}
-	if ci, _ := c.get(tokenCol); ci.MaxLen > 0 && ci.MaxLen < TokenLen {
+	if ci, _ := c.Get(tokenCol); ci.MaxLen > 0 && ci.MaxLen < TokenLen {
 		return fmt.Errorf("%w: %s: column %s.%s holds %d characters; tokens have %d (use VARCHAR(%d))",
 			ErrInvalidConfig, tokenField, table, tokenCol, ci.MaxLen, TokenLen, MaxTokenLen)
 	}

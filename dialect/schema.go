@@ -15,6 +15,11 @@ const (
 	TypeTime
 	// TypeSerial is an auto-incrementing 64-bit integer primary key.
 	TypeSerial
+	// TypeTimeSeconds is a timestamp that holds whole seconds, as many
+	// existing schemas have (DATETIME, timestamptz(0); on SQLite the same
+	// integer milliseconds as TypeTime). claimlock's stores learn the
+	// precision from the catalog and keep every expiry test safe for it.
+	TypeTimeSeconds
 )
 
 // ColumnDef is one column of a [TableDef].

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
@@ -20,6 +21,8 @@ type LeaseReaper struct {
 	limit  int
 	logger *slog.Logger
 	hooks  Hooks
+	// verified is set once the table passed VerifySchema.
+	verified atomic.Bool
 }
 
 // NewLeaseReaper validates table and cfg and prepares the statements on d.
@@ -59,7 +62,15 @@ func (r *LeaseReaper) Sweep(ctx context.Context) (int64, error) {
 	start := time.Now()
 	var res Result
 	var err error
-	for {
+	// The first sweep verifies the table, which also tells the store the
+	// precision of its time columns; until then every expiry test errs a
+	// second towards "still held".
+	if !r.verified.Load() {
+		if err = r.store.VerifySchema(ctx); err == nil {
+			r.verified.Store(true)
+		}
+	}
+	for err == nil {
 		if ctx.Err() != nil {
 			err = context.Cause(ctx)
 			break

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/claimlock/claimlock/claim"
@@ -44,6 +45,8 @@ type Reaper struct {
 	key     any
 	logger  *slog.Logger
 	hooks   Hooks
+	// verified is set once the table passed VerifySchema.
+	verified atomic.Bool
 }
 
 // New validates cc (exactly as the claimers of the table see it, through
@@ -142,6 +145,15 @@ func (r *Reaper) Sweep(ctx context.Context) (Result, error) {
 
 func (r *Reaper) sweep(ctx context.Context) (Result, error) {
 	var res Result
+	// The first sweep verifies the table, which also tells the store the
+	// precision of the claimed-at column; until then every staleness test
+	// errs a second towards "still held".
+	if !r.verified.Load() {
+		if err := r.store.VerifySchema(ctx); err != nil {
+			return res, err
+		}
+		r.verified.Store(true)
+	}
 	p := &dialect.ReapParams{Timeout: r.timeout, Limit: r.limit, MaxAttempts: r.maxAtt, ScopeValues: r.scope}
 	perCall := 1
 	if r.maxAtt > 0 {

@@ -126,6 +126,7 @@ func testAckRollsBack(t *testing.T, h Harness) {
 	require.NoError(t, d.ExecDDL(ctx, ddl))
 	store, err := d.ClaimStore(spec)
 	require.NoError(t, err)
+	require.NoError(t, store.VerifySchema(ctx))
 	f := &fixture{t: t, d: d, db: db, spec: spec, store: store}
 	f.q = func(name string) string { q, err := d.QuoteIdent("test", name); require.NoError(t, err); return q }
 	exec := func(q string) {

@@ -23,6 +23,7 @@ func keyedLeases(t *testing.T, h Harness) (dialect.Dialect, dialect.LeaseStore) 
 	require.NoError(t, d.ExecDDL(ctxT(t), ddl))
 	ls, err := d.LeaseStore(dialect.KeyedLeaseTable("cl_lease", 64))
 	require.NoError(t, err)
+	require.NoError(t, ls.VerifySchema(ctxT(t)))
 	return d, ls
 }
 
@@ -145,6 +146,7 @@ func testLeaseTaskRow(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	ls, err := d.LeaseStore(dialect.LeaseTable{Table: "xxx_task", Key: "id", Owner: "lock_owner", LockedAt: "lock_at", Fence: "lock_version"})
 	require.NoError(t, err)
+	require.NoError(t, ls.VerifySchema(ctx))
 	a, b := dialect.NewToken(), dialect.NewToken()
 	la, err := ls.Acquire(ctx, int64(1), a, 400*time.Millisecond)
 	require.NoError(t, err)
@@ -188,6 +190,7 @@ func testLeaseKeyedNoExpiry(t *testing.T, h Harness) {
 	spec.ExpiresAt = ""
 	ls, err := d.LeaseStore(spec)
 	require.NoError(t, err)
+	require.NoError(t, ls.VerifySchema(ctx))
 	a, b := dialect.NewToken(), dialect.NewToken()
 	la, err := ls.Acquire(ctx, "new-key", a, 300*time.Millisecond)
 	require.NoError(t, err, "first acquisition inserts the key")

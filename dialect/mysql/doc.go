@@ -41,11 +41,19 @@
 // Times are stored in DATETIME(6) columns in UTC from UTC_TIMESTAMP(6), the
 // database clock, whatever the session time_zone. They are read back as
 // integer microseconds computed in SQL, so the DSN's parseTime and loc do not
-// matter. TTLs and timeouts travel as INTERVAL ? MICROSECOND. Existing
-// TIMESTAMP or second-precision DATETIME columns work too (heartbeats and
-// renewals stay correct, see below), but DATETIME(6) is recommended: a
-// TIMESTAMP column is converted through the session time_zone and can jump
-// at daylight-saving changes.
+// matter. TTLs and timeouts travel as INTERVAL ? MICROSECOND.
+//
+// Existing TIMESTAMP or second-precision DATETIME columns work, at a price.
+// Such a column stores a time up to a second early (MariaDB truncates the
+// fraction; MySQL rounds it), so an expiry computed from it could come a
+// second early and let a second holder in. The stores read each time
+// column's precision from the catalog when they verify the table (claimers
+// and lockers do that before their first statement) and add its resolution
+// to every expiry and staleness test: a lease or claim is never taken over
+// before its TTL or timeout, and may be taken over up to one second late.
+// Before verification every test adds a second. DATETIME(6) is recommended:
+// it costs nothing, and a TIMESTAMP column is also converted through the
+// session time_zone, so sessions with different zones disagree about it.
 //
 // # Affected rows
 //

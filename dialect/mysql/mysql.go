@@ -162,7 +162,7 @@ func build(db *sql.DB, v Version, raw string, opts dialect.Options, logger *slog
 		// Text columns use a binary utf8mb4 collation, so keys and tokens
 		// compare exactly as on the other engines.
 		DDL: core.DDL{
-			Int: "BIGINT", Time: "DATETIME(6)", Text: "VARCHAR(%d) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+			Int: "BIGINT", Time: "DATETIME(6)", TimeSeconds: "DATETIME", Text: "VARCHAR(%d) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
 			Serial: "BIGINT NOT NULL AUTO_INCREMENT", InlineIndexes: true, Suffix: " ENGINE=InnoDB",
 		},
 	}

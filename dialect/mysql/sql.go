@@ -95,7 +95,8 @@ SELECT COALESCE(SUM({{.Status}} = {{.Pending}}), 0),
 FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
 
 	Columns: `
-SELECT column_name, COALESCE(character_maximum_length, 0) FROM information_schema.columns
+SELECT column_name, COALESCE(character_maximum_length, 0), data_type, COALESCE(datetime_precision, -1)
+FROM information_schema.columns
 WHERE table_schema = COALESCE({{arg "schema"}}, DATABASE()) AND table_name = {{arg "table"}}`,
 
 	IndexExists: `
@@ -122,7 +123,8 @@ SET {{.Owner}} = {{arg "owner"}}, {{.LockedAt}} = UTC_TIMESTAMP(6)
     {{- if .ExpiresAt}}, {{.ExpiresAt}} = UTC_TIMESTAMP(6) + INTERVAL {{arg "ttl"}} MICROSECOND{{end}}
     {{- if .Fence}}, {{.Fence}} = COALESCE({{.Fence}}, 0) + 1{{end}}
 WHERE {{.Key}} = {{arg "key"}}
-  AND ({{.Owner}} IS NULL OR {{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < UTC_TIMESTAMP(6){{else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "ttl"}} MICROSECOND{{end}})`,
+  AND ({{.Owner}} IS NULL OR {{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "slack"}} MICROSECOND
+       {{- else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "ttl"}} MICROSECOND - INTERVAL {{arg "slack"}} MICROSECOND{{end}})`,
 
 	// A plain INSERT: a duplicate key means someone else created the row
 	// first. INSERT ... ON DUPLICATE KEY UPDATE would report 1 affected row
@@ -156,12 +158,12 @@ WHERE {{.Key}} = {{arg "key"}} AND {{.Owner}} IS NOT NULL`,
 
 	Inspect: `
 SELECT {{.Owner}}, {{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}},
-       {{if .ExpiresAt}}{{template "us" .ExpiresAt}}, {{.ExpiresAt}} < UTC_TIMESTAMP(6){{else}}NULL, FALSE{{end}}
+       {{if .ExpiresAt}}{{template "us" .ExpiresAt}}, {{.ExpiresAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "slack"}} MICROSECOND{{else}}NULL, FALSE{{end}}
 FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
 
 	Reap: `
 UPDATE {{.Table}} SET {{.Owner}} = NULL, {{.ExpiresAt}} = NULL
-WHERE {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < UTC_TIMESTAMP(6)
+WHERE {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "slack"}} MICROSECOND
 ORDER BY {{.Key}} LIMIT {{arg "limit"}}`,
 
 	Columns: claimSQL.Columns,

@@ -212,7 +212,7 @@ func TestLeaseStoreStatements(t *testing.T) {
 	ls, err := d.LeaseStore(dialect.KeyedLeaseTable("cl_lease", 64))
 	require.NoError(t, err)
 	l := ls.(*core.Leases).Statements()
-	require.Equal(t, "UPDATE `cl_lease` SET `owner` = ?, `lock_at` = UTC_TIMESTAMP(6), `expires_at` = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, `fence` = COALESCE(`fence`, 0) + 1 WHERE `lease_key` = ? AND (`owner` IS NULL OR `expires_at` IS NULL OR `expires_at` < UTC_TIMESTAMP(6))", l["acquire"])
+	require.Equal(t, "UPDATE `cl_lease` SET `owner` = ?, `lock_at` = UTC_TIMESTAMP(6), `expires_at` = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, `fence` = COALESCE(`fence`, 0) + 1 WHERE `lease_key` = ? AND (`owner` IS NULL OR `expires_at` IS NULL OR `expires_at` < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND)", l["acquire"])
 	require.True(t, strings.HasPrefix(l["insert"], "INSERT INTO `cl_lease` (`lease_key`, `owner`, `lock_at`, `expires_at`, `fence`) VALUES (?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, 1)"))
 	require.NotContains(t, l["insert"], "DUPLICATE", "ON DUPLICATE KEY UPDATE is ambiguous under clientFoundRows")
 	require.Contains(t, l["renew"], "GREATEST(UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, COALESCE(`expires_at` + INTERVAL 1 MICROSECOND")

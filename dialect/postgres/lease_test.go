@@ -34,6 +34,7 @@ func TestKeyedLeaseWithoutExpiresAt(t *testing.T) {
 		spec.ExpiresAt = ""
 		ls, err := d.LeaseStore(spec)
 		require.NoError(t, err)
+		require.NoError(t, ls.VerifySchema(ctx))
 
 		a, b := dialect.NewToken(), dialect.NewToken()
 		before := time.Now()
@@ -66,4 +67,35 @@ func TestKeyedLeaseWithoutExpiresAt(t *testing.T) {
 		require.NoError(t, err)
 		require.EqualValues(t, 3, lc.Fence)
 	}
+}
+
+// A time column without a time zone is refused at verification: now() is a
+// timestamptz, and comparing it with a timestamp converts through each
+// session's TimeZone, so two sessions with different settings would disagree
+// about which leases and claims have expired.
+func TestTimestampWithoutTimeZoneIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool := dbtest.PostgresPool(t)
+	d, err := New(ctx, pool, dialect.Options{})
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `CREATE TABLE naive_task (id bigint PRIMARY KEY, lock_owner varchar(40), lock_at timestamp(0))`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `CREATE TABLE naive_target (id bigserial PRIMARY KEY, task_id bigint, status smallint, cron_token varchar(40), send_at timestamp)`)
+	require.NoError(t, err)
+	ls, err := d.LeaseStore(dialect.LeaseTable{Table: "naive_task", Key: "id", Owner: "lock_owner", LockedAt: "lock_at"})
+	require.NoError(t, err)
+	err = ls.VerifySchema(ctx)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	require.ErrorContains(t, err, "LockedAt: column naive_task.lock_at is timestamp without time zone")
+	cs, err := d.ClaimStore(dialect.ClaimTable{Table: "naive_target", ID: "id", Status: "status", Token: "cron_token", ClaimedAt: "send_at",
+		Pending: status(t, 0), Processing: status(t, 1), Done: status(t, 2)})
+	require.NoError(t, err)
+	err = cs.VerifySchema(ctx)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	require.ErrorContains(t, err, "ClaimedAt: column naive_target.send_at is timestamp without time zone")
+
+	_, err = pool.Exec(ctx, `ALTER TABLE naive_task ALTER COLUMN lock_at TYPE timestamptz(0) USING lock_at AT TIME ZONE 'UTC'`)
+	require.NoError(t, err)
+	require.NoError(t, ls.VerifySchema(ctx), "the fix the message names is accepted")
 }

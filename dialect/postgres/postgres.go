@@ -107,12 +107,24 @@ func build(h core.DB, num int, version string, opts dialect.Options, logger *slo
 			// measured no better than none (examples/claimbench).
 			ClaimConcurrency: 0,
 		},
-		DDL: core.DDL{Int: "BIGINT", Time: "TIMESTAMPTZ", Text: "VARCHAR(%d)", Serial: serial},
+		DDL:       core.DDL{Int: "BIGINT", Time: "TIMESTAMPTZ", TimeSeconds: "TIMESTAMPTZ(0)", Text: "VARCHAR(%d)", Serial: serial},
+		CheckTime: checkTime,
 	}
 	shared := common + `{{define "materialized"}}` + materialized + `{{end}}`
 	d.Claims, d.Leases = claimSQL, leaseSQL
 	d.Claims.Common, d.Leases.Common = shared, shared
 	return d
+}
+
+// checkTime refuses time columns without a time zone: now() is a
+// timestamptz, and comparing it with a timestamp column converts through
+// the session's TimeZone, so two sessions with different settings would
+// disagree about which leases and claims have expired.
+func checkTime(c dialect.ColumnInfo) error {
+	if c.Type == "timestamp without time zone" {
+		return errors.New("is timestamp without time zone; sessions with different TimeZone settings would disagree about expiries (use timestamptz: ALTER TABLE ... ALTER COLUMN ... TYPE timestamptz USING ... AT TIME ZONE 'UTC')")
+	}
+	return nil
 }
 
 // quote quotes one identifier part that was validated already.

@@ -15,6 +15,7 @@ const common = `
 {{- define "us"}}CAST(EXTRACT(EPOCH FROM {{.}}) * 1000000 AS bigint){{end}}
 {{- define "age"}}GREATEST(CAST(EXTRACT(EPOCH FROM (now() - {{.}})) * 1000000 AS bigint), 0){{end}}
 {{- define "ttl"}}({{arg "ttl"}}::bigint * interval '1 microsecond'){{end}}
+{{- define "slack"}}({{arg "slack"}}::bigint * interval '1 microsecond'){{end}}
 {{- define "fence"}}{{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0::bigint{{end}}{{end}}
 {{- define "expiry"}}{{if .ExpiresAt}}{{template "us" .ExpiresAt}}{{else}}CAST(EXTRACT(EPOCH FROM {{.LockedAt}} + {{template "ttl"}}) * 1000000 AS bigint){{end}}{{end}}
 `
@@ -87,7 +88,8 @@ SELECT COUNT(*) FILTER (WHERE {{.Status}} = {{.Pending}}),
 FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
 
 	Columns: `
-SELECT column_name::text, COALESCE(character_maximum_length, 0)::bigint
+SELECT column_name::text, COALESCE(character_maximum_length, 0)::bigint,
+       data_type::text, COALESCE(datetime_precision, -1)::bigint
 FROM information_schema.columns
 WHERE table_schema = COALESCE({{arg "schema"}}::text, current_schema()) AND table_name = {{arg "table"}}::text`,
 
@@ -112,7 +114,7 @@ SET {{.Owner}} = {{arg "owner"}}, {{.LockedAt}} = now()
     {{- if .ExpiresAt}}, {{.ExpiresAt}} = now() + {{template "ttl"}}{{end}}
     {{- if .Fence}}, {{.Fence}} = COALESCE({{.Fence}}, 0) + 1{{end}}
 WHERE {{.Key}} = {{arg "key"}}
-  AND ({{.Owner}} IS NULL OR {{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < now(){{else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} < now() - {{template "ttl"}}{{end}})
+  AND ({{.Owner}} IS NULL OR {{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < now() - {{template "slack"}}{{else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} < now() - {{template "ttl"}} - {{template "slack"}}{{end}})
 RETURNING {{template "fence" .}}, {{template "expiry" .}}`,
 
 	Insert: `
@@ -141,18 +143,18 @@ WHERE {{.Key}} = {{arg "key"}} AND {{.Owner}} IS NOT NULL`,
 
 	Inspect: `
 SELECT {{.Owner}}, {{template "fence" .}},
-       {{if .ExpiresAt}}{{template "us" .ExpiresAt}}, {{.ExpiresAt}} < now(){{else}}NULL::bigint, false{{end}}
+       {{if .ExpiresAt}}{{template "us" .ExpiresAt}}, {{.ExpiresAt}} < now() - {{template "slack"}}{{else}}NULL::bigint, false{{end}}
 FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
 
 	Reap: `
 WITH cl_c AS {{template "materialized"}}(
   SELECT {{.Key}} FROM {{.Table}}
-  WHERE {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < now()
+  WHERE {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < now() - {{template "slack"}}
   ORDER BY {{.Key}} LIMIT {{arg "limit"}}
   FOR UPDATE SKIP LOCKED)
 UPDATE {{.Table}} AS cl_t SET {{.Owner}} = NULL, {{.ExpiresAt}} = NULL
 FROM cl_c
-WHERE cl_t.{{.Key}} = cl_c.{{.Key}} AND cl_t.{{.Owner}} IS NOT NULL AND cl_t.{{.ExpiresAt}} < now()`,
+WHERE cl_t.{{.Key}} = cl_c.{{.Key}} AND cl_t.{{.Owner}} IS NOT NULL AND cl_t.{{.ExpiresAt}} < now() - {{template "slack"}}`,
 
 	Columns: claimSQL.Columns,
 }

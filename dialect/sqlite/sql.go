@@ -11,7 +11,7 @@ const common = `
 {{- define "now"}}CAST(unixepoch('subsec') * 1000 AS INTEGER){{end}}
 {{- define "fence"}}{{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}}{{end}}
 {{- define "expiry"}}{{if .ExpiresAt}}{{.ExpiresAt}} * 1000{{else}}({{.LockedAt}} + {{arg "ttl"}}) * 1000{{end}}{{end}}
-{{- define "expired"}}{{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < {{template "now"}}{{else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} < {{template "now"}} - {{arg "ttl"}}{{end}}{{end}}
+{{- define "expired"}}{{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}}{{else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} < {{template "now"}} - {{arg "ttl"}} - {{arg "slack"}}{{end}}{{end}}
 {{- define "stale"}}{{.Status}} = {{.Processing}} AND {{.ClaimedAt}} < {{template "now"}} - {{arg "timeout"}}
   {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}}{{end}}
   {{- if .Scoped}}{{scope .Scope}}{{end}}{{end}}
@@ -69,9 +69,11 @@ SELECT COALESCE(SUM({{.Status}} = {{.Pending}}), 0),
        {{if .CreatedAt}}({{template "now"}} - MIN(CASE WHEN {{.Status}} = {{.Pending}} THEN {{.CreatedAt}} END)) * 1000{{else}}NULL{{end}}
 FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
 
-	// SQLite does not enforce declared lengths: every length reads 0.
+	// SQLite does not enforce declared lengths: every length reads 0. Times
+	// are written as integer milliseconds whatever the declared type: a
+	// precision of 3.
 	Columns: `
-SELECT name, 0 FROM pragma_table_info({{arg "table"}}, COALESCE({{arg "schema"}}, 'main'))`,
+SELECT name, 0, type, 3 FROM pragma_table_info({{arg "table"}}, COALESCE({{arg "schema"}}, 'main'))`,
 
 	IndexExists: `
 SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = {{arg "index"}}`,
@@ -119,13 +121,13 @@ WHERE {{.Key}} = {{arg "key"}} AND {{.Owner}} IS NOT NULL`,
 
 	Inspect: `
 SELECT {{.Owner}}, {{template "fence" .}},
-       {{if .ExpiresAt}}{{.ExpiresAt}} * 1000, {{.ExpiresAt}} < {{template "now"}}{{else}}NULL, false{{end}}
+       {{if .ExpiresAt}}{{.ExpiresAt}} * 1000, {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}}{{else}}NULL, false{{end}}
 FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
 
 	Reap: `
 UPDATE {{.Table}} SET {{.Owner}} = NULL, {{.ExpiresAt}} = NULL
-WHERE {{.Key}} IN (SELECT {{.Key}} FROM {{.Table}} WHERE {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < {{template "now"}} ORDER BY {{.Key}} LIMIT {{arg "limit"}})
-  AND {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < {{template "now"}}`,
+WHERE {{.Key}} IN (SELECT {{.Key}} FROM {{.Table}} WHERE {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}} ORDER BY {{.Key}} LIMIT {{arg "limit"}})
+  AND {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}}`,
 
 	Columns: claimSQL.Columns,
 }

@@ -107,7 +107,7 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 			PreferredStrategy: dialect.StrategyTokenUpdate,
 			ClaimConcurrency:  claimConcurrency,
 		},
-		DDL: core.DDL{Int: "INTEGER", Time: "INTEGER", Text: "TEXT", Serial: "INTEGER PRIMARY KEY AUTOINCREMENT", SerialIsKey: true},
+		DDL: core.DDL{Int: "INTEGER", Time: "INTEGER", TimeSeconds: "INTEGER", Text: "TEXT", Serial: "INTEGER PRIMARY KEY AUTOINCREMENT", SerialIsKey: true},
 	}
 	d.Claims, d.Leases = claimSQL, leaseSQL
 	return d, nil

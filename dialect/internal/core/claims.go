@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
@@ -96,6 +97,8 @@ type Claims struct {
 	override                                  ClaimFunc
 	// Ext is the engine's own per-store state, set by its [Claimer].
 	Ext any
+	// slack is added to the reap timeout: see [Slack].
+	slack atomic.Int64
 }
 
 // NewClaims validates spec and renders the engine's statements for it.
@@ -154,6 +157,7 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 	if r.err != nil {
 		return nil, r.err
 	}
+	s.slack.Store(int64(Slack))
 	if override != nil {
 		var err error
 		if s.override, err = override(s); err != nil {
@@ -314,7 +318,11 @@ func (s *Claims) Reap(ctx context.Context, p *dialect.ReapParams) (dialect.ReapR
 	if p.ScopeValues != nil {
 		scoped = 1
 	}
-	a := &Args{Timeout: p.Timeout, Limit: p.Limit, MaxAttempts: p.MaxAttempts, Scope: p.ScopeValues}
+	// A row is stale when its claimed-at time is older than the timeout plus
+	// the column's resolution, so a time stored rounded down never makes a
+	// row look stale early.
+	timeout := p.Timeout + time.Duration(s.slack.Load())
+	a := &Args{Timeout: timeout, Limit: p.Limit, MaxAttempts: p.MaxAttempts, Scope: p.ScopeValues}
 	step := func(st Stmt) (int64, error) {
 		var n int64
 		err := s.E.Do(ctx, "reap", false, func() error {

@@ -86,7 +86,22 @@ type Engine struct {
 	// IsolateWrites runs reap statements in a [DB.Begin] transaction
 	// (MySQL sessions that are not READ COMMITTED).
 	IsolateWrites bool
+	// CheckTime, if set, refuses a time column whose type the engine cannot
+	// compare safely with its clock.
+	CheckTime func(dialect.ColumnInfo) error
 }
+
+// Slack is the margin added to every expiry and staleness comparison
+// before a store has read its time columns' precision from the catalog:
+// one second, the coarsest precision a user's column commonly has. A column
+// that holds whole seconds stores a time up to a second early (MariaDB
+// truncates fractional seconds; MySQL and PostgreSQL round them), so an
+// expiry computed from it can come up to a second early. Comparisons add the
+// column's resolution, erring towards "still held": a lease or claim is
+// never taken over before its true expiry, at the price of a takeover up to
+// one resolution step late. After VerifySchema the slack is the columns'
+// actual resolution (zero for microsecond columns).
+const Slack = time.Second
 
 // QuoteName quotes a validated, possibly schema-qualified name.
 func (e *Engine) QuoteName(name string) string {

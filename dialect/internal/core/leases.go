@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
@@ -14,7 +15,9 @@ import (
 // columns ""), with the values {{arg "key"}}, {{arg "owner"}}, {{arg "ttl"}}
 // and {{arg "limit"}}. Expiries are read as integer microseconds since the
 // Unix epoch on the database clock; without an ExpiresAt column a lease
-// expires at LockedAt + ttl. Fences read 0 without a Fence column.
+// expires at LockedAt + ttl. Fences read 0 without a Fence column. Every
+// test of whether a lease has expired adds {{arg "slack"}}, the resolution
+// of the user's time columns ([Slack]).
 type LeaseSQL struct {
 	// Acquire takes "key" for "owner" when it is free or expired,
 	// incrementing the fence. On a Returning engine it returns the fence and
@@ -49,6 +52,8 @@ type Leases struct {
 	spec dialect.LeaseTable
 
 	acquire, insert, readBack, renew, release, force, inspect, reap, columns Stmt
+	// slack is added to expiry comparisons: see [Slack].
+	slack atomic.Int64
 }
 
 var _ dialect.LeaseStore = (*Leases)(nil)
@@ -92,6 +97,7 @@ func NewLeases(e *Engine, sqls LeaseSQL, spec dialect.LeaseTable) (*Leases, erro
 	if r.err != nil {
 		return nil, r.err
 	}
+	l.slack.Store(int64(Slack))
 	return l, nil
 }
 
@@ -110,7 +116,7 @@ func (l *Leases) args(key any, owner string, ttl time.Duration, needOwner, needT
 	case needTTL && ttl <= 0:
 		err = fmt.Errorf("%w: ttl must be positive, got %v", dialect.ErrInvalidConfig, ttl)
 	}
-	return &Args{Key: k, Owner: owner, TTL: ttl}, err
+	return &Args{Key: k, Owner: owner, TTL: ttl, Slack: time.Duration(l.slack.Load())}, err
 }
 
 // info scans a fence and an expiry in microseconds.
@@ -291,7 +297,7 @@ func (l *Leases) ReapExpired(ctx context.Context, limit int) (int64, error) {
 	if limit <= 0 {
 		return 0, fmt.Errorf("%w: lease reap: limit must be positive", dialect.ErrInvalidConfig)
 	}
-	return l.exec(ctx, "lease reap", l.reap, &Args{Limit: limit})
+	return l.exec(ctx, "lease reap", l.reap, &Args{Limit: limit, Slack: time.Duration(l.slack.Load())})
 }
 
 // Statements returns every rendered statement of the store by name: for
@@ -309,5 +315,13 @@ func (l *Leases) VerifySchema(ctx context.Context) error {
 	if err != nil {
 		return wrap("verify schema", err)
 	}
-	return l.spec.CheckColumns(cols)
+	if err := l.spec.CheckColumns(cols); err != nil {
+		return err
+	}
+	slack, err := l.e.timeSlack(l.spec.Table, cols, timeCol{"LockedAt", l.spec.LockedAt}, timeCol{"ExpiresAt", l.spec.ExpiresAt})
+	if err != nil {
+		return err
+	}
+	l.slack.Store(int64(slack))
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/claimlock/claimlock/dialect"
 )
@@ -12,7 +13,7 @@ import (
 type DDL struct {
 	// Types are the column types by portable type; the text type may be a
 	// format taking the length ("VARCHAR(%d)").
-	Int, Time, Text string
+	Int, Time, TimeSeconds, Text string
 	// Serial is the whole type of an auto-incrementing key column.
 	Serial string
 	// SerialIsKey is true when Serial declares the primary key itself
@@ -52,6 +53,8 @@ func (e *Engine) CreateTableDDL(def dialect.TableDef) ([]string, error) {
 			b.WriteString(e.DDL.Int)
 		case dialect.TypeTime:
 			b.WriteString(e.DDL.Time)
+		case dialect.TypeTimeSeconds:
+			b.WriteString(e.DDL.TimeSeconds)
 		case dialect.TypeText:
 			n := c.Len
 			if n == 0 {
@@ -126,28 +129,59 @@ func (e *Engine) catalogColumns(ctx context.Context, st Stmt, name string) (dial
 	err := e.Do(ctx, "verify schema", true, func() error {
 		cols.ByName = map[string]dialect.ColumnInfo{}
 		return Query(ctx, e.DB, e.Dialect, st, a, func(r Rows) error {
-			var n string
-			var l int64
-			if err := r.Scan(&n, &l); err != nil {
+			var n, typ string
+			var l, p int64
+			if err := r.Scan(&n, &l, &typ, &p); err != nil {
 				return err
 			}
 			if e.FoldCase {
 				n = strings.ToLower(n)
 			}
-			cols.ByName[n] = dialect.ColumnInfo{MaxLen: int(l)}
+			cols.ByName[n] = dialect.ColumnInfo{MaxLen: int(l), Type: strings.ToLower(typ), Precision: int(p)}
 			return nil
 		})
 	})
 	return cols, err
 }
 
-// VerifySchema implements [dialect.ClaimStore].
+// VerifySchema implements [dialect.ClaimStore]. It also learns the
+// precision of the claimed-at column: see [Slack].
 func (s *Claims) VerifySchema(ctx context.Context) error {
 	cols, err := s.E.catalogColumns(ctx, s.columns, s.Spec.Table)
 	if err != nil {
 		return wrap("verify schema", err)
 	}
-	return s.Spec.CheckColumns(cols)
+	if err := s.Spec.CheckColumns(cols); err != nil {
+		return err
+	}
+	slack, err := s.E.timeSlack(s.Spec.Table, cols, timeCol{"ClaimedAt", s.Spec.ClaimedAt})
+	if err != nil {
+		return err
+	}
+	s.slack.Store(int64(slack))
+	return nil
+}
+
+// timeCol names a time column the library writes and compares.
+type timeCol struct{ field, name string }
+
+// timeSlack checks the time columns and returns the coarsest resolution
+// among them.
+func (e *Engine) timeSlack(table string, cols dialect.Columns, tcs ...timeCol) (time.Duration, error) {
+	var slack time.Duration
+	for _, tc := range tcs {
+		if tc.name == "" {
+			continue
+		}
+		c, _ := cols.Get(tc.name)
+		if e.CheckTime != nil {
+			if err := e.CheckTime(c); err != nil {
+				return 0, fmt.Errorf("%w: %s: column %s.%s %v", dialect.ErrInvalidConfig, tc.field, table, tc.name, err)
+			}
+		}
+		slack = max(slack, c.Resolution())
+	}
+	return slack, nil
 }
 
 // IndexDDL implements [dialect.ClaimStore].

@@ -31,6 +31,7 @@ type Args struct {
 	MaxAttempts int           // "max_attempts"
 	Timeout     time.Duration // "timeout", in the engine's time unit
 	TTL         time.Duration // "ttl", in the engine's time unit
+	Slack       time.Duration // "slack", in the engine's time unit (may be 0)
 	Key         any           // "key" (a lease key)
 	From        int64         // "from" (a key cursor)
 	Scope       []any         // {{scope}}
@@ -62,6 +63,15 @@ func (u Unit) convert(d time.Duration) int64 {
 		n = d.Milliseconds()
 	}
 	return max(n, 1)
+}
+
+// ceil returns d in u, rounded up (zero stays zero).
+func (u Unit) ceil(d time.Duration) int64 {
+	step := time.Microsecond
+	if u == Milliseconds {
+		step = time.Millisecond
+	}
+	return int64((d + step - 1) / step)
 }
 
 // Dialect is how an engine writes placeholders and key lists.
@@ -148,6 +158,8 @@ func (s Stmt) Bind(d Dialect, a *Args) (string, []any) {
 			out = append(out, d.TimeUnit.convert(a.Timeout))
 		case "ttl":
 			out = append(out, d.TimeUnit.convert(a.TTL))
+		case "slack":
+			out = append(out, d.TimeUnit.ceil(a.Slack))
 		case "key":
 			out = append(out, a.Key)
 		case "from":

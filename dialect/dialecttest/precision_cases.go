@@ -1,0 +1,120 @@
+package dialecttest
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// precisionOffsets are the points within a second at which the cases below
+// acquire or claim: a time column holding whole seconds stores each of them
+// up to a second off.
+var precisionOffsets = []time.Duration{50 * time.Millisecond, 300 * time.Millisecond, 500 * time.Millisecond,
+	700 * time.Millisecond, 920 * time.Millisecond}
+
+// atOffset sleeps until the wall clock is off into a second. The database
+// runs on the same host in these tests, so its clock reads the same second.
+func atOffset(off time.Duration) time.Time {
+	now := time.Now()
+	next := now.Truncate(time.Second).Add(off)
+	if !next.After(now) {
+		next = next.Add(time.Second)
+	}
+	time.Sleep(time.Until(next))
+	return time.Now()
+}
+
+// testSecondPrecision runs the cron story on its own tables as users have
+// them: a task table (id, status, lock_at DATETIME) with an owner column
+// added, and xxx_task_target (id, task_id, openid, status TINYINT,
+// cron_token VARCHAR(40), send_at DATETIME) with integer statuses and only
+// an index on (task_id, cron_token). Both time columns hold whole seconds.
+// Acquired or claimed at many points within a second, a lease must not be
+// taken by anyone else, and a claim not reaped, before the TTL or timeout
+// has passed since the call started: a second holder before the first's
+// local deadline would break exclusive claim.
+func testSecondPrecision(t *testing.T, h Harness) {
+	d, db := h.Open(t)
+	ctx := ctxT(t)
+	task := dialect.TableDef{Table: "xxx_task", PrimaryKey: []string{"id"}, Columns: []dialect.ColumnDef{
+		{Name: "id", Type: dialect.TypeInt, NotNull: true},
+		{Name: "status", Type: dialect.TypeInt, NotNull: true, Default: ptr(st(t, 0))},
+		{Name: "lock_at", Type: dialect.TypeTimeSeconds},
+		{Name: "lock_owner", Type: dialect.TypeText, Len: 40},
+	}}
+	target := dialect.TableDef{Table: "xxx_task_target", Columns: []dialect.ColumnDef{
+		{Name: "id", Type: dialect.TypeSerial},
+		{Name: "task_id", Type: dialect.TypeInt, NotNull: true},
+		{Name: "openid", Type: dialect.TypeText, Len: 64, NotNull: true},
+		{Name: "status", Type: dialect.TypeInt, NotNull: true, Default: ptr(st(t, 0))},
+		{Name: "cron_token", Type: dialect.TypeText, Len: 40},
+		{Name: "send_at", Type: dialect.TypeTimeSeconds},
+	}, Indexes: []dialect.IndexDef{{Name: "idx_task_token", Columns: []string{"task_id", "cron_token"}}}}
+	for _, def := range []dialect.TableDef{task, target} {
+		ddl, err := d.CreateTableDDL(def)
+		require.NoError(t, err)
+		require.NoError(t, d.ExecDDL(ctx, ddl))
+	}
+	q := func(s string) string { x, err := d.QuoteIdent("t", s); require.NoError(t, err); return x }
+	for i := range precisionOffsets {
+		_, err := db.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s) VALUES (%d)", q("xxx_task"), q("id"), i))
+		require.NoError(t, err)
+		_, err = db.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s, %s) VALUES (%d, 'o%d')", q("xxx_task_target"), q("task_id"), q("openid"), i, i))
+		require.NoError(t, err)
+	}
+	leases, err := d.LeaseStore(dialect.LeaseTable{Table: "xxx_task", Key: "id", Owner: "lock_owner", LockedAt: "lock_at"})
+	require.NoError(t, err)
+	require.NoError(t, leases.VerifySchema(ctx))
+	claims, err := d.ClaimStore(dialect.ClaimTable{Table: "xxx_task_target", ID: "id", Status: "status", Token: "cron_token",
+		ClaimedAt: "send_at", Columns: []string{"openid"}, Scope: []string{"task_id"},
+		Pending: st(t, 0), Processing: st(t, 1), Done: st(t, 2), Failed: st(t, 3)})
+	require.NoError(t, err)
+	require.NoError(t, claims.VerifySchema(ctx))
+
+	const ttl = time.Second
+	var wg sync.WaitGroup
+	for i, off := range precisionOffsets {
+		wg.Go(func() {
+			start := atOffset(off)
+			_, err := leases.Acquire(ctx, i, dialect.NewToken(), ttl)
+			require.NoError(t, err)
+			for {
+				_, err := leases.Acquire(ctx, i, dialect.NewToken(), ttl)
+				if err == nil {
+					break
+				}
+				require.ErrorIs(t, err, dialect.ErrLeaseHeld)
+				require.Less(t, time.Since(start), ttl+3*time.Second, "the lease must expire eventually")
+				time.Sleep(10 * time.Millisecond)
+			}
+			got := time.Since(start)
+			require.GreaterOrEqual(t, got, ttl, "acquired at +%v into a second: a second holder after %v, before the TTL", off, got)
+		})
+		wg.Go(func() {
+			time.Sleep(ttl / 2) // the lease goroutine takes the first points
+			start := atOffset(off)
+			tok := dialect.NewToken()
+			n, err := claims.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: 1, ScopeValues: []any{i}, Strategy: dialect.StrategyTokenUpdate},
+				func(sc dialect.Scanner) error { var id int64; var openid string; return sc.Scan(&id, &openid) })
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+			for {
+				res, err := claims.Reap(ctx, &dialect.ReapParams{Timeout: ttl, Limit: 10, ScopeValues: []any{i}})
+				require.NoError(t, err)
+				if res.Returned == 1 {
+					break
+				}
+				require.Less(t, time.Since(start), ttl+3*time.Second, "the claim must be reaped eventually")
+				time.Sleep(10 * time.Millisecond)
+			}
+			got := time.Since(start)
+			require.GreaterOrEqual(t, got, ttl, "claimed at +%v into a second: reaped after %v, before the timeout", off, got)
+		})
+	}
+	wg.Wait()
+}
