@@ -63,34 +63,3 @@ func validatePart(p string) error {
 	}
 	return nil
 }
-
-// Quote validates name with [ValidateIdent] and quotes each part with q
-// (the engine's quote character: '"' or '`'), doubling any embedded quote
-// character. Validation already excludes quote characters; the doubling is a
-// second line of defence that keeps the output safe even if the alphabet is
-// ever widened.
-func Quote(field, name string, q byte) (string, error) {
-	if err := ValidateIdent(field, name); err != nil {
-		return "", err
-	}
-	return quoteParts(name, q), nil
-}
-
-func quoteParts(name string, q byte) string {
-	var b strings.Builder
-	b.Grow(len(name) + 4)
-	for i, p := range strings.Split(name, ".") {
-		if i > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteByte(q)
-		for j := 0; j < len(p); j++ {
-			if p[j] == q {
-				b.WriteByte(q)
-			}
-			b.WriteByte(p[j])
-		}
-		b.WriteByte(q)
-	}
-	return b.String()
-}

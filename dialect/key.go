@@ -52,16 +52,3 @@ func NormalizeKey(kind IDKind, v any) (any, error) {
 	}
 	return nil, fmt.Errorf("%w: key %v has type %T; want an integer", ErrInvalidConfig, v, v)
 }
-
-// NormalizeKeys applies [NormalizeKey] to every key, returning a new slice.
-func NormalizeKeys(kind IDKind, keys []any) ([]any, error) {
-	out := make([]any, len(keys))
-	for i, k := range keys {
-		n, err := NormalizeKey(kind, k)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = n
-	}
-	return out, nil
-}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync/atomic"
 	"time"
 )
 
@@ -50,27 +49,23 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 	return p
 }
 
-// Retrier runs operations under a [RetryPolicy] and counts the retries it
-// made. It is safe for concurrent use; engine packages hold one per dialect.
-type Retrier struct {
-	policy  RetryPolicy
-	retries atomic.Int64
-}
-
-// NewRetrier returns a Retrier for p (zero fields take their defaults).
-func NewRetrier(p RetryPolicy) *Retrier {
-	return &Retrier{policy: p.withDefaults()}
-}
-
-// Retries returns how many times an operation was re-run so far.
-func (r *Retrier) Retries() int64 { return r.retries.Load() }
-
-// Do runs fn until it returns nil, a non-retryable error ([IsRetryable] is
-// false), the attempts are exhausted, or ctx ends. fn must re-run its whole
-// statement or transaction: a retryable error means the engine rolled it
-// back. The error of the last attempt is returned as is.
-func (r *Retrier) Do(ctx context.Context, op string, fn func() error) error {
-	p := r.policy
+// Retry runs fn until it returns nil, an error that is not retryable
+// ([IsRetryable]: deadlocks, lock-wait timeouts, serialization failures and
+// busy errors, raw driver errors of every engine package linked into the
+// program included), the attempts of p are exhausted, or ctx ends. Between
+// attempts it sleeps a capped, jittered, doubling backoff. fn must re-run
+// its whole statement or transaction: a retryable error means the engine
+// rolled it back. The error of the last attempt is returned as is. op names
+// the operation for [RetryPolicy.OnRetry].
+//
+// Use it for the application's own transactions next to claimlock's, which
+// retry themselves under the dialect's [Options.Retry]:
+//
+//	err := dialect.Retry(ctx, dialect.RetryPolicy{}, "write snapshot", func() error {
+//		return writeSnapshot(ctx, db, userID)
+//	})
+func Retry(ctx context.Context, p RetryPolicy, op string, fn func() error) error {
+	p = p.withDefaults()
 	delay := p.BaseDelay
 	for attempt := 1; ; attempt++ {
 		err := fn()
@@ -80,19 +75,14 @@ func (r *Retrier) Do(ctx context.Context, op string, fn func() error) error {
 		if p.OnRetry != nil {
 			p.OnRetry(op, attempt, err)
 		}
-		r.retries.Add(1)
-		sleep := delay/2 + rand.N(delay/2+1)
-		t := time.NewTimer(sleep)
+		t := time.NewTimer(delay/2 + rand.N(delay/2+1))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return err
 		case <-t.C:
 		}
-		delay *= 2
-		if delay > p.MaxDelay {
-			delay = p.MaxDelay
-		}
+		delay = min(delay*2, p.MaxDelay)
 	}
 }
 

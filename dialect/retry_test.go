@@ -24,10 +24,10 @@ var errDeadlock error = deadlockErr{}
 func TestRetrierRetriesOnlyRetryable(t *testing.T) {
 	t.Parallel()
 	var seen []int
-	r := dialect.NewRetrier(dialect.RetryPolicy{MaxAttempts: 4, BaseDelay: time.Microsecond,
-		OnRetry: func(op string, attempt int, err error) { seen = append(seen, attempt) }})
+	p := dialect.RetryPolicy{MaxAttempts: 4, BaseDelay: time.Microsecond,
+		OnRetry: func(op string, attempt int, err error) { seen = append(seen, attempt) }}
 	calls := 0
-	err := r.Do(context.Background(), "op", func() error {
+	err := dialect.Retry(context.Background(), p, "op", func() error {
 		calls++
 		if calls < 3 {
 			return errDeadlock
@@ -37,26 +37,25 @@ func TestRetrierRetriesOnlyRetryable(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, calls)
 	require.Equal(t, []int{1, 2}, seen)
-	require.EqualValues(t, 2, r.Retries())
 
 	calls = 0
-	err = r.Do(context.Background(), "op", func() error { calls++; return errDeadlock })
+	err = dialect.Retry(context.Background(), p, "op", func() error { calls++; return errDeadlock })
 	require.True(t, dialect.IsRetryable(err))
 	require.Equal(t, 4, calls, "bounded")
 
 	calls = 0
 	other := errors.New("syntax error")
-	err = r.Do(context.Background(), "op", func() error { calls++; return other })
+	err = dialect.Retry(context.Background(), p, "op", func() error { calls++; return other })
 	require.Equal(t, other, err)
 	require.Equal(t, 1, calls, "other errors are not retried")
 }
 
 func TestRetrierStopsWithContext(t *testing.T) {
 	t.Parallel()
-	r := dialect.NewRetrier(dialect.RetryPolicy{MaxAttempts: 100, BaseDelay: time.Hour, MaxDelay: time.Hour})
+	p := dialect.RetryPolicy{MaxAttempts: 100, BaseDelay: time.Hour, MaxDelay: time.Hour}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	err := r.Do(ctx, "op", func() error { return errDeadlock })
+	err := dialect.Retry(ctx, p, "op", func() error { return errDeadlock })
 	require.True(t, dialect.IsRetryable(err))
 }
 
@@ -79,6 +78,16 @@ func TestClassifyRawDriverErrors(t *testing.T) {
 	require.Equal(t, dialect.ClassSerialization, dialect.ClassifyError(raw))
 	require.True(t, dialect.IsRetryable(raw), "the caller's own raw driver errors are recognised")
 	require.False(t, dialect.IsRetryable(driverErr{1}))
+	calls := 0
+	err := dialect.Retry(context.Background(), dialect.RetryPolicy{BaseDelay: time.Microsecond}, "own tx", func() error {
+		calls++
+		if calls < 3 {
+			return raw
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 3, calls, "Retry re-runs the caller's transaction on a raw driver error")
 	require.False(t, dialect.IsRetryable(nil))
 	require.Equal(t, dialect.ClassOther, dialect.ClassifyError(errors.New("plain")))
 	for c, want := range map[dialect.ErrorClass]bool{

@@ -11,7 +11,7 @@ import (
 // MinTTL is the shortest TTL accepted. A lease on a table whose time
 // columns hold whole seconds (DATETIME, timestamptz(0)) cannot expire more
 // precisely than its column: such a lease is taken over up to one second
-// after its TTL, never before (see [dialect.ColumnInfo.Resolution]).
+// after its TTL, never before (see the dialect package, "Times").
 const MinTTL = time.Millisecond
 
 // Config configures a [Locker]. Only Table and TTL are required; every other

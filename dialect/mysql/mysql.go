@@ -150,7 +150,7 @@ func build(db *sql.DB, v Version, raw string, opts dialect.Options, logger *slog
 		Name: "mysql", DB: core.SQLDB{DB: db, TxOptions: txOpts}, Classify: classify, FoldCase: true,
 		Dialect:       core.Dialect{TimeUnit: core.Microseconds},
 		Quote:         quote,
-		Retry:         dialect.NewRetrier(opts.Retry),
+		Retry:         core.NewRetrier(opts.Retry),
 		Logger:        logger,
 		IsolateWrites: !rcSession,
 		Caps: dialect.Capabilities{
@@ -277,7 +277,7 @@ func (d *Dialect) ReadCommittedSession() bool { return d.rcSession }
 func (d *Dialect) Binlog() Binlog { return d.binlog }
 
 // quote quotes one identifier part that was validated already.
-func quote(part string) string { return "`" + part + "`" }
+var quote = core.QuoteWith('`')
 
 func isErrNumber(err error, n uint16) bool {
 	var me *gomysql.MySQLError

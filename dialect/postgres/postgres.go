@@ -96,7 +96,7 @@ func build(h core.DB, num int, version string, opts dialect.Options, logger *slo
 			KeysIntArray: "= ANY(%s::bigint[])", KeysTextArray: "= ANY(%s::text[])",
 		},
 		Quote:  quote,
-		Retry:  dialect.NewRetrier(opts.Retry),
+		Retry:  core.NewRetrier(opts.Retry),
 		Logger: logger,
 		Caps: dialect.Capabilities{
 			Engine: dialect.EnginePostgreSQL, Version: version,
@@ -120,7 +120,7 @@ func build(h core.DB, num int, version string, opts dialect.Options, logger *slo
 // timestamptz, and comparing it with a timestamp column converts through
 // the session's TimeZone, so two sessions with different settings would
 // disagree about which leases and claims have expired.
-func checkTime(c dialect.ColumnInfo) error {
+func checkTime(c core.ColumnInfo) error {
 	if c.Type == "timestamp without time zone" {
 		return errors.New("is timestamp without time zone; sessions with different TimeZone settings would disagree about expiries (use timestamptz: ALTER TABLE ... ALTER COLUMN ... TYPE timestamptz USING ... AT TIME ZONE 'UTC')")
 	}
@@ -128,7 +128,7 @@ func checkTime(c dialect.ColumnInfo) error {
 }
 
 // quote quotes one identifier part that was validated already.
-func quote(part string) string { return `"` + part + `"` }
+var quote = core.QuoteWith('"')
 
 // PostgreSQL error codes claimlock classifies.
 const (

@@ -99,7 +99,7 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 		Name: "sqlite", DB: immediateDB{db}, Classify: classify, Returning: true, FoldCase: true,
 		Dialect: core.Dialect{TimeUnit: core.Milliseconds},
 		Quote:   quote,
-		Retry:   dialect.NewRetrier(opts.Retry),
+		Retry:   core.NewRetrier(opts.Retry),
 		Logger:  logger,
 		Caps: dialect.Capabilities{
 			Engine: dialect.EngineSQLite, Version: version,
@@ -136,7 +136,7 @@ func atLeast(version string, major, minor int) bool {
 }
 
 // quote quotes one identifier part that was validated already.
-func quote(part string) string { return `"` + part + `"` }
+var quote = core.QuoteWith('"')
 
 // classify sorts modernc's errors: SQLITE_BUSY and SQLITE_LOCKED (any
 // extended code) are busy, constraint violations of a unique key or primary

@@ -31,10 +31,10 @@ func (s *Claims) Ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResu
 	if len(p.IDs) == 0 {
 		return res, nil
 	}
-	if err := s.Spec.CheckAck(p); err != nil {
+	if err := checkAck(s.Spec, p); err != nil {
 		return res, wrap("ack", err)
 	}
-	keys, err := dialect.NormalizeKeys(s.Spec.IDKind, p.IDs)
+	keys, err := normalizeKeys(s.Spec.IDKind, p.IDs)
 	if err != nil {
 		return res, wrap("ack", err)
 	}
@@ -84,6 +84,20 @@ func (s *Claims) Ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResu
 		return dialect.AckResult{}, wrap("ack", err)
 	}
 	return res, nil
+}
+
+// normalizeKeys applies [dialect.NormalizeKey] to every key, returning a
+// new slice.
+func normalizeKeys(kind dialect.IDKind, keys []any) ([]any, error) {
+	out := make([]any, len(keys))
+	for i, k := range keys {
+		n, err := dialect.NormalizeKey(kind, k)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = n
+	}
+	return out, nil
 }
 
 // target is the status literal an outcome sets.

@@ -182,7 +182,7 @@ var _ dialect.ClaimStore = (*Claims)(nil)
 
 // Claim implements [dialect.ClaimStore].
 func (s *Claims) Claim(ctx context.Context, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error) {
-	if err := s.Spec.CheckClaim(p); err != nil {
+	if err := checkClaim(s.Spec, p); err != nil {
 		return 0, wrap("claim", err)
 	}
 	st := s.claim
@@ -291,7 +291,7 @@ func (s *Claims) Release(ctx context.Context, token string, ids []any) (int64, e
 		if len(ids) == 0 {
 			return 0, nil
 		}
-		keys, err := dialect.NormalizeKeys(s.Spec.IDKind, ids)
+		keys, err := normalizeKeys(s.Spec.IDKind, ids)
 		if err != nil {
 			return 0, wrap("release", err)
 		}
@@ -311,7 +311,7 @@ func (s *Claims) Release(ctx context.Context, token string, ids []any) (int64, e
 // of the stale rows to pending, each step one bounded statement.
 func (s *Claims) Reap(ctx context.Context, p *dialect.ReapParams) (dialect.ReapResult, error) {
 	var res dialect.ReapResult
-	if err := s.Spec.CheckReap(p); err != nil {
+	if err := checkReap(s.Spec, p); err != nil {
 		return res, wrap("reap", err)
 	}
 	scoped := 0
@@ -355,7 +355,7 @@ func (s *Claims) Stats(ctx context.Context, scopeValues []any) (dialect.Stats, e
 	var st dialect.Stats
 	stmt := s.stats[0]
 	if scopeValues != nil {
-		if err := s.Spec.CheckScope(len(scopeValues)); err != nil {
+		if err := checkScope(s.Spec, len(scopeValues)); err != nil {
 			return st, wrap("stats", err)
 		}
 		stmt = s.stats[1]

@@ -84,7 +84,7 @@ func fakeEngine(f *fakeDB, returning bool) *Engine {
 			}
 			return dialect.ClassOther
 		},
-		Retry:  dialect.NewRetrier(dialect.RetryPolicy{BaseDelay: time.Microsecond, MaxDelay: time.Microsecond}),
+		Retry:  NewRetrier(dialect.RetryPolicy{BaseDelay: time.Microsecond, MaxDelay: time.Microsecond}),
 		Logger: slog.New(slog.DiscardHandler),
 		Caps:   dialect.Capabilities{PreferredStrategy: dialect.StrategyTokenUpdate},
 	}

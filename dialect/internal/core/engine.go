@@ -76,7 +76,7 @@ type Engine struct {
 	// SQLite): catalog names are compared in lower case.
 	FoldCase bool
 	// Retry is the dialect's retrier.
-	Retry *dialect.Retrier
+	Retry *Retrier
 	// Logger receives warnings; never nil.
 	Logger *slog.Logger
 	// Caps are the server's capabilities.
@@ -88,7 +88,7 @@ type Engine struct {
 	IsolateWrites bool
 	// CheckTime, if set, refuses a time column whose type the engine cannot
 	// compare safely with its clock.
-	CheckTime func(dialect.ColumnInfo) error
+	CheckTime func(ColumnInfo) error
 }
 
 // Slack is the margin added to every expiry and staleness comparison

@@ -315,7 +315,7 @@ func (l *Leases) VerifySchema(ctx context.Context) error {
 	if err != nil {
 		return wrap("verify schema", err)
 	}
-	if err := l.spec.CheckColumns(cols); err != nil {
+	if err := checkLeaseColumns(l.spec, cols); err != nil {
 		return err
 	}
 	slack, err := l.e.timeSlack(l.spec.Table, cols, timeCol{"LockedAt", l.spec.LockedAt}, timeCol{"ExpiresAt", l.spec.ExpiresAt})

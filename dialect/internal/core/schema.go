@@ -119,15 +119,15 @@ func (e *Engine) ExecDDL(ctx context.Context, stmts []string) error {
 }
 
 // catalogColumns reads a table's columns with the engine's catalog query.
-func (e *Engine) catalogColumns(ctx context.Context, st Stmt, name string) (dialect.Columns, error) {
+func (e *Engine) catalogColumns(ctx context.Context, st Stmt, name string) (Columns, error) {
 	schema, table := SplitName(name)
 	a := &Args{Table: table}
 	if schema != "" {
 		a.Schema = schema
 	}
-	cols := dialect.Columns{Fold: e.FoldCase}
+	cols := Columns{Fold: e.FoldCase}
 	err := e.Do(ctx, "verify schema", true, func() error {
-		cols.ByName = map[string]dialect.ColumnInfo{}
+		cols.ByName = map[string]ColumnInfo{}
 		return Query(ctx, e.DB, e.Dialect, st, a, func(r Rows) error {
 			var n, typ string
 			var l, p int64
@@ -137,7 +137,7 @@ func (e *Engine) catalogColumns(ctx context.Context, st Stmt, name string) (dial
 			if e.FoldCase {
 				n = strings.ToLower(n)
 			}
-			cols.ByName[n] = dialect.ColumnInfo{MaxLen: int(l), Type: strings.ToLower(typ), Precision: int(p)}
+			cols.ByName[n] = ColumnInfo{MaxLen: int(l), Type: strings.ToLower(typ), Precision: int(p)}
 			return nil
 		})
 	})
@@ -151,7 +151,7 @@ func (s *Claims) VerifySchema(ctx context.Context) error {
 	if err != nil {
 		return wrap("verify schema", err)
 	}
-	if err := s.Spec.CheckColumns(cols); err != nil {
+	if err := checkClaimColumns(s.Spec, cols); err != nil {
 		return err
 	}
 	slack, err := s.E.timeSlack(s.Spec.Table, cols, timeCol{"ClaimedAt", s.Spec.ClaimedAt})
@@ -167,7 +167,7 @@ type timeCol struct{ field, name string }
 
 // timeSlack checks the time columns and returns the coarsest resolution
 // among them.
-func (e *Engine) timeSlack(table string, cols dialect.Columns, tcs ...timeCol) (time.Duration, error) {
+func (e *Engine) timeSlack(table string, cols Columns, tcs ...timeCol) (time.Duration, error) {
 	var slack time.Duration
 	for _, tc := range tcs {
 		if tc.name == "" {

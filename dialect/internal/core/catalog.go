@@ -1,9 +1,11 @@
-package dialect
+package core
 
 import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/claimlock/claimlock/dialect"
 )
 
 // ColumnInfo is a column as the database's catalog reports it.
@@ -55,27 +57,27 @@ func (c Columns) Get(name string) (ColumnInfo, bool) {
 
 func (c Columns) check(table string, cols []struct{ field, name string }, tokenField, tokenCol string) error {
 	if len(c.ByName) == 0 {
-		return fmt.Errorf("%w: Table: table %s not found (or it has no columns)", ErrInvalidConfig, table)
+		return fmt.Errorf("%w: Table: table %s not found (or it has no columns)", dialect.ErrInvalidConfig, table)
 	}
 	for _, col := range cols {
 		if col.name == "" {
 			continue
 		}
 		if _, ok := c.Get(col.name); !ok {
-			return fmt.Errorf("%w: %s: table %s has no column %q", ErrInvalidConfig, col.field, table, col.name)
+			return fmt.Errorf("%w: %s: table %s has no column %q", dialect.ErrInvalidConfig, col.field, table, col.name)
 		}
 	}
-	if ci, _ := c.Get(tokenCol); ci.MaxLen > 0 && ci.MaxLen < TokenLen {
+	if ci, _ := c.Get(tokenCol); ci.MaxLen > 0 && ci.MaxLen < dialect.TokenLen {
 		return fmt.Errorf("%w: %s: column %s.%s holds %d characters; tokens have %d (use VARCHAR(%d))",
-			ErrInvalidConfig, tokenField, table, tokenCol, ci.MaxLen, TokenLen, MaxTokenLen)
+			dialect.ErrInvalidConfig, tokenField, table, tokenCol, ci.MaxLen, dialect.TokenLen, dialect.MaxTokenLen)
 	}
 	return nil
 }
 
-// CheckColumns verifies the table described by s against its catalog
+// checkClaimColumns verifies the table described by s against its catalog
 // columns: every configured column exists and the token column can hold a
-// token. Dialects call it from [ClaimStore.VerifySchema].
-func (s ClaimTable) CheckColumns(c Columns) error {
+// token.
+func checkClaimColumns(s dialect.ClaimTable, c Columns) error {
 	cols := []struct{ field, name string }{
 		{"ID", s.ID}, {"Status", s.Status}, {"Token", s.Token}, {"ClaimedAt", s.ClaimedAt},
 		{"Attempts", s.Attempts}, {"Version", s.Version}, {"CreatedAt", s.CreatedAt},
@@ -89,10 +91,10 @@ func (s ClaimTable) CheckColumns(c Columns) error {
 	return c.check(s.Table, cols, "Token", s.Token)
 }
 
-// CheckColumns verifies the lease table described by s against its catalog
-// columns: every configured column exists and the owner column can hold a
-// token. Dialects call it from [LeaseStore.VerifySchema].
-func (s LeaseTable) CheckColumns(c Columns) error {
+// checkLeaseColumns verifies the lease table described by s against its
+// catalog columns: every configured column exists and the owner column can
+// hold a token.
+func checkLeaseColumns(s dialect.LeaseTable, c Columns) error {
 	cols := []struct{ field, name string }{
 		{"Key", s.Key}, {"Owner", s.Owner}, {"LockedAt", s.LockedAt}, {"ExpiresAt", s.ExpiresAt}, {"Fence", s.Fence},
 	}

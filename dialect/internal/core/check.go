@@ -1,0 +1,65 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// The checks below validate a call's params against the table before any
+// statement runs. Every engine calls them, so bad params are refused the
+// same way everywhere; errors wrap [dialect.ErrInvalidConfig].
+
+// checkScope reports whether n scope values fit the table's Scope columns.
+func checkScope(s dialect.ClaimTable, n int) error {
+	if n != len(s.Scope) {
+		return fmt.Errorf("%w: %d scope values for %d scope columns", dialect.ErrInvalidConfig, n, len(s.Scope))
+	}
+	return nil
+}
+
+// checkClaim validates the params of [dialect.ClaimStore.Claim]. The strategy is
+// the engine's to check.
+func checkClaim(s dialect.ClaimTable, p *dialect.ClaimParams) error {
+	if p.Token == "" {
+		return fmt.Errorf("%w: empty claim token", dialect.ErrInvalidConfig)
+	}
+	if p.Limit <= 0 {
+		return fmt.Errorf("%w: claim limit must be positive, got %d", dialect.ErrInvalidConfig, p.Limit)
+	}
+	return checkScope(s, len(p.ScopeValues))
+}
+
+// checkAck validates the params of [dialect.ClaimStore.Ack].
+func checkAck(s dialect.ClaimTable, p *dialect.AckParams) error {
+	switch {
+	case p.Token == "":
+		return fmt.Errorf("%w: empty token", dialect.ErrInvalidConfig)
+	case p.Outcome < dialect.OutcomeDone || p.Outcome > dialect.OutcomeRetry:
+		return fmt.Errorf("%w: unknown outcome %d", dialect.ErrInvalidConfig, p.Outcome)
+	case p.MaxAttempts < 0:
+		return fmt.Errorf("%w: negative MaxAttempts %d", dialect.ErrInvalidConfig, p.MaxAttempts)
+	case p.Versions != nil && (len(p.Versions) != len(p.IDs) || s.Version == ""):
+		return fmt.Errorf("%w: versions need a Version column and one version per id", dialect.ErrInvalidConfig)
+	case (p.Outcome == dialect.OutcomeFailed || p.Outcome == dialect.OutcomeRetry && p.MaxAttempts > 0) && !s.Failed.IsSet():
+		return fmt.Errorf("%w: failing rows needs a Failed status", dialect.ErrInvalidConfig)
+	case p.Outcome == dialect.OutcomeRetry && p.MaxAttempts > 0 && s.Attempts == "":
+		return fmt.Errorf("%w: MaxAttempts needs an Attempts column", dialect.ErrInvalidConfig)
+	}
+	return nil
+}
+
+// checkReap validates the params of [dialect.ClaimStore.Reap].
+func checkReap(s dialect.ClaimTable, p *dialect.ReapParams) error {
+	switch {
+	case p.Timeout <= 0 || p.Limit <= 0:
+		return fmt.Errorf("%w: timeout and limit must be positive", dialect.ErrInvalidConfig)
+	case p.MaxAttempts < 0:
+		return fmt.Errorf("%w: negative MaxAttempts %d", dialect.ErrInvalidConfig, p.MaxAttempts)
+	case p.MaxAttempts > 0 && (s.Attempts == "" || !s.Failed.IsSet()):
+		return fmt.Errorf("%w: MaxAttempts needs Attempts and Failed", dialect.ErrInvalidConfig)
+	case p.ScopeValues != nil:
+		return checkScope(s, len(p.ScopeValues))
+	}
+	return nil
+}
