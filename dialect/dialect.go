@@ -27,7 +27,9 @@ const (
 	StrategyAuto Strategy = iota
 	// StrategyTokenUpdate is UPDATE ... SET token=? ... ORDER BY pk LIMIT n,
 	// then SELECT ... WHERE token=?. Works on MySQL 5.7, MariaDB and TiDB;
-	// SQLite and PostgreSQL emulate the LIMIT with a primary-key subquery.
+	// SQLite emulates the LIMIT with a primary-key subquery, and PostgreSQL
+	// runs its SKIP LOCKED claim (a claim that waits for locks there blocks
+	// other batches' heartbeats: see dialect/postgres).
 	StrategyTokenUpdate
 	// StrategySkipLocked selects candidate rows FOR UPDATE SKIP LOCKED and
 	// marks them in the same statement (PostgreSQL) or transaction

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
@@ -49,53 +50,71 @@ func claimIDs(t *testing.T, st dialect.ClaimStore, s dialect.Strategy, task, lim
 	return tok, ids
 }
 
-// Under the token-update strategy a claim waits for a row another
-// transaction has locked, then re-checks it: a row that stopped being
-// pending is skipped and the limit is filled from the next rows, never
-// exceeded.
-func TestTokenUpdateWaitsAndRechecks(t *testing.T) {
+// A claim never waits for a row lock, under either strategy, so it never
+// holds a lock that another batch's heartbeat, ack or release would queue
+// behind. The scenario is the one a waiting FOR UPDATE claim broke: batch B
+// marks row 1 in a transaction that is still open, another session locks
+// pending row 2, and a token-update claim starts. Waiting FOR UPDATE, the
+// claim queued on row 1, locked it once B committed (keeping that lock
+// after its re-check dropped the row) and queued again on row 2, while B's
+// heartbeat waited for row 1 behind it.
+func TestClaimsNeverWaitForLocks(t *testing.T) {
 	t.Parallel()
-	pool, _, st := setupJobs(t)
-	ctx := ctxT(t)
-	_, err := pool.Exec(ctx, `INSERT INTO jobs (task_id, payload) SELECT 1, 'p' || g FROM generate_series(1, 5) g`)
-	require.NoError(t, err)
+	for _, s := range []dialect.Strategy{dialect.StrategyTokenUpdate, dialect.StrategySkipLocked} {
+		t.Run(s.String(), func(t *testing.T) {
+			t.Parallel()
+			pool, _, st := setupJobs(t)
+			ctx := ctxT(t)
+			_, err := pool.Exec(ctx, `INSERT INTO jobs (task_id, payload) SELECT 1, 'p' || g FROM generate_series(1, 5) g`)
+			require.NoError(t, err)
+			tokB := dialect.NewToken()
+			b, err := pool.Begin(ctx)
+			require.NoError(t, err)
+			defer b.Rollback(ctx) //nolint:errcheck // no-op after commit
+			_, err = b.Exec(ctx, `UPDATE jobs SET status = 'PROCESSING', token = $1, claimed_at = now() WHERE id = 1`, tokB)
+			require.NoError(t, err)
+			x, err := pool.Begin(ctx)
+			require.NoError(t, err)
+			defer x.Rollback(ctx) //nolint:errcheck // rolled back at the end
+			_, err = x.Exec(ctx, `SELECT id FROM jobs WHERE id = 2 FOR UPDATE`)
+			require.NoError(t, err)
 
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
-	_, err = tx.Exec(ctx, `UPDATE jobs SET status = 'SENT' WHERE id = 1`)
-	require.NoError(t, err)
-
-	type result struct {
-		ids []int64
+			type result struct {
+				ids []int64
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				var ids []int64
+				_, err := st.Claim(cctx, &dialect.ClaimParams{Token: dialect.NewToken(), Limit: 2, ScopeValues: []any{1}, Strategy: s},
+					func(sc dialect.Scanner) error {
+						var id, version int64
+						var payload string
+						err := sc.Scan(&id, &version, &payload)
+						ids = append(ids, id)
+						return err
+					})
+				done <- result{ids, err}
+			}()
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(3 * time.Second):
+				t.Fatal("the claim waits for a locked row")
+			}
+			require.NoError(t, r.err)
+			require.Equal(t, []int64{3, 4}, r.ids, "locked rows are passed over")
+			require.NoError(t, b.Commit(ctx))
+			hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			n, err := st.Heartbeat(hctx, tokB)
+			require.NoError(t, err, "B's heartbeat does not queue behind a claim")
+			require.EqualValues(t, 1, n)
+			require.NoError(t, x.Rollback(ctx))
+		})
 	}
-	done := make(chan result, 1)
-	go func() {
-		_, ids := claimIDs(t, st, dialect.StrategyTokenUpdate, 1, 2)
-		done <- result{ids}
-	}()
-	select {
-	case r := <-done:
-		t.Fatalf("claim did not wait for the locked row: got %v", r.ids)
-	case <-time.After(300 * time.Millisecond):
-	}
-	require.NoError(t, tx.Commit(ctx))
-	select {
-	case r := <-done:
-		require.Equal(t, []int64{2, 3}, r.ids)
-	case <-time.After(10 * time.Second):
-		t.Fatal("claim still blocked after the lock holder committed")
-	}
-
-	// SKIP LOCKED does not wait: a locked pending row is simply passed over.
-	tx, err = pool.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx) //nolint:errcheck // rolled back below
-	_, err = tx.Exec(ctx, `SELECT id FROM jobs WHERE id = 4 FOR UPDATE`)
-	require.NoError(t, err)
-	_, ids := claimIDs(t, st, dialect.StrategySkipLocked, 1, 5)
-	require.Equal(t, []int64{5}, ids)
-	require.NoError(t, tx.Rollback(ctx))
 }
 
 // Acks pass ids as a typed array; any Go integer type works and mixed
@@ -179,8 +198,9 @@ func TestStatsAges(t *testing.T) {
 }
 
 // A lock_not_available error (55P03, here from the session's lock_timeout)
-// is retried inside the claim until the lock holder finishes.
-func TestClaimRetriesLockTimeout(t *testing.T) {
+// is retried inside an operation until the lock holder finishes: a heartbeat
+// on a row another session has locked.
+func TestRetriesLockTimeout(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
 	pool, err := pgxpool.New(ctx, dbtest.PostgresDSN(t)+"&lock_timeout=50")
@@ -196,31 +216,40 @@ func TestClaimRetriesLockTimeout(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `INSERT INTO jobs (task_id, payload) VALUES (1, 'a')`)
 	require.NoError(t, err)
+	tok, ids := claimIDs(t, st, dialect.StrategySkipLocked, 1, 1)
+	require.Equal(t, []int64{1}, ids)
 
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // rolled back below
 	_, err = tx.Exec(ctx, `SELECT id FROM jobs WHERE id = 1 FOR UPDATE`)
 	require.NoError(t, err)
-	done := make(chan []int64, 1)
+	type result struct {
+		n   int64
+		err error
+	}
+	done := make(chan result, 1)
 	go func() {
-		_, ids := claimIDs(t, st, dialect.StrategyTokenUpdate, 1, 1)
-		done <- ids
+		n, err := st.Heartbeat(ctx, tok)
+		done <- result{n, err}
 	}()
-	// Hold the lock until the claim has hit lock_timeout and retried at
+	// Hold the lock until the heartbeat has hit lock_timeout and retried at
 	// least once (waiting on the retry counter, not on a fixed sleep that a
 	// loaded machine can outrun).
-	require.Eventually(t, func() bool { return d.Retries() > 0 }, 20*time.Second, 5*time.Millisecond,
-		"the claim never retried a lock timeout")
+	retried := assert.Eventually(t, func() bool { return d.Retries() > 0 }, 20*time.Second, 5*time.Millisecond,
+		"the heartbeat never retried a lock timeout")
 	select {
-	case ids := <-done:
-		t.Fatalf("claim finished while the row was locked: %v", ids)
+	case r := <-done:
+		t.Errorf("heartbeat finished while the row was locked: %+v", r)
 	default:
 	}
 	require.NoError(t, tx.Rollback(ctx))
+	require.True(t, retried)
 	select {
-	case ids := <-done:
-		require.Equal(t, []int64{1}, ids)
+	case r := <-done:
+		require.NoError(t, r.err)
+		require.EqualValues(t, 1, r.n)
 	case <-time.After(10 * time.Second):
-		t.Fatal("claim did not finish")
+		t.Fatal("heartbeat did not finish")
 	}
 }

@@ -16,18 +16,16 @@
 // The materialized CTE fixes the set of candidate rows, so a claim never
 // marks more than the limit: the tempting form UPDATE ... WHERE id IN
 // (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED) may be re-run by the executor
-// and claim more. Under the token-update strategy the CTE locks with FOR
-// UPDATE (waiting instead of skipping) and the outer recheck of the pending
-// status drops rows another claimer took meanwhile. The reaper uses the same
-// bounded CTE shape.
+// and claim more. The reaper uses the same bounded CTE shape.
 //
-// Token-update is correct on PostgreSQL but serialises claimers: the LIMIT
-// is applied before the rows are locked, so claimers that waited behind the
-// winner of a batch re-check its rows, drop them all and come back with
-// fewer rows or none, while fresh arrivals take the next batch. An empty
-// token-update claim is therefore confirmed with a plain read and re-run (a
-// few times at most) while pending rows remain; still, some claimers can
-// starve under heavy contention. Prefer SKIP LOCKED, the automatic choice.
+// Both strategies run this statement: on PostgreSQL a token-update claim
+// also locks its candidates with SKIP LOCKED. A claim that waited FOR UPDATE
+// instead kept, while it waited, the locks it had taken on rows that another
+// claimer marked meanwhile (PostgreSQL keeps a row lock taken before the
+// re-check of the row drops it), so the other batch's heartbeats, acks and
+// releases queued behind a claim; and the LIMIT, applied before the locks,
+// left waiting claimers with empty batches while rows were pending. The
+// token is written either way, so the strategy's guarantees are unchanged.
 //
 // # The partial-index plan trap
 //

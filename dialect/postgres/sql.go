@@ -24,23 +24,21 @@ const common = `
 // id + 0 and the claim index is partial on it: the primary key cannot
 // supply that order, so no plan walks the key past processed rows. The
 // candidates are locked in a MATERIALIZED CTE, never a LIMIT subquery under
-// IN (which PostgreSQL may re-run and so claim more than the limit).
+// IN (which PostgreSQL may re-run and so claim more than the limit). Both
+// strategies run it with SKIP LOCKED (see the package doc).
 var claimSQL = core.ClaimSQL{
 	Claim: `
 WITH cl_c AS {{template "materialized"}}(
   SELECT {{.ID}} FROM {{.Table}}
   WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}
   ORDER BY {{template "order" .}} LIMIT {{arg "limit"}}
-  FOR UPDATE{{if .SkipLocked}} SKIP LOCKED{{end}})
+  FOR UPDATE SKIP LOCKED)
 UPDATE {{.Table}} AS cl_t
 SET {{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = now()
     {{- if .Attempts}}, {{.Attempts}} = COALESCE(cl_t.{{.Attempts}}, 0) + 1{{end}}
 FROM cl_c
 WHERE cl_t.{{.ID}} = cl_c.{{.ID}} AND cl_t.{{.Status}} = {{.Pending}}
 RETURNING {{range $i, $c := .Returned}}{{if $i}}, {{end}}cl_t.{{$c}}{{end}}`,
-
-	PendingExists: `
-SELECT EXISTS (SELECT 1 FROM {{.Table}} WHERE {{.Status}} = {{.Pending}}{{scope .Scope}})`,
 
 	Ack: `
 UPDATE {{.Table}}

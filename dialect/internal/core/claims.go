@@ -18,16 +18,13 @@ import (
 type ClaimSQL struct {
 	// Claim marks up to "limit" pending rows in scope under "token" and,
 	// on a Returning engine, returns Names.Returned. It is rendered with
-	// SkipLocked false and, where the server has SKIP LOCKED, true. Engines
-	// without RETURNING leave it empty and implement [Claimer].
+	// SkipLocked false (the token-update strategy) and, where the server has
+	// SKIP LOCKED, true. Engines without RETURNING leave it empty and
+	// implement [Claimer].
 	Claim string
 	// ReadBack returns Names.Returned of the rows "token" holds, in key
 	// order (engines without RETURNING).
 	ReadBack string
-	// PendingExists returns one boolean row: are pending rows left in
-	// scope? Set it to have an empty token-update claim re-run while they
-	// are (PostgreSQL, whose FOR UPDATE re-check can drop every candidate).
-	PendingExists string
 	// Ack sets Target (or, with ParkAt, the failed status where attempts
 	// reached "max_attempts" and pending elsewhere), clears the token and,
 	// with Undo, undoes the attempts increment, for the {{keys}} rows
@@ -85,7 +82,7 @@ type Claims struct {
 	Spec  dialect.ClaimTable
 	Names Names
 
-	claim, claimSkip, readBack, pendingExists Stmt
+	claim, claimSkip, readBack Stmt
 	ackTo                                     map[string]Stmt // by target literal
 	ackRequeue, ackPark, ackLock              Stmt
 	heartbeat, heartbeatHeld                  Stmt
@@ -120,7 +117,6 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 		s.claimSkip = r.stmt("claim skip locked", t(sqls.Claim), func(n *Names) { n.SkipLocked = true })
 	}
 	s.readBack = r.stmt("read back", t(sqls.ReadBack), nil)
-	s.pendingExists = r.stmt("pending exists", t(sqls.PendingExists), nil)
 	for _, target := range []string{s.Names.Done, s.Names.Pending, s.Names.Failed} {
 		if target != "" {
 			s.ackTo[target] = r.stmt("ack", t(sqls.Ack), func(n *Names) { n.Target = target })
@@ -203,42 +199,18 @@ func (s *Claims) Claim(ctx context.Context, p *dialect.ClaimParams, scan func(di
 	}
 	a := &Args{Token: p.Token, Limit: p.Limit, Scope: p.ScopeValues}
 	var n int
-	run := func() error {
-		return s.E.Do(ctx, "claim", false, func() error {
-			n = 0
-			return Query(ctx, s.E.DB, s.E.Dialect, st, a, func(r Rows) error {
-				if err := scan(r); err != nil {
-					return err
-				}
-				n++
-				return nil
-			})
+	err := s.E.Do(ctx, "claim", false, func() error {
+		n = 0
+		return Query(ctx, s.E.DB, s.E.Dialect, st, a, func(r Rows) error {
+			if err := scan(r); err != nil {
+				return err
+			}
+			n++
+			return nil
 		})
-	}
-	err := run()
-	// With plain FOR UPDATE, PostgreSQL applies the LIMIT before locking: a
-	// claim that waited behind concurrent claimers re-checks the rows it
-	// waited for, drops those no longer pending, and can come back empty
-	// while other rows are still pending. An empty token-update batch is
-	// therefore confirmed against a plain read and the claim re-run (a few
-	// times at most) while pending rows remain.
-	for try := 0; err == nil && n == 0 && p.Strategy == dialect.StrategyTokenUpdate && s.pendingExists.SQL != "" && try < maxEmptyReruns; try++ {
-		var more bool
-		err = s.E.Do(ctx, "claim", true, func() error {
-			_, err := QueryRow(ctx, s.E.DB, s.E.Dialect, s.pendingExists, a, &more)
-			return err
-		})
-		if err != nil || !more {
-			break
-		}
-		err = run()
-	}
+	})
 	return n, wrap("claim", err)
 }
-
-// maxEmptyReruns bounds the re-runs of a token-update claim that came back
-// empty while pending rows remained.
-const maxEmptyReruns = 8
 
 // ReadBack runs the read-back of the rows token holds, passing each to scan
 // (for a [Claimer] override), and returns how many it read. wrapScan, if
@@ -381,7 +353,7 @@ func (s *Claims) Stats(ctx context.Context, scopeValues []any) (dialect.Stats, e
 func (s *Claims) Statements() map[string]string {
 	m := map[string]string{
 		"claim": s.claim.SQL, "claim skip locked": s.claimSkip.SQL, "read back": s.readBack.SQL,
-		"pending exists": s.pendingExists.SQL, "ack requeue": s.ackRequeue.SQL, "ack park": s.ackPark.SQL,
+"ack requeue": s.ackRequeue.SQL, "ack park": s.ackPark.SQL,
 		"ack lock": s.ackLock.SQL, "heartbeat": s.heartbeat.SQL, "heartbeat held": s.heartbeatHeld.SQL,
 		"release": s.release.SQL, "release keys": s.releaseKeys.SQL,
 		"reap": s.reap[0][0].SQL, "reap scoped": s.reap[0][1].SQL, "reap park": s.reap[1][0].SQL, "reap park scoped": s.reap[1][1].SQL,
