@@ -82,16 +82,16 @@ type Claims struct {
 	Spec  dialect.ClaimTable
 	Names Names
 
-	claim, claimSkip, readBack Stmt
-	ackTo                                     map[string]Stmt // by target literal
-	ackRequeue, ackPark, ackLock              Stmt
-	heartbeat, heartbeatHeld                  Stmt
-	release, releaseKeys                      Stmt
-	reap                                      [2][2]Stmt // [park][scoped]
-	stats                                     [2]Stmt    // [scoped]
-	columns, indexExists                      Stmt
-	indexes                                   [3]Stmt
-	override                                  ClaimFunc
+	claim, claimSkip, readBack   Stmt
+	ackTo                        map[string]Stmt // by target literal
+	ackRequeue, ackPark, ackLock Stmt
+	heartbeat, heartbeatHeld     Stmt
+	release, releaseKeys         Stmt
+	reap                         [2][2]Stmt // [park][scoped]
+	stats                        [2]Stmt    // [scoped]
+	columns, indexExists         Stmt
+	indexes                      [3]Stmt
+	override                     ClaimFunc
 	// Ext is the engine's own per-store state, set by its [Claimer].
 	Ext any
 	// slack is added to the reap timeout: see [Slack].
@@ -353,7 +353,7 @@ func (s *Claims) Stats(ctx context.Context, scopeValues []any) (dialect.Stats, e
 func (s *Claims) Statements() map[string]string {
 	m := map[string]string{
 		"claim": s.claim.SQL, "claim skip locked": s.claimSkip.SQL, "read back": s.readBack.SQL,
-"ack requeue": s.ackRequeue.SQL, "ack park": s.ackPark.SQL,
+		"ack requeue": s.ackRequeue.SQL, "ack park": s.ackPark.SQL,
 		"ack lock": s.ackLock.SQL, "heartbeat": s.heartbeat.SQL, "heartbeat held": s.heartbeatHeld.SQL,
 		"release": s.release.SQL, "release keys": s.releaseKeys.SQL,
 		"reap": s.reap[0][0].SQL, "reap scoped": s.reap[0][1].SQL, "reap park": s.reap[1][0].SQL, "reap park scoped": s.reap[1][1].SQL,
