@@ -41,7 +41,7 @@ func TestConfigRejectsBadInput(t *testing.T) {
 		{"qualified column", func(c *claim.Config) { c.TokenColumn = "s.token" }, "Token"},
 		{"bad extra column", func(c *claim.Config) { c.Columns = []string{"ok", "no pe"} }, "Columns[1]"},
 		{"bad scope column", func(c *claim.Config) { c.Scope[0].Column = "task-id" }, "Scope[0]"},
-		{"same column twice", func(c *claim.Config) { c.TokenColumn = "status" }, "TokenColumn"},
+		{"same column twice", func(c *claim.Config) { c.TokenColumn = "status" }, "Token"},
 		{"max attempts without column", func(c *claim.Config) { c.MaxAttempts = 3 }, "MaxAttempts"},
 		{"negative max attempts", func(c *claim.Config) { c.MaxAttempts = -1 }, "MaxAttempts"},
 		{"park without failed status", func(c *claim.Config) {
