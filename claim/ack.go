@@ -9,13 +9,16 @@ import (
 )
 
 // Ack marks the given rows done in one statement conditioned on the batch's
-// token, and returns once it is written. ids are keys from [Row.ID] (any Go
-// integer type is accepted for integer keys).
+// token, and returns once it is written. ids are keys from [Row.ID]; any Go
+// integer type is accepted for integer keys and []byte for text keys, each
+// normalised once with [dialect.NormalizeKey]. A key of another type, or an
+// unsigned key above math.MaxInt64, is an error wrapping [ErrInvalidConfig]
+// and nothing is written.
 //
 // Rows the token no longer held (reaped, then maybe re-claimed) are left
 // untouched and reported by an error matching [ErrClaimLost], with a
 // [*LostError] listing them reachable by errors.As; the other rows were still
-// acked. With a VersionColumn, a row whose version moved since the claim
+// acked. With a Version column, a row whose version moved since the claim
 // goes back to pending instead of done: that is not an error, and
 // [Batch.Requeued] lists it. An id the batch does not hold (including one
 // already deferred with [Batch.AckLater]) gives [ErrNotHeld] and nothing is
@@ -32,9 +35,9 @@ func (b *Batch[T]) Ack(ctx context.Context, ids ...any) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	idx, err := b.lookup(ids)
+	idx, err := b.lookup("ack", ids)
 	if err != nil {
-		return fmt.Errorf("claim: ack: %w", err)
+		return err
 	}
 	return b.ack(ctx, idx)
 }
@@ -59,7 +62,7 @@ func (b *Batch[T]) AckAll(ctx context.Context) error {
 	}
 	lost = append(b.pendLost, lost...)
 	b.pendLost = nil
-	return lostError(lost)
+	return lostError("ack", lost)
 }
 
 // AckLater defers the ack of one row: it checks that the batch holds id
@@ -90,9 +93,9 @@ func (b *Batch[T]) AckAll(ctx context.Context) error {
 func (b *Batch[T]) AckLater(id any) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	idx, err := b.lookup([]any{id})
+	idx, err := b.lookup("ack later", []any{id})
 	if err != nil {
-		return fmt.Errorf("claim: ack later: %w", err)
+		return err
 	}
 	if b.later == nil {
 		b.later = make([]bool, len(b.Rows))
@@ -119,17 +122,18 @@ func (b *Batch[T]) AckLater(id any) error {
 func (b *Batch[T]) Flush(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.flushLocked(ctx)
+	return b.flushLocked(ctx, "flush")
 }
 
-func (b *Batch[T]) flushLocked(ctx context.Context) error {
+// flushLocked is Flush with b.mu held; op names the calling method in errors.
+func (b *Batch[T]) flushLocked(ctx context.Context, op string) error {
 	b.stopTimer()
 	if err := b.writePending(ctx); err != nil {
-		return fmt.Errorf("claim: flush: %w", err)
+		return fmt.Errorf("claim: %s: %w", op, err)
 	}
 	lost := b.pendLost
 	b.pendLost = nil
-	return lostError(lost)
+	return lostError(op, lost)
 }
 
 // writePending writes the deferred acks, keeping their lost rows in pendLost.
@@ -216,7 +220,7 @@ func (b *Batch[T]) ack(ctx context.Context, idx []int) error {
 			b.pendLost = append(b.pendLost, b.Rows[all[j]].ID)
 		}
 	}
-	return lostError(ownLost)
+	return lostError("ack", ownLost)
 }
 
 // write acks the rows idx in one statement and returns the keys of the lost
@@ -260,19 +264,11 @@ func (b *Batch[T]) writePos(ctx context.Context, idx []int) ([]int, error) {
 	return res.Lost, nil
 }
 
-// lostError returns a [*LostError] for ids, or nil when there are none.
-func lostError(ids []any) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	return &LostError{IDs: ids}
-}
-
 func (b *Batch[T]) lost(op string, ids []any, lost []int) error {
 	if len(lost) == 0 {
 		return nil
 	}
-	e := &LostError{IDs: make([]any, len(lost))}
+	e := &LostError{IDs: make([]any, len(lost)), op: op}
 	for j, i := range lost {
 		e.IDs[j] = ids[i]
 	}
@@ -285,14 +281,14 @@ func (b *Batch[T]) lost(op string, ids []any, lost []int) error {
 // stored). With [FailRetry] (the default) the row goes back to pending to be
 // claimed again, or is parked with the failed status once its attempts
 // reached Config.MaxAttempts; with [FailPark] it is parked at once. Like
-// [Batch.Ack] it is conditioned on the token and reports a lost row with a
-// [*LostError].
+// [Batch.Ack] it is conditioned on the token, normalises id the same way and
+// reports a lost row with a [*LostError].
 func (b *Batch[T]) Fail(ctx context.Context, id any, cause error) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	idx, err := b.lookup([]any{id})
+	idx, err := b.lookup("fail", []any{id})
 	if err != nil {
-		return fmt.Errorf("claim: fail: %w", err)
+		return err
 	}
 	return b.fail(ctx, idx, cause)
 }

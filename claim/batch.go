@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/claimlock/claimlock/dialect"
 )
 
 // Row is one claimed row.
@@ -15,9 +17,9 @@ type Row[T any] struct {
 	// keys.
 	ID any
 	// Version is the version read by the claim (zero without a
-	// VersionColumn).
+	// Version column).
 	Version int64
-	// Value holds Config.Columns, filled through the fields function.
+	// Value holds the table's Columns, filled through the fields function.
 	Value T
 }
 
@@ -90,7 +92,7 @@ func (b *Batch[T]) Unacked() []any {
 // Requeued returns the keys of rows that acks of this batch sent back to
 // pending instead of done because their version moved since the claim (a
 // writer changed them while they were being processed). They will be claimed
-// again with their new content. Always empty without a VersionColumn.
+// again with their new content. Always empty without a Version column.
 func (b *Batch[T]) Requeued() []any {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -127,58 +129,35 @@ func (b *Batch[T]) close(idx []int) {
 	}
 }
 
-// lookup maps caller ids to open row indexes, rejecting unknown, closed,
-// deferred-acked and repeated ids with [ErrNotHeld].
-func (b *Batch[T]) lookup(ids []any) ([]int, error) {
+// lookup maps caller ids to open row indexes. Each id is normalised once,
+// here, with [dialect.NormalizeKey]: a key of the wrong type or out of range
+// is an error wrapping [ErrInvalidConfig]; an unknown, closed, deferred or
+// repeated one is [ErrNotHeld]. op names the calling method in errors.
+func (b *Batch[T]) lookup(op string, ids []any) ([]int, error) {
 	idx := make([]int, 0, len(ids))
-	for j, id := range ids {
-		i, ok := b.index[normalizeID(id)]
-		if !ok || !b.open[i] || b.isLater(i) || slices.Contains(idx[:j], i) && len(ids) <= 16 {
-			return nil, fmt.Errorf("%w: %v (%T)", ErrNotHeld, id, id)
-		}
-		idx = append(idx, i)
-	}
+	var seen map[int]bool // for long lists; short ones are scanned
 	if len(ids) > 16 {
-		seen := make(map[int]bool, len(ids))
-		for j, i := range idx {
-			if seen[i] {
-				return nil, fmt.Errorf("%w: %v (%T)", ErrNotHeld, ids[j], ids[j])
-			}
+		seen = make(map[int]bool, len(ids))
+	}
+	for j, id := range ids {
+		key, err := dialect.NormalizeKey(b.core.spec.IDKind, id)
+		if err != nil {
+			return nil, fmt.Errorf("claim: %s: %w", op, err)
+		}
+		i, ok := b.index[key]
+		repeated := seen != nil && seen[i] || seen == nil && slices.Contains(idx[:j], i)
+		if !ok || !b.open[i] || b.isLater(i) || repeated {
+			return nil, &notHeldError{op: op, id: id}
+		}
+		if seen != nil {
 			seen[i] = true
 		}
+		idx = append(idx, i)
 	}
 	return idx, nil
 }
 
 func (b *Batch[T]) isLater(i int) bool { return b.later != nil && b.later[i] }
-
-// normalizeID turns the integer and byte-slice forms a caller may pass into
-// the int64 or string a claim returns.
-func normalizeID(id any) any {
-	switch x := id.(type) {
-	case int:
-		return int64(x)
-	case int8:
-		return int64(x)
-	case int16:
-		return int64(x)
-	case int32:
-		return int64(x)
-	case uint8:
-		return int64(x)
-	case uint16:
-		return int64(x)
-	case uint32:
-		return int64(x)
-	case uint:
-		return int64(x)
-	case uint64:
-		return int64(x)
-	case []byte:
-		return string(x)
-	}
-	return id
-}
 
 // Release returns the rows the batch still holds to pending, clearing their
 // token and undoing the claim's attempt increment, and reports how many it
@@ -193,9 +172,9 @@ func normalizeID(id any) any {
 func (b *Batch[T]) Release(ctx context.Context) (int64, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	flushErr := b.flushLocked(ctx)
+	flushErr := b.flushLocked(ctx, "release")
 	if flushErr != nil && !errors.Is(flushErr, ErrClaimLost) {
-		return 0, fmt.Errorf("claim: release: %w", flushErr)
+		return 0, flushErr
 	}
 	idx := b.openIndexes()
 	if len(idx) == 0 {

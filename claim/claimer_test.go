@@ -22,9 +22,11 @@ func jobFields(j *job) []any { return []any{&j.Payload} }
 func jobSetup(t *testing.T, e *env, s dialect.Strategy, n int, mod func(*claim.Config)) (*claim.Claimer[job], claim.Config) {
 	t.Helper()
 	cfg := claim.Config{
-		Table: tableName("jobs"), Scope: []claim.Cond{{Column: "task_id", Value: 42}},
-		AttemptsColumn: "attempts", VersionColumn: "version", Columns: []string{"payload"},
-		Strategy: s, BatchSize: 10, MaxAttempts: 2,
+		ClaimTable: dialect.ClaimTable{
+			Table: tableName("jobs"), Scope: []string{"task_id"},
+			Attempts: "attempts", Version: "version", Columns: []string{"payload"},
+		},
+		ScopeValues: []any{42}, Strategy: s, BatchSize: 10, MaxAttempts: 2,
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -251,9 +253,12 @@ func TestTextKeysAndIntegerStatuses(t *testing.T) {
 	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
 		ctx := context.Background()
 		cfg := claim.Config{
-			Table: tableName("tk"), IDKind: dialect.IDText, StatusColumn: "st", TokenColumn: "cron_token",
-			ClaimedAtColumn: "send_at", Columns: []string{"openid"},
-			Pending: 0, Processing: 1, Done: 2, Failed: 3, Strategy: s, BatchSize: 3,
+			ClaimTable: dialect.ClaimTable{
+				Table: tableName("tk"), IDKind: dialect.IDText, Status: "st", Token: "cron_token",
+				ClaimedAt: "send_at", Columns: []string{"openid"},
+				Pending: dialect.StatusInt(0), Processing: dialect.StatusInt(1), Done: dialect.StatusInt(2), Failed: dialect.StatusInt(3),
+			},
+			Strategy: s, BatchSize: 3,
 		}
 		createTable(t, e, cfg)
 		insertRows(t, e, cfg.Table, []string{"id", "openid"}, 5, func(i int) []any {

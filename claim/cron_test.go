@@ -45,9 +45,11 @@ func newCronFixture(t *testing.T, e *env, targets int) *cronFixture {
 
 func (f *cronFixture) config(s dialect.Strategy) claim.Config {
 	return claim.Config{
-		Table: f.target, TokenColumn: "cron_token", ClaimedAtColumn: "send_at",
-		Done: "SENT", Columns: []string{"openid"}, Scope: []claim.Cond{{Column: "task_id", Value: 42}},
-		RequireScope: true, BatchSize: 50, Strategy: s,
+		ClaimTable: dialect.ClaimTable{
+			Table: f.target, Token: "cron_token", ClaimedAt: "send_at",
+			Done: dialect.StatusString("SENT"), Columns: []string{"openid"}, Scope: []string{"task_id"},
+		},
+		ScopeValues: []any{42}, RequireScope: true, BatchSize: 50, Strategy: s,
 	}
 }
 

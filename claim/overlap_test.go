@@ -52,8 +52,8 @@ type workerReport struct {
 
 func overlapConfig(table string, s dialect.Strategy) claim.Config {
 	return claim.Config{
-		Table: table, Scope: []claim.Cond{{Column: "task_id", Value: 1}},
-		AttemptsColumn: "attempts", Strategy: s, BatchSize: 100,
+		ClaimTable:  dialect.ClaimTable{Table: table, Scope: []string{"task_id"}, Attempts: "attempts"},
+		ScopeValues: []any{1}, Strategy: s, BatchSize: 100,
 	}
 }
 

@@ -182,7 +182,7 @@ func (c *Claimer[T]) process(ctx context.Context, w *WorkerConfig[T], b *Batch[T
 func call[T any](ctx context.Context, h func(context.Context, Row[T]) error, r Row[T]) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("claim: handler panicked: %v", p)
+			err = fmt.Errorf("handler panicked: %v", p)
 		}
 	}()
 	return h(ctx, r)

@@ -68,7 +68,10 @@ func crashWorker() error {
 	if err != nil {
 		return err
 	}
-	cc := claim.Config{Table: table, AttemptsColumn: "attempts", BatchSize: 10 + rand.IntN(11), Strategy: dialect.Strategy(strategy)}
+	cc := claim.Config{
+		ClaimTable: dialect.ClaimTable{Table: table, Attempts: "attempts"},
+		BatchSize:  10 + rand.IntN(11), Strategy: dialect.Strategy(strategy),
+	}
 	c, err := claim.New[struct{}](e.d, cc, nil)
 	if err != nil {
 		return err

@@ -217,8 +217,8 @@ func (b *bench) config(s dialect.Strategy) claim.Config { return b.configFor(ben
 // configFor is the claimer configuration of a bench table.
 func (b *bench) configFor(table string, s dialect.Strategy) claim.Config {
 	return claim.Config{
-		Table: table, Scope: []claim.Cond{{Column: "task_id", Value: benchTask}},
-		AttemptsColumn: "attempts", BatchSize: b.o.batch, Strategy: s,
+		ClaimTable:  dialect.ClaimTable{Table: table, Scope: []string{"task_id"}, Attempts: "attempts"},
+		ScopeValues: []any{benchTask}, BatchSize: b.o.batch, Strategy: s,
 		AckDelay: time.Second, ClaimConcurrency: b.o.claimConc,
 	}
 }
@@ -232,7 +232,7 @@ func (b *bench) fixture(ctx context.Context, rows int, task func(i int) int) (in
 // fixtureTable is fixture on the named table.
 func (b *bench) fixtureTable(ctx context.Context, table string, rows int, task func(i int) int) (int64, error) {
 	cfg := b.configFor(table, dialect.StrategyAuto)
-	spec, _, err := cfg.ClaimTable()
+	spec, err := cfg.Resolve()
 	if err != nil {
 		return 0, err
 	}
@@ -314,7 +314,7 @@ func (b *bench) ceiling(ctx context.Context, workers int) (result, error) {
 	for range workers {
 		wg.Go(func() {
 			args := make([]any, 1+b.o.batch)
-			args[0] = claim.DefaultDone
+			args[0] = dialect.DefaultDone
 			for {
 				lo := next.Add(int64(b.o.batch)) - int64(b.o.batch)
 				if lo >= int64(rows) {

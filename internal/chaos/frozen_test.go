@@ -194,7 +194,7 @@ func TestFrozenHolder(t *testing.T) {
 
 			// Reap the frozen claim, re-claim and ack it.
 			time.Sleep(time.Until(stopped.Add(frozenTTL + 300*time.Millisecond)))
-			r, err := zombie.New(d.d, itemsConfig(frozenRows), zombie.Config{Timeout: frozenTTL, Scoped: true})
+			r, err := zombie.New(d.d, itemsConfig(frozenRows), zombie.Config{Timeout: frozenTTL})
 			require.NoError(t, err)
 			swept, err := r.Sweep(ctx)
 			require.NoError(t, err)
