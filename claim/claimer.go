@@ -175,10 +175,10 @@ func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
 		return nil, err
 	}
 	k.checkIndexes(ctx)
-	b := &Batch[T]{Token: dialect.NewToken(), core: k}
+	token := dialect.NewToken()
 	var scanned []Row[T]
 	start := time.Now()
-	p := &dialect.ClaimParams{Token: b.Token, Limit: k.limit, ScopeValues: k.scope, Strategy: k.strategy}
+	p := &dialect.ClaimParams{Token: token, Limit: k.limit, ScopeValues: k.scope, Strategy: k.strategy}
 	release, err := k.claimSlot(ctx)
 	if err != nil {
 		return nil, err
@@ -198,10 +198,10 @@ func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
 		// Rows marked before a scan failure stay under the token: give
 		// them back so they are not stranded until the reaper runs.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		_, rerr := k.store.Release(rctx, b.Token, nil)
+		_, rerr := k.store.Release(rctx, token, nil)
 		cancel()
 		if rerr != nil {
-			k.logger.Warn("claimlock: could not release rows of a failed claim", "token", b.Token, "err", rerr)
+			k.logger.Warn("claimlock: could not release rows of a failed claim", "token", token, "err", rerr)
 		}
 		return nil, fmt.Errorf("claim: %w", err)
 	}
@@ -211,10 +211,8 @@ func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
 		scanned = scanned[len(scanned)-n:]
 	}
 	sortRows(scanned)
-	b.Rows = scanned
-	b.init()
-	k.hooks.claim(len(b.Rows), time.Since(start))
-	return b, nil
+	k.hooks.claim(len(scanned), time.Since(start))
+	return newBatch(k, token, scanned), nil
 }
 
 // sortRows orders rows by key: engines return UPDATE ... RETURNING rows in

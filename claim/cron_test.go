@@ -125,7 +125,7 @@ func (f *cronFixture) claimerRound(t *testing.T, c *claim.Claimer[target]) bool 
 	if b.Len() == 0 {
 		return false
 	}
-	for _, r := range b.Rows {
+	for _, r := range b.Rows() {
 		f.send(r.Value.OpenID)
 	}
 	time.Sleep(f.sendTime)

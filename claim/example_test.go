@@ -86,7 +86,7 @@ func Example() {
 		if b.Len() == 0 {
 			break
 		}
-		for _, r := range b.Rows {
+		for _, r := range b.Rows() {
 			fmt.Println("send to", r.Value.OpenID)
 		}
 		if err := b.AckAll(ctx); err != nil {

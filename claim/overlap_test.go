@@ -121,7 +121,7 @@ func overlapWorkers(ctx context.Context, c *claim.Claimer[struct{}], n int) work
 					return
 				}
 				for i, id := range ids {
-					h := holding{ID: id.(int64), Token: b.Token, Start: start, End: end, Acked: i < keep}
+					h := holding{ID: id.(int64), Token: b.Token(), Start: start, End: end, Acked: i < keep}
 					if !h.Acked {
 						h.End = relEnd
 					}

@@ -262,7 +262,7 @@ func (a *app) claimRun(ctx context.Context, lease *tasklock.Lease, name string) 
 		}
 		found = true
 		stop := b.KeepAlive(a.o.reapAfter / 4)
-		for _, r := range b.Rows {
+		for _, r := range b.Rows() {
 			if !released && time.Since(start) > a.o.budget {
 				// The story's early release: the next cron run may start
 				// now, while this batch is still being sent.

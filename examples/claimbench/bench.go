@@ -459,17 +459,18 @@ func (b *bench) worker(ctx context.Context, c *claim.Claimer[struct{}], measure 
 		if batch.Len() == 0 {
 			return nil
 		}
-		if err := t.hold(batch.Rows); err != nil {
+		rows := batch.Rows()
+		if err := t.hold(rows); err != nil {
 			return err
 		}
 		switch measure {
 		case measureBatched:
-			for _, row := range batch.Rows {
+			for _, row := range rows {
 				t.drop(row.ID)
 			}
 			err = batch.AckAll(ctx)
 		case measureLater:
-			for _, row := range batch.Rows {
+			for _, row := range rows {
 				t.drop(row.ID)
 				if err = batch.AckLater(row.ID); err != nil {
 					break
@@ -479,7 +480,7 @@ func (b *bench) worker(ctx context.Context, c *claim.Claimer[struct{}], measure 
 				err = batch.Flush(ctx)
 			}
 		case measurePerRow:
-			for _, row := range batch.Rows {
+			for _, row := range rows {
 				t.drop(row.ID)
 				if err = batch.Ack(ctx, row.ID); err != nil {
 					break
