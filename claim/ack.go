@@ -8,58 +8,76 @@ import (
 	"github.com/claimlock/claimlock/dialect"
 )
 
+// backgroundWriteTimeout bounds one background write of deferred acks.
+const backgroundWriteTimeout = 30 * time.Second
+
+// maxBackgroundFailures is how many timer writes of deferred acks may fail
+// in a row before the timer gives up; Flush, Release, AckAll, Ack and
+// KeepAlive ticks still write them.
+const maxBackgroundFailures = 3
+
 // Ack marks the given rows done in one statement conditioned on the batch's
-// token, and returns once it is written. ids are keys from [Row.ID] (any Go
-// integer type is accepted for integer keys).
+// token, and returns once it is written. ids are keys from [Row.ID]; any Go
+// integer type is accepted for integer keys and []byte for text keys, each
+// normalised once with [dialect.NormalizeKey]. A key of another type, or an
+// unsigned key above math.MaxInt64, is an error wrapping [ErrInvalidConfig]
+// and nothing is written.
 //
 // Rows the token no longer held (reaped, then maybe re-claimed) are left
 // untouched and reported by an error matching [ErrClaimLost], with a
 // [*LostError] listing them reachable by errors.As; the other rows were still
-// acked. With a VersionColumn, a row whose version moved since the claim
+// acked. With a Version column, a row whose version moved since the claim
 // goes back to pending instead of done: that is not an error, and
 // [Batch.Requeued] lists it. An id the batch does not hold (including one
 // already deferred with [Batch.AckLater]) gives [ErrNotHeld] and nothing is
 // written. On any other error nothing is known to be acked and the rows stay
 // held, so the call can be repeated.
 //
-// Acks deferred with [Batch.AckLater] and not yet written ride along in the
-// same statement; their outcome is kept for [Batch.Flush], never mixed into
-// this call's error. Each call costs a statement (and a commit): to ack rows
-// one at a time cheaply, use [Batch.AckLater] and [Batch.Flush].
+// Acks deferred with [Batch.AckLater] and waiting for their write ride along
+// in the same statement; their outcome is kept for [Batch.Flush], never mixed
+// into this call's error. Each call costs a statement (and a commit): to ack
+// rows one at a time cheaply, use [Batch.AckLater] and [Batch.Flush].
 func (b *Batch[T]) Ack(ctx context.Context, ids ...any) error {
 	if len(ids) == 0 {
 		return nil
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	idx, err := b.lookup(ids)
+	idx, err := b.lookup("ack", ids)
 	if err != nil {
-		return fmt.Errorf("claim: ack: %w", err)
+		return err
 	}
-	return b.ack(ctx, idx)
+	return b.ackLocked(ctx, idx)
 }
 
 // AckAll acks every row the batch still holds, deferred acks included, in
-// one statement, like [Batch.Ack]. Its [*LostError] lists every lost row of
-// the batch not reported yet, including deferred acks that an earlier
-// background write found lost.
+// one statement, like [Batch.Ack]. It first waits for a background write of
+// deferred acks in progress. Its [*LostError] lists every lost row of the
+// batch not reported yet, including deferred acks that an earlier background
+// write found lost.
 func (b *Batch[T]) AckAll(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.stopTimer()
-	idx := b.openIndexes()
+	if err := b.settle(ctx); err != nil {
+		return fmt.Errorf("claim: ack: %w", err)
+	}
+	idx := b.openIndexes() // waiting deferred acks included: nothing is in flight
 	var lost []any
 	if len(idx) > 0 {
-		l, err := b.write(ctx, idx)
+		lostPos, err := b.writeDone(ctx, idx)
 		if err != nil {
 			return fmt.Errorf("claim: ack: %w", err)
 		}
-		b.pend = b.pend[:0]
-		lost = l
+		for _, j := range lostPos {
+			lost = append(lost, b.rows[idx[j]].ID)
+		}
 	}
-	lost = append(b.pendLost, lost...)
-	b.pendLost = nil
-	return lostError(lost)
+	if d := b.later; d != nil {
+		d.stop()
+		d.wait = nil // all written by this statement
+		lost = append(d.takeLost(), lost...)
+	}
+	return lostError("ack", lost)
 }
 
 // AckLater defers the ack of one row: it checks that the batch holds id
@@ -76,13 +94,19 @@ func (b *Batch[T]) AckAll(ctx context.Context) error {
 //     unwritten deferred ack: a background write starts;
 //   - a [Batch.KeepAlive] tick, before its heartbeat.
 //
+// A background write holds the batch only to take the deferred acks and to
+// record their outcome, never while the statement runs: the batch's other
+// methods do not wait for it (Flush, AckAll and Release do wait for its
+// outcome, which they report). One background write runs at a time; acks
+// deferred meanwhile are written by the next.
+//
 // The outcome of every deferred ack (lost rows, errors) is reported by the
-// next [Batch.Flush] (or [Batch.AckAll]). Until the row is written it is
-// still processing in the database under the token: heartbeats keep it, and
-// a crash before the write leaves it to the reaper (it is then processed
-// again: at-least-once). A background write that fails is retried after
-// AckDelay, three times at most; Flush retries it too. Once deferred, a row
-// can no longer be acked, failed or released through the batch
+// next [Batch.Flush] (or [Batch.AckAll], [Batch.Release]). Until the row is
+// written it is still processing in the database under the token: heartbeats
+// keep it, and a crash before the write leaves it to the reaper (it is then
+// processed again: at-least-once). A background write that fails is retried
+// after AckDelay, three times at most; Flush retries it too. Once deferred, a
+// row can no longer be acked, failed or released through the batch
 // ([ErrNotHeld]), and [Batch.Unacked] no longer lists it.
 //
 // Call [Batch.Flush] after the last AckLater of a batch (or before the
@@ -90,164 +114,206 @@ func (b *Batch[T]) AckAll(ctx context.Context) error {
 func (b *Batch[T]) AckLater(id any) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	idx, err := b.lookup([]any{id})
+	idx, err := b.lookup("ack later", []any{id})
 	if err != nil {
-		return fmt.Errorf("claim: ack later: %w", err)
+		return err
 	}
 	if b.later == nil {
-		b.later = make([]bool, len(b.Rows))
-		b.pend = make([]int, 0, min(len(b.Rows), b.core.ackBuffer))
+		b.later = newDeferred(len(b.rows), b.core.ackDelay, b.core.ackBuffer)
 	}
-	b.later[idx[0]] = true
-	b.pend = append(b.pend, idx[0])
-	if len(b.pend) >= b.core.ackBuffer || len(b.pend) == b.nOpen {
-		b.armTimer(0)
+	d := b.later
+	d.add(idx[0])
+	if d.urgent(b.nOpen) {
+		d.arm(0, b.backgroundWrite)
 	} else {
-		b.armTimer(b.core.ackDelay)
+		d.arm(d.delay, b.backgroundWrite)
 	}
 	return nil
 }
 
 // Flush writes the deferred acks ([Batch.AckLater]) of the batch in one
-// statement and waits for it; it returns nil when every deferred ack since
-// the last Flush was written and found its row held. Rows the token no
-// longer held, in this write or in background writes since the last Flush,
-// are reported once by an error matching [ErrClaimLost] with a [*LostError]
-// listing them; they were not touched. On any other error the deferred acks
-// stay unwritten (the rows stay held) and Flush can be repeated. With
-// nothing deferred, Flush makes no statement.
+// statement and waits for it, after waiting for a background write in
+// progress; it returns nil when every deferred ack since the last Flush was
+// written and found its row held. Rows the token no longer held, in this
+// write or in background writes since the last Flush, are reported once by
+// an error matching [ErrClaimLost] with a [*LostError] listing them; they
+// were not touched. On any other error the deferred acks stay unwritten (the
+// rows stay held) and Flush can be repeated. With nothing deferred, Flush
+// makes no statement.
 func (b *Batch[T]) Flush(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.flushLocked(ctx)
+	return b.flushLocked(ctx, "flush")
 }
 
-func (b *Batch[T]) flushLocked(ctx context.Context) error {
-	b.stopTimer()
-	if err := b.writePending(ctx); err != nil {
-		return fmt.Errorf("claim: flush: %w", err)
-	}
-	lost := b.pendLost
-	b.pendLost = nil
-	return lostError(lost)
-}
-
-// writePending writes the deferred acks, keeping their lost rows in pendLost.
-func (b *Batch[T]) writePending(ctx context.Context) error {
-	if len(b.pend) == 0 {
+// flushLocked is Flush with b.mu held; op names the calling method in errors.
+// On return no deferred ack is in flight and, unless it fails, none waits.
+func (b *Batch[T]) flushLocked(ctx context.Context, op string) error {
+	if b.later == nil {
 		return nil
 	}
-	lost, err := b.write(ctx, b.pend)
-	if err != nil {
-		return err
+	if err := b.settle(ctx); err != nil {
+		return fmt.Errorf("claim: %s: %w", op, err)
 	}
-	b.pend = b.pend[:0]
-	b.pendLost = append(b.pendLost, lost...)
+	d := b.later
+	d.stop()
+	if len(d.wait) > 0 {
+		idx := d.wait
+		lostPos, err := b.writeDone(ctx, idx)
+		if err != nil {
+			return fmt.Errorf("claim: %s: %w", op, err)
+		}
+		d.wait = nil
+		for _, j := range lostPos {
+			d.lost = append(d.lost, b.rows[idx[j]].ID)
+		}
+	}
+	return lostError(op, d.takeLost())
+}
+
+// settle waits until no background write of deferred acks is in flight,
+// releasing b.mu while it waits: b.mu is held on entry and on return, but the
+// batch may have changed in between. It returns ctx's cause if ctx ends
+// first.
+func (b *Batch[T]) settle(ctx context.Context) error {
+	for b.later != nil && b.later.landed != nil {
+		landed := b.later.landed
+		b.mu.Unlock()
+		var err error
+		select {
+		case <-landed:
+		case <-ctx.Done():
+			err = context.Cause(ctx)
+		}
+		b.mu.Lock()
+		if err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-// armTimer schedules a background write of the deferred acks after d, or
-// sooner if one is already scheduled earlier.
-func (b *Batch[T]) armTimer(d time.Duration) {
-	switch {
-	case b.timer == nil:
-		b.timer = time.AfterFunc(d, b.backgroundFlush)
-	case b.timerArmed:
-		if d == 0 {
-			b.timer.Reset(0)
-		}
-	default:
-		b.timer.Reset(d)
-	}
-	b.timerArmed = true
-}
-
-func (b *Batch[T]) stopTimer() {
-	if b.timerArmed {
-		b.timer.Stop()
-		b.timerArmed = false
-	}
-}
-
-func (b *Batch[T]) backgroundFlush() {
+// backgroundWrite is the timer's write of the deferred acks.
+func (b *Batch[T]) backgroundWrite() {
+	b.mu.Lock()
+	b.later.armed = false
+	b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), backgroundWriteTimeout)
+	defer cancel()
+	err := b.writeDeferred(ctx)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.timerArmed = false
-	if len(b.pend) == 0 {
+	d := b.later
+	if err == nil {
+		d.failures = 0
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := b.writePending(ctx); err != nil {
-		b.timerTries++
-		b.core.logger.Warn("claimlock: deferred ack write failed; rows stay held", "token", b.Token, "rows", len(b.pend), "err", err)
-		if b.timerTries < 3 {
-			b.armTimer(b.core.ackDelay)
-		}
-		return
+	d.failures++
+	b.core.logger.Warn("claimlock: deferred ack write failed; rows stay held", "token", b.token, "rows", len(d.wait), "err", err)
+	if d.failures < maxBackgroundFailures {
+		d.arm(d.delay, b.backgroundWrite)
 	}
-	b.timerTries = 0
 }
 
-// ack writes idx and the deferred acks in one statement. Lost rows of idx are
-// returned as a [*LostError]; lost deferred rows are kept for Flush.
-func (b *Batch[T]) ack(ctx context.Context, idx []int) error {
+// writeDeferred writes the waiting deferred acks in one statement without
+// holding b.mu while it runs: it takes the rows under the lock, writes them,
+// and records the outcome (lost rows kept for Flush) under the lock again.
+// If a write is already in flight it writes nothing and has the waiting rows
+// written as soon as that one lands. On error the rows wait again, still
+// deferred.
+func (b *Batch[T]) writeDeferred(ctx context.Context) error {
+	b.mu.Lock()
+	d := b.later
+	if d == nil || len(d.wait) == 0 {
+		b.mu.Unlock()
+		return nil
+	}
+	if d.landed != nil {
+		d.rerun = true
+		b.mu.Unlock()
+		return nil
+	}
+	idx := d.takeOff()
+	p := b.doneParams(idx)
+	b.mu.Unlock()
+
+	res, err := b.core.store.Ack(ctx, p)
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err == nil {
+		for _, j := range b.recordDone(idx, p, res) {
+			d.lost = append(d.lost, b.rows[idx[j]].ID)
+		}
+	}
+	if d.land(err != nil) {
+		d.arm(0, b.backgroundWrite)
+	}
+	return err
+}
+
+// ackLocked acks rows idx, with the waiting deferred acks riding along, in
+// one statement, with b.mu held. Lost rows of idx are returned as a
+// [*LostError]; lost deferred rows are kept for Flush.
+func (b *Batch[T]) ackLocked(ctx context.Context, idx []int) error {
 	if len(idx) == 0 {
 		return nil
 	}
 	own := len(idx)
 	all := idx
-	if len(b.pend) > 0 {
-		all = append(idx[:own:own], b.pend...)
+	d := b.later
+	if d != nil && len(d.wait) > 0 {
+		all = append(idx[:own:own], d.wait...)
 	}
-	lostPos, err := b.writePos(ctx, all)
+	lostPos, err := b.writeDone(ctx, all)
 	if err != nil {
 		return fmt.Errorf("claim: ack: %w", err)
 	}
-	if len(b.pend) > 0 {
-		b.stopTimer()
-		b.pend = b.pend[:0]
+	if len(all) > own {
+		d.wait = nil // written by this statement
+		d.stop()
 	}
 	var ownLost []any
 	for _, j := range lostPos {
 		if j < own {
-			ownLost = append(ownLost, b.Rows[all[j]].ID)
+			ownLost = append(ownLost, b.rows[all[j]].ID)
 		} else {
-			b.pendLost = append(b.pendLost, b.Rows[all[j]].ID)
+			d.lost = append(d.lost, b.rows[all[j]].ID)
 		}
 	}
-	return lostError(ownLost)
+	return lostError("ack", ownLost)
 }
 
-// write acks the rows idx in one statement and returns the keys of the lost
-// ones. On error nothing changes in the batch.
-func (b *Batch[T]) write(ctx context.Context, idx []int) ([]any, error) {
-	lostPos, err := b.writePos(ctx, idx)
-	if err != nil || len(lostPos) == 0 {
-		return nil, err
-	}
-	lost := make([]any, len(lostPos))
-	for j, p := range lostPos {
-		lost[j] = b.Rows[idx[p]].ID
-	}
-	return lost, nil
-}
-
-// writePos is write returning positions into idx.
-func (b *Batch[T]) writePos(ctx context.Context, idx []int) ([]int, error) {
-	k := b.core
-	p := &dialect.AckParams{Token: b.Token, IDs: b.openIDs(idx), Outcome: dialect.OutcomeDone}
-	if k.spec.Version != "" {
-		p.Versions = make([]int64, len(idx))
-		for j, i := range idx {
-			p.Versions[j] = b.Rows[i].Version
-		}
-	}
-	res, err := k.store.Ack(ctx, p)
+// writeDone acks rows idx in one statement, with b.mu held, and returns the
+// positions in idx of the lost ones. On error nothing changes in the batch.
+func (b *Batch[T]) writeDone(ctx context.Context, idx []int) ([]int, error) {
+	p := b.doneParams(idx)
+	res, err := b.core.store.Ack(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	b.close(idx)
+	return b.recordDone(idx, p, res), nil
+}
+
+// doneParams builds the ack of rows idx. It reads only what the claim set,
+// so it needs no lock.
+func (b *Batch[T]) doneParams(idx []int) *dialect.AckParams {
+	p := &dialect.AckParams{Token: b.token, IDs: b.idsOf(idx), Outcome: dialect.OutcomeDone}
+	if b.core.spec.Version != "" {
+		p.Versions = make([]int64, len(idx))
+		for j, i := range idx {
+			p.Versions[j] = b.rows[i].Version
+		}
+	}
+	return p
+}
+
+// recordDone records, with b.mu held, the committed ack p of rows idx: every
+// row is closed (acked, requeued or lost), hooks and logs are told, and the
+// positions in idx of the lost rows are returned.
+func (b *Batch[T]) recordDone(idx []int, p *dialect.AckParams, res dialect.AckResult) []int {
+	k := b.core
+	b.closeRows(idx)
 	for _, j := range res.Requeued {
 		b.requeued = append(b.requeued, p.IDs[j])
 	}
@@ -255,54 +321,34 @@ func (b *Batch[T]) writePos(ctx context.Context, idx []int) ([]int, error) {
 	k.hooks.requeue(len(res.Requeued))
 	if len(res.Lost) > 0 {
 		k.hooks.lost(len(res.Lost))
-		k.logger.Warn("claimlock: claim lost: rows were reaped or released before ack", "token", b.Token, "rows", len(res.Lost))
+		k.logger.Warn("claimlock: claim lost: rows were reaped or released before ack", "token", b.token, "rows", len(res.Lost))
 	}
-	return res.Lost, nil
-}
-
-// lostError returns a [*LostError] for ids, or nil when there are none.
-func lostError(ids []any) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	return &LostError{IDs: ids}
-}
-
-func (b *Batch[T]) lost(op string, ids []any, lost []int) error {
-	if len(lost) == 0 {
-		return nil
-	}
-	e := &LostError{IDs: make([]any, len(lost))}
-	for j, i := range lost {
-		e.IDs[j] = ids[i]
-	}
-	b.core.hooks.lost(len(lost))
-	b.core.logger.Warn("claimlock: claim lost: rows were reaped or released before "+op, "token", b.Token, "rows", len(lost))
-	return e
+	return res.Lost
 }
 
 // Fail records that processing a row failed with cause (logged, not
 // stored). With [FailRetry] (the default) the row goes back to pending to be
 // claimed again, or is parked with the failed status once its attempts
 // reached Config.MaxAttempts; with [FailPark] it is parked at once. Like
-// [Batch.Ack] it is conditioned on the token and reports a lost row with a
-// [*LostError].
+// [Batch.Ack] it is conditioned on the token, normalises id the same way and
+// reports a lost row with a [*LostError].
 func (b *Batch[T]) Fail(ctx context.Context, id any, cause error) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	idx, err := b.lookup([]any{id})
+	idx, err := b.lookup("fail", []any{id})
 	if err != nil {
-		return fmt.Errorf("claim: fail: %w", err)
+		return err
 	}
-	return b.fail(ctx, idx, cause)
+	return b.failLocked(ctx, idx, cause)
 }
 
-func (b *Batch[T]) fail(ctx context.Context, idx []int, cause error) error {
+// failLocked fails rows idx in one statement, with b.mu held.
+func (b *Batch[T]) failLocked(ctx context.Context, idx []int, cause error) error {
 	if len(idx) == 0 {
 		return nil
 	}
 	k := b.core
-	p := &dialect.AckParams{Token: b.Token, IDs: b.openIDs(idx), Outcome: dialect.OutcomeRetry, MaxAttempts: k.maxAttempts}
+	p := &dialect.AckParams{Token: b.token, IDs: b.idsOf(idx), Outcome: dialect.OutcomeRetry, MaxAttempts: k.maxAttempts}
 	if k.failMode == FailPark {
 		p.Outcome, p.MaxAttempts = dialect.OutcomeFailed, 0
 	}
@@ -310,7 +356,7 @@ func (b *Batch[T]) fail(ctx context.Context, idx []int, cause error) error {
 	if err != nil {
 		return fmt.Errorf("claim: fail: %w", err)
 	}
-	b.close(idx)
+	b.closeRows(idx)
 	failed := len(idx) - len(res.Lost)
 	k.hooks.fail(failed)
 	if failed > 0 {
@@ -318,7 +364,16 @@ func (b *Batch[T]) fail(ctx context.Context, idx []int, cause error) error {
 		if p.Outcome == dialect.OutcomeFailed {
 			parked = failed
 		}
-		k.logger.Warn("claimlock: processing failed", "token", b.Token, "rows", failed, "parked", parked, "err", cause)
+		k.logger.Warn("claimlock: processing failed", "token", b.token, "rows", failed, "parked", parked, "err", cause)
 	}
-	return b.lost("fail", p.IDs, res.Lost)
+	if len(res.Lost) == 0 {
+		return nil
+	}
+	lost := make([]any, len(res.Lost))
+	for j, i := range res.Lost {
+		lost[j] = p.IDs[i]
+	}
+	k.hooks.lost(len(lost))
+	k.logger.Warn("claimlock: claim lost: rows were reaped or released before fail", "token", b.token, "rows", len(lost))
+	return lostError("fail", lost)
 }

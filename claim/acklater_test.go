@@ -47,20 +47,20 @@ func TestAckLaterCoalesces(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 10, b.Len())
 
-		for _, r := range b.Rows[:9] {
+		for _, r := range b.Rows()[:9] {
 			require.NoError(t, b.AckLater(r.ID))
 		}
-		require.ErrorIs(t, b.AckLater(b.Rows[0].ID), claim.ErrNotHeld, "deferred twice")
-		require.ErrorIs(t, b.Ack(ctx, b.Rows[0].ID), claim.ErrNotHeld)
-		require.ErrorIs(t, b.Fail(ctx, b.Rows[0].ID, errors.New("x")), claim.ErrNotHeld)
-		require.Equal(t, []any{b.Rows[9].ID}, b.Unacked())
+		require.ErrorIs(t, b.AckLater(b.Rows()[0].ID), claim.ErrNotHeld, "deferred twice")
+		require.ErrorIs(t, b.Ack(ctx, b.Rows()[0].ID), claim.ErrNotHeld)
+		require.ErrorIs(t, b.Fail(ctx, b.Rows()[0].ID, errors.New("x")), claim.ErrNotHeld)
+		require.Equal(t, []any{b.Rows()[9].ID}, b.Unacked())
 		st, rows := acks.get()
 		require.Zero(t, st, "nothing written before the buffer fills")
 		require.Zero(t, rows)
 		requireStats(t, c, 0, 10, 0, 0)
 
 		// The last held row fills the batch: one background statement.
-		require.NoError(t, b.AckLater(b.Rows[9].ID))
+		require.NoError(t, b.AckLater(b.Rows()[9].ID))
 		require.NoError(t, b.Flush(ctx))
 		require.NoError(t, b.Flush(ctx), "a second flush has nothing to do")
 		st, rows = acks.get()
@@ -84,7 +84,7 @@ func TestAckLaterDelayBufferAndRideAlong(t *testing.T) {
 		})
 		db, err := d.Claim(ctx)
 		require.NoError(t, err)
-		require.NoError(t, db.AckLater(db.Rows[0].ID))
+		require.NoError(t, db.AckLater(db.Rows()[0].ID))
 		waitFor(t, "the delayed write", func() bool { _, n := delayed.get(); return n == 1 })
 		requireStats(t, d, 0, 2, 1, 0)
 		_, err = db.Release(ctx)
@@ -99,7 +99,7 @@ func TestAckLaterDelayBufferAndRideAlong(t *testing.T) {
 		})
 		b, err := c.Claim(ctx)
 		require.NoError(t, err)
-		for _, r := range b.Rows[:4] {
+		for _, r := range b.Rows()[:4] {
 			require.NoError(t, b.AckLater(r.ID))
 		}
 		waitFor(t, "the buffered write", func() bool { _, n := acks.get(); return n == 4 })
@@ -107,13 +107,13 @@ func TestAckLaterDelayBufferAndRideAlong(t *testing.T) {
 		require.Equal(t, 1, st, "four deferred acks in one statement")
 
 		// A synchronous Ack carries pending deferred acks in its statement.
-		require.NoError(t, b.AckLater(b.Rows[4].ID))
-		require.NoError(t, b.Ack(ctx, b.Rows[5].ID))
+		require.NoError(t, b.AckLater(b.Rows()[4].ID))
+		require.NoError(t, b.Ack(ctx, b.Rows()[5].ID))
 		st, n := acks.get()
 		require.Equal(t, [2]int{2, 6}, [2]int{st, n})
 
 		// Release writes the deferred acks, then releases the rest.
-		require.NoError(t, b.AckLater(b.Rows[6].ID))
+		require.NoError(t, b.AckLater(b.Rows()[6].ID))
 		released, err := b.Release(ctx)
 		require.NoError(t, err)
 		require.EqualValues(t, 3, released)
@@ -130,8 +130,8 @@ func TestAckLaterReportsLostRows(t *testing.T) {
 		old, err := c.Claim(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 4, old.Len())
-		require.NoError(t, old.AckLater(old.Rows[1].ID))
-		require.NoError(t, old.AckLater(old.Rows[3].ID))
+		require.NoError(t, old.AckLater(old.Rows()[1].ID))
+		require.NoError(t, old.AckLater(old.Rows()[3].ID))
 
 		// The worker stalls: a reaper returns its rows, another claims them.
 		time.Sleep(20 * time.Millisecond)
@@ -145,12 +145,12 @@ func TestAckLaterReportsLostRows(t *testing.T) {
 		require.ErrorIs(t, err, claim.ErrClaimLost)
 		var le *claim.LostError
 		require.ErrorAs(t, err, &le)
-		require.Equal(t, []any{old.Rows[1].ID, old.Rows[3].ID}, le.IDs, "each deferred row's outcome")
+		require.Equal(t, []any{old.Rows()[1].ID, old.Rows()[3].ID}, le.IDs, "each deferred row's outcome")
 		require.NoError(t, old.Flush(ctx), "reported once")
 		requireStats(t, c, 0, 4, 0, 0) // the new owner's rows are untouched
 
 		// A background write's lost rows surface at the next Flush.
-		for _, r := range fresh.Rows {
+		for _, r := range fresh.Rows() {
 			require.NoError(t, fresh.AckLater(r.ID))
 		}
 		require.NoError(t, fresh.Flush(ctx))

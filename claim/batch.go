@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
+
+	"github.com/claimlock/claimlock/dialect"
 )
 
 // Row is one claimed row.
@@ -15,14 +16,19 @@ type Row[T any] struct {
 	// keys.
 	ID any
 	// Version is the version read by the claim (zero without a
-	// VersionColumn).
+	// Version column).
 	Version int64
-	// Value holds Config.Columns, filled through the fields function.
+	// Value holds the table's Columns, filled through the fields function.
 	Value T
 }
 
 // Batch is the set of rows one claim took, all held under one token. Its
-// methods are safe for concurrent use; they run one at a time.
+// methods are safe for concurrent use; those that write (Ack, AckAll, Fail,
+// Flush, Release, Heartbeat) run one at a time. The background write of
+// deferred acks ([Batch.AckLater]) holds the batch only to take its rows and
+// to record the outcome, never while its statement runs, so a slow database
+// does not make the other methods wait behind it; Flush, AckAll and Release,
+// which report its outcome, wait for it without holding the batch.
 //
 // Every row must end in exactly one of [Batch.Ack], [Batch.AckAll],
 // [Batch.AckLater] (written by [Batch.Flush] or automatically, see there),
@@ -31,46 +37,45 @@ type Row[T any] struct {
 // the token, so a batch whose rows were reaped and re-claimed by someone else
 // can never overwrite the new owner's work: it gets [ErrClaimLost].
 type Batch[T any] struct {
-	// Token is the claim token written to every row of the batch.
-	Token string
-	// Rows are the claimed rows in key order.
-	Rows []Row[T]
-
-	core *core
+	// Set by the claim, never changed: read without the lock.
+	token string
+	rows  []Row[T]    // in key order
+	index map[any]int // normalised key -> index into rows
+	core  *core
 
 	mu       sync.Mutex
-	index    map[any]int // normalised key -> index into Rows
-	open     []bool      // row still held by this batch as far as it knows
+	open     []bool // row still held by this batch as far as it knows
 	nOpen    int
 	requeued []any
-
-	// Deferred acks ([Batch.AckLater]): rows acked by the caller but not
-	// yet written. They stay open (held in the database) until written.
-	later      []bool
-	pend       []int       // indexes of deferred acks, in call order
-	pendLost   []any       // deferred acks a background flush found lost, not yet reported
-	timer      *time.Timer // background write after Config.AckDelay
-	timerArmed bool
-	timerTries int // consecutive failed background flushes
+	later    *deferred // deferred acks; nil until the first AckLater
 }
 
-func (b *Batch[T]) init() {
-	b.index = make(map[any]int, len(b.Rows))
-	b.open = make([]bool, len(b.Rows))
-	for i, r := range b.Rows {
+func newBatch[T any](k *core, token string, rows []Row[T]) *Batch[T] {
+	b := &Batch[T]{token: token, rows: rows, core: k}
+	b.index = make(map[any]int, len(rows))
+	b.open = make([]bool, len(rows))
+	for i, r := range rows {
 		b.index[r.ID] = i
 		b.open[i] = true
 	}
-	b.nOpen = len(b.Rows)
+	b.nOpen = len(rows)
+	return b
 }
 
+// Token returns the claim token written to every row of the batch.
+func (b *Batch[T]) Token() string { return b.token }
+
+// Rows returns the claimed rows in key order. The slice is a copy: changing
+// it does not change what the batch acks.
+func (b *Batch[T]) Rows() []Row[T] { return slices.Clone(b.rows) }
+
 // Len returns the number of rows claimed.
-func (b *Batch[T]) Len() int { return len(b.Rows) }
+func (b *Batch[T]) Len() int { return len(b.rows) }
 
 // IDs returns the keys of all rows of the batch, in order.
 func (b *Batch[T]) IDs() []any {
-	ids := make([]any, len(b.Rows))
-	for i, r := range b.Rows {
+	ids := make([]any, len(b.rows))
+	for i, r := range b.rows {
 		ids[i] = r.ID
 	}
 	return ids
@@ -83,14 +88,14 @@ func (b *Batch[T]) Unacked() []any {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	idx := b.openIndexes()
-	idx = slices.DeleteFunc(idx, b.isLater)
-	return b.openIDs(idx)
+	idx = slices.DeleteFunc(idx, b.later.isLater)
+	return b.idsOf(idx)
 }
 
 // Requeued returns the keys of rows that acks of this batch sent back to
 // pending instead of done because their version moved since the claim (a
 // writer changed them while they were being processed). They will be claimed
-// again with their new content. Always empty without a VersionColumn.
+// again with their new content. Always empty without a Version column.
 func (b *Batch[T]) Requeued() []any {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -107,77 +112,54 @@ func (b *Batch[T]) openIndexes() []int {
 	return idx
 }
 
-func (b *Batch[T]) openIDs(idx []int) []any {
+// idsOf returns the keys of rows idx. It reads only what the claim set, so
+// it needs no lock.
+func (b *Batch[T]) idsOf(idx []int) []any {
 	ids := make([]any, len(idx))
 	for j, i := range idx {
-		ids[j] = b.Rows[i].ID
+		ids[j] = b.rows[i].ID
 	}
 	return ids
 }
 
-func (b *Batch[T]) close(idx []int) {
+// closeRows records that rows idx are no longer held: written (acked, failed
+// or found lost) or released. It ends their deferral, if any.
+func (b *Batch[T]) closeRows(idx []int) {
 	for _, i := range idx {
 		if b.open[i] {
 			b.open[i] = false
 			b.nOpen--
 		}
-		if b.isLater(i) {
-			b.later[i] = false
-		}
 	}
+	b.later.written(idx)
 }
 
-// lookup maps caller ids to open row indexes, rejecting unknown, closed,
-// deferred-acked and repeated ids with [ErrNotHeld].
-func (b *Batch[T]) lookup(ids []any) ([]int, error) {
+// lookup maps caller ids to open row indexes. Each id is normalised once,
+// here, with [dialect.NormalizeKey]: a key of the wrong type or out of range
+// is an error wrapping [ErrInvalidConfig]; an unknown, closed, deferred or
+// repeated one is [ErrNotHeld]. op names the calling method in errors.
+func (b *Batch[T]) lookup(op string, ids []any) ([]int, error) {
 	idx := make([]int, 0, len(ids))
+	var seen map[int]bool // for long lists; short ones are scanned
+	if len(ids) > 16 {
+		seen = make(map[int]bool, len(ids))
+	}
 	for j, id := range ids {
-		i, ok := b.index[normalizeID(id)]
-		if !ok || !b.open[i] || b.isLater(i) || slices.Contains(idx[:j], i) && len(ids) <= 16 {
-			return nil, fmt.Errorf("%w: %v (%T)", ErrNotHeld, id, id)
+		key, err := dialect.NormalizeKey(b.core.spec.IDKind, id)
+		if err != nil {
+			return nil, fmt.Errorf("claim: %s: %w", op, err)
+		}
+		i, ok := b.index[key]
+		repeated := seen != nil && seen[i] || seen == nil && slices.Contains(idx[:j], i)
+		if !ok || !b.open[i] || b.later.isLater(i) || repeated {
+			return nil, &notHeldError{op: op, id: id}
+		}
+		if seen != nil {
+			seen[i] = true
 		}
 		idx = append(idx, i)
 	}
-	if len(ids) > 16 {
-		seen := make(map[int]bool, len(ids))
-		for j, i := range idx {
-			if seen[i] {
-				return nil, fmt.Errorf("%w: %v (%T)", ErrNotHeld, ids[j], ids[j])
-			}
-			seen[i] = true
-		}
-	}
 	return idx, nil
-}
-
-func (b *Batch[T]) isLater(i int) bool { return b.later != nil && b.later[i] }
-
-// normalizeID turns the integer and byte-slice forms a caller may pass into
-// the int64 or string a claim returns.
-func normalizeID(id any) any {
-	switch x := id.(type) {
-	case int:
-		return int64(x)
-	case int8:
-		return int64(x)
-	case int16:
-		return int64(x)
-	case int32:
-		return int64(x)
-	case uint8:
-		return int64(x)
-	case uint16:
-		return int64(x)
-	case uint32:
-		return int64(x)
-	case uint:
-		return int64(x)
-	case uint64:
-		return int64(x)
-	case []byte:
-		return string(x)
-	}
-	return id
 }
 
 // Release returns the rows the batch still holds to pending, clearing their
@@ -188,24 +170,25 @@ func normalizeID(id any) any {
 // Deferred acks ([Batch.AckLater]) are written first, as by [Batch.Flush],
 // and are not released. If that write fails, Release releases nothing and
 // returns its error; the rows stay held so the call can be repeated. Rows
-// that write finds lost are reported by an error matching [ErrClaimLost]
-// after the release of the others, with the count of released rows.
+// that write finds lost (or that background writes found lost since the last
+// Flush) are reported by an error matching [ErrClaimLost] after the release
+// of the others, with the count of released rows.
 func (b *Batch[T]) Release(ctx context.Context) (int64, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	flushErr := b.flushLocked(ctx)
+	flushErr := b.flushLocked(ctx, "release")
 	if flushErr != nil && !errors.Is(flushErr, ErrClaimLost) {
-		return 0, fmt.Errorf("claim: release: %w", flushErr)
+		return 0, flushErr
 	}
-	idx := b.openIndexes()
+	idx := slices.DeleteFunc(b.openIndexes(), b.later.isLater)
 	if len(idx) == 0 {
 		return 0, flushErr
 	}
-	n, err := b.core.store.Release(ctx, b.Token, b.openIDs(idx))
+	n, err := b.core.store.Release(ctx, b.token, b.idsOf(idx))
 	if err != nil {
 		return 0, fmt.Errorf("claim: release: %w", err)
 	}
-	b.close(idx)
+	b.closeRows(idx)
 	return n, flushErr
 }
 
@@ -220,12 +203,15 @@ func (b *Batch[T]) Heartbeat(ctx context.Context) (int64, error) {
 	if b.nOpen == 0 {
 		return 0, nil
 	}
-	n, err := b.core.store.Heartbeat(ctx, b.Token)
+	n, err := b.core.store.Heartbeat(ctx, b.token)
 	if err != nil {
 		return 0, fmt.Errorf("claim: heartbeat: %w", err)
 	}
-	if n < int64(b.nOpen) {
-		return n, fmt.Errorf("claim: heartbeat: token holds %d of %d rows: %w", n, b.nOpen, ErrClaimLost)
+	// Rows of a background ack write in flight are held until it commits,
+	// which may be before or after the heartbeat: expect at least the
+	// others.
+	if least := b.nOpen - b.later.inFlight(); n < int64(least) {
+		return n, fmt.Errorf("claim: heartbeat: token holds %d of %d rows: %w", n, least, ErrClaimLost)
 	}
 	return n, nil
 }

@@ -59,7 +59,7 @@ func New[T any](d dialect.Dialect, cfg Config, fields func(*T) []any) (*Claimer[
 	if d == nil {
 		return nil, invalid("Dialect", "is nil")
 	}
-	spec, scope, err := cfg.ClaimTable()
+	spec, err := cfg.Resolve()
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func New[T any](d dialect.Dialect, cfg Config, fields func(*T) []any) (*Claimer[
 	}
 	return &Claimer[T]{
 		core: &core{
-			d: d, store: store, spec: spec, scope: scope, strategy: strategy,
+			d: d, store: store, spec: spec, scope: slices.Clone(cfg.ScopeValues), strategy: strategy,
 			limit: cfg.batchSize(), maxAttempts: cfg.MaxAttempts, failMode: cfg.FailMode,
 			ackDelay: cfg.ackDelay(), ackBuffer: cfg.ackBuffer(), gate: cfg.claimGate(caps),
 			logger: logger.With("table", spec.Table), hooks: cfg.Hooks,
@@ -123,7 +123,7 @@ func (k *core) verify(ctx context.Context) error {
 		return nil
 	}
 	if err := k.store.VerifySchema(ctx); err != nil {
-		return fmt.Errorf("claim: %w", err)
+		return fmt.Errorf("claim: verify: %w", err)
 	}
 	k.verified.Store(true)
 	return nil
@@ -153,7 +153,7 @@ func (k *core) claimSlot(ctx context.Context) (release func(), err error) {
 	case k.gate <- struct{}{}:
 		return func() { <-k.gate }, nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("claim: claim: waiting for a claim slot: %w", context.Cause(ctx))
+		return nil, fmt.Errorf("claim: waiting for a claim slot: %w", context.Cause(ctx))
 	}
 }
 
@@ -175,10 +175,10 @@ func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
 		return nil, err
 	}
 	k.checkIndexes(ctx)
-	b := &Batch[T]{Token: dialect.NewToken(), core: k}
+	token := dialect.NewToken()
 	var scanned []Row[T]
 	start := time.Now()
-	p := &dialect.ClaimParams{Token: b.Token, Limit: k.limit, ScopeValues: k.scope, Strategy: k.strategy}
+	p := &dialect.ClaimParams{Token: token, Limit: k.limit, ScopeValues: k.scope, Strategy: k.strategy}
 	release, err := k.claimSlot(ctx)
 	if err != nil {
 		return nil, err
@@ -198,12 +198,12 @@ func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
 		// Rows marked before a scan failure stay under the token: give
 		// them back so they are not stranded until the reaper runs.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		_, rerr := k.store.Release(rctx, b.Token, nil)
+		_, rerr := k.store.Release(rctx, token, nil)
 		cancel()
 		if rerr != nil {
-			k.logger.Warn("claimlock: could not release rows of a failed claim", "token", b.Token, "err", rerr)
+			k.logger.Warn("claimlock: could not release rows of a failed claim", "token", token, "err", rerr)
 		}
-		return nil, fmt.Errorf("claim: claim: %w", err)
+		return nil, fmt.Errorf("claim: %w", err)
 	}
 	// A retried statement calls scan again from its first row: the last n
 	// rows are the ones the token holds.
@@ -211,10 +211,8 @@ func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
 		scanned = scanned[len(scanned)-n:]
 	}
 	sortRows(scanned)
-	b.Rows = scanned
-	b.init()
-	k.hooks.claim(len(b.Rows), time.Since(start))
-	return b, nil
+	k.hooks.claim(len(scanned), time.Since(start))
+	return newBatch(k, token, scanned), nil
 }
 
 // sortRows orders rows by key: engines return UPDATE ... RETURNING rows in
@@ -247,7 +245,7 @@ func (c *Claimer[T]) scan(s dialect.Scanner) (Row[T], error) {
 	if c.fields != nil {
 		f := c.fields(&r.Value)
 		if len(f) != c.nfields {
-			return r, fmt.Errorf("claim: fields returned %d pointers for %d columns", len(f), c.nfields)
+			return r, fmt.Errorf("fields returned %d pointers for %d columns", len(f), c.nfields)
 		}
 		dest = append(dest, f...)
 	}

@@ -22,9 +22,11 @@ func jobFields(j *job) []any { return []any{&j.Payload} }
 func jobSetup(t *testing.T, e *env, s dialect.Strategy, n int, mod func(*claim.Config)) (*claim.Claimer[job], claim.Config) {
 	t.Helper()
 	cfg := claim.Config{
-		Table: tableName("jobs"), Scope: []claim.Cond{{Column: "task_id", Value: 42}},
-		AttemptsColumn: "attempts", VersionColumn: "version", Columns: []string{"payload"},
-		Strategy: s, BatchSize: 10, MaxAttempts: 2,
+		ClaimTable: dialect.ClaimTable{
+			Table: tableName("jobs"), Scope: []string{"task_id"},
+			Attempts: "attempts", Version: "version", Columns: []string{"payload"},
+		},
+		ScopeValues: []any{42}, Strategy: s, BatchSize: 10, MaxAttempts: 2,
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -65,12 +67,12 @@ func TestClaimAckScopeAndColumns(t *testing.T) {
 		b1, err := c.Claim(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 10, b1.Len())
-		require.Len(t, b1.Token, dialect.TokenLen)
-		for i, r := range b1.Rows {
+		require.Len(t, b1.Token(), dialect.TokenLen)
+		for i, r := range b1.Rows() {
 			require.IsType(t, int64(0), r.ID)
 			require.Equal(t, "p"+string(rune('a'+i%26)), r.Value.Payload, "columns are read in key order")
 			if i > 0 {
-				require.Greater(t, r.ID.(int64), b1.Rows[i-1].ID.(int64))
+				require.Greater(t, r.ID.(int64), b1.Rows()[i-1].ID.(int64))
 			}
 		}
 		b2, err := c.Claim(ctx)
@@ -79,7 +81,7 @@ func TestClaimAckScopeAndColumns(t *testing.T) {
 		requireStats(t, c, 0, 15, 0, 0)
 
 		// Ack accepts any integer type, once.
-		first := int(b1.Rows[0].ID.(int64))
+		first := int(b1.Rows()[0].ID.(int64))
 		require.NoError(t, b1.Ack(ctx, first))
 		require.ErrorIs(t, b1.Ack(ctx, first), claim.ErrNotHeld)
 		require.ErrorIs(t, b1.Ack(ctx, int64(1<<40)), claim.ErrNotHeld)
@@ -124,7 +126,7 @@ func TestLateAckIsLost(t *testing.T) {
 		require.ErrorIs(t, err, claim.ErrClaimLost)
 		require.Zero(t, n)
 
-		err = old.Fail(ctx, old.Rows[0].ID, errors.New("boom"))
+		err = old.Fail(ctx, old.Rows()[0].ID, errors.New("boom"))
 		require.ErrorIs(t, err, claim.ErrClaimLost)
 		err = old.AckAll(ctx)
 		require.ErrorIs(t, err, claim.ErrClaimLost)
@@ -154,8 +156,8 @@ func TestVersionConditionedAck(t *testing.T) {
 		b, err := c.Claim(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 5, b.Len())
-		moved := b.Rows[2].ID
-		require.Zero(t, b.Rows[2].Version)
+		moved := b.Rows()[2].ID
+		require.Zero(t, b.Rows()[2].Version)
 
 		// A writer changes the row while it is being processed.
 		require.EqualValues(t, 1, e.exec(t, "UPDATE "+cfg.Table+" SET version = version + 1, payload = ? WHERE id = ?", "new", moved))
@@ -168,9 +170,9 @@ func TestVersionConditionedAck(t *testing.T) {
 		again, err := c.Claim(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 1, again.Len())
-		require.Equal(t, moved, again.Rows[0].ID)
-		require.EqualValues(t, 1, again.Rows[0].Version)
-		require.Equal(t, "new", again.Rows[0].Value.Payload)
+		require.Equal(t, moved, again.Rows()[0].ID)
+		require.EqualValues(t, 1, again.Rows()[0].Version)
+		require.Equal(t, "new", again.Rows()[0].Value.Payload)
 		require.NoError(t, again.AckAll(ctx))
 		require.Empty(t, again.Requeued())
 		requireStats(t, c, 0, 0, 5, 0)
@@ -188,14 +190,14 @@ func TestFailRetriesThenParks(t *testing.T) {
 		b, err := c.Claim(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 1, b.Len())
-		require.NoError(t, b.Fail(ctx, b.Rows[0].ID, errors.New("first")))
-		require.ErrorIs(t, b.Fail(ctx, b.Rows[0].ID, errors.New("again")), claim.ErrNotHeld)
+		require.NoError(t, b.Fail(ctx, b.Rows()[0].ID, errors.New("first")))
+		require.ErrorIs(t, b.Fail(ctx, b.Rows()[0].ID, errors.New("again")), claim.ErrNotHeld)
 		requireStats(t, c, 1, 0, 0, 0)
 
 		b, err = c.Claim(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 1, b.Len())
-		require.NoError(t, b.Fail(ctx, b.Rows[0].ID, errors.New("second")))
+		require.NoError(t, b.Fail(ctx, b.Rows()[0].ID, errors.New("second")))
 		requireStats(t, c, 0, 0, 0, 1) // parked at MaxAttempts = 2
 		require.EqualValues(t, 2, failed.Load())
 
@@ -203,7 +205,7 @@ func TestFailRetriesThenParks(t *testing.T) {
 		p, _ := jobSetup(t, e, s, 1, func(cfg *claim.Config) { cfg.FailMode = claim.FailPark; cfg.MaxAttempts = 0 })
 		b, err = p.Claim(ctx)
 		require.NoError(t, err)
-		require.NoError(t, b.Fail(ctx, b.Rows[0].ID, errors.New("fatal")))
+		require.NoError(t, b.Fail(ctx, b.Rows()[0].ID, errors.New("fatal")))
 		requireStats(t, p, 0, 0, 0, 1)
 	})
 }
@@ -215,7 +217,7 @@ func TestReleaseAndKeepAlive(t *testing.T) {
 		c, _ := jobSetup(t, e, s, 10, nil)
 		b, err := c.Claim(ctx)
 		require.NoError(t, err)
-		require.NoError(t, b.Ack(ctx, b.Rows[0].ID, b.Rows[1].ID, b.Rows[2].ID))
+		require.NoError(t, b.Ack(ctx, b.Rows()[0].ID, b.Rows()[1].ID, b.Rows()[2].ID))
 		n, err := b.Release(ctx)
 		require.NoError(t, err)
 		require.EqualValues(t, 7, n)
@@ -251,9 +253,12 @@ func TestTextKeysAndIntegerStatuses(t *testing.T) {
 	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
 		ctx := context.Background()
 		cfg := claim.Config{
-			Table: tableName("tk"), IDKind: dialect.IDText, StatusColumn: "st", TokenColumn: "cron_token",
-			ClaimedAtColumn: "send_at", Columns: []string{"openid"},
-			Pending: 0, Processing: 1, Done: 2, Failed: 3, Strategy: s, BatchSize: 3,
+			ClaimTable: dialect.ClaimTable{
+				Table: tableName("tk"), IDKind: dialect.IDText, Status: "st", Token: "cron_token",
+				ClaimedAt: "send_at", Columns: []string{"openid"},
+				Pending: dialect.StatusInt(0), Processing: dialect.StatusInt(1), Done: dialect.StatusInt(2), Failed: dialect.StatusInt(3),
+			},
+			Strategy: s, BatchSize: 3,
 		}
 		createTable(t, e, cfg)
 		insertRows(t, e, cfg.Table, []string{"id", "openid"}, 5, func(i int) []any {
@@ -264,7 +269,7 @@ func TestTextKeysAndIntegerStatuses(t *testing.T) {
 		b, err := c.Claim(ctx)
 		require.NoError(t, err)
 		require.Equal(t, []any{"a", "b", "c"}, b.IDs())
-		require.Equal(t, "o4", b.Rows[0].Value.OpenID)
+		require.Equal(t, "o4", b.Rows()[0].Value.OpenID)
 		require.NoError(t, b.Ack(ctx, []byte("b")))
 		require.NoError(t, b.Fail(ctx, "a", errors.New("x")))
 		_, err = b.Release(ctx)

@@ -21,24 +21,6 @@ const (
 	DefaultAckDelay = 100 * time.Millisecond
 )
 
-// Default status values, used when the corresponding [Config] field is nil
-// and the configured values are strings (or none is configured).
-const (
-	DefaultPending    = "PENDING"
-	DefaultProcessing = "PROCESSING"
-	DefaultDone       = "DONE"
-	DefaultFailed     = "FAILED"
-)
-
-// Cond is one equality condition of a claimer's scope: Column = Value.
-type Cond struct {
-	// Column is the column name.
-	Column string
-	// Value is compared for equality; it travels as a placeholder and must
-	// not be nil (NULL never compares equal).
-	Value any
-}
-
 // FailMode says what [Batch.Fail] does to a row.
 type FailMode int
 
@@ -54,48 +36,51 @@ const (
 // Config describes the claim table and how to claim from it. Zero values
 // take the documented defaults; [New] validates everything and reports the
 // first bad field in an error wrapping [ErrInvalidConfig].
+//
+// The table is described once, by the embedded [dialect.ClaimTable] (the
+// same description the reaper and the schema helpers use); its fields are
+// promoted, so cfg.Table or cfg.Attempts read and set them:
+//
+//	claim.Config{
+//		ClaimTable: dialect.ClaimTable{
+//			Table: "xxx_task_target", Token: "cron_token", ClaimedAt: "send_at",
+//			Attempts: "attempts", Columns: []string{"openid"},
+//			Scope: []string{"task_id"}, Done: dialect.StatusString("SENT"),
+//		},
+//		ScopeValues: []any{42},
+//		MaxAttempts: 5,
+//	}
 type Config struct {
-	// Table is the table name, optionally schema-qualified (required).
-	Table string
-	// IDColumn is the primary key column; default "id". Claims order by it.
-	IDColumn string
-	// IDKind is the key's type: integer (the default) or text. [Row.ID]
-	// holds an int64 or a string accordingly.
-	IDKind dialect.IDKind
-	// StatusColumn is the status column; default "status".
-	StatusColumn string
-	// TokenColumn holds the claim token, at least VARCHAR(40); default
-	// "token".
-	TokenColumn string
-	// ClaimedAtColumn holds the claim or last heartbeat time; default
-	// "claimed_at".
-	ClaimedAtColumn string
-	// AttemptsColumn, if set, is an integer incremented by every claim. It
-	// is needed by MaxAttempts.
-	AttemptsColumn string
-	// VersionColumn, if set, is an integer your writers increment when they
-	// change a row. Acks then complete a row only if its version is still
-	// the one read by the claim; otherwise the row goes back to pending
-	// ([Batch.Requeued]).
-	VersionColumn string
-	// CreatedAtColumn, if set, lets [Claimer.Stats] report the age of the
-	// oldest pending row.
-	CreatedAtColumn string
-	// Columns are extra columns read by a claim into each [Row.Value],
-	// through the fields function given to [New].
-	Columns []string
-	// Scope restricts every claim to rows matching all its conditions (for
-	// example task_id = 42).
-	Scope []Cond
+	// ClaimTable names the table and its columns: Table (required); ID,
+	// Status, Token (at least VARCHAR(40)) and ClaimedAt, defaulting to
+	// "id", "status", "token" and "claimed_at"; IDKind, integer by default
+	// ([Row.ID] then holds an int64, or a string for [dialect.IDText]).
+	//
+	// Optional columns add features: Attempts (an integer every claim
+	// increments) is needed by MaxAttempts; Version (an integer your
+	// writers increment when they change a row) makes acks complete a row
+	// only if its version is still the one read by the claim, otherwise
+	// the row goes back to pending ([Batch.Requeued]); CreatedAt lets
+	// [Claimer.Stats] report the age of the oldest pending row. Columns are
+	// extra columns read by a claim into each [Row.Value], through the
+	// fields function given to [New]. Scope names the columns every claim
+	// is restricted to by equality, with ScopeValues.
+	//
+	// Status values ([dialect.StatusString], [dialect.StatusInt]) are all
+	// strings (letters, digits, _ . : -) or all integers. Unset string
+	// values default to "PENDING", "PROCESSING", "DONE" and "FAILED"; with
+	// integer values Pending, Processing and Done are required and an
+	// unset Failed disables parking. [dialect.ClaimTable.WithDefaults]
+	// applies these defaults; [Config.Resolve] returns the result.
+	dialect.ClaimTable
+	// ScopeValues are the values of ClaimTable.Scope, in its order (for
+	// example task_id = 42): every claim is restricted to rows matching all
+	// of them. They travel as placeholders and must not be nil (NULL never
+	// compares equal).
+	ScopeValues []any
 	// RequireScope makes an empty Scope an error, for tables that must
 	// never be claimed across tasks.
 	RequireScope bool
-	// Pending, Processing, Done and Failed are the status values: strings
-	// (letters, digits, _ . : -) or integers, all of one kind. Nil means
-	// "PENDING", "PROCESSING", "DONE" and "FAILED" when the values are
-	// strings; with integer values Pending, Processing and Done are
-	// required and a nil Failed disables parking.
-	Pending, Processing, Done, Failed any
 	// BatchSize is the most rows one claim takes; default
 	// [DefaultBatchSize], at most [MaxBatchSize].
 	BatchSize int
@@ -103,8 +88,8 @@ type Config struct {
 	// value) picks the server's preferred one.
 	Strategy dialect.Strategy
 	// MaxAttempts, if positive, parks a row with the failed status when
-	// [Batch.Fail] fails it after this many claims. It needs
-	// AttemptsColumn and a Failed status.
+	// [Batch.Fail] fails it after this many claims. It needs the Attempts
+	// column and a Failed status.
 	MaxAttempts int
 	// FailMode says what [Batch.Fail] does; default [FailRetry].
 	FailMode FailMode
@@ -138,91 +123,41 @@ type Config struct {
 	Hooks Hooks
 }
 
-func or(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
-}
-
-// statuses resolves the four status values with their defaults.
-func (c Config) statuses() (p, pr, d, f dialect.Status, err error) {
-	numeric := false
-	for _, v := range []any{c.Pending, c.Processing, c.Done, c.Failed} {
-		if st, err := dialect.StatusOf("", v); err == nil && st.IsNumeric() {
-			numeric = true
-		}
-	}
-	get := func(field string, v any, def string, optional bool) (dialect.Status, error) {
-		if v == nil {
-			if numeric {
-				if optional {
-					return dialect.Status{}, nil
-				}
-				return dialect.Status{}, invalid(field, "status value is required when status values are integers")
-			}
-			v = def
-		}
-		return dialect.StatusOf(field, v)
-	}
-	if p, err = get("Pending", c.Pending, DefaultPending, false); err != nil {
-		return
-	}
-	if pr, err = get("Processing", c.Processing, DefaultProcessing, false); err != nil {
-		return
-	}
-	if d, err = get("Done", c.Done, DefaultDone, false); err != nil {
-		return
-	}
-	f, err = get("Failed", c.Failed, DefaultFailed, true)
-	return
-}
-
-// ClaimTable validates c (everything but the strategy, which needs a
-// server) and returns the table description for [dialect.Dialect.ClaimStore]
-// with the scope values in order. The reaper and the schema helpers build
-// their stores from it, so that they see exactly the claimer's table.
-// Errors wrap [ErrInvalidConfig] and name the field.
-func (c Config) ClaimTable() (dialect.ClaimTable, []any, error) {
-	spec := dialect.ClaimTable{
-		Table:     c.Table,
-		ID:        or(c.IDColumn, "id"),
-		IDKind:    c.IDKind,
-		Status:    or(c.StatusColumn, "status"),
-		Token:     or(c.TokenColumn, "token"),
-		ClaimedAt: or(c.ClaimedAtColumn, "claimed_at"),
-		Attempts:  c.AttemptsColumn,
-		Version:   c.VersionColumn,
-		CreatedAt: c.CreatedAtColumn,
-		Columns:   append([]string(nil), c.Columns...),
-	}
-	var err error
-	if spec.Pending, spec.Processing, spec.Done, spec.Failed, err = c.statuses(); err != nil {
-		return dialect.ClaimTable{}, nil, err
-	}
-	if c.RequireScope && len(c.Scope) == 0 {
-		return dialect.ClaimTable{}, nil, invalid("Scope", "is empty but RequireScope is set")
-	}
-	var values []any
-	seen := map[string]bool{}
-	for i, s := range c.Scope {
-		if s.Value == nil {
-			return dialect.ClaimTable{}, nil, invalid(fmt.Sprintf("Scope[%d]", i), "value of %q is nil", s.Column)
-		}
-		if seen[s.Column] {
-			return dialect.ClaimTable{}, nil, invalid(fmt.Sprintf("Scope[%d]", i), "column %q appears twice", s.Column)
-		}
-		seen[s.Column] = true
-		spec.Scope = append(spec.Scope, s.Column)
-		values = append(values, s.Value)
-	}
+// Resolve validates c (everything but the strategy, which needs a server)
+// and returns its table description with the defaults filled in
+// ([dialect.ClaimTable.WithDefaults]): exactly what [New] gives
+// [dialect.Dialect.ClaimStore]. The reaper and the schema helpers build their
+// stores from it, so that they see the claimer's table. Errors wrap
+// [ErrInvalidConfig] and name the field.
+func (c Config) Resolve() (dialect.ClaimTable, error) {
+	spec := c.ClaimTable.WithDefaults()
 	if err := spec.Validate(); err != nil {
-		return dialect.ClaimTable{}, nil, fmt.Errorf("claim: %w", err)
+		return dialect.ClaimTable{}, fmt.Errorf("claim: %w", err)
+	}
+	if c.RequireScope && len(spec.Scope) == 0 {
+		return dialect.ClaimTable{}, invalid("Scope", "is empty but RequireScope is set")
+	}
+	if len(c.ScopeValues) != len(spec.Scope) {
+		return dialect.ClaimTable{}, invalid("ScopeValues", "%d value(s) for %d Scope column(s)", len(c.ScopeValues), len(spec.Scope))
+	}
+	for i, v := range c.ScopeValues {
+		if v == nil {
+			return dialect.ClaimTable{}, invalid(fmt.Sprintf("ScopeValues[%d]", i), "value of %q is nil (NULL never compares equal)", spec.Scope[i])
+		}
 	}
 	if err := c.validateOptions(spec); err != nil {
-		return dialect.ClaimTable{}, nil, err
+		return dialect.ClaimTable{}, err
 	}
-	return spec, values, nil
+	return spec, nil
+}
+
+// Validate reports the first problem of c, as [New] would, in an error
+// wrapping [ErrInvalidConfig] that names the field. (It replaces the
+// embedded [dialect.ClaimTable.Validate], which needs the defaults applied
+// first.)
+func (c Config) Validate() error {
+	_, err := c.Resolve()
+	return err
 }
 
 func (c Config) validateOptions(spec dialect.ClaimTable) error {
@@ -243,14 +178,8 @@ func (c Config) validateOptions(spec dialect.ClaimTable) error {
 	if c.AckBuffer < 0 {
 		return invalid("AckBuffer", "%d is negative", c.AckBuffer)
 	}
-	if c.MaxAttempts < 0 {
-		return invalid("MaxAttempts", "%d is negative", c.MaxAttempts)
-	}
-	if c.MaxAttempts > 0 && spec.Attempts == "" {
-		return invalid("MaxAttempts", "needs AttemptsColumn")
-	}
-	if c.MaxAttempts > 0 && !spec.Failed.IsSet() {
-		return invalid("MaxAttempts", "needs a Failed status value")
+	if err := spec.CheckMaxAttempts(c.MaxAttempts); err != nil {
+		return fmt.Errorf("claim: %w", err)
 	}
 	switch c.FailMode {
 	case FailRetry:
@@ -260,21 +189,6 @@ func (c Config) validateOptions(spec dialect.ClaimTable) error {
 		}
 	default:
 		return invalid("FailMode", "unknown mode %d", int(c.FailMode))
-	}
-	seen := map[string]string{}
-	cols := []struct{ field, name string }{
-		{"IDColumn", spec.ID}, {"StatusColumn", spec.Status}, {"TokenColumn", spec.Token},
-		{"ClaimedAtColumn", spec.ClaimedAt}, {"AttemptsColumn", spec.Attempts},
-		{"VersionColumn", spec.Version}, {"CreatedAtColumn", spec.CreatedAt},
-	}
-	for _, col := range cols {
-		if col.name == "" {
-			continue
-		}
-		if prev, ok := seen[col.name]; ok {
-			return invalid(col.field, "column %q is also %s", col.name, prev)
-		}
-		seen[col.name] = col.field
 	}
 	return nil
 }

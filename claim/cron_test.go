@@ -45,9 +45,11 @@ func newCronFixture(t *testing.T, e *env, targets int) *cronFixture {
 
 func (f *cronFixture) config(s dialect.Strategy) claim.Config {
 	return claim.Config{
-		Table: f.target, TokenColumn: "cron_token", ClaimedAtColumn: "send_at",
-		Done: "SENT", Columns: []string{"openid"}, Scope: []claim.Cond{{Column: "task_id", Value: 42}},
-		RequireScope: true, BatchSize: 50, Strategy: s,
+		ClaimTable: dialect.ClaimTable{
+			Table: f.target, Token: "cron_token", ClaimedAt: "send_at",
+			Done: dialect.StatusString("SENT"), Columns: []string{"openid"}, Scope: []string{"task_id"},
+		},
+		ScopeValues: []any{42}, RequireScope: true, BatchSize: 50, Strategy: s,
 	}
 }
 
@@ -123,7 +125,7 @@ func (f *cronFixture) claimerRound(t *testing.T, c *claim.Claimer[target]) bool 
 	if b.Len() == 0 {
 		return false
 	}
-	for _, r := range b.Rows {
+	for _, r := range b.Rows() {
 		f.send(r.Value.OpenID)
 	}
 	time.Sleep(f.sendTime)

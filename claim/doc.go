@@ -1,9 +1,11 @@
 // Package claim lets many workers, in many processes, share the rows of one
 // SQL table without ever processing the same row at the same time.
 //
-// A [Claimer] marks up to a batch of pending rows as processing under a fresh
-// random token, in one statement (or one short transaction), and returns them
-// as a [Batch]. Every later write of the batch — [Batch.Ack], [Batch.AckAll],
+// A [Config] describes the table once, by embedding [dialect.ClaimTable] (the
+// description the reaper and the schema helpers share), and says how to
+// claim from it. A [Claimer] marks up to a batch of pending rows as
+// processing under a fresh random token, in one statement (or one short
+// transaction), and returns them as a [Batch]. Every later write of the batch — [Batch.Ack], [Batch.AckAll],
 // [Batch.Fail], [Batch.Heartbeat], [Batch.Release] — is conditioned on that
 // token. [Claimer.Run] is the ready-made worker loop on top.
 //
@@ -38,7 +40,7 @@
 //
 //	key := fmt.Sprintf("%s:%v", "task-42", row.ID) // one send per row, ever
 //
-// or include the AttemptsColumn value when a retry must be a new message.
+// or include the Attempts column's value when a retry must be a new message.
 // The claimer guarantees that two workers are never sending the same row
 // concurrently; the key covers the crash window.
 //
@@ -80,11 +82,11 @@
 //
 // # Versions
 //
-// With Config.VersionColumn set (an integer your writers increment), an ack
-// completes a row only if its version is still the one the claim read. A row
-// changed during processing goes back to pending instead of done and is
-// claimed again with its new content; [Batch.Requeued] lists such rows and
-// Hooks.OnRequeue counts them. This is not an error.
+// With a Version column in the claim table (an integer your writers
+// increment), an ack completes a row only if its version is still the one the
+// claim read. A row changed during processing goes back to pending instead of
+// done and is claimed again with its new content; [Batch.Requeued] lists such
+// rows and Hooks.OnRequeue counts them. This is not an error.
 //
 // # Retries
 //

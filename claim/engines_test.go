@@ -115,7 +115,7 @@ func (e *env) exec(t testing.TB, q string, args ...any) int64 {
 func createTable(t testing.TB, e *env, cfg claim.Config, extra ...dialect.ColumnDef) {
 	t.Helper()
 	ctx := context.Background()
-	spec, _, err := cfg.ClaimTable()
+	spec, err := cfg.Resolve()
 	require.NoError(t, err)
 	ddl, err := e.d.CreateTableDDL(dialect.ClaimTableDef(spec, extra...))
 	require.NoError(t, err)

@@ -24,33 +24,70 @@ var (
 	ErrNotSupported = dialect.ErrNotSupported
 )
 
-// ErrNotHeld reports an id passed to [Batch.Ack] or [Batch.Fail] that the
-// batch does not hold (any more): it is not one of the batch's rows, or it was
-// already acked, failed or released through this batch. Nothing was written.
+// ErrNotHeld reports an id passed to [Batch.Ack], [Batch.AckLater] or
+// [Batch.Fail] that the batch does not hold (any more): it is not one of the
+// batch's rows, or it was already acked, deferred, failed or released through
+// this batch. Nothing was written. The error returned names the operation and
+// the id ("claim: ack: id 7 (int) is not held by this batch").
 var ErrNotHeld = errors.New("claim: id is not held by this batch")
+
+// notHeldError is the [ErrNotHeld] of one call, naming its operation once.
+type notHeldError struct {
+	op string
+	id any
+}
+
+func (e *notHeldError) Error() string {
+	return fmt.Sprintf("claim: %s: id %v (%T) is not held by this batch", e.op, e.id, e.id)
+}
+
+func (e *notHeldError) Is(target error) bool { return target == ErrNotHeld }
 
 // IsRetryable reports whether err is a deadlock, lock-wait timeout or
 // serialization failure that survived the dialect's internal retries.
 func IsRetryable(err error) bool { return dialect.IsRetryable(err) }
 
-// LostError lists the rows of one ack or fail call that the batch's token no
-// longer held. errors.Is(err, [ErrClaimLost]) is true for it.
+// LostError lists the rows of one ack, fail, flush or release call that the
+// batch's token no longer held. errors.Is(err, [ErrClaimLost]) is true for
+// it.
 type LostError struct {
 	// IDs are the lost rows' keys, as in [Row.ID].
 	IDs []any
+
+	op string // the Batch method that reported them: "ack", "flush", ...
 }
 
-// Error describes the lost rows.
+// Error describes the lost rows, for example "claim: ack: lost 2 rows [4 7]:
+// reaped or released, possibly re-claimed".
 func (e *LostError) Error() string {
-	if len(e.IDs) <= 10 {
-		return fmt.Sprintf("claim: claim lost for %d row(s) %v: reaped or released and possibly re-claimed", len(e.IDs), e.IDs)
+	prefix := "claim: "
+	if e.op != "" {
+		prefix += e.op + ": "
 	}
-	return fmt.Sprintf("claim: claim lost for %d rows %v ...: reaped or released and possibly re-claimed", len(e.IDs), e.IDs[:10])
+	rows := "rows"
+	if len(e.IDs) == 1 {
+		rows = "row"
+	}
+	if len(e.IDs) <= 10 {
+		return fmt.Sprintf("%slost %d %s %v: reaped or released, possibly re-claimed", prefix, len(e.IDs), rows, e.IDs)
+	}
+	return fmt.Sprintf("%slost %d %s %v ...: reaped or released, possibly re-claimed", prefix, len(e.IDs), rows, e.IDs[:10])
 }
 
 // Is makes errors.Is(err, ErrClaimLost) true.
 func (e *LostError) Is(target error) bool { return target == ErrClaimLost }
 
+// lostError returns a [*LostError] of op for ids, or nil when there are none.
+func lostError(op string, ids []any) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return &LostError{IDs: ids, op: op}
+}
+
+// invalid reports a bad field of a configuration, in the same shape as the
+// dialect's validation errors wrapped by this package:
+// "claim: claimlock: invalid configuration: Field: problem".
 func invalid(field, format string, args ...any) error {
-	return fmt.Errorf("%w: claim: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+	return fmt.Errorf("claim: %w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
 }

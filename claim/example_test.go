@@ -29,7 +29,7 @@ func exampleSetup(cfg claim.Config) dialect.Dialect {
 	if err != nil {
 		log.Fatal(err)
 	}
-	spec, _, err := cfg.ClaimTable()
+	spec, err := cfg.Resolve()
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -55,14 +55,17 @@ func exampleSetup(cfg claim.Config) dialect.Dialect {
 
 func targetConfig() claim.Config {
 	return claim.Config{
-		Table:           "xxx_task_target",
-		TokenColumn:     "cron_token",
-		ClaimedAtColumn: "send_at",
-		Done:            "SENT",
-		Columns:         []string{"openid"},
-		Scope:           []claim.Cond{{Column: "task_id", Value: 42}},
-		RequireScope:    true,
-		BatchSize:       3,
+		ClaimTable: dialect.ClaimTable{
+			Table:     "xxx_task_target",
+			Token:     "cron_token",
+			ClaimedAt: "send_at",
+			Done:      dialect.StatusString("SENT"),
+			Columns:   []string{"openid"},
+			Scope:     []string{"task_id"},
+		},
+		ScopeValues:  []any{42},
+		RequireScope: true,
+		BatchSize:    3,
 	}
 }
 
@@ -83,7 +86,7 @@ func Example() {
 		if b.Len() == 0 {
 			break
 		}
-		for _, r := range b.Rows {
+		for _, r := range b.Rows() {
 			fmt.Println("send to", r.Value.OpenID)
 		}
 		if err := b.AckAll(ctx); err != nil {

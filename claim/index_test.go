@@ -38,9 +38,9 @@ func TestMissingIndexWarning(t *testing.T) {
 	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
 		ctx := context.Background()
 		var logs syncBuffer
-		cfg := claim.Config{Table: tableName("noidx"), Strategy: s,
+		cfg := claim.Config{ClaimTable: dialect.ClaimTable{Table: tableName("noidx")}, Strategy: s,
 			Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-		spec, _, err := cfg.ClaimTable()
+		spec, err := cfg.Resolve()
 		require.NoError(t, err)
 		ddl, err := e.d.CreateTableDDL(dialect.ClaimTableDef(spec))
 		require.NoError(t, err)

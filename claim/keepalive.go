@@ -36,20 +36,18 @@ func (b *Batch[T]) KeepAlive(interval time.Duration) (stop func()) {
 			hctx, hcancel := context.WithTimeout(ctx, interval)
 			// Deferred acks first: written rows need no heartbeat, and
 			// their write never waits for a lapse.
-			b.mu.Lock()
-			if err := b.writePending(hctx); err != nil && ctx.Err() == nil {
-				b.core.logger.Warn("claimlock: deferred ack write failed; rows stay held", "token", b.Token, "err", err)
+			if err := b.writeDeferred(hctx); err != nil && ctx.Err() == nil {
+				b.core.logger.Warn("claimlock: deferred ack write failed; rows stay held", "token", b.token, "err", err)
 			}
-			b.mu.Unlock()
 			n, err := b.Heartbeat(hctx)
 			hcancel()
 			switch {
 			case err == nil && n == 0:
 				return // nothing held any more
 			case errors.Is(err, ErrClaimLost):
-				b.core.logger.Warn("claimlock: heartbeat found rows lost", "token", b.Token, "held", n, "err", err)
+				b.core.logger.Warn("claimlock: heartbeat found rows lost", "token", b.token, "held", n, "err", err)
 			case err != nil && ctx.Err() == nil:
-				b.core.logger.Warn("claimlock: heartbeat failed", "token", b.Token, "err", err)
+				b.core.logger.Warn("claimlock: heartbeat failed", "token", b.token, "err", err)
 			}
 		}
 	}()

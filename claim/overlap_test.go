@@ -52,8 +52,8 @@ type workerReport struct {
 
 func overlapConfig(table string, s dialect.Strategy) claim.Config {
 	return claim.Config{
-		Table: table, Scope: []claim.Cond{{Column: "task_id", Value: 1}},
-		AttemptsColumn: "attempts", Strategy: s, BatchSize: 100,
+		ClaimTable:  dialect.ClaimTable{Table: table, Scope: []string{"task_id"}, Attempts: "attempts"},
+		ScopeValues: []any{1}, Strategy: s, BatchSize: 100,
 	}
 }
 
@@ -121,7 +121,7 @@ func overlapWorkers(ctx context.Context, c *claim.Claimer[struct{}], n int) work
 					return
 				}
 				for i, id := range ids {
-					h := holding{ID: id.(int64), Token: b.Token, Start: start, End: end, Acked: i < keep}
+					h := holding{ID: id.(int64), Token: b.Token(), Start: start, End: end, Acked: i < keep}
 					if !h.Acked {
 						h.End = relEnd
 					}

@@ -144,7 +144,7 @@ func (c *Claimer[T]) process(ctx context.Context, w *WorkerConfig[T], b *Batch[T
 	}
 	var ok, failed []int
 	var causes []error
-	for i, r := range b.Rows {
+	for i, r := range b.rows {
 		if w.ShutdownMode == ShutdownRelease && ctx.Err() != nil {
 			break
 		}
@@ -163,26 +163,26 @@ func (c *Claimer[T]) process(ctx context.Context, w *WorkerConfig[T], b *Batch[T
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.ShutdownTimeout)
 	defer cancel()
 	b.mu.Lock()
-	if err := b.ack(fctx, ok); err != nil && !errors.Is(err, ErrClaimLost) {
-		log.Error("claimlock: ack failed; rows stay processing until reaped", "token", b.Token, "rows", len(ok), "err", err)
+	if err := b.ackLocked(fctx, ok); err != nil && !errors.Is(err, ErrClaimLost) {
+		log.Error("claimlock: ack failed; rows stay processing until reaped", "token", b.token, "rows", len(ok), "err", err)
 	}
 	for j, i := range failed {
-		if err := b.fail(fctx, []int{i}, causes[j]); err != nil && !errors.Is(err, ErrClaimLost) {
-			log.Error("claimlock: fail failed; row stays processing until reaped", "token", b.Token, "err", err)
+		if err := b.failLocked(fctx, []int{i}, causes[j]); err != nil && !errors.Is(err, ErrClaimLost) {
+			log.Error("claimlock: fail failed; row stays processing until reaped", "token", b.token, "err", err)
 		}
 	}
 	b.mu.Unlock()
 	if n, err := b.Release(fctx); err != nil {
-		log.Error("claimlock: release failed; rows stay processing until reaped", "token", b.Token, "err", err)
+		log.Error("claimlock: release failed; rows stay processing until reaped", "token", b.token, "err", err)
 	} else if n > 0 {
-		log.Warn("claimlock: released unprocessed rows on shutdown", "token", b.Token, "rows", n)
+		log.Warn("claimlock: released unprocessed rows on shutdown", "token", b.token, "rows", n)
 	}
 }
 
 func call[T any](ctx context.Context, h func(context.Context, Row[T]) error, r Row[T]) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("claim: handler panicked: %v", p)
+			err = fmt.Errorf("handler panicked: %v", p)
 		}
 	}()
 	return h(ctx, r)

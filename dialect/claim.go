@@ -88,14 +88,11 @@ func (s ClaimTable) Validate() error {
 	if s.IDKind != IDInt && s.IDKind != IDText {
 		return fmt.Errorf("%w: IDKind: unknown kind %d", ErrInvalidConfig, s.IDKind)
 	}
-	st := []struct {
-		f string
-		v Status
-	}{{"Pending", s.Pending}, {"Processing", s.Processing}, {"Done", s.Done}}
-	for _, x := range st {
-		if !x.v.IsSet() {
-			return fmt.Errorf("%w: %s: status value is not set", ErrInvalidConfig, x.f)
-		}
+	if err := s.checkStatuses(); err != nil {
+		return err
+	}
+	if err := s.checkRoles(); err != nil {
+		return err
 	}
 	all := []Status{s.Pending, s.Processing, s.Done}
 	if s.Failed.IsSet() {

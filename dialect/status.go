@@ -9,11 +9,18 @@ import (
 // values are rendered as SQL literals (so a partial index on the pending
 // value can be used by a generic plan), which is why strings are limited to
 // the alphabet [A-Za-z0-9_.:-] and 64 bytes.
+//
+// Build one with [StatusString], [StatusInt] or [StatusOf]. The zero value is
+// "not set" (a [ClaimTable] default applies, see [ClaimTable.WithDefaults]).
 type Status struct {
 	str   string
 	num   int64
 	isNum bool
 	set   bool
+	// bad says why [StatusString] refused its value. Such a status holds
+	// no value (its literal can never reach SQL); [ClaimTable.Validate]
+	// and [StatusOf] report it.
+	bad string
 }
 
 // StatusOf converts a configured status value: a string, or any Go integer
@@ -24,14 +31,8 @@ func StatusOf(field string, v any) (Status, error) {
 	case nil:
 		return Status{}, fmt.Errorf("%w: %s: status value is not set", ErrInvalidConfig, field)
 	case string:
-		if x == "" || len(x) > 64 {
-			return Status{}, fmt.Errorf("%w: %s: status string must be 1 to 64 bytes", ErrInvalidConfig, field)
-		}
-		for i := 0; i < len(x); i++ {
-			c := x[i]
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
-				return Status{}, fmt.Errorf("%w: %s: status %q has byte %q outside [A-Za-z0-9_.:-]", ErrInvalidConfig, field, x, c)
-			}
+		if why := statusStringProblem(x); why != "" {
+			return Status{}, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, why)
 		}
 		return Status{str: x, set: true}, nil
 	case int:
@@ -51,13 +52,39 @@ func StatusOf(field string, v any) (Status, error) {
 	case uint32:
 		return Status{num: int64(x), isNum: true, set: true}, nil
 	case Status:
-		if !x.set {
-			return Status{}, fmt.Errorf("%w: %s: status value is not set", ErrInvalidConfig, field)
+		if err := x.check(field); err != nil {
+			return Status{}, err
 		}
 		return x, nil
 	default:
 		return Status{}, fmt.Errorf("%w: %s: status value %v has type %T; want a string or an integer", ErrInvalidConfig, field, v, v)
 	}
+}
+
+// statusStringProblem says why x cannot be a status string, or returns "".
+func statusStringProblem(x string) string {
+	if x == "" || len(x) > 64 {
+		return "status string must be 1 to 64 bytes"
+	}
+	for i := 0; i < len(x); i++ {
+		c := x[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
+			return fmt.Sprintf("status %q has byte %q outside [A-Za-z0-9_.:-]", x, c)
+		}
+	}
+	return ""
+}
+
+// check returns an error wrapping [ErrInvalidConfig] and naming field when s
+// is not set or was refused by [StatusString].
+func (s Status) check(field string) error {
+	switch {
+	case s.bad != "":
+		return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, s.bad)
+	case !s.set:
+		return fmt.Errorf("%w: %s: status value is not set", ErrInvalidConfig, field)
+	}
+	return nil
 }
 
 // IsSet reports whether s holds a value.

@@ -50,3 +50,33 @@ func TestNewToken(t *testing.T) {
 		seen[tok] = true
 	}
 }
+
+func TestStatusConstructors(t *testing.T) {
+	t.Parallel()
+	s := dialect.StatusString("SENT")
+	require.True(t, s.IsSet())
+	require.Equal(t, "'SENT'", s.Literal())
+	n := dialect.StatusInt(3)
+	require.True(t, n.IsNumeric())
+	require.Equal(t, "3", n.Literal())
+	via, err := dialect.StatusOf("Done", s)
+	require.NoError(t, err)
+	require.Equal(t, s, via)
+
+	// A refused string holds no value: it never renders as SQL, StatusOf and
+	// Validate report it, and no default replaces it.
+	ok := dialect.ClaimTable{Table: "t"}
+	for _, bad := range []string{"", "a'b", "a b", "x;--", string(make([]byte, 65))} {
+		var st dialect.Status
+		require.NotPanics(t, func() { st = dialect.StatusString(bad) })
+		require.False(t, st.IsSet(), "%q", bad)
+		require.Equal(t, "''", st.Literal(), "%q", bad)
+		_, err := dialect.StatusOf("Done", st)
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "%q", bad)
+		tbl := ok
+		tbl.Failed = st
+		err = tbl.WithDefaults().Validate()
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "%q", bad)
+		require.ErrorContains(t, err, "Failed")
+	}
+}

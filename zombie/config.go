@@ -41,13 +41,16 @@ type Config struct {
 	// reached it with the failed status instead of returning it to pending:
 	// a poison row whose handler crashes its worker every time ends as
 	// failed, with its attempts, instead of crashing workers forever. It
-	// needs the claim config's AttemptsColumn and a Failed status. Zero
-	// never parks.
+	// needs the claim table's Attempts column and a Failed status (the same
+	// rule as [claim.Config.MaxAttempts]). Zero never parks.
 	MaxAttempts int
 
-	// Scoped restricts sweeps to the claim config's Scope (for example one
-	// task's rows); by default a sweep covers the whole table.
-	Scoped bool
+	// AllScopes makes sweeps cover the whole table even when the claim
+	// config is scoped. By default a reaper sweeps what its claim config
+	// claims: the rows matching its Scope and ScopeValues (for example one
+	// task's rows), or the whole table when it has no Scope. Set it for one
+	// reaper that serves every task of a table.
+	AllScopes bool
 
 	// Logger receives a record per sweep that returned or parked rows, and
 	// warnings for failures. Nil discards them.
@@ -79,8 +82,11 @@ type LeaseConfig struct {
 	Hooks Hooks
 }
 
+// invalid reports a bad field of a configuration, in the same shape as the
+// dialect's validation errors wrapped by this package:
+// "zombie: claimlock: invalid configuration: Field: problem".
 func invalid(field, format string, args ...any) error {
-	return fmt.Errorf("%w: zombie: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+	return fmt.Errorf("zombie: %w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
 }
 
 func batchLimit(field string, n int) (int, error) {

@@ -2,6 +2,7 @@ package zombie_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,10 +30,13 @@ func TestNewRejectsBadInput(t *testing.T) {
 	d := memDialect(t)
 	lk, err := tasklock.New(d, tasklock.Config{Table: tasklock.KeyTable("leases"), TTL: time.Second})
 	require.NoError(t, err)
-	good := claim.Config{Table: "jobs", AttemptsColumn: "attempts"}
-	noAttempts := claim.Config{Table: "jobs"}
-	intNoFailed := claim.Config{Table: "jobs", AttemptsColumn: "attempts", Pending: 0, Processing: 1, Done: 2}
-	scoped := claim.Config{Table: "jobs", Scope: []claim.Cond{{Column: "task_id", Value: 1}}}
+	good := claim.Config{ClaimTable: dialect.ClaimTable{Table: "jobs", Attempts: "attempts"}}
+	noAttempts := claim.Config{ClaimTable: dialect.ClaimTable{Table: "jobs"}}
+	intNoFailed := claim.Config{ClaimTable: dialect.ClaimTable{Table: "jobs", Attempts: "attempts",
+		Pending: dialect.StatusInt(0), Processing: dialect.StatusInt(1), Done: dialect.StatusInt(2)}}
+	scoped := claim.Config{ClaimTable: dialect.ClaimTable{Table: "jobs", Scope: []string{"task_id"}}, ScopeValues: []any{1}}
+	noScopeValue := scoped
+	noScopeValue.ScopeValues = nil
 	cases := []struct {
 		name string
 		d    dialect.Dialect
@@ -43,14 +47,14 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"zero timeout", d, good, zombie.Config{}, "Config.Timeout: must be positive"},
 		{"negative timeout", d, good, zombie.Config{Timeout: -time.Second}, "Config.Timeout: must be positive"},
 		{"negative batch limit", d, good, zombie.Config{Timeout: time.Second, BatchLimit: -1}, "Config.BatchLimit: -1 is negative"},
-		{"negative max attempts", d, good, zombie.Config{Timeout: time.Second, MaxAttempts: -2}, "Config.MaxAttempts: -2 is negative"},
-		{"max attempts without attempts column", d, noAttempts, zombie.Config{Timeout: time.Second, MaxAttempts: 3}, "Config.MaxAttempts: needs the claim config's AttemptsColumn"},
-		{"max attempts without failed status", d, intNoFailed, zombie.Config{Timeout: time.Second, MaxAttempts: 3}, "Config.MaxAttempts: needs the claim config's Failed status"},
+		{"negative max attempts", d, good, zombie.Config{Timeout: time.Second, MaxAttempts: -2}, "MaxAttempts: -2 is negative"},
+		{"max attempts without attempts column", d, noAttempts, zombie.Config{Timeout: time.Second, MaxAttempts: 3}, "MaxAttempts: parking rows after a number of attempts needs an Attempts column"},
+		{"max attempts without failed status", d, intNoFailed, zombie.Config{Timeout: time.Second, MaxAttempts: 3}, "MaxAttempts: parking rows after a number of attempts needs a Failed status"},
 		{"locker without key", d, good, zombie.Config{Timeout: time.Second, Locker: lk}, "Config.LockKey: is required with Locker"},
 		{"key without locker", d, good, zombie.Config{Timeout: time.Second, LockKey: "k"}, "Config.LockKey: is set but Locker is nil"},
 		{"key of the wrong type", d, good, zombie.Config{Timeout: time.Second, Locker: lk, LockKey: 42}, "Config.LockKey"},
-		{"scoped without scope", d, good, zombie.Config{Timeout: time.Second, Scoped: true}, "Config.Scoped: the claim config has no Scope"},
-		{"bad claim table", d, claim.Config{Table: "jobs; drop"}, zombie.Config{Timeout: time.Second}, "Table"},
+		{"scope without values", d, noScopeValue, zombie.Config{Timeout: time.Second}, "ScopeValues"},
+		{"bad claim table", d, claim.Config{ClaimTable: dialect.ClaimTable{Table: "jobs; drop"}}, zombie.Config{Timeout: time.Second}, "Table"},
 		{"nil dialect", nil, good, zombie.Config{Timeout: time.Second}, "Dialect: is nil"},
 	}
 	for _, c := range cases {
@@ -59,6 +63,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 			require.ErrorIs(t, err, zombie.ErrInvalidConfig)
 			require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 			require.ErrorContains(t, err, c.want)
+			require.Equal(t, 1, strings.Count(err.Error(), "zombie: "), "the package is named once: %v", err)
 			require.Nil(t, r)
 		})
 	}
@@ -66,8 +71,12 @@ func TestNewRejectsBadInput(t *testing.T) {
 	// The valid variants of the same configs are accepted.
 	_, err = zombie.New(d, good, zombie.Config{Timeout: time.Second, MaxAttempts: 3, Locker: lk, LockKey: "zombie:jobs"})
 	require.NoError(t, err)
-	_, err = zombie.New(d, scoped, zombie.Config{Timeout: time.Second, Scoped: true})
+	_, err = zombie.New(d, scoped, zombie.Config{Timeout: time.Second})
 	require.NoError(t, err)
+	_, err = zombie.New(d, scoped, zombie.Config{Timeout: time.Second, AllScopes: true})
+	require.NoError(t, err)
+	_, err = zombie.New(d, good, zombie.Config{Timeout: time.Second, AllScopes: true})
+	require.NoError(t, err, "an unscoped claim config sweeps all scopes anyway")
 
 	r, err := zombie.New(d, good, zombie.Config{Timeout: time.Second})
 	require.NoError(t, err)

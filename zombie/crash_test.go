@@ -68,7 +68,10 @@ func crashWorker() error {
 	if err != nil {
 		return err
 	}
-	cc := claim.Config{Table: table, AttemptsColumn: "attempts", BatchSize: 10 + rand.IntN(11), Strategy: dialect.Strategy(strategy)}
+	cc := claim.Config{
+		ClaimTable: dialect.ClaimTable{Table: table, Attempts: "attempts"},
+		BatchSize:  10 + rand.IntN(11), Strategy: dialect.Strategy(strategy),
+	}
 	c, err := claim.New[struct{}](e.d, cc, nil)
 	if err != nil {
 		return err
@@ -94,7 +97,7 @@ func crashWorker() error {
 		}
 		fmt.Println("C")
 		stop := b.KeepAlive(crashHeartbeat)
-		for _, row := range b.Rows {
+		for _, row := range b.Rows() {
 			time.Sleep(time.Duration(2+rand.IntN(5)) * time.Millisecond) // the work
 			if _, err := e.raw.ExecContext(ctx, sendQ, row.ID, pid); err != nil {
 				stop()
@@ -106,7 +109,7 @@ func crashWorker() error {
 			return fmt.Errorf("ack: %w", err) // a live worker's claim is never lost
 		}
 		stop()
-		for _, row := range b.Rows {
+		for _, row := range b.Rows() {
 			if _, err := e.raw.ExecContext(ctx, ackQ, row.ID, pid); err != nil {
 				return fmt.Errorf("log ack %v: %w", row.ID, err)
 			}

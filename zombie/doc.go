@@ -16,6 +16,11 @@
 //	r, err := zombie.New(d, claimCfg, zombie.Config{Timeout: 5 * time.Minute})
 //	go r.Run(ctx, 30*time.Second)
 //
+// A reaper sweeps the rows its claim config claims: with a scoped config
+// (Scope and ScopeValues, say one task's rows) only those, so that the
+// reaper of one task never takes another task's rows with its timeout. Set
+// [Config.AllScopes] for one reaper serving every scope of the table.
+//
 // # What it never does
 //
 // It never touches a row whose worker heartbeats ([claim.Batch.KeepAlive],
@@ -37,7 +42,7 @@
 // # Poison rows
 //
 // A row whose handler crashes its worker every time would be reaped and
-// re-claimed forever. With the claim config's AttemptsColumn (incremented by
+// re-claimed forever. With the claim table's Attempts column (incremented by
 // every claim), a Failed status and a positive [Config.MaxAttempts], a stale
 // row whose attempts reached MaxAttempts is parked with the failed status
 // instead, keeping its attempts count for the operator.

@@ -102,9 +102,8 @@ var tableSeq atomic.Int64
 // the default string statuses.
 func jobsConfig(batch int) claim.Config {
 	return claim.Config{
-		Table:          fmt.Sprintf("jobs_%d", tableSeq.Add(1)),
-		AttemptsColumn: "attempts",
-		BatchSize:      batch,
+		ClaimTable: dialect.ClaimTable{Table: fmt.Sprintf("jobs_%d", tableSeq.Add(1)), Attempts: "attempts"},
+		BatchSize:  batch,
 	}
 }
 
@@ -113,7 +112,7 @@ func jobsConfig(batch int) claim.Config {
 func createTable(t testing.TB, e *env, cc claim.Config, noIndexes bool) dialect.ClaimStore {
 	t.Helper()
 	ctx := context.Background()
-	spec, _, err := cc.ClaimTable()
+	spec, err := cc.Resolve()
 	require.NoError(t, err)
 	ddl, err := e.d.CreateTableDDL(dialect.ClaimTableDef(spec))
 	require.NoError(t, err)

@@ -29,8 +29,8 @@ func Example() {
 
 	// The jobs table, with the recommended indexes (among them the
 	// reaper's (status, claimed_at)).
-	cfg := claim.Config{Table: "jobs", AttemptsColumn: "attempts", BatchSize: 2}
-	spec, _, err := cfg.ClaimTable()
+	cfg := claim.Config{ClaimTable: dialect.ClaimTable{Table: "jobs", Attempts: "attempts"}, BatchSize: 2}
+	spec, err := cfg.Resolve()
 	if err != nil {
 		panic(err)
 	}

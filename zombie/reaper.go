@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -50,16 +51,17 @@ type Reaper struct {
 }
 
 // New validates cc (exactly as the claimers of the table see it, through
-// [claim.Config.ClaimTable]) and cfg, and prepares the reaper's statements
-// on d. Errors wrap [ErrInvalidConfig] and name the field. New does not
-// touch the database.
+// [claim.Config.Resolve]) and cfg, and prepares the reaper's statements on d.
+// The reaper sweeps the rows cc claims: those of its scope, unless
+// [Config.AllScopes] is set. Errors wrap [ErrInvalidConfig] and name the
+// field. New does not touch the database.
 func New(d dialect.Dialect, cc claim.Config, cfg Config) (*Reaper, error) {
 	if d == nil {
 		return nil, invalid("Dialect", "is nil")
 	}
-	spec, scope, err := cc.ClaimTable()
+	spec, err := cc.Resolve()
 	if err != nil {
-		return nil, fmt.Errorf("zombie: claim config: %w", err)
+		return nil, fmt.Errorf("zombie: %w", err)
 	}
 	if cfg.Timeout <= 0 {
 		return nil, invalid("Config.Timeout", "must be positive, got %v", cfg.Timeout)
@@ -68,17 +70,8 @@ func New(d dialect.Dialect, cc claim.Config, cfg Config) (*Reaper, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.MaxAttempts < 0 {
-		return nil, invalid("Config.MaxAttempts", "%d is negative (0 never parks)", cfg.MaxAttempts)
-	}
-	if cfg.MaxAttempts > 0 && spec.Attempts == "" {
-		return nil, invalid("Config.MaxAttempts", "needs the claim config's AttemptsColumn")
-	}
-	if cfg.MaxAttempts > 0 && !spec.Failed.IsSet() {
-		return nil, invalid("Config.MaxAttempts", "needs the claim config's Failed status value")
-	}
-	if cfg.Scoped && len(scope) == 0 {
-		return nil, invalid("Config.Scoped", "the claim config has no Scope")
+	if err := spec.CheckMaxAttempts(cfg.MaxAttempts); err != nil {
+		return nil, fmt.Errorf("zombie: %w", err)
 	}
 	if cfg.Locker != nil && cfg.LockKey == nil {
 		return nil, invalid("Config.LockKey", "is required with Locker")
@@ -100,8 +93,8 @@ func New(d dialect.Dialect, cc claim.Config, cfg Config) (*Reaper, error) {
 		maxAtt: cfg.MaxAttempts, locker: cfg.Locker, key: cfg.LockKey,
 		logger: logger(cfg.Logger).With("table", spec.Table), hooks: cfg.Hooks,
 	}
-	if cfg.Scoped {
-		r.scope = scope
+	if len(spec.Scope) > 0 && !cfg.AllScopes {
+		r.scope = slices.Clone(cc.ScopeValues)
 	}
 	return r, nil
 }

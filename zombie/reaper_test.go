@@ -77,50 +77,65 @@ func TestSweepBounded(t *testing.T) {
 	})
 }
 
-// TestSweepScoped: a scoped reaper leaves other scopes' stale rows alone.
+// TestSweepScoped: a reaper built from a scoped claim config sweeps that
+// scope only, by default, leaving other scopes' stale rows alone; AllScopes
+// (or an unscoped claim config) sweeps the whole table.
 func TestSweepScoped(t *testing.T) {
 	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		base := jobsConfig(10)
-		createTableScoped(t, e, base)
+		base.Scope = []string{"task_id"}
+		createTable(t, e, scopedTo(base, 1), false)
 		for _, task := range []int{1, 2} {
 			for range 4 {
 				e.exec(t, fmt.Sprintf("INSERT INTO %s (task_id, status) VALUES (?, ?)", base.Table), task, "PENDING")
 			}
 		}
-		cfgs := map[int]claim.Config{}
-		for _, task := range []int{1, 2} {
-			cc := base
-			cc.Scope = []claim.Cond{{Column: "task_id", Value: task}}
-			cfgs[task] = cc
-			c, err := claim.New[struct{}](e.d, cc, nil)
-			require.NoError(t, err)
-			b, err := c.Claim(ctx)
-			require.NoError(t, err)
-			require.Equal(t, 4, b.Len())
+		// claimAll claims the 4 rows of each task and lets them go stale.
+		claimAll := func(tasks ...int) {
+			t.Helper()
+			for _, task := range tasks {
+				c, err := claim.New[struct{}](e.d, scopedTo(base, task), nil)
+				require.NoError(t, err)
+				b, err := c.Claim(ctx)
+				require.NoError(t, err)
+				require.Equal(t, 4, b.Len())
+			}
+			time.Sleep(150 * time.Millisecond)
 		}
-		time.Sleep(150 * time.Millisecond)
-		r1, err := zombie.New(e.d, cfgs[1], zombie.Config{Timeout: 50 * time.Millisecond, Scoped: true})
-		require.NoError(t, err)
-		res, err := r1.Sweep(ctx)
-		require.NoError(t, err)
-		require.EqualValues(t, 4, res.Returned)
+		sweep := func(cc claim.Config, cfg zombie.Config) int64 {
+			t.Helper()
+			cfg.Timeout = 50 * time.Millisecond
+			r, err := zombie.New(e.d, cc, cfg)
+			require.NoError(t, err)
+			res, err := r.Sweep(ctx)
+			require.NoError(t, err)
+			return res.Returned
+		}
 
-		// Unscoped (the default) sweeps the whole table: task 2's rows.
-		all, err := zombie.New(e.d, cfgs[1], zombie.Config{Timeout: 50 * time.Millisecond})
-		require.NoError(t, err)
-		res, err = all.Sweep(ctx)
-		require.NoError(t, err)
-		require.EqualValues(t, 4, res.Returned)
+		// The default follows the claim config: task 1's reaper takes
+		// task 1's rows, and task 2's stay processing.
+		claimAll(1, 2)
+		require.EqualValues(t, 4, sweep(scopedTo(base, 1), zombie.Config{}))
+		require.EqualValues(t, 0, sweep(scopedTo(base, 1), zombie.Config{}), "task 2's rows are not task 1's reaper's")
+
+		// AllScopes sweeps every task's rows.
+		claimAll(1) // task 2's are still stale
+		require.EqualValues(t, 8, sweep(scopedTo(base, 1), zombie.Config{AllScopes: true}))
+
+		// So does a reaper of an unscoped claim config.
+		claimAll(1, 2)
+		unscoped := base
+		unscoped.Scope = nil
+		require.EqualValues(t, 8, sweep(unscoped, zombie.Config{}))
 	})
 }
 
-func createTableScoped(t *testing.T, e *env, base claim.Config) {
-	t.Helper()
-	cc := base
-	cc.Scope = []claim.Cond{{Column: "task_id", Value: 1}}
-	createTable(t, e, cc, false)
+// scopedTo returns base claiming task's rows only.
+func scopedTo(base claim.Config, task int) claim.Config {
+	base.ScopeValues = []any{task}
+	return base
 }
 
 // TestPoisonRowParked: a row whose worker dies every time (claimed, never

@@ -50,10 +50,14 @@ func open(ctx context.Context, o options) (*app, error) {
 	// cron_token, send_at) plus an attempts column so that rows which keep
 	// failing are parked. send_at doubles as the claim/heartbeat time.
 	a.claims = claim.Config{
-		Table: targetTable, IDColumn: "id", StatusColumn: "status", TokenColumn: "cron_token",
-		ClaimedAtColumn: "send_at", AttemptsColumn: "attempts",
-		Columns: []string{"openid"}, Scope: []claim.Cond{{Column: "task_id", Value: o.task}}, RequireScope: true,
-		Pending: "PENDING", Processing: "PROCESSING", Done: "SENT", Failed: "FAILED",
+		ClaimTable: dialect.ClaimTable{
+			Table: targetTable, ID: "id", Status: "status", Token: "cron_token",
+			ClaimedAt: "send_at", Attempts: "attempts",
+			Columns: []string{"openid"}, Scope: []string{"task_id"},
+			Pending: dialect.StatusString("PENDING"), Processing: dialect.StatusString("PROCESSING"),
+			Done: dialect.StatusString("SENT"), Failed: dialect.StatusString("FAILED"),
+		},
+		ScopeValues: []any{o.task}, RequireScope: true,
 		BatchSize: o.batch, MaxAttempts: 5, Logger: a.log,
 		Hooks: claim.Hooks{OnLost: func(n int) { a.lost.Add(int64(n)) }},
 	}
@@ -69,7 +73,8 @@ func open(ctx context.Context, o options) (*app, error) {
 		db.Close()
 		return nil, err
 	}
-	a.reaper, err = zombie.New(db.Dialect, a.claims, zombie.Config{Timeout: o.reapAfter, MaxAttempts: 5, Scoped: true, Logger: a.log})
+	// The reaper sweeps this task's rows only, as its claim config does.
+	a.reaper, err = zombie.New(db.Dialect, a.claims, zombie.Config{Timeout: o.reapAfter, MaxAttempts: 5, Logger: a.log})
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -83,7 +88,7 @@ func (a *app) close() { a.db.Close() }
 // row and its targets (unless the task has targets already).
 func (a *app) setup(ctx context.Context) error {
 	d := a.db.Dialect
-	spec, _, err := a.claims.ClaimTable()
+	spec, err := a.claims.Resolve()
 	if err != nil {
 		return err
 	}
@@ -257,7 +262,7 @@ func (a *app) claimRun(ctx context.Context, lease *tasklock.Lease, name string) 
 		}
 		found = true
 		stop := b.KeepAlive(a.o.reapAfter / 4)
-		for _, r := range b.Rows {
+		for _, r := range b.Rows() {
 			if !released && time.Since(start) > a.o.budget {
 				// The story's early release: the next cron run may start
 				// now, while this batch is still being sent.

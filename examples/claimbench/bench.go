@@ -217,8 +217,8 @@ func (b *bench) config(s dialect.Strategy) claim.Config { return b.configFor(ben
 // configFor is the claimer configuration of a bench table.
 func (b *bench) configFor(table string, s dialect.Strategy) claim.Config {
 	return claim.Config{
-		Table: table, Scope: []claim.Cond{{Column: "task_id", Value: benchTask}},
-		AttemptsColumn: "attempts", BatchSize: b.o.batch, Strategy: s,
+		ClaimTable:  dialect.ClaimTable{Table: table, Scope: []string{"task_id"}, Attempts: "attempts"},
+		ScopeValues: []any{benchTask}, BatchSize: b.o.batch, Strategy: s,
 		AckDelay: time.Second, ClaimConcurrency: b.o.claimConc,
 	}
 }
@@ -232,7 +232,7 @@ func (b *bench) fixture(ctx context.Context, rows int, task func(i int) int) (in
 // fixtureTable is fixture on the named table.
 func (b *bench) fixtureTable(ctx context.Context, table string, rows int, task func(i int) int) (int64, error) {
 	cfg := b.configFor(table, dialect.StrategyAuto)
-	spec, _, err := cfg.ClaimTable()
+	spec, err := cfg.Resolve()
 	if err != nil {
 		return 0, err
 	}
@@ -314,7 +314,7 @@ func (b *bench) ceiling(ctx context.Context, workers int) (result, error) {
 	for range workers {
 		wg.Go(func() {
 			args := make([]any, 1+b.o.batch)
-			args[0] = claim.DefaultDone
+			args[0] = dialect.DefaultDone
 			for {
 				lo := next.Add(int64(b.o.batch)) - int64(b.o.batch)
 				if lo >= int64(rows) {
@@ -459,17 +459,18 @@ func (b *bench) worker(ctx context.Context, c *claim.Claimer[struct{}], measure 
 		if batch.Len() == 0 {
 			return nil
 		}
-		if err := t.hold(batch.Rows); err != nil {
+		rows := batch.Rows()
+		if err := t.hold(rows); err != nil {
 			return err
 		}
 		switch measure {
 		case measureBatched:
-			for _, row := range batch.Rows {
+			for _, row := range rows {
 				t.drop(row.ID)
 			}
 			err = batch.AckAll(ctx)
 		case measureLater:
-			for _, row := range batch.Rows {
+			for _, row := range rows {
 				t.drop(row.ID)
 				if err = batch.AckLater(row.ID); err != nil {
 					break
@@ -479,7 +480,7 @@ func (b *bench) worker(ctx context.Context, c *claim.Claimer[struct{}], measure 
 				err = batch.Flush(ctx)
 			}
 		case measurePerRow:
-			for _, row := range batch.Rows {
+			for _, row := range rows {
 				t.drop(row.ID)
 				if err = batch.Ack(ctx, row.ID); err != nil {
 					break

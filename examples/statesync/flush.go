@@ -51,13 +51,13 @@ func (a *app) flusher(ctx context.Context, writersDone <-chan struct{}) error {
 		// any event is marked: writers skip their dirty mark when a bump
 		// since then already guarantees a requeue (see markDirty).
 		if err := a.withRetry(ctx, func() error {
-			_, err := a.db.SQL.ExecContext(ctx, a.sq.startFlush, b.Token)
+			_, err := a.db.SQL.ExecContext(ctx, a.sq.startFlush, b.Token())
 			return err
 		}); err != nil {
 			_, _ = b.Release(context.WithoutCancel(ctx))
 			return err
 		}
-		for _, r := range b.Rows {
+		for _, r := range b.Rows() {
 			if err := a.fold(ctx, r.ID.(int64)); err != nil {
 				// Give the unflushed users back; their events stay unapplied
 				// and the next flush of each folds them.

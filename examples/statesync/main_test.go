@@ -207,7 +207,7 @@ func TestChangeDuringFlush(t *testing.T) {
 				b, err := a.claimer.Claim(ctx)
 				require.NoError(t, err)
 				require.Equal(t, 1, b.Len())
-				_, err = a.db.SQL.ExecContext(ctx, a.sq.startFlush, b.Token)
+				_, err = a.db.SQL.ExecContext(ctx, a.sq.startFlush, b.Token())
 				require.NoError(t, err)
 				require.NoError(t, a.fold(ctx, 1))
 

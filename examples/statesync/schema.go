@@ -55,9 +55,13 @@ func open(ctx context.Context, o options) (*app, error) {
 	a := &app{o: o, db: db}
 	a.sq = newStatements(db)
 	a.claims = claim.Config{
-		Table: dirtyTable, IDColumn: "user_id", StatusColumn: "status", TokenColumn: "token",
-		ClaimedAtColumn: "claimed_at", VersionColumn: "version",
-		Pending: statusPending, Processing: statusProcessing, Done: statusClean,
+		ClaimTable: dialect.ClaimTable{
+			Table: dirtyTable, ID: "user_id", Status: "status", Token: "token",
+			ClaimedAt: "claimed_at", Version: "version",
+			Pending:    dialect.StatusString(statusPending),
+			Processing: dialect.StatusString(statusProcessing),
+			Done:       dialect.StatusString(statusClean),
+		},
 		BatchSize: o.batch,
 		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Hooks:     claim.Hooks{OnRequeue: func(n int) { a.requeues.Add(int64(n)) }},
@@ -65,7 +69,7 @@ func open(ctx context.Context, o options) (*app, error) {
 	if o.ack == "blind" {
 		// Without a version column the ack marks a row clean whatever
 		// happened during the flush: the bug -ack blind demonstrates.
-		a.claims.VersionColumn = ""
+		a.claims.Version = ""
 	}
 	a.claimer, err = claim.New[struct{}](db.Dialect, a.claims, nil)
 	if err != nil {

@@ -68,8 +68,9 @@ func TestHotContention(t *testing.T) {
 							return
 						}
 						from := time.Now()
-						id := b.Rows[0].ID.(int64)
-						if err := send(ctx, d, id, b.Token, b.Rows[0].Value.Attempts); err != nil {
+						row := b.Rows()[0]
+						id := row.ID.(int64)
+						if err := send(ctx, d, id, b.Token(), row.Value.Attempts); err != nil {
 							mu.Lock()
 							errs = append(errs, err)
 							mu.Unlock()
@@ -78,11 +79,11 @@ func TestHotContention(t *testing.T) {
 						to := time.Now()
 						err = b.AckAll(ctx)
 						mu.Lock()
-						evs = append(evs, event{Ev: "claim", Pid: os.Getpid(), Tok: b.Token, IDs: []int64{id}, T: from.UnixNano()})
+						evs = append(evs, event{Ev: "claim", Pid: os.Getpid(), Tok: b.Token(), IDs: []int64{id}, T: from.UnixNano()})
 						if err != nil {
 							errs = append(errs, err)
 						} else {
-							evs = append(evs, event{Ev: "ack", Pid: os.Getpid(), Tok: b.Token, IDs: []int64{id}, T0: to.UnixNano()})
+							evs = append(evs, event{Ev: "ack", Pid: os.Getpid(), Tok: b.Token(), IDs: []int64{id}, T0: to.UnixNano()})
 						}
 						claims[id] = append(claims[id], held{from: from, to: to})
 						mu.Unlock()

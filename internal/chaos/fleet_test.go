@@ -114,7 +114,7 @@ func runFleet(t *testing.T, e engine, spec fleetSpec) report {
 	setup(t, d, spec.rows)
 	f := &fleet{t: t, e: e, spec: spec, dsn: dsn, d: d, killed: map[int]bool{}}
 
-	reaper, err := zombie.New(d.d, itemsConfig(spec.batch), zombie.Config{Timeout: spec.reapTimeout, Scoped: true})
+	reaper, err := zombie.New(d.d, itemsConfig(spec.batch), zombie.Config{Timeout: spec.reapTimeout})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	reaped := make(chan struct{})

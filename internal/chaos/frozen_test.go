@@ -98,10 +98,10 @@ func frozenClaimerRole(ctx context.Context, out *emitter) error {
 		return err
 	}
 	ids := make([]int64, b.Len())
-	for i, r := range b.Rows {
+	for i, r := range b.Rows() {
 		ids[i] = r.ID.(int64)
 	}
-	out.emit(event{Ev: "claim", Tok: b.Token, IDs: ids, T: time.Now().UnixNano()})
+	out.emit(event{Ev: "claim", Tok: b.Token(), IDs: ids, T: time.Now().UnixNano()})
 	stop := b.KeepAlive(envDuration(envHeartbeat, 200*time.Millisecond))
 	defer stop()
 	// The test freezes the process here; resumed, the pause is over.
@@ -116,7 +116,7 @@ func frozenClaimerRole(ctx context.Context, out *emitter) error {
 			lost = append(lost, id.(int64))
 		}
 	}
-	out.emit(event{Ev: "frozenack", Tok: b.Token, IDs: lost, Lost: errors.Is(err, claim.ErrClaimLost), Err: errString(err)})
+	out.emit(event{Ev: "frozenack", Tok: b.Token(), IDs: lost, Lost: errors.Is(err, claim.ErrClaimLost), Err: errString(err)})
 	n, err = b.Release(ctx)
 	out.emit(event{Ev: "release", N: n, Err: errString(err)})
 	return nil
@@ -194,7 +194,7 @@ func TestFrozenHolder(t *testing.T) {
 
 			// Reap the frozen claim, re-claim and ack it.
 			time.Sleep(time.Until(stopped.Add(frozenTTL + 300*time.Millisecond)))
-			r, err := zombie.New(d.d, itemsConfig(frozenRows), zombie.Config{Timeout: frozenTTL, Scoped: true})
+			r, err := zombie.New(d.d, itemsConfig(frozenRows), zombie.Config{Timeout: frozenTTL})
 			require.NoError(t, err)
 			swept, err := r.Sweep(ctx)
 			require.NoError(t, err)
@@ -204,9 +204,9 @@ func TestFrozenHolder(t *testing.T) {
 			b, err := c.Claim(ctx)
 			require.NoError(t, err)
 			ids := make([]int64, b.Len())
-			for i, row := range b.Rows {
+			for i, row := range b.Rows() {
 				ids[i] = row.ID.(int64)
-				require.NoError(t, send(ctx, d, ids[i], b.Token, row.Value.Attempts))
+				require.NoError(t, send(ctx, d, ids[i], b.Token(), row.Value.Attempts))
 				require.EqualValues(t, 2, row.Value.Attempts, "second attempt")
 			}
 			require.Equal(t, frozen.IDs, ids, "the reaped rows are claimed again")
@@ -257,9 +257,9 @@ func TestFrozenHolder(t *testing.T) {
 			require.Zero(t, crel.N)
 			require.Equal(t, before, snapshot(t, d), "the resumed claimer changed nothing")
 
-			evs := append(claimer.Events(), event{Ev: "claim", Pid: os.Getpid(), Tok: b.Token, IDs: ids, T: claimedAt})
+			evs := append(claimer.Events(), event{Ev: "claim", Pid: os.Getpid(), Tok: b.Token(), IDs: ids, T: claimedAt})
 			for _, id := range ids {
-				evs = append(evs, event{Ev: "ack", Pid: os.Getpid(), Tok: b.Token, IDs: []int64{id}, T0: ack0})
+				evs = append(evs, event{Ev: "ack", Pid: os.Getpid(), Tok: b.Token(), IDs: []int64{id}, T0: ack0})
 			}
 			rep := check(t, d, frozenRows, evs, nil)
 			rep.faults = 2

@@ -158,9 +158,10 @@ func withParam(driver, dsn, key, value string) string {
 // so that the sends log records which attempt sent it.
 func itemsConfig(batch int) claim.Config {
 	return claim.Config{
-		Table: itemsTable, AttemptsColumn: "attempts", Columns: []string{"attempts"},
-		Scope: []claim.Cond{{Column: "task_id", Value: taskID}}, RequireScope: true,
-		Failed: claim.DefaultFailed, BatchSize: batch,
+		ClaimTable: dialect.ClaimTable{
+			Table: itemsTable, Attempts: "attempts", Columns: []string{"attempts"}, Scope: []string{"task_id"},
+		},
+		ScopeValues: []any{taskID}, RequireScope: true, BatchSize: batch,
 	}
 }
 
@@ -175,7 +176,7 @@ func itemFields(r *item) []any { return []any{&r.Attempts} }
 func setup(t *testing.T, d *db, rows int) {
 	t.Helper()
 	ctx := context.Background()
-	spec, _, err := itemsConfig(10).ClaimTable()
+	spec, err := itemsConfig(10).Resolve()
 	require.NoError(t, err)
 	itemsDef := dialect.ClaimTableDef(spec)
 	for i := range itemsDef.Columns {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -48,21 +49,21 @@ func hostileIdentifiers(t *testing.T, d *db) {
 	good := func() claim.Config { return itemsConfig(5) }
 	for _, name := range hostileNames {
 		mods := map[string]func(*claim.Config){
-			"Table":           func(c *claim.Config) { c.Table = name },
-			"IDColumn":        func(c *claim.Config) { c.IDColumn = name },
-			"StatusColumn":    func(c *claim.Config) { c.StatusColumn = name },
-			"TokenColumn":     func(c *claim.Config) { c.TokenColumn = name },
-			"ClaimedAtColumn": func(c *claim.Config) { c.ClaimedAtColumn = name },
-			"AttemptsColumn":  func(c *claim.Config) { c.AttemptsColumn = name },
-			"Columns":         func(c *claim.Config) { c.Columns = []string{name} },
-			"Scope":           func(c *claim.Config) { c.Scope[0].Column = name },
+			"Table":     func(c *claim.Config) { c.Table = name },
+			"ID":        func(c *claim.Config) { c.ID = name },
+			"Status":    func(c *claim.Config) { c.Status = name },
+			"Token":     func(c *claim.Config) { c.Token = name },
+			"ClaimedAt": func(c *claim.Config) { c.ClaimedAt = name },
+			"Attempts":  func(c *claim.Config) { c.Attempts = name },
+			"Columns":   func(c *claim.Config) { c.Columns = []string{name} },
+			"Scope":     func(c *claim.Config) { c.Scope[0] = name },
 		}
 		for field, mod := range mods {
 			if name == "" && field != "Table" && field != "Columns" && field != "Scope" {
 				continue // an empty column name means the documented default
 			}
 			cfg := good()
-			cfg.Scope = append([]claim.Cond(nil), cfg.Scope...)
+			cfg.Scope = slices.Clone(cfg.Scope)
 			mod(&cfg)
 			var err error
 			require.NotPanics(t, func() { _, err = claim.New(d.d, cfg, itemFields) }, "claim.New %s=%q", field, name)
@@ -120,7 +121,10 @@ func hostileScopeValues(t *testing.T, d *db) {
 		return n
 	}
 	for i, s := range evil {
-		cfg := claim.Config{Table: "chaos_text_scope", Scope: []claim.Cond{{Column: "task_id", Value: s}}, RequireScope: true, BatchSize: 100}
+		cfg := claim.Config{
+			ClaimTable:  dialect.ClaimTable{Table: "chaos_text_scope", Scope: []string{"task_id"}},
+			ScopeValues: []any{s}, RequireScope: true, BatchSize: 100,
+		}
 		c, err := claim.New[struct{}](d.d, cfg, nil)
 		require.NoError(t, err)
 		st, err := c.Stats(ctx)
@@ -134,7 +138,7 @@ func hostileScopeValues(t *testing.T, d *db) {
 			require.NoError(t, d.sql.QueryRowContext(ctx, d.sqlf("SELECT {task_id} FROM {chaos_text_scope} WHERE {id} = $1"), id).Scan(&got))
 			require.Equal(t, s, got)
 		}
-		r, err := zombie.New(d.d, cfg, zombie.Config{Timeout: time.Hour, Scoped: true})
+		r, err := zombie.New(d.d, cfg, zombie.Config{Timeout: time.Hour})
 		require.NoError(t, err)
 		_, err = r.Sweep(ctx)
 		require.NoError(t, err)
@@ -173,30 +177,41 @@ func mustStatus(v any) dialect.Status {
 	return s
 }
 
-// hostileStatusTypes configures status values of types that are neither
-// strings nor integers.
+// hostileStatusTypes configures status values that are not safe strings:
+// [dialect.StatusString] refuses them without panicking, claim.New and
+// zombie.New report the field, and none reaches SQL. Values that are neither
+// strings nor integers cannot be a Status at all except through
+// [dialect.StatusOf], which refuses them the same way.
 func hostileStatusTypes(t *testing.T, d *db) {
-	bad := []any{1.5, float32(2), true, struct{ A int }{1}, []byte("PENDING"), uint64(1), map[string]int{}, "PEND'ING", "PENDING; --", "", strings.Repeat("P", 65)}
+	bad := []string{"PEND'ING", "PENDING; --", "", strings.Repeat("P", 65), "NOT SENT", "P\x00", `P"`, "P`"}
 	for _, v := range bad {
+		var st dialect.Status
+		require.NotPanics(t, func() { st = dialect.StatusString(v) }, "%q", v)
+		require.False(t, st.IsSet(), "%q holds no value", v)
 		for _, field := range []string{"Pending", "Processing", "Done", "Failed"} {
 			cfg := itemsConfig(5)
 			switch field {
 			case "Pending":
-				cfg.Pending = v
+				cfg.Pending = st
 			case "Processing":
-				cfg.Processing = v
+				cfg.Processing = st
 			case "Done":
-				cfg.Done = v
+				cfg.Done = st
 			case "Failed":
-				cfg.Failed = v
+				cfg.Failed = st
 			}
 			var err error
-			require.NotPanics(t, func() { _, err = claim.New(d.d, cfg, itemFields) }, "%s = %#v", field, v)
-			require.ErrorIs(t, err, dialect.ErrInvalidConfig, "%s = %#v (%T)", field, v, v)
+			require.NotPanics(t, func() { _, err = claim.New(d.d, cfg, itemFields) }, "%s = %q", field, v)
+			require.ErrorIs(t, err, dialect.ErrInvalidConfig, "%s = %q", field, v)
 			require.Contains(t, err.Error(), field)
 			require.NotPanics(t, func() { _, err = zombie.New(d.d, cfg, zombie.Config{Timeout: time.Second}) })
-			require.ErrorIs(t, err, dialect.ErrInvalidConfig, "zombie %s = %#v", field, v)
+			require.ErrorIs(t, err, dialect.ErrInvalidConfig, "zombie %s = %q", field, v)
 		}
+	}
+	for _, v := range []any{1.5, float32(2), true, struct{ A int }{1}, []byte("PENDING"), uint64(1), map[string]int{}} {
+		var err error
+		require.NotPanics(t, func() { _, err = dialect.StatusOf("Pending", v) }, "%#v", v)
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "%#v (%T)", v, v)
 	}
 }
 
@@ -220,8 +235,8 @@ func shortTokenColumn(t *testing.T, e engine, d *db, dsn string) {
 		t.Run(v.name, func(t *testing.T) {
 			ctx := context.Background()
 			table := fmt.Sprintf("chaos_short_token_%d", i)
-			cfg := claim.Config{Table: table, BatchSize: 10}
-			spec, _, err := cfg.ClaimTable()
+			cfg := claim.Config{ClaimTable: dialect.ClaimTable{Table: table}, BatchSize: 10}
+			spec, err := cfg.Resolve()
 			require.NoError(t, err)
 			def := dialect.ClaimTableDef(spec)
 			for j := range def.Columns {
@@ -293,9 +308,12 @@ func (l *logBuffer) String() string {
 func missingIndexes(t *testing.T, d *db) {
 	ctx := context.Background()
 	var logs logBuffer
-	cfg := claim.Config{Table: "chaos_no_index", Scope: []claim.Cond{{Column: "task_id", Value: 7}}, BatchSize: 2,
-		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	spec, _, err := cfg.ClaimTable()
+	cfg := claim.Config{
+		ClaimTable:  dialect.ClaimTable{Table: "chaos_no_index", Scope: []string{"task_id"}},
+		ScopeValues: []any{7}, BatchSize: 2,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	spec, err := cfg.Resolve()
 	require.NoError(t, err)
 	ddl, err := d.d.CreateTableDDL(dialect.ClaimTableDef(spec))
 	require.NoError(t, err)

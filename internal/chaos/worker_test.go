@@ -44,16 +44,16 @@ func workerRole(ctx context.Context, out *emitter) error {
 			continue
 		}
 		ids := make([]int64, b.Len())
-		for i, r := range b.Rows {
+		for i, r := range b.Rows() {
 			ids[i] = r.ID.(int64)
 		}
-		out.emit(event{Ev: "claim", Tok: b.Token, IDs: ids, T0: t0, T: time.Now().UnixNano()})
+		out.emit(event{Ev: "claim", Tok: b.Token(), IDs: ids, T0: t0, T: time.Now().UnixNano()})
 		stop := b.KeepAlive(hb)
-		for _, r := range b.Rows {
+		for _, r := range b.Rows() {
 			pause(ctx, delay)
-			if err := send(ctx, d, r.ID.(int64), b.Token, r.Value.Attempts); err != nil {
+			if err := send(ctx, d, r.ID.(int64), b.Token(), r.Value.Attempts); err != nil {
 				// Leave this row and the rest for the reaper.
-				out.emit(event{Ev: "senderr", Tok: b.Token, IDs: []int64{r.ID.(int64)}, Err: err.Error()})
+				out.emit(event{Ev: "senderr", Tok: b.Token(), IDs: []int64{r.ID.(int64)}, Err: err.Error()})
 				break
 			}
 			a0 := time.Now().UnixNano()
@@ -61,13 +61,13 @@ func workerRole(ctx context.Context, out *emitter) error {
 			one := []int64{r.ID.(int64)}
 			switch {
 			case err == nil:
-				out.emit(event{Ev: "ack", Tok: b.Token, IDs: one, T0: a0, T: time.Now().UnixNano()})
+				out.emit(event{Ev: "ack", Tok: b.Token(), IDs: one, T0: a0, T: time.Now().UnixNano()})
 			case errors.Is(err, claim.ErrClaimLost):
-				out.emit(event{Ev: "lost", Tok: b.Token, IDs: one, Err: err.Error()})
+				out.emit(event{Ev: "lost", Tok: b.Token(), IDs: one, Err: err.Error()})
 			default:
 				// Unknown outcome (a dropped connection): the row stays
 				// held; the reaper returns it if the ack did not land.
-				out.emit(event{Ev: "ackerr", Tok: b.Token, IDs: one, Err: err.Error()})
+				out.emit(event{Ev: "ackerr", Tok: b.Token(), IDs: one, Err: err.Error()})
 			}
 		}
 		stop()

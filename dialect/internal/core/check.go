@@ -38,13 +38,14 @@ func checkAck(s dialect.ClaimTable, p *dialect.AckParams) error {
 	case p.Outcome < dialect.OutcomeDone || p.Outcome > dialect.OutcomeRetry:
 		return fmt.Errorf("%w: unknown outcome %d", dialect.ErrInvalidConfig, p.Outcome)
 	case p.MaxAttempts < 0:
-		return fmt.Errorf("%w: negative MaxAttempts %d", dialect.ErrInvalidConfig, p.MaxAttempts)
+		return s.CheckMaxAttempts(p.MaxAttempts)
 	case p.Versions != nil && (len(p.Versions) != len(p.IDs) || s.Version == ""):
 		return fmt.Errorf("%w: versions need a Version column and one version per id", dialect.ErrInvalidConfig)
-	case (p.Outcome == dialect.OutcomeFailed || p.Outcome == dialect.OutcomeRetry && p.MaxAttempts > 0) && !s.Failed.IsSet():
+	case p.Outcome == dialect.OutcomeFailed && !s.Failed.IsSet():
 		return fmt.Errorf("%w: failing rows needs a Failed status", dialect.ErrInvalidConfig)
-	case p.Outcome == dialect.OutcomeRetry && p.MaxAttempts > 0 && s.Attempts == "":
-		return fmt.Errorf("%w: MaxAttempts needs an Attempts column", dialect.ErrInvalidConfig)
+	case p.Outcome == dialect.OutcomeRetry:
+		// Only a retry parks: MaxAttempts means nothing to other outcomes.
+		return s.CheckMaxAttempts(p.MaxAttempts)
 	}
 	return nil
 }
@@ -54,10 +55,8 @@ func checkReap(s dialect.ClaimTable, p *dialect.ReapParams) error {
 	switch {
 	case p.Timeout <= 0 || p.Limit <= 0:
 		return fmt.Errorf("%w: timeout and limit must be positive", dialect.ErrInvalidConfig)
-	case p.MaxAttempts < 0:
-		return fmt.Errorf("%w: negative MaxAttempts %d", dialect.ErrInvalidConfig, p.MaxAttempts)
-	case p.MaxAttempts > 0 && (s.Attempts == "" || !s.Failed.IsSet()):
-		return fmt.Errorf("%w: MaxAttempts needs Attempts and Failed", dialect.ErrInvalidConfig)
+	case s.CheckMaxAttempts(p.MaxAttempts) != nil:
+		return s.CheckMaxAttempts(p.MaxAttempts)
 	case p.ScopeValues != nil:
 		return checkScope(s, len(p.ScopeValues))
 	}

@@ -319,3 +319,25 @@ func TestStatementArguments(t *testing.T) {
 	_, err = d.render("bad", `{{.Nope}}`, Names{}, false)
 	require.Error(t, err, "a template naming a missing field is refused when the store is built")
 }
+
+// The store's param checks apply the claim table's one MaxAttempts rule.
+func TestParamChecksApplyTheMaxAttemptsRule(t *testing.T) {
+	t.Parallel()
+	full := fakeSpec(t)
+	full.Attempts = "attempts"
+	noAttempts := fakeSpec(t)
+	for _, tc := range []struct {
+		t    dialect.ClaimTable
+		n    int
+		want string
+	}{
+		{full, -1, "MaxAttempts: -1 is negative"},
+		{noAttempts, 3, "needs an Attempts column"},
+	} {
+		require.ErrorContains(t, checkReap(tc.t, &dialect.ReapParams{Timeout: 1, Limit: 1, MaxAttempts: tc.n}), tc.want)
+		require.ErrorContains(t, checkAck(tc.t, &dialect.AckParams{Token: "t", Outcome: dialect.OutcomeRetry, MaxAttempts: tc.n}), tc.want)
+	}
+	// Only a retry parks: other outcomes ignore a positive MaxAttempts.
+	require.NoError(t, checkAck(noAttempts, &dialect.AckParams{Token: "t", Outcome: dialect.OutcomeDone, MaxAttempts: 3}))
+	require.NoError(t, checkReap(full, &dialect.ReapParams{Timeout: 1, Limit: 1, MaxAttempts: 3}))
+}
