@@ -40,6 +40,16 @@ var (
 	ErrRetryable = errors.New("claimlock: retryable conflict")
 )
 
+// ErrOutcomeUnknown reports a write whose outcome the library cannot know:
+// the connection broke, or the context ended, after the statement or its
+// COMMIT reached the database and before the reply came back. The write may
+// have taken effect. It is never retried blindly. For an ack this means the
+// rows may be done: acking them again reports them as lost ([ErrClaimLost],
+// their token was cleared by the first ack) or, if the first ack did not
+// happen, acks them; a reaper returns rows whose ack never happened. The
+// engine's error stays reachable with errors.As.
+var ErrOutcomeUnknown = errors.New("claimlock: outcome unknown: the connection broke or the context ended while the database had the write")
+
 // ErrReadOnly reports a write refused because the server is read-only: a
 // standby, a replica, or a primary demoted by a failover. It is not retried:
 // point the connection at the primary.

@@ -142,12 +142,12 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 // (rcSession) or are not READ COMMITTED.
 func build(db *sql.DB, v Version, raw string, opts dialect.Options, logger *slog.Logger, rcSession bool) *Dialect {
 	d := &Dialect{db: db, version: v, rcSession: rcSession}
-	var txOpts *sql.TxOptions
+	begin := []string{"START TRANSACTION"}
 	if !rcSession {
-		txOpts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+		begin = []string{"SET TRANSACTION ISOLATION LEVEL READ COMMITTED", "START TRANSACTION"}
 	}
 	d.E = &core.Engine{
-		Name: "mysql", DB: core.SQLDB{DB: db, TxOptions: txOpts}, Classify: classify, FoldCase: true,
+		Name: "mysql", DB: core.ConnDB{DB: db, BeginSQL: begin}, Classify: classify, FoldCase: true,
 		Dialect:       core.Dialect{TimeUnit: core.Microseconds},
 		Quote:         quote,
 		Retry:         core.NewRetrier(opts.Retry),

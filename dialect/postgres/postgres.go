@@ -56,7 +56,7 @@ func NewStdlib(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect,
 	if _, ok := db.Driver().(*stdlib.Driver); !ok {
 		return nil, fmt.Errorf("%w: postgres: *sql.DB uses driver %T; open it with pgx's stdlib driver (\"pgx\")", dialect.ErrInvalidConfig, db.Driver())
 	}
-	return newDialect(ctx, core.SQLDB{DB: db, TxOptions: &sql.TxOptions{Isolation: sql.LevelReadCommitted}}, opts)
+	return newDialect(ctx, core.ConnDB{DB: db, BeginSQL: []string{"BEGIN ISOLATION LEVEL READ COMMITTED"}}, opts)
 }
 
 func newDialect(ctx context.Context, h core.DB, opts dialect.Options) (*Dialect, error) {

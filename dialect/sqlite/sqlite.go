@@ -95,8 +95,11 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 		logger.Warn("claimlock: sqlite busy_timeout is 0; concurrent writers will see SQLITE_BUSY at once (open with sqlite.Open or add _pragma=busy_timeout(10000))")
 	}
 	d := &Dialect{}
+	// Multi-statement operations run in BEGIN IMMEDIATE transactions,
+	// which take the write lock at once and so never fail later with
+	// SQLITE_BUSY_SNAPSHOT.
 	d.E = &core.Engine{
-		Name: "sqlite", DB: immediateDB{db}, Classify: classify, Returning: true, FoldCase: true,
+		Name: "sqlite", DB: core.ConnDB{DB: db, BeginSQL: []string{"BEGIN IMMEDIATE"}}, Classify: classify, Returning: true, FoldCase: true,
 		Dialect: core.Dialect{TimeUnit: core.Milliseconds},
 		Quote:   quote,
 		Retry:   core.NewRetrier(opts.Retry),

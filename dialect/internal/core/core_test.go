@@ -341,3 +341,47 @@ func TestParamChecksApplyTheMaxAttemptsRule(t *testing.T) {
 	require.NoError(t, checkAck(noAttempts, &dialect.AckParams{Token: "t", Outcome: dialect.OutcomeDone, MaxAttempts: 3}))
 	require.NoError(t, checkReap(full, &dialect.ReapParams{Timeout: 1, Limit: 1, MaxAttempts: 3}))
 }
+
+// A write that loses its connection, or whose COMMIT fails for a reason the
+// engine does not name, may have taken effect: its error says so. A read's
+// does not, and neither does a COMMIT refused by a deadlock (retried).
+func TestOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	f := &fakeDB{}
+	e := fakeEngine(f, true)
+	for name, op := range ops(t, e) {
+		f.count, f.calls = nil, nil
+		f.fail = func(call string, n int) error {
+			if call != "rollback" && len(f.calls) == 1 {
+				return fakeErr{dialect.ClassConnection}
+			}
+			return nil
+		}
+		err := op.run(context.Background())
+		require.Equal(t, !op.read, errors.Is(err, dialect.ErrOutcomeUnknown), name)
+	}
+	cs, err := NewClaims(e, fakeClaimSQL, fakeSpec(t), nil)
+	require.NoError(t, err)
+	versioned := &dialect.AckParams{Token: "t", IDs: []any{1}, Versions: []int64{1}}
+	for class, unknown := range map[dialect.ErrorClass]bool{dialect.ClassOther: true, dialect.ClassConnection: true, dialect.ClassDuplicate: false} {
+		f.count, f.calls = nil, nil
+		f.fail = func(call string, n int) error {
+			if call == "commit" {
+				return fakeErr{class}
+			}
+			return nil
+		}
+		_, err = cs.Ack(context.Background(), versioned)
+		require.Error(t, err)
+		require.Equal(t, unknown, errors.Is(err, dialect.ErrOutcomeUnknown), "commit failing with class %d", class)
+	}
+	f.count, f.calls = nil, nil
+	f.fail = func(call string, n int) error {
+		if call == "commit" && n == 1 {
+			return fakeErr{dialect.ClassDeadlock}
+		}
+		return nil
+	}
+	_, err = cs.Ack(context.Background(), versioned)
+	require.NoError(t, err, "a deadlock at COMMIT rolled back: the ack is retried")
+}

@@ -167,17 +167,38 @@ func ClassOf(err error) dialect.ErrorClass {
 // An idempotent fn (one whose re-run does no harm and reports the same
 // thing) is also re-run once after a broken connection; a write that may
 // have been applied never is.
+//
+// A write (not idempotent) that fails with a broken connection, or because
+// ctx ended while it ran, may have taken effect: its error wraps
+// [dialect.ErrOutcomeUnknown].
 func (e *Engine) Do(ctx context.Context, op string, idempotent bool, fn func() error) error {
 	connRetried := false
 	return e.Retry.Do(ctx, op, func() error {
+		live := ctx.Err() == nil
 		err := e.interpret(fn())
 		if idempotent && !connRetried && ClassOf(err) == dialect.ClassConnection && ctx.Err() == nil {
 			connRetried = true
 			err = e.interpret(fn())
 		}
+		if !idempotent && live && err != nil && !errors.Is(err, dialect.ErrOutcomeUnknown) &&
+			(ClassOf(err) == dialect.ClassConnection || ctx.Err() != nil && isContextErr(err)) {
+			err = &unknownErr{err}
+		}
 		return err
 	})
 }
+
+// isContextErr reports an error caused by a context's end.
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// unknownErr marks a write of unknown outcome; the cause stays reachable.
+type unknownErr struct{ err error }
+
+func (e *unknownErr) Error() string        { return "outcome unknown: " + e.err.Error() }
+func (e *unknownErr) Unwrap() error        { return e.err }
+func (e *unknownErr) Is(target error) bool { return target == dialect.ErrOutcomeUnknown }
 
 // InTx runs fn in a transaction from [DB.Begin], committing when fn returns
 // nil and rolling back otherwise. The rollback does not use the caller's
@@ -198,7 +219,16 @@ func (e *Engine) InTx(ctx context.Context, fn func(Querier) error) (err error) {
 	if err := fn(tx); err != nil {
 		return e.interpret(err)
 	}
-	return e.interpret(tx.Commit(ctx))
+	if err := e.interpret(tx.Commit(ctx)); err != nil {
+		// Only a refusal the engine names (a deadlock or serialization
+		// failure at COMMIT) says the transaction did not commit; anything
+		// else may have come after the commit was applied.
+		if c := ClassOf(err); c == dialect.ClassOther || c == dialect.ClassConnection {
+			return &unknownErr{err}
+		}
+		return err
+	}
+	return nil
 }
 
 // Exec runs one statement and returns its affected rows.

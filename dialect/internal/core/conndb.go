@@ -1,0 +1,100 @@
+package core
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+)
+
+// ConnDB runs statements on a database/sql pool, and transactions on one
+// pooled connection with plain statements: BeginSQL, then the operation's
+// statements, then COMMIT or ROLLBACK. COMMIT is then a statement like any
+// other and honours the context (database/sql's Tx.Commit takes none, and
+// go-sql-driver/mysql waits for ever for a COMMIT reply that does not come).
+type ConnDB struct {
+	DB *sql.DB
+	// BeginSQL are the statements that start a transaction, in order (for
+	// example "BEGIN IMMEDIATE", or "SET TRANSACTION ISOLATION LEVEL READ
+	// COMMITTED" then "START TRANSACTION").
+	BeginSQL []string
+}
+
+// Exec implements [Querier].
+func (h ConnDB) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	r, err := h.DB.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return r.RowsAffected()
+}
+
+// Query implements [Querier].
+func (h ConnDB) Query(ctx context.Context, q string, args ...any) (Rows, error) {
+	r, err := h.DB.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{r}, nil
+}
+
+// Begin implements [DB].
+func (h ConnDB) Begin(ctx context.Context) (Tx, error) {
+	conn, err := h.DB.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range h.BeginSQL {
+		if _, err := conn.ExecContext(ctx, s); err != nil {
+			// The connection may be half inside a transaction: never
+			// return it to the pool.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			conn.Close()
+			return nil, err
+		}
+	}
+	return connTx{conn}, nil
+}
+
+// connTx is a transaction on one connection.
+type connTx struct{ conn *sql.Conn }
+
+func (t connTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	r, err := t.conn.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return r.RowsAffected()
+}
+
+func (t connTx) Query(ctx context.Context, q string, args ...any) (Rows, error) {
+	r, err := t.conn.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{r}, nil
+}
+
+// Commit sends COMMIT. A failed COMMIT leaves the transaction to the
+// rollback that follows it, and only then is the connection returned.
+func (t connTx) Commit(ctx context.Context) error {
+	if _, err := t.conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return err
+	}
+	return t.conn.Close()
+}
+
+// Rollback ends the transaction and returns the connection. A connection
+// that may still be inside the transaction is never returned to the pool.
+func (t connTx) Rollback(ctx context.Context) error {
+	_, err := t.conn.ExecContext(ctx, "ROLLBACK")
+	if err != nil {
+		_ = t.conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	t.conn.Close()
+	return err
+}
+
+// sqlRows drops the error of Close, which Err already reports.
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { _ = r.Rows.Close() }

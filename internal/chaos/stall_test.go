@@ -1,0 +1,242 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/dialecttest"
+	"github.com/claimlock/claimlock/internal/testengine"
+)
+
+// Proxy modes: pass everything; hold every reply; hold the replies of a
+// connection once it sent a COMMIT.
+const (
+	passReplies int32 = iota
+	holdReplies
+	holdAfterCommit
+)
+
+// stallProxy forwards TCP connections to a database server and can hold the
+// server's replies, as a network partition or a stalled server would, while
+// the requests still reach the server.
+type stallProxy struct {
+	ln     net.Listener
+	target string
+	mode   atomic.Int32
+	done   chan struct{}
+	wg     sync.WaitGroup
+}
+
+func newStallProxy(t *testing.T, target string) *stallProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &stallProxy{ln: ln, target: target, done: make(chan struct{})}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(func() {
+		close(p.done)
+		ln.Close()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *stallProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *stallProxy) accept() {
+	defer p.wg.Done()
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial("tcp", p.target)
+		if err != nil {
+			client.Close()
+			continue
+		}
+		p.wg.Add(2)
+		var held atomic.Bool
+		closeBoth := sync.OnceFunc(func() { client.Close(); server.Close() })
+		go func() { // requests: always forwarded
+			defer p.wg.Done()
+			defer closeBoth()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := client.Read(buf)
+				if n > 0 {
+					if p.mode.Load() == holdAfterCommit && bytes.Contains(bytes.ToUpper(buf[:n]), []byte("COMMIT")) {
+						held.Store(true)
+					}
+					if _, werr := server.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		go func() { // replies: held while the mode says so
+			defer p.wg.Done()
+			defer closeBoth()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := server.Read(buf)
+				for n > 0 {
+					m := p.mode.Load()
+					if m == holdReplies || m == holdAfterCommit && held.Load() {
+						select {
+						case <-p.done:
+							return
+						case <-time.After(5 * time.Millisecond):
+							// A client that gave up has closed its side;
+							// the server side is closed with it.
+							if _, werr := client.Write(nil); werr != nil {
+								return
+							}
+							continue
+						}
+					}
+					if _, werr := client.Write(buf[:n]); werr != nil {
+						return
+					}
+					break
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// redirect points dsn at addr and returns the new DSN and the address it
+// named.
+func redirect(t *testing.T, engine, dsn, addr string) (newDSN, target string) {
+	t.Helper()
+	if engine == testengine.MySQL {
+		cfg, err := gomysql.ParseDSN(dsn)
+		require.NoError(t, err)
+		target, cfg.Addr = cfg.Addr, addr
+		return cfg.FormatDSN(), target
+	}
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	target, u.Host = u.Host, addr
+	return u.String(), target
+}
+
+// TestStalledReplies holds the server's replies on the library's
+// connections. Every operation returns by its context's deadline, and a
+// write whose COMMIT reached the server reports an unknown outcome rather
+// than a failure or a success: with go-sql-driver/mysql, database/sql's
+// Tx.Commit ignores the context and waited for ever.
+func TestStalledReplies(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{testengine.Postgres, testengine.PostgresStdlib, testengine.MySQL} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e, ok := testengine.ByName(name)
+			if !ok {
+				e, _ = testengine.ByName(testengine.Postgres)
+			}
+			dsn := e.DSN(t)
+			ctx := context.Background()
+			direct, closeDirect, err := testengine.Connect(ctx, name, dsn, 4, dialect.Options{})
+			require.NoError(t, err)
+			t.Cleanup(closeDirect)
+			spec := dialect.ClaimTable{Table: "stall", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
+				Version: "version", Columns: []string{"payload"}, Scope: []string{"task_id"},
+				Pending: dialect.StatusString("PENDING"), Processing: dialect.StatusString("PROCESSING"), Done: dialect.StatusString("SENT")}
+			dialecttest.CreateClaimTable(t, direct.Dialect, spec)
+			for i := range 20 {
+				_, err := direct.DB.ExecContext(ctx, fmt.Sprintf("INSERT INTO stall (task_id, payload) VALUES (1, 'p%d')", i))
+				require.NoError(t, err)
+			}
+
+			_, target := redirect(t, name, dsn, "")
+			p := newStallProxy(t, target)
+			proxyDSN, _ := redirect(t, name, dsn, p.addr())
+			pc, closeProxied, err := testengine.Connect(ctx, name, proxyDSN, 4, dialect.Options{})
+			require.NoError(t, err)
+			t.Cleanup(closeProxied)
+			store, err := pc.Dialect.ClaimStore(spec)
+			require.NoError(t, err)
+			require.NoError(t, store.VerifySchema(ctx))
+
+			tok := dialect.NewToken()
+			var ids []any
+			var versions []int64
+			_, err = store.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: 10, ScopeValues: []any{1}, Strategy: dialect.StrategyTokenUpdate},
+				func(sc dialect.Scanner) error {
+					var id, v int64
+					var payload string
+					err := sc.Scan(&id, &v, &payload)
+					ids, versions = append(ids, id), append(versions, v)
+					return err
+				})
+			require.NoError(t, err)
+			require.Len(t, ids, 10)
+
+			// The ack's COMMIT reaches the server; its reply does not.
+			p.mode.Store(holdAfterCommit)
+			err = within(t, 1500*time.Millisecond, func(ctx context.Context) error {
+				_, err := store.Ack(ctx, &dialect.AckParams{Token: tok, IDs: ids, Versions: versions})
+				return err
+			})
+			require.Error(t, err)
+			require.ErrorIs(t, err, dialect.ErrOutcomeUnknown, "a COMMIT without a reply has an unknown outcome: %v", err)
+
+			// Every reply held: a claim returns by its deadline too.
+			p.mode.Store(holdReplies)
+			err = within(t, 2*time.Second, func(ctx context.Context) error {
+				_, err := store.Claim(ctx, &dialect.ClaimParams{Token: dialect.NewToken(), Limit: 5, ScopeValues: []any{1},
+					Strategy: pc.Dialect.Capabilities().PreferredStrategy}, func(dialect.Scanner) error { return nil })
+				return err
+			})
+			require.Error(t, err)
+			p.mode.Store(passReplies)
+
+			// The ack was all or nothing: the COMMIT was sent, so all of it.
+			var sent, held int
+			require.NoError(t, direct.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM stall WHERE status = 'SENT'").Scan(&sent))
+			require.NoError(t, direct.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM stall WHERE token = '"+tok+"'").Scan(&held))
+			require.Equal(t, 10, sent+held, "no partial ack")
+			require.True(t, sent == 10 || held == 10, "sent %d, held %d", sent, held)
+			// The pool recovers once replies flow again.
+			_, err = store.Stats(ctx, nil)
+			require.NoError(t, err)
+		})
+	}
+}
+
+// within runs fn with a context of the given deadline and fails the test
+// unless fn returns within the deadline and a grace of two seconds.
+func within(t *testing.T, deadline time.Duration, fn func(context.Context) error) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- fn(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(deadline + 2*time.Second):
+		t.Fatalf("still running %v after a deadline of %v", time.Since(start), deadline)
+		return nil
+	}
+}
