@@ -97,6 +97,8 @@ func Run(t *testing.T, h Harness) {
 		{"ErrorText", testErrorText},
 		{"AckRollsBack", testAckRollsBack},
 		{"SecondPrecision", testSecondPrecision},
+		{"ScopeValueTypes", testScopeValueTypes},
+		{"NullableCounters", testNullableCounters},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -162,3 +162,103 @@ func testAckRollsBack(t *testing.T, h Harness) {
 	require.Equal(t, "SENT", f.row(a.ID).Status)
 	require.Equal(t, "PENDING", f.row(b.ID).Status)
 }
+
+// testScopeValueTypes: once the table is verified, a scope value that its
+// column would convert lossily is refused before any statement runs:
+// "1abc" claimed task 1 on MariaDB, and pgx turned 1.5 into 2.
+func testScopeValueTypes(t *testing.T, h Harness) {
+	f := newFixture(t, h)
+	f.insert(1, 3)
+	ctx := ctxT(t)
+	s := f.d.Capabilities().PreferredStrategy
+	noScan := func(dialect.Scanner) error { return nil }
+	for _, bad := range []any{"1abc", "1", 1.5, 1.0, true} {
+		_, err := f.store.Claim(ctx, &dialect.ClaimParams{Token: "t", Limit: 1, ScopeValues: []any{bad}, Strategy: s}, noScan)
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "claim with scope value %#v", bad)
+		_, err = f.store.Reap(ctx, &dialect.ReapParams{Timeout: time.Second, Limit: 1, ScopeValues: []any{bad}})
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "reap with scope value %#v", bad)
+		_, err = f.store.Stats(ctx, []any{bad})
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "stats with scope value %#v", bad)
+	}
+	for _, r := range f.rows() {
+		require.Equal(t, "PENDING", r.Status, "nothing was claimed")
+	}
+	n, err := f.store.Claim(ctx, &dialect.ClaimParams{Token: dialect.NewToken(), Limit: 1, ScopeValues: []any{int32(1)}, Strategy: s}, func(sc dialect.Scanner) error {
+		var id any
+		var v int64
+		var p string
+		return sc.Scan(&id, &v, &p)
+	})
+	require.NoError(t, err, "any Go integer type is fine")
+	require.Equal(t, 1, n)
+}
+
+// testNullableCounters: a NULL in a nullable attempts or fence column
+// counts as 0 on every engine. attempts + 1 on NULL stayed NULL, so such
+// a row was never parked; a NULL fence failed Acquire with a scan error on
+// MySQL and SQLite.
+func testNullableCounters(t *testing.T, h Harness) {
+	d, db := h.Open(t)
+	ctx := ctxT(t)
+	def := dialect.TableDef{Table: "cl_nullable", Columns: []dialect.ColumnDef{
+		{Name: "id", Type: dialect.TypeSerial},
+		{Name: "task_id", Type: dialect.TypeInt, NotNull: true},
+		{Name: "status", Type: dialect.TypeText, Len: 32, NotNull: true, Default: ptr(st(t, "PENDING"))},
+		{Name: "token", Type: dialect.TypeText, Len: 40},
+		{Name: "claimed_at", Type: dialect.TypeTime},
+		{Name: "attempts", Type: dialect.TypeInt},
+		{Name: "lock_owner", Type: dialect.TypeText, Len: 40},
+		{Name: "lock_at", Type: dialect.TypeTime},
+		{Name: "fence", Type: dialect.TypeInt},
+	}}
+	ddl, err := d.CreateTableDDL(def)
+	require.NoError(t, err)
+	require.NoError(t, d.ExecDDL(ctx, ddl))
+	q := func(s string) string { x, err := d.QuoteIdent("t", s); require.NoError(t, err); return x }
+	_, err = db.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s) VALUES (1), (1)", q("cl_nullable"), q("task_id")))
+	require.NoError(t, err)
+	spec := dialect.ClaimTable{Table: "cl_nullable", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
+		Attempts: "attempts", Scope: []string{"task_id"},
+		Pending: st(t, "PENDING"), Processing: st(t, "PROCESSING"), Done: st(t, "SENT"), Failed: st(t, "FAILED")}
+	store, err := d.ClaimStore(spec)
+	require.NoError(t, err)
+	require.NoError(t, store.VerifySchema(ctx))
+	claimAll := func() (string, []any) {
+		tok := dialect.NewToken()
+		var ids []any
+		_, err := store.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: 10, ScopeValues: []any{1}, Strategy: d.Capabilities().PreferredStrategy},
+			func(sc dialect.Scanner) error {
+				var id any
+				err := sc.Scan(&id)
+				ids = append(ids, norm(id))
+				return err
+			})
+		require.NoError(t, err)
+		return tok, ids
+	}
+	tok, ids := claimAll()
+	require.Len(t, ids, 2)
+	res, err := store.Ack(ctx, &dialect.AckParams{Token: tok, IDs: ids[:1], Outcome: dialect.OutcomeRetry, MaxAttempts: 1})
+	require.NoError(t, err)
+	require.Equal(t, []int{0}, res.Parked, "the first claim counted as attempt 1")
+	// The other row's count goes back to NULL behind the library's back: a
+	// sweep with MaxAttempts 1 returns it rather than parking it (NULL is 0
+	// attempts), and reaps rather than skips it.
+	_, err = db.ExecContext(ctx, fmt.Sprintf("UPDATE %s SET %s = NULL", q("cl_nullable"), q("attempts")))
+	require.NoError(t, err)
+	time.Sleep(20 * time.Millisecond)
+	rr, err := store.Reap(ctx, &dialect.ReapParams{Timeout: time.Millisecond, Limit: 10, MaxAttempts: 1})
+	require.NoError(t, err)
+	require.EqualValues(t, 0, rr.Parked, "a NULL count is 0 attempts, below 1")
+	require.EqualValues(t, 1, rr.Returned)
+
+	leases, err := d.LeaseStore(dialect.LeaseTable{Table: "cl_nullable", Key: "id", Owner: "lock_owner", LockedAt: "lock_at", Fence: "fence"})
+	require.NoError(t, err)
+	require.NoError(t, leases.VerifySchema(ctx))
+	info, err := leases.Acquire(ctx, ids[0], dialect.NewToken(), time.Minute)
+	require.NoError(t, err, "a NULL fence is 0")
+	require.EqualValues(t, 1, info.Fence)
+	st, err := leases.Inspect(ctx, ids[1])
+	require.NoError(t, err)
+	require.Zero(t, st.Fence)
+}

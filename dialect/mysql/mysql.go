@@ -120,6 +120,16 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 	if err != nil {
 		return nil, fmt.Errorf("mysql: read isolation level: %w", err)
 	}
+	var autocommit int
+	if err := db.QueryRowContext(ctx, "SELECT @@autocommit").Scan(&autocommit); err != nil {
+		return nil, fmt.Errorf("mysql: read autocommit: %w", err)
+	}
+	if autocommit == 0 {
+		// Every claim, heartbeat and reap is one autocommit statement: with
+		// autocommit off it would stay invisible to other sessions, and
+		// hold its row locks, until the session's next COMMIT.
+		return nil, fmt.Errorf("%w: mysql: the sessions run with autocommit=0, so claims would stay invisible and locked until a later COMMIT; remove autocommit=0 from the DSN or the server's init_connect", dialect.ErrInvalidConfig)
+	}
 	d := build(db, v, raw, opts, logger, strings.EqualFold(iso, readCommitted))
 	d.isolationVar, d.isolation = name, iso
 	if !d.rcSession {

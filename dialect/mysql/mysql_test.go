@@ -34,6 +34,9 @@ func openWith(t *testing.T, mut func(*gomysql.Config)) (*sql.DB, *gomysql.Config
 	t.Helper()
 	cfg, err := gomysql.ParseDSN(dbtest.MySQLDSN(t))
 	require.NoError(t, err)
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
 	if mut != nil {
 		mut(cfg)
 	}
@@ -509,4 +512,58 @@ func TestMissingIndexesSchemaQualified(t *testing.T) {
 	missing, err = other.MissingIndexes(ctx)
 	require.NoError(t, err)
 	require.Len(t, missing, 3)
+}
+
+// A status column that cannot hold or tell apart the status values is
+// refused at verification. The defects it prevents are shown first, on the
+// raw table: with a non-strict sql_mode a status too long for its column
+// is stored cut short, and on a case-insensitive collation two statuses
+// that differ only in case are one value.
+func TestStatusColumnChecks(t *testing.T) {
+	t.Parallel()
+	db, _ := openWith(t, func(c *gomysql.Config) { c.Params["sql_mode"] = "''" })
+	d := newDialect(t, db, dialect.Options{})
+	ctx := ctxT(t)
+	_, err := db.ExecContext(ctx, "CREATE TABLE short_status (id BIGINT AUTO_INCREMENT PRIMARY KEY, status VARCHAR(8) NOT NULL DEFAULT 'PENDING', token VARCHAR(40), claimed_at DATETIME(6))")
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, "INSERT INTO short_status (status) VALUES ('PROCESSING')")
+	require.NoError(t, err, "a non-strict session truncates without an error")
+	var stored string
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT status FROM short_status").Scan(&stored))
+	require.Equal(t, "PROCESSI", stored)
+	spec := dialect.ClaimTable{Table: "short_status", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
+		Pending: st(t, "PENDING"), Processing: st(t, "PROCESSING"), Done: st(t, "DONE")}
+	cs, err := d.ClaimStore(spec)
+	require.NoError(t, err)
+	err = cs.VerifySchema(ctx)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	require.ErrorContains(t, err, `Processing: status "PROCESSING" does not fit column short_status.status, which holds 8 characters`)
+
+	_, err = db.ExecContext(ctx, "CREATE TABLE ci_status (id BIGINT AUTO_INCREMENT PRIMARY KEY, status VARCHAR(16) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL, token VARCHAR(40), claimed_at DATETIME(6))")
+	require.NoError(t, err)
+	var same int
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM (SELECT 'done' AS s) x WHERE s = _utf8mb4'DONE' COLLATE utf8mb4_general_ci").Scan(&same))
+	require.Equal(t, 1, same, "one value under the column's collation")
+	spec = dialect.ClaimTable{Table: "ci_status", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
+		Pending: st(t, "pending"), Processing: st(t, "processing"), Done: st(t, "done"), Failed: st(t, "DONE")}
+	cs, err = d.ClaimStore(spec)
+	require.NoError(t, err)
+	err = cs.VerifySchema(ctx)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	require.ErrorContains(t, err, `Failed: status "DONE" equals Done "done" under the collation utf8mb4_general_ci`)
+	spec.Failed = st(t, "failed")
+	cs, err = d.ClaimStore(spec)
+	require.NoError(t, err)
+	require.NoError(t, cs.VerifySchema(ctx), "distinct values are fine on a case-insensitive column")
+}
+
+// Sessions with autocommit off are refused: every claim is one autocommit
+// statement, and without autocommit it would stay invisible to other
+// sessions, holding its locks, until some later COMMIT.
+func TestAutocommitOffIsRefused(t *testing.T) {
+	t.Parallel()
+	db, _ := openWith(t, func(c *gomysql.Config) { c.Params["autocommit"] = "0" })
+	_, err := mysql.New(ctxT(t), db, dialect.Options{})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	require.ErrorContains(t, err, "autocommit=0")
 }

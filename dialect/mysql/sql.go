@@ -95,7 +95,8 @@ SELECT COALESCE(SUM({{.Status}} = {{.Pending}}), 0),
 FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
 
 	Columns: `
-SELECT column_name, COALESCE(character_maximum_length, 0), data_type, COALESCE(datetime_precision, -1)
+SELECT column_name, COALESCE(character_maximum_length, 0), data_type, COALESCE(datetime_precision, -1),
+       COALESCE(collation_name, '')
 FROM information_schema.columns
 WHERE table_schema = COALESCE({{arg "schema"}}, DATABASE()) AND table_name = {{arg "table"}}`,
 

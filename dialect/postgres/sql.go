@@ -87,7 +87,7 @@ FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
 
 	Columns: `
 SELECT column_name::text, COALESCE(character_maximum_length, 0)::bigint,
-       data_type::text, COALESCE(datetime_precision, -1)::bigint
+       data_type::text, COALESCE(datetime_precision, -1)::bigint, COALESCE(collation_name, '')::text
 FROM information_schema.columns
 WHERE table_schema = COALESCE({{arg "schema"}}::text, current_schema()) AND table_name = {{arg "table"}}::text`,
 

@@ -17,6 +17,9 @@ type ColumnInfo struct {
 	// Type is the column's data type as the catalog names it, in lower
 	// case ("datetime", "timestamp with time zone", "integer").
 	Type string
+	// Collation is the column's collation as the catalog names it, in lower
+	// case ("utf8mb4_general_ci"), or "" when the engine does not say.
+	Collation string
 	// Precision is the number of fractional-second digits a time column
 	// stores (0 for MySQL's DATETIME or PostgreSQL's timestamp(0), 6 for
 	// DATETIME(6) or timestamptz), or -1 when the column is not a time
@@ -88,7 +91,93 @@ func checkClaimColumns(s dialect.ClaimTable, c Columns) error {
 	for i, n := range s.Scope {
 		cols = append(cols, struct{ field, name string }{fmt.Sprintf("Scope[%d]", i), n})
 	}
-	return c.check(s.Table, cols, "Token", s.Token)
+	if err := c.check(s.Table, cols, "Token", s.Token); err != nil {
+		return err
+	}
+	return checkStatusColumn(s, c)
+}
+
+// checkStatusColumn verifies that the status column can hold every status
+// value the library writes, and tell them apart. A non-strict MySQL stores
+// a value too long for the column cut short ('PROCESSI'), and a row so
+// marked can then neither be heartbeaten, released nor reaped; on a
+// case-insensitive collation 'done' and 'DONE' are one value, and done rows
+// would be claimed again.
+func checkStatusColumn(s dialect.ClaimTable, c Columns) error {
+	col, _ := c.Get(s.Status)
+	all := []struct {
+		field string
+		v     dialect.Status
+	}{{"Pending", s.Pending}, {"Processing", s.Processing}, {"Done", s.Done}, {"Failed", s.Failed}}
+	for i, a := range all {
+		if !a.v.IsSet() || a.v.IsNumeric() {
+			continue
+		}
+		if col.MaxLen > 0 && len(a.v.String()) > col.MaxLen {
+			return fmt.Errorf("%w: %s: status %q does not fit column %s.%s, which holds %d characters",
+				dialect.ErrInvalidConfig, a.field, a.v.String(), s.Table, s.Status, col.MaxLen)
+		}
+		if !caseInsensitive(col.Collation) {
+			continue
+		}
+		for _, b := range all[:i] {
+			if b.v.IsSet() && strings.EqualFold(a.v.String(), b.v.String()) {
+				return fmt.Errorf("%w: %s: status %q equals %s %q under the collation %s of column %s.%s",
+					dialect.ErrInvalidConfig, a.field, a.v.String(), b.field, b.v.String(), col.Collation, s.Table, s.Status)
+			}
+		}
+	}
+	return nil
+}
+
+// columnKind is what a column holds, as far as checking values goes.
+type columnKind int
+
+const (
+	kindOther columnKind = iota
+	kindInt
+	kindText
+)
+
+// kind classifies a column by its catalog type: MySQL's and PostgreSQL's
+// type names, and SQLite's declared types by its affinity rules.
+func (c ColumnInfo) kind() columnKind {
+	switch t := c.Type; {
+	case t == "int" || t == "integer" || t == "bigint" || t == "smallint" || t == "tinyint" || t == "mediumint":
+		return kindInt
+	case t == "varchar" || t == "char" || t == "text" || t == "character varying" || t == "character" ||
+		t == "tinytext" || t == "mediumtext" || t == "longtext":
+		return kindText
+	case strings.Contains(t, "int"):
+		return kindInt
+	case strings.Contains(t, "char") || strings.Contains(t, "clob") || strings.Contains(t, "text"):
+		return kindText
+	}
+	return kindOther
+}
+
+// checkValue refuses a value the database would convert lossily into a
+// column of kind k: a string or a fraction into an integer column ("42abc"
+// claims task 42 on MariaDB; 42.5 becomes 42 through pgx), a number into a
+// text column.
+func (k columnKind) checkValue(field string, v any) error {
+	switch k {
+	case kindInt:
+		if _, err := dialect.NormalizeKey(dialect.IDInt, v); err != nil {
+			return fmt.Errorf("%w: %s: value %v (%T) for an integer column; want a Go integer", dialect.ErrInvalidConfig, field, v, v)
+		}
+	case kindText:
+		if _, err := dialect.NormalizeKey(dialect.IDText, v); err != nil {
+			return fmt.Errorf("%w: %s: value %v (%T) for a text column; want a string", dialect.ErrInvalidConfig, field, v, v)
+		}
+	}
+	return nil
+}
+
+// caseInsensitive reports a collation that compares letters regardless of
+// case, by MySQL's and MariaDB's naming convention (..._ci).
+func caseInsensitive(collation string) bool {
+	return strings.HasSuffix(collation, "_ci")
 }
 
 // checkLeaseColumns verifies the lease table described by s against its

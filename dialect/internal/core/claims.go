@@ -96,6 +96,24 @@ type Claims struct {
 	Ext any
 	// slack is added to the reap timeout: see [Slack].
 	slack atomic.Int64
+	// scopeKinds are the kinds of the scope columns, learnt by
+	// VerifySchema; nil before.
+	scopeKinds atomic.Pointer[[]columnKind]
+}
+
+// checkScopeValues refuses scope values that the scope columns would
+// convert lossily, once the store knows the columns' types.
+func (s *Claims) checkScopeValues(values []any) error {
+	kinds := s.scopeKinds.Load()
+	if kinds == nil {
+		return nil
+	}
+	for i, v := range values {
+		if err := (*kinds)[i].checkValue(fmt.Sprintf("scope value %d (%s)", i, s.Spec.Scope[i]), v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // NewClaims validates spec and renders the engine's statements for it.
@@ -179,6 +197,9 @@ var _ dialect.ClaimStore = (*Claims)(nil)
 // Claim implements [dialect.ClaimStore].
 func (s *Claims) Claim(ctx context.Context, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error) {
 	if err := checkClaim(s.Spec, p); err != nil {
+		return 0, wrap("claim", err)
+	}
+	if err := s.checkScopeValues(p.ScopeValues); err != nil {
 		return 0, wrap("claim", err)
 	}
 	st := s.claim
@@ -286,6 +307,9 @@ func (s *Claims) Reap(ctx context.Context, p *dialect.ReapParams) (dialect.ReapR
 	if err := checkReap(s.Spec, p); err != nil {
 		return res, wrap("reap", err)
 	}
+	if err := s.checkScopeValues(p.ScopeValues); err != nil {
+		return res, wrap("reap", err)
+	}
 	scoped := 0
 	if p.ScopeValues != nil {
 		scoped = 1
@@ -328,6 +352,9 @@ func (s *Claims) Stats(ctx context.Context, scopeValues []any) (dialect.Stats, e
 	stmt := s.stats[0]
 	if scopeValues != nil {
 		if err := checkScope(s.Spec, len(scopeValues)); err != nil {
+			return st, wrap("stats", err)
+		}
+		if err := s.checkScopeValues(scopeValues); err != nil {
 			return st, wrap("stats", err)
 		}
 		stmt = s.stats[1]

@@ -129,15 +129,15 @@ func (e *Engine) catalogColumns(ctx context.Context, st Stmt, name string) (Colu
 	err := e.Do(ctx, "verify schema", true, func() error {
 		cols.ByName = map[string]ColumnInfo{}
 		return Query(ctx, e.DB, e.Dialect, st, a, func(r Rows) error {
-			var n, typ string
+			var n, typ, coll string
 			var l, p int64
-			if err := r.Scan(&n, &l, &typ, &p); err != nil {
+			if err := r.Scan(&n, &l, &typ, &p, &coll); err != nil {
 				return err
 			}
 			if e.FoldCase {
 				n = strings.ToLower(n)
 			}
-			cols.ByName[n] = ColumnInfo{MaxLen: int(l), Type: strings.ToLower(typ), Precision: int(p)}
+			cols.ByName[n] = ColumnInfo{MaxLen: int(l), Type: strings.ToLower(typ), Precision: int(p), Collation: strings.ToLower(coll)}
 			return nil
 		})
 	})
@@ -159,6 +159,12 @@ func (s *Claims) VerifySchema(ctx context.Context) error {
 		return err
 	}
 	s.slack.Store(int64(slack))
+	kinds := make([]columnKind, len(s.Spec.Scope))
+	for i, c := range s.Spec.Scope {
+		col, _ := cols.Get(c)
+		kinds[i] = col.kind()
+	}
+	s.scopeKinds.Store(&kinds)
 	return nil
 }
 
