@@ -42,6 +42,9 @@ type Batch[T any] struct {
 	rows  []Row[T]    // in key order
 	index map[any]int // normalised key -> index into rows
 	core  *core
+	// unreadable are the claimed rows the row type could not hold; the
+	// claim failed them already.
+	unreadable []RowError
 
 	mu       sync.Mutex
 	open     []bool // row still held by this batch as far as it knows
@@ -68,6 +71,14 @@ func (b *Batch[T]) Token() string { return b.token }
 // Rows returns the claimed rows in key order. The slice is a copy: changing
 // it does not change what the batch acks.
 func (b *Batch[T]) Rows() []Row[T] { return slices.Clone(b.rows) }
+
+// Unreadable returns the rows the claim took but could not read into the
+// row type (a NULL scanned into a string field, say). They are not in
+// [Batch.Rows]: the claim failed each of them at once, as [Batch.Fail]
+// would, so they count as a failed attempt (parked at MaxAttempts, or at
+// once with FailPark) and the batch's other rows proceed. Use pointer or
+// sql.Null* fields for columns that may hold NULL.
+func (b *Batch[T]) Unreadable() []RowError { return slices.Clone(b.unreadable) }
 
 // Len returns the number of rows claimed.
 func (b *Batch[T]) Len() int { return len(b.rows) }

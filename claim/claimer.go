@@ -3,6 +3,7 @@ package claim
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -188,12 +189,25 @@ func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
 		return k.store.Claim(ctx, p, func(s dialect.Scanner) error {
 			r, err := c.scan(s)
 			if err != nil {
-				return err
+				return &scanError{err}
 			}
 			scanned = append(scanned, r)
 			return nil
 		})
 	}()
+	if se := (*scanError)(nil); errors.As(err, &se) {
+		// A row the row type cannot hold (a NULL into a string field,
+		// say) must not stop the batch: read the rows again one by one,
+		// fail the unreadable ones alone and hand out the rest.
+		rows, unreadable, serr := c.salvage(ctx, token)
+		if serr == nil {
+			k.hooks.claim(len(rows)+len(unreadable), time.Since(start))
+			b := newBatch(k, token, rows)
+			b.unreadable = k.failUnreadable(ctx, token, unreadable)
+			return b, nil
+		}
+		k.logger.Warn("claimlock: could not read a claimed batch row by row", "token", token, "err", serr)
+	}
 	if err != nil {
 		// Rows marked before a scan failure stay under the token: give
 		// them back so they are not stranded until the reaper runs.
@@ -215,6 +229,79 @@ func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
 	return newBatch(k, token, scanned), nil
 }
 
+// scanError marks an error of the caller's row type, not of the database.
+type scanError struct{ err error }
+
+func (e *scanError) Error() string { return e.err.Error() }
+func (e *scanError) Unwrap() error { return e.err }
+
+// salvage reads the rows token holds one at a time, so that a row the row
+// type cannot hold fails only its own read: it returns the readable rows in
+// key order and the unreadable ones.
+func (c *Claimer[T]) salvage(ctx context.Context, token string) ([]Row[T], []RowError, error) {
+	var keys []any
+	_, err := c.core.store.Read(ctx, token, nil, func(s dialect.Scanner) error {
+		id, err := c.scanKey(s)
+		keys = append(keys, id)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	var rows []Row[T]
+	var bad []RowError
+	for _, id := range keys {
+		var got []Row[T]
+		_, err := c.core.store.Read(ctx, token, []any{id}, func(s dialect.Scanner) error {
+			r, err := c.scan(s)
+			if err != nil {
+				return &scanError{err}
+			}
+			got = append(got, r)
+			return nil
+		})
+		var se *scanError
+		switch {
+		case errors.As(err, &se):
+			bad = append(bad, RowError{ID: id, Err: se.err})
+		case err != nil:
+			return nil, nil, err
+		default:
+			rows = append(rows, got...)
+		}
+	}
+	return rows, bad, nil
+}
+
+// failUnreadable fails, under the claim's token, the rows the caller's
+// destinations could not hold, exactly as [Batch.Fail] would (retried and
+// parked at MaxAttempts, or parked at once with FailPark), so that one such
+// row neither blocks its scope nor stays processing. It returns them, with
+// a row whose fail could not be written marked in its error.
+func (k *core) failUnreadable(ctx context.Context, token string, rows []RowError) []RowError {
+	ids := make([]any, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	p := &dialect.AckParams{Token: token, IDs: ids, Outcome: dialect.OutcomeRetry, MaxAttempts: k.maxAttempts}
+	if k.failMode == FailPark {
+		p.Outcome, p.MaxAttempts = dialect.OutcomeFailed, 0
+	}
+	res, err := k.store.Ack(ctx, p)
+	k.hooks.fail(len(rows) - len(res.Lost))
+	for _, r := range rows {
+		k.logger.Warn("claimlock: a claimed row could not be read into the row type; failed it", "token", token, "id", r.ID, "err", r.Err)
+	}
+	if err != nil {
+		// The rows stay under the token until a reaper returns them.
+		k.logger.Warn("claimlock: could not fail unreadable rows", "token", token, "rows", len(rows), "err", err)
+		for i := range rows {
+			rows[i].Err = fmt.Errorf("%w (and failing it: %v)", rows[i].Err, err)
+		}
+	}
+	return rows
+}
+
 // sortRows orders rows by key: engines return UPDATE ... RETURNING rows in
 // no particular order.
 func sortRows[T any](rows []Row[T]) {
@@ -227,6 +314,22 @@ func sortRows[T any](rows []Row[T]) {
 		}
 		return 0
 	})
+}
+
+// scanKey reads the key of the current row alone.
+func (c *Claimer[T]) scanKey(s dialect.Scanner) (any, error) {
+	var id any
+	dest := []any{&id}
+	if c.core.spec.Version != "" {
+		dest = append(dest, new(any))
+	}
+	for range c.nfields {
+		dest = append(dest, new(any))
+	}
+	if err := s.Scan(dest...); err != nil {
+		return nil, err
+	}
+	return dialect.NormalizeKey(c.core.spec.IDKind, id)
 }
 
 func (c *Claimer[T]) scan(s dialect.Scanner) (Row[T], error) {

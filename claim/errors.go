@@ -91,3 +91,18 @@ func lostError(op string, ids []any) error {
 func invalid(field, format string, args ...any) error {
 	return fmt.Errorf("claim: %w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
 }
+
+// RowError is a claimed row that could not be read into the row type, and
+// why.
+type RowError struct {
+	// ID is the row's key.
+	ID any
+	// Err is the scan error (and, if failing the row failed too, that).
+	Err error
+}
+
+// Error implements error.
+func (e *RowError) Error() string { return fmt.Sprintf("claim: row %v: %v", e.ID, e.Err) }
+
+// Unwrap returns the scan error.
+func (e *RowError) Unwrap() error { return e.Err }

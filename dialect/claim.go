@@ -230,6 +230,12 @@ type ClaimStore interface {
 	// AckResult.Lost and left untouched.
 	Ack(ctx context.Context, p *AckParams) (AckResult, error)
 
+	// Read calls scan for each row token holds (only those of ids when ids
+	// is not nil), in key order, with the columns a claim returns, and
+	// returns how many it read. It changes nothing: a claimer uses it to
+	// salvage a batch when one of its rows cannot be read.
+	Read(ctx context.Context, token string, ids []any, scan func(Scanner) error) (int, error)
+
 	// Heartbeat moves ClaimedAt to the database's now for every row token
 	// still holds (strictly forward, so the write always changes the row) and
 	// returns how many it holds.

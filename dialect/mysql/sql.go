@@ -50,7 +50,7 @@ UPDATE {{.Table}} SET {{template "claimset" .}} WHERE {{.Status}} = {{.Pending}}
 var claimSQL = core.ClaimSQL{
 	Common: common,
 	ReadBack: `
-SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}} ORDER BY {{.ID}}`,
+SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}} ORDER BY {{.ID}}`,
 
 	// Every ack clears the token of each row it matches, so its affected
 	// rows are matched rows whatever the DSN's clientFoundRows.

@@ -40,6 +40,9 @@ FROM cl_c
 WHERE cl_t.{{.ID}} = cl_c.{{.ID}} AND cl_t.{{.Status}} = {{.Pending}}
 RETURNING {{range $i, $c := .Returned}}{{if $i}}, {{end}}cl_t.{{$c}}{{end}}`,
 
+	ReadBack: `
+SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}} ORDER BY {{.ID}}`,
+
 	Ack: `
 UPDATE {{.Table}}
 SET {{.Status}} = {{if .ParkAt}}CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}} THEN {{.Failed}} ELSE {{.Pending}} END{{else}}{{.Target}}{{end}},

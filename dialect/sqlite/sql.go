@@ -31,6 +31,9 @@ WHERE {{.ID}} IN (SELECT {{.ID}} FROM {{.Table}} WHERE {{.Status}} = {{.Pending}
   AND {{.Status}} = {{.Pending}}
 RETURNING {{join .Returned}}`,
 
+	ReadBack: `
+SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}} ORDER BY {{.ID}}`,
+
 	Ack: `
 UPDATE {{.Table}}
 SET {{.Status}} = {{if .ParkAt}}CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}} THEN {{.Failed}} ELSE {{.Pending}} END{{else}}{{.Target}}{{end}},

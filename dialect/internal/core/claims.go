@@ -22,8 +22,8 @@ type ClaimSQL struct {
 	// SKIP LOCKED, true. Engines without RETURNING leave it empty and
 	// implement [Claimer].
 	Claim string
-	// ReadBack returns Names.Returned of the rows "token" holds, in key
-	// order (engines without RETURNING).
+	// ReadBack returns Names.Returned of the rows "token" holds (with
+	// ByKeys, only the {{keys}} rows), in key order.
 	ReadBack string
 	// Ack sets Target (or, with ParkAt, the failed status where attempts
 	// reached "max_attempts" and pending elsewhere), clears the token and,
@@ -82,7 +82,7 @@ type Claims struct {
 	Spec  dialect.ClaimTable
 	Names Names
 
-	claim, claimSkip, readBack   Stmt
+	claim, claimSkip, readBack, readKeys Stmt
 	ackTo                        map[string]Stmt // by target literal
 	ackRequeue, ackPark, ackLock Stmt
 	heartbeat, heartbeatHeld     Stmt
@@ -135,6 +135,7 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 		s.claimSkip = r.stmt("claim skip locked", t(sqls.Claim), func(n *Names) { n.SkipLocked = true })
 	}
 	s.readBack = r.stmt("read back", t(sqls.ReadBack), nil)
+	s.readKeys = r.stmt("read back keys", t(sqls.ReadBack), func(n *Names) { n.ByKeys = true })
 	for _, target := range []string{s.Names.Done, s.Names.Pending, s.Names.Failed} {
 		if target != "" {
 			s.ackTo[target] = r.stmt("ack", t(sqls.Ack), func(n *Names) { n.Target = target })
@@ -233,14 +234,39 @@ func (s *Claims) Claim(ctx context.Context, p *dialect.ClaimParams, scan func(di
 	return n, wrap("claim", err)
 }
 
+// Read implements [dialect.ClaimStore].
+func (s *Claims) Read(ctx context.Context, token string, ids []any, scan func(dialect.Scanner) error) (int, error) {
+	if token == "" {
+		return 0, fmt.Errorf("%w: read: empty token", dialect.ErrInvalidConfig)
+	}
+	a := &Args{Token: token}
+	st := s.readBack
+	if ids != nil {
+		if len(ids) == 0 {
+			return 0, nil
+		}
+		keys, err := normalizeKeys(s.Spec.IDKind, ids)
+		if err != nil {
+			return 0, wrap("read", err)
+		}
+		a.Keys, st = keys, s.readKeys
+	}
+	n, err := s.read(ctx, st, a, scan, nil)
+	return n, wrap("read", err)
+}
+
 // ReadBack runs the read-back of the rows token holds, passing each to scan
 // (for a [Claimer] override), and returns how many it read. wrapScan, if
 // not nil, wraps the result set's scanner.
 func (s *Claims) ReadBack(ctx context.Context, token string, scan func(dialect.Scanner) error, wrapScan func(dialect.Scanner) dialect.Scanner) (int, error) {
+	return s.read(ctx, s.readBack, &Args{Token: token}, scan, wrapScan)
+}
+
+func (s *Claims) read(ctx context.Context, st Stmt, a *Args, scan func(dialect.Scanner) error, wrapScan func(dialect.Scanner) dialect.Scanner) (int, error) {
 	n := 0
 	err := s.E.Do(ctx, "read back", true, func() error {
 		n = 0
-		return Query(ctx, s.E.DB, s.E.Dialect, s.readBack, &Args{Token: token}, func(r Rows) error {
+		return Query(ctx, s.E.DB, s.E.Dialect, st, a, func(r Rows) error {
 			var sc dialect.Scanner = r
 			if wrapScan != nil {
 				sc = wrapScan(r)
