@@ -83,15 +83,15 @@ type Claims struct {
 	Names Names
 
 	claim, claimSkip, readBack, readKeys Stmt
-	ackTo                        map[string]Stmt // by target literal
-	ackRequeue, ackPark, ackLock Stmt
-	heartbeat, heartbeatHeld     Stmt
-	release, releaseKeys         Stmt
-	reap                         [2][2]Stmt // [park][scoped]
-	stats                        [2]Stmt    // [scoped]
-	columns, indexExists         Stmt
-	indexes                      [3]Stmt
-	override                     ClaimFunc
+	ackTo                                map[string]Stmt // by target literal
+	ackRequeue, ackPark, ackLock         Stmt
+	heartbeat, heartbeatHeld             Stmt
+	release, releaseKeys                 Stmt
+	reap                                 [2][2]Stmt // [park][scoped]
+	stats                                [2]Stmt    // [scoped]
+	columns, indexExists                 Stmt
+	indexes                              [3]Stmt
+	override                             ClaimFunc
 	// Ext is the engine's own per-store state, set by its [Claimer].
 	Ext any
 	// slack is added to the reap timeout: see [Slack].
