@@ -43,6 +43,13 @@ type ClaimTable struct {
 	// CreatedAt, if set, is used by Stats for the age of the oldest pending
 	// row.
 	CreatedAt string
+	// ClearClaimedAt sets ClaimedAt to NULL whenever a row goes back to
+	// pending (a release, a reap, a retried fail, a requeued versioned
+	// ack), as the cron story's own release does, so that existing code
+	// reading the column sees only times of rows in flight. The column must
+	// be nullable (verification checks it). Rows that end done or failed
+	// keep their last claim time.
+	ClearClaimedAt bool
 	// Columns are extra columns returned by a claim, in this order, after
 	// the key (and the version, if set).
 	Columns []string

@@ -99,6 +99,7 @@ func Run(t *testing.T, h Harness) {
 		{"SecondPrecision", testSecondPrecision},
 		{"ScopeValueTypes", testScopeValueTypes},
 		{"NullableCounters", testNullableCounters},
+		{"ClearClaimedAt", perStrategy(testClearClaimedAt)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

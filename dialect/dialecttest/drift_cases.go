@@ -262,3 +262,44 @@ func testNullableCounters(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.Zero(t, st.Fence)
 }
+
+// testClearClaimedAt: with ClearClaimedAt, every way back to pending
+// (release, a retried fail, a reap) clears the claimed-at time, as the cron
+// story's release does; a row that ends done keeps it. A NOT NULL column is
+// refused at verification.
+func testClearClaimedAt(t *testing.T, h Harness, s dialect.Strategy) {
+	f := newFixture(t, h, func(c *dialect.ClaimTable) { c.ClearClaimedAt = true })
+	f.insert(1, 4)
+	ctx := ctxT(t)
+	cleared := func(id any) bool {
+		var n int
+		q := fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s = %v AND %s IS NULL", f.q(f.spec.Table), f.q(f.spec.ID), id, f.q(f.spec.ClaimedAt))
+		require.NoError(t, f.db.QueryRowContext(ctx, q).Scan(&n))
+		return n == 1
+	}
+	tok, got := f.claim(s, 1, 4)
+	require.Len(t, got, 4)
+	for _, c := range got {
+		require.False(t, cleared(c.ID), "a claim sets the time")
+	}
+	_, err := f.store.Release(ctx, tok, []any{got[0].ID})
+	require.NoError(t, err)
+	require.True(t, cleared(got[0].ID), "release")
+	f.ack(tok, []any{got[1].ID}, dialect.OutcomeRetry, 0)
+	require.True(t, cleared(got[1].ID), "retried fail")
+	f.ack(tok, []any{got[2].ID}, dialect.OutcomeDone, 0)
+	require.False(t, cleared(got[2].ID), "a done row keeps its time")
+	time.Sleep(30 * time.Millisecond)
+	res, err := f.store.Reap(ctx, &dialect.ReapParams{Timeout: 10 * time.Millisecond, Limit: 10})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Returned)
+	require.True(t, cleared(got[3].ID), "reap")
+
+	spec := f.spec
+	spec.ClaimedAt = "task_id" // a NOT NULL column
+	strict, err := f.d.ClaimStore(spec)
+	require.NoError(t, err)
+	err = strict.VerifySchema(ctx)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	require.ErrorContains(t, err, "ClearClaimedAt: column cl_target.task_id is NOT NULL")
+}

@@ -55,7 +55,7 @@ SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}}{{if
 	// Every ack clears the token of each row it matches, so its affected
 	// rows are matched rows whatever the DSN's clientFoundRows.
 	Ack: `
-UPDATE {{.Table}} SET {{.Status}} = {{.Target}}, {{.Token}} = NULL{{if .Undo}}{{template "undo" .}}{{end}}
+UPDATE {{.Table}} SET {{.Status}} = {{.Target}}, {{.Token}} = NULL{{if .Undo}}{{template "undo" .}}{{end}}{{if eq .Target .Pending}}{{template "cleartime" .}}{{end}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}`,
 
 	AckLock: `
@@ -74,11 +74,11 @@ WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}`,
 SELECT COUNT(*) FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}`,
 
 	Release: `
-UPDATE {{.Table}} SET {{.Status}} = {{.Pending}}, {{.Token}} = NULL{{template "undo" .}}
+UPDATE {{.Table}} SET {{.Status}} = {{.Pending}}, {{.Token}} = NULL{{template "undo" .}}{{template "cleartime" .}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}}`,
 
 	Reap: `
-UPDATE {{.Table}} SET {{.Status}} = {{if .Park}}{{.Failed}}{{else}}{{.Pending}}{{end}}, {{.Token}} = NULL
+UPDATE {{.Table}} SET {{.Status}} = {{if .Park}}{{.Failed}}{{else}}{{.Pending}}{{end}}, {{.Token}} = NULL{{if not .Park}}{{template "cleartime" .}}{{end}}
 WHERE {{.Status}} = {{.Processing}} AND {{.ClaimedAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "timeout"}} MICROSECOND
   {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}}{{end}}
   {{- if .Scoped}}{{scope .Scope}}{{end}}
@@ -96,7 +96,7 @@ FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
 
 	Columns: `
 SELECT column_name, COALESCE(character_maximum_length, 0), data_type, COALESCE(datetime_precision, -1),
-       COALESCE(collation_name, '')
+       COALESCE(collation_name, ''), is_nullable = 'YES'
 FROM information_schema.columns
 WHERE table_schema = COALESCE({{arg "schema"}}, DATABASE()) AND table_name = {{arg "table"}}`,
 

@@ -47,6 +47,8 @@ SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}}{{if
 UPDATE {{.Table}}
 SET {{.Status}} = {{if .ParkAt}}CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}} THEN {{.Failed}} ELSE {{.Pending}} END{{else}}{{.Target}}{{end}},
     {{.Token}} = NULL{{if and .Undo .Attempts}}, {{.Attempts}} = GREATEST({{.Attempts}} - 1, 0){{end}}
+    {{- if eq .Target .Pending}}{{template "cleartime" .}}{{end}}
+    {{- if and .ParkAt .ClearClaimedAt}}, {{.ClaimedAt}} = CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}} THEN {{.ClaimedAt}} END{{end}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}
 RETURNING {{.ID}}, {{if .ParkAt}}{{.Status}} = {{.Failed}}{{else}}false{{end}}`,
 
@@ -61,7 +63,7 @@ WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}`,
 
 	Release: `
 UPDATE {{.Table}}
-SET {{.Status}} = {{.Pending}}, {{.Token}} = NULL{{if .Attempts}}, {{.Attempts}} = GREATEST({{.Attempts}} - 1, 0){{end}}
+SET {{.Status}} = {{.Pending}}, {{.Token}} = NULL{{if .Attempts}}, {{.Attempts}} = GREATEST({{.Attempts}} - 1, 0){{end}}{{template "cleartime" .}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}}`,
 
 	Reap: `
@@ -74,7 +76,7 @@ WITH cl_c AS {{template "materialized"}}(
   ORDER BY {{.ID}} LIMIT {{arg "limit"}}
   FOR UPDATE SKIP LOCKED)
 UPDATE {{.Table}} AS cl_t
-SET {{.Status}} = {{if .Park}}{{.Failed}}{{else}}{{.Pending}}{{end}}, {{.Token}} = NULL
+SET {{.Status}} = {{if .Park}}{{.Failed}}{{else}}{{.Pending}}{{end}}, {{.Token}} = NULL{{if not .Park}}{{template "cleartime" .}}{{end}}
 FROM cl_c
 WHERE cl_t.{{.ID}} = cl_c.{{.ID}} AND cl_t.{{.Status}} = {{.Processing}}`,
 
@@ -90,7 +92,7 @@ FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
 
 	Columns: `
 SELECT column_name::text, COALESCE(character_maximum_length, 0)::bigint,
-       data_type::text, COALESCE(datetime_precision, -1)::bigint, COALESCE(collation_name, '')::text
+       data_type::text, COALESCE(datetime_precision, -1)::bigint, COALESCE(collation_name, '')::text, is_nullable = 'YES'
 FROM information_schema.columns
 WHERE table_schema = COALESCE({{arg "schema"}}::text, current_schema()) AND table_name = {{arg "table"}}::text`,
 

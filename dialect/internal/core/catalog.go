@@ -17,6 +17,8 @@ type ColumnInfo struct {
 	// Type is the column's data type as the catalog names it, in lower
 	// case ("datetime", "timestamp with time zone", "integer").
 	Type string
+	// Nullable is true when the column accepts NULL.
+	Nullable bool
 	// Collation is the column's collation as the catalog names it, in lower
 	// case ("utf8mb4_general_ci"), or "" when the engine does not say.
 	Collation string
@@ -93,6 +95,10 @@ func checkClaimColumns(s dialect.ClaimTable, c Columns) error {
 	}
 	if err := c.check(s.Table, cols, "Token", s.Token); err != nil {
 		return err
+	}
+	if col, _ := c.Get(s.ClaimedAt); s.ClearClaimedAt && !col.Nullable {
+		return fmt.Errorf("%w: ClearClaimedAt: column %s.%s is NOT NULL; make it nullable or leave ClearClaimedAt off",
+			dialect.ErrInvalidConfig, s.Table, s.ClaimedAt)
 	}
 	return checkStatusColumn(s, c)
 }

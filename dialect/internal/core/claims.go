@@ -69,6 +69,11 @@ type ClaimSQL struct {
 	Common string
 }
 
+// coreDefines are template fragments every engine's claim statements may
+// use: "cleartime" is ", claimed_at = NULL" for a row going back to pending
+// when the table asks for it (ClaimTable.ClearClaimedAt).
+const coreDefines = `{{define "cleartime"}}{{if .ClearClaimedAt}}, {{.ClaimedAt}} = NULL{{end}}{{end}}`
+
 // ClaimFunc runs one claim with params the store validated already.
 type ClaimFunc func(ctx context.Context, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error)
 
@@ -128,7 +133,7 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 		if src == "" {
 			return ""
 		}
-		return sqls.Common + src
+		return coreDefines + sqls.Common + src
 	}
 	s.claim = r.stmt("claim", t(sqls.Claim), nil)
 	if e.Caps.SkipLocked {

@@ -22,6 +22,9 @@ type Names struct {
 	Pending, Processing, Done, Failed string
 	// TextKey is true for text keys.
 	TextKey bool
+	// ClearClaimedAt: rows going back to pending get a NULL ClaimedAt
+	// ({{template "cleartime" .}}).
+	ClearClaimedAt bool
 	// ClaimIndex, TokenIndex and ReapIndex are the recommended indexes'
 	// quoted names; IndexCols the current index's quoted columns.
 	ClaimIndex, TokenIndex, ReapIndex string
@@ -55,7 +58,7 @@ func (e *Engine) claimNames(t dialect.ClaimTable) Names {
 		Table: e.QuoteName(t.Table), ID: q(t.ID), Status: q(t.Status), Token: q(t.Token),
 		ClaimedAt: q(t.ClaimedAt), Attempts: q(t.Attempts), Version: q(t.Version), CreatedAt: q(t.CreatedAt),
 		Pending: t.Pending.Literal(), Processing: t.Processing.Literal(), Done: t.Done.Literal(),
-		TextKey: t.IDKind == dialect.IDText,
+		TextKey: t.IDKind == dialect.IDText, ClearClaimedAt: t.ClearClaimedAt,
 	}
 	if t.Failed.IsSet() {
 		n.Failed = t.Failed.Literal()

@@ -131,13 +131,14 @@ func (e *Engine) catalogColumns(ctx context.Context, st Stmt, name string) (Colu
 		return Query(ctx, e.DB, e.Dialect, st, a, func(r Rows) error {
 			var n, typ, coll string
 			var l, p int64
-			if err := r.Scan(&n, &l, &typ, &p, &coll); err != nil {
+			var nullable bool
+			if err := r.Scan(&n, &l, &typ, &p, &coll, &nullable); err != nil {
 				return err
 			}
 			if e.FoldCase {
 				n = strings.ToLower(n)
 			}
-			cols.ByName[n] = ColumnInfo{MaxLen: int(l), Type: strings.ToLower(typ), Precision: int(p), Collation: strings.ToLower(coll)}
+			cols.ByName[n] = ColumnInfo{MaxLen: int(l), Type: strings.ToLower(typ), Precision: int(p), Collation: strings.ToLower(coll), Nullable: nullable}
 			return nil
 		})
 	})
