@@ -23,9 +23,19 @@ type LeaseTable struct {
 	// KeyMaxLen is the length of a text key column; longer keys are
 	// rejected before any statement runs. Zero means 255.
 	KeyMaxLen int
-	// Owner is the owner token column, at least VARCHAR(40) (required:
-	// without it release could not verify the owner).
+	// Owner is the owner token column, at least VARCHAR(40). Leave it
+	// empty for a task table that has only a lock time (the cron story's
+	// xxx_task(id, status, lock_at)): the lease is then identified by the
+	// LockedAt value its acquisition or last renewal wrote, read back from
+	// the database as an integer on its own clock, and renewals, releases
+	// and Finish are conditioned on that value (see [LeaseInfo.Owner]).
+	// Two holders can never share it: a new acquisition writes LockedAt at
+	// least a TTL plus the column's resolution after the old value. That
+	// mode needs a non-keyed table without ExpiresAt.
 	Owner string
+	// Status, if set, is the task's status column, which
+	// [LeaseStore.Finish] sets when it releases a lease it still holds.
+	Status string
 	// LockedAt is the acquisition/renewal time column (the cron story's
 	// lock_at). Required.
 	LockedAt string
@@ -46,12 +56,15 @@ func (s LeaseTable) Validate() error {
 	if err := ValidateIdent("Table", s.Table); err != nil {
 		return err
 	}
-	for _, c := range []struct{ f, v string }{{"Key", s.Key}, {"Owner", s.Owner}, {"LockedAt", s.LockedAt}} {
+	for _, c := range []struct{ f, v string }{{"Key", s.Key}, {"LockedAt", s.LockedAt}} {
 		if err := ValidateColumn(c.f, c.v); err != nil {
 			return err
 		}
 	}
-	for _, c := range []struct{ f, v string }{{"ExpiresAt", s.ExpiresAt}, {"Fence", s.Fence}} {
+	if s.Owner == "" && (s.Keyed || s.ExpiresAt != "") {
+		return fmt.Errorf("%w: Owner: a lease without an owner column needs a non-keyed table without ExpiresAt", ErrInvalidConfig)
+	}
+	for _, c := range []struct{ f, v string }{{"Owner", s.Owner}, {"Status", s.Status}, {"ExpiresAt", s.ExpiresAt}, {"Fence", s.Fence}} {
 		if c.v == "" {
 			continue
 		}
@@ -109,6 +122,11 @@ type LeaseInfo struct {
 	// ExpiresAt is the expiry on the database clock, for display; holders
 	// must use a local monotonic deadline instead.
 	ExpiresAt time.Time
+	// Owner is the token that renewals, releases and Finish must present
+	// from now on: the owner passed to Acquire, or, in a table without an
+	// Owner column, the lease's stamp (the LockedAt value written, as a
+	// decimal integer), which a renewal may move.
+	Owner string
 }
 
 // LeaseState is a lease row as read by Inspect.
@@ -146,6 +164,12 @@ type LeaseStore interface {
 	// Release frees the lease if owner still holds it and reports whether it
 	// did. Releasing someone else's lease is a no-op (false, nil).
 	Release(ctx context.Context, key any, owner string) (bool, error)
+
+	// Finish sets the table's Status column to status and frees the lease,
+	// in one statement conditioned on owner still holding it, and reports
+	// whether it did: a task is marked done only by its current holder. It
+	// needs LeaseTable.Status.
+	Finish(ctx context.Context, key any, owner string, status any) (bool, error)
 
 	// ForceRelease frees the lease whoever holds it (an operator's tool),
 	// and reports whether it was held.

@@ -133,6 +133,21 @@ func TaskTable(table string) dialect.LeaseTable {
 	}
 }
 
+// TaskTableNoOwner describes a lease on rows of the cron story's task table
+// exactly as it is, xxx_task(id, status, lock_at), with no owner column:
+// integer key "id", lock time "lock_at" and status "status" (for
+// [Lease.Finish]). A lease is then held by its stamp, the lock_at value it
+// wrote, read back from the database: it is exclusive like an owned lease,
+// because a new acquisition writes lock_at at least a TTL (plus the
+// column's resolution) after the last one. One limit: on a lock_at column
+// without sub-second precision, a force-release followed by a new
+// acquisition within the same second gives the new holder the old holder's
+// stamp, so force-release only leases whose holder is gone (or add an owner
+// column, [AlterTaskTableDDL]). Change the fields to match your columns.
+func TaskTableNoOwner(table string) dialect.LeaseTable {
+	return dialect.LeaseTable{Table: table, Key: "id", KeyKind: dialect.IDInt, LockedAt: "lock_at", Status: "status"}
+}
+
 // KeyTable describes the library-managed key table [CreateTable] creates:
 // text keys of up to 255 bytes, with owner, lock_at, expires_at and fence.
 func KeyTable(table string) dialect.LeaseTable {

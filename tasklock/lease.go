@@ -49,9 +49,15 @@ func newLease(k *Locker, key any, owner string, info dialect.LeaseInfo, start ti
 // Key returns the leased key.
 func (l *Lease) Key() any { return l.key }
 
-// Owner returns the owner token written to the owner column: fresh random
-// text for every acquisition.
-func (l *Lease) Owner() string { return l.owner }
+// Owner returns the owner token: fresh random text for every acquisition,
+// written to the owner column. On a table without an owner column
+// ([TaskTableNoOwner]) it is the lease's stamp, the lock time it wrote read
+// back as an integer, which a renewal may move.
+func (l *Lease) Owner() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.owner
+}
 
 // Fence returns the fencing token: the fence column after this acquisition,
 // strictly greater than the fence of every earlier acquisition of the key
@@ -161,7 +167,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 	}
 	cfg := l.k.cfg
 	start := cfg.Now()
-	info, err := l.k.store.Renew(ctx, l.key, l.owner, cfg.TTL)
+	info, err := l.k.store.Renew(ctx, l.key, l.Owner(), cfg.TTL)
 	took := cfg.Now().Sub(start)
 	if err != nil {
 		if isLost(err) {
@@ -188,6 +194,9 @@ func (l *Lease) Renew(ctx context.Context) error {
 	}
 	if info.ExpiresAt.After(l.expiresAt) {
 		l.expiresAt = info.ExpiresAt
+	}
+	if info.Owner != "" {
+		l.owner = info.Owner
 	}
 	if d := start.Add(cfg.TTL - cfg.SafetyMargin); d.After(l.deadline) {
 		l.armLocked(d)
@@ -229,7 +238,7 @@ func (l *Lease) Release(ctx context.Context) (bool, error) {
 	if done {
 		return false, nil
 	}
-	ok, err := l.k.store.Release(ctx, l.key, l.owner)
+	ok, err := l.k.store.Release(ctx, l.key, l.Owner())
 	if err != nil {
 		return false, fmt.Errorf("tasklock: release %v: %w", l.key, err)
 	}
@@ -246,6 +255,35 @@ func (l *Lease) Release(ctx context.Context) (bool, error) {
 	}
 	if h := cfg.Hooks.Released; h != nil {
 		h(l.key, l.fence, ok)
+	}
+	return ok, nil
+}
+
+// Finish sets the task's status column (the lease table's Status) to status
+// and frees the lease, in one statement conditioned on this lease still
+// holding it, so a task is marked done only by its current holder. It ends
+// the lease like [Lease.Release] and reports whether it finished the task:
+// (false, nil) when the lease had expired and been taken or freed by someone
+// else, in which case nothing changed.
+func (l *Lease) Finish(ctx context.Context, status any) (bool, error) {
+	l.stopKeepAlive(ctx)
+	l.end(ErrReleased)
+	l.mu.Lock()
+	done := l.released
+	l.mu.Unlock()
+	if done {
+		return false, nil
+	}
+	ok, err := l.k.store.Finish(ctx, l.key, l.Owner(), status)
+	if err != nil {
+		return false, fmt.Errorf("tasklock: finish %v: %w", l.key, err)
+	}
+	if ok {
+		l.mu.Lock()
+		l.released = true
+		l.mu.Unlock()
+	} else {
+		l.k.cfg.Logger.Warn("tasklock: finish found the lease expired or taken over; the task was not finished", "key", l.key, "fence", l.fence)
 	}
 	return ok, nil
 }

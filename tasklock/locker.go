@@ -82,10 +82,16 @@ func (k *Locker) Acquire(ctx context.Context, key any) (*Lease, error) {
 		return nil, err
 	}
 	owner := dialect.NewToken()
+	stamped := k.cfg.Table.Owner == ""
+	if stamped {
+		owner = "" // the store reads the lease's stamp back instead
+	}
 	start := k.cfg.Now()
 	info, err := k.store.Acquire(ctx, key, owner, k.cfg.TTL)
 	if err != nil {
-		if !errors.Is(err, ErrNotAcquired) && !errors.Is(err, ErrKeyNotFound) && !errors.Is(err, dialect.ErrInvalidConfig) {
+		// An acquisition of unknown outcome is released by its owner; a
+		// stamped one cannot be (its stamp never came back) and expires.
+		if !stamped && !errors.Is(err, ErrNotAcquired) && !errors.Is(err, ErrKeyNotFound) && !errors.Is(err, dialect.ErrInvalidConfig) {
 			k.cleanup(ctx, key, owner)
 		}
 		return nil, fmt.Errorf("tasklock: acquire %v: %w", key, err)
@@ -94,10 +100,10 @@ func (k *Locker) Acquire(ctx context.Context, key any) (*Lease, error) {
 		// The statement outlived TTL - SafetyMargin: the lease would be
 		// past its local deadline already. Give it back rather than hand
 		// out a lease whose holder could not stop in time.
-		k.cleanup(ctx, key, owner)
+		k.cleanup(ctx, key, info.Owner)
 		return nil, fmt.Errorf("tasklock: acquire %v: the statement took %v, more than TTL - SafetyMargin: %w: %w", key, took, ErrLeaseLost, ErrLocalDeadline)
 	}
-	l := newLease(k, key, owner, info, start)
+	l := newLease(k, key, info.Owner, info, start)
 	k.cfg.Logger.Debug("tasklock: acquired", "key", key, "fence", info.Fence)
 	if h := k.cfg.Hooks.Acquired; h != nil {
 		h(key, info.Fence)

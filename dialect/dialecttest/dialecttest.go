@@ -100,6 +100,7 @@ func Run(t *testing.T, h Harness) {
 		{"ScopeValueTypes", testScopeValueTypes},
 		{"NullableCounters", testNullableCounters},
 		{"ClearClaimedAt", perStrategy(testClearClaimedAt)},
+		{"LeaseWithoutOwner", testLeaseWithoutOwner},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -13,6 +13,8 @@ import "github.com/claimlock/claimlock/dialect/internal/core"
 const common = `
 {{- define "now"}}UTC_TIMESTAMP(6){{end}}
 {{- define "us"}}TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {{.}}){{end}}
+{{- define "held"}}{{if .Owner}}{{.Owner}} = {{arg "owner"}}{{else}}{{template "us" .LockedAt}} = {{arg "stamp"}}{{end}}{{end}}
+{{- define "free"}}{{if .Owner}}{{.Owner}} = NULL{{else}}{{.LockedAt}} = NULL{{end}}{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}{{end}}
 {{- define "hint"}}{{if .Hint}} FORCE INDEX ({{.ClaimIndex}}){{end}}{{end}}
 {{- define "claimset"}}{{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = UTC_TIMESTAMP(6)
   {{- if .Attempts}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}{{end}}
@@ -120,11 +122,11 @@ var leaseSQL = core.LeaseSQL{
 	Common: common,
 	Acquire: `
 UPDATE {{.Table}}
-SET {{.Owner}} = {{arg "owner"}}, {{.LockedAt}} = UTC_TIMESTAMP(6)
+SET {{if .Owner}}{{.Owner}} = {{arg "owner"}}, {{end}}{{.LockedAt}} = UTC_TIMESTAMP(6)
     {{- if .ExpiresAt}}, {{.ExpiresAt}} = UTC_TIMESTAMP(6) + INTERVAL {{arg "ttl"}} MICROSECOND{{end}}
     {{- if .Fence}}, {{.Fence}} = COALESCE({{.Fence}}, 0) + 1{{end}}
 WHERE {{.Key}} = {{arg "key"}}
-  AND ({{.Owner}} IS NULL OR {{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "slack"}} MICROSECOND
+  AND ({{if .Owner}}{{.Owner}} IS NULL OR {{end}}{{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "slack"}} MICROSECOND
        {{- else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "ttl"}} MICROSECOND - INTERVAL {{arg "slack"}} MICROSECOND{{end}})`,
 
 	// A plain INSERT: a duplicate key means someone else created the row
@@ -134,10 +136,13 @@ WHERE {{.Key}} = {{arg "key"}}
 INSERT INTO {{.Table}} ({{.Key}}, {{.Owner}}, {{.LockedAt}}{{if .ExpiresAt}}, {{.ExpiresAt}}{{end}}{{if .Fence}}, {{.Fence}}{{end}})
 VALUES ({{arg "key"}}, {{arg "owner"}}, UTC_TIMESTAMP(6){{if .ExpiresAt}}, UTC_TIMESTAMP(6) + INTERVAL {{arg "ttl"}} MICROSECOND{{end}}{{if .Fence}}, 1{{end}})`,
 
+	// Without an Owner column the read-back runs in the acquiring or
+	// renewing transaction, which holds the row: see core.Leases.
 	ReadBack: `
 SELECT {{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}},
-       {{if .ExpiresAt}}{{template "us" .ExpiresAt}}{{else}}TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {{.LockedAt}} + INTERVAL {{arg "ttl"}} MICROSECOND){{end}}
-FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}} AND {{.Owner}} = {{arg "owner"}}`,
+       {{if .ExpiresAt}}{{template "us" .ExpiresAt}}{{else}}TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {{.LockedAt}} + INTERVAL {{arg "ttl"}} MICROSECOND){{end}},
+       {{template "us" .LockedAt}}
+FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}{{if .Owner}} AND {{.Owner}} = {{arg "owner"}}{{end}}`,
 
 	Renew: `
 UPDATE {{.Table}}
@@ -147,18 +152,22 @@ SET {{if .ExpiresAt -}}
     {{- else -}}
       {{.LockedAt}} = GREATEST(UTC_TIMESTAMP(6), COALESCE({{.LockedAt}} + INTERVAL 1 MICROSECOND, UTC_TIMESTAMP(6)))
     {{- end}}
-WHERE {{.Key}} = {{arg "key"}} AND {{.Owner}} = {{arg "owner"}}`,
+WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
 
 	Release: `
-UPDATE {{.Table}} SET {{.Owner}} = NULL{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}
-WHERE {{.Key}} = {{arg "key"}} AND {{.Owner}} = {{arg "owner"}}`,
+UPDATE {{.Table}} SET {{template "free" .}}
+WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
+
+	Finish: `
+UPDATE {{.Table}} SET {{.TaskStatus}} = {{arg "status"}}, {{template "free" .}}
+WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
 
 	Force: `
-UPDATE {{.Table}} SET {{.Owner}} = NULL{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}
-WHERE {{.Key}} = {{arg "key"}} AND {{.Owner}} IS NOT NULL`,
+UPDATE {{.Table}} SET {{template "free" .}}
+WHERE {{.Key}} = {{arg "key"}} AND {{or .Owner .LockedAt}} IS NOT NULL`,
 
 	Inspect: `
-SELECT {{.Owner}}, {{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}},
+SELECT {{if .Owner}}{{.Owner}}{{else}}CAST({{template "us" .LockedAt}} AS CHAR){{end}}, {{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}},
        {{if .ExpiresAt}}{{template "us" .ExpiresAt}}, {{.ExpiresAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "slack"}} MICROSECOND{{else}}NULL, FALSE{{end}}
 FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
 

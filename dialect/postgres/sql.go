@@ -16,6 +16,9 @@ const common = `
 {{- define "age"}}GREATEST(CAST(EXTRACT(EPOCH FROM (now() - {{.}})) * 1000000 AS bigint), 0){{end}}
 {{- define "ttl"}}({{arg "ttl"}}::bigint * interval '1 microsecond'){{end}}
 {{- define "slack"}}({{arg "slack"}}::bigint * interval '1 microsecond'){{end}}
+{{- define "stamp"}}{{template "us" .LockedAt}}{{end}}
+{{- define "held"}}{{if .Owner}}{{.Owner}} = {{arg "owner"}}{{else}}{{template "stamp" .}} = {{arg "stamp"}}{{end}}{{end}}
+{{- define "free"}}{{if .Owner}}{{.Owner}} = NULL{{else}}{{.LockedAt}} = NULL{{end}}{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}{{end}}
 {{- define "fence"}}{{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0::bigint{{end}}{{end}}
 {{- define "expiry"}}{{if .ExpiresAt}}{{template "us" .ExpiresAt}}{{else}}CAST(EXTRACT(EPOCH FROM {{.LockedAt}} + {{template "ttl"}}) * 1000000 AS bigint){{end}}{{end}}
 `
@@ -110,21 +113,22 @@ WHERE schemaname = COALESCE({{arg "schema"}}::text, current_schema())
 
 // leaseSQL: every operation is one autocommit statement on the database
 // clock. Expiries are strictly increasing, so a write always changes its row.
+// Without an Owner column a lease is held by its stamp, the LockedAt value.
 var leaseSQL = core.LeaseSQL{
 	Acquire: `
 UPDATE {{.Table}}
-SET {{.Owner}} = {{arg "owner"}}, {{.LockedAt}} = now()
+SET {{if .Owner}}{{.Owner}} = {{arg "owner"}}, {{end}}{{.LockedAt}} = now()
     {{- if .ExpiresAt}}, {{.ExpiresAt}} = now() + {{template "ttl"}}{{end}}
     {{- if .Fence}}, {{.Fence}} = COALESCE({{.Fence}}, 0) + 1{{end}}
 WHERE {{.Key}} = {{arg "key"}}
-  AND ({{.Owner}} IS NULL OR {{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < now() - {{template "slack"}}{{else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} < now() - {{template "ttl"}} - {{template "slack"}}{{end}})
-RETURNING {{template "fence" .}}, {{template "expiry" .}}`,
+  AND ({{if .Owner}}{{.Owner}} IS NULL OR {{end}}{{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < now() - {{template "slack"}}{{else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} < now() - {{template "ttl"}} - {{template "slack"}}{{end}})
+RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{template "stamp" .}}`,
 
 	Insert: `
 INSERT INTO {{.Table}} ({{.Key}}, {{.Owner}}, {{.LockedAt}}{{if .ExpiresAt}}, {{.ExpiresAt}}{{end}}{{if .Fence}}, {{.Fence}}{{end}})
 VALUES ({{arg "key"}}, {{arg "owner"}}, now(){{if .ExpiresAt}}, now() + {{template "ttl"}}{{end}}{{if .Fence}}, 1{{end}})
 ON CONFLICT ({{.Key}}) DO NOTHING
-RETURNING {{template "fence" .}}, {{template "expiry" .}}`,
+RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{template "stamp" .}}`,
 
 	Renew: `
 UPDATE {{.Table}}
@@ -133,19 +137,23 @@ SET {{if .ExpiresAt -}}
     {{- else -}}
       {{.LockedAt}} = GREATEST(now(), {{.LockedAt}} + interval '1 microsecond')
     {{- end}}
-WHERE {{.Key}} = {{arg "key"}} AND {{.Owner}} = {{arg "owner"}}
-RETURNING {{template "fence" .}}, {{template "expiry" .}}`,
+WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}
+RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{template "stamp" .}}`,
 
 	Release: `
-UPDATE {{.Table}} SET {{.Owner}} = NULL{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}
-WHERE {{.Key}} = {{arg "key"}} AND {{.Owner}} = {{arg "owner"}}`,
+UPDATE {{.Table}} SET {{template "free" .}}
+WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
+
+	Finish: `
+UPDATE {{.Table}} SET {{.TaskStatus}} = {{arg "status"}}, {{template "free" .}}
+WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
 
 	Force: `
-UPDATE {{.Table}} SET {{.Owner}} = NULL{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}
-WHERE {{.Key}} = {{arg "key"}} AND {{.Owner}} IS NOT NULL`,
+UPDATE {{.Table}} SET {{template "free" .}}
+WHERE {{.Key}} = {{arg "key"}} AND {{or .Owner .LockedAt}} IS NOT NULL`,
 
 	Inspect: `
-SELECT {{.Owner}}, {{template "fence" .}},
+SELECT {{if .Owner}}{{.Owner}}{{else}}CAST({{template "stamp" .}} AS text){{end}}, {{template "fence" .}},
        {{if .ExpiresAt}}{{template "us" .ExpiresAt}}, {{.ExpiresAt}} < now() - {{template "slack"}}{{else}}NULL::bigint, false{{end}}
 FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
 

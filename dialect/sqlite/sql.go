@@ -9,6 +9,8 @@ import "github.com/claimlock/claimlock/dialect/internal/core"
 
 const common = `
 {{- define "now"}}CAST(unixepoch('subsec') * 1000 AS INTEGER){{end}}
+{{- define "held"}}{{if .Owner}}{{.Owner}} = {{arg "owner"}}{{else}}{{.LockedAt}} = {{arg "stamp"}}{{end}}{{end}}
+{{- define "free"}}{{if .Owner}}{{.Owner}} = NULL{{else}}{{.LockedAt}} = NULL{{end}}{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}{{end}}
 {{- define "fence"}}{{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}}{{end}}
 {{- define "expiry"}}{{if .ExpiresAt}}{{.ExpiresAt}} * 1000{{else}}({{.LockedAt}} + {{arg "ttl"}}) * 1000{{end}}{{end}}
 {{- define "expired"}}{{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}}{{else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} < {{template "now"}} - {{arg "ttl"}} - {{arg "slack"}}{{end}}{{end}}
@@ -94,17 +96,17 @@ var leaseSQL = core.LeaseSQL{
 	Common: common,
 	Acquire: `
 UPDATE {{.Table}}
-SET {{.Owner}} = {{arg "owner"}}, {{.LockedAt}} = {{template "now"}}
+SET {{if .Owner}}{{.Owner}} = {{arg "owner"}}, {{end}}{{.LockedAt}} = {{template "now"}}
     {{- if .ExpiresAt}}, {{.ExpiresAt}} = {{template "now"}} + {{arg "ttl"}}{{end}}
     {{- if .Fence}}, {{.Fence}} = COALESCE({{.Fence}}, 0) + 1{{end}}
-WHERE {{.Key}} = {{arg "key"}} AND ({{.Owner}} IS NULL OR {{template "expired" .}})
-RETURNING {{template "fence" .}}, {{template "expiry" .}}`,
+WHERE {{.Key}} = {{arg "key"}} AND ({{if .Owner}}{{.Owner}} IS NULL OR {{end}}{{template "expired" .}})
+RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{.LockedAt}}`,
 
 	Insert: `
 INSERT INTO {{.Table}} ({{.Key}}, {{.Owner}}, {{.LockedAt}}{{if .ExpiresAt}}, {{.ExpiresAt}}{{end}}{{if .Fence}}, {{.Fence}}{{end}})
 VALUES ({{arg "key"}}, {{arg "owner"}}, {{template "now"}}{{if .ExpiresAt}}, {{template "now"}} + {{arg "ttl"}}{{end}}{{if .Fence}}, 1{{end}})
 ON CONFLICT ({{.Key}}) DO NOTHING
-RETURNING {{template "fence" .}}, {{template "expiry" .}}`,
+RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{.LockedAt}}`,
 
 	Renew: `
 UPDATE {{.Table}}
@@ -113,19 +115,23 @@ SET {{if .ExpiresAt -}}
     {{- else -}}
       {{.LockedAt}} = MAX({{template "now"}}, {{.LockedAt}} + 1)
     {{- end}}
-WHERE {{.Key}} = {{arg "key"}} AND {{.Owner}} = {{arg "owner"}}
-RETURNING {{template "fence" .}}, {{template "expiry" .}}`,
+WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}
+RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{.LockedAt}}`,
 
 	Release: `
-UPDATE {{.Table}} SET {{.Owner}} = NULL{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}
-WHERE {{.Key}} = {{arg "key"}} AND {{.Owner}} = {{arg "owner"}}`,
+UPDATE {{.Table}} SET {{template "free" .}}
+WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
+
+	Finish: `
+UPDATE {{.Table}} SET {{.TaskStatus}} = {{arg "status"}}, {{template "free" .}}
+WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
 
 	Force: `
-UPDATE {{.Table}} SET {{.Owner}} = NULL{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}
-WHERE {{.Key}} = {{arg "key"}} AND {{.Owner}} IS NOT NULL`,
+UPDATE {{.Table}} SET {{template "free" .}}
+WHERE {{.Key}} = {{arg "key"}} AND {{or .Owner .LockedAt}} IS NOT NULL`,
 
 	Inspect: `
-SELECT {{.Owner}}, {{template "fence" .}},
+SELECT {{if .Owner}}{{.Owner}}{{else}}CAST({{.LockedAt}} AS TEXT){{end}}, {{template "fence" .}},
        {{if .ExpiresAt}}{{.ExpiresAt}} * 1000, {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}}{{else}}NULL, false{{end}}
 FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
 

@@ -191,7 +191,7 @@ func caseInsensitive(collation string) bool {
 // hold a token.
 func checkLeaseColumns(s dialect.LeaseTable, c Columns) error {
 	cols := []struct{ field, name string }{
-		{"Key", s.Key}, {"Owner", s.Owner}, {"LockedAt", s.LockedAt}, {"ExpiresAt", s.ExpiresAt}, {"Fence", s.Fence},
+		{"Key", s.Key}, {"Owner", s.Owner}, {"LockedAt", s.LockedAt}, {"ExpiresAt", s.ExpiresAt}, {"Fence", s.Fence}, {"Status", s.Status},
 	}
 	return c.check(s.Table, cols, "Owner", s.Owner)
 }

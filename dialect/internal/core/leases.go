@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +19,11 @@ import (
 // expires at LockedAt + ttl. Fences read 0 without a Fence column. Every
 // test of whether a lease has expired adds {{arg "slack"}}, the resolution
 // of the user's time columns ([Slack]).
+//
+// Without an Owner column (Names.Owner "") a lease is identified by its
+// stamp: the LockedAt value as an integer on the database clock. Statements
+// that return a lease return fence, expiry and stamp; the holder presents
+// its stamp as {{arg "stamp"}} where others present {{arg "owner"}}.
 type LeaseSQL struct {
 	// Acquire takes "key" for "owner" when it is free or expired,
 	// incrementing the fence. On a Returning engine it returns the fence and
@@ -35,9 +41,12 @@ type LeaseSQL struct {
 	Renew string
 	// Release frees "key" if "owner" holds it; Force frees it whoever does.
 	Release, Force string
-	// Inspect returns owner, fence, expiry and a boolean "expired" on the
-	// database clock for "key".
+	// Inspect returns owner (the stamp as text without an Owner column),
+	// fence, expiry and a boolean "expired" on the database clock for "key".
 	Inspect string
+	// Finish sets Status to {{arg "status"}} and frees "key" if its holder
+	// still holds it.
+	Finish string
 	// Reap frees at most "limit" expired leases (needs ExpiresAt).
 	Reap string
 	// Columns is the catalog query of [ClaimSQL.Columns].
@@ -51,7 +60,9 @@ type Leases struct {
 	e    *Engine
 	spec dialect.LeaseTable
 
-	acquire, insert, readBack, renew, release, force, inspect, reap, columns Stmt
+	acquire, insert, readBack, renew, release, force, inspect, reap, finish, columns Stmt
+	// stamped: no Owner column, a lease is identified by its stamp.
+	stamped bool
 	// slack is added to expiry comparisons: see [Slack].
 	slack atomic.Int64
 }
@@ -71,7 +82,7 @@ func NewLeases(e *Engine, sqls LeaseSQL, spec dialect.LeaseTable) (*Leases, erro
 	}
 	n := Names{
 		Table: e.QuoteName(spec.Table), Key: q(spec.Key), Owner: q(spec.Owner), LockedAt: q(spec.LockedAt),
-		ExpiresAt: q(spec.ExpiresAt), Fence: q(spec.Fence), TextKey: spec.KeyKind == dialect.IDText,
+		ExpiresAt: q(spec.ExpiresAt), Fence: q(spec.Fence), TaskStatus: q(spec.Status), TextKey: spec.KeyKind == dialect.IDText,
 	}
 	r := &renderer{e: e, n: n}
 	t := func(src string) string {
@@ -80,7 +91,7 @@ func NewLeases(e *Engine, sqls LeaseSQL, spec dialect.LeaseTable) (*Leases, erro
 		}
 		return sqls.Common + src
 	}
-	l := &Leases{e: e, spec: spec}
+	l := &Leases{e: e, spec: spec, stamped: spec.Owner == ""}
 	l.acquire = r.stmt("lease acquire", t(sqls.Acquire), nil)
 	if spec.Keyed {
 		l.insert = r.stmt("lease insert", t(sqls.Insert), nil)
@@ -90,6 +101,9 @@ func NewLeases(e *Engine, sqls LeaseSQL, spec dialect.LeaseTable) (*Leases, erro
 	l.release = r.stmt("lease release", t(sqls.Release), nil)
 	l.force = r.stmt("lease force release", t(sqls.Force), nil)
 	l.inspect = r.stmt("lease inspect", t(sqls.Inspect), nil)
+	if spec.Status != "" {
+		l.finish = r.stmt("lease finish", t(sqls.Finish), nil)
+	}
 	if spec.ExpiresAt != "" {
 		l.reap = r.stmt("lease reap", t(sqls.Reap), nil)
 	}
@@ -101,12 +115,14 @@ func NewLeases(e *Engine, sqls LeaseSQL, spec dialect.LeaseTable) (*Leases, erro
 	return l, nil
 }
 
-// args validates a call's key, owner and ttl and returns its arguments.
+// args validates a call's key, owner and ttl and returns its arguments. A
+// stamped lease's owner is its stamp, a decimal integer; Acquire takes none.
 func (l *Leases) args(key any, owner string, ttl time.Duration, needOwner, needTTL bool) (*Args, error) {
 	k, err := dialect.NormalizeKey(l.spec.KeyKind, key)
 	if err == nil {
 		err = l.spec.CheckKey(k)
 	}
+	a := &Args{Key: k, Owner: owner, TTL: ttl, Slack: time.Duration(l.slack.Load())}
 	switch {
 	case err != nil:
 	case needOwner && owner == "":
@@ -115,17 +131,25 @@ func (l *Leases) args(key any, owner string, ttl time.Duration, needOwner, needT
 		err = fmt.Errorf("%w: owner is %d bytes; at most %d", dialect.ErrInvalidConfig, len(owner), dialect.MaxTokenLen)
 	case needTTL && ttl <= 0:
 		err = fmt.Errorf("%w: ttl must be positive, got %v", dialect.ErrInvalidConfig, ttl)
+	case l.stamped && needOwner && owner != "":
+		if a.Stamp, err = strconv.ParseInt(owner, 10, 64); err != nil {
+			err = fmt.Errorf("%w: owner %q is not the stamp of a lease on a table without an owner column", dialect.ErrInvalidConfig, owner)
+		}
 	}
-	return &Args{Key: k, Owner: owner, TTL: ttl, Slack: time.Duration(l.slack.Load())}, err
+	return a, err
 }
 
-// info scans a fence and an expiry in microseconds.
+// info scans a fence, an expiry in microseconds and a stamp, and fills in
+// the owner a holder presents from now on.
 func (l *Leases) info(ctx context.Context, q Querier, st Stmt, a *Args) (dialect.LeaseInfo, bool, error) {
-	var fence, exp sql.NullInt64
-	ok, err := QueryRow(ctx, q, l.e.Dialect, st, a, &fence, &exp)
-	info := dialect.LeaseInfo{Fence: fence.Int64}
+	var fence, exp, stamp sql.NullInt64
+	ok, err := QueryRow(ctx, q, l.e.Dialect, st, a, &fence, &exp, &stamp)
+	info := dialect.LeaseInfo{Fence: fence.Int64, Owner: a.Owner}
 	if exp.Valid {
 		info.ExpiresAt = time.UnixMicro(exp.Int64).UTC()
+	}
+	if l.stamped {
+		info.Owner = strconv.FormatInt(stamp.Int64, 10)
 	}
 	return info, ok, err
 }
@@ -134,9 +158,12 @@ func (l *Leases) info(ctx context.Context, q Querier, st Stmt, a *Args) (dialect
 // changes the row (a new owner, a new LockedAt past the old expiry, the
 // fence), so one affected row means acquired on any DSN.
 func (l *Leases) Acquire(ctx context.Context, key any, owner string, ttl time.Duration) (dialect.LeaseInfo, error) {
-	a, err := l.args(key, owner, ttl, true, true)
+	a, err := l.args(key, owner, ttl, !l.stamped, true)
 	if err != nil {
 		return dialect.LeaseInfo{}, wrap("lease acquire", err)
+	}
+	if l.stamped && !l.e.Returning {
+		return l.acquireStamped(ctx, a)
 	}
 	var info dialect.LeaseInfo
 	err = l.e.Do(ctx, "lease acquire", false, func() error {
@@ -182,6 +209,37 @@ func (l *Leases) Acquire(ctx context.Context, key any, owner string, ttl time.Du
 	return info, nil
 }
 
+// acquireStamped acquires a lease on a table without an owner column on an
+// engine without RETURNING: the compare-and-set and the read-back of the
+// stamp it wrote run in one transaction, which holds the row lock, so the
+// read-back sees this acquisition and no later one.
+func (l *Leases) acquireStamped(ctx context.Context, a *Args) (dialect.LeaseInfo, error) {
+	var info dialect.LeaseInfo
+	err := l.e.Do(ctx, "lease acquire", false, func() error {
+		return l.e.InTx(ctx, func(tx Querier) error {
+			n, err := Exec(ctx, tx, l.e.Dialect, l.acquire, a)
+			if err != nil || n > 0 {
+				if err == nil {
+					info, _, err = l.info(ctx, tx, l.readBack, a)
+				}
+				return err
+			}
+			found, err := QueryRow(ctx, tx, l.e.Dialect, l.inspect, a, new(any), new(any), new(any), new(any))
+			switch {
+			case err != nil:
+				return err
+			case !found:
+				return fmt.Errorf("%w: %v", dialect.ErrKeyNotFound, a.Key)
+			}
+			return dialect.ErrLeaseHeld
+		})
+	})
+	if err != nil {
+		return dialect.LeaseInfo{}, wrap("lease acquire", err)
+	}
+	return info, nil
+}
+
 // write runs an acquiring statement: on a Returning engine the row it
 // returns says it wrote; otherwise its affected rows do.
 func (l *Leases) write(ctx context.Context, st Stmt, a *Args) (dialect.LeaseInfo, bool, error) {
@@ -214,13 +272,18 @@ func (l *Leases) Renew(ctx context.Context, key any, owner string, ttl time.Dura
 	}
 	var info dialect.LeaseInfo
 	ok := false
-	err = l.e.Do(ctx, "lease renew", true, func() error {
-		var err error
-		info, ok, err = l.write(ctx, l.renew, a)
-		return err
-	})
-	if err == nil && !l.e.Returning {
-		info, ok, err = l.readBackInfo(ctx, a)
+	switch {
+	case l.stamped && !l.e.Returning:
+		info, ok, err = l.renewStamped(ctx, a)
+	default:
+		err = l.e.Do(ctx, "lease renew", true, func() error {
+			var err error
+			info, ok, err = l.write(ctx, l.renew, a)
+			return err
+		})
+		if err == nil && !l.e.Returning {
+			info, ok, err = l.readBackInfo(ctx, a)
+		}
 	}
 	if err == nil && !ok {
 		err = dialect.ErrLeaseLost
@@ -229,6 +292,29 @@ func (l *Leases) Renew(ctx context.Context, key any, owner string, ttl time.Dura
 		return dialect.LeaseInfo{}, wrap("lease renew", err)
 	}
 	return info, nil
+}
+
+// renewStamped renews a lease on a table without an owner column on an
+// engine without RETURNING, in one transaction: the update (conditioned on
+// the stamp), then a read-back of the row it locked. The update's affected
+// rows tell a new stamp (1) from a stamp the column's precision kept (0, and
+// the row still shows the holder's stamp) from a lease lost (0, another
+// stamp).
+func (l *Leases) renewStamped(ctx context.Context, a *Args) (dialect.LeaseInfo, bool, error) {
+	var info dialect.LeaseInfo
+	ok := false
+	err := l.e.Do(ctx, "lease renew", true, func() error {
+		return l.e.InTx(ctx, func(tx Querier) error {
+			n, err := Exec(ctx, tx, l.e.Dialect, l.renew, a)
+			if err != nil {
+				return err
+			}
+			info, ok, err = l.info(ctx, tx, l.readBack, a)
+			ok = ok && (n > 0 || info.Owner == a.Owner)
+			return err
+		})
+	})
+	return info, ok, err
 }
 
 func (l *Leases) exec(ctx context.Context, op string, st Stmt, a *Args) (int64, error) {
@@ -248,6 +334,20 @@ func (l *Leases) Release(ctx context.Context, key any, owner string) (bool, erro
 		return false, wrap("lease release", err)
 	}
 	n, err := l.exec(ctx, "lease release", l.release, a)
+	return n > 0, err
+}
+
+// Finish implements [dialect.LeaseStore].
+func (l *Leases) Finish(ctx context.Context, key any, owner string, status any) (bool, error) {
+	if l.finish.SQL == "" {
+		return false, fmt.Errorf("%w: lease finish: the lease table has no Status column", dialect.ErrInvalidConfig)
+	}
+	a, err := l.args(key, owner, 0, true, false)
+	if err != nil {
+		return false, wrap("lease finish", err)
+	}
+	a.Status = status
+	n, err := l.exec(ctx, "lease finish", l.finish, a)
 	return n > 0, err
 }
 
@@ -305,7 +405,7 @@ func (l *Leases) ReapExpired(ctx context.Context, limit int) (int64, error) {
 func (l *Leases) Statements() map[string]string {
 	return map[string]string{
 		"acquire": l.acquire.SQL, "insert": l.insert.SQL, "read back": l.readBack.SQL, "renew": l.renew.SQL,
-		"release": l.release.SQL, "force": l.force.SQL, "inspect": l.inspect.SQL, "reap": l.reap.SQL,
+		"release": l.release.SQL, "force": l.force.SQL, "inspect": l.inspect.SQL, "reap": l.reap.SQL, "finish": l.finish.SQL,
 	}
 }
 

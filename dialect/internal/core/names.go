@@ -29,9 +29,9 @@ type Names struct {
 	// quoted names; IndexCols the current index's quoted columns.
 	ClaimIndex, TokenIndex, ReapIndex string
 
-	// Lease tables: the quoted key, owner, locked-at, expires-at and fence
-	// columns (optional ones "").
-	Key, Owner, LockedAt, ExpiresAt, Fence string
+	// Lease tables: the quoted key, owner, locked-at, expires-at, fence and
+	// status columns (optional ones "").
+	Key, Owner, LockedAt, ExpiresAt, Fence, TaskStatus string
 
 	// Variant flags set by the store for the statement being rendered.
 	SkipLocked bool   // claim: the SKIP LOCKED form

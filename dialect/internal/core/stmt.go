@@ -32,6 +32,8 @@ type Args struct {
 	Timeout     time.Duration // "timeout", in the engine's time unit
 	TTL         time.Duration // "ttl", in the engine's time unit
 	Slack       time.Duration // "slack", in the engine's time unit (may be 0)
+	Stamp       int64         // "stamp": a lease's LockedAt as an integer
+	Status      any           // "status": a status value
 	Key         any           // "key" (a lease key)
 	From        int64         // "from" (a key cursor)
 	Scope       []any         // {{scope}}
@@ -158,6 +160,10 @@ func (s Stmt) Bind(d Dialect, a *Args) (string, []any) {
 			out = append(out, d.TimeUnit.convert(a.Timeout))
 		case "ttl":
 			out = append(out, d.TimeUnit.convert(a.TTL))
+		case "stamp":
+			out = append(out, a.Stamp)
+		case "status":
+			out = append(out, a.Status)
 		case "slack":
 			out = append(out, d.TimeUnit.ceil(a.Slack))
 		case "key":
