@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,10 +131,27 @@ func (k *core) verify(ctx context.Context) error {
 	return nil
 }
 
+// indexChecks records the claimer configurations whose recommended indexes
+// were already checked in this process, so that claimers built per request
+// or per task warn once, not once each.
+var indexChecks sync.Map // indexCheckKey -> struct{}
+
+// indexCheckKey names a claimer configuration for the index check.
+type indexCheckKey struct {
+	d     dialect.Dialect
+	table string
+	scope string
+}
+
 func (k *core) checkIndexes(ctx context.Context) {
 	k.indexOnce.Do(func() {
+		key := indexCheckKey{d: k.d, table: k.spec.Table, scope: strings.Join(k.spec.Scope, ",")}
+		if _, seen := indexChecks.LoadOrStore(key, struct{}{}); seen {
+			return
+		}
 		missing, err := k.store.MissingIndexes(ctx)
 		if err != nil {
+			indexChecks.Delete(key) // try again with the next claimer
 			k.logger.Debug("claimlock: could not check for recommended indexes", "err", err)
 			return
 		}

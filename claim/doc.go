@@ -76,9 +76,11 @@
 // index and the reaper's (status, claimed_at) index; on PostgreSQL a partial
 // index on the pending status keeps claims fast as done rows accumulate.
 // Without them MySQL locks every row it scans and SKIP LOCKED workers can get
-// empty batches. The first [Claimer.Claim] checks for them once and logs a
-// warning through Config.Logger listing the missing ones; [Claimer.MissingIndexes]
-// reports them on demand.
+// empty batches. The first [Claimer.Claim] of a claimer configuration (table,
+// scope columns and engine) in a process checks for them and logs one
+// warning through Config.Logger listing the missing ones, however many
+// claimers share that configuration; [Claimer.MissingIndexes] reports them
+// on demand.
 //
 // # Versions
 //
@@ -88,12 +90,36 @@
 // done and is claimed again with its new content; [Batch.Requeued] lists such
 // rows and Hooks.OnRequeue counts them. This is not an error.
 //
+// What writers must do for this to hold: change the row's data and increment
+// its version in the same statement, whatever its status, and leave the
+// status, token and claimed-at columns alone. A writer must never set a
+// processing row back to pending itself: the row would be claimable while
+// its current holder still works on it (two holders), and the holder's ack
+// would then find it lost. Setting a done row back to pending is fine (it
+// is not held); with a version column, bumping the version is enough for a
+// row that is processing.
+//
+// # Rows that cannot be read
+//
+// A claimed row whose columns the row type cannot hold (a NULL scanned into
+// a string field, say) does not stop the batch: the claim fails that row
+// alone, as [Batch.Fail] would, and reports it in [Batch.Unreadable]. Use
+// pointer or sql.Null* fields for columns that may hold NULL.
+//
 // # Retries
 //
 // Deadlocks, lock-wait timeouts and serialization failures are retried
 // inside every operation with bounded, jittered backoff
 // ([dialect.RetryPolicy]); one that surfaces has exhausted its attempts and
-// matches [IsRetryable].
+// matches [IsRetryable]. [dialect.IsRetryable] and [dialect.Retry] accept
+// the raw driver errors of the application's own statements too.
+//
+// A write that lost its connection, or whose context ended while the
+// database had it, returns an error matching [dialect.ErrOutcomeUnknown]: it
+// may have taken effect. For an ack this means the rows may be done; acking
+// them again reports them lost if the first ack happened (their token is
+// cleared) and acks them otherwise, and a reaper returns rows whose ack
+// never happened. Every operation returns by its context's deadline.
 //
 // # Replication
 //

@@ -31,8 +31,8 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestMissingIndexWarning: the first claim warns once when the recommended
-// indexes are missing, and not at all once they exist.
+// TestMissingIndexWarning: the first claim of a configuration warns once
+// when the recommended indexes are missing, and not at all once they exist.
 func TestMissingIndexWarning(t *testing.T) {
 	t.Parallel()
 	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
@@ -56,6 +56,13 @@ func TestMissingIndexWarning(t *testing.T) {
 			require.NoError(t, err)
 		}
 		require.Equal(t, 1, strings.Count(logs.String(), "recommended indexes are missing"), logs.String())
+		// Another claimer of the same configuration (built per request,
+		// say) does not warn again.
+		again, err := claim.New[struct{}](e.d, cfg, nil)
+		require.NoError(t, err)
+		_, err = again.Claim(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, strings.Count(logs.String(), "recommended indexes are missing"), "one warning per configuration")
 
 		require.NoError(t, e.d.ExecDDL(ctx, c.Store().IndexDDL()))
 		c, err = claim.New[struct{}](e.d, cfg, nil)

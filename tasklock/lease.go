@@ -229,6 +229,11 @@ func (l *Lease) lostErr(cause error) error {
 // a no-op, reported but not an error. A database error leaves the row to
 // expire after the TTL; calling Release again retries it. Once a Release has
 // freed the row, later calls return (false, nil) without a statement.
+//
+// Release cancels every context from [Lease.Context] (and closes
+// [Lease.Done]) before it frees the row, even when called early: work that
+// goes on after an early release must not use the lease's context, and is
+// no longer protected by the lease (another holder may start at once).
 func (l *Lease) Release(ctx context.Context) (bool, error) {
 	l.stopKeepAlive(ctx)
 	l.end(ErrReleased)
