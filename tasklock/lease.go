@@ -235,6 +235,20 @@ func (l *Lease) lostErr(cause error) error {
 // goes on after an early release must not use the lease's context, and is
 // no longer protected by the lease (another holder may start at once).
 func (l *Lease) Release(ctx context.Context) (bool, error) {
+	ok, err := l.free(ctx, "release", func() (bool, error) { return l.k.store.Release(ctx, l.key, l.Owner()) })
+	if err != nil {
+		return false, err
+	}
+	if h := l.k.cfg.Hooks.Released; h != nil {
+		h(l.key, l.fence, ok)
+	}
+	return ok, nil
+}
+
+// free ends the lease locally and runs write, the statement that frees the
+// row if this lease still holds it, once: after a write that freed the row,
+// later calls return (false, nil) without a statement.
+func (l *Lease) free(ctx context.Context, op string, write func() (bool, error)) (bool, error) {
 	l.stopKeepAlive(ctx)
 	l.end(ErrReleased)
 	l.mu.Lock()
@@ -243,23 +257,17 @@ func (l *Lease) Release(ctx context.Context) (bool, error) {
 	if done {
 		return false, nil
 	}
-	ok, err := l.k.store.Release(ctx, l.key, l.Owner())
+	ok, err := write()
 	if err != nil {
-		return false, fmt.Errorf("tasklock: release %v: %w", l.key, err)
+		return false, fmt.Errorf("tasklock: %s %v: %w", op, l.key, err)
 	}
 	if ok {
 		l.mu.Lock()
 		l.released = true
 		l.mu.Unlock()
-	}
-	cfg := l.k.cfg
-	if ok {
-		cfg.Logger.Debug("tasklock: released", "key", l.key, "fence", l.fence)
+		l.k.cfg.Logger.Debug("tasklock: "+op+" freed the lease", "key", l.key, "fence", l.fence)
 	} else {
-		cfg.Logger.Warn("tasklock: release found the lease expired or taken over", "key", l.key, "fence", l.fence)
-	}
-	if h := cfg.Hooks.Released; h != nil {
-		h(l.key, l.fence, ok)
+		l.k.cfg.Logger.Warn("tasklock: "+op+" found the lease expired or taken over; nothing changed", "key", l.key, "fence", l.fence)
 	}
 	return ok, nil
 }
@@ -271,24 +279,5 @@ func (l *Lease) Release(ctx context.Context) (bool, error) {
 // (false, nil) when the lease had expired and been taken or freed by someone
 // else, in which case nothing changed.
 func (l *Lease) Finish(ctx context.Context, status any) (bool, error) {
-	l.stopKeepAlive(ctx)
-	l.end(ErrReleased)
-	l.mu.Lock()
-	done := l.released
-	l.mu.Unlock()
-	if done {
-		return false, nil
-	}
-	ok, err := l.k.store.Finish(ctx, l.key, l.Owner(), status)
-	if err != nil {
-		return false, fmt.Errorf("tasklock: finish %v: %w", l.key, err)
-	}
-	if ok {
-		l.mu.Lock()
-		l.released = true
-		l.mu.Unlock()
-	} else {
-		l.k.cfg.Logger.Warn("tasklock: finish found the lease expired or taken over; the task was not finished", "key", l.key, "fence", l.fence)
-	}
-	return ok, nil
+	return l.free(ctx, "finish", func() (bool, error) { return l.k.store.Finish(ctx, l.key, l.Owner(), status) })
 }

@@ -154,18 +154,6 @@ SET {{if .ExpiresAt -}}
     {{- end}}
 WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
 
-	Release: `
-UPDATE {{.Table}} SET {{template "free" .}}
-WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
-
-	Finish: `
-UPDATE {{.Table}} SET {{.TaskStatus}} = {{arg "status"}}, {{template "free" .}}
-WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
-
-	Force: `
-UPDATE {{.Table}} SET {{template "free" .}}
-WHERE {{.Key}} = {{arg "key"}} AND {{or .Owner .LockedAt}} IS NOT NULL`,
-
 	Inspect: `
 SELECT {{if .Owner}}{{.Owner}}{{else}}CAST({{template "us" .LockedAt}} AS CHAR){{end}}, {{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}},
        {{if .ExpiresAt}}{{template "us" .ExpiresAt}}, {{.ExpiresAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "slack"}} MICROSECOND{{else}}NULL, FALSE{{end}}

@@ -140,18 +140,6 @@ SET {{if .ExpiresAt -}}
 WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}
 RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{template "stamp" .}}`,
 
-	Release: `
-UPDATE {{.Table}} SET {{template "free" .}}
-WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
-
-	Finish: `
-UPDATE {{.Table}} SET {{.TaskStatus}} = {{arg "status"}}, {{template "free" .}}
-WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
-
-	Force: `
-UPDATE {{.Table}} SET {{template "free" .}}
-WHERE {{.Key}} = {{arg "key"}} AND {{or .Owner .LockedAt}} IS NOT NULL`,
-
 	Inspect: `
 SELECT {{if .Owner}}{{.Owner}}{{else}}CAST({{template "stamp" .}} AS text){{end}}, {{template "fence" .}},
        {{if .ExpiresAt}}{{template "us" .ExpiresAt}}, {{.ExpiresAt}} < now() - {{template "slack"}}{{else}}NULL::bigint, false{{end}}

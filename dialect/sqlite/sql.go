@@ -118,18 +118,6 @@ SET {{if .ExpiresAt -}}
 WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}
 RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{.LockedAt}}`,
 
-	Release: `
-UPDATE {{.Table}} SET {{template "free" .}}
-WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
-
-	Finish: `
-UPDATE {{.Table}} SET {{.TaskStatus}} = {{arg "status"}}, {{template "free" .}}
-WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
-
-	Force: `
-UPDATE {{.Table}} SET {{template "free" .}}
-WHERE {{.Key}} = {{arg "key"}} AND {{or .Owner .LockedAt}} IS NOT NULL`,
-
 	Inspect: `
 SELECT {{if .Owner}}{{.Owner}}{{else}}CAST({{.LockedAt}} AS TEXT){{end}}, {{template "fence" .}},
        {{if .ExpiresAt}}{{.ExpiresAt}} * 1000, {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}}{{else}}NULL, false{{end}}

@@ -55,6 +55,24 @@ type LeaseSQL struct {
 	Common string
 }
 
+// GenericLeaseSQL are the lease statements that every engine writes the
+// same way; an engine's LeaseSQL leaves them empty to use these. They use
+// the engine's {{template "held" .}} (the holder's condition: owner or
+// stamp) and {{template "free" .}} (the SET list that frees a lease).
+var GenericLeaseSQL = LeaseSQL{
+	Release: `
+UPDATE {{.Table}} SET {{template "free" .}}
+WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
+
+	Finish: `
+UPDATE {{.Table}} SET {{.TaskStatus}} = {{arg "status"}}, {{template "free" .}}
+WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
+
+	Force: `
+UPDATE {{.Table}} SET {{template "free" .}}
+WHERE {{.Key}} = {{arg "key"}} AND {{or .Owner .LockedAt}} IS NOT NULL`,
+}
+
 // Leases is the engine-neutral [dialect.LeaseStore].
 type Leases struct {
 	e    *Engine
@@ -92,6 +110,16 @@ func NewLeases(e *Engine, sqls LeaseSQL, spec dialect.LeaseTable) (*Leases, erro
 		return sqls.Common + src
 	}
 	l := &Leases{e: e, spec: spec, stamped: spec.Owner == ""}
+	for _, g := range []struct {
+		dst *string
+		src string
+	}{
+		{&sqls.Release, GenericLeaseSQL.Release}, {&sqls.Finish, GenericLeaseSQL.Finish}, {&sqls.Force, GenericLeaseSQL.Force},
+	} {
+		if *g.dst == "" {
+			*g.dst = g.src
+		}
+	}
 	l.acquire = r.stmt("lease acquire", t(sqls.Acquire), nil)
 	if spec.Keyed {
 		l.insert = r.stmt("lease insert", t(sqls.Insert), nil)
