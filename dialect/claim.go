@@ -50,6 +50,14 @@ type ClaimTable struct {
 	// be nullable (verification checks it). Rows that end done or failed
 	// keep their last claim time.
 	ClearClaimedAt bool
+	// TextTimes (SQLite only) stores and compares ClaimedAt and CreatedAt
+	// as text in SQLite's own format, 'YYYY-MM-DD HH:MM:SS.SSS' in UTC, as
+	// datetime('now') and CURRENT_TIMESTAMP write them, for tables whose
+	// code already keeps dates there as text. Without it claimlock writes
+	// integer milliseconds; verification refuses a column declared as a
+	// date or text type unless TextTimes is set, and one declared INTEGER if
+	// it is, so the two conventions never mix in one column.
+	TextTimes bool
 	// Columns are extra columns returned by a claim, in this order, after
 	// the key (and the version, if set).
 	Columns []string

@@ -120,7 +120,7 @@ func build(h core.DB, num int, version string, opts dialect.Options, logger *slo
 // timestamptz, and comparing it with a timestamp column converts through
 // the session's TimeZone, so two sessions with different settings would
 // disagree about which leases and claims have expired.
-func checkTime(c core.ColumnInfo) error {
+func checkTime(c core.ColumnInfo, _ bool) error {
 	if c.Type == "timestamp without time zone" {
 		return errors.New("is timestamp without time zone; sessions with different TimeZone settings would disagree about expiries (use timestamptz: ALTER TABLE ... ALTER COLUMN ... TYPE timestamptz USING ... AT TIME ZONE 'UTC')")
 	}

@@ -5,16 +5,22 @@ import "github.com/claimlock/claimlock/dialect/internal/core"
 // The statements below are text/template sources over core.Names (see
 // dialect/postgres/sql.go for the conventions). Times are integer
 // milliseconds since the Unix epoch from SQLite's own clock; ages and
-// expiries are reported in microseconds.
+// expiries are reported in microseconds. With ClaimTable.TextTimes the
+// claimed-at and created-at columns hold SQLite's text dates instead
+// ('YYYY-MM-DD HH:MM:SS.SSS', UTC), which compare in time order as text.
 
 const common = `
 {{- define "now"}}CAST(unixepoch('subsec') * 1000 AS INTEGER){{end}}
+{{- define "claimnow"}}{{if .TextTimes}}strftime('%Y-%m-%d %H:%M:%f', 'now'){{else}}{{template "now"}}{{end}}{{end}}
+{{- define "agepre"}}{{if .TextTimes}}CAST((julianday('now') - julianday({{else}}({{template "now"}} - ({{end}}{{end}}
+{{- define "agepost"}}{{if .TextTimes}})) * 86400000000 AS INTEGER){{else}})) * 1000{{end}}{{end}}
 {{- define "held"}}{{if .Owner}}{{.Owner}} = {{arg "owner"}}{{else}}{{.LockedAt}} = {{arg "stamp"}}{{end}}{{end}}
 {{- define "free"}}{{if .Owner}}{{.Owner}} = NULL{{else}}{{.LockedAt}} = NULL{{end}}{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}{{end}}
 {{- define "fence"}}{{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}}{{end}}
 {{- define "expiry"}}{{if .ExpiresAt}}{{.ExpiresAt}} * 1000{{else}}({{.LockedAt}} + {{arg "ttl"}}) * 1000{{end}}{{end}}
 {{- define "expired"}}{{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}}{{else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} < {{template "now"}} - {{arg "ttl"}} - {{arg "slack"}}{{end}}{{end}}
-{{- define "stale"}}{{.Status}} = {{.Processing}} AND {{.ClaimedAt}} < {{template "now"}} - {{arg "timeout"}}
+{{- define "stale"}}{{.Status}} = {{.Processing}} AND {{.ClaimedAt}} <
+  {{- if .TextTimes}} strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || ({{arg "timeout"}} / 1000.0) || ' seconds'){{else}} {{template "now"}} - {{arg "timeout"}}{{end}}
   {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}}{{end}}
   {{- if .Scoped}}{{scope .Scope}}{{end}}{{end}}
 `
@@ -27,7 +33,7 @@ var claimSQL = core.ClaimSQL{
 	Common: common,
 	Claim: `
 UPDATE {{.Table}}
-SET {{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = {{template "now"}}
+SET {{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = {{template "claimnow" .}}
     {{- if .Attempts}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}
 WHERE {{.ID}} IN (SELECT {{.ID}} FROM {{.Table}} WHERE {{.Status}} = {{.Pending}}{{scope .Scope}} ORDER BY {{.ID}} LIMIT {{arg "limit"}})
   AND {{.Status}} = {{.Pending}}
@@ -52,7 +58,9 @@ SELECT {{.ID}}, {{or .Version "0"}}, {{or .Attempts "0"}} FROM {{.Table}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}`,
 
 	Heartbeat: `
-UPDATE {{.Table}} SET {{.ClaimedAt}} = MAX({{template "now"}}, {{.ClaimedAt}} + 1)
+UPDATE {{.Table}} SET {{.ClaimedAt}} = {{if .TextTimes -}}
+  MAX(strftime('%Y-%m-%d %H:%M:%f', 'now'), strftime('%Y-%m-%d %H:%M:%f', {{.ClaimedAt}}, '+0.001 seconds'))
+  {{- else}}MAX({{template "now"}}, {{.ClaimedAt}} + 1){{end}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}`,
 
 	Release: `
@@ -72,8 +80,8 @@ SELECT COALESCE(SUM({{.Status}} = {{.Pending}}), 0),
        COALESCE(SUM({{.Status}} = {{.Done}}), 0),
        {{if .Failed}}COALESCE(SUM({{.Status}} = {{.Failed}}), 0){{else}}0{{end}},
        COUNT(*),
-       ({{template "now"}} - MIN(CASE WHEN {{.Status}} = {{.Processing}} THEN {{.ClaimedAt}} END)) * 1000,
-       {{if .CreatedAt}}({{template "now"}} - MIN(CASE WHEN {{.Status}} = {{.Pending}} THEN {{.CreatedAt}} END)) * 1000{{else}}NULL{{end}}
+       {{template "agepre" .}}MIN(CASE WHEN {{.Status}} = {{.Processing}} THEN {{.ClaimedAt}} END){{template "agepost" .}},
+       {{if .CreatedAt}}{{template "agepre" .}}MIN(CASE WHEN {{.Status}} = {{.Pending}} THEN {{.CreatedAt}} END){{template "agepost" .}}{{else}}NULL{{end}}
 FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
 
 	// SQLite does not enforce declared lengths: every length reads 0. Times

@@ -110,6 +110,7 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 			PreferredStrategy: dialect.StrategyTokenUpdate,
 			ClaimConcurrency:  claimConcurrency,
 		},
+		CheckTime: checkTime, TextTimes: true,
 		DDL: core.DDL{Int: "INTEGER", Time: "INTEGER", TimeSeconds: "INTEGER", Text: "TEXT", Serial: "INTEGER PRIMARY KEY AUTOINCREMENT", SerialIsKey: true},
 	}
 	d.Claims, d.Leases = claimSQL, leaseSQL
@@ -140,6 +141,23 @@ func atLeast(version string, major, minor int) bool {
 
 // quote quotes one identifier part that was validated already.
 var quote = core.QuoteWith('"')
+
+// checkTime keeps the two time conventions apart: a column declared as a
+// date or text type holds text dates in the application's code, and gets
+// claimlock's text dates only with ClaimTable.TextTimes; any other column
+// gets integer milliseconds.
+func checkTime(c core.ColumnInfo, textTimes bool) error {
+	t := strings.ToUpper(c.Type)
+	textual := strings.Contains(t, "DATE") || strings.Contains(t, "TIME") || strings.Contains(t, "CHAR") ||
+		strings.Contains(t, "TEXT") || strings.Contains(t, "CLOB")
+	switch {
+	case textual && !textTimes:
+		return fmt.Errorf("is declared %s, for text dates, and claimlock would write integer milliseconds into it: set ClaimTable.TextTimes (claims only) or declare it INTEGER", c.Type)
+	case !textual && textTimes && t != "":
+		return fmt.Errorf("is declared %s, not a date or text type, but TextTimes writes text dates into it", c.Type)
+	}
+	return nil
+}
 
 // classify sorts modernc's errors: SQLITE_BUSY and SQLITE_LOCKED (any
 // extended code) are busy, constraint violations of a unique key or primary

@@ -127,6 +127,9 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
+	if spec.TextTimes && !e.TextTimes {
+		return nil, fmt.Errorf("%w: TextTimes: only SQLite keeps times as text; %s has time types", dialect.ErrInvalidConfig, e.Name)
+	}
 	s := &Claims{E: e, Spec: spec, Names: e.claimNames(spec), ackTo: map[string]Stmt{}}
 	r := &renderer{e: e, n: s.Names}
 	t := func(src string) string {

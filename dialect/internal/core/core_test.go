@@ -385,3 +385,16 @@ func TestOutcomeUnknown(t *testing.T) {
 	_, err = cs.Ack(context.Background(), versioned)
 	require.NoError(t, err, "a deadlock at COMMIT rolled back: the ack is retried")
 }
+
+// TextTimes is refused by engines with real time types.
+func TestTextTimesOnlyWhereSupported(t *testing.T) {
+	t.Parallel()
+	spec := fakeSpec(t)
+	spec.TextTimes = true
+	_, err := NewClaims(fakeEngine(&fakeDB{}, true), fakeClaimSQL, spec, nil)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	e := fakeEngine(&fakeDB{}, true)
+	e.TextTimes = true
+	_, err = NewClaims(e, fakeClaimSQL, spec, nil)
+	require.NoError(t, err)
+}

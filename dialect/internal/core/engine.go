@@ -87,8 +87,11 @@ type Engine struct {
 	// (MySQL sessions that are not READ COMMITTED).
 	IsolateWrites bool
 	// CheckTime, if set, refuses a time column whose type the engine cannot
-	// compare safely with its clock.
-	CheckTime func(ColumnInfo) error
+	// compare safely with its clock, or that holds another convention than
+	// the one configured (textTimes: ClaimTable.TextTimes).
+	CheckTime func(c ColumnInfo, textTimes bool) error
+	// TextTimes is true where ClaimTable.TextTimes is supported (SQLite).
+	TextTimes bool
 }
 
 // Slack is the margin added to every expiry and staleness comparison

@@ -446,7 +446,7 @@ func (l *Leases) VerifySchema(ctx context.Context) error {
 	if err := checkLeaseColumns(l.spec, cols); err != nil {
 		return err
 	}
-	slack, err := l.e.timeSlack(l.spec.Table, cols, timeCol{"LockedAt", l.spec.LockedAt}, timeCol{"ExpiresAt", l.spec.ExpiresAt})
+	slack, err := l.e.timeSlack(l.spec.Table, cols, false, timeCol{"LockedAt", l.spec.LockedAt}, timeCol{"ExpiresAt", l.spec.ExpiresAt})
 	if err != nil {
 		return err
 	}

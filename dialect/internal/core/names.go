@@ -25,6 +25,8 @@ type Names struct {
 	// ClearClaimedAt: rows going back to pending get a NULL ClaimedAt
 	// ({{template "cleartime" .}}).
 	ClearClaimedAt bool
+	// TextTimes: ClaimedAt and CreatedAt hold text dates (SQLite).
+	TextTimes bool
 	// ClaimIndex, TokenIndex and ReapIndex are the recommended indexes'
 	// quoted names; IndexCols the current index's quoted columns.
 	ClaimIndex, TokenIndex, ReapIndex string
@@ -58,7 +60,7 @@ func (e *Engine) claimNames(t dialect.ClaimTable) Names {
 		Table: e.QuoteName(t.Table), ID: q(t.ID), Status: q(t.Status), Token: q(t.Token),
 		ClaimedAt: q(t.ClaimedAt), Attempts: q(t.Attempts), Version: q(t.Version), CreatedAt: q(t.CreatedAt),
 		Pending: t.Pending.Literal(), Processing: t.Processing.Literal(), Done: t.Done.Literal(),
-		TextKey: t.IDKind == dialect.IDText, ClearClaimedAt: t.ClearClaimedAt,
+		TextKey: t.IDKind == dialect.IDText, ClearClaimedAt: t.ClearClaimedAt, TextTimes: t.TextTimes,
 	}
 	if t.Failed.IsSet() {
 		n.Failed = t.Failed.Literal()

@@ -155,7 +155,7 @@ func (s *Claims) VerifySchema(ctx context.Context) error {
 	if err := checkClaimColumns(s.Spec, cols); err != nil {
 		return err
 	}
-	slack, err := s.E.timeSlack(s.Spec.Table, cols, timeCol{"ClaimedAt", s.Spec.ClaimedAt})
+	slack, err := s.E.timeSlack(s.Spec.Table, cols, s.Spec.TextTimes, timeCol{"ClaimedAt", s.Spec.ClaimedAt}, timeCol{"CreatedAt", s.Spec.CreatedAt})
 	if err != nil {
 		return err
 	}
@@ -174,7 +174,7 @@ type timeCol struct{ field, name string }
 
 // timeSlack checks the time columns and returns the coarsest resolution
 // among them.
-func (e *Engine) timeSlack(table string, cols Columns, tcs ...timeCol) (time.Duration, error) {
+func (e *Engine) timeSlack(table string, cols Columns, textTimes bool, tcs ...timeCol) (time.Duration, error) {
 	var slack time.Duration
 	for _, tc := range tcs {
 		if tc.name == "" {
@@ -182,7 +182,7 @@ func (e *Engine) timeSlack(table string, cols Columns, tcs ...timeCol) (time.Dur
 		}
 		c, _ := cols.Get(tc.name)
 		if e.CheckTime != nil {
-			if err := e.CheckTime(c); err != nil {
+			if err := e.CheckTime(c, textTimes); err != nil {
 				return 0, fmt.Errorf("%w: %s: column %s.%s %v", dialect.ErrInvalidConfig, tc.field, table, tc.name, err)
 			}
 		}
