@@ -567,3 +567,45 @@ func TestAutocommitOffIsRefused(t *testing.T) {
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	require.ErrorContains(t, err, "autocommit=0")
 }
+
+// A sweep returns every stale row it can while another session holds a lock
+// on a fresh processing row: it must neither wait for that lock (50 s by
+// default, then 1205 and a retry, sweep after sweep) nor give up on the
+// stale rows of a dead worker. The table has only its primary key, as the
+// cron story's target table has no (status, claimed_at) index, so the
+// sweep's scan reaches the locked row.
+func TestReapSkipsLockedRows(t *testing.T) {
+	t.Parallel()
+	db, _ := openWith(t, nil)
+	d := newDialect(t, db, dialect.Options{})
+	ctx := ctxT(t)
+	spec := claimSpec(t)
+	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	require.NoError(t, err)
+	require.NoError(t, d.ExecDDL(ctx, ddl))
+	store, err := d.ClaimStore(spec)
+	require.NoError(t, err)
+	require.NoError(t, store.VerifySchema(ctx))
+	insertRows(t, db, "cl_target", 1, 11)
+	// Rows 1-10: a dead worker's claim, an hour old. Row 11: fresh, its
+	// holder's session has it locked (an ack or heartbeat in flight).
+	_, err = db.ExecContext(ctx, "UPDATE cl_target SET status = 'PROCESSING', token = 'dead', claimed_at = UTC_TIMESTAMP(6) - INTERVAL 1 HOUR WHERE id <= 10")
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, "UPDATE cl_target SET status = 'PROCESSING', token = 'live', claimed_at = UTC_TIMESTAMP(6) WHERE id = 11")
+	require.NoError(t, err)
+	holder, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer holder.Rollback() //nolint:errcheck // rolled back at the end
+	_, err = holder.ExecContext(ctx, "SELECT id FROM cl_target WHERE id = 11 FOR UPDATE")
+	require.NoError(t, err)
+
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	res, err := store.Reap(rctx, &dialect.ReapParams{Timeout: time.Minute, Limit: 100})
+	took := time.Since(start)
+	require.NoError(t, err)
+	require.EqualValues(t, 10, res.Returned, "every stale row")
+	require.Less(t, took, 3*time.Second, "the sweep did not wait for the locked fresh row")
+	require.NoError(t, holder.Rollback())
+}
