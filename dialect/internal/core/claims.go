@@ -55,8 +55,10 @@ type ClaimSQL struct {
 	// oldest processing row (by claimed-at) and of the oldest pending row
 	// (by created-at), NULL when there is none (Scoped: in scope).
 	Stats string
-	// Columns lists the table's columns as (name, character length or 0)
-	// for "schema" (NULL: the current one) and "table".
+	// Columns lists the table's columns of "schema" (NULL: the current
+	// one) and "table", one row each: name, character length (0 when not
+	// bounded), data type, fractional-second precision (-1 when not a time
+	// column), collation ("" when unknown) and whether it is nullable.
 	Columns string
 	// IndexExists counts the indexes named "index" of "schema"."table".
 	IndexExists string
