@@ -38,12 +38,7 @@ func (s *Claims) Ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResu
 	if err != nil {
 		return res, wrap("ack", err)
 	}
-	idx := make(map[any]int, len(keys))
-	for i, k := range keys {
-		if _, dup := idx[k]; !dup {
-			idx[k] = i
-		}
-	}
+	idx := newKeyIndex(s.Spec.IDKind, keys)
 	a := &Args{Token: p.Token, Keys: keys, MaxAttempts: p.MaxAttempts}
 	versioned := p.Versions != nil && p.Outcome == dialect.OutcomeDone
 	parkAt := p.Outcome == dialect.OutcomeRetry && p.MaxAttempts > 0
@@ -61,7 +56,7 @@ func (s *Claims) Ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResu
 			}
 			err := s.E.InTx(ctx, func(tx Querier) error {
 				n, err := Exec(ctx, tx, s.E.Dialect, st, a)
-				if err == nil && n != int64(len(idx)) {
+				if err == nil && n != int64(idx.distinct()) {
 					err = errPartialAck
 				}
 				return err
@@ -91,6 +86,20 @@ func (s *Claims) Ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResu
 func normalizeKeys(kind dialect.IDKind, keys []any) ([]any, error) {
 	out := make([]any, len(keys))
 	for i, k := range keys {
+		// Keys already in their normal form keep their interface value:
+		// converting them again would allocate one box per key.
+		switch k.(type) {
+		case int64:
+			if kind != dialect.IDText {
+				out[i] = k
+				continue
+			}
+		case string:
+			if kind == dialect.IDText {
+				out[i] = k
+				continue
+			}
+		}
 		n, err := dialect.NormalizeKey(kind, k)
 		if err != nil {
 			return nil, err
@@ -113,15 +122,14 @@ func (s *Claims) target(o dialect.AckOutcome) string {
 
 // ackReturning runs a one-statement ack that returns each changed key and
 // whether it was parked.
-func (s *Claims) ackReturning(ctx context.Context, st Stmt, a *Args, idx map[any]int, n int, res *dialect.AckResult) error {
+func (s *Claims) ackReturning(ctx context.Context, st Stmt, a *Args, idx *keyIndex, n int, res *dialect.AckResult) error {
 	got := make([]bool, n)
 	err := Query(ctx, s.E.DB, s.E.Dialect, st, a, func(r Rows) error {
-		var id any
 		var parked bool
-		if err := r.Scan(&id, &parked); err != nil {
+		if err := r.Scan(idx.dest(), &parked); err != nil {
 			return err
 		}
-		if i, ok := s.find(idx, id); ok {
+		if i, ok := idx.scanned(); ok {
 			got[i] = true
 			if parked {
 				res.Parked = append(res.Parked, i)
@@ -133,15 +141,53 @@ func (s *Claims) ackReturning(ctx context.Context, st Stmt, a *Args, idx map[any
 	return err
 }
 
-// find returns the position of a key read from the database among the
-// caller's keys. A key the caller did not pass (a collation that matched
+// keyIndex finds the caller's position of a key read from the database.
+// Keys are scanned into a typed variable and looked up in a typed map, with
+// no boxing per row. A key the caller did not pass (a collation that matched
 // other bytes) is not found.
-func (s *Claims) find(idx map[any]int, id any) (int, bool) {
-	k, err := dialect.NormalizeKey(s.Spec.IDKind, id)
-	if err != nil {
-		return 0, false
+type keyIndex struct {
+	text bool
+	ints map[int64]int
+	strs map[string]int
+	iv   int64
+	sv   string
+}
+
+func newKeyIndex(kind dialect.IDKind, keys []any) *keyIndex {
+	x := &keyIndex{text: kind == dialect.IDText}
+	if x.text {
+		x.strs = make(map[string]int, len(keys))
+	} else {
+		x.ints = make(map[int64]int, len(keys))
 	}
-	i, ok := idx[k]
+	for i := len(keys) - 1; i >= 0; i-- { // the first of duplicates wins
+		if x.text {
+			x.strs[keys[i].(string)] = i
+		} else {
+			x.ints[keys[i].(int64)] = i
+		}
+	}
+	return x
+}
+
+// distinct returns how many different keys the index holds.
+func (x *keyIndex) distinct() int { return len(x.ints) + len(x.strs) }
+
+// dest is the scan destination of one key.
+func (x *keyIndex) dest() any {
+	if x.text {
+		return &x.sv
+	}
+	return &x.iv
+}
+
+// scanned returns the position of the key last scanned into dest.
+func (x *keyIndex) scanned() (int, bool) {
+	if x.text {
+		i, ok := x.strs[x.sv]
+		return i, ok
+	}
+	i, ok := x.ints[x.iv]
 	return i, ok
 }
 
@@ -158,7 +204,7 @@ func missing(got []bool) []int {
 
 // ackByRow is the per-row ack inside a transaction: lock what the token
 // holds, decide, update by group.
-func (s *Claims) ackByRow(ctx context.Context, tx Querier, p *dialect.AckParams, a *Args, keys []any, idx map[any]int, res *dialect.AckResult) error {
+func (s *Claims) ackByRow(ctx context.Context, tx Querier, p *dialect.AckParams, a *Args, keys []any, idx *keyIndex, res *dialect.AckResult) error {
 	type held struct {
 		key               any
 		pos               int
@@ -166,12 +212,11 @@ func (s *Claims) ackByRow(ctx context.Context, tx Querier, p *dialect.AckParams,
 	}
 	var hs []held
 	err := Query(ctx, tx, s.E.Dialect, s.ackLock, a, func(r Rows) error {
-		var id any
 		var v, at sql.NullInt64
-		if err := r.Scan(&id, &v, &at); err != nil {
+		if err := r.Scan(idx.dest(), &v, &at); err != nil {
 			return err
 		}
-		if i, ok := s.find(idx, id); ok {
+		if i, ok := idx.scanned(); ok {
 			hs = append(hs, held{key: keys[i], pos: i, version: v.Int64, attempts: at.Int64})
 		}
 		return nil
