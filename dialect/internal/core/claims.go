@@ -379,17 +379,39 @@ func (s *Claims) Stats(ctx context.Context, scopeValues []any) (dialect.Stats, e
 // Statements returns every rendered statement of the store by name, with
 // the engine's placeholders: for tests and EXPLAIN checks.
 func (s *Claims) Statements() map[string]string {
-	m := map[string]string{
-		"claim": s.claim.SQL, "claim skip locked": s.claimSkip.SQL, "read back": s.readBack.SQL,
-		"pending exists": s.pendingExists.SQL, "ack requeue": s.ackRequeue.SQL, "ack park": s.ackPark.SQL,
-		"ack lock": s.ackLock.SQL, "heartbeat": s.heartbeat.SQL, "heartbeat held": s.heartbeatHeld.SQL,
-		"release": s.release.SQL, "release keys": s.releaseKeys.SQL,
-		"reap": s.reap[0][0].SQL, "reap scoped": s.reap[0][1].SQL, "reap park": s.reap[1][0].SQL, "reap park scoped": s.reap[1][1].SQL,
-		"stats": s.stats[0].SQL, "stats scoped": s.stats[1].SQL,
-		"ack done": s.ackTo[s.Names.Done].SQL, "ack pending": s.ackTo[s.Names.Pending].SQL, "ack failed": s.ackTo[s.Names.Failed].SQL,
+	m := map[string]string{}
+	for k, st := range s.named() {
+		m[k] = st.SQL
+	}
+	return m
+}
+
+// Bind returns the statement Statements calls name, with its arguments
+// taken from a in the order of its placeholders: for EXPLAIN checks. ok is
+// false when the store has no such statement.
+func (s *Claims) Bind(name string, a *Args) (query string, args []any, ok bool) {
+	st, ok := s.named()[name]
+	if !ok {
+		return "", nil, false
+	}
+	query, args = st.Bind(s.E.Dialect, a)
+	return query, args, true
+}
+
+// named maps the names of Statements to the rendered statements the store
+// has (the engine's catalog queries and index DDL excluded).
+func (s *Claims) named() map[string]Stmt {
+	m := map[string]Stmt{
+		"claim": s.claim, "claim skip locked": s.claimSkip, "read back": s.readBack,
+		"pending exists": s.pendingExists, "ack requeue": s.ackRequeue, "ack park": s.ackPark,
+		"ack lock": s.ackLock, "heartbeat": s.heartbeat, "heartbeat held": s.heartbeatHeld,
+		"release": s.release, "release keys": s.releaseKeys,
+		"reap": s.reap[0][0], "reap scoped": s.reap[0][1], "reap park": s.reap[1][0], "reap park scoped": s.reap[1][1],
+		"stats": s.stats[0], "stats scoped": s.stats[1],
+		"ack done": s.ackTo[s.Names.Done], "ack pending": s.ackTo[s.Names.Pending], "ack failed": s.ackTo[s.Names.Failed],
 	}
 	for k, v := range m {
-		if v == "" {
+		if v.SQL == "" {
 			delete(m, k)
 		}
 	}
