@@ -256,8 +256,9 @@ type ClaimStore interface {
 	Stats(ctx context.Context, scopeValues []any) (Stats, error)
 
 	// IndexDDL returns the CREATE INDEX statements recommended for this
-	// table: the claim index, the token index and the reaper's
-	// (status, claimed_at) index.
+	// table ([ClaimTable.Indexes]): the claim index, the token index, the
+	// reaper's (status, claimed_at) index and, for a scoped table on the
+	// engines that use it, the scope index (scope..., status, claimed_at).
 	IndexDDL() []string
 
 	// MissingIndexes returns the recommended indexes (as DDL) that the

@@ -120,6 +120,7 @@ func TestClaimStatements(t *testing.T) {
 		`CREATE INDEX IF NOT EXISTS "jobs_cl_claim" ON "jobs" ("task_id", ("id" + 0)) WHERE "status" = 'PENDING'`,
 		`CREATE INDEX IF NOT EXISTS "jobs_cl_token" ON "jobs" ("token")`,
 		`CREATE INDEX IF NOT EXISTS "jobs_cl_reap" ON "jobs" ("status", "claimed_at")`,
+		`CREATE INDEX IF NOT EXISTS "jobs_cl_scope" ON "jobs" ("task_id", "status", "claimed_at")`,
 	}, st.IndexDDL())
 	require.Equal(t, `UPDATE "jobs" SET "claimed_at" = GREATEST(now(), "claimed_at" + interval '1 microsecond') WHERE "token" = $1 AND "status" = 'PROCESSING'`, s["heartbeat"])
 	require.Equal(t, `UPDATE "jobs" SET "status" = 'SENT', "token" = NULL WHERE "token" = $1 AND "id" = ANY($2::bigint[]) RETURNING "id", false`,

@@ -98,10 +98,11 @@ SELECT COUNT(*) FROM pg_indexes
 WHERE schemaname = COALESCE({{arg "schema"}}::text, current_schema())
   AND tablename = {{arg "table"}}::text AND indexname = {{arg "index"}}::text`,
 
-	Indexes: [3]string{
+	Indexes: [4]string{
 		`CREATE INDEX IF NOT EXISTS {{.ClaimIndex}} ON {{.Table}} ({{range .Scope}}{{.}}, {{end}}({{template "order" .}})) WHERE {{.Status}} = {{.Pending}}`,
 		`CREATE INDEX IF NOT EXISTS {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}})`,
 		`CREATE INDEX IF NOT EXISTS {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		`CREATE INDEX IF NOT EXISTS {{.ScopeIndex}} ON {{.Table}} ({{.IndexCols}})`,
 	},
 }
 

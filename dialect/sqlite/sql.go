@@ -78,10 +78,11 @@ SELECT name, 0, type, 3 FROM pragma_table_info({{arg "table"}}, COALESCE({{arg "
 	IndexExists: `
 SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = {{arg "index"}}`,
 
-	Indexes: [3]string{
+	Indexes: [4]string{
 		`CREATE INDEX IF NOT EXISTS {{.ClaimIndex}} ON {{.Table}} ({{.IndexCols}})`,
 		`CREATE INDEX IF NOT EXISTS {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}})`,
 		`CREATE INDEX IF NOT EXISTS {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		`CREATE INDEX IF NOT EXISTS {{.ScopeIndex}} ON {{.Table}} ({{.IndexCols}})`,
 	},
 }
 

@@ -63,10 +63,13 @@ type ClaimSQL struct {
 	Columns string
 	// IndexExists counts the indexes named "index" of "schema"."table".
 	IndexExists string
-	// Indexes are the recommended indexes' DDL, in the order claim, token,
-	// reap, each rendered with IndexCols set to the portable definition's
-	// columns.
-	Indexes [3]string
+	// Indexes are the recommended indexes' DDL in the order of
+	// [dialect.ClaimTable.Indexes] (claim, token, reap and, for a scoped
+	// table, scope), each rendered with IndexCols set to the portable
+	// definition's columns. An engine leaves the scope index empty when its
+	// claim index serves scoped Stats: it is then neither created nor
+	// reported missing.
+	Indexes [4]string
 	// Common is prepended to every template: {{define}} blocks the others
 	// share.
 	Common string
@@ -93,7 +96,7 @@ type Claims struct {
 	reap                                      [2][2]Stmt // [park][scoped]
 	stats                                     [2]Stmt    // [scoped]
 	columns, indexExists                      Stmt
-	indexes                                   [3]Stmt
+	indexes                                   [4]Stmt
 	override                                  ClaimFunc
 	// Ext is the engine's own per-store state, set by its [Claimer].
 	Ext any

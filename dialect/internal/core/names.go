@@ -22,9 +22,10 @@ type Names struct {
 	Pending, Processing, Done, Failed string
 	// TextKey is true for text keys.
 	TextKey bool
-	// ClaimIndex, TokenIndex and ReapIndex are the recommended indexes'
-	// quoted names; IndexCols the current index's quoted columns.
-	ClaimIndex, TokenIndex, ReapIndex string
+	// ClaimIndex, TokenIndex, ReapIndex and ScopeIndex (scoped tables
+	// only) are the recommended indexes' quoted names; IndexCols the current
+	// index's quoted columns.
+	ClaimIndex, TokenIndex, ReapIndex, ScopeIndex string
 
 	// Lease tables: the quoted key, owner, locked-at, expires-at and fence
 	// columns (optional ones "").
@@ -72,6 +73,9 @@ func (e *Engine) claimNames(t dialect.ClaimTable) Names {
 	}
 	ix := t.Indexes()
 	n.ClaimIndex, n.TokenIndex, n.ReapIndex = q(ix[0].Name), q(ix[1].Name), q(ix[2].Name)
+	if len(ix) > 3 {
+		n.ScopeIndex = q(ix[3].Name)
+	}
 	return n
 }
 

@@ -186,9 +186,11 @@ func (e *Engine) timeSlack(table string, cols Columns, tcs ...timeCol) (time.Dur
 
 // IndexDDL implements [dialect.ClaimStore].
 func (s *Claims) IndexDDL() []string {
-	out := make([]string, len(s.indexes))
-	for i, ix := range s.indexes {
-		out[i] = ix.SQL
+	var out []string
+	for _, ix := range s.indexes {
+		if ix.SQL != "" {
+			out = append(out, ix.SQL)
+		}
 	}
 	return out
 }
@@ -199,6 +201,9 @@ func (s *Claims) MissingIndexes(ctx context.Context) ([]string, error) {
 	schema, table := SplitName(s.Spec.Table)
 	var out []string
 	for i, ix := range s.Spec.Indexes() {
+		if s.indexes[i].SQL == "" {
+			continue // an index the engine does not use
+		}
 		a := &Args{Table: table, Index: ix.Name}
 		if schema != "" {
 			a.Schema = schema
