@@ -77,12 +77,19 @@ SELECT COUNT(*) FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}} AND {{.Status
 UPDATE {{.Table}} SET {{.Status}} = {{.Pending}}, {{.Token}} = NULL{{template "undo" .}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}}`,
 
+	// Reaps take the oldest stale rows first, in the order of the reap
+	// index (status, claimed_at, and the key InnoDB appends to it), written
+	// out in full like the claim's: with ORDER BY key MariaDB 10.11 reads
+	// every stale row and sorts them (a backlog of 100,000 stale rows: 350
+	// ms per sweep instead of 3 ms, locking all of them), and with ORDER BY
+	// claimed_at alone it still sorts when the connection's collation
+	// differs from the status column's.
 	Reap: `
 UPDATE {{.Table}} SET {{.Status}} = {{if .Park}}{{.Failed}}{{else}}{{.Pending}}{{end}}, {{.Token}} = NULL
 WHERE {{.Status}} = {{.Processing}} AND {{.ClaimedAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "timeout"}} MICROSECOND
   {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}}{{end}}
   {{- if .Scoped}}{{scope .Scope}}{{end}}
-ORDER BY {{.ID}} LIMIT {{arg "limit"}}`,
+ORDER BY {{.Status}}, {{.ClaimedAt}}, {{.ID}} LIMIT {{arg "limit"}}`,
 
 	Stats: `
 SELECT COALESCE(SUM({{.Status}} = {{.Pending}}), 0),
@@ -167,10 +174,11 @@ SELECT {{.Owner}}, {{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}},
        {{if .ExpiresAt}}{{template "us" .ExpiresAt}}, {{.ExpiresAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "slack"}} MICROSECOND{{else}}NULL, FALSE{{end}}
 FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
 
+	// The oldest expiries first, in the order of the expiry index.
 	Reap: `
 UPDATE {{.Table}} SET {{.Owner}} = NULL, {{.ExpiresAt}} = NULL
 WHERE {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "slack"}} MICROSECOND
-ORDER BY {{.Key}} LIMIT {{arg "limit"}}`,
+ORDER BY {{.ExpiresAt}}, {{.Key}} LIMIT {{arg "limit"}}`,
 
 	Columns: claimSQL.Columns,
 }

@@ -56,7 +56,7 @@ WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}{{if .ByKeys
 	Reap: `
 UPDATE {{.Table}}
 SET {{.Status}} = {{if .Park}}{{.Failed}}{{else}}{{.Pending}}{{end}}, {{.Token}} = NULL
-WHERE {{.ID}} IN (SELECT {{.ID}} FROM {{.Table}} WHERE {{template "stale" .}} ORDER BY {{.ID}} LIMIT {{arg "limit"}})
+WHERE {{.ID}} IN (SELECT {{.ID}} FROM {{.Table}} WHERE {{template "stale" .}} ORDER BY {{.ClaimedAt}} LIMIT {{arg "limit"}})
   AND {{template "stale" .}}`,
 
 	Stats: `
@@ -127,7 +127,7 @@ FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
 
 	Reap: `
 UPDATE {{.Table}} SET {{.Owner}} = NULL, {{.ExpiresAt}} = NULL
-WHERE {{.Key}} IN (SELECT {{.Key}} FROM {{.Table}} WHERE {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}} ORDER BY {{.Key}} LIMIT {{arg "limit"}})
+WHERE {{.Key}} IN (SELECT {{.Key}} FROM {{.Table}} WHERE {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}} ORDER BY {{.ExpiresAt}} LIMIT {{arg "limit"}})
   AND {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}}`,
 
 	Columns: claimSQL.Columns,
