@@ -73,8 +73,11 @@
 //
 // Create the indexes that [dialect.ClaimStore.IndexDDL] returns (from
 // [Claimer.Store]): the claim index (scope columns, status, key), the token
-// index and the reaper's (status, claimed_at) index; on PostgreSQL a partial
-// index on the pending status keeps claims fast as done rows accumulate.
+// index, the reaper's (status, claimed_at) index and, for a scoped table on
+// PostgreSQL and SQLite, the scope index (scope columns, status,
+// claimed_at) that scoped [Claimer.Stats] and sweeps read; on PostgreSQL a
+// partial index on the pending status keeps claims fast as done rows
+// accumulate.
 // Without them MySQL locks every row it scans and SKIP LOCKED workers can get
 // empty batches. The first [Claimer.Claim] of a claimer configuration (table,
 // scope columns and engine) in a process checks for them and logs one

@@ -263,7 +263,11 @@ type ClaimStore interface {
 
 	// Reap parks (attempts at MaxAttempts) and returns to pending (the rest)
 	// at most p.Limit rows each that have been processing longer than
-	// p.Timeout on the database clock, ordered by key. A dialect may skip
+	// p.Timeout on the database clock, oldest claim (or last heartbeat)
+	// first. Each statement reads the stale rows through the reap index,
+	// never the table; parking reads the stale rows until it has found
+	// p.Limit at MaxAttempts, so its cost grows with a backlog of stale
+	// rows (not with the table). A dialect may skip
 	// rows locked by a concurrent ack or heartbeat (SKIP LOCKED), so a
 	// statement can touch fewer rows than the limit while stale rows remain:
 	// callers sweep again later rather than treating a short count as "all
@@ -271,11 +275,16 @@ type ClaimStore interface {
 	Reap(ctx context.Context, p *ReapParams) (ReapResult, error)
 
 	// Stats counts rows per status (in scope when scopeValues is not nil).
+	// It is a count, so it reads every row it counts: scoped, the scope's
+	// rows through an index (the scope index on PostgreSQL and SQLite, the
+	// claim index on MySQL); unscoped, the whole table, by design. Call it
+	// for reports, not in a loop over a large table.
 	Stats(ctx context.Context, scopeValues []any) (Stats, error)
 
 	// IndexDDL returns the CREATE INDEX statements recommended for this
-	// table: the claim index, the token index and the reaper's
-	// (status, claimed_at) index.
+	// table ([ClaimTable.Indexes]): the claim index, the token index, the
+	// reaper's (status, claimed_at) index and, for a scoped table on the
+	// engines that use it, the scope index (scope..., status, claimed_at).
 	IndexDDL() []string
 
 	// MissingIndexes returns the recommended indexes (as DDL) that the

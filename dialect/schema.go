@@ -155,16 +155,34 @@ func fnv32(s string) uint32 {
 }
 
 // Indexes returns the indexes a claim table needs, in the order the
-// dialects' IndexDDL lists them: the claim index (scope columns..., status,
-// key), the token index, and the reaper's (status, claimed_at). PostgreSQL
-// keeps the names and builds a partial claim index of its own instead.
+// dialects' IndexDDL lists them:
+//
+//   - claim (scope columns..., status, key): claims read the pending rows of
+//     their scope in key order.
+//   - token (token): read-backs, acks, heartbeats and releases find a
+//     claim's rows.
+//   - reap (status, claimed_at): sweeps read the stale rows, oldest first.
+//   - scope (scope columns..., status, claimed_at), for a scoped table only:
+//     scoped Stats read the scope's rows, scoped sweeps its stale rows
+//     oldest first.
+//
+// PostgreSQL keeps the names and builds a partial claim index of its own,
+// over the pending rows only (the plan trap of its package documentation),
+// so that its scoped Stats need the scope index. MySQL and MariaDB leave
+// the scope index out: their claim index serves scoped Stats, and MariaDB
+// does not use a scope index for sweeps (see dialect/mysql).
 func (c ClaimTable) Indexes() []IndexDef {
 	claimCols := append(append([]string{}, c.Scope...), c.Status, c.ID)
-	return []IndexDef{
+	out := []IndexDef{
 		{Name: IndexName(c.Table, "claim"), Columns: claimCols},
 		{Name: IndexName(c.Table, "token"), Columns: []string{c.Token}},
 		{Name: IndexName(c.Table, "reap"), Columns: []string{c.Status, c.ClaimedAt}},
 	}
+	if len(c.Scope) > 0 {
+		scopeCols := append(append([]string{}, c.Scope...), c.Status, c.ClaimedAt)
+		out = append(out, IndexDef{Name: IndexName(c.Table, "scope"), Columns: scopeCols})
+	}
+	return out
 }
 
 // ClaimTableDef builds a [TableDef] holding every column spec names: the key

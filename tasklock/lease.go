@@ -235,31 +235,28 @@ func (l *Lease) lostErr(cause error) error {
 // goes on after an early release must not use the lease's context, and is
 // no longer protected by the lease (another holder may start at once).
 func (l *Lease) Release(ctx context.Context) (bool, error) {
-	ok, err := l.free(ctx, "release", func() (bool, error) { return l.k.store.Release(ctx, l.key, l.Owner()) })
-	if err != nil {
-		return false, err
-	}
-	if h := l.k.cfg.Hooks.Released; h != nil {
+	ok, ran, err := l.free(ctx, "release", func() (bool, error) { return l.k.store.Release(ctx, l.key, l.Owner()) })
+	if h := l.k.cfg.Hooks.Released; h != nil && ran && err == nil {
 		h(l.key, l.fence, ok)
 	}
-	return ok, nil
+	return ok, err
 }
 
 // free ends the lease locally and runs write, the statement that frees the
 // row if this lease still holds it, once: after a write that freed the row,
-// later calls return (false, nil) without a statement.
-func (l *Lease) free(ctx context.Context, op string, write func() (bool, error)) (bool, error) {
+// later calls return (false, nil) without a statement (ran false).
+func (l *Lease) free(ctx context.Context, op string, write func() (bool, error)) (ok, ran bool, err error) {
 	l.stopKeepAlive(ctx)
 	l.end(ErrReleased)
 	l.mu.Lock()
 	done := l.released
 	l.mu.Unlock()
 	if done {
-		return false, nil
+		return false, false, nil
 	}
-	ok, err := write()
+	ok, err = write()
 	if err != nil {
-		return false, fmt.Errorf("tasklock: %s %v: %w", op, l.key, err)
+		return false, true, fmt.Errorf("tasklock: %s %v: %w", op, l.key, err)
 	}
 	if ok {
 		l.mu.Lock()
@@ -269,7 +266,7 @@ func (l *Lease) free(ctx context.Context, op string, write func() (bool, error))
 	} else {
 		l.k.cfg.Logger.Warn("tasklock: "+op+" found the lease expired or taken over; nothing changed", "key", l.key, "fence", l.fence)
 	}
-	return ok, nil
+	return ok, true, nil
 }
 
 // Finish sets the task's status column (the lease table's Status) to status
@@ -279,5 +276,6 @@ func (l *Lease) free(ctx context.Context, op string, write func() (bool, error))
 // (false, nil) when the lease had expired and been taken or freed by someone
 // else, in which case nothing changed.
 func (l *Lease) Finish(ctx context.Context, status any) (bool, error) {
-	return l.free(ctx, "finish", func() (bool, error) { return l.k.store.Finish(ctx, l.key, l.Owner(), status) })
+	ok, _, err := l.free(ctx, "finish", func() (bool, error) { return l.k.store.Finish(ctx, l.key, l.Owner(), status) })
+	return ok, err
 }

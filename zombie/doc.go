@@ -50,18 +50,23 @@
 // # Bounded sweeps and the index they need
 //
 // [Reaper.Sweep] runs bounded statements: each touches at most
-// [Config.BatchLimit] stale rows in key order, and a sweep repeats them
-// until one touches fewer. A sweep over a large table therefore never holds
-// locks on many rows at once, and claimers and ackers wait at most one short
-// statement for it.
+// [Config.BatchLimit] stale rows, oldest claim first, and a sweep repeats
+// them until one touches fewer. A sweep over a large table therefore never
+// holds locks on many rows at once, and claimers and ackers wait at most one
+// short statement for it.
 //
-// Each statement finds stale rows by status and claim time, so the table
-// needs an index on (status, claimed_at); the claim store's
-// [dialect.ClaimStore.IndexDDL] creates it with the claim and token
-// indexes, and claimers warn at start-up when it is missing. Without it each
-// sweep scans the table, and on MySQL and MariaDB the scan locks the rows it
-// reads: reapers and claimers then deadlock with each other (the dialect
-// retries, but a busy table can exhaust the retries).
+// Each statement finds stale rows by status and claim time, in the order of
+// an index on (status, claimed_at): the claim store's
+// [dialect.ClaimStore.IndexDDL] creates it with the claim and token indexes
+// (and, for a scoped reaper on PostgreSQL and SQLite, the scope index), and
+// claimers warn at start-up when it is missing. With it a sweep that finds
+// nothing reads nothing, whatever the table's size, statistics or plan
+// cache; without it each sweep scans the table, and on MySQL and MariaDB the
+// scan locks the rows it reads: reapers and claimers then deadlock with each
+// other (the dialect retries, but a busy table can exhaust the retries).
+// With MaxAttempts, parking reads the stale rows until it finds BatchLimit
+// at MaxAttempts, so a backlog of stale rows costs each statement a read of
+// the backlog (not of the table).
 //
 // # One reaper per fleet
 //

@@ -100,8 +100,9 @@ func New(d dialect.Dialect, cc claim.Config, cfg Config) (*Reaper, error) {
 }
 
 // Sweep runs bounded statements, each touching at most BatchLimit stale
-// rows in key order (parking those at MaxAttempts, returning the others to
-// pending), until one touches fewer than BatchLimit rows or ctx ends. It
+// rows, oldest claim first (parking those at MaxAttempts, returning the
+// others to pending), until one touches fewer than BatchLimit rows or ctx
+// ends. It
 // returns what it did, also when it fails: rows counted were committed.
 // Errors are the dialect's (a deadlock that outlived its retries matches
 // [dialect.IsRetryable]) or ctx's.

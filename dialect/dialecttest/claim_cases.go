@@ -283,6 +283,37 @@ func testHeartbeatReap(t *testing.T, h Harness, s dialect.Strategy) {
 	}
 }
 
+// testReapOldestFirst: a bounded reap takes the stale rows whose claim (or
+// last heartbeat) is oldest, whatever their keys.
+func testReapOldestFirst(t *testing.T, h Harness, s dialect.Strategy) {
+	f := newFixture(t, h)
+	f.insert(1, 4)
+	ctx := ctxT(t)
+	tokLow, low := f.claim(s, 1, 2)
+	_, high := f.claim(s, 1, 2)
+	require.Len(t, low, 2)
+	require.Len(t, high, 2)
+	time.Sleep(400 * time.Millisecond)
+	// The rows with the lower keys heartbeat: the others are now older.
+	n, err := f.store.Heartbeat(ctx, tokLow)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+	time.Sleep(400 * time.Millisecond)
+	p := &dialect.ReapParams{Timeout: 200 * time.Millisecond, Limit: 2}
+	res, err := f.store.Reap(ctx, p)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, res.Returned)
+	for _, c := range high {
+		require.Equal(t, "PENDING", f.row(c.ID).Status, "the oldest claim is reaped first")
+	}
+	for _, c := range low {
+		require.Equal(t, tokLow, f.row(c.ID).Token)
+	}
+	res, err = f.store.Reap(ctx, p)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, res.Returned)
+}
+
 func testReapBounded(t *testing.T, h Harness, s dialect.Strategy) {
 	f := newFixture(t, h)
 	f.insert(1, 5)

@@ -81,6 +81,7 @@ func Run(t *testing.T, h Harness) {
 		{"AckFailAndRetry", perStrategy(testAckFailRetry)},
 		{"HeartbeatAndReap", perStrategy(testHeartbeatReap)},
 		{"ReapBoundedAndParks", perStrategy(testReapBounded)},
+		{"ReapOldestFirst", perStrategy(testReapOldestFirst)},
 		{"Release", perStrategy(testRelease)},
 		{"Stats", perStrategy(testStats)},
 		{"ConcurrentClaimsNeverOverlap", perStrategy(testConcurrentClaims)},

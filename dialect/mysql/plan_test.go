@@ -73,9 +73,11 @@ func TestClaimPlansReadTheIndexInOrder(t *testing.T) {
 	}
 }
 
-type plan struct{ key, rows, extra string }
+type plan struct{ typ, key, rows, extra string }
 
-func (p plan) String() string { return fmt.Sprintf("key=%s rows=%s extra=%q", p.key, p.rows, p.extra) }
+func (p plan) String() string {
+	return fmt.Sprintf("type=%s key=%s rows=%s extra=%q", p.typ, p.key, p.rows, p.extra)
+}
 
 // explain returns the plan of the single-table statement q.
 func explain(ctx context.Context, t *testing.T, db *sql.DB, q string, args ...any) plan {
@@ -95,6 +97,8 @@ func explain(ctx context.Context, t *testing.T, db *sql.DB, q string, args ...an
 	var p plan
 	for i, c := range cols {
 		switch strings.ToLower(c) {
+		case "type":
+			p.typ = vals[i].String
 		case "key":
 			p.key = vals[i].String
 		case "rows":

@@ -108,8 +108,8 @@ func TestClaimStatements(t *testing.T) {
 	s := st.(*core.Claims).Statements()
 	require.Equal(t,
 		`WITH cl_c AS MATERIALIZED ( SELECT "id" FROM "jobs" WHERE "status" = 'PENDING' AND "task_id" = $1 ORDER BY "id" + 0 LIMIT $2 FOR UPDATE SKIP LOCKED) `+
-			`UPDATE "jobs" AS cl_t SET "status" = 'PROCESSING', "token" = $3, "claimed_at" = now(), "attempts" = COALESCE(cl_t."attempts", 0) + 1 FROM cl_c `+
-			`WHERE cl_t."id" = cl_c."id" AND cl_t."status" = 'PENDING' RETURNING cl_t."id", cl_t."version", cl_t."payload"`,
+			`UPDATE "jobs" SET "status" = 'PROCESSING', "token" = $3, "claimed_at" = now(), "attempts" = COALESCE("attempts", 0) + 1 `+
+			`WHERE "id" = ANY(ARRAY(SELECT "id" FROM cl_c)) AND "status" = 'PENDING' RETURNING "id", "version", "payload"`,
 		s["claim skip locked"])
 	require.Equal(t, s["claim skip locked"], s["claim"], "token-update claims never wait for locks either")
 	for _, q := range []string{s["claim skip locked"], s["claim"]} {
@@ -119,7 +119,11 @@ func TestClaimStatements(t *testing.T) {
 		`CREATE INDEX IF NOT EXISTS "jobs_cl_claim" ON "jobs" ("task_id", ("id" + 0)) WHERE "status" = 'PENDING'`,
 		`CREATE INDEX IF NOT EXISTS "jobs_cl_token" ON "jobs" ("token")`,
 		`CREATE INDEX IF NOT EXISTS "jobs_cl_reap" ON "jobs" ("status", "claimed_at")`,
+		`CREATE INDEX IF NOT EXISTS "jobs_cl_scope" ON "jobs" ("task_id", "status", "claimed_at")`,
 	}, st.IndexDDL())
+	require.Equal(t, `WITH cl_c AS MATERIALIZED ( SELECT "id" FROM "jobs" WHERE "status" = 'PROCESSING' AND "claimed_at" < now() - ($1::bigint * interval '1 microsecond') `+
+		`AND COALESCE("attempts", 0) < $2 ORDER BY "claimed_at" LIMIT $3 FOR UPDATE SKIP LOCKED) `+
+		`UPDATE "jobs" SET "status" = 'PENDING', "token" = NULL WHERE "id" = ANY(ARRAY(SELECT "id" FROM cl_c)) AND "status" = 'PROCESSING'`, s["reap"])
 	require.Equal(t, `UPDATE "jobs" SET "claimed_at" = GREATEST(now(), "claimed_at" + interval '1 microsecond') WHERE "token" = $1 AND "status" = 'PROCESSING'`, s["heartbeat"])
 	require.Equal(t, `UPDATE "jobs" SET "status" = 'SENT', "token" = NULL WHERE "token" = $1 AND "id" = ANY($2::bigint[]) RETURNING "id", false`,
 		s["ack done"])

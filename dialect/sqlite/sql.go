@@ -21,7 +21,7 @@ const common = `
 {{- define "expired"}}{{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}}{{else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} < {{template "now"}} - {{arg "ttl"}} - {{arg "slack"}}{{end}}{{end}}
 {{- define "stale"}}{{.Status}} = {{.Processing}} AND {{.ClaimedAt}} <
   {{- if .TextTimes}} strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || ({{arg "timeout"}} / 1000.0) || ' seconds'){{else}} {{template "now"}} - {{arg "timeout"}}{{end}}
-  {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}}{{end}}
+  {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}}{{else if .Attempts}} AND COALESCE({{.Attempts}}, 0) < {{arg "below"}}{{end}}
   {{- if .Scoped}}{{scope .Scope}}{{end}}{{end}}
 `
 
@@ -71,7 +71,7 @@ WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}{{if .ByKeys
 	Reap: `
 UPDATE {{.Table}}
 SET {{.Status}} = {{if .Park}}{{.Failed}}{{else}}{{.Pending}}{{end}}, {{.Token}} = NULL{{if not .Park}}{{template "cleartime" .}}{{end}}
-WHERE {{.ID}} IN (SELECT {{.ID}} FROM {{.Table}} WHERE {{template "stale" .}} ORDER BY {{.ID}} LIMIT {{arg "limit"}})
+WHERE {{.ID}} IN (SELECT {{.ID}} FROM {{.Table}} WHERE {{template "stale" .}} ORDER BY {{.ClaimedAt}} LIMIT {{arg "limit"}})
   AND {{template "stale" .}}`,
 
 	Stats: `
@@ -93,10 +93,11 @@ SELECT name, 0, type, 3, '', "notnull" = 0 AND pk = 0 FROM pragma_table_info({{a
 	IndexExists: `
 SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = {{arg "index"}}`,
 
-	Indexes: [3]string{
+	Indexes: [4]string{
 		`CREATE INDEX IF NOT EXISTS {{.ClaimIndex}} ON {{.Table}} ({{.IndexCols}})`,
 		`CREATE INDEX IF NOT EXISTS {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}})`,
 		`CREATE INDEX IF NOT EXISTS {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		`CREATE INDEX IF NOT EXISTS {{.ScopeIndex}} ON {{.Table}} ({{.IndexCols}})`,
 	},
 }
 
@@ -133,7 +134,7 @@ FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
 
 	Reap: `
 UPDATE {{.Table}} SET {{.Owner}} = NULL, {{.ExpiresAt}} = NULL
-WHERE {{.Key}} IN (SELECT {{.Key}} FROM {{.Table}} WHERE {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}} ORDER BY {{.Key}} LIMIT {{arg "limit"}})
+WHERE {{.Key}} IN (SELECT {{.Key}} FROM {{.Table}} WHERE {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}} ORDER BY {{.ExpiresAt}} LIMIT {{arg "limit"}})
   AND {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}}`,
 
 	Columns: claimSQL.Columns,

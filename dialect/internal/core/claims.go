@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -48,8 +49,19 @@ type ClaimSQL struct {
 	Release string
 	// Reap parks (Park: attempts at "max_attempts") or returns to pending
 	// (token cleared) at most "limit" rows processing for longer than
-	// "timeout" on the database clock (Scoped: in scope).
+	// "timeout" on the database clock (Scoped: in scope). With an Attempts
+	// column the return takes only rows with fewer than "below" attempts:
+	// a row that went stale between the park and the return statement of
+	// one sweep is parked by the next sweep, never returned to be claimed
+	// beyond MaxAttempts (the model in model/ found that gap).
 	Reap string
+	// ReapLock and ReapKeys, if set, replace Reap where the server has
+	// SKIP LOCKED (engines whose Reap is an UPDATE ... LIMIT that would wait
+	// for locked rows: MySQL). In one transaction ReapLock selects and locks
+	// the keys of at most "limit" stale rows, skipping rows locked now, and
+	// ReapKeys updates those {{keys}} rows as Reap would (still checking
+	// that they are stale).
+	ReapLock, ReapKeys string
 	// Stats returns one row: pending, processing, done, failed and total
 	// counts, then the ages in microseconds on the database clock of the
 	// oldest processing row (by claimed-at) and of the oldest pending row
@@ -62,10 +74,13 @@ type ClaimSQL struct {
 	Columns string
 	// IndexExists counts the indexes named "index" of "schema"."table".
 	IndexExists string
-	// Indexes are the recommended indexes' DDL, in the order claim, token,
-	// reap, each rendered with IndexCols set to the portable definition's
-	// columns.
-	Indexes [3]string
+	// Indexes are the recommended indexes' DDL in the order of
+	// [dialect.ClaimTable.Indexes] (claim, token, reap and, for a scoped
+	// table, scope), each rendered with IndexCols set to the portable
+	// definition's columns. An engine leaves the scope index empty when its
+	// claim index serves scoped Stats: it is then neither created nor
+	// reported missing.
+	Indexes [4]string
 	// Common is prepended to every template: {{define}} blocks the others
 	// share.
 	Common string
@@ -95,9 +110,10 @@ type Claims struct {
 	heartbeat, heartbeatHeld             Stmt
 	release, releaseKeys                 Stmt
 	reap                                 [2][2]Stmt // [park][scoped]
+	reapLock, reapKeys                   [2][2]Stmt // [park][scoped], optional
 	stats                                [2]Stmt    // [scoped]
 	columns, indexExists                 Stmt
-	indexes                              [3]Stmt
+	indexes                              [4]Stmt
 	override                             ClaimFunc
 	// Ext is the engine's own per-store state, set by its [Claimer].
 	Ext any
@@ -165,7 +181,12 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 			if park == 1 && (s.Names.Attempts == "" || s.Names.Failed == "") {
 				continue
 			}
-			s.reap[park][scoped] = r.stmt("reap", t(sqls.Reap), func(n *Names) { n.Park, n.Scoped = park == 1, scoped == 1 })
+			vary := func(n *Names) { n.Park, n.Scoped = park == 1, scoped == 1 }
+			s.reap[park][scoped] = r.stmt("reap", t(sqls.Reap), vary)
+			if e.Caps.SkipLocked {
+				s.reapLock[park][scoped] = r.stmt("reap lock", t(sqls.ReapLock), vary)
+				s.reapKeys[park][scoped] = r.stmt("reap keys", t(sqls.ReapKeys), vary)
+			}
 		}
 	}
 	s.stats[0] = r.stmt("stats", t(sqls.Stats), nil)
@@ -354,10 +375,21 @@ func (s *Claims) Reap(ctx context.Context, p *dialect.ReapParams) (dialect.ReapR
 	// the column's resolution, so a time stored rounded down never makes a
 	// row look stale early.
 	timeout := p.Timeout + time.Duration(s.slack.Load())
-	a := &Args{Timeout: timeout, Limit: p.Limit, MaxAttempts: p.MaxAttempts, Scope: p.ScopeValues}
-	step := func(st Stmt) (int64, error) {
+	a := &Args{Timeout: timeout, Limit: p.Limit, MaxAttempts: p.MaxAttempts, Scope: p.ScopeValues, Below: math.MaxInt64}
+	if p.MaxAttempts > 0 {
+		a.Below = int64(p.MaxAttempts)
+	}
+	step := func(park int) (int64, error) {
+		st := s.reap[park][scoped]
 		var n int64
 		err := s.E.Do(ctx, "reap", false, func() error {
+			if lock := s.reapLock[park][scoped]; lock.SQL != "" {
+				return s.E.InTx(ctx, func(tx Querier) error {
+					var err error
+					n, err = s.reapSkipping(ctx, tx, lock, s.reapKeys[park][scoped], a)
+					return err
+				})
+			}
 			if !s.E.IsolateWrites {
 				var err error
 				n, err = Exec(ctx, s.E.DB, s.E.Dialect, st, a)
@@ -373,12 +405,33 @@ func (s *Claims) Reap(ctx context.Context, p *dialect.ReapParams) (dialect.ReapR
 	}
 	var err error
 	if p.MaxAttempts > 0 {
-		if res.Parked, err = step(s.reap[1][scoped]); err != nil {
+		if res.Parked, err = step(1); err != nil {
 			return res, wrap("reap", err)
 		}
 	}
-	res.Returned, err = step(s.reap[0][scoped])
+	res.Returned, err = step(0)
 	return res, wrap("reap", err)
+}
+
+// reapSkipping locks the keys of stale rows that are not locked now and
+// updates them, in the caller's transaction.
+func (s *Claims) reapSkipping(ctx context.Context, tx Querier, lock, update Stmt, a *Args) (int64, error) {
+	var keys []any
+	err := Query(ctx, tx, s.E.Dialect, lock, a, func(r Rows) error {
+		var id any
+		if err := r.Scan(&id); err != nil {
+			return err
+		}
+		k, err := dialect.NormalizeKey(s.Spec.IDKind, id)
+		keys = append(keys, k)
+		return err
+	})
+	if err != nil || len(keys) == 0 {
+		return 0, err
+	}
+	b := *a
+	b.Keys = keys
+	return Exec(ctx, tx, s.E.Dialect, update, &b)
 }
 
 // Stats implements [dialect.ClaimStore] with one statement; ages are
@@ -414,17 +467,41 @@ func (s *Claims) Stats(ctx context.Context, scopeValues []any) (dialect.Stats, e
 // Statements returns every rendered statement of the store by name, with
 // the engine's placeholders: for tests and EXPLAIN checks.
 func (s *Claims) Statements() map[string]string {
-	m := map[string]string{
-		"claim": s.claim.SQL, "claim skip locked": s.claimSkip.SQL, "read back": s.readBack.SQL,
-		"ack requeue": s.ackRequeue.SQL, "ack park": s.ackPark.SQL,
-		"ack lock": s.ackLock.SQL, "heartbeat": s.heartbeat.SQL, "heartbeat held": s.heartbeatHeld.SQL,
-		"release": s.release.SQL, "release keys": s.releaseKeys.SQL,
-		"reap": s.reap[0][0].SQL, "reap scoped": s.reap[0][1].SQL, "reap park": s.reap[1][0].SQL, "reap park scoped": s.reap[1][1].SQL,
-		"stats": s.stats[0].SQL, "stats scoped": s.stats[1].SQL,
-		"ack done": s.ackTo[s.Names.Done].SQL, "ack pending": s.ackTo[s.Names.Pending].SQL, "ack failed": s.ackTo[s.Names.Failed].SQL,
+	m := map[string]string{}
+	for k, st := range s.named() {
+		m[k] = st.SQL
+	}
+	return m
+}
+
+// Bind returns the statement Statements calls name, with its arguments
+// taken from a in the order of its placeholders: for EXPLAIN checks. ok is
+// false when the store has no such statement.
+func (s *Claims) Bind(name string, a *Args) (query string, args []any, ok bool) {
+	st, ok := s.named()[name]
+	if !ok {
+		return "", nil, false
+	}
+	query, args = st.Bind(s.E.Dialect, a)
+	return query, args, true
+}
+
+// named maps the names of Statements to the rendered statements the store
+// has (the engine's catalog queries and index DDL excluded).
+func (s *Claims) named() map[string]Stmt {
+	m := map[string]Stmt{
+		"claim": s.claim, "claim skip locked": s.claimSkip, "read back": s.readBack,
+		"read back keys": s.readKeys, "ack requeue": s.ackRequeue, "ack park": s.ackPark,
+		"ack lock": s.ackLock, "heartbeat": s.heartbeat, "heartbeat held": s.heartbeatHeld,
+		"release": s.release, "release keys": s.releaseKeys,
+		"reap": s.reap[0][0], "reap scoped": s.reap[0][1], "reap park": s.reap[1][0], "reap park scoped": s.reap[1][1],
+		"reap lock": s.reapLock[0][0], "reap lock scoped": s.reapLock[0][1], "reap lock park": s.reapLock[1][0], "reap lock park scoped": s.reapLock[1][1],
+		"reap keys": s.reapKeys[0][0], "reap keys scoped": s.reapKeys[0][1], "reap keys park": s.reapKeys[1][0], "reap keys park scoped": s.reapKeys[1][1],
+		"stats": s.stats[0], "stats scoped": s.stats[1],
+		"ack done": s.ackTo[s.Names.Done], "ack pending": s.ackTo[s.Names.Pending], "ack failed": s.ackTo[s.Names.Failed],
 	}
 	for k, v := range m {
-		if v == "" {
+		if v.SQL == "" {
 			delete(m, k)
 		}
 	}

@@ -431,9 +431,29 @@ func (l *Leases) ReapExpired(ctx context.Context, limit int) (int64, error) {
 // Statements returns every rendered statement of the store by name: for
 // tests.
 func (l *Leases) Statements() map[string]string {
-	return map[string]string{
-		"acquire": l.acquire.SQL, "insert": l.insert.SQL, "read back": l.readBack.SQL, "renew": l.renew.SQL,
-		"release": l.release.SQL, "force": l.force.SQL, "inspect": l.inspect.SQL, "reap": l.reap.SQL, "finish": l.finish.SQL,
+	m := map[string]string{}
+	for k, st := range l.named() {
+		m[k] = st.SQL
+	}
+	return m
+}
+
+// Bind returns the statement Statements calls name, with its arguments
+// taken from a in the order of its placeholders: for EXPLAIN checks. ok is
+// false when the store has no such statement.
+func (l *Leases) Bind(name string, a *Args) (query string, args []any, ok bool) {
+	st, ok := l.named()[name]
+	if !ok || st.SQL == "" {
+		return "", nil, false
+	}
+	query, args = st.Bind(l.e.Dialect, a)
+	return query, args, true
+}
+
+func (l *Leases) named() map[string]Stmt {
+	return map[string]Stmt{
+		"acquire": l.acquire, "insert": l.insert, "read back": l.readBack, "renew": l.renew,
+		"release": l.release, "force": l.force, "inspect": l.inspect, "reap": l.reap, "finish": l.finish,
 	}
 }
 

@@ -27,9 +27,10 @@ type Names struct {
 	ClearClaimedAt bool
 	// TextTimes: ClaimedAt and CreatedAt hold text dates (SQLite).
 	TextTimes bool
-	// ClaimIndex, TokenIndex and ReapIndex are the recommended indexes'
-	// quoted names; IndexCols the current index's quoted columns.
-	ClaimIndex, TokenIndex, ReapIndex string
+	// ClaimIndex, TokenIndex, ReapIndex and ScopeIndex (scoped tables
+	// only) are the recommended indexes' quoted names; IndexCols the current
+	// index's quoted columns.
+	ClaimIndex, TokenIndex, ReapIndex, ScopeIndex string
 
 	// Lease tables: the quoted key, owner, locked-at, expires-at, fence and
 	// status columns (optional ones "").
@@ -77,6 +78,9 @@ func (e *Engine) claimNames(t dialect.ClaimTable) Names {
 	}
 	ix := t.Indexes()
 	n.ClaimIndex, n.TokenIndex, n.ReapIndex = q(ix[0].Name), q(ix[1].Name), q(ix[2].Name)
+	if len(ix) > 3 {
+		n.ScopeIndex = q(ix[3].Name)
+	}
 	return n
 }
 

@@ -193,9 +193,11 @@ func (e *Engine) timeSlack(table string, cols Columns, textTimes bool, tcs ...ti
 
 // IndexDDL implements [dialect.ClaimStore].
 func (s *Claims) IndexDDL() []string {
-	out := make([]string, len(s.indexes))
-	for i, ix := range s.indexes {
-		out[i] = ix.SQL
+	var out []string
+	for _, ix := range s.indexes {
+		if ix.SQL != "" {
+			out = append(out, ix.SQL)
+		}
 	}
 	return out
 }
@@ -206,6 +208,9 @@ func (s *Claims) MissingIndexes(ctx context.Context) ([]string, error) {
 	schema, table := SplitName(s.Spec.Table)
 	var out []string
 	for i, ix := range s.Spec.Indexes() {
+		if s.indexes[i].SQL == "" {
+			continue // an index the engine does not use
+		}
 		a := &Args{Table: table, Index: ix.Name}
 		if schema != "" {
 			a.Schema = schema

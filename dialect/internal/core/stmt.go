@@ -29,6 +29,7 @@ type Args struct {
 	Owner       string        // "owner"
 	Limit       int           // "limit"
 	MaxAttempts int           // "max_attempts"
+	Below       int64         // "below": attempts a returned row has fewer of
 	Timeout     time.Duration // "timeout", in the engine's time unit
 	TTL         time.Duration // "ttl", in the engine's time unit
 	Slack       time.Duration // "slack", in the engine's time unit (may be 0)
@@ -156,6 +157,8 @@ func (s Stmt) Bind(d Dialect, a *Args) (string, []any) {
 			out = append(out, int64(a.Limit))
 		case "max_attempts":
 			out = append(out, int64(a.MaxAttempts))
+		case "below":
+			out = append(out, a.Below)
 		case "timeout":
 			out = append(out, d.TimeUnit.convert(a.Timeout))
 		case "ttl":

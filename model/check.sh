@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# Model-checks claimlock's protocol (claimlock.pml) with spin.
+#
+# Every property must verify with 0 errors and no truncated search; every
+# negative control (a mutant of the model) must yield a counterexample; an
+# equivalent mutant must verify. One line per check; exit status 1 if any
+# check does not come out as expected.
+#
+#   bash model/check.sh              from any directory
+#   TRAILS=1 bash model/check.sh     also print each counterexample, replayed
+#   JOBS=1 bash model/check.sh       run the checks one at a time (default 2)
+#
+# Installs spin (and gcc, if missing) with apt. Works in a temporary
+# directory, removed on exit.
+set -uo pipefail
+cd "$(dirname "$0")"
+
+# The reaper's return step takes only rows below MaxAttempts (core.Claims.Reap,
+# "AND COALESCE(attempts, 0) < below"), so a row that turns stale between the
+# park step and the return step of one sweep is parked by the next one. With
+# 0 the checks model the reaper before that fix, where (e) and (b) fail (see
+# README.md, Findings).
+REAP_RETURN_BELOW_MAX=1
+
+JOBS=${JOBS:-2}
+TIME_LIMIT=${TIME_LIMIT:-240}   # seconds, per check
+TRAILS=${TRAILS:-0}
+MODEL=claimlock.pml
+
+have() { command -v "$1" >/dev/null 2>&1; }
+if ! have spin || ! have gcc; then
+	pkgs=()
+	have spin || pkgs+=(spin)
+	have gcc || pkgs+=(gcc)
+	echo "installing ${pkgs[*]} with apt" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	log=$(mktemp)
+	if ! { apt-get update -qq && apt-get install -y -qq "${pkgs[@]}"; } >"$log" 2>&1; then
+		cat "$log" >&2
+		rm -f "$log"
+		echo "check.sh: could not install ${pkgs[*]}" >&2
+		exit 1
+	fi
+	rm -f "$log"
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/claimlock-model.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+claims=""
+if [ "$REAP_RETURN_BELOW_MAX" = 1 ]; then claims="-DREAP_RETURN_BELOW_MAX"; fi
+fix="-DREAP_RETURN_BELOW_MAX"
+
+# expect|name|spin defines|mode[|heavy]
+#   expect: pass (0 errors) | fail (a counterexample: a mutant, killed)
+#   mode:   safety (DFS) | bfs (shortest counterexample) | liveness (-a -f)
+#   heavy:  started first, so that the jobs end close together
+checks=(
+	# --- claims: NW=2 workers, NR=2 rows, batch 2, MaxAttempts 2, timeout 2,
+	#     1 crash, 1 lost reply, 1 release, 1 heartbeat per batch
+	"pass|claims a1 stale token changes no row|$claims -DP_A1|safety"
+	"pass|claims a2 one holder can complete a row|$claims -DP_A2|safety"
+	"pass|claims no_theft (reaper spares heartbeating workers)|$claims -DP_THEFT|safety"
+	"pass|claims token_iff_processing|$claims -DP_TOKEN|safety"
+	"pass|claims e attempts <= MaxAttempts|$claims -DP_E|bfs"
+	"pass|claims b nothing lost (LTL, weak fairness)|$claims -DP_NONE -DLIVENESS|liveness"
+	"pass|claims a1 with an outside writer|$claims -DOUTSIDE_WRITER -DP_A1|safety|heavy"
+	"pass|claims a1+a2+no_theft+token, 3 workers, no lost reply|$claims -DNW=3 -DLOSTREPLIES=0 -DP_A1 -DP_A2 -DP_THEFT -DP_TOKEN|safety|heavy"
+	"pass|claims a1+a2+no_theft+token, 2 crashes, 2 lost replies, 2 releases|$claims -DCRASHES=2 -DLOSTREPLIES=2 -DRELEASES=2 -DP_A1 -DP_A2 -DP_THEFT -DP_TOKEN|safety|heavy"
+	"pass|claims a1+a2+no_theft+token, batch of 1|$claims -DLIMIT=1 -DP_A1 -DP_A2 -DP_THEFT -DP_TOKEN|safety"
+	"pass|claims a1+a2+no_theft+token, MaxAttempts 3|$claims -DMAXATT=3 -DP_A1 -DP_A2 -DP_THEFT -DP_TOKEN|safety"
+)
+if [ "$REAP_RETURN_BELOW_MAX" != 1 ]; then
+	checks+=(
+		"pass|fix: e attempts <= MaxAttempts, reaper returns below max|$fix -DP_E|safety"
+		"pass|fix: e, 3 workers|$fix -DNW=3 -DP_E|safety"
+		"pass|fix: b nothing lost|$fix -DP_NONE -DLIVENESS|liveness"
+		"pass|fix: e, batch of 1|$fix -DLIMIT=1 -DP_E|safety"
+		"pass|fix: b, batch of 1|$fix -DLIMIT=1 -DP_NONE -DLIVENESS|liveness"
+		"pass|fix: e, MaxAttempts 3|$fix -DMAXATT=3 -DP_E|safety"
+	)
+fi
+checks+=(
+	# --- leases: 2 holders, TTL 10 ticks, margin TTL/10, rate bound 1/10
+	#     (one run checks c, d and d': the same state space)
+	"pass|lease c fences rise + d cancelled before another acquires + d'|-DLEASE -DP_C -DP_D -DP_DLIVE|safety|heavy"
+	# --- negative controls
+	"fail|mutant ACK_NO_TOKEN vs a1|$claims -DMUTANT_ACK_NO_TOKEN -DLOSTREPLIES=0 -DP_A1|bfs"
+	"fail|mutant REAP_IGNORES_CLAIMED_AT vs no_theft|$claims -DMUTANT_REAP_IGNORES_CLAIMED_AT -DP_THEFT|bfs"
+	"fail|mutant HB_NO_STATUS vs a1, outside writer|$claims -DMUTANT_HB_NO_STATUS -DOUTSIDE_WRITER -DP_A1|bfs"
+	"pass|equivalent: HB_NO_STATUS, closed model, a1+a2+no_theft+token|$claims -DMUTANT_HB_NO_STATUS -DP_A1 -DP_A2 -DP_THEFT -DP_TOKEN|safety"
+	"fail|mutant SHARED_TOKEN vs a2|$claims -DMUTANT_SHARED_TOKEN -DP_A2|bfs"
+	"fail|mutant FAIL_NO_PARK vs e|$fix -DMUTANT_FAIL_NO_PARK -DP_E|bfs"
+	"fail|mutant NO_REAPER vs b|$fix -DMUTANT_NO_REAPER -DP_NONE -DLIVENESS|liveness"
+	"fail|mutant NO_MARGIN (deadline = TTL) vs d|-DLEASE -DMUTANT_NO_MARGIN -DP_D|bfs"
+	"fail|mutant DRIFT (rate bound 1/9) vs d|-DLEASE -DMUTANT_DRIFT -DP_D|bfs"
+	"fail|mutant TIMER_LATE vs d|-DLEASE -DMUTANT_TIMER_LATE -DP_D|bfs"
+	"fail|mutant NO_FENCE_INC vs c|-DLEASE -DMUTANT_NO_FENCE_INC -DP_C|bfs"
+)
+
+# run_check INDEX EXPECT NAME DEFINES MODE: writes $work/INDEX.line (the
+# summary), $work/INDEX.ok (if as expected) and $work/INDEX.trail.
+run_check() {
+	local idx=$1 expect=$2 name=$3 defs=$4 mode=$5
+	local dir=$work/$idx
+	mkdir -p "$dir" && cp "$MODEL" "$dir/" && cd "$dir" || return
+	local cflags="-O1 -w" pflags="-m2000000"
+	case $mode in
+	safety) cflags+=" -DSAFETY" ;;
+	bfs) cflags+=" -DSAFETY -DBFS" ;;
+	liveness) cflags+=" -DNFAIR=3"; pflags+=" -a -f" ;;
+	esac
+	local t0 rc verdict detail
+	t0=$(date +%s%N)
+	# shellcheck disable=SC2086
+	if ! spin -a $defs "$MODEL" >spin.out 2>&1 || ! gcc $cflags -o pan pan.c >gcc.out 2>&1; then
+		printf 'BROKEN   %-70s %s\n' "$name" "$(head -c 200 spin.out gcc.out | tr '\n' ' ')" >"$work/$idx.line"
+		return
+	fi
+	# shellcheck disable=SC2086
+	timeout "$TIME_LIMIT" ./pan $pflags >pan.out 2>&1
+	rc=$?
+	local ms
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	local states errors depth
+	states=$(awk '/states, stored/ {print $1; exit}' pan.out)
+	errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' pan.out | head -1)
+	depth=$(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' pan.out | head -1)
+	detail="${states:-?} states, depth ${depth:-?}, errors: ${errors:-?}"
+	if [ $rc = 124 ]; then
+		verdict=TIMEOUT
+		detail="no verdict in ${TIME_LIMIT}s"
+	elif grep -q "too small" pan.out; then
+		verdict=TRUNCATED
+		detail="$detail; $(grep -m1 'too small' pan.out)"
+	elif [ -z "${errors:-}" ]; then
+		verdict=BROKEN
+		detail="pan: $(tail -n 3 pan.out | tr '\n' ' ')"
+	elif [ "$expect" = pass ]; then
+		if [ "$errors" = 0 ]; then verdict=PASS; else verdict=FAIL; fi
+	else
+		if [ "$errors" != 0 ]; then verdict=KILLED; else verdict=SURVIVED; fi
+	fi
+	if [ "${errors:-0}" != 0 ] && [ -f "$MODEL.trail" ]; then
+		# shellcheck disable=SC2086
+		spin -t $defs "$MODEL" >replay.out 2>&1
+		local steps what
+		steps=$(sed -n 's/.*trail ends after \([0-9]*\) steps.*/\1/p' replay.out | head -1)
+		what=$(grep -m1 -oE 'assertion violated|acceptance cycle' pan.out)
+		detail="$detail; trail: ${steps:-?} steps, $what"
+		if [ "$what" = "assertion violated" ]; then
+			detail="$detail $(sed -n 's/^spin: text of failed assertion: //p' replay.out | head -1 | cut -c1-90)"
+		fi
+		{
+			echo "--- $name: replayed counterexample"
+			grep -vE '^[[:space:]]+[A-Za-z_]+(\[[0-9]+\])? = |^ *[0-9]+:[[:space:]]+proc|processes created|^#processes' replay.out |
+				sed -E 's/^[[:space:]]+//; s/[[:space:]]{2,}/ /g' | grep -v '^$'
+		} >"$work/$idx.trail"
+	fi
+	printf '%-9s%-72s %s (%d.%ds)\n' "$verdict" "$name" "$detail" $((ms / 1000)) $((ms % 1000 / 100)) >"$work/$idx.line"
+	case $verdict in PASS | KILLED) touch "$work/$idx.ok" ;; esac
+}
+
+start=$(date +%s)
+echo "spin $(spin -V | sed -n 's/Spin Version \([^ ]*\).*/\1/p'), model $MODEL, $JOBS job(s), ${TIME_LIMIT}s per check"
+# The longest checks first, so that two jobs finish close together.
+heavy=() light=()
+for i in "${!checks[@]}"; do
+	case ${checks[$i]} in *'|heavy') heavy+=("$i") ;; *) light+=("$i") ;; esac
+done
+for i in "${heavy[@]}" "${light[@]}"; do
+	while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
+	IFS='|' read -r expect name defs mode _ <<<"${checks[$i]}"
+	(run_check "$(printf '%02d' "$i")" "$expect" "$name" "$defs" "$mode") &
+done
+wait
+
+bad=0
+for i in "${!checks[@]}"; do
+	idx=$(printf '%02d' "$i")
+	cat "$work/$idx.line" 2>/dev/null || echo "BROKEN   ${checks[$i]}"
+	[ -f "$work/$idx.ok" ] || bad=$((bad + 1))
+done
+if [ "$TRAILS" = 1 ]; then
+	for f in "$work"/*.trail; do [ -f "$f" ] && { echo; cat "$f"; }; done
+fi
+echo "$((${#checks[@]} - bad)) of ${#checks[@]} checks as expected, $(($(date +%s) - start))s"
+[ "$bad" = 0 ]
