@@ -102,6 +102,7 @@ func Run(t *testing.T, h Harness) {
 		{"NullableCounters", testNullableCounters},
 		{"ClearClaimedAt", perStrategy(testClearClaimedAt)},
 		{"LeaseWithoutOwner", testLeaseWithoutOwner},
+		{"RawDriverErrors", testRawDriverErrors},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

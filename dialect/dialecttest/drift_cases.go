@@ -303,3 +303,28 @@ func testClearClaimedAt(t *testing.T, h Harness, s dialect.Strategy) {
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	require.ErrorContains(t, err, "ClearClaimedAt: column cl_target.task_id is NOT NULL")
 }
+
+// testRawDriverErrors: the one public predicate and classifier accept the
+// raw driver errors of the application's own statements, not only errors
+// that came through a store: a duplicate key from a plain INSERT is
+// recognised as such on every engine, and is not retryable.
+func testRawDriverErrors(t *testing.T, h Harness) {
+	f := newFixture(t, h)
+	f.insert(1, 1)
+	ctx := ctxT(t)
+	id := f.rows()[0].ID
+	_, err := f.db.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s, %s, %s) VALUES (%v, 1, 'dup')",
+		f.q(f.spec.Table), f.q(f.spec.ID), f.q("task_id"), f.q("payload"), sqlLiteral(id)))
+	require.Error(t, err)
+	require.Equal(t, dialect.ClassDuplicate, dialect.ClassifyError(err), "raw %T: %v", err, err)
+	require.Equal(t, dialect.ClassDuplicate, dialect.ClassifyError(fmt.Errorf("my repository: %w", err)))
+	require.False(t, dialect.IsRetryable(err))
+}
+
+// sqlLiteral renders a key read back from a fixture as a SQL literal.
+func sqlLiteral(v any) string {
+	if s, ok := v.(string); ok {
+		return "'" + s + "'"
+	}
+	return fmt.Sprint(v)
+}
