@@ -20,6 +20,11 @@ type fleetSpec struct {
 	workers     int
 	batch       int
 	sendDelay   time.Duration
+	// ackBatch sends a batch's rows in one insert and acks them in one
+	// statement after sending them all, instead of one of each per row.
+	ackBatch bool
+	// drain bounds the wait for the task to drain; zero means drainLimit().
+	drain time.Duration
 	heartbeat   time.Duration
 	reapTimeout time.Duration
 	// workerDSN adjusts the workers' DSN (an application_name to target
@@ -55,6 +60,7 @@ func (f *fleet) startWorker() *child {
 		envBatch+"="+strconv.Itoa(f.spec.batch),
 		envSendDelay+"="+f.spec.sendDelay.String(),
 		envHeartbeat+"="+f.spec.heartbeat.String(),
+		envAckBatch+"="+strconv.FormatBool(f.spec.ackBatch),
 		envLifetime+"="+(3*drainLimit()).String())
 	f.mu.Lock()
 	f.children = append(f.children, c)
@@ -128,7 +134,11 @@ func runFleet(t *testing.T, e engine, spec fleetSpec) report {
 		f.startWorker()
 	}
 	faults := spec.inject(f)
-	drain := waitDrained(t, d, drainLimit())
+	limit := spec.drain
+	if limit == 0 {
+		limit = drainLimit()
+	}
+	drain := waitDrained(t, d, limit)
 	f.mu.Lock()
 	children := append([]*child(nil), f.children...)
 	f.mu.Unlock()
@@ -161,7 +171,7 @@ type claimRec struct {
 // a failed or lost ack.
 func check(t *testing.T, d *db, rows int, evs []event, killed map[int]bool) report {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	r := report{rows: rows}
 

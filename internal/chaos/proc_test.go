@@ -30,6 +30,7 @@ const (
 	envHeartbeat = "CHAOS_HEARTBEAT"
 	envLifetime  = "CHAOS_LIFETIME"
 	envTTL       = "CHAOS_TTL"
+	envAckBatch  = "CHAOS_ACK_BATCH"
 )
 
 func TestMain(m *testing.M) {

@@ -3,7 +3,9 @@ package chaos
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/claimlock/claimlock/claim"
@@ -26,6 +28,7 @@ func workerRole(ctx context.Context, out *emitter) error {
 	}
 	delay := envDuration(envSendDelay, 0)
 	hb := envDuration(envHeartbeat, 200*time.Millisecond)
+	ackBatch := os.Getenv(envAckBatch) == "true"
 	for ctx.Err() == nil {
 		t0 := time.Now().UnixNano()
 		b, err := c.Claim(ctx)
@@ -49,6 +52,11 @@ func workerRole(ctx context.Context, out *emitter) error {
 		}
 		out.emit(event{Ev: "claim", Tok: b.Token(), IDs: ids, T0: t0, T: time.Now().UnixNano()})
 		stop := b.KeepAlive(hb)
+		if ackBatch {
+			sendAndAckAll(ctx, d, b, out)
+			stop()
+			continue
+		}
 		for _, r := range b.Rows() {
 			pause(ctx, delay)
 			if err := send(ctx, d, r.ID.(int64), b.Token(), r.Value.Attempts); err != nil {
@@ -127,5 +135,65 @@ func pause(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
 	case <-t.C:
+	}
+}
+
+// sendAndAckAll sends every row of the batch (one multi-row insert into the
+// sends log; row by row if that fails), then acks them all in one
+// statement, reporting acked, lost and unknown rows.
+func sendAndAckAll(ctx context.Context, d *db, b *claim.Batch[item], out *emitter) {
+	var sent []int64
+	rows := b.Rows()
+	var vals []string
+	var args []any
+	for i, r := range rows {
+		vals = append(vals, fmt.Sprintf("($%d, $%d, $%d, $%d)", 4*i+1, 4*i+2, 4*i+3, 4*i+4))
+		args = append(args, r.ID.(int64), b.Token(), os.Getpid(), r.Value.Attempts)
+	}
+	_, err := d.sql.ExecContext(ctx, d.sqlf("INSERT INTO {chaos_sends} ({row_id}, {token}, {pid}, {attempt}) VALUES "+strings.Join(vals, ", ")), args...)
+	if err == nil {
+		for _, r := range rows {
+			sent = append(sent, r.ID.(int64))
+		}
+	} else {
+		for _, r := range rows {
+			if err := send(ctx, d, r.ID.(int64), b.Token(), r.Value.Attempts); err != nil {
+				out.emit(event{Ev: "senderr", Tok: b.Token(), IDs: []int64{r.ID.(int64)}, Err: err.Error()})
+				break
+			}
+			sent = append(sent, r.ID.(int64))
+		}
+	}
+	if len(sent) == 0 {
+		return
+	}
+	ids := make([]any, len(sent))
+	for i, id := range sent {
+		ids[i] = id
+	}
+	a0 := time.Now().UnixNano()
+	err = b.Ack(ctx, ids...)
+	var lost *claim.LostError
+	switch {
+	case err == nil:
+		out.emit(event{Ev: "ack", Tok: b.Token(), IDs: sent, T0: a0, T: time.Now().UnixNano()})
+	case errors.As(err, &lost):
+		gone := map[int64]bool{}
+		var lostIDs, acked []int64
+		for _, id := range lost.IDs {
+			gone[id.(int64)] = true
+			lostIDs = append(lostIDs, id.(int64))
+		}
+		for _, id := range sent {
+			if !gone[id] {
+				acked = append(acked, id)
+			}
+		}
+		if len(acked) > 0 {
+			out.emit(event{Ev: "ack", Tok: b.Token(), IDs: acked, T0: a0, T: time.Now().UnixNano()})
+		}
+		out.emit(event{Ev: "lost", Tok: b.Token(), IDs: lostIDs, Err: err.Error()})
+	default:
+		out.emit(event{Ev: "ackerr", Tok: b.Token(), IDs: sent, Err: err.Error()})
 	}
 }
