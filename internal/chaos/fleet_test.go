@@ -15,16 +15,16 @@ import (
 
 // fleetSpec sizes one multi-process run.
 type fleetSpec struct {
-	scenario    string
-	rows        int
-	workers     int
-	batch       int
-	sendDelay   time.Duration
+	scenario  string
+	rows      int
+	workers   int
+	batch     int
+	sendDelay time.Duration
 	// ackBatch sends a batch's rows in one insert and acks them in one
 	// statement after sending them all, instead of one of each per row.
 	ackBatch bool
 	// drain bounds the wait for the task to drain; zero means drainLimit().
-	drain time.Duration
+	drain       time.Duration
 	heartbeat   time.Duration
 	reapTimeout time.Duration
 	// workerDSN adjusts the workers' DSN (an application_name to target
