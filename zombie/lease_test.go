@@ -20,7 +20,9 @@ func TestLeaseReaper(t *testing.T) {
 		ctx := ctxT(t)
 		table := fmt.Sprintf("leases_%d", tableSeq.Add(1))
 		require.NoError(t, tasklock.CreateTable(ctx, e.d, table))
-		short, err := tasklock.New(e.d, tasklock.Config{Table: tasklock.KeyTable(table), TTL: 500 * time.Millisecond})
+		// The short TTL must outlast one Acquire statement on a loaded CI
+		// machine (the 1,000,000-row plan tests run beside this one).
+		short, err := tasklock.New(e.d, tasklock.Config{Table: tasklock.KeyTable(table), TTL: 1500 * time.Millisecond})
 		require.NoError(t, err)
 		long, err := tasklock.New(e.d, tasklock.Config{Table: tasklock.KeyTable(table), TTL: time.Minute})
 		require.NoError(t, err)
@@ -34,7 +36,7 @@ func TestLeaseReaper(t *testing.T) {
 		live, err := long.Acquire(ctx, "live")
 		require.NoError(t, err)
 		defer live.Release(context.Background())
-		time.Sleep(1200 * time.Millisecond)
+		time.Sleep(2 * time.Second)
 
 		var results []zombie.Result
 		r, err := zombie.NewLeaseReaper(e.d, tasklock.KeyTable(table), zombie.LeaseConfig{BatchLimit: 2,
