@@ -229,15 +229,15 @@ func TestReleaseAndKeepAlive(t *testing.T) {
 		b, err = c.Claim(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 7, b.Len())
-		stop := b.KeepAlive(20 * time.Millisecond)
-		time.Sleep(400 * time.Millisecond)
-		reap := &dialect.ReapParams{Timeout: 200 * time.Millisecond, Limit: 100}
+		stop := b.KeepAlive(50 * time.Millisecond)
+		time.Sleep(600 * time.Millisecond)
+		reap := &dialect.ReapParams{Timeout: 400 * time.Millisecond, Limit: 100}
 		res, err := c.Store().Reap(ctx, reap)
 		require.NoError(t, err)
 		require.Zero(t, res.Returned, "heartbeats keep the rows")
 		stop()
 		stop() // idempotent
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond)
 		res, err = c.Store().Reap(ctx, reap)
 		require.NoError(t, err)
 		require.EqualValues(t, 7, res.Returned)

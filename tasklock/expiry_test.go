@@ -165,9 +165,13 @@ func TestSkewedAppClock(t *testing.T) {
 				require.True(t, l.ExpiresAt().After(dbExpiry))
 
 				require.True(t, closedWithin(l.Done(), 2*ttl))
+				// The deadline the renewal set is before the TTL on the
+				// local clock; the observed end adds the watcher's
+				// scheduling delay, which a loaded CI machine stretches.
+				require.Less(t, l.Deadline().Sub(renewStart.Add(skew)), ttl)
 				took := ended().Sub(renewStart)
 				require.GreaterOrEqual(t, took, ttl-margin-20*time.Millisecond, "renewal pushed the deadline")
-				require.Less(t, took, ttl)
+				require.Less(t, took, ttl+200*time.Millisecond)
 				require.ErrorIs(t, l.Err(), tasklock.ErrLocalDeadline)
 
 				// The row itself is still ours until the database expiry.
