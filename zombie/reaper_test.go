@@ -36,7 +36,9 @@ func TestSweepBounded(t *testing.T) {
 		dead, err := c.Claim(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 5, dead.Len())
-		time.Sleep(400 * time.Millisecond)
+		// The dead claim must be stale and the fresh one not, at the sweep,
+		// with room for a loaded CI machine between the two.
+		time.Sleep(1500 * time.Millisecond)
 		c3 := cc
 		c3.BatchSize = 3
 		c3c, err := claim.New[struct{}](e.d, c3, nil)
@@ -46,7 +48,7 @@ func TestSweepBounded(t *testing.T) {
 		require.Equal(t, 3, fresh.Len())
 
 		var swept []zombie.Result
-		r, err := zombie.New(e.d, cc, zombie.Config{Timeout: 250 * time.Millisecond, BatchLimit: 2,
+		r, err := zombie.New(e.d, cc, zombie.Config{Timeout: time.Second, BatchLimit: 2,
 			Hooks: zombie.Hooks{OnSweep: func(r zombie.Result) { swept = append(swept, r) }}})
 		require.NoError(t, err)
 		res, err := r.Sweep(ctx)
