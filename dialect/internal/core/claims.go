@@ -18,10 +18,10 @@ import (
 // column, and {{keys}} for the condition on a list of keys.
 type ClaimSQL struct {
 	// Claim marks up to "limit" pending rows in scope under "token" and,
-	// on a Returning engine, returns Names.Returned. It is rendered with
-	// SkipLocked false (the token-update strategy) and, where the server has
-	// SKIP LOCKED, true. Engines without RETURNING leave it empty and
-	// implement [Claimer].
+	// on a Returning engine, returns Names.Returned. It serves both
+	// strategies: a Returning engine's claim never waits for row locks
+	// (PostgreSQL: SKIP LOCKED; SQLite: one writer). Engines without
+	// RETURNING leave it empty and implement [Claimer].
 	Claim string
 	// ReadBack returns Names.Returned of the rows "token" holds (with
 	// ByKeys, only the {{keys}} rows), in key order.
@@ -158,7 +158,7 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 	}
 	s.claim = r.stmt("claim", t(sqls.Claim), nil)
 	if e.Caps.SkipLocked {
-		s.claimSkip = r.stmt("claim skip locked", t(sqls.Claim), func(n *Names) { n.SkipLocked = true })
+		s.claimSkip = s.claim
 	}
 	s.readBack = r.stmt("read back", t(sqls.ReadBack), nil)
 	s.readKeys = r.stmt("read back keys", t(sqls.ReadBack), func(n *Names) { n.ByKeys = true })

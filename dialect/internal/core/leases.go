@@ -92,12 +92,7 @@ func NewLeases(e *Engine, sqls LeaseSQL, spec dialect.LeaseTable) (*Leases, erro
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	q := func(c string) string {
-		if c == "" {
-			return ""
-		}
-		return e.Quote(c)
-	}
+	q := e.quoteOpt
 	n := Names{
 		Table: e.QuoteName(spec.Table), Key: q(spec.Key), Owner: q(spec.Owner), LockedAt: q(spec.LockedAt),
 		ExpiresAt: q(spec.ExpiresAt), Fence: q(spec.Fence), TaskStatus: q(spec.Status), TextKey: spec.KeyKind == dialect.IDText,

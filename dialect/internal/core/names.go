@@ -37,26 +37,28 @@ type Names struct {
 	Key, Owner, LockedAt, ExpiresAt, Fence, TaskStatus string
 
 	// Variant flags set by the store for the statement being rendered.
-	SkipLocked bool   // claim: the SKIP LOCKED form
-	Scoped     bool   // reap, stats: restricted to the scope
-	Park       bool   // reap: park stale rows at MaxAttempts instead of returning them
-	ByKeys     bool   // release: only the listed keys
-	Undo       bool   // ack, release: undo the claim's attempts increment
-	ParkAt     bool   // ack: park rows whose attempts reached MaxAttempts
-	Target     string // ack: the status literal to set
-	Hint       bool   // mysql claim: with FORCE INDEX
-	From       bool   // mysql claim: above the key cursor
-	IndexCols  string // index DDL: the quoted columns
+	Scoped    bool   // reap, stats: restricted to the scope
+	Park      bool   // reap: park stale rows at MaxAttempts instead of returning them
+	ByKeys    bool   // release: only the listed keys
+	Undo      bool   // ack, release: undo the claim's attempts increment
+	ParkAt    bool   // ack: park rows whose attempts reached MaxAttempts
+	Target    string // ack: the status literal to set
+	Hint      bool   // mysql claim: with FORCE INDEX
+	From      bool   // mysql claim: above the key cursor
+	IndexCols string // index DDL: the quoted columns
+}
+
+// quoteOpt quotes an optional column name ("" stays "").
+func (e *Engine) quoteOpt(c string) string {
+	if c == "" {
+		return ""
+	}
+	return e.Quote(c)
 }
 
 // claimNames quotes a validated claim table description.
 func (e *Engine) claimNames(t dialect.ClaimTable) Names {
-	q := func(c string) string {
-		if c == "" {
-			return ""
-		}
-		return e.Quote(c)
-	}
+	q := e.quoteOpt
 	n := Names{
 		Table: e.QuoteName(t.Table), ID: q(t.ID), Status: q(t.Status), Token: q(t.Token),
 		ClaimedAt: q(t.ClaimedAt), Attempts: q(t.Attempts), Version: q(t.Version), CreatedAt: q(t.CreatedAt),
