@@ -326,12 +326,16 @@ func (b *Batch[T]) recordDone(idx []int, p *dialect.AckParams, res dialect.AckRe
 	return res.Lost
 }
 
-// Fail records that processing a row failed with cause (logged, not
-// stored). With [FailRetry] (the default) the row goes back to pending to be
-// claimed again, or is parked with the failed status once its attempts
-// reached Config.MaxAttempts; with [FailPark] it is parked at once. Like
-// [Batch.Ack] it is conditioned on the token, normalises id the same way and
-// reports a lost row with a [*LostError].
+// Fail records that processing a row failed with cause. With [FailRetry]
+// (the default) the row goes back to pending to be claimed again, or is
+// parked with the failed status once its attempts reached
+// Config.MaxAttempts; with [FailPark] it is parked at once. With a RunAt
+// column a retried row waits before it can be claimed again, by
+// Config.Backoff of its attempts (default [DefaultBackoff]) measured on the
+// database clock; with an Error column the cause's text is stored there (a
+// parked row keeps the error that parked it). Like [Batch.Ack] it is
+// conditioned on the token, normalises id the same way and reports a lost
+// row with a [*LostError].
 func (b *Batch[T]) Fail(ctx context.Context, id any, cause error) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -339,19 +343,65 @@ func (b *Batch[T]) Fail(ctx context.Context, id any, cause error) error {
 	if err != nil {
 		return err
 	}
-	return b.failLocked(ctx, idx, cause)
+	return b.failLocked(ctx, idx, cause, b.core.retryDelay(b.rows[idx[0]].Attempts), b.core.failMode)
 }
 
-// failLocked fails rows idx in one statement, with b.mu held.
-func (b *Batch[T]) failLocked(ctx context.Context, idx []int, cause error) error {
+// FailAfter is [Batch.Fail] with an explicit delay, whatever
+// Config.Backoff and Config.FailMode say: the row goes back to pending and
+// can be claimed again once delay has passed on the database clock (it is
+// still parked if its attempts reached Config.MaxAttempts). Use it for
+// failures that say when to come back (an HTTP 429's Retry-After). It needs
+// a RunAt column (else an error wrapping [ErrInvalidConfig]); delay must
+// not be negative.
+func (b *Batch[T]) FailAfter(ctx context.Context, id any, cause error, delay time.Duration) error {
+	if err := b.core.checkDelay("fail after", delay); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	idx, err := b.lookup("fail after", []any{id})
+	if err != nil {
+		return err
+	}
+	return b.failLocked(ctx, idx, cause, delay, FailRetry)
+}
+
+// Snooze puts a row back to pending to be claimed again once delay has
+// passed on the database clock, without counting a failure: the claim's
+// attempt is undone and no error is stored. Use it for work that is not
+// ready yet ("retry later"). It needs a RunAt column (else an error wrapping
+// [ErrInvalidConfig]); delay must not be negative. A row the token no longer
+// holds is reported with a [*LostError] and left untouched.
+func (b *Batch[T]) Snooze(ctx context.Context, id any, delay time.Duration) error {
+	if err := b.core.checkDelay("snooze", delay); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	idx, err := b.lookup("snooze", []any{id})
+	if err != nil {
+		return err
+	}
+	n, err := b.core.store.Snooze(ctx, b.token, b.idsOf(idx), delay)
+	if err != nil {
+		return fmt.Errorf("claim: snooze: %w", err)
+	}
+	b.closeRows(idx)
+	if n == 0 {
+		b.core.hooks.lost(1)
+		return lostError("snooze", b.idsOf(idx))
+	}
+	return nil
+}
+
+// failLocked fails rows idx in one statement, with b.mu held: retried after
+// delay (with a RunAt column) or parked, as mode says.
+func (b *Batch[T]) failLocked(ctx context.Context, idx []int, cause error, delay time.Duration, mode FailMode) error {
 	if len(idx) == 0 {
 		return nil
 	}
 	k := b.core
-	p := &dialect.AckParams{Token: b.token, IDs: b.idsOf(idx), Outcome: dialect.OutcomeRetry, MaxAttempts: k.maxAttempts}
-	if k.failMode == FailPark {
-		p.Outcome, p.MaxAttempts = dialect.OutcomeFailed, 0
-	}
+	p := k.failParams(b.token, b.idsOf(idx), cause, delay, mode)
 	res, err := k.store.Ack(ctx, p)
 	if err != nil {
 		return fmt.Errorf("claim: fail: %w", err)
@@ -364,7 +414,7 @@ func (b *Batch[T]) failLocked(ctx context.Context, idx []int, cause error) error
 		if p.Outcome == dialect.OutcomeFailed {
 			parked = failed
 		}
-		k.logger.Warn("claimlock: processing failed", "token", b.token, "rows", failed, "parked", parked, "err", cause)
+		k.logger.Warn("claimlock: processing failed", "token", b.token, "rows", failed, "parked", parked, "retry_in", p.Delay, "err", cause)
 	}
 	if len(res.Lost) == 0 {
 		return nil

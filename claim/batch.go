@@ -18,6 +18,10 @@ type Row[T any] struct {
 	// Version is the version read by the claim (zero without a
 	// Version column).
 	Version int64
+	// Attempts is how many times the row has been claimed, this claim
+	// included (zero without an Attempts column): 1 on its first run. The
+	// default retry backoff grows with it.
+	Attempts int64
 	// Value holds the table's Columns, filled through the fields function.
 	Value T
 }

@@ -34,6 +34,7 @@ type core struct {
 	limit       int
 	maxAttempts int
 	failMode    FailMode
+	backoff     func(attempts int) time.Duration // nil without a RunAt column
 	ackDelay    time.Duration
 	ackBuffer   int
 	gate        chan struct{} // bounds concurrent claim statements; nil: no bound
@@ -90,7 +91,7 @@ func New[T any](d dialect.Dialect, cfg Config, fields func(*T) []any) (*Claimer[
 	return &Claimer[T]{
 		core: &core{
 			d: d, store: store, spec: spec, scope: slices.Clone(cfg.ScopeValues), strategy: strategy,
-			limit: cfg.batchSize(), maxAttempts: cfg.MaxAttempts, failMode: cfg.FailMode,
+			limit: cfg.batchSize(), maxAttempts: cfg.MaxAttempts, failMode: cfg.FailMode, backoff: cfg.backoff(spec),
 			ackDelay: cfg.ackDelay(), ackBuffer: cfg.ackBuffer(), gate: cfg.claimGate(caps),
 			logger: logger.With("table", spec.Table), hooks: cfg.Hooks,
 		},
@@ -301,10 +302,7 @@ func (k *core) failUnreadable(ctx context.Context, token string, rows []RowError
 	for i, r := range rows {
 		ids[i] = r.ID
 	}
-	p := &dialect.AckParams{Token: token, IDs: ids, Outcome: dialect.OutcomeRetry, MaxAttempts: k.maxAttempts}
-	if k.failMode == FailPark {
-		p.Outcome, p.MaxAttempts = dialect.OutcomeFailed, 0
-	}
+	p := k.failParams(token, ids, fmt.Errorf("claimlock: the row could not be read into the row type: %w", rows[0].Err), k.retryDelay(1), k.failMode)
 	res, err := k.store.Ack(ctx, p)
 	k.hooks.fail(len(rows) - len(res.Lost))
 	for _, r := range rows {
@@ -341,6 +339,9 @@ func (c *Claimer[T]) scanKey(s dialect.Scanner) (any, error) {
 	if c.core.spec.Version != "" {
 		dest = append(dest, new(any))
 	}
+	if c.core.spec.Attempts != "" {
+		dest = append(dest, new(any))
+	}
 	for range c.nfields {
 		dest = append(dest, new(any))
 	}
@@ -362,6 +363,9 @@ func (c *Claimer[T]) scan(s dialect.Scanner) (Row[T], error) {
 	}
 	if c.core.spec.Version != "" {
 		dest = append(dest, &r.Version)
+	}
+	if c.core.spec.Attempts != "" {
+		dest = append(dest, &r.Attempts)
 	}
 	if c.fields != nil {
 		f := c.fields(&r.Value)

@@ -93,6 +93,15 @@ type Config struct {
 	MaxAttempts int
 	// FailMode says what [Batch.Fail] does; default [FailRetry].
 	FailMode FailMode
+	// Backoff, with a RunAt column, is how long a row retried by
+	// [Batch.Fail] waits before it can be claimed again, given how many
+	// times it has been claimed (1 after its first claim), measured on the
+	// database clock. nil means [DefaultBackoff]; [ExponentialBackoff]
+	// builds others. It needs RunAt: without the column a retried row is
+	// claimable again at once (and, being first in key order, usually
+	// re-claimed at once, so that MaxAttempts is spent in milliseconds
+	// while the service it calls is down).
+	Backoff func(attempts int) time.Duration
 	// AckDelay bounds how long a row acked with [Batch.AckLater] waits
 	// before it is written: the first deferred ack of a batch starts a timer
 	// and, when it fires, every deferred ack of the batch is written in one
@@ -180,6 +189,9 @@ func (c Config) validateOptions(spec dialect.ClaimTable) error {
 	}
 	if err := spec.CheckMaxAttempts(c.MaxAttempts); err != nil {
 		return fmt.Errorf("claim: %w", err)
+	}
+	if c.Backoff != nil && spec.RunAt == "" {
+		return invalid("Backoff", "needs a RunAt column")
 	}
 	switch c.FailMode {
 	case FailRetry:

@@ -33,7 +33,9 @@ type WorkerConfig[T any] struct {
 	Workers int
 	// Handler processes one row (required). A nil error acks the row (acks
 	// are batched: one statement per claimed batch); an error fails it
-	// ([Batch.Fail]). A panic is recovered and treated as an error.
+	// ([Batch.Fail]), except the errors of [RetryAfter] ([Batch.FailAfter]
+	// with their delay) and [SnoozeFor] ([Batch.Snooze]). A panic is
+	// recovered and treated as an error.
 	Handler func(ctx context.Context, row Row[T]) error
 	// PollMin and PollMax bound the jittered exponential backoff between
 	// claims that find nothing (and after claim errors); defaults 100 ms and
@@ -167,7 +169,7 @@ func (c *Claimer[T]) process(ctx context.Context, w *WorkerConfig[T], b *Batch[T
 		log.Error("claimlock: ack failed; rows stay processing until reaped", "token", b.token, "rows", len(ok), "err", err)
 	}
 	for j, i := range failed {
-		if err := b.failLocked(fctx, []int{i}, causes[j]); err != nil && !errors.Is(err, ErrClaimLost) {
+		if err := b.settleFailure(fctx, i, causes[j]); err != nil && !errors.Is(err, ErrClaimLost) {
 			log.Error("claimlock: fail failed; row stays processing until reaped", "token", b.token, "err", err)
 		}
 	}

@@ -64,6 +64,7 @@ func (s ClaimTable) checkRoles() error {
 	roles := []struct{ field, name string }{
 		{"ID", s.ID}, {"Status", s.Status}, {"Token", s.Token}, {"ClaimedAt", s.ClaimedAt},
 		{"Attempts", s.Attempts}, {"Version", s.Version}, {"CreatedAt", s.CreatedAt},
+		{"RunAt", s.RunAt}, {"Error", s.Error},
 	}
 	for _, r := range roles {
 		if r.name == "" {

@@ -43,6 +43,17 @@ type ClaimTable struct {
 	// CreatedAt, if set, is used by Stats for the age of the oldest pending
 	// row.
 	CreatedAt string
+	// RunAt, if set, is a nullable time column saying when a pending row
+	// may be claimed, on the database clock: claims take only rows whose
+	// RunAt is NULL or not in the future. A retried fail with a delay and a
+	// snooze set it to the database's now plus the delay; unparking and
+	// retrying now clear it. Same type conventions as ClaimedAt.
+	RunAt string
+	// Error, if set, is a nullable text column where failing a row stores
+	// the error's text, cut to the column's declared width (learnt from the
+	// catalog by VerifySchema, whole characters only); an ack to done
+	// clears it, so a parked row says why it was parked.
+	Error string
 	// ClearClaimedAt sets ClaimedAt to NULL whenever a row goes back to
 	// pending (a release, a reap, a retried fail, a requeued versioned
 	// ack), as the cron story's own release does, so that existing code
@@ -81,7 +92,7 @@ func (s ClaimTable) Validate() error {
 			return err
 		}
 	}
-	opt := []struct{ f, v string }{{"Attempts", s.Attempts}, {"Version", s.Version}, {"CreatedAt", s.CreatedAt}}
+	opt := []struct{ f, v string }{{"Attempts", s.Attempts}, {"Version", s.Version}, {"CreatedAt", s.CreatedAt}, {"RunAt", s.RunAt}, {"Error", s.Error}}
 	for _, c := range opt {
 		if c.v == "" {
 			continue
@@ -172,6 +183,16 @@ type AckParams struct {
 	Outcome AckOutcome
 	// MaxAttempts bounds OutcomeRetry (0: unbounded; needs Attempts).
 	MaxAttempts int
+	// Error is the failure's text. With an Error column, OutcomeFailed and
+	// OutcomeRetry store it there (cut to the column's width; "" stores
+	// NULL) and OutcomeDone clears the column (a version-conditioned ack
+	// that requeues a row leaves it as it was).
+	Error string
+	// Delay, with a RunAt column, is how long rows an OutcomeRetry returns
+	// to pending wait before they can be claimed again: their RunAt becomes
+	// the database's now plus Delay (zero: now). It must not be negative,
+	// and needs a RunAt column when positive.
+	Delay time.Duration
 }
 
 // AckResult says what happened to each ID of an ack, by index into
@@ -186,6 +207,75 @@ type AckResult struct {
 	// Parked are rows an OutcomeRetry parked as failed (attempts reached
 	// MaxAttempts).
 	Parked []int
+}
+
+// RowFilter selects the rows of an operator action or listing.
+type RowFilter struct {
+	// ScopeValues, if not nil, restrict the rows to [ClaimTable.Scope].
+	ScopeValues []any
+	// IDs, if not nil, restrict the rows to these keys (at most
+	// [MaxFilterIDs]).
+	IDs []any
+}
+
+// MaxFilterIDs bounds [RowFilter.IDs]: one statement lists every key.
+const MaxFilterIDs = 10000
+
+// UnparkParams are the inputs of [ClaimStore.Unpark].
+type UnparkParams struct {
+	RowFilter
+	// ResetAttempts sets the Attempts column to zero, so that the rows get
+	// MaxAttempts fresh attempts (needs Attempts).
+	ResetAttempts bool
+}
+
+// RowSet is the set of rows [ClaimStore.List] lists.
+type RowSet int
+
+const (
+	// SetFailed lists parked rows (the failed status).
+	SetFailed RowSet = iota
+	// SetProcessing lists rows being processed (claimed), oldest claim or
+	// heartbeat first.
+	SetProcessing
+	// SetScheduled lists pending rows whose RunAt is in the future,
+	// soonest first (needs RunAt).
+	SetScheduled
+)
+
+// ListParams are the inputs of [ClaimStore.List].
+type ListParams struct {
+	// Set is which rows to list.
+	Set RowSet
+	// ScopeValues, if not nil, restrict the rows to [ClaimTable.Scope].
+	ScopeValues []any
+	// OlderThan, for SetProcessing, lists only rows whose claim or last
+	// heartbeat is older than this on the database clock (stuck rows).
+	OlderThan time.Duration
+	// Limit is the most rows listed (1 to [MaxListLimit]).
+	Limit int
+}
+
+// MaxListLimit bounds [ListParams.Limit].
+const MaxListLimit = 10000
+
+// RowInfo is one row as an operator sees it. Ages are on the database
+// clock.
+type RowInfo struct {
+	// ID is the key: an int64 for integer keys, a string for text keys.
+	ID any
+	// Token is the claim token ("" when none).
+	Token string
+	// Attempts is the Attempts column (0 without it).
+	Attempts int64
+	// ClaimedAge is how long ago ClaimedAt was set (the claim or the last
+	// heartbeat); -1 when ClaimedAt is NULL.
+	ClaimedAge time.Duration
+	// RunIn is how long until RunAt (0 when it is NULL or past, and
+	// without the column).
+	RunIn time.Duration
+	// Error is the Error column's text ("" when NULL or without it).
+	Error string
 }
 
 // ReapParams are the inputs of one bounded reaper statement pair.
@@ -230,7 +320,8 @@ type ClaimStore interface {
 	// Claim marks up to p.Limit pending rows in scope as processing under
 	// p.Token (incrementing Attempts, if configured), ordered by the key,
 	// and calls scan once per claimed row with the columns: key, version
-	// (if configured), then ClaimTable.Columns. It returns the number of
+	// (if configured), attempts (if configured: the count after this
+	// claim's increment), then ClaimTable.Columns. It returns the number of
 	// rows claimed. A scan error aborts; rows already marked stay claimed
 	// under the token (the caller releases them).
 	//
@@ -260,6 +351,30 @@ type ClaimStore interface {
 	// ids is nil), clearing the token and undoing the claim's Attempts
 	// increment, and returns how many it released.
 	Release(ctx context.Context, token string, ids []any) (int64, error)
+
+	// Snooze returns the processing rows of ids that token still holds to
+	// pending like Release (the claim's attempt undone: a snooze is not a
+	// failure), with RunAt set to the database's now plus delay, and returns
+	// how many it snoozed. It needs a RunAt column.
+	Snooze(ctx context.Context, token string, ids []any, delay time.Duration) (int64, error)
+
+	// Unpark returns the failed rows that p selects to pending, clearing
+	// their token, error and RunAt (and attempts, with ResetAttempts), and
+	// returns how many. It works in bounded statements (scope-wide unparks
+	// of many rows take several) and is not atomic across them.
+	Unpark(ctx context.Context, p *UnparkParams) (int64, error)
+
+	// RetryNow clears the RunAt of the pending rows f selects that wait for
+	// a future RunAt, so that the next claims can take them, and returns
+	// how many. It needs a RunAt column; like Unpark it works in bounded
+	// statements.
+	RetryNow(ctx context.Context, f RowFilter) (int64, error)
+
+	// List returns up to p.Limit rows of p.Set (in scope, when
+	// p.ScopeValues is not nil): parked rows in key order, processing rows
+	// oldest claim first, scheduled rows soonest RunAt first. It reads
+	// through the recommended indexes; it is for operators, not for loops.
+	List(ctx context.Context, p *ListParams) ([]RowInfo, error)
 
 	// Reap parks (attempts at MaxAttempts) and returns to pending (the rest)
 	// at most p.Limit rows each that have been processing longer than

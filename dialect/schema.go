@@ -165,6 +165,10 @@ func fnv32(s string) uint32 {
 //   - scope (scope columns..., status, claimed_at), for a scoped table only:
 //     scoped Stats read the scope's rows, scoped sweeps its stale rows
 //     oldest first.
+//   - sched (run_at), with a RunAt column only: operators' retry now and
+//     listings find the rows scheduled for later (a future RunAt) without
+//     reading every pending row. It leads with RunAt, not the status, so
+//     that no optimizer mistakes it for the reap index.
 //
 // PostgreSQL keeps the names and builds a partial claim index of its own,
 // over the pending rows only (the plan trap of its package documentation),
@@ -173,6 +177,12 @@ func fnv32(s string) uint32 {
 // does not use a scope index for sweeps (see dialect/mysql).
 func (c ClaimTable) Indexes() []IndexDef {
 	claimCols := append(append([]string{}, c.Scope...), c.Status, c.ID)
+	if c.RunAt != "" {
+		// Claims skip pending rows whose RunAt is in the future: with the
+		// column in the claim index, engines that filter index entries
+		// (index condition pushdown) skip them without reading the rows.
+		claimCols = append(claimCols, c.RunAt)
+	}
 	out := []IndexDef{
 		{Name: IndexName(c.Table, "claim"), Columns: claimCols},
 		{Name: IndexName(c.Table, "token"), Columns: []string{c.Token}},
@@ -182,12 +192,18 @@ func (c ClaimTable) Indexes() []IndexDef {
 		scopeCols := append(append([]string{}, c.Scope...), c.Status, c.ClaimedAt)
 		out = append(out, IndexDef{Name: IndexName(c.Table, "scope"), Columns: scopeCols})
 	}
+	if c.RunAt != "" {
+		out = append(out, IndexDef{Name: IndexName(c.Table, "sched"), Columns: []string{c.RunAt}})
+	}
 	return out
 }
 
+// DefaultErrorLen is the width [ClaimTableDef] gives an Error column.
+const DefaultErrorLen = 1024
+
 // ClaimTableDef builds a [TableDef] holding every column spec names: the key
 // (auto-incrementing for integer keys), status, token, claimed-at, the
-// optional attempts, version and created-at columns, the scope columns
+// optional attempts, version, created-at, run-at and error columns, the scope columns
 // (integers) and spec.Columns, typed by extra where it names them and text
 // otherwise. Recommended indexes are not included: create them from
 // [ClaimStore.IndexDDL].
@@ -218,6 +234,12 @@ func ClaimTableDef(spec ClaimTable, extra ...ColumnDef) TableDef {
 	}
 	if spec.CreatedAt != "" {
 		def.Columns = append(def.Columns, ColumnDef{Name: spec.CreatedAt, Type: TypeTime})
+	}
+	if spec.RunAt != "" {
+		def.Columns = append(def.Columns, ColumnDef{Name: spec.RunAt, Type: TypeTime})
+	}
+	if spec.Error != "" {
+		def.Columns = append(def.Columns, ColumnDef{Name: spec.Error, Type: TypeText, Len: DefaultErrorLen})
 	}
 	for _, c := range spec.Columns {
 		cd := ColumnDef{Name: c, Type: TypeText}

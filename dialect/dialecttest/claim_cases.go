@@ -413,7 +413,7 @@ func testConcurrentClaims(t *testing.T, h Harness, s dialect.Strategy) {
 					func(sc dialect.Scanner) error {
 						var id, v any
 						var p string
-						if err := sc.Scan(&id, &v, &p); err != nil {
+						if err := sc.Scan(&id, &v, new(any), &p); err != nil {
 							return err
 						}
 						got = append(got, norm(id))

@@ -245,9 +245,10 @@ func (f *fixture) row(id any) rowState {
 
 // claimed is one row as returned by a claim.
 type claimed struct {
-	ID      any
-	Version int64
-	Payload string
+	ID       any
+	Version  int64
+	Attempts int64
+	Payload  string
 }
 
 func (f *fixture) claim(s dialect.Strategy, task, limit int) (string, []claimed) {
@@ -261,6 +262,9 @@ func (f *fixture) claim(s dialect.Strategy, task, limit int) (string, []claimed)
 			dest := []any{&id}
 			if f.spec.Version != "" {
 				dest = append(dest, &c.Version)
+			}
+			if f.spec.Attempts != "" {
+				dest = append(dest, &c.Attempts)
 			}
 			dest = append(dest, &c.Payload)
 			if err := sc.Scan(dest...); err != nil {

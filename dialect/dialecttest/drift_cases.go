@@ -187,7 +187,7 @@ func testScopeValueTypes(t *testing.T, h Harness) {
 		var id any
 		var v int64
 		var p string
-		return sc.Scan(&id, &v, &p)
+		return sc.Scan(&id, &v, new(any), &p)
 	})
 	require.NoError(t, err, "any Go integer type is fine")
 	require.Equal(t, 1, n)
@@ -229,7 +229,7 @@ func testNullableCounters(t *testing.T, h Harness) {
 		_, err := store.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: 10, ScopeValues: []any{1}, Strategy: d.Capabilities().PreferredStrategy},
 			func(sc dialect.Scanner) error {
 				var id any
-				err := sc.Scan(&id)
+				err := sc.Scan(&id, new(any))
 				ids = append(ids, norm(id))
 				return err
 			})

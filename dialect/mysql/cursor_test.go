@@ -38,7 +38,7 @@ func TestClaimKeyCursorFindsRowsBelowIt(t *testing.T) {
 					func(sc dialect.Scanner) error {
 						var id int64
 						var payload string
-						if err := sc.Scan(&id, &payload); err != nil {
+						if err := sc.Scan(&id, new(any), &payload); err != nil {
 							return err
 						}
 						ids = append(ids, id)

@@ -384,7 +384,7 @@ func TestMixedStrategiesWithReaper(t *testing.T) {
 							func(sc dialect.Scanner) error {
 								var id int64
 								var p string
-								if err := sc.Scan(&id, &p); err != nil {
+								if err := sc.Scan(&id, new(any), &p); err != nil {
 									return err
 								}
 								ids = append(ids, id)
@@ -466,7 +466,7 @@ func TestLockWaitTimeoutIsRetried(t *testing.T) {
 	ctx := ctxT(t)
 	tok := dialect.NewToken()
 	n, err := store.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: 1, ScopeValues: []any{1}, Strategy: dialect.StrategyTokenUpdate},
-		func(s dialect.Scanner) error { var id, v any; return s.Scan(&id, &v) })
+		func(s dialect.Scanner) error { var id, v any; return s.Scan(&id, &v, new(any)) })
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 

@@ -15,6 +15,9 @@ const common = `
 {{- define "us"}}TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {{.}}){{end}}
 {{- define "held"}}{{if .Owner}}{{.Owner}} = {{arg "owner"}}{{else}}{{template "us" .LockedAt}} = {{arg "stamp"}}{{end}}{{end}}
 {{- define "free"}}{{if .Owner}}{{.Owner}} = NULL{{else}}{{.LockedAt}} = NULL{{end}}{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}{{end}}
+{{- define "runnable"}}{{if .RunAt}} AND ({{.RunAt}} IS NULL OR {{.RunAt}} <= UTC_TIMESTAMP(6)){{end}}{{end}}
+{{- define "delayed"}}UTC_TIMESTAMP(6) + INTERVAL {{arg "delay"}} MICROSECOND{{end}}
+{{- define "filter"}}{{if .Scoped}}{{scope .Scope}}{{end}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}}{{end}}
 {{- define "hint"}}{{if .Hint}} FORCE INDEX ({{.ClaimIndex}}){{end}}{{end}}
 {{- define "claimset"}}{{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = UTC_TIMESTAMP(6)
   {{- if .Attempts}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}{{end}}
@@ -41,12 +44,12 @@ const common = `
 const (
 	claimUpdate = `
 UPDATE {{.Table}}{{template "hint" .}} SET {{template "claimset" .}}
-WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{if .From}} AND {{.ID}} > {{arg "from"}}{{end}}
+WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{if .From}} AND {{.ID}} > {{arg "from"}}{{end}}{{template "runnable" .}}
 ORDER BY {{range .Scope}}{{.}}, {{end}}{{.Status}}, {{.ID}} LIMIT {{arg "limit"}}`
 
 	claimSkipSelect = `
 SELECT {{.ID}} FROM {{.Table}}{{template "hint" .}}
-WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{if .From}} AND {{.ID}} > {{arg "from"}}{{end}}
+WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{if .From}} AND {{.ID}} > {{arg "from"}}{{end}}{{template "runnable" .}}
 ORDER BY {{.ID}} LIMIT {{arg "limit"}} FOR UPDATE SKIP LOCKED`
 
 	claimSkipUpdate = `
@@ -61,7 +64,7 @@ SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}}{{if
 	// Every ack clears the token of each row it matches, so its affected
 	// rows are matched rows whatever the DSN's clientFoundRows.
 	Ack: `
-UPDATE {{.Table}} SET {{.Status}} = {{.Target}}, {{.Token}} = NULL{{if .Undo}}{{template "undo" .}}{{end}}{{if eq .Target .Pending}}{{template "cleartime" .}}{{end}}
+UPDATE {{.Table}} SET {{.Status}} = {{.Target}}, {{.Token}} = NULL{{if .Undo}}{{template "undo" .}}{{end}}{{if eq .Target .Pending}}{{template "cleartime" .}}{{end}}{{template "ackmark" .}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}`,
 
 	AckLock: `
@@ -80,8 +83,39 @@ WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}`,
 SELECT COUNT(*) FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}`,
 
 	Release: `
-UPDATE {{.Table}} SET {{.Status}} = {{.Pending}}, {{.Token}} = NULL{{template "undo" .}}{{template "cleartime" .}}
+UPDATE {{.Table}} SET {{.Status}} = {{.Pending}}, {{.Token}} = NULL{{template "undo" .}}{{template "cleartime" .}}{{if .Snooze}}, {{.RunAt}} = {{template "delayed" .}}{{end}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}}`,
+
+	// Operator actions take at most "limit" rows per statement, in no
+	// particular order (the rows they change leave the set), through the
+	// claim index (scope..., status, key) or the reap index (status,
+	// claimed_at).
+	Unpark: `
+UPDATE {{.Table}}
+SET {{.Status}} = {{.Pending}}, {{.Token}} = NULL{{template "cleartime" .}}
+    {{- if .Error}}, {{.Error}} = NULL{{end}}{{if .RunAt}}, {{.RunAt}} = NULL{{end}}{{if and .Reset .Attempts}}, {{.Attempts}} = 0{{end}}
+WHERE {{.Status}} = {{.Failed}}{{template "filter" .}}
+LIMIT {{arg "limit"}}`,
+
+	RetryNow: `
+UPDATE {{.Table}} SET {{.RunAt}} = NULL
+WHERE {{.Status}} = {{.Pending}} AND {{.RunAt}} > UTC_TIMESTAMP(6){{template "filter" .}}
+LIMIT {{arg "limit"}}`,
+
+	List: `
+SELECT {{.ID}}, COALESCE({{.Token}}, ''), {{if .Attempts}}COALESCE({{.Attempts}}, 0){{else}}0{{end}},
+       COALESCE(GREATEST(TIMESTAMPDIFF(MICROSECOND, {{.ClaimedAt}}, UTC_TIMESTAMP(6)), 0), -1),
+       {{if .RunAt}}COALESCE(GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), {{.RunAt}}), 0), 0){{else}}0{{end}},
+       {{if .Error}}COALESCE({{.Error}}, ''){{else}}''{{end}}
+FROM {{.Table}}
+{{- if eq .Set 0}}
+WHERE {{.Status}} = {{.Failed}}{{template "filter" .}} ORDER BY {{.ClaimedAt}}
+{{- else if eq .Set 1}}
+WHERE {{.Status}} = {{.Processing}} AND {{.ClaimedAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "timeout"}} MICROSECOND{{template "filter" .}} ORDER BY {{.ClaimedAt}}
+{{- else}}
+WHERE {{.Status}} = {{.Pending}} AND {{.RunAt}} > UTC_TIMESTAMP(6){{template "filter" .}} ORDER BY {{.RunAt}}
+{{- end}}
+LIMIT {{arg "limit"}}`,
 
 	// Reaps take the oldest stale rows first, in the order of the reap
 	// index (status, claimed_at, and the key InnoDB appends to it), written
@@ -141,10 +175,12 @@ WHERE table_schema = COALESCE({{arg "schema"}}, DATABASE()) AND table_name = {{a
 	// index and sorted them (to its UPDATE optimizer both ranges hold the
 	// same rows), while the unhinted claim took the new index instead of
 	// the claim index and sorted every pending row of the scope.
-	Indexes: [4]string{
+	Indexes: [5]string{
 		`CREATE INDEX {{.ClaimIndex}} ON {{.Table}} ({{.IndexCols}})`,
 		`CREATE INDEX {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}})`,
 		`CREATE INDEX {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		"",
+		`CREATE INDEX {{.SchedIndex}} ON {{.Table}} ({{.IndexCols}})`,
 	},
 }
 

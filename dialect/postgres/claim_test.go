@@ -40,7 +40,7 @@ func claimIDs(t *testing.T, st dialect.ClaimStore, s dialect.Strategy, task, lim
 		func(sc dialect.Scanner) error {
 			var id, version int64
 			var payload string
-			if err := sc.Scan(&id, &version, &payload); err != nil {
+			if err := sc.Scan(&id, &version, new(any), &payload); err != nil {
 				return err
 			}
 			ids = append(ids, id)
@@ -92,7 +92,7 @@ func TestClaimsNeverWaitForLocks(t *testing.T) {
 					func(sc dialect.Scanner) error {
 						var id, version int64
 						var payload string
-						err := sc.Scan(&id, &version, &payload)
+						err := sc.Scan(&id, &version, new(any), &payload)
 						ids = append(ids, id)
 						return err
 					})

@@ -109,7 +109,7 @@ func TestClaimStatements(t *testing.T) {
 	require.Equal(t,
 		`WITH cl_c AS MATERIALIZED ( SELECT "id" FROM "jobs" WHERE "status" = 'PENDING' AND "task_id" = $1 ORDER BY "id" + 0 LIMIT $2 FOR UPDATE SKIP LOCKED) `+
 			`UPDATE "jobs" SET "status" = 'PROCESSING', "token" = $3, "claimed_at" = now(), "attempts" = COALESCE("attempts", 0) + 1 `+
-			`WHERE "id" = ANY(ARRAY(SELECT "id" FROM cl_c)) AND "status" = 'PENDING' RETURNING "id", "version", "payload"`,
+			`WHERE "id" = ANY(ARRAY(SELECT "id" FROM cl_c)) AND "status" = 'PENDING' RETURNING "id", "version", COALESCE("attempts", 0), "payload"`,
 		s["claim skip locked"])
 	require.Equal(t, s["claim skip locked"], s["claim"], "token-update claims never wait for locks either")
 	for _, q := range []string{s["claim skip locked"], s["claim"]} {

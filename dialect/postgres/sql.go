@@ -20,6 +20,9 @@ const common = `
 {{- define "held"}}{{if .Owner}}{{.Owner}} = {{arg "owner"}}{{else}}{{template "stamp" .}} = {{arg "stamp"}}{{end}}{{end}}
 {{- define "free"}}{{if .Owner}}{{.Owner}} = NULL{{else}}{{.LockedAt}} = NULL{{end}}{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}{{end}}
 {{- define "fence"}}{{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0::bigint{{end}}{{end}}
+{{- define "runnable"}}{{if .RunAt}} AND ({{.RunAt}} IS NULL OR {{.RunAt}} <= now()){{end}}{{end}}
+{{- define "delayed"}}now() + ({{arg "delay"}}::bigint * interval '1 microsecond'){{end}}
+{{- define "filter"}}{{if .Scoped}}{{scope .Scope}}{{end}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}}{{end}}
 {{- define "locked"}}{{.}} = ANY(ARRAY(SELECT {{.}} FROM cl_c)){{end}}
 {{- define "expiry"}}{{if .ExpiresAt}}{{template "us" .ExpiresAt}}{{else}}CAST(EXTRACT(EPOCH FROM {{.LockedAt}} + {{template "ttl"}}) * 1000000 AS bigint){{end}}{{end}}
 `
@@ -50,7 +53,7 @@ var claimSQL = core.ClaimSQL{
 	Claim: `
 WITH cl_c AS {{template "materialized"}}(
   SELECT {{.ID}} FROM {{.Table}}
-  WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}
+  WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{template "runnable" .}}
   ORDER BY {{template "order" .}} LIMIT {{arg "limit"}}
   FOR UPDATE SKIP LOCKED)
 UPDATE {{.Table}}
@@ -68,6 +71,7 @@ SET {{.Status}} = {{if .ParkAt}}CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg "m
     {{.Token}} = NULL{{if and .Undo .Attempts}}, {{.Attempts}} = GREATEST({{.Attempts}} - 1, 0){{end}}
     {{- if eq .Target .Pending}}{{template "cleartime" .}}{{end}}
     {{- if and .ParkAt .ClearClaimedAt}}, {{.ClaimedAt}} = CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}} THEN {{.ClaimedAt}} END{{end}}
+    {{- template "ackmark" .}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}
 RETURNING {{.ID}}, {{if .ParkAt}}{{.Status}} = {{.Failed}}{{else}}false{{end}}`,
 
@@ -83,7 +87,46 @@ WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}`,
 	Release: `
 UPDATE {{.Table}}
 SET {{.Status}} = {{.Pending}}, {{.Token}} = NULL{{if .Attempts}}, {{.Attempts}} = GREATEST({{.Attempts}} - 1, 0){{end}}{{template "cleartime" .}}
+    {{- if .Snooze}}, {{.RunAt}} = {{template "delayed" .}}{{end}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}}`,
+
+	// Operator actions take at most "limit" rows per statement, in no
+	// particular order (the rows they change leave the set), through the
+	// status indexes: the reap index (status, claimed_at) or, scoped, the
+	// scope index for failed rows, the partial claim index for pending ones.
+	Unpark: `
+WITH cl_c AS {{template "materialized"}}(
+  SELECT {{.ID}} FROM {{.Table}} WHERE {{.Status}} = {{.Failed}}{{template "filter" .}}
+  LIMIT {{arg "limit"}} FOR UPDATE)
+UPDATE {{.Table}}
+SET {{.Status}} = {{.Pending}}, {{.Token}} = NULL{{template "cleartime" .}}
+    {{- if .Error}}, {{.Error}} = NULL{{end}}{{if .RunAt}}, {{.RunAt}} = NULL{{end}}{{if and .Reset .Attempts}}, {{.Attempts}} = 0{{end}}
+WHERE {{template "locked" .ID}} AND {{.Status}} = {{.Failed}}`,
+
+	RetryNow: `
+WITH cl_c AS {{template "materialized"}}(
+  SELECT {{.ID}} FROM {{.Table}} WHERE {{.Status}} = {{.Pending}} AND {{.RunAt}} > now(){{template "filter" .}}
+  LIMIT {{arg "limit"}} FOR UPDATE)
+UPDATE {{.Table}} SET {{.RunAt}} = NULL
+WHERE {{template "locked" .ID}} AND {{.Status}} = {{.Pending}} AND {{.RunAt}} > now()`,
+
+	// List reads each set in the order of an index: failed rows (oldest
+	// claim first) through the reap or scope index, scheduled rows through
+	// the partial sched index.
+	List: `
+SELECT {{.ID}}, COALESCE({{.Token}}, ''), {{if .Attempts}}COALESCE({{.Attempts}}, 0)::bigint{{else}}0::bigint{{end}},
+       COALESCE({{template "age" .ClaimedAt}}, -1),
+       {{if .RunAt}}COALESCE(GREATEST(CAST(EXTRACT(EPOCH FROM ({{.RunAt}} - now())) * 1000000 AS bigint), 0), 0){{else}}0::bigint{{end}},
+       {{if .Error}}COALESCE({{.Error}}, ''){{else}}''{{end}}
+FROM {{.Table}}
+{{- if eq .Set 0}}
+WHERE {{.Status}} = {{.Failed}}{{template "filter" .}} ORDER BY {{.ClaimedAt}}
+{{- else if eq .Set 1}}
+WHERE {{.Status}} = {{.Processing}} AND {{.ClaimedAt}} < now() - ({{arg "timeout"}}::bigint * interval '1 microsecond'){{template "filter" .}} ORDER BY {{.ClaimedAt}}
+{{- else}}
+WHERE {{.Status}} = {{.Pending}} AND {{.RunAt}} > now(){{template "filter" .}} ORDER BY {{.RunAt}}
+{{- end}}
+LIMIT {{arg "limit"}}`,
 
 	Reap: `
 WITH cl_c AS {{template "materialized"}}(
@@ -119,11 +162,12 @@ SELECT COUNT(*) FROM pg_indexes
 WHERE schemaname = COALESCE({{arg "schema"}}::text, current_schema())
   AND tablename = {{arg "table"}}::text AND indexname = {{arg "index"}}::text`,
 
-	Indexes: [4]string{
+	Indexes: [5]string{
 		`CREATE INDEX IF NOT EXISTS {{.ClaimIndex}} ON {{.Table}} ({{range .Scope}}{{.}}, {{end}}({{template "order" .}})) WHERE {{.Status}} = {{.Pending}}`,
 		`CREATE INDEX IF NOT EXISTS {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}})`,
 		`CREATE INDEX IF NOT EXISTS {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}})`,
 		`CREATE INDEX IF NOT EXISTS {{.ScopeIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		`CREATE INDEX IF NOT EXISTS {{.SchedIndex}} ON {{.Table}} ({{.RunAt}}) WHERE {{.Status}} = {{.Pending}} AND {{.RunAt}} IS NOT NULL`,
 	},
 }
 

@@ -14,13 +14,18 @@ const common = `
 {{- define "claimnow"}}{{if .TextTimes}}strftime('%Y-%m-%d %H:%M:%f', 'now'){{else}}{{template "now"}}{{end}}{{end}}
 {{- define "agepre"}}{{if .TextTimes}}CAST((julianday('now') - julianday({{else}}({{template "now"}} - ({{end}}{{end}}
 {{- define "agepost"}}{{if .TextTimes}})) * 86400000000 AS INTEGER){{else}})) * 1000{{end}}{{end}}
+{{- define "runnable"}}{{if .RunAt}} AND ({{.RunAt}} IS NULL OR {{.RunAt}} <= {{template "claimnow" .}}){{end}}{{end}}
+{{- define "delayed"}}{{if .TextTimes}}strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || ({{arg "delay"}} / 1000.0) || ' seconds'){{else}}{{template "now"}} + {{arg "delay"}}{{end}}{{end}}
+{{- define "filter"}}{{if .Scoped}}{{scope .Scope}}{{end}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}}{{end}}
+{{- define "future"}}{{.RunAt}} > {{template "claimnow" .}}{{end}}
 {{- define "held"}}{{if .Owner}}{{.Owner}} = {{arg "owner"}}{{else}}{{.LockedAt}} = {{arg "stamp"}}{{end}}{{end}}
 {{- define "free"}}{{if .Owner}}{{.Owner}} = NULL{{else}}{{.LockedAt}} = NULL{{end}}{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}{{end}}
 {{- define "fence"}}{{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}}{{end}}
 {{- define "expiry"}}{{if .ExpiresAt}}{{.ExpiresAt}} * 1000{{else}}({{.LockedAt}} + {{arg "ttl"}}) * 1000{{end}}{{end}}
 {{- define "expired"}}{{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}}{{else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} < {{template "now"}} - {{arg "ttl"}} - {{arg "slack"}}{{end}}{{end}}
-{{- define "stale"}}{{.Status}} = {{.Processing}} AND {{.ClaimedAt}} <
-  {{- if .TextTimes}} strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || ({{arg "timeout"}} / 1000.0) || ' seconds'){{else}} {{template "now"}} - {{arg "timeout"}}{{end}}
+{{- define "older"}}{{.Status}} = {{.Processing}} AND {{.ClaimedAt}} <
+  {{- if .TextTimes}} strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || ({{arg "timeout"}} / 1000.0) || ' seconds'){{else}} {{template "now"}} - {{arg "timeout"}}{{end}}{{end}}
+{{- define "stale"}}{{template "older" .}}
   {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}}{{else if .Attempts}} AND COALESCE({{.Attempts}}, 0) < {{arg "below"}}{{end}}
   {{- if .Scoped}}{{scope .Scope}}{{end}}{{end}}
 `
@@ -35,7 +40,7 @@ var claimSQL = core.ClaimSQL{
 UPDATE {{.Table}}
 SET {{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = {{template "claimnow" .}}
     {{- if .Attempts}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}
-WHERE {{.ID}} IN (SELECT {{.ID}} FROM {{.Table}} WHERE {{.Status}} = {{.Pending}}{{scope .Scope}} ORDER BY {{.ID}} LIMIT {{arg "limit"}})
+WHERE {{.ID}} IN (SELECT {{.ID}} FROM {{.Table}} WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{template "runnable" .}} ORDER BY {{.ID}} LIMIT {{arg "limit"}})
   AND {{.Status}} = {{.Pending}}
 RETURNING {{join .Returned}}`,
 
@@ -48,6 +53,7 @@ SET {{.Status}} = {{if .ParkAt}}CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg "m
     {{.Token}} = NULL{{if and .Undo .Attempts}}, {{.Attempts}} = MAX({{.Attempts}} - 1, 0){{end}}
     {{- if eq .Target .Pending}}{{template "cleartime" .}}{{end}}
     {{- if and .ParkAt .ClearClaimedAt}}, {{.ClaimedAt}} = CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}} THEN {{.ClaimedAt}} END{{end}}
+    {{- template "ackmark" .}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}
 RETURNING {{.ID}}, {{if .ParkAt}}{{.Status}} = {{.Failed}}{{else}}false{{end}}`,
 
@@ -66,7 +72,37 @@ WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}`,
 	Release: `
 UPDATE {{.Table}}
 SET {{.Status}} = {{.Pending}}, {{.Token}} = NULL{{if .Attempts}}, {{.Attempts}} = MAX({{.Attempts}} - 1, 0){{end}}{{template "cleartime" .}}
+    {{- if .Snooze}}, {{.RunAt}} = {{template "delayed" .}}{{end}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}}`,
+
+	// Operator actions take at most "limit" rows per statement (the rows
+	// they change leave the set).
+	Unpark: `
+UPDATE {{.Table}}
+SET {{.Status}} = {{.Pending}}, {{.Token}} = NULL{{template "cleartime" .}}
+    {{- if .Error}}, {{.Error}} = NULL{{end}}{{if .RunAt}}, {{.RunAt}} = NULL{{end}}{{if and .Reset .Attempts}}, {{.Attempts}} = 0{{end}}
+WHERE {{.ID}} IN (SELECT {{.ID}} FROM {{.Table}} WHERE {{.Status}} = {{.Failed}}{{template "filter" .}} LIMIT {{arg "limit"}})`,
+
+	RetryNow: `
+UPDATE {{.Table}} SET {{.RunAt}} = NULL
+WHERE {{.ID}} IN (SELECT {{.ID}} FROM {{.Table}} WHERE {{.Status}} = {{.Pending}} AND {{template "future" .}}{{template "filter" .}} LIMIT {{arg "limit"}})`,
+
+	List: `
+SELECT {{.ID}}, COALESCE({{.Token}}, ''), {{if .Attempts}}COALESCE({{.Attempts}}, 0){{else}}0{{end}},
+       COALESCE(MAX({{template "agepre" .}}{{.ClaimedAt}}{{template "agepost" .}}, 0), -1),
+       {{if .RunAt}}COALESCE(MAX(-{{template "agepre" .}}{{.RunAt}}{{template "agepost" .}}, 0), 0){{else}}0{{end}},
+       {{if .Error}}COALESCE({{.Error}}, ''){{else}}''{{end}}
+FROM {{.Table}}
+{{- if eq .Set 0}}
+WHERE {{.Status}} = {{.Failed}}{{template "filter" .}} ORDER BY {{.ClaimedAt}}
+{{- else if eq .Set 1}}
+WHERE {{template "older" .}}{{template "filter" .}} ORDER BY {{.ClaimedAt}}
+{{- else}}
+WHERE {{.Status}} = {{.Pending}} AND {{template "future" .}}
+  {{- /* +col keeps SQLite on the sched index, in RunAt order, rather than the scope index and a sort */}}
+  {{- if .Scoped}}{{range $i, $c := .Scope}} AND +{{$c}} = {{arg (printf "scope%d" $i)}}{{end}}{{end}} ORDER BY {{.RunAt}}
+{{- end}}
+LIMIT {{arg "limit"}}`,
 
 	Reap: `
 UPDATE {{.Table}}
@@ -93,11 +129,12 @@ SELECT name, 0, type, 3, '', "notnull" = 0 AND pk = 0 FROM pragma_table_info({{a
 	IndexExists: `
 SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = {{arg "index"}}`,
 
-	Indexes: [4]string{
+	Indexes: [5]string{
 		`CREATE INDEX IF NOT EXISTS {{.ClaimIndex}} ON {{.Table}} ({{.IndexCols}})`,
 		`CREATE INDEX IF NOT EXISTS {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}})`,
 		`CREATE INDEX IF NOT EXISTS {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}})`,
 		`CREATE INDEX IF NOT EXISTS {{.ScopeIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		`CREATE INDEX IF NOT EXISTS {{.SchedIndex}} ON {{.Table}} ({{.IndexCols}})`,
 	},
 }
 

@@ -38,8 +38,13 @@ func (s *Claims) Ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResu
 	if err != nil {
 		return res, wrap("ack", err)
 	}
+	if p.Error != "" && p.Outcome != dialect.OutcomeDone {
+		if err := s.ensureErrorWidth(ctx); err != nil {
+			return res, wrap("ack", err)
+		}
+	}
 	idx := newKeyIndex(s.Spec.IDKind, keys)
-	a := &Args{Token: p.Token, Keys: keys, MaxAttempts: p.MaxAttempts}
+	a := &Args{Token: p.Token, Keys: keys, MaxAttempts: p.MaxAttempts, Error: s.errorText(p.Error), Delay: p.Delay}
 	versioned := p.Versions != nil && p.Outcome == dialect.OutcomeDone
 	parkAt := p.Outcome == dialect.OutcomeRetry && p.MaxAttempts > 0
 	if !versioned && (!parkAt || s.E.Returning) {
@@ -258,12 +263,13 @@ func (s *Claims) ackByRow(ctx context.Context, tx Querier, p *dialect.AckParams,
 		if len(g.keys) == 0 {
 			continue
 		}
+		ga := &Args{Token: p.Token, Keys: g.keys, Error: a.Error, Delay: a.Delay}
 		if s.E.Returning {
 			// The statement returns rows; read them so that the driver
 			// finishes it inside the transaction.
-			err = Query(ctx, tx, s.E.Dialect, g.st, &Args{Token: p.Token, Keys: g.keys}, func(Rows) error { return nil })
+			err = Query(ctx, tx, s.E.Dialect, g.st, ga, func(Rows) error { return nil })
 		} else {
-			_, err = Exec(ctx, tx, s.E.Dialect, g.st, &Args{Token: p.Token, Keys: g.keys})
+			_, err = Exec(ctx, tx, s.E.Dialect, g.st, ga)
 		}
 		if err != nil {
 			return fmt.Errorf("update: %w", err)

@@ -86,6 +86,7 @@ func checkClaimColumns(s dialect.ClaimTable, c Columns) error {
 	cols := []struct{ field, name string }{
 		{"ID", s.ID}, {"Status", s.Status}, {"Token", s.Token}, {"ClaimedAt", s.ClaimedAt},
 		{"Attempts", s.Attempts}, {"Version", s.Version}, {"CreatedAt", s.CreatedAt},
+		{"RunAt", s.RunAt}, {"Error", s.Error},
 	}
 	for i, n := range s.Columns {
 		cols = append(cols, struct{ field, name string }{fmt.Sprintf("Columns[%d]", i), n})
@@ -99,6 +100,15 @@ func checkClaimColumns(s dialect.ClaimTable, c Columns) error {
 	if col, _ := c.Get(s.ClaimedAt); s.ClearClaimedAt && !col.Nullable {
 		return fmt.Errorf("%w: ClearClaimedAt: column %s.%s is NOT NULL; make it nullable or leave ClearClaimedAt off",
 			dialect.ErrInvalidConfig, s.Table, s.ClaimedAt)
+	}
+	for _, oc := range []struct{ field, name string }{{"RunAt", s.RunAt}, {"Error", s.Error}} {
+		if col, _ := c.Get(oc.name); oc.name != "" && !col.Nullable {
+			return fmt.Errorf("%w: %s: column %s.%s is NOT NULL; claimlock sets it to NULL (make it nullable)",
+				dialect.ErrInvalidConfig, oc.field, s.Table, oc.name)
+		}
+	}
+	if col, _ := c.Get(s.Error); s.Error != "" && col.kind() != kindText {
+		return fmt.Errorf("%w: Error: column %s.%s has type %s; it needs a text type", dialect.ErrInvalidConfig, s.Table, s.Error, col.Type)
 	}
 	return checkStatusColumn(s, c)
 }

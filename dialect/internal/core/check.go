@@ -41,6 +41,10 @@ func checkAck(s dialect.ClaimTable, p *dialect.AckParams) error {
 		return s.CheckMaxAttempts(p.MaxAttempts)
 	case p.Versions != nil && (len(p.Versions) != len(p.IDs) || s.Version == ""):
 		return fmt.Errorf("%w: versions need a Version column and one version per id", dialect.ErrInvalidConfig)
+	case p.Delay < 0:
+		return fmt.Errorf("%w: negative retry delay %v", dialect.ErrInvalidConfig, p.Delay)
+	case p.Delay > 0 && (s.RunAt == "" || p.Outcome != dialect.OutcomeRetry):
+		return fmt.Errorf("%w: a retry delay needs a RunAt column and the retry outcome", dialect.ErrInvalidConfig)
 	case p.Outcome == dialect.OutcomeFailed && !s.Failed.IsSet():
 		return fmt.Errorf("%w: failing rows needs a Failed status", dialect.ErrInvalidConfig)
 	case p.Outcome == dialect.OutcomeRetry:

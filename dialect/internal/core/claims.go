@@ -62,6 +62,20 @@ type ClaimSQL struct {
 	// ReapKeys updates those {{keys}} rows as Reap would (still checking
 	// that they are stale).
 	ReapLock, ReapKeys string
+	// Unpark returns at most "limit" failed rows (Scoped: in scope;
+	// ByKeys: of the {{keys}}) to pending, clearing token, Error and RunAt
+	// and, with Reset, the attempts. Empty without a failed status.
+	Unpark string
+	// RetryNow sets RunAt to NULL for at most "limit" pending rows (Scoped,
+	// ByKeys as Unpark) whose RunAt is in the future.
+	RetryNow string
+	// List returns at most "limit" rows of the set Set (0 failed, in key
+	// order; 1 processing for longer than "timeout", oldest first; 2
+	// pending with a future RunAt, soonest first), Scoped and ByKeys as
+	// Unpark: key, token (''), attempts (0), age of ClaimedAt in
+	// microseconds (-1 when NULL), microseconds until RunAt (0 when NULL or
+	// past) and error ('').
+	List string
 	// Stats returns one row: pending, processing, done, failed and total
 	// counts, then the ages in microseconds on the database clock of the
 	// oldest processing row (by claimed-at) and of the oldest pending row
@@ -74,13 +88,13 @@ type ClaimSQL struct {
 	Columns string
 	// IndexExists counts the indexes named "index" of "schema"."table".
 	IndexExists string
-	// Indexes are the recommended indexes' DDL in the order of
-	// [dialect.ClaimTable.Indexes] (claim, token, reap and, for a scoped
-	// table, scope), each rendered with IndexCols set to the portable
-	// definition's columns. An engine leaves the scope index empty when its
-	// claim index serves scoped Stats: it is then neither created nor
-	// reported missing.
-	Indexes [4]string
+	// Indexes are the recommended indexes' DDL by kind: claim, token,
+	// reap, scope (scoped tables) and sched (tables with RunAt), each
+	// rendered with IndexCols set to the portable definition's columns
+	// ([dialect.ClaimTable.Indexes]). An engine leaves the scope index empty
+	// when its claim index serves scoped Stats: it is then neither created
+	// nor reported missing.
+	Indexes [5]string
 	// Common is prepended to every template: {{define}} blocks the others
 	// share.
 	Common string
@@ -89,7 +103,17 @@ type ClaimSQL struct {
 // coreDefines are template fragments every engine's claim statements may
 // use: "cleartime" is ", claimed_at = NULL" for a row going back to pending
 // when the table asks for it (ClaimTable.ClearClaimedAt).
-const coreDefines = `{{define "cleartime"}}{{if .ClearClaimedAt}}, {{.ClaimedAt}} = NULL{{end}}{{end}}`
+//
+// "ackmark" is what an ack sets besides the status and token: with an Error
+// column, a failure stores "error" and a done clears it (a requeue leaves
+// it); with a RunAt column, a retry (and a parking retry, whose parked rows
+// ignore it) sets it to {{template "delayed" .}}, which every engine
+// defines as its clock's now plus "delay".
+const coreDefines = `{{define "cleartime"}}{{if .ClearClaimedAt}}, {{.ClaimedAt}} = NULL{{end}}{{end}}
+{{- define "ackmark"}}
+  {{- if and .Error (not .Undo)}}, {{.Error}} = {{if eq .Target .Done}}NULL{{else}}{{arg "error"}}{{end}}{{end}}
+  {{- if and .RunAt (not .Undo) (or .ParkAt (eq .Target .Pending))}}, {{.RunAt}} = {{template "delayed" .}}{{end}}
+{{- end}}`
 
 // ClaimFunc runs one claim with params the store validated already.
 type ClaimFunc func(ctx context.Context, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error)
@@ -112,8 +136,11 @@ type Claims struct {
 	reap                                 [2][2]Stmt // [park][scoped]
 	reapLock, reapKeys                   [2][2]Stmt // [park][scoped], optional
 	stats                                [2]Stmt    // [scoped]
+	snooze                               Stmt
+	unpark, retryNow                     [2][2][2]Stmt // [reset][scoped][byKeys] (retryNow: reset 0)
+	list                                 [3][2]Stmt    // [set][scoped]
 	columns, indexExists                 Stmt
-	indexes                              [4]Stmt
+	indexes                              [5]Stmt
 	override                             ClaimFunc
 	// Ext is the engine's own per-store state, set by its [Claimer].
 	Ext any
@@ -122,6 +149,9 @@ type Claims struct {
 	// scopeKinds are the kinds of the scope columns, learnt by
 	// VerifySchema; nil before.
 	scopeKinds atomic.Pointer[[]columnKind]
+	// errorWidth is the Error column's width in characters, learnt by
+	// VerifySchema (0: not learnt yet; -1: unbounded).
+	errorWidth atomic.Int64
 }
 
 // checkScopeValues refuses scope values that the scope columns would
@@ -189,6 +219,30 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 			}
 		}
 	}
+	if spec.RunAt != "" {
+		s.snooze = r.stmt("snooze", t(sqls.Release), func(n *Names) { n.ByKeys, n.Snooze = true, true })
+	}
+	for reset := range 2 {
+		for scoped := range 2 {
+			for byKeys := range 2 {
+				vary := func(n *Names) { n.Reset, n.Scoped, n.ByKeys = reset == 1, scoped == 1, byKeys == 1 }
+				if s.Names.Failed != "" {
+					s.unpark[reset][scoped][byKeys] = r.stmt("unpark", t(sqls.Unpark), vary)
+				}
+				if s.Names.RunAt != "" && reset == 0 {
+					s.retryNow[0][scoped][byKeys] = r.stmt("retry now", t(sqls.RetryNow), vary)
+				}
+			}
+		}
+	}
+	for set := range 3 {
+		if set == int(dialect.SetFailed) && s.Names.Failed == "" || set == int(dialect.SetScheduled) && s.Names.RunAt == "" {
+			continue
+		}
+		for scoped := range 2 {
+			s.list[set][scoped] = r.stmt("list", t(sqls.List), func(n *Names) { n.Set, n.Scoped = set, scoped == 1 })
+		}
+	}
 	s.stats[0] = r.stmt("stats", t(sqls.Stats), nil)
 	s.stats[1] = r.stmt("stats", t(sqls.Stats), func(n *Names) { n.Scoped = true })
 	s.columns = r.stmt("columns", t(sqls.Columns), nil)
@@ -198,7 +252,11 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 		for j, c := range ix.Columns {
 			cols[j] = e.Quote(c)
 		}
-		s.indexes[i] = r.stmt("index", t(sqls.Indexes[i]), func(n *Names) { n.IndexCols = joinCols(cols) })
+		kind := indexKind(spec, ix.Name)
+		if kind < 0 {
+			return nil, fmt.Errorf("%s: no template for the recommended index %s", e.Name, ix.Name)
+		}
+		s.indexes[i] = r.stmt("index", t(sqls.Indexes[kind]), func(n *Names) { n.IndexCols = joinCols(cols) })
 	}
 	if r.err != nil {
 		return nil, r.err
@@ -211,6 +269,17 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 		}
 	}
 	return s, nil
+}
+
+// indexKind is the position in [ClaimSQL.Indexes] of the recommended
+// index named name, or -1 for an unknown one.
+func indexKind(spec dialect.ClaimTable, name string) int {
+	for i, suffix := range []string{"claim", "token", "reap", "scope", "sched"} {
+		if dialect.IndexName(spec.Table, suffix) == name {
+			return i
+		}
+	}
+	return -1
 }
 
 func joinCols(cols []string) string {
@@ -497,7 +566,11 @@ func (s *Claims) named() map[string]Stmt {
 		"reap": s.reap[0][0], "reap scoped": s.reap[0][1], "reap park": s.reap[1][0], "reap park scoped": s.reap[1][1],
 		"reap lock": s.reapLock[0][0], "reap lock scoped": s.reapLock[0][1], "reap lock park": s.reapLock[1][0], "reap lock park scoped": s.reapLock[1][1],
 		"reap keys": s.reapKeys[0][0], "reap keys scoped": s.reapKeys[0][1], "reap keys park": s.reapKeys[1][0], "reap keys park scoped": s.reapKeys[1][1],
-		"stats": s.stats[0], "stats scoped": s.stats[1],
+		"stats": s.stats[0], "stats scoped": s.stats[1], "snooze": s.snooze,
+		"unpark": s.unpark[0][0][0], "unpark scoped": s.unpark[0][1][0], "unpark keys": s.unpark[0][0][1], "unpark reset scoped": s.unpark[1][1][0],
+		"retry now": s.retryNow[0][0][0], "retry now scoped": s.retryNow[0][1][0], "retry now keys": s.retryNow[0][0][1],
+		"list failed": s.list[0][0], "list failed scoped": s.list[0][1], "list processing": s.list[1][0],
+		"list processing scoped": s.list[1][1], "list scheduled": s.list[2][0], "list scheduled scoped": s.list[2][1],
 		"ack done": s.ackTo[s.Names.Done], "ack pending": s.ackTo[s.Names.Pending], "ack failed": s.ackTo[s.Names.Failed],
 	}
 	for k, v := range m {

@@ -95,7 +95,7 @@ var fakeClaimSQL = ClaimSQL{
 	Ack: `UPDATE {{.Table}} SET {{.Status}} = {{.Target}} WHERE {{.ID}} {{keys}}`, AckLock: `SELECT {{.ID}} WHERE {{.ID}} {{keys}}`,
 	Heartbeat: `UPDATE h`, HeartbeatHeld: `SELECT COUNT(*)`, Release: `UPDATE r{{if .ByKeys}} WHERE {{.ID}} {{keys}}{{end}}`,
 	Reap: `UPDATE reap`, Stats: `SELECT stats`, Columns: `SELECT cols`, IndexExists: `SELECT idx`,
-	Indexes: [4]string{`CREATE INDEX a`, `CREATE INDEX b`, `CREATE INDEX c`, `CREATE INDEX d`},
+	Indexes: [5]string{`CREATE INDEX a`, `CREATE INDEX b`, `CREATE INDEX c`, `CREATE INDEX d`},
 }
 
 var fakeLeaseSQL = LeaseSQL{

@@ -13,10 +13,13 @@ import (
 type Names struct {
 	// Table and the column names, quoted. Optional columns are "".
 	Table, ID, Status, Token, ClaimedAt, Attempts, Version, CreatedAt string
+	// RunAt and Error are the optional run-at and error columns, quoted.
+	RunAt, Error string
 	// Scope are the quoted scope columns (for {{scope .Scope}}).
 	Scope []string
 	// Returned are the columns a claim returns, quoted: the key, the
-	// version (if any), then the extra columns.
+	// version (if any), the attempts (if any, NULL read as 0), then the
+	// extra columns.
 	Returned []string
 	// Status literals; Failed is "" without a failed status.
 	Pending, Processing, Done, Failed string
@@ -27,10 +30,10 @@ type Names struct {
 	ClearClaimedAt bool
 	// TextTimes: ClaimedAt and CreatedAt hold text dates (SQLite).
 	TextTimes bool
-	// ClaimIndex, TokenIndex, ReapIndex and ScopeIndex (scoped tables
-	// only) are the recommended indexes' quoted names; IndexCols the current
+	// ClaimIndex, TokenIndex, ReapIndex, ScopeIndex (scoped tables only)
+	// and SchedIndex (tables with RunAt only) are the recommended indexes' quoted names; IndexCols the current
 	// index's quoted columns.
-	ClaimIndex, TokenIndex, ReapIndex, ScopeIndex string
+	ClaimIndex, TokenIndex, ReapIndex, ScopeIndex, SchedIndex string
 
 	// Lease tables: the quoted key, owner, locked-at, expires-at, fence and
 	// status columns (optional ones "").
@@ -43,6 +46,9 @@ type Names struct {
 	Undo      bool   // ack, release: undo the claim's attempts increment
 	ParkAt    bool   // ack: park rows whose attempts reached MaxAttempts
 	Target    string // ack: the status literal to set
+	Snooze    bool   // release: set RunAt to now + "delay" (a snooze)
+	Reset     bool   // unpark: reset the attempts
+	Set       int    // list: the dialect.RowSet listed
 	Hint      bool   // mysql claim: with FORCE INDEX
 	From      bool   // mysql claim: above the key cursor
 	IndexCols string // index DDL: the quoted columns
@@ -62,6 +68,7 @@ func (e *Engine) claimNames(t dialect.ClaimTable) Names {
 	n := Names{
 		Table: e.QuoteName(t.Table), ID: q(t.ID), Status: q(t.Status), Token: q(t.Token),
 		ClaimedAt: q(t.ClaimedAt), Attempts: q(t.Attempts), Version: q(t.Version), CreatedAt: q(t.CreatedAt),
+		RunAt: q(t.RunAt), Error: q(t.Error),
 		Pending: t.Pending.Literal(), Processing: t.Processing.Literal(), Done: t.Done.Literal(),
 		TextKey: t.IDKind == dialect.IDText, ClearClaimedAt: t.ClearClaimedAt, TextTimes: t.TextTimes,
 	}
@@ -75,13 +82,19 @@ func (e *Engine) claimNames(t dialect.ClaimTable) Names {
 	if n.Version != "" {
 		n.Returned = append(n.Returned, n.Version)
 	}
+	if n.Attempts != "" {
+		n.Returned = append(n.Returned, "COALESCE("+n.Attempts+", 0)")
+	}
 	for _, c := range t.Columns {
 		n.Returned = append(n.Returned, q(c))
 	}
 	ix := t.Indexes()
 	n.ClaimIndex, n.TokenIndex, n.ReapIndex = q(ix[0].Name), q(ix[1].Name), q(ix[2].Name)
-	if len(ix) > 3 {
-		n.ScopeIndex = q(ix[3].Name)
+	if len(t.Scope) > 0 {
+		n.ScopeIndex = q(dialect.IndexName(t.Table, "scope"))
+	}
+	if t.RunAt != "" {
+		n.SchedIndex = q(dialect.IndexName(t.Table, "sched"))
 	}
 	return n
 }

@@ -159,13 +159,44 @@ func (s *Claims) VerifySchema(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if _, err := s.E.timeSlack(s.Spec.Table, cols, s.Spec.TextTimes, timeCol{"RunAt", s.Spec.RunAt}); err != nil {
+		return err
+	}
 	s.slack.Store(int64(slack))
+	s.learnErrorWidth(cols)
 	kinds := make([]columnKind, len(s.Spec.Scope))
 	for i, c := range s.Spec.Scope {
 		col, _ := cols.Get(c)
 		kinds[i] = col.kind()
 	}
 	s.scopeKinds.Store(&kinds)
+	return nil
+}
+
+// learnErrorWidth records the Error column's width in characters.
+func (s *Claims) learnErrorWidth(cols Columns) {
+	if s.Spec.Error == "" {
+		return
+	}
+	w := int64(-1)
+	if c, ok := cols.Get(s.Spec.Error); ok && c.MaxLen > 0 {
+		w = int64(c.MaxLen)
+	}
+	s.errorWidth.Store(w)
+}
+
+// ensureErrorWidth learns the Error column's width from the catalog if
+// VerifySchema has not, so that an error text is never longer than the
+// column (a strict MySQL would refuse the whole ack).
+func (s *Claims) ensureErrorWidth(ctx context.Context) error {
+	if s.Spec.Error == "" || s.errorWidth.Load() != 0 {
+		return nil
+	}
+	cols, err := s.E.catalogColumns(ctx, s.columns, s.Spec.Table)
+	if err != nil {
+		return err
+	}
+	s.learnErrorWidth(cols)
 	return nil
 }
 

@@ -43,6 +43,8 @@ type Args struct {
 	Schema      any           // "schema": a schema name, or nil for the current one
 	Table       string        // "table": an unquoted table name (catalog queries)
 	Index       string        // "index": an unquoted index name (catalog queries)
+	Delay       time.Duration // "delay", in the engine's time unit (0 stays 0)
+	Error       string        // "error": a failure's text ("" binds NULL)
 }
 
 // keysMarker stands in a rendered statement for the placeholders of an
@@ -181,6 +183,14 @@ func (s Stmt) Bind(d Dialect, a *Args) (string, []any) {
 			out = append(out, a.Table)
 		case "index":
 			out = append(out, a.Index)
+		case "delay":
+			out = append(out, d.TimeUnit.ceil(a.Delay))
+		case "error":
+			if a.Error == "" {
+				out = append(out, nil)
+			} else {
+				out = append(out, a.Error)
+			}
 		case "keys":
 			if s.expand {
 				out = append(out, a.Keys...)

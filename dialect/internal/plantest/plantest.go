@@ -205,6 +205,50 @@ func Cases() []Case {
 		"heartbeat", "heartbeat held", "release", "release keys"} {
 		out = append(out, Case{Store: Claims, Name: name, Args: held, Budget: small, Why: "one token's rows"})
 	}
+	out = append(out, Case{Store: Claims, Name: "snooze", Args: func(Phase) *core.Args {
+		return &core.Args{Token: HeldToken, Keys: heldKeys(), Delay: time.Minute}
+	}, Budget: small, Why: "one token's rows"})
+	// Operator actions and listings. Failed rows and processing rows are
+	// found through the status indexes; there are no failed rows here, so
+	// those statements must read next to nothing. Pending rows with a
+	// future RunAt are found among the pending rows (of the scope): no
+	// index orders them by RunAt, and these statements are for operators,
+	// not loops.
+	op := func(scope []any, keys bool) func(Phase) *core.Args {
+		return func(p Phase) *core.Args {
+			a := &core.Args{Limit: 1000, Scope: scope, Timeout: p.Timeout, Below: 1<<63 - 1}
+			if keys {
+				a.Keys = heldKeys()
+			}
+			return a
+		}
+	}
+	task := []any{int64(ClaimTask)}
+	pending := func(Phase) int64 { return Rows - ProcessingTo + Small }
+	scopePending := func(Phase) int64 { return 2*TaskRows + Small }
+	for _, c := range []struct {
+		name   string
+		scope  []any
+		keys   bool
+		budget func(Phase) int64
+		why    string
+	}{
+		{"unpark", nil, false, small, "the failed rows"},
+		{"unpark scoped", task, false, small, "the scope's failed rows"},
+		{"unpark keys", nil, true, small, "the keys"},
+		{"unpark reset scoped", task, false, small, "the scope's failed rows"},
+		{"retry now", nil, false, pending, "the pending rows"},
+		{"retry now scoped", task, false, scopePending, "the scope's pending rows"},
+		{"retry now keys", nil, true, small, "the keys"},
+		{"list failed", nil, false, small, "the failed rows"},
+		{"list failed scoped", task, false, small, "the scope's failed rows"},
+		{"list processing", nil, false, small, "a page of the oldest processing rows"},
+		{"list processing scoped", []any{int64(ReapTask)}, false, small, "a page of the scope's oldest processing rows"},
+		{"list scheduled", nil, false, pending, "the pending rows"},
+		{"list scheduled scoped", task, false, scopePending, "the scope's pending rows"},
+	} {
+		out = append(out, Case{Store: Claims, Name: c.name, Args: op(c.scope, c.keys), Budget: c.budget, Why: c.why})
+	}
 	out = append(out, Case{Store: Leases, Name: "insert", Args: insert, Budget: small, Why: "one key"})
 	for _, name := range []string{"acquire", "read back", "renew", "release", "force", "inspect"} {
 		out = append(out, Case{Store: Leases, Name: name, Args: lease, Budget: small, Why: "one key"})
@@ -223,7 +267,7 @@ func Spec(table string) dialect.ClaimTable {
 	}
 	return dialect.ClaimTable{
 		Table: table, ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
-		Attempts: "attempts", Version: "version", CreatedAt: "created_at",
+		Attempts: "attempts", Version: "version", CreatedAt: "created_at", RunAt: "run_at", Error: "last_error",
 		Columns: []string{"payload"}, Scope: []string{"task_id"},
 		Pending: st("PENDING"), Processing: st("PROCESSING"), Done: st("SENT"), Failed: st("FAILED"),
 	}

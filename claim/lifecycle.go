@@ -1,0 +1,204 @@
+package claim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// Default retry backoff of [DefaultBackoff].
+const (
+	// DefaultBackoffBase is the delay after a row's first failed attempt.
+	DefaultBackoffBase = time.Second
+	// DefaultBackoffMax caps the delay.
+	DefaultBackoffMax = time.Hour
+)
+
+// DefaultBackoff is the retry delay of a row failed after attempts claims
+// when Config.Backoff is nil: [ExponentialBackoff] from
+// [DefaultBackoffBase] (1 s, 2 s, 4 s, ... with ±25% jitter) up to
+// [DefaultBackoffMax].
+func DefaultBackoff(attempts int) time.Duration {
+	return exponential(DefaultBackoffBase, DefaultBackoffMax, attempts)
+}
+
+// ExponentialBackoff returns a backoff for Config.Backoff: base after the
+// first attempt, doubling with every further attempt up to max, each delay
+// spread by ±25% of jitter so that rows failed together (an outage of the
+// service they call) do not come back together. It returns nil (use
+// [DefaultBackoff]) when base or max is not positive or max < base.
+func ExponentialBackoff(base, max time.Duration) func(attempts int) time.Duration {
+	if base <= 0 || max < base {
+		return nil
+	}
+	return func(attempts int) time.Duration { return exponential(base, max, attempts) }
+}
+
+func exponential(base, limit time.Duration, attempts int) time.Duration {
+	d := base
+	for i := 1; i < attempts && d < limit; i++ {
+		d *= 2
+	}
+	d = min(d, limit)
+	// ±25%: d * [0.75, 1.25), capped again.
+	j := time.Duration(rand.Int64N(int64(d)/2 + 1))
+	return min(d-d/4+j, limit)
+}
+
+// backoff returns the configured retry backoff, or nil without a RunAt
+// column (a retried row is then claimable at once).
+func (c Config) backoff(spec dialect.ClaimTable) func(int) time.Duration {
+	if spec.RunAt == "" {
+		return nil
+	}
+	if c.Backoff != nil {
+		return c.Backoff
+	}
+	return DefaultBackoff
+}
+
+// retryDelay is the delay of a retried row claimed attempts times.
+func (k *core) retryDelay(attempts int64) time.Duration {
+	if k.backoff == nil {
+		return 0
+	}
+	return max(k.backoff(int(max(attempts, 1))), 0)
+}
+
+// checkDelay refuses a delay the table cannot hold.
+func (k *core) checkDelay(op string, delay time.Duration) error {
+	if k.spec.RunAt == "" {
+		return fmt.Errorf("claim: %s: %w: needs a RunAt column", op, ErrInvalidConfig)
+	}
+	if delay < 0 {
+		return fmt.Errorf("claim: %s: %w: negative delay %v", op, ErrInvalidConfig, delay)
+	}
+	return nil
+}
+
+// failParams builds the ack that fails ids: retried after delay (parked at
+// MaxAttempts) or parked at once, as mode says, storing cause's text.
+func (k *core) failParams(token string, ids []any, cause error, delay time.Duration, mode FailMode) *dialect.AckParams {
+	p := &dialect.AckParams{Token: token, IDs: ids, Outcome: dialect.OutcomeRetry, MaxAttempts: k.maxAttempts}
+	if k.spec.RunAt != "" {
+		p.Delay = delay
+	}
+	if cause != nil {
+		p.Error = cause.Error()
+	}
+	if mode == FailPark {
+		p.Outcome, p.MaxAttempts, p.Delay = dialect.OutcomeFailed, 0, 0
+	}
+	return p
+}
+
+// RetryAfterError is a handler error that asks [Claimer.Run] to retry the
+// row after Delay ([Batch.FailAfter]) instead of after the backoff.
+type RetryAfterError struct {
+	// Delay is how long the row waits, on the database clock.
+	Delay time.Duration
+	// Err is the failure, stored in the Error column.
+	Err error
+}
+
+// RetryAfter returns a handler error that fails the row with err and has
+// it retried after delay (needs a RunAt column; without one it is an
+// ordinary failure).
+func RetryAfter(delay time.Duration, err error) error { return &RetryAfterError{Delay: delay, Err: err} }
+
+// Error implements error.
+func (e *RetryAfterError) Error() string {
+	return fmt.Sprintf("retry after %v: %v", e.Delay, e.Err)
+}
+
+// Unwrap returns the failure.
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// SnoozeError is a handler error that asks [Claimer.Run] to snooze the row
+// ([Batch.Snooze]): not a failure, no attempt counted.
+type SnoozeError struct {
+	// Delay is how long the row waits, on the database clock.
+	Delay time.Duration
+}
+
+// SnoozeFor returns a handler error that snoozes the row for delay (needs a
+// RunAt column; without one the row fails).
+func SnoozeFor(delay time.Duration) error { return &SnoozeError{Delay: delay} }
+
+// Error implements error.
+func (e *SnoozeError) Error() string { return fmt.Sprintf("snoozed for %v", e.Delay) }
+
+// settleFailure ends row i after its handler returned err, with b.mu held:
+// a snooze, a retry after an explicit delay, or a failure.
+func (b *Batch[T]) settleFailure(ctx context.Context, i int, err error) error {
+	k := b.core
+	var sn *SnoozeError
+	var ra *RetryAfterError
+	switch {
+	case errors.As(err, &sn) && k.spec.RunAt != "" && sn.Delay >= 0:
+		n, serr := k.store.Snooze(ctx, b.token, b.idsOf([]int{i}), sn.Delay)
+		if serr != nil {
+			return fmt.Errorf("claim: snooze: %w", serr)
+		}
+		b.closeRows([]int{i})
+		if n == 0 {
+			k.hooks.lost(1)
+			return lostError("snooze", b.idsOf([]int{i}))
+		}
+		return nil
+	case errors.As(err, &ra) && k.spec.RunAt != "" && ra.Delay >= 0:
+		return b.failLocked(ctx, []int{i}, err, ra.Delay, FailRetry)
+	}
+	return b.failLocked(ctx, []int{i}, err, k.retryDelay(b.rows[i].Attempts), k.failMode)
+}
+
+// Unpark returns parked rows of the claimer's scope (all of them, or only
+// ids when given) to pending: token, error and RunAt cleared, and attempts
+// reset to zero with resetAttempts (so that they get Config.MaxAttempts
+// fresh attempts). It returns how many it unparked. Use it after an outage
+// that parked rows which would now succeed. Large scopes are unparked in
+// bounded statements, not atomically.
+func (c *Claimer[T]) Unpark(ctx context.Context, resetAttempts bool, ids ...any) (int64, error) {
+	p := &dialect.UnparkParams{RowFilter: c.filter(ids), ResetAttempts: resetAttempts}
+	n, err := c.core.store.Unpark(ctx, p)
+	if err != nil {
+		return n, fmt.Errorf("claim: unpark: %w", err)
+	}
+	return n, nil
+}
+
+// RetryNow makes pending rows of the claimer's scope that wait for a
+// future RunAt (a backoff or a snooze) claimable at once: all of them, or
+// only ids when given. It returns how many it changed. It needs a RunAt
+// column.
+func (c *Claimer[T]) RetryNow(ctx context.Context, ids ...any) (int64, error) {
+	n, err := c.core.store.RetryNow(ctx, c.filter(ids))
+	if err != nil {
+		return n, fmt.Errorf("claim: retry now: %w", err)
+	}
+	return n, nil
+}
+
+// List returns up to limit rows of the claimer's scope in set: parked rows
+// with their attempts and stored error, stuck rows (processing for longer
+// than olderThan, oldest first) or rows scheduled for later. Ages are on
+// the database clock. It is for operators and reports.
+func (c *Claimer[T]) List(ctx context.Context, set dialect.RowSet, olderThan time.Duration, limit int) ([]dialect.RowInfo, error) {
+	rows, err := c.core.store.List(ctx, &dialect.ListParams{Set: set, ScopeValues: c.core.scopeValues(), OlderThan: olderThan, Limit: limit})
+	if err != nil {
+		return nil, fmt.Errorf("claim: list: %w", err)
+	}
+	return rows, nil
+}
+
+func (c *Claimer[T]) filter(ids []any) dialect.RowFilter {
+	f := dialect.RowFilter{ScopeValues: c.core.scopeValues()}
+	if len(ids) > 0 {
+		f.IDs = ids
+	}
+	return f
+}

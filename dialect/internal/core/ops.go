@@ -1,0 +1,219 @@
+package core
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// opBatch bounds the rows one operator statement (unpark, retry now)
+// changes: a scope-wide action over many rows runs as several short
+// statements rather than one long transaction.
+const opBatch = 1000
+
+// maxErrorText bounds the text stored in an Error column whose width the
+// catalog does not bound (TEXT), in bytes.
+const maxErrorText = 8 << 10
+
+// Snooze implements [dialect.ClaimStore].
+func (s *Claims) Snooze(ctx context.Context, token string, ids []any, delay time.Duration) (int64, error) {
+	switch {
+	case token == "":
+		return 0, fmt.Errorf("%w: snooze: empty token", dialect.ErrInvalidConfig)
+	case s.snooze.SQL == "":
+		return 0, fmt.Errorf("%w: snooze: the table has no RunAt column", dialect.ErrInvalidConfig)
+	case delay < 0:
+		return 0, fmt.Errorf("%w: snooze: negative delay %v", dialect.ErrInvalidConfig, delay)
+	case len(ids) == 0:
+		return 0, nil
+	}
+	keys, err := normalizeKeys(s.Spec.IDKind, ids)
+	if err != nil {
+		return 0, wrap("snooze", err)
+	}
+	a := &Args{Token: token, Keys: keys, Delay: delay}
+	var n int64
+	err = s.E.Do(ctx, "snooze", false, func() error {
+		var err error
+		n, err = Exec(ctx, s.E.DB, s.E.Dialect, s.snooze, a)
+		return err
+	})
+	return n, wrap("snooze", err)
+}
+
+// filterArgs validates a row filter and returns its args and variant
+// indexes (scoped, byKeys).
+func (s *Claims) filterArgs(f dialect.RowFilter) (*Args, int, int, error) {
+	a := &Args{Below: 1<<63 - 1}
+	scoped, byKeys := 0, 0
+	if f.ScopeValues != nil {
+		if err := checkScope(s.Spec, len(f.ScopeValues)); err != nil {
+			return nil, 0, 0, err
+		}
+		if err := s.checkScopeValues(f.ScopeValues); err != nil {
+			return nil, 0, 0, err
+		}
+		a.Scope, scoped = f.ScopeValues, 1
+	}
+	if f.IDs != nil {
+		if len(f.IDs) > dialect.MaxFilterIDs {
+			return nil, 0, 0, fmt.Errorf("%w: %d keys; at most %d per call", dialect.ErrInvalidConfig, len(f.IDs), dialect.MaxFilterIDs)
+		}
+		keys, err := normalizeKeys(s.Spec.IDKind, f.IDs)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		a.Keys, byKeys = keys, 1
+	}
+	return a, scoped, byKeys, nil
+}
+
+// Unpark implements [dialect.ClaimStore].
+func (s *Claims) Unpark(ctx context.Context, p *dialect.UnparkParams) (int64, error) {
+	if s.Names.Failed == "" {
+		return 0, fmt.Errorf("%w: unpark: the table has no Failed status", dialect.ErrInvalidConfig)
+	}
+	if p.ResetAttempts && s.Names.Attempts == "" {
+		return 0, fmt.Errorf("%w: unpark: ResetAttempts needs an Attempts column", dialect.ErrInvalidConfig)
+	}
+	a, scoped, byKeys, err := s.filterArgs(p.RowFilter)
+	if err != nil {
+		return 0, wrap("unpark", err)
+	}
+	if p.IDs != nil && len(p.IDs) == 0 {
+		return 0, nil
+	}
+	reset := 0
+	if p.ResetAttempts {
+		reset = 1
+	}
+	n, err := s.chunked(ctx, "unpark", s.unpark[reset][scoped][byKeys], a)
+	return n, wrap("unpark", err)
+}
+
+// RetryNow implements [dialect.ClaimStore].
+func (s *Claims) RetryNow(ctx context.Context, f dialect.RowFilter) (int64, error) {
+	if s.Names.RunAt == "" {
+		return 0, fmt.Errorf("%w: retry now: the table has no RunAt column", dialect.ErrInvalidConfig)
+	}
+	a, scoped, byKeys, err := s.filterArgs(f)
+	if err != nil {
+		return 0, wrap("retry now", err)
+	}
+	if f.IDs != nil && len(f.IDs) == 0 {
+		return 0, nil
+	}
+	n, err := s.chunked(ctx, "retry now", s.retryNow[0][scoped][byKeys], a)
+	return n, wrap("retry now", err)
+}
+
+// chunked runs an operator statement of at most opBatch rows until one
+// changes fewer, and returns the total.
+func (s *Claims) chunked(ctx context.Context, op string, st Stmt, a *Args) (int64, error) {
+	a.Limit = opBatch
+	var total int64
+	for {
+		var n int64
+		err := s.E.Do(ctx, op, false, func() error {
+			var err error
+			n, err = Exec(ctx, s.E.DB, s.E.Dialect, st, a)
+			return err
+		})
+		total += n
+		if err != nil || n < opBatch {
+			return total, err
+		}
+	}
+}
+
+// List implements [dialect.ClaimStore].
+func (s *Claims) List(ctx context.Context, p *dialect.ListParams) ([]dialect.RowInfo, error) {
+	switch {
+	case p.Set < dialect.SetFailed || p.Set > dialect.SetScheduled:
+		return nil, fmt.Errorf("%w: list: unknown set %d", dialect.ErrInvalidConfig, p.Set)
+	case p.Limit <= 0 || p.Limit > dialect.MaxListLimit:
+		return nil, fmt.Errorf("%w: list: limit %d is outside 1..%d", dialect.ErrInvalidConfig, p.Limit, dialect.MaxListLimit)
+	case p.OlderThan < 0:
+		return nil, fmt.Errorf("%w: list: negative OlderThan", dialect.ErrInvalidConfig)
+	case p.Set == dialect.SetFailed && s.Names.Failed == "":
+		return nil, fmt.Errorf("%w: list: the table has no Failed status", dialect.ErrInvalidConfig)
+	case p.Set == dialect.SetScheduled && s.Names.RunAt == "":
+		return nil, fmt.Errorf("%w: list: the table has no RunAt column", dialect.ErrInvalidConfig)
+	}
+	a, scoped, _, err := s.filterArgs(dialect.RowFilter{ScopeValues: p.ScopeValues})
+	if err != nil {
+		return nil, wrap("list", err)
+	}
+	a.Limit, a.Timeout = p.Limit, p.OlderThan
+	var out []dialect.RowInfo
+	err = s.E.Do(ctx, "list", true, func() error {
+		out = out[:0]
+		return Query(ctx, s.E.DB, s.E.Dialect, s.list[p.Set][scoped], a, func(r Rows) error {
+			var id any
+			var ri dialect.RowInfo
+			var tok, msg sql.NullString
+			var age, runIn int64
+			if err := r.Scan(&id, &tok, &ri.Attempts, &age, &runIn, &msg); err != nil {
+				return err
+			}
+			k, err := dialect.NormalizeKey(s.Spec.IDKind, id)
+			if err != nil {
+				return err
+			}
+			ri.ID, ri.Token, ri.Error = k, tok.String, msg.String
+			ri.ClaimedAge = -1
+			if age >= 0 {
+				ri.ClaimedAge = time.Duration(age) * time.Microsecond
+			}
+			ri.RunIn = time.Duration(runIn) * time.Microsecond
+			out = append(out, ri)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, wrap("list", err)
+	}
+	return out, nil
+}
+
+// errorText prepares a failure's text for the Error column: valid UTF-8
+// without NUL bytes (which PostgreSQL's text refuses), cut to the column's
+// width in whole characters (or to maxErrorText bytes when the column is
+// not bounded).
+func (s *Claims) errorText(msg string) string {
+	if msg == "" || s.Names.Error == "" {
+		return ""
+	}
+	msg = strings.ToValidUTF8(msg, "\uFFFD")
+	msg = strings.ReplaceAll(msg, "\x00", "\uFFFD")
+	if w := s.errorWidth.Load(); w > 0 && int64(utf8.RuneCountInString(msg)) > w {
+		msg = cutRunes(msg, int(w))
+	}
+	if len(msg) > maxErrorText {
+		msg = strings.ToValidUTF8(msg[:maxErrorText], "")
+	}
+	return msg
+}
+
+// cutRunes returns the first n characters of msg, the last three of them
+// "..." to say that the text was cut (ASCII, which every character set of
+// a text column holds).
+func cutRunes(msg string, n int) string {
+	const mark = "..."
+	if n <= len(mark) {
+		return mark[:max(n, 0)]
+	}
+	count := 0
+	for i := range msg {
+		if count == n-len(mark) {
+			return msg[:i] + mark
+		}
+		count++
+	}
+	return msg
+}
