@@ -108,7 +108,9 @@ type RetryAfterError struct {
 // RetryAfter returns a handler error that fails the row with err and has
 // it retried after delay (needs a RunAt column; without one it is an
 // ordinary failure).
-func RetryAfter(delay time.Duration, err error) error { return &RetryAfterError{Delay: delay, Err: err} }
+func RetryAfter(delay time.Duration, err error) error {
+	return &RetryAfterError{Delay: delay, Err: err}
+}
 
 // Error implements error.
 func (e *RetryAfterError) Error() string {
