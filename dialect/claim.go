@@ -233,7 +233,8 @@ type UnparkParams struct {
 type RowSet int
 
 const (
-	// SetFailed lists parked rows (the failed status).
+	// SetFailed lists parked rows (the failed status), oldest claim
+	// first.
 	SetFailed RowSet = iota
 	// SetProcessing lists rows being processed (claimed), oldest claim or
 	// heartbeat first.
@@ -371,7 +372,7 @@ type ClaimStore interface {
 	RetryNow(ctx context.Context, f RowFilter) (int64, error)
 
 	// List returns up to p.Limit rows of p.Set (in scope, when
-	// p.ScopeValues is not nil): parked rows in key order, processing rows
+	// p.ScopeValues is not nil): parked rows oldest claim first, processing rows
 	// oldest claim first, scheduled rows soonest RunAt first. It reads
 	// through the recommended indexes; it is for operators, not for loops.
 	List(ctx context.Context, p *ListParams) ([]RowInfo, error)

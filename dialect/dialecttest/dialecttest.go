@@ -103,6 +103,11 @@ func Run(t *testing.T, h Harness) {
 		{"ClearClaimedAt", perStrategy(testClearClaimedAt)},
 		{"LeaseWithoutOwner", testLeaseWithoutOwner},
 		{"RawDriverErrors", testRawDriverErrors},
+		{"RunAtRetry", perStrategy(testRunAtRetry)},
+		{"Snooze", perStrategy(testSnooze)},
+		{"UnparkAndList", perStrategy(testUnparkAndList)},
+		{"ErrorWidth", testErrorWidth},
+		{"LifecycleBadInput", testLifecycleBadInput},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

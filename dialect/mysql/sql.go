@@ -111,7 +111,7 @@ FROM {{.Table}}
 {{- if eq .Set 0}}
 WHERE {{.Status}} = {{.Failed}}{{template "filter" .}} ORDER BY {{.ClaimedAt}}
 {{- else if eq .Set 1}}
-WHERE {{.Status}} = {{.Processing}} AND {{.ClaimedAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "timeout"}} MICROSECOND{{template "filter" .}} ORDER BY {{.ClaimedAt}}
+WHERE {{.Status}} = {{.Processing}} AND {{.ClaimedAt}} <= UTC_TIMESTAMP(6) - INTERVAL {{arg "older"}} MICROSECOND{{template "filter" .}} ORDER BY {{.ClaimedAt}}
 {{- else}}
 WHERE {{.Status}} = {{.Pending}} AND {{.RunAt}} > UTC_TIMESTAMP(6){{template "filter" .}} ORDER BY {{.RunAt}}
 {{- end}}

@@ -122,7 +122,7 @@ FROM {{.Table}}
 {{- if eq .Set 0}}
 WHERE {{.Status}} = {{.Failed}}{{template "filter" .}} ORDER BY {{.ClaimedAt}}
 {{- else if eq .Set 1}}
-WHERE {{.Status}} = {{.Processing}} AND {{.ClaimedAt}} < now() - ({{arg "timeout"}}::bigint * interval '1 microsecond'){{template "filter" .}} ORDER BY {{.ClaimedAt}}
+WHERE {{.Status}} = {{.Processing}} AND {{.ClaimedAt}} <= now() - ({{arg "older"}}::bigint * interval '1 microsecond'){{template "filter" .}} ORDER BY {{.ClaimedAt}}
 {{- else}}
 WHERE {{.Status}} = {{.Pending}} AND {{.RunAt}} > now(){{template "filter" .}} ORDER BY {{.RunAt}}
 {{- end}}

@@ -23,9 +23,8 @@ const common = `
 {{- define "fence"}}{{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}}{{end}}
 {{- define "expiry"}}{{if .ExpiresAt}}{{.ExpiresAt}} * 1000{{else}}({{.LockedAt}} + {{arg "ttl"}}) * 1000{{end}}{{end}}
 {{- define "expired"}}{{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}}{{else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} < {{template "now"}} - {{arg "ttl"}} - {{arg "slack"}}{{end}}{{end}}
-{{- define "older"}}{{.Status}} = {{.Processing}} AND {{.ClaimedAt}} <
-  {{- if .TextTimes}} strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || ({{arg "timeout"}} / 1000.0) || ' seconds'){{else}} {{template "now"}} - {{arg "timeout"}}{{end}}{{end}}
-{{- define "stale"}}{{template "older" .}}
+{{- define "stale"}}{{.Status}} = {{.Processing}} AND {{.ClaimedAt}} <
+  {{- if .TextTimes}} strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || ({{arg "timeout"}} / 1000.0) || ' seconds'){{else}} {{template "now"}} - {{arg "timeout"}}{{end}}
   {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}}{{else if .Attempts}} AND COALESCE({{.Attempts}}, 0) < {{arg "below"}}{{end}}
   {{- if .Scoped}}{{scope .Scope}}{{end}}{{end}}
 `
@@ -96,7 +95,9 @@ FROM {{.Table}}
 {{- if eq .Set 0}}
 WHERE {{.Status}} = {{.Failed}}{{template "filter" .}} ORDER BY {{.ClaimedAt}}
 {{- else if eq .Set 1}}
-WHERE {{template "older" .}}{{template "filter" .}} ORDER BY {{.ClaimedAt}}
+WHERE {{.Status}} = {{.Processing}} AND {{.ClaimedAt}} <=
+  {{- if .TextTimes}} strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || ({{arg "older"}} / 1000.0) || ' seconds'){{else}} {{template "now"}} - {{arg "older"}}{{end}}
+  {{- template "filter" .}} ORDER BY {{.ClaimedAt}}
 {{- else}}
 WHERE {{.Status}} = {{.Pending}} AND {{template "future" .}}
   {{- /* +col keeps SQLite on the sched index, in RunAt order, rather than the scope index and a sort */}}

@@ -69,10 +69,9 @@ type ClaimSQL struct {
 	// RetryNow sets RunAt to NULL for at most "limit" pending rows (Scoped,
 	// ByKeys as Unpark) whose RunAt is in the future.
 	RetryNow string
-	// List returns at most "limit" rows of the set Set (0 failed, in key
-	// order; 1 processing for longer than "timeout", oldest first; 2
-	// pending with a future RunAt, soonest first), Scoped and ByKeys as
-	// Unpark: key, token (''), attempts (0), age of ClaimedAt in
+	// List returns at most "limit" rows of the set Set (0 failed, oldest
+	// claim first; 1 processing for "older" or longer, oldest first; 2
+	// pending with a future RunAt, soonest first), Scoped as Unpark: key, token (''), attempts (0), age of ClaimedAt in
 	// microseconds (-1 when NULL), microseconds until RunAt (0 when NULL or
 	// past) and error ('').
 	List string
@@ -106,13 +105,15 @@ type ClaimSQL struct {
 //
 // "ackmark" is what an ack sets besides the status and token: with an Error
 // column, a failure stores "error" and a done clears it (a requeue leaves
-// it); with a RunAt column, a retry (and a parking retry, whose parked rows
-// ignore it) sets it to {{template "delayed" .}}, which every engine
-// defines as its clock's now plus "delay".
+// it); with a RunAt column, a retry sets it to {{template "delayed" .}},
+// which every engine defines as its clock's now plus "delay", and a
+// parking retry sets it to NULL on the rows it parks.
 const coreDefines = `{{define "cleartime"}}{{if .ClearClaimedAt}}, {{.ClaimedAt}} = NULL{{end}}{{end}}
 {{- define "ackmark"}}
   {{- if and .Error (not .Undo)}}, {{.Error}} = {{if eq .Target .Done}}NULL{{else}}{{arg "error"}}{{end}}{{end}}
-  {{- if and .RunAt (not .Undo) (or .ParkAt (eq .Target .Pending))}}, {{.RunAt}} = {{template "delayed" .}}{{end}}
+  {{- if and .RunAt (not .Undo) (eq .Target .Pending)}}, {{.RunAt}} = {{template "delayed" .}}{{end}}
+  {{- if and .RunAt .Failed (eq .Target .Failed)}}, {{.RunAt}} = NULL{{end}}
+  {{- if and .RunAt .ParkAt}}, {{.RunAt}} = CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}} THEN NULL ELSE {{template "delayed" .}} END{{end}}
 {{- end}}`
 
 // ClaimFunc runs one claim with params the store validated already.

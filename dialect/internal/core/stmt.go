@@ -30,7 +30,7 @@ type Args struct {
 	Limit       int           // "limit"
 	MaxAttempts int           // "max_attempts"
 	Below       int64         // "below": attempts a returned row has fewer of
-	Timeout     time.Duration // "timeout", in the engine's time unit
+	Timeout     time.Duration // "timeout", in the engine's time unit (at least 1); "older", the same rounded up (0 stays 0)
 	TTL         time.Duration // "ttl", in the engine's time unit
 	Slack       time.Duration // "slack", in the engine's time unit (may be 0)
 	Stamp       int64         // "stamp": a lease's LockedAt as an integer
@@ -185,6 +185,8 @@ func (s Stmt) Bind(d Dialect, a *Args) (string, []any) {
 			out = append(out, a.Index)
 		case "delay":
 			out = append(out, d.TimeUnit.ceil(a.Delay))
+		case "older":
+			out = append(out, d.TimeUnit.ceil(a.Timeout))
 		case "error":
 			if a.Error == "" {
 				out = append(out, nil)
