@@ -1,0 +1,185 @@
+package claim_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// withLifecycle gives a job table run-at and error columns.
+func withLifecycle(cfg *claim.Config) { cfg.RunAt, cfg.Error = "run_at", "last_error" }
+
+// scheduledIn returns how long until the row's run-at, on the database
+// clock, from the claimer's listing.
+func scheduledIn(t *testing.T, c *claim.Claimer[job], id any) (time.Duration, dialect.RowInfo) {
+	t.Helper()
+	rows, err := c.List(context.Background(), dialect.SetScheduled, 0, 100)
+	require.NoError(t, err)
+	for _, r := range rows {
+		if r.ID == id {
+			return r.RunIn, r
+		}
+	}
+	t.Fatalf("row %v is not scheduled: %+v", id, rows)
+	return 0, dialect.RowInfo{}
+}
+
+// A row failing again and again is retried at the backoff's delays,
+// measured on the database clock (the delays are hours, so no claim can take
+// it early, and the test never sleeps): claims skip it until its run-at,
+// operators bring it back with RetryNow, and after MaxAttempts it is parked
+// with the last error stored. Unpark with fresh attempts starts it over.
+func TestRetryBackoffOnDatabaseClock(t *testing.T) {
+	t.Parallel()
+	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
+		ctx := context.Background()
+		c, _ := jobSetup(t, e, s, 1, func(cfg *claim.Config) {
+			withLifecycle(cfg)
+			cfg.MaxAttempts = 3
+			cfg.Backoff = func(attempts int) time.Duration { return time.Duration(attempts) * time.Hour }
+		})
+		var id any
+		for attempt := 1; attempt <= 3; attempt++ {
+			b, err := c.Claim(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, b.Len(), "attempt %d", attempt)
+			r := b.Rows()[0]
+			require.EqualValues(t, attempt, r.Attempts, "the claim reports the row's attempts")
+			id = r.ID
+			require.NoError(t, b.Fail(ctx, id, fmt.Errorf("send API down (attempt %d)", attempt)))
+			if attempt == 3 {
+				break
+			}
+			in, info := scheduledIn(t, c, id)
+			want := time.Duration(attempt) * time.Hour
+			require.InDelta(t, want.Seconds(), in.Seconds(), 60, "attempt %d waits %v on the database clock", attempt, want)
+			require.Equal(t, fmt.Sprintf("send API down (attempt %d)", attempt), info.Error)
+			empty, err := c.Claim(ctx)
+			require.NoError(t, err)
+			require.Zero(t, empty.Len(), "a row waiting for its run-at is not claimed")
+			n, err := c.RetryNow(ctx)
+			require.NoError(t, err)
+			require.EqualValues(t, 1, n)
+		}
+		requireStats(t, c, 0, 0, 0, 1)
+		parked, err := c.List(ctx, dialect.SetFailed, 0, 10)
+		require.NoError(t, err)
+		require.Len(t, parked, 1)
+		require.Equal(t, dialect.RowInfo{ID: id, Attempts: 3, ClaimedAge: parked[0].ClaimedAge, Error: "send API down (attempt 3)"}, parked[0])
+
+		n, err := c.Unpark(ctx, true)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n)
+		b, err := c.Claim(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, b.Len())
+		require.EqualValues(t, 1, b.Rows()[0].Attempts, "unparked with fresh attempts")
+		require.NoError(t, b.AckAll(ctx))
+		requireStats(t, c, 0, 0, 1, 0)
+	})
+}
+
+// FailAfter and Snooze take explicit delays; a snooze is not an attempt.
+// Handlers ask for them with RetryAfter and SnoozeFor.
+func TestExplicitDelaysAndSnoozes(t *testing.T) {
+	t.Parallel()
+	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
+		ctx := context.Background()
+		c, _ := jobSetup(t, e, s, 4, func(cfg *claim.Config) { withLifecycle(cfg); cfg.MaxAttempts = 5 })
+		b, err := c.Claim(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 4, b.Len())
+		rows := b.Rows()
+		require.NoError(t, b.FailAfter(ctx, rows[0].ID, errors.New("429"), 90*time.Minute))
+		require.NoError(t, b.Snooze(ctx, rows[1].ID, 45*time.Minute))
+		require.ErrorIs(t, b.Snooze(ctx, rows[1].ID, time.Minute), claim.ErrNotHeld)
+		require.ErrorIs(t, b.FailAfter(ctx, rows[2].ID, nil, -time.Second), claim.ErrInvalidConfig)
+		require.NoError(t, b.AckAll(ctx))
+
+		in, info := scheduledIn(t, c, rows[0].ID)
+		require.InDelta(t, (90 * time.Minute).Seconds(), in.Seconds(), 60)
+		require.Equal(t, "429", info.Error)
+		require.EqualValues(t, 1, info.Attempts)
+		in, info = scheduledIn(t, c, rows[1].ID)
+		require.InDelta(t, (45 * time.Minute).Seconds(), in.Seconds(), 60)
+		require.Equal(t, "", info.Error)
+		require.EqualValues(t, 0, info.Attempts, "a snooze undoes the claim's attempt")
+
+		// The same through a worker's handler.
+		_, err = c.RetryNow(ctx)
+		require.NoError(t, err)
+		var handled atomic.Int64
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			done <- c.Run(runCtx, claim.WorkerConfig[job]{PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond,
+				Handler: func(_ context.Context, r claim.Row[job]) error {
+					handled.Add(1)
+					switch r.ID {
+					case rows[0].ID:
+						return claim.RetryAfter(2*time.Hour, errors.New("rate limited"))
+					case rows[1].ID:
+						return claim.SnoozeFor(3 * time.Hour)
+					}
+					return nil
+				}})
+		}()
+		require.Eventually(t, func() bool {
+			st, err := c.Stats(ctx)
+			return err == nil && handled.Load() >= 2 && st.Processing == 0
+		}, 30*time.Second, 20*time.Millisecond)
+		cancel()
+		require.NoError(t, <-done)
+		in, info = scheduledIn(t, c, rows[0].ID)
+		require.InDelta(t, (2 * time.Hour).Seconds(), in.Seconds(), 60)
+		require.Contains(t, info.Error, "rate limited")
+		in, info = scheduledIn(t, c, rows[1].ID)
+		require.InDelta(t, (3 * time.Hour).Seconds(), in.Seconds(), 60)
+		require.EqualValues(t, 0, info.Attempts)
+	})
+}
+
+// Delays need a RunAt column: a Backoff without one is refused by New, an
+// explicit delay by the call.
+func TestDelaysNeedRunAt(t *testing.T) {
+	t.Parallel()
+	e := open(t, engines[0])
+	_, err := claim.New[job](e.d, claim.Config{ClaimTable: dialect.ClaimTable{Table: "jobs", Columns: []string{"payload"}},
+		Backoff: claim.DefaultBackoff}, jobFields)
+	require.ErrorIs(t, err, claim.ErrInvalidConfig)
+	require.Contains(t, err.Error(), "Backoff")
+
+	ctx := context.Background()
+	c, _ := jobSetup(t, e, dialect.StrategyTokenUpdate, 2, nil)
+	b, err := c.Claim(ctx)
+	require.NoError(t, err)
+	require.ErrorIs(t, b.FailAfter(ctx, b.Rows()[0].ID, nil, time.Minute), claim.ErrInvalidConfig)
+	require.ErrorIs(t, b.Snooze(ctx, b.Rows()[0].ID, time.Minute), claim.ErrInvalidConfig)
+	_, err = c.RetryNow(ctx)
+	require.ErrorIs(t, err, claim.ErrInvalidConfig)
+	require.NoError(t, b.AckAll(ctx), "the refused calls left the rows held")
+}
+
+// The default backoff grows exponentially with jitter and a cap.
+func TestDefaultBackoff(t *testing.T) {
+	t.Parallel()
+	for attempts, base := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 5: 16 * time.Second, 20: time.Hour, 1000: time.Hour} {
+		for range 50 {
+			d := claim.DefaultBackoff(attempts)
+			require.GreaterOrEqual(t, d, base-base/4, "attempts %d", attempts)
+			require.LessOrEqual(t, d, min(base+base/4, claim.DefaultBackoffMax), "attempts %d", attempts)
+		}
+	}
+	require.Nil(t, claim.ExponentialBackoff(0, time.Second))
+	require.Nil(t, claim.ExponentialBackoff(time.Minute, time.Second))
+	f := claim.ExponentialBackoff(time.Minute, 10*time.Minute)
+	require.LessOrEqual(t, f(100), 10*time.Minute)
+}
