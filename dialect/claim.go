@@ -337,6 +337,23 @@ type ClaimStore interface {
 	// AckResult.Lost and left untouched.
 	Ack(ctx context.Context, p *AckParams) (AckResult, error)
 
+	// AckTx is Ack inside the caller's transaction tx, so that the
+	// caller's own writes and the ack commit or roll back together: a
+	// *sql.Tx on the same database, or a pgx.Tx for the PostgreSQL dialect
+	// on a pgxpool (another type is an error wrapping [ErrInvalidConfig]).
+	// The same token and version conditions hold, the acked rows stay
+	// locked until the caller commits, and lost rows are reported before
+	// the caller commits: a caller that must not commit its writes for a
+	// lost claim rolls back. AckTx neither retries (a deadlock aborts the
+	// caller's transaction, which the caller runs again) nor commits. On
+	// SQLite, begin the transaction as a write (BEGIN IMMEDIATE, for
+	// example with _txlock=immediate) or it may fail with SQLITE_BUSY.
+	AckTx(ctx context.Context, tx any, p *AckParams) (AckResult, error)
+
+	// ReleaseTx is Release of the ids rows inside the caller's
+	// transaction tx (see AckTx).
+	ReleaseTx(ctx context.Context, tx any, token string, ids []any) (int64, error)
+
 	// Read calls scan for each row token holds (only those of ids when ids
 	// is not nil), in key order, with the columns a claim returns, and
 	// returns how many it read. It changes nothing: a claimer uses it to

@@ -108,6 +108,7 @@ func Run(t *testing.T, h Harness) {
 		{"UnparkAndList", perStrategy(testUnparkAndList)},
 		{"ErrorWidth", testErrorWidth},
 		{"LifecycleBadInput", testLifecycleBadInput},
+		{"AckTx", perStrategy(testAckTx)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

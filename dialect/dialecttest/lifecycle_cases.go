@@ -1,6 +1,8 @@
 package dialecttest
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"testing"
@@ -280,4 +282,85 @@ func testLifecycleBadInput(t *testing.T, h Harness) {
 	err = store.VerifySchema(ctx)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	require.Contains(t, err.Error(), "RunAt")
+}
+
+// AckTx commits and rolls back with the caller's own writes: a rolled-back
+// transaction leaves the rows held and the caller's row absent, a committed
+// one both; rows another worker took are reported lost before the caller
+// commits, and untouched. Fail and release work the same way.
+func testAckTx(t *testing.T, h Harness, s dialect.Strategy) {
+	f := newFixture(t, h, withLifecycle)
+	ctx := ctxT(t)
+	_, err := f.db.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (%s VARCHAR(64) NOT NULL)", f.q("cl_effect"), f.q("src")))
+	require.NoError(t, err)
+	effect := func(tx interface {
+		ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+	}, id any) {
+		_, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s) VALUES ('%v')", f.q("cl_effect"), f.q("src"), id))
+		require.NoError(t, err)
+	}
+	effects := func() int {
+		var n int
+		require.NoError(t, f.db.QueryRowContext(ctx, fmt.Sprintf("SELECT COUNT(*) FROM %s", f.q("cl_effect"))).Scan(&n))
+		return n
+	}
+	f.insert(1, 4)
+	tok, got := f.claim(s, 1, 10)
+	require.Len(t, got, 4)
+
+	// Rolled back: nothing happened.
+	tx, err := f.db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	effect(tx, got[0].ID)
+	res, err := f.store.AckTx(ctx, tx, &dialect.AckParams{Token: tok, IDs: ids(got[:1]), Outcome: dialect.OutcomeDone})
+	require.NoError(t, err)
+	require.Empty(t, res.Lost)
+	require.NoError(t, tx.Rollback())
+	require.Equal(t, 0, effects())
+	require.Equal(t, "PROCESSING", f.row(got[0].ID).Status, "the rolled-back ack left the row held")
+
+	// Committed: both.
+	tx, err = f.db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	effect(tx, got[0].ID)
+	res, err = f.store.AckTx(ctx, tx, &dialect.AckParams{Token: tok, IDs: ids(got[:1]), Outcome: dialect.OutcomeDone})
+	require.NoError(t, err)
+	require.Empty(t, res.Lost)
+	require.NoError(t, tx.Commit())
+	require.Equal(t, 1, effects())
+	require.Equal(t, "SENT", f.row(got[0].ID).Status)
+
+	// Lost before commit: the row was released and claimed by another token.
+	n, err := f.store.Release(ctx, tok, []any{got[1].ID})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	other, again := f.claim(s, 1, 1)
+	require.Len(t, again, 1)
+	require.Equal(t, got[1].ID, again[0].ID)
+	tx, err = f.db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	res, err = f.store.AckTx(ctx, tx, &dialect.AckParams{Token: tok, IDs: ids(got[1:3]), Outcome: dialect.OutcomeDone})
+	require.NoError(t, err)
+	require.Equal(t, []int{0}, res.Lost, "the caller learns of the loss before it commits")
+	require.NoError(t, tx.Rollback())
+	require.Equal(t, other, f.row(got[1].ID).Token, "the new owner's row is untouched")
+
+	// Fail and release in a transaction.
+	tx, err = f.db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	res, err = f.store.AckTx(ctx, tx, &dialect.AckParams{Token: tok, IDs: ids(got[2:3]), Outcome: dialect.OutcomeRetry, MaxAttempts: 5,
+		Error: "tx fail", Delay: time.Hour})
+	require.NoError(t, err)
+	require.Empty(t, res.Lost)
+	n, err = f.store.ReleaseTx(ctx, tx, tok, []any{got[3].ID})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	require.NoError(t, tx.Commit())
+	require.Equal(t, lifecycleRow{status: "PENDING", err: "tx fail", attempts: 1}, f.lifecycle(got[2].ID))
+	require.Equal(t, lifecycleRow{status: "PENDING", attempts: 0, runAtNull: true}, f.lifecycle(got[3].ID))
+
+	_, err = f.store.AckTx(ctx, "not a transaction", &dialect.AckParams{Token: tok, IDs: ids(got[:1])})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	_, err = f.store.AckTx(ctx, (*sql.Tx)(nil), &dialect.AckParams{Token: tok, IDs: ids(got[:1])})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 }

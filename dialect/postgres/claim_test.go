@@ -253,3 +253,37 @@ func TestRetriesLockTimeout(t *testing.T) {
 		t.Fatal("heartbeat did not finish")
 	}
 }
+
+// On a pgxpool the transactional ack takes a pgx.Tx: the ack commits and
+// rolls back with the caller's writes in it.
+func TestAckTxTakesPgxTx(t *testing.T) {
+	t.Parallel()
+	pool, _, st := setupJobs(t)
+	ctx := ctxT(t)
+	_, err := pool.Exec(ctx, `INSERT INTO jobs (task_id, payload) SELECT 1, 'p' || g FROM generate_series(1, 2) g`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `CREATE TABLE effects (src bigint PRIMARY KEY)`)
+	require.NoError(t, err)
+	tok, ids := claimIDs(t, st, dialect.StrategySkipLocked, 1, 2)
+	for i, commit := range []bool{false, true} {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, `INSERT INTO effects VALUES ($1)`, ids[i])
+		require.NoError(t, err)
+		res, err := st.AckTx(ctx, tx, &dialect.AckParams{Token: tok, IDs: []any{ids[i]}, Outcome: dialect.OutcomeDone})
+		require.NoError(t, err)
+		require.Empty(t, res.Lost)
+		if commit {
+			require.NoError(t, tx.Commit(ctx))
+		} else {
+			require.NoError(t, tx.Rollback(ctx))
+		}
+	}
+	var effects, sent int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM effects`).Scan(&effects))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'SENT'`).Scan(&sent))
+	require.Equal(t, [2]int{1, 1}, [2]int{effects, sent}, "one committed effect and ack, one rolled back")
+	var status string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT status FROM jobs WHERE id = $1`, ids[0]).Scan(&status))
+	require.Equal(t, "PROCESSING", status, "the rolled-back ack left its row held")
+}

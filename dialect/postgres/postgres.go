@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5"
 	"io"
 	"log/slog"
 	"net"
@@ -109,6 +110,15 @@ func build(h core.DB, num int, version string, opts dialect.Options, logger *slo
 		},
 		DDL:       core.DDL{Int: "BIGINT", Time: "TIMESTAMPTZ", TimeSeconds: "TIMESTAMPTZ(0)", Text: "VARCHAR(%d)", Serial: serial},
 		CheckTime: checkTime,
+	}
+	if _, ok := h.(pgxPool); ok {
+		d.E.CallerTx, d.E.TxType = func(tx any) (core.Querier, bool) {
+			t, ok := tx.(pgx.Tx)
+			if !ok || t == nil {
+				return nil, false
+			}
+			return pgxTx{t}, true
+		}, "pgx.Tx"
 	}
 	shared := common + `{{define "materialized"}}` + materialized + `{{end}}`
 	d.Claims, d.Leases = claimSQL, leaseSQL

@@ -57,7 +57,7 @@ func (s *Claims) Ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResu
 			res = dialect.AckResult{}
 			if s.E.Returning {
 				done = true
-				return s.ackReturning(ctx, st, a, idx, len(keys), &res)
+				return s.ackReturning(ctx, s.E.DB, st, a, idx, len(keys), &res)
 			}
 			err := s.E.InTx(ctx, func(tx Querier) error {
 				n, err := Exec(ctx, tx, s.E.Dialect, st, a)
@@ -126,10 +126,10 @@ func (s *Claims) target(o dialect.AckOutcome) string {
 }
 
 // ackReturning runs a one-statement ack that returns each changed key and
-// whether it was parked.
-func (s *Claims) ackReturning(ctx context.Context, st Stmt, a *Args, idx *keyIndex, n int, res *dialect.AckResult) error {
+// whether it was parked, on q.
+func (s *Claims) ackReturning(ctx context.Context, q Querier, st Stmt, a *Args, idx *keyIndex, n int, res *dialect.AckResult) error {
 	got := make([]bool, n)
-	err := Query(ctx, s.E.DB, s.E.Dialect, st, a, func(r Rows) error {
+	err := Query(ctx, q, s.E.Dialect, st, a, func(r Rows) error {
 		var parked bool
 		if err := r.Scan(idx.dest(), &parked); err != nil {
 			return err

@@ -92,6 +92,12 @@ type Engine struct {
 	CheckTime func(c ColumnInfo, textTimes bool) error
 	// TextTimes is true where ClaimTable.TextTimes is supported (SQLite).
 	TextTimes bool
+	// CallerTx, if set, adapts a transaction of the engine's own driver
+	// that the caller passes to the ...Tx operations, reporting false for
+	// another type; a *sql.Tx is always taken. TxType names what it takes,
+	// for errors.
+	CallerTx func(tx any) (Querier, bool)
+	TxType   string
 }
 
 // Slack is the margin added to every expiry and staleness comparison

@@ -1,0 +1,113 @@
+package core
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// callerTx adapts the caller's transaction, or refuses its type.
+func (e *Engine) callerTx(tx any) (Querier, error) {
+	if e.CallerTx != nil {
+		if q, ok := e.CallerTx(tx); ok {
+			return q, nil
+		}
+	}
+	if t, ok := tx.(*sql.Tx); ok && t != nil {
+		return sqlTx{t}, nil
+	}
+	want := "*sql.Tx"
+	if e.TxType != "" {
+		want = e.TxType + " or a *sql.Tx"
+	}
+	return nil, fmt.Errorf("%w: %s takes a %s, got %T", dialect.ErrInvalidConfig, e.Name, want, tx)
+}
+
+// sqlTx runs statements in a caller's *sql.Tx.
+type sqlTx struct{ tx *sql.Tx }
+
+func (t sqlTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	r, err := t.tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return r.RowsAffected()
+}
+
+func (t sqlTx) Query(ctx context.Context, q string, args ...any) (Rows, error) {
+	r, err := t.tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{r}, nil
+}
+
+// AckTx implements [dialect.ClaimStore]: the ack of [Claims.Ack] inside the
+// caller's transaction, with the same token and version conditions. It
+// never retries (a conflict aborts the caller's transaction, which the
+// caller runs again) and never commits or rolls back. On an engine without
+// RETURNING it decides row by row (lock, decide, update), since the
+// all-or-nothing shortcut of Ack would need a transaction of its own.
+func (s *Claims) AckTx(ctx context.Context, tx any, p *dialect.AckParams) (dialect.AckResult, error) {
+	var res dialect.AckResult
+	q, err := s.E.callerTx(tx)
+	if err != nil {
+		return res, wrap("ack", err)
+	}
+	if len(p.IDs) == 0 {
+		return res, nil
+	}
+	if err := checkAck(s.Spec, p); err != nil {
+		return res, wrap("ack", err)
+	}
+	keys, err := normalizeKeys(s.Spec.IDKind, p.IDs)
+	if err != nil {
+		return res, wrap("ack", err)
+	}
+	if p.Error != "" && p.Outcome != dialect.OutcomeDone {
+		// The catalog is read outside the caller's transaction.
+		if err := s.ensureErrorWidth(ctx); err != nil {
+			return res, wrap("ack", err)
+		}
+	}
+	idx := newKeyIndex(s.Spec.IDKind, keys)
+	a := &Args{Token: p.Token, Keys: keys, MaxAttempts: p.MaxAttempts, Error: s.errorText(p.Error), Delay: p.Delay}
+	versioned := p.Versions != nil && p.Outcome == dialect.OutcomeDone
+	parkAt := p.Outcome == dialect.OutcomeRetry && p.MaxAttempts > 0
+	if s.E.Returning && !versioned {
+		st := s.ackPark
+		if !parkAt {
+			st = s.ackTo[s.target(p.Outcome)]
+		}
+		err = s.ackReturning(ctx, q, st, a, idx, len(keys), &res)
+	} else {
+		err = s.ackByRow(ctx, q, p, a, keys, idx, &res)
+	}
+	if err != nil {
+		return dialect.AckResult{}, wrap("ack", s.E.interpret(err))
+	}
+	return res, nil
+}
+
+// ReleaseTx implements [dialect.ClaimStore]: [Claims.Release] of the ids
+// rows inside the caller's transaction.
+func (s *Claims) ReleaseTx(ctx context.Context, tx any, token string, ids []any) (int64, error) {
+	q, err := s.E.callerTx(tx)
+	if err != nil {
+		return 0, wrap("release", err)
+	}
+	if token == "" {
+		return 0, fmt.Errorf("%w: release: empty token", dialect.ErrInvalidConfig)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	keys, err := normalizeKeys(s.Spec.IDKind, ids)
+	if err != nil {
+		return 0, wrap("release", err)
+	}
+	n, err := Exec(ctx, q, s.E.Dialect, s.releaseKeys, &Args{Token: token, Keys: keys})
+	return n, wrap("release", s.E.interpret(err))
+}
