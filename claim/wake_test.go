@@ -1,0 +1,152 @@
+package claim_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// runIdle starts c.Run with a poll interval of an hour, so that only a
+// wake-up can make its idle loops claim again within the test, and waits
+// until every loop made its first (empty) claim. It returns the rows the
+// handler saw, in order, and stops Run at cleanup.
+func runIdle(t *testing.T, c *claim.Claimer[job], empties *atomic.Int64, workers int) (seen func() []int64) {
+	t.Helper()
+	var mu sync.Mutex
+	var got []int64
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		errc <- c.Run(ctx, claim.WorkerConfig[job]{
+			Workers: workers, PollMin: time.Hour, PollMax: time.Hour,
+			Handler: func(_ context.Context, r claim.Row[job]) error {
+				mu.Lock()
+				got = append(got, r.ID.(int64))
+				mu.Unlock()
+				return nil
+			},
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-errc)
+	})
+	waitFor(t, "every loop idle", func() bool { return empties.Load() >= int64(workers) })
+	return func() []int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]int64(nil), got...)
+	}
+}
+
+func TestWakeMakesIdleLoopsClaim(t *testing.T) {
+	t.Parallel()
+	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
+		var empties atomic.Int64
+		c, cfg := jobSetup(t, e, s, 0, func(cfg *claim.Config) {
+			cfg.Hooks.OnEmpty = func() { empties.Add(1) }
+		})
+		seen := runIdle(t, c, &empties, 4)
+
+		// One row: one wake-up, one claim.
+		insertRows(t, e, cfg.Table, []string{"task_id", "payload"}, 1, func(int) []any { return []any{42, "x"} })
+		c.Wake()
+		waitFor(t, "the woken loop to process the row", func() bool { return len(seen()) == 1 })
+
+		// A backlog of several batches: one wake-up brings loops back one
+		// full batch after another until every row is processed.
+		insertRows(t, e, cfg.Table, []string{"task_id", "payload"}, 35, func(int) []any { return []any{42, "y"} })
+		c.Wake()
+		waitFor(t, "the backlog to be processed", func() bool { return len(seen()) == 36 })
+		waitFor(t, "the acks", func() bool {
+			st, err := c.Stats(context.Background())
+			require.NoError(t, err)
+			return st.Done == 36
+		})
+	})
+}
+
+func TestWakeWithoutIdleLoopIsRemembered(t *testing.T) {
+	t.Parallel()
+	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
+		var empties atomic.Int64
+		c, cfg := jobSetup(t, e, s, 0, func(cfg *claim.Config) {
+			cfg.Hooks.OnEmpty = func() { empties.Add(1) }
+		})
+		// Wake before any loop runs: the first loop to go idle claims again
+		// at once instead of sleeping for the hour.
+		c.Wake()
+		insertRows(t, e, cfg.Table, []string{"task_id", "payload"}, 1, func(int) []any { return []any{42, "x"} })
+		seen := runIdle(t, c, &empties, 1)
+		waitFor(t, "the row", func() bool { return len(seen()) == 1 })
+	})
+}
+
+// countingDialect wraps a dialect so that its claim stores count the claims
+// in flight.
+type countingDialect struct {
+	dialect.Dialect
+	claims *claimCounter
+}
+
+func (d countingDialect) ClaimStore(spec dialect.ClaimTable) (dialect.ClaimStore, error) {
+	s, err := d.Dialect.ClaimStore(spec)
+	return countingStore{s, d.claims}, err
+}
+
+type countingStore struct {
+	dialect.ClaimStore
+	c *claimCounter
+}
+
+func (s countingStore) Claim(ctx context.Context, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error) {
+	s.c.start()
+	defer s.c.finished.Add(1)
+	defer s.c.inflight.Add(-1)
+	return s.ClaimStore.Claim(ctx, p, scan)
+}
+
+type claimCounter struct {
+	workers            int64
+	inflight, finished atomic.Int64
+	overlapped         atomic.Int64 // claims that started beside another once every loop was idle
+}
+
+func (c *claimCounter) start() {
+	n := c.inflight.Add(1)
+	if c.finished.Load() >= c.workers && n > 1 {
+		c.overlapped.Add(1)
+	}
+}
+
+func TestIdleLoopsPollOneAtATime(t *testing.T) {
+	t.Parallel()
+	const workers = 8
+	e := open(t, engines[0])
+	counter := &claimCounter{workers: workers}
+	cfg := claim.Config{ClaimTable: dialect.ClaimTable{Table: tableName("idle"), Scope: []string{"task_id"}}, ScopeValues: []any{1}}
+	createTable(t, e, cfg)
+	c, err := claim.New[struct{}](countingDialect{e.d, counter}, cfg, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		errc <- c.Run(ctx, claim.WorkerConfig[struct{}]{
+			Workers: workers, PollMin: time.Millisecond, PollMax: 2 * time.Millisecond,
+			Handler: func(context.Context, claim.Row[struct{}]) error { return nil },
+		})
+	}()
+	// Each loop claims once at start; after that only the loop holding the
+	// poller slot claims, one poll at a time, however short the interval.
+	waitFor(t, "polls after the start", func() bool { return counter.finished.Load() >= workers+50 })
+	cancel()
+	require.NoError(t, <-errc)
+	require.Zero(t, counter.overlapped.Load(), "claims in flight beside another while every loop was idle")
+}
