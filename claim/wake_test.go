@@ -11,6 +11,8 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/postgres"
+	"github.com/claimlock/claimlock/internal/testengine"
 )
 
 // runIdle starts c.Run with a poll interval of an hour, so that only a
@@ -149,4 +151,71 @@ func TestIdleLoopsPollOneAtATime(t *testing.T) {
 	cancel()
 	require.NoError(t, <-errc)
 	require.Zero(t, counter.overlapped.Load(), "claims in flight beside another while every loop was idle")
+}
+
+// On PostgreSQL with the dialect's listener running, rows made pending by
+// another process (an application's insert that notifies in its
+// transaction, a release by another claimer) wake an idle Run whose poll
+// interval is an hour.
+func TestNotifyWakesIdleRunOfAnotherProcess(t *testing.T) {
+	t.Parallel()
+	for _, en := range engines {
+		if en.kind != testengine.Postgres && en.kind != testengine.PostgresStdlib {
+			continue
+		}
+		t.Run(en.kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dsn := en.dsn(t)
+			here, closeHere, err := openDSN(ctx, en.kind, dsn, dialect.Options{})
+			require.NoError(t, err)
+			t.Cleanup(closeHere)
+			there, closeThere, err := openDSN(ctx, en.kind, dsn, dialect.Options{})
+			require.NoError(t, err)
+			t.Cleanup(closeThere)
+
+			pd := here.d.(*postgres.Dialect)
+			lctx, stop := context.WithCancel(ctx)
+			lerr := make(chan error, 1)
+			go func() { lerr <- pd.Listen(lctx, postgres.ListenConfig{}) }()
+			t.Cleanup(func() {
+				stop()
+				require.NoError(t, <-lerr)
+			})
+
+			// The listener connects before Run subscribes, so its first
+			// connection wakes nobody.
+			waitFor(t, "the listener", pd.Listening)
+			var empties atomic.Int64
+			c, cfg := jobSetup(t, here, here.d.Capabilities().PreferredStrategy, 0, func(cfg *claim.Config) {
+				cfg.Hooks.OnEmpty = func() { empties.Add(1) }
+			})
+			seen := runIdle(t, c, &empties, 4)
+			waitFor(t, "the listener on the claimer's channel", pd.Listening)
+
+			// An insert by another process, notified in its transaction.
+			tx, err := there.raw.BeginTx(ctx, nil)
+			require.NoError(t, err)
+			_, err = tx.ExecContext(ctx, there.rebind("INSERT INTO "+cfg.Table+" (task_id, payload) VALUES (?, ?)"), 42, "x")
+			require.NoError(t, err)
+			q, args, err := postgres.NotifyStatement(cfg.ClaimTable, cfg.ScopeValues...)
+			require.NoError(t, err)
+			_, err = tx.ExecContext(ctx, q, args...)
+			require.NoError(t, err)
+			require.NoError(t, tx.Commit())
+			waitFor(t, "the notified row", func() bool { return len(seen()) == 1 })
+
+			// A row another process's claimer claimed and released.
+			insertRows(t, there, cfg.Table, []string{"task_id", "payload"}, 1, func(int) []any { return []any{42, "y"} })
+			oc, err := claim.New(there.d, cfg, jobFields)
+			require.NoError(t, err)
+			b, err := oc.Claim(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, b.Len())
+			n, err := b.Release(ctx)
+			require.NoError(t, err)
+			require.EqualValues(t, 1, n)
+			waitFor(t, "the released row", func() bool { return len(seen()) == 2 })
+		})
+	}
 }

@@ -92,6 +92,9 @@ type Engine struct {
 	CheckTime func(c ColumnInfo, textTimes bool) error
 	// TextTimes is true where ClaimTable.TextTimes is supported (SQLite).
 	TextTimes bool
+	// Notify, if set, is sent after a statement of a claim store returned
+	// rows to pending (release, retried fail, requeued ack, reap).
+	Notify NotifyFunc
 }
 
 // Slack is the margin added to every expiry and staleness comparison
