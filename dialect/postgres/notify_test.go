@@ -32,7 +32,9 @@ func listening(t *testing.T, d *Dialect, spec dialect.ClaimTable) *atomic.Int64 
 	t.Cleanup(cancelSub)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	go func() { errc <- d.Listen(ctx, ListenConfig{ReconnectMin: time.Millisecond, ReconnectMax: 10 * time.Millisecond}) }()
+	go func() {
+		errc <- d.Listen(ctx, ListenConfig{ReconnectMin: time.Millisecond, ReconnectMax: 10 * time.Millisecond})
+	}()
 	t.Cleanup(func() {
 		cancel()
 		require.NoError(t, <-errc)
