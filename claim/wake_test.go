@@ -91,68 +91,6 @@ func TestWakeWithoutIdleLoopIsRemembered(t *testing.T) {
 	})
 }
 
-// countingDialect wraps a dialect so that its claim stores count the claims
-// in flight.
-type countingDialect struct {
-	dialect.Dialect
-	claims *claimCounter
-}
-
-func (d countingDialect) ClaimStore(spec dialect.ClaimTable) (dialect.ClaimStore, error) {
-	s, err := d.Dialect.ClaimStore(spec)
-	return countingStore{s, d.claims}, err
-}
-
-type countingStore struct {
-	dialect.ClaimStore
-	c *claimCounter
-}
-
-func (s countingStore) Claim(ctx context.Context, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error) {
-	s.c.start()
-	defer s.c.finished.Add(1)
-	defer s.c.inflight.Add(-1)
-	return s.ClaimStore.Claim(ctx, p, scan)
-}
-
-type claimCounter struct {
-	workers            int64
-	inflight, finished atomic.Int64
-	overlapped         atomic.Int64 // claims that started beside another once every loop was idle
-}
-
-func (c *claimCounter) start() {
-	n := c.inflight.Add(1)
-	if c.finished.Load() >= c.workers && n > 1 {
-		c.overlapped.Add(1)
-	}
-}
-
-func TestIdleLoopsPollOneAtATime(t *testing.T) {
-	t.Parallel()
-	const workers = 8
-	e := open(t, engines[0])
-	counter := &claimCounter{workers: workers}
-	cfg := claim.Config{ClaimTable: dialect.ClaimTable{Table: tableName("idle"), Scope: []string{"task_id"}}, ScopeValues: []any{1}}
-	createTable(t, e, cfg)
-	c, err := claim.New[struct{}](countingDialect{e.d, counter}, cfg, nil)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() {
-		errc <- c.Run(ctx, claim.WorkerConfig[struct{}]{
-			Workers: workers, PollMin: time.Millisecond, PollMax: 2 * time.Millisecond,
-			Handler: func(context.Context, claim.Row[struct{}]) error { return nil },
-		})
-	}()
-	// Each loop claims once at start; after that only the loop holding the
-	// poller slot claims, one poll at a time, however short the interval.
-	waitFor(t, "polls after the start", func() bool { return counter.finished.Load() >= workers+50 })
-	cancel()
-	require.NoError(t, <-errc)
-	require.Zero(t, counter.overlapped.Load(), "claims in flight beside another while every loop was idle")
-}
-
 // On PostgreSQL with the dialect's listener running, rows made pending by
 // another process (an application's insert that notifies in its
 // transaction, a release by another claimer) wake an idle Run whose poll
