@@ -142,6 +142,8 @@ func TestNotifyWakesIdleRunOfAnotherProcess(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, tx.Commit())
 			waitFor(t, "the notified row", func() bool { return len(seen()) == 1 })
+			// The loop that processed it claims once more and goes idle.
+			waitFor(t, "idle loops", func() bool { return empties.Load() >= 5 })
 
 			// A row another process's claimer claimed and released.
 			insertRows(t, there, cfg.Table, []string{"task_id", "payload"}, 1, func(int) []any { return []any{42, "y"} })
