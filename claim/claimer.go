@@ -43,6 +43,7 @@ type core struct {
 
 	indexOnce sync.Once
 	verified  atomic.Bool // the table passed VerifySchema once
+	wake      waker       // idle Run loops (wake.go)
 }
 
 // New validates cfg, resolves its strategy against d's capabilities and

@@ -124,6 +124,19 @@
 // cleared) and acks them otherwise, and a reaper returns rows whose ack
 // never happened. Every operation returns by its context's deadline.
 //
+// # Wake-ups
+//
+// While nothing is pending, the loops of [Claimer.Run] do not each poll the
+// database: one of them polls, with a jittered backoff from
+// WorkerConfig.PollMin to PollMax (100 ms to 5 s by default), and the
+// others wait for a wake-up, so an idle claimer costs one claim per poll
+// interval however many workers it runs. A row inserted into an idle system
+// is therefore picked up after up to PollMax, unless something wakes the
+// loops: [Claimer.Wake] for rows made pending in the same process, and on
+// PostgreSQL the dialect's LISTEN/NOTIFY listener for rows made pending by
+// other processes (see the postgres package: Dialect.Listen and Notify).
+// A woken loop that claims a full batch wakes the next one.
+//
 // # Replication
 //
 // UPDATE ... LIMIT and SKIP LOCKED are unsafe for statement-based

@@ -92,6 +92,7 @@ func (c *Claimer[T]) Run(ctx context.Context, w WorkerConfig[T]) error {
 	if err := w.validate(); err != nil {
 		return err
 	}
+	defer c.core.subscribe()()
 	var wg sync.WaitGroup
 	for i := 0; i < w.Workers; i++ {
 		wg.Add(1)
@@ -104,35 +105,34 @@ func (c *Claimer[T]) Run(ctx context.Context, w WorkerConfig[T]) error {
 	return nil
 }
 
+// loop claims and processes batches until ctx ends. While nothing is
+// pending it waits in the claimer's waker (see wake.go): one idle loop of
+// the claimer polls with backoff, the others wait for a wake-up.
 func (c *Claimer[T]) loop(ctx context.Context, w *WorkerConfig[T], worker int) {
 	log := c.core.logger.With("worker", worker)
-	idle := 0
+	wk := &c.core.wake
+	done := func() {} // frees the poller slot after the claim it allowed
+	defer func() { done() }()
 	for ctx.Err() == nil {
 		b, err := c.Claim(ctx)
+		if err == nil && b.Len() > 0 {
+			wk.worked(b.Len(), c.core.limit)
+		}
+		done()
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
+				done = func() {}
 				return
 			}
 			log.Error("claimlock: claim failed", "err", err, "retryable", dialect.IsRetryable(err))
-			idle++
-			sleep(ctx, dialect.Backoff(idle, w.PollMin, w.PollMax))
+			done = wk.idle(ctx, w.PollMin, w.PollMax)
 		case b.Len() == 0:
-			sleep(ctx, dialect.Backoff(idle, w.PollMin, w.PollMax))
-			idle++
+			done = wk.idle(ctx, w.PollMin, w.PollMax)
 		default:
-			idle = 0
+			done = func() {}
 			c.process(ctx, w, b, log)
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }
 

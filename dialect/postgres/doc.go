@@ -108,6 +108,28 @@
 // configure pgx's DefaultQueryExecMode (QueryExecModeExec or
 // QueryExecModeSimpleProtocol) as usual.
 //
+// The one exception is [Dialect.Listen], which holds a session for LISTEN.
+// Behind PgBouncer in transaction pooling mode either give it a direct
+// connection (ListenConfig.ConnConfig) or do not call it: that is poll-only
+// mode, in which idle claimers find rows by polling (claim.WorkerConfig's
+// PollMin and PollMax), and the notifications the dialect sends (which work
+// through any pooler) are simply not heard.
+//
+// # Wake-ups
+//
+// Idle claimers of other processes are woken with LISTEN/NOTIFY, as River,
+// neoq and Oban do. [Dialect.Listen] runs one dedicated connection per
+// dialect that listens on the channel of every claimer running
+// claim.Claimer.Run on it; the channel is derived on the server from the
+// schema-qualified table and its scope columns, the payload from the scope
+// values. The dialect notifies, in a statement after the one that changed
+// the rows, whenever it returns rows to pending (a release, a retried fail,
+// a requeued versioned ack, a reap); applications that insert rows call
+// [Notify] (or run [NotifyStatement]) in their transaction, so that the
+// notification is delivered at commit. A notification is a hint: polling
+// stays as the fallback for a lost connection or a missed notification,
+// and after each (re)connection the listener wakes every claimer once.
+//
 // # Errors
 //
 // Serialization failures (40001), deadlocks (40P01) and lock_not_available

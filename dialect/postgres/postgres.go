@@ -28,6 +28,7 @@ const MinVersionNum = 90500
 type Dialect struct {
 	core.Base
 	versionNum int
+	n          *notifier // subscribed claimers and the listener (notify.go)
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)
@@ -42,7 +43,12 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts dialect.Options) (*Dialec
 	if pool == nil {
 		return nil, fmt.Errorf("%w: postgres: nil *pgxpool.Pool", dialect.ErrInvalidConfig)
 	}
-	return newDialect(ctx, pgxPool{pool}, opts)
+	d, err := newDialect(ctx, pgxPool{pool}, opts)
+	if err != nil {
+		return nil, err
+	}
+	d.n.connect = connectPool(pool)
+	return d, nil
 }
 
 // NewStdlib returns the dialect for db, a database/sql handle opened with
@@ -57,7 +63,12 @@ func NewStdlib(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect,
 	if _, ok := db.Driver().(*stdlib.Driver); !ok {
 		return nil, fmt.Errorf("%w: postgres: *sql.DB uses driver %T; open it with pgx's stdlib driver (\"pgx\")", dialect.ErrInvalidConfig, db.Driver())
 	}
-	return newDialect(ctx, core.ConnDB{DB: db, BeginSQL: []string{"BEGIN ISOLATION LEVEL READ COMMITTED"}}, opts)
+	d, err := newDialect(ctx, core.ConnDB{DB: db, BeginSQL: []string{"BEGIN ISOLATION LEVEL READ COMMITTED"}}, opts)
+	if err != nil {
+		return nil, err
+	}
+	d.n.connect = connectDB(db)
+	return d, nil
 }
 
 func newDialect(ctx context.Context, h core.DB, opts dialect.Options) (*Dialect, error) {
@@ -81,7 +92,7 @@ func newDialect(ctx context.Context, h core.DB, opts dialect.Options) (*Dialect,
 
 // build assembles the dialect for a server of the given version.
 func build(h core.DB, num int, version string, opts dialect.Options, logger *slog.Logger) *Dialect {
-	d := &Dialect{versionNum: num}
+	d := &Dialect{versionNum: num, n: newNotifier(logger)}
 	materialized := ""
 	if num >= 120000 {
 		materialized = "MATERIALIZED "
@@ -110,6 +121,7 @@ func build(h core.DB, num int, version string, opts dialect.Options, logger *slo
 		},
 		DDL:       core.DDL{Int: "BIGINT", Time: "TIMESTAMPTZ", TimeSeconds: "TIMESTAMPTZ(0)", Text: "VARCHAR(%d)", Serial: serial},
 		CheckTime: checkTime,
+		Notify:    d.notifyPending,
 	}
 	if _, ok := h.(pgxPool); ok {
 		d.E.CallerTx, d.E.TxType = func(tx any) (core.Querier, bool) {

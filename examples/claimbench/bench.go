@@ -60,6 +60,8 @@ type result struct {
 	SmallP50ms float64 `json:"small_p50_claim_ms,omitempty"`
 	LargeP50ms float64 `json:"large_p50_claim_ms,omitempty"`
 	SizeRatio  float64 `json:"large_over_small,omitempty"`
+	// Pickup latency (-latency): rows inserted per second.
+	Rate int `json:"insert_rate,omitempty"`
 }
 
 type bench struct {
@@ -128,6 +130,9 @@ func (b *bench) close() {
 }
 
 func (b *bench) run(ctx context.Context) error {
+	if b.o.latency {
+		return b.latency(ctx)
+	}
 	var strategies []dialect.Strategy
 	for _, s := range b.o.strategies {
 		if s == dialect.StrategyAuto || b.caps.Supports(s) {
@@ -185,6 +190,11 @@ func (b *bench) emit(r result) {
 	if b.o.json {
 		line, _ := json.Marshal(r)
 		fmt.Fprintln(b.out, string(line))
+		return
+	}
+	if r.Measure == measureLatency {
+		fmt.Fprintf(b.out, "%-10s %-18s workers %2d  %d rows at %d/s: insert commit -> handler start p50 %.2f ms p99 %.2f ms  missing %d  duplicates %d\n",
+			r.Engine, r.Measure+"/"+r.Strategy, r.Workers, r.Rows, r.Rate, r.P50ms, r.P99ms, r.Missing, r.Duplicates)
 		return
 	}
 	if r.Measure == measureLarge {
@@ -288,9 +298,9 @@ func (b *bench) fixtureTable(ctx context.Context, table string, rows int, task f
 	if _, err := b.sql.ExecContext(ctx, analyze); err != nil {
 		return 0, err
 	}
-	var first int64
+	var first sql.NullInt64 // NULL for an empty table
 	err = b.sql.QueryRowContext(ctx, "SELECT MIN("+b.db.Q("id")+") FROM "+b.db.Q(table)).Scan(&first)
-	return first, err
+	return first.Int64, err
 }
 
 func allTask(int) int { return benchTask }

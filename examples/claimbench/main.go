@@ -38,6 +38,10 @@ type options struct {
 	mysqlRR     bool
 	claimConc   int
 	largeLayout string
+	// -latency: pickup latency instead of throughput.
+	latency                  bool
+	latencyRows, latencyRate int
+	latencyWorkers           int
 }
 
 // The -large-layout values.
@@ -89,6 +93,10 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	fs.StringVar(&o.largeLayout, "large-layout", layoutClustered, "-large: where the claimed task's rows sit: clustered (same spacing in both tables, at the end) or spread (evenly through the whole table)")
 	fs.IntVar(&o.claimConc, "claim-concurrency", 0, "claim.Config.ClaimConcurrency: claims in flight per claimer (0: the engine's default, -1: no limit)")
 	fs.BoolVar(&o.mysqlRR, "mysql-repeatable-read", false, "mysql: keep the server's default session isolation instead of READ COMMITTED sessions")
+	fs.BoolVar(&o.latency, "latency", false, "measure pickup latency (insert commit -> handler start) on an idle system instead of throughput")
+	fs.IntVar(&o.latencyRows, "latency-rows", 2000, "rows inserted one per transaction (-latency)")
+	fs.IntVar(&o.latencyRate, "latency-rate", 200, "rows inserted per second (-latency)")
+	fs.IntVar(&o.latencyWorkers, "latency-workers", 16, "Claimer.Run workers (-latency)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -101,6 +109,9 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	}
 	if o.batch <= 0 || o.rows <= 0 || o.perRowRows < 0 || o.largeRows <= 0 || o.smallRows <= 0 || o.taskRows <= 0 {
 		return nil, fmt.Errorf("-batch, -rows and the -large sizes must be positive")
+	}
+	if o.latencyRows <= 0 || o.latencyRate <= 0 || o.latencyWorkers <= 0 {
+		return nil, fmt.Errorf("-latency-rows, -latency-rate and -latency-workers must be positive")
 	}
 	if o.taskRows > o.smallRows {
 		return nil, fmt.Errorf("-task-rows %d exceeds -small-rows %d", o.taskRows, o.smallRows)

@@ -14,7 +14,7 @@ import (
 // row instead.
 var errPartialAck = errors.New("ack matched fewer rows than keys")
 
-// Ack implements [dialect.ClaimStore].
+// ack is the ack of [Claims.Ack], without the notification.
 //
 // When every row's fate is known before reading it (no versions; no
 // MaxAttempts, or an engine with RETURNING) it is one UPDATE ... WHERE token
@@ -26,7 +26,7 @@ var errPartialAck = errors.New("ack matched fewer rows than keys")
 // the rows the token still holds, decide each in Go (version moved: back to
 // pending; attempts at MaxAttempts: parked), and update them by group. Keys
 // the lock did not return are lost and untouched.
-func (s *Claims) Ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResult, error) {
+func (s *Claims) ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResult, error) {
 	var res dialect.AckResult
 	if len(p.IDs) == 0 {
 		return res, nil

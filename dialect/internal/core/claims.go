@@ -423,6 +423,7 @@ func (s *Claims) Release(ctx context.Context, token string, ids []any) (int64, e
 		n, err = Exec(ctx, s.E.DB, s.E.Dialect, st, a)
 		return err
 	})
+	s.pending(ctx, nil, n)
 	return n, wrap("release", err)
 }
 
@@ -480,6 +481,7 @@ func (s *Claims) Reap(ctx context.Context, p *dialect.ReapParams) (dialect.ReapR
 		}
 	}
 	res.Returned, err = step(0)
+	s.pending(ctx, p.ScopeValues, res.Returned)
 	return res, wrap("reap", err)
 }
 

@@ -98,6 +98,9 @@ type Engine struct {
 	// for errors.
 	CallerTx func(tx any) (Querier, bool)
 	TxType   string
+	// Notify, if set, is sent after a statement of a claim store returned
+	// rows to pending (release, retried fail, requeued ack, reap).
+	Notify NotifyFunc
 }
 
 // Slack is the margin added to every expiry and staleness comparison

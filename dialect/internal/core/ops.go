@@ -93,6 +93,7 @@ func (s *Claims) Unpark(ctx context.Context, p *dialect.UnparkParams) (int64, er
 		reset = 1
 	}
 	n, err := s.chunked(ctx, "unpark", s.unpark[reset][scoped][byKeys], a)
+	s.pending(ctx, p.ScopeValues, n)
 	return n, wrap("unpark", err)
 }
 
@@ -109,6 +110,7 @@ func (s *Claims) RetryNow(ctx context.Context, f dialect.RowFilter) (int64, erro
 		return 0, nil
 	}
 	n, err := s.chunked(ctx, "retry now", s.retryNow[0][scoped][byKeys], a)
+	s.pending(ctx, f.ScopeValues, n)
 	return n, wrap("retry now", err)
 }
 

@@ -1,0 +1,73 @@
+package claim_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"sync"
+	"time"
+
+	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/sqlite"
+)
+
+// An application that inserts work in the same process wakes the claimer's
+// idle Run loops after its commit, so a new row is picked up at once
+// instead of after the poll interval (an hour here).
+func ExampleClaimer_Wake() {
+	ctx := context.Background()
+	db, err := sqlite.Open(":memory:")
+	if err != nil {
+		log.Fatal(err)
+	}
+	d, err := sqlite.New(ctx, db, dialect.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg := targetConfig()
+	spec, err := cfg.Resolve()
+	if err != nil {
+		log.Fatal(err)
+	}
+	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := d.ExecDDL(ctx, ddl); err != nil {
+		log.Fatal(err)
+	}
+	var empty sync.WaitGroup
+	empty.Add(1)
+	var once sync.Once
+	cfg.Hooks.OnEmpty = func() { once.Do(empty.Done) }
+	c, err := claim.New(d, cfg, func(m *Message) []any { return []any{&m.OpenID} })
+	if err != nil {
+		log.Fatal(err)
+	}
+	handled := make(chan string)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() {
+		done <- c.Run(ctx, claim.WorkerConfig[Message]{
+			Workers: 4, PollMin: time.Hour, PollMax: time.Hour,
+			Handler: func(_ context.Context, r claim.Row[Message]) error {
+				handled <- r.Value.OpenID
+				return nil
+			},
+		})
+	}()
+	empty.Wait() // the loops found nothing and went idle
+
+	if _, err := db.Exec("INSERT INTO xxx_task_target (task_id, openid) VALUES (42, 'user-7')"); err != nil {
+		log.Fatal(err)
+	}
+	c.Wake()
+	fmt.Println("handled", <-handled)
+	cancel()
+	if err := <-done; err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// handled user-7
+}

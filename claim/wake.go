@@ -1,0 +1,104 @@
+package claim
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// Wake tells the claimer's idle [Claimer.Run] loops that rows may be
+// pending: one idle loop claims at once instead of waiting out its poll
+// interval, and if it fills a whole batch it wakes the next idle loop, and
+// so on, so that a backlog brings every loop back while a single row costs
+// one claim. Call it after committing rows you inserted (or made pending)
+// in this process. It never blocks and never touches the database; a Wake
+// with no loop idle is remembered once (the next loop to go idle claims
+// again at once), never queued.
+//
+// Rows made pending by other processes reach idle loops through the
+// dialect's notifications where it has them ([dialect.Notifier]: PostgreSQL
+// with its notifier running), and through polling everywhere.
+func (c *Claimer[T]) Wake() { c.core.wake.kick() }
+
+// waker coordinates the idle loops of one claimer (of every [Claimer.Run]
+// on it): at most one of them polls the database at a time, backing off
+// between PollMin and PollMax while the polls find nothing; the others wait
+// for a wake-up ([Claimer.Wake], a notification, or a full batch claimed by
+// another loop). So an idle claimer costs one claim per poll interval, not
+// one per loop. The zero value is ready to use.
+type waker struct {
+	once  sync.Once
+	kicks chan struct{} // capacity 1: a pending wake-up
+	poll  chan struct{} // capacity 1: holds the poller slot while free
+	// empty counts the polls that found nothing since a loop last claimed
+	// rows; it sets the poller's backoff.
+	empty atomic.Int32
+}
+
+func (w *waker) init() {
+	w.once.Do(func() {
+		w.kicks = make(chan struct{}, 1)
+		w.poll = make(chan struct{}, 1)
+		w.poll <- struct{}{}
+	})
+}
+
+// kick records a wake-up for one idle loop; it never blocks.
+func (w *waker) kick() {
+	w.init()
+	select {
+	case w.kicks <- struct{}{}:
+	default: // one is pending already
+	}
+}
+
+// worked records a claim that returned n rows of a batch of limit: polling
+// starts again from PollMin, and a full batch wakes another idle loop (more
+// rows are likely pending).
+func (w *waker) worked(n, limit int) {
+	w.empty.Store(0)
+	if n >= limit {
+		w.kick()
+	}
+}
+
+// idle waits until the calling loop should claim again: a wake-up arrived,
+// or the loop took the poller slot and waited out the backoff, or ctx
+// ended. It returns a function the loop calls once its next claim is done,
+// which frees the poller slot if the loop holds it: a claim made by the
+// poller runs with the slot held, so at most one poll is in flight per
+// claimer.
+func (w *waker) idle(ctx context.Context, pollMin, pollMax time.Duration) (done func()) {
+	w.init()
+	select {
+	case <-ctx.Done():
+		return func() {}
+	case <-w.kicks:
+		return func() {}
+	case <-w.poll:
+	}
+	free := func() { w.poll <- struct{}{} }
+	n := int(w.empty.Add(1)) - 1
+	t := time.NewTimer(dialect.Backoff(n, pollMin, pollMax))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-w.kicks:
+	case <-t.C:
+	}
+	return free
+}
+
+// subscribe asks the dialect, if it is a [dialect.Notifier], to wake the
+// claimer when another process makes rows of its scope pending. It returns
+// the function that ends the subscription.
+func (k *core) subscribe() (cancel func()) {
+	n, ok := k.d.(dialect.Notifier)
+	if !ok {
+		return func() {}
+	}
+	return n.Subscribe(k.spec, k.scopeValues(), k.wake.kick)
+}

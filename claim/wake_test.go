@@ -1,0 +1,161 @@
+package claim_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/postgres"
+	"github.com/claimlock/claimlock/internal/testengine"
+)
+
+// runIdle starts c.Run with a poll interval of an hour, so that only a
+// wake-up can make its idle loops claim again within the test, and waits
+// until every loop made its first (empty) claim. It returns the rows the
+// handler saw, in order, and stops Run at cleanup.
+func runIdle(t *testing.T, c *claim.Claimer[job], empties *atomic.Int64, workers int) (seen func() []int64) {
+	t.Helper()
+	var mu sync.Mutex
+	var got []int64
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		errc <- c.Run(ctx, claim.WorkerConfig[job]{
+			Workers: workers, PollMin: time.Hour, PollMax: time.Hour,
+			Handler: func(_ context.Context, r claim.Row[job]) error {
+				mu.Lock()
+				got = append(got, r.ID.(int64))
+				mu.Unlock()
+				return nil
+			},
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-errc)
+	})
+	waitFor(t, "every loop idle", func() bool { return empties.Load() >= int64(workers) })
+	return func() []int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]int64(nil), got...)
+	}
+}
+
+func TestWakeMakesIdleLoopsClaim(t *testing.T) {
+	t.Parallel()
+	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
+		var empties atomic.Int64
+		c, cfg := jobSetup(t, e, s, 0, func(cfg *claim.Config) {
+			cfg.Hooks.OnEmpty = func() { empties.Add(1) }
+		})
+		seen := runIdle(t, c, &empties, 4)
+
+		// One row: one wake-up, one claim.
+		insertRows(t, e, cfg.Table, []string{"task_id", "payload"}, 1, func(int) []any { return []any{42, "x"} })
+		c.Wake()
+		waitFor(t, "the woken loop to process the row", func() bool { return len(seen()) == 1 })
+
+		// A backlog of several batches: one wake-up brings loops back one
+		// full batch after another until every row is processed.
+		insertRows(t, e, cfg.Table, []string{"task_id", "payload"}, 35, func(int) []any { return []any{42, "y"} })
+		c.Wake()
+		waitFor(t, "the backlog to be processed", func() bool { return len(seen()) == 36 })
+		waitFor(t, "the acks", func() bool {
+			st, err := c.Stats(context.Background())
+			require.NoError(t, err)
+			return st.Done == 36
+		})
+	})
+}
+
+func TestWakeWithoutIdleLoopIsRemembered(t *testing.T) {
+	t.Parallel()
+	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
+		var empties atomic.Int64
+		c, cfg := jobSetup(t, e, s, 0, func(cfg *claim.Config) {
+			cfg.Hooks.OnEmpty = func() { empties.Add(1) }
+		})
+		// Wake before any loop runs: the first loop to go idle claims again
+		// at once instead of sleeping for the hour.
+		c.Wake()
+		insertRows(t, e, cfg.Table, []string{"task_id", "payload"}, 1, func(int) []any { return []any{42, "x"} })
+		seen := runIdle(t, c, &empties, 1)
+		waitFor(t, "the row", func() bool { return len(seen()) == 1 })
+	})
+}
+
+// On PostgreSQL with the dialect's listener running, rows made pending by
+// another process (an application's insert that notifies in its
+// transaction, a release by another claimer) wake an idle Run whose poll
+// interval is an hour.
+func TestNotifyWakesIdleRunOfAnotherProcess(t *testing.T) {
+	t.Parallel()
+	for _, en := range engines {
+		if en.kind != testengine.Postgres && en.kind != testengine.PostgresStdlib {
+			continue
+		}
+		t.Run(en.kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dsn := en.dsn(t)
+			here, closeHere, err := openDSN(ctx, en.kind, dsn, dialect.Options{})
+			require.NoError(t, err)
+			t.Cleanup(closeHere)
+			there, closeThere, err := openDSN(ctx, en.kind, dsn, dialect.Options{})
+			require.NoError(t, err)
+			t.Cleanup(closeThere)
+
+			pd := here.d.(*postgres.Dialect)
+			lctx, stop := context.WithCancel(ctx)
+			lerr := make(chan error, 1)
+			go func() { lerr <- pd.Listen(lctx, postgres.ListenConfig{}) }()
+			t.Cleanup(func() {
+				stop()
+				require.NoError(t, <-lerr)
+			})
+
+			// The listener connects before Run subscribes, so its first
+			// connection wakes nobody.
+			waitFor(t, "the listener", pd.Listening)
+			var empties atomic.Int64
+			c, cfg := jobSetup(t, here, here.d.Capabilities().PreferredStrategy, 0, func(cfg *claim.Config) {
+				cfg.Hooks.OnEmpty = func() { empties.Add(1) }
+			})
+			seen := runIdle(t, c, &empties, 4)
+			waitFor(t, "the listener on the claimer's channel", pd.Listening)
+
+			// An insert by another process, notified in its transaction.
+			tx, err := there.raw.BeginTx(ctx, nil)
+			require.NoError(t, err)
+			_, err = tx.ExecContext(ctx, there.rebind("INSERT INTO "+cfg.Table+" (task_id, payload) VALUES (?, ?)"), 42, "x")
+			require.NoError(t, err)
+			q, args, err := postgres.NotifyStatement(cfg.ClaimTable, cfg.ScopeValues...)
+			require.NoError(t, err)
+			_, err = tx.ExecContext(ctx, q, args...)
+			require.NoError(t, err)
+			require.NoError(t, tx.Commit())
+			waitFor(t, "the notified row", func() bool { return len(seen()) == 1 })
+			// The loop that processed it claims once more and goes idle.
+			waitFor(t, "idle loops", func() bool { return empties.Load() >= 5 })
+
+			// A row another process's claimer claimed and released.
+			insertRows(t, there, cfg.Table, []string{"task_id", "payload"}, 1, func(int) []any { return []any{42, "y"} })
+			oc, err := claim.New(there.d, cfg, jobFields)
+			require.NoError(t, err)
+			b, err := oc.Claim(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, b.Len())
+			n, err := b.Release(ctx)
+			require.NoError(t, err)
+			require.EqualValues(t, 1, n)
+			waitFor(t, "the released row", func() bool { return len(seen()) == 2 })
+		})
+	}
+}
