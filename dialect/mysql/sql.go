@@ -15,6 +15,8 @@ const common = `
 {{- define "us"}}TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {{.}}){{end}}
 {{- define "held"}}{{if .Owner}}{{.Owner}} = {{arg "owner"}}{{else}}{{template "us" .LockedAt}} = {{arg "stamp"}}{{end}}{{end}}
 {{- define "free"}}{{if .Owner}}{{.Owner}} = NULL{{else}}{{.LockedAt}} = NULL{{end}}{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}{{end}}
+{{- define "until"}}('1970-01-01 00:00:00' + INTERVAL {{arg "hold"}} MICROSECOND){{end}}
+{{- define "hold"}}{{.Owner}} = IF({{template "until"}} > UTC_TIMESTAMP(6), {{.Owner}}, NULL), {{.ExpiresAt}} = IF({{template "until"}} > UTC_TIMESTAMP(6), {{template "until"}}, NULL){{end}}
 {{- define "hint"}}{{if .Hint}} FORCE INDEX ({{.ClaimIndex}}){{end}}{{end}}
 {{- define "claimset"}}{{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = UTC_TIMESTAMP(6)
   {{- if .Attempts}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}{{end}}

@@ -21,6 +21,8 @@ const common = `
 {{- define "free"}}{{if .Owner}}{{.Owner}} = NULL{{else}}{{.LockedAt}} = NULL{{end}}{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}{{end}}
 {{- define "fence"}}{{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0::bigint{{end}}{{end}}
 {{- define "locked"}}{{.}} = ANY(ARRAY(SELECT {{.}} FROM cl_c)){{end}}
+{{- define "until"}}(timestamptz 'epoch' + {{arg "hold"}}::bigint * interval '1 microsecond'){{end}}
+{{- define "hold"}}{{.Owner}} = CASE WHEN {{template "until"}} > now() THEN {{.Owner}} END, {{.ExpiresAt}} = CASE WHEN {{template "until"}} > now() THEN {{template "until"}} END{{end}}
 {{- define "expiry"}}{{if .ExpiresAt}}{{template "us" .ExpiresAt}}{{else}}CAST(EXTRACT(EPOCH FROM {{.LockedAt}} + {{template "ttl"}}) * 1000000 AS bigint){{end}}{{end}}
 `
 
