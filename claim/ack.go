@@ -313,6 +313,9 @@ func (b *Batch[T]) doneParams(idx []int) *dialect.AckParams {
 // positions in idx of the lost rows are returned.
 func (b *Batch[T]) recordDone(idx []int, p *dialect.AckParams, res dialect.AckResult) []int {
 	k := b.core
+	if len(res.Lost) > 0 {
+		b.end(fmt.Errorf("claim: ack: lost %d rows: %w", len(res.Lost), ErrClaimLost)) // before closeRows ends it as done
+	}
 	b.closeRows(idx)
 	for _, j := range res.Requeued {
 		b.requeued = append(b.requeued, p.IDs[j])
@@ -355,6 +358,9 @@ func (b *Batch[T]) failLocked(ctx context.Context, idx []int, cause error) error
 	res, err := k.store.Ack(ctx, p)
 	if err != nil {
 		return fmt.Errorf("claim: fail: %w", err)
+	}
+	if len(res.Lost) > 0 {
+		b.end(fmt.Errorf("claim: fail: lost %d rows: %w", len(res.Lost), ErrClaimLost)) // before closeRows ends it as done
 	}
 	b.closeRows(idx)
 	failed := len(idx) - len(res.Lost)

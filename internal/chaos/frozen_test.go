@@ -102,7 +102,7 @@ func frozenClaimerRole(ctx context.Context, out *emitter) error {
 		ids[i] = r.ID.(int64)
 	}
 	out.emit(event{Ev: "claim", Tok: b.Token(), IDs: ids, T: time.Now().UnixNano()})
-	stop := b.KeepAlive(envDuration(envHeartbeat, 200*time.Millisecond))
+	stop := b.KeepAlive(ctx, envDuration(envHeartbeat, 200*time.Millisecond))
 	defer stop()
 	// The test freezes the process here; resumed, the pause is over.
 	pause(ctx, frozenTTL)
