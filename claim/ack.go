@@ -313,6 +313,9 @@ func (b *Batch[T]) doneParams(idx []int) *dialect.AckParams {
 // positions in idx of the lost rows are returned.
 func (b *Batch[T]) recordDone(idx []int, p *dialect.AckParams, res dialect.AckResult) []int {
 	k := b.core
+	if len(res.Lost) > 0 {
+		b.end(fmt.Errorf("claim: ack: lost %d rows: %w", len(res.Lost), ErrClaimLost)) // before closeRows ends it as done
+	}
 	b.closeRows(idx)
 	for _, j := range res.Requeued {
 		b.requeued = append(b.requeued, p.IDs[j])
@@ -382,9 +385,18 @@ func (b *Batch[T]) Snooze(ctx context.Context, id any, delay time.Duration) erro
 	if err != nil {
 		return err
 	}
+	return b.snoozeLocked(ctx, idx[0], delay)
+}
+
+// snoozeLocked snoozes row i, with b.mu held.
+func (b *Batch[T]) snoozeLocked(ctx context.Context, i int, delay time.Duration) error {
+	idx := []int{i}
 	n, err := b.core.store.Snooze(ctx, b.token, b.idsOf(idx), delay)
 	if err != nil {
 		return fmt.Errorf("claim: snooze: %w", err)
+	}
+	if n == 0 {
+		b.end(fmt.Errorf("claim: snooze: lost 1 row: %w", ErrClaimLost)) // before closeRows ends it as done
 	}
 	b.closeRows(idx)
 	if n == 0 {
@@ -405,6 +417,9 @@ func (b *Batch[T]) failLocked(ctx context.Context, idx []int, cause error, delay
 	res, err := k.store.Ack(ctx, p)
 	if err != nil {
 		return fmt.Errorf("claim: fail: %w", err)
+	}
+	if len(res.Lost) > 0 {
+		b.end(fmt.Errorf("claim: fail: lost %d rows: %w", len(res.Lost), ErrClaimLost)) // before closeRows ends it as done
 	}
 	b.closeRows(idx)
 	failed := len(idx) - len(res.Lost)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/claimlock/claimlock/dialect"
 )
@@ -54,10 +55,22 @@ type Batch[T any] struct {
 	open     []bool // row still held by this batch as far as it knows
 	nOpen    int
 	requeued []any
-	later    *deferred // deferred acks; nil until the first AckLater
+	later    *deferred     // deferred acks; nil until the first AckLater
+	closed   chan struct{} // closed when nOpen reaches 0
+
+	// Loss signal (loss.go): ctx ends when the batch does. lmu guards the
+	// deadline and its timer; it is never held while a statement runs.
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	lmu      sync.Mutex
+	deadline time.Time   // local; zero without Config.ReapTimeout
+	timer    *time.Timer // fires at deadline
+	gen      uint64      // bumped whenever timer is re-armed or stopped
 }
 
-func newBatch[T any](k *core, token string, rows []Row[T]) *Batch[T] {
+// newBatch returns the batch of rows claimed under token; claimed is the
+// local time just before the claim statement was sent.
+func newBatch[T any](k *core, token string, rows []Row[T], claimed time.Time) *Batch[T] {
 	b := &Batch[T]{token: token, rows: rows, core: k}
 	b.index = make(map[any]int, len(rows))
 	b.open = make([]bool, len(rows))
@@ -66,6 +79,7 @@ func newBatch[T any](k *core, token string, rows []Row[T]) *Batch[T] {
 		b.open[i] = true
 	}
 	b.nOpen = len(rows)
+	b.startLoss(claimed)
 	return b
 }
 
@@ -144,6 +158,10 @@ func (b *Batch[T]) closeRows(idx []int) {
 		if b.open[i] {
 			b.open[i] = false
 			b.nOpen--
+			if b.nOpen == 0 {
+				close(b.closed)
+				b.end(ErrBatchDone)
+			}
 		}
 	}
 	b.later.written(idx)
@@ -210,14 +228,19 @@ func (b *Batch[T]) Release(ctx context.Context) (int64, error) {
 // Heartbeat moves the claim time of every row the token still holds to the
 // database's now, so that a reaper does not take them back, and returns how
 // many rows it holds. When fewer rows are held than the batch expects, the
-// error wraps [ErrClaimLost] (the count is still returned); the lost rows are
-// found by the next ack.
+// error wraps [ErrClaimLost] (the count is still returned), and the batch's
+// context ends with it ([Batch.Context]); the lost rows are found by the
+// next ack. A heartbeat that finds every row held moves the local deadline
+// to the local start of its statement + Config.ReapTimeout -
+// Config.SafetyMargin, unless the batch has ended already: an ended batch
+// stays ended.
 func (b *Batch[T]) Heartbeat(ctx context.Context) (int64, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.nOpen == 0 {
 		return 0, nil
 	}
+	start := time.Now()
 	n, err := b.core.store.Heartbeat(ctx, b.token)
 	if err != nil {
 		return 0, fmt.Errorf("claim: heartbeat: %w", err)
@@ -226,7 +249,10 @@ func (b *Batch[T]) Heartbeat(ctx context.Context) (int64, error) {
 	// which may be before or after the heartbeat: expect at least the
 	// others.
 	if least := b.nOpen - b.later.inFlight(); n < int64(least) {
-		return n, fmt.Errorf("claim: heartbeat: token holds %d of %d rows: %w", n, least, ErrClaimLost)
+		err := fmt.Errorf("claim: heartbeat: token holds %d of %d rows: %w", n, least, ErrClaimLost)
+		b.end(err)
+		return n, err
 	}
+	b.extend(start)
 	return n, nil
 }

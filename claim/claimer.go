@@ -37,6 +37,8 @@ type core struct {
 	backoff     func(attempts int) time.Duration // nil without a RunAt column
 	ackDelay    time.Duration
 	ackBuffer   int
+	reapTimeout time.Duration // Config.ReapTimeout; 0: no local deadline
+	margin      time.Duration // Config.SafetyMargin or its default
 	gate        chan struct{} // bounds concurrent claim statements; nil: no bound
 	logger      *slog.Logger
 	hooks       Hooks
@@ -94,6 +96,7 @@ func New[T any](d dialect.Dialect, cfg Config, fields func(*T) []any) (*Claimer[
 			d: d, store: store, spec: spec, scope: slices.Clone(cfg.ScopeValues), strategy: strategy,
 			limit: cfg.batchSize(), maxAttempts: cfg.MaxAttempts, failMode: cfg.FailMode, backoff: cfg.backoff(spec),
 			ackDelay: cfg.ackDelay(), ackBuffer: cfg.ackBuffer(), gate: cfg.claimGate(caps),
+			reapTimeout: cfg.ReapTimeout, margin: cfg.safetyMargin(),
 			logger: logger.With("table", spec.Table), hooks: cfg.Hooks,
 		},
 		fields: fields, nfields: len(cfg.Columns),
@@ -204,8 +207,10 @@ func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
 	if err != nil {
 		return nil, err
 	}
+	var claimed time.Time // local start of the claim statement: see startLoss
 	n, err := func() (int, error) {
 		defer release()
+		claimed = time.Now()
 		return k.store.Claim(ctx, p, func(s dialect.Scanner) error {
 			r, err := c.scan(s)
 			if err != nil {
@@ -222,7 +227,7 @@ func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
 		rows, unreadable, serr := c.salvage(ctx, token)
 		if serr == nil {
 			k.hooks.claim(len(rows)+len(unreadable), time.Since(start))
-			b := newBatch(k, token, rows)
+			b := newBatch(k, token, rows, claimed)
 			b.unreadable = k.failUnreadable(ctx, token, unreadable)
 			return b, nil
 		}
@@ -246,7 +251,7 @@ func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
 	}
 	sortRows(scanned)
 	k.hooks.claim(len(scanned), time.Since(start))
-	return newBatch(k, token, scanned), nil
+	return newBatch(k, token, scanned, claimed), nil
 }
 
 // scanError marks an error of the caller's row type, not of the database.

@@ -229,7 +229,7 @@ func TestReleaseAndKeepAlive(t *testing.T) {
 		b, err = c.Claim(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 7, b.Len())
-		stop := b.KeepAlive(50 * time.Millisecond)
+		stop := b.KeepAlive(ctx, 50*time.Millisecond)
 		time.Sleep(600 * time.Millisecond)
 		reap := &dialect.ReapParams{Timeout: 400 * time.Millisecond, Limit: 100}
 		res, err := c.Store().Reap(ctx, reap)

@@ -125,6 +125,23 @@ type Config struct {
 	// batches run in parallel as before. It is per claimer (per process),
 	// so claimers in other processes still compete in the database.
 	ClaimConcurrency int
+	// ReapTimeout, if positive, declares the shortest Timeout of the
+	// reapers (zombie.Config.Timeout) that sweep this table: it gives
+	// every batch a local deadline, (local start of the claim statement, or
+	// of the last heartbeat that found every row held) + ReapTimeout -
+	// SafetyMargin, measured on the local monotonic clock, at which the
+	// batch's context ([Batch.Context]) is cancelled with an error matching
+	// [ErrClaimLost] and [ErrLocalDeadline], whether or not the database
+	// answers: before a reaper can take the rows back and another worker
+	// claim them. It must not exceed any reaper's Timeout. Zero means no
+	// local deadline: the context then learns of a loss only from
+	// heartbeats and acks. At least a millisecond.
+	ReapTimeout time.Duration
+	// SafetyMargin is subtracted from ReapTimeout to form the local
+	// deadline. It absorbs clock-rate differences and the time a cancelled
+	// handler needs to notice. Zero means ReapTimeout/10; it must be below
+	// ReapTimeout, and is an error without it.
+	SafetyMargin time.Duration
 	// Logger receives warnings (missing indexes, lost claims, failures);
 	// nil discards them.
 	Logger *slog.Logger
@@ -186,6 +203,9 @@ func (c Config) validateOptions(spec dialect.ClaimTable) error {
 	}
 	if c.AckBuffer < 0 {
 		return invalid("AckBuffer", "%d is negative", c.AckBuffer)
+	}
+	if err := c.validateLoss(); err != nil {
+		return err
 	}
 	if err := spec.CheckMaxAttempts(c.MaxAttempts); err != nil {
 		return fmt.Errorf("claim: %w", err)

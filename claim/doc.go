@@ -27,6 +27,19 @@
 // longer than your processing time, and keep long batches alive with
 // [Batch.KeepAlive] (WorkerConfig.HeartbeatInterval in [Claimer.Run]).
 //
+// # Loss signal
+//
+// A batch's context ([Batch.Context], [Batch.Done], [Batch.Err]; the
+// handler's context in [Claimer.Run]) is cancelled, with a cause matching
+// [ErrClaimLost], when a heartbeat or an ack finds its rows gone, and, when
+// Config.ReapTimeout declares the reapers' timeout, at a local deadline
+// (cause also matching [ErrLocalDeadline]): local start of the claim, or of
+// the last heartbeat that found every row held, + ReapTimeout -
+// SafetyMargin, on the monotonic clock, before any reaper can return the
+// rows. Work on the rows must stop then. The token still protects the
+// database when a process frozen past its deadline resumes: its acks change
+// nothing.
+//
 // Ages are measured on the database clock only; application clocks are
 // never compared.
 //

@@ -158,3 +158,42 @@ func ExampleClaimer_Run() {
 	// send task-42:5 to user-5
 	// <nil> 5
 }
+
+// A worker keeps its batch alive and does its work under the batch's
+// context, which is cancelled if the rows are lost (reaped and maybe
+// re-claimed) or the local deadline derived from ReapTimeout passes: the
+// worker then stops instead of working on rows another worker may hold.
+func ExampleBatch_Context() {
+	ctx := context.Background()
+	cfg := targetConfig()
+	cfg.ReapTimeout = 5 * time.Minute // the reaper's Timeout (zombie.Config)
+	d := exampleSetup(cfg)
+	c, err := claim.New(d, cfg, func(m *Message) []any { return []any{&m.OpenID} })
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, err := c.Claim(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	stop := b.KeepAlive(ctx, time.Minute) // stops by itself once nothing is held
+	defer stop()                          // and at the latest here, after the acks
+	wctx, cancel := b.Context(ctx)
+	defer cancel()
+	for _, r := range b.Rows() {
+		if err := wctx.Err(); err != nil {
+			fmt.Println("stopping:", context.Cause(wctx))
+			break
+		}
+		fmt.Println("send to", r.Value.OpenID)
+	}
+	if err := b.AckAll(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("batch:", b.Err())
+	// Output:
+	// send to user-1
+	// send to user-2
+	// send to user-3
+	// batch: claim: batch holds no rows
+}

@@ -142,16 +142,7 @@ func (b *Batch[T]) settleFailure(ctx context.Context, i int, err error) error {
 	var ra *RetryAfterError
 	switch {
 	case errors.As(err, &sn) && k.spec.RunAt != "" && sn.Delay >= 0:
-		n, serr := k.store.Snooze(ctx, b.token, b.idsOf([]int{i}), sn.Delay)
-		if serr != nil {
-			return fmt.Errorf("claim: snooze: %w", serr)
-		}
-		b.closeRows([]int{i})
-		if n == 0 {
-			k.hooks.lost(1)
-			return lostError("snooze", b.idsOf([]int{i}))
-		}
-		return nil
+		return b.snoozeLocked(ctx, i, sn.Delay)
 	case errors.As(err, &ra) && k.spec.RunAt != "" && ra.Delay >= 0:
 		return b.failLocked(ctx, []int{i}, err, ra.Delay, FailRetry)
 	}

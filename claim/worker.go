@@ -44,6 +44,20 @@ type WorkerConfig[T any] struct {
 	// HeartbeatInterval, if positive, keeps each batch alive with
 	// [Batch.KeepAlive] while it is processed. Set it well below your
 	// reaper's timeout when processing a batch can take longer than that.
+	// Zero means Config.ReapTimeout/3 when the claimer declares one, and no
+	// heartbeat otherwise. With a ReapTimeout, HeartbeatInterval +
+	// SafetyMargin must be below it, or batches would reach their local
+	// deadline between two heartbeats.
+	//
+	// Handlers get a context derived from the batch's ([Batch.Context]):
+	// cancelled, with a cause matching [ErrClaimLost], when a heartbeat or
+	// an ack finds the batch's rows lost, or at its local deadline (with
+	// Config.ReapTimeout). Run then hands out no more rows of that batch,
+	// acks the rows whose handlers succeeded (the ack skips and reports
+	// lost ones), and releases the rest still held; a handler error after
+	// the loss is not counted as the row's failure. This holds in both
+	// shutdown modes: ShutdownFinish does not cancel handlers on shutdown,
+	// but a loss still does.
 	HeartbeatInterval time.Duration
 	// ShutdownMode is what happens to claimed rows on cancellation; default
 	// [ShutdownRelease].
@@ -92,6 +106,9 @@ func (c *Claimer[T]) Run(ctx context.Context, w WorkerConfig[T]) error {
 	if err := w.validate(); err != nil {
 		return err
 	}
+	if err := c.core.heartbeatFits(&w.HeartbeatInterval); err != nil {
+		return err
+	}
 	defer c.core.subscribe()()
 	var wg sync.WaitGroup
 	for i := 0; i < w.Workers; i++ {
@@ -137,18 +154,26 @@ func (c *Claimer[T]) loop(ctx context.Context, w *WorkerConfig[T], worker int) {
 }
 
 func (c *Claimer[T]) process(ctx context.Context, w *WorkerConfig[T], b *Batch[T], log *slog.Logger) {
-	stop := b.KeepAlive(w.HeartbeatInterval)
-	defer stop() // the heartbeat stops last, after acks and release
+	// The heartbeat ignores shutdown and stops last, after acks and
+	// release, when this function returns.
+	stop := b.KeepAlive(context.WithoutCancel(ctx), w.HeartbeatInterval)
+	defer stop()
 
-	hctx := ctx
+	parent := ctx
 	if w.ShutdownMode == ShutdownFinish {
-		hctx = context.WithoutCancel(ctx)
+		parent = context.WithoutCancel(ctx)
 	}
+	// Handlers see shutdown (ShutdownRelease only) and the batch's loss.
+	hctx, hcancel := b.Context(parent)
+	defer hcancel()
 	var ok, failed []int
 	var causes []error
 	for i, r := range b.rows {
 		if w.ShutdownMode == ShutdownRelease && ctx.Err() != nil {
 			break
+		}
+		if b.lost() {
+			break // the rest is released, if still held
 		}
 		err := call(hctx, w.Handler, r)
 		if err == nil {
@@ -158,8 +183,15 @@ func (c *Claimer[T]) process(ctx context.Context, w *WorkerConfig[T], b *Batch[T
 		if w.ShutdownMode == ShutdownRelease && ctx.Err() != nil {
 			break // interrupted by shutdown: release it, do not count a failure
 		}
+		if b.lost() {
+			break // interrupted by the loss: not the row's failure
+		}
 		failed = append(failed, i)
 		causes = append(causes, err)
+	}
+	if b.lost() {
+		log.Warn("claimlock: stopped processing a lost batch; acking the rows done, releasing the rest still held",
+			"token", b.token, "done", len(ok), "err", b.Err())
 	}
 
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.ShutdownTimeout)

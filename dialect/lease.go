@@ -163,13 +163,24 @@ type LeaseStore interface {
 
 	// Release frees the lease if owner still holds it and reports whether it
 	// did. Releasing someone else's lease is a no-op (false, nil).
-	Release(ctx context.Context, key any, owner string) (bool, error)
+	//
+	// A non-zero holdUntil is a minimum hold: a time on the database clock
+	// (the acquisition time, as the acquire statement wrote it, plus the
+	// hold) before which the key must not be acquired again. While it is
+	// ahead of the database's now, Release leaves owner in place and moves
+	// the expiry to holdUntil (plus the resolution of the time columns)
+	// instead of freeing the lease, so that acquisitions are refused until
+	// then, whatever the callers' clocks; past it, Release frees the lease
+	// as with a zero holdUntil. A minimum hold needs Owner and ExpiresAt
+	// columns; without them it is [ErrInvalidConfig]. ForceRelease and
+	// ReapExpired end a hold like any lease.
+	Release(ctx context.Context, key any, owner string, holdUntil time.Time) (bool, error)
 
 	// Finish sets the table's Status column to status and frees the lease,
 	// in one statement conditioned on owner still holding it, and reports
 	// whether it did: a task is marked done only by its current holder. It
-	// needs LeaseTable.Status.
-	Finish(ctx context.Context, key any, owner string, status any) (bool, error)
+	// needs LeaseTable.Status. holdUntil is a minimum hold, as for Release.
+	Finish(ctx context.Context, key any, owner string, status any, holdUntil time.Time) (bool, error)
 
 	// ForceRelease frees the lease whoever holds it (an operator's tool),
 	// and reports whether it was held.

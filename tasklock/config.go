@@ -43,6 +43,21 @@ type Config struct {
 	// TTL/10. It must be less than the slack TTL - RenewInterval.
 	SafetyMargin time.Duration
 
+	// MinHold, if positive, is the shortest time a key stays taken after an
+	// acquisition, even when its lease is released earlier: ShedLock's
+	// lockAtLeastFor. A lease released (or finished) before acquisition +
+	// MinHold, on the database clock, stays held in the database, with its
+	// expiry moved to that time, so that every other acquisition of the key
+	// is refused until then; a release after it frees the key at once. A
+	// job that runs on many hosts on the same schedule, and takes much less
+	// than its period, thus runs once per window even when the hosts' clocks
+	// disagree by minutes: set MinHold somewhat below the period, above the
+	// largest disagreement between the hosts' schedules. It needs a table
+	// with Owner and ExpiresAt columns ([KeyTable] has them). Renewals do
+	// not move it, and it may exceed the TTL. [Locker.ForceRelease] ends a
+	// hold. Zero means none.
+	MinHold time.Duration
+
 	// PollInterval is the first delay between tries of [Locker.AcquireWait];
 	// later delays double up to MaxPollInterval, with jitter. Zero means
 	// TTL/10, at most one second.
@@ -96,6 +111,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if slack := c.TTL - c.RenewInterval; c.SafetyMargin >= slack {
 		return c, configError("SafetyMargin", "%v must be less than TTL - RenewInterval = %v, or the lease ends before it is renewed", c.SafetyMargin, slack)
+	}
+	if c.MinHold < 0 {
+		return c, configError("MinHold", "must not be negative, got %v", c.MinHold)
+	}
+	if c.MinHold > 0 && (c.Table.Owner == "" || c.Table.ExpiresAt == "") {
+		return c, configError("MinHold", "needs a lease table with Owner and ExpiresAt columns (the hold is an expiry; KeyTable has both)")
 	}
 	if c.PollInterval < 0 {
 		return c, configError("PollInterval", "must not be negative, got %v", c.PollInterval)

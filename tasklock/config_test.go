@@ -38,6 +38,11 @@ func TestNewRejectsBadConfig(t *testing.T) {
 			c.PollInterval = 100 * time.Millisecond
 			c.MaxPollInterval = 10 * time.Millisecond
 		}, "MaxPollInterval"},
+		{"negative min hold", func(c *tasklock.Config) { c.MinHold = -time.Second }, "MinHold"},
+		{"min hold without expires_at", func(c *tasklock.Config) {
+			c.MinHold = time.Minute
+			c.Table = tasklock.TaskTable("xxx_task")
+		}, "MinHold"},
 		{"injected table name", func(c *tasklock.Config) { c.Table.Table = "leases; DROP TABLE x" }, "Table"},
 		{"empty owner column", func(c *tasklock.Config) { c.Table.Owner = "" }, "Owner"},
 		{"quoted fence column", func(c *tasklock.Config) { c.Table.Fence = `fence"` }, "Fence"},

@@ -64,6 +64,15 @@
 // error and never a write to someone else's lease). [Locker.ForceRelease]
 // frees a key whoever holds it, for operators.
 //
+// # Minimum hold
+//
+// Config.MinHold keeps a key taken for at least that long after each
+// acquisition, even when its lease is released early (ShedLock's
+// lockAtLeastFor): an early release leaves the row held until acquisition +
+// MinHold on the database clock, so a job scheduled on many hosts, whose
+// clocks and schedulers disagree by less than MinHold, runs once per window.
+// It needs Owner and ExpiresAt columns ([KeyTable] has them).
+//
 // # No advisory locks
 //
 // Leases are ordinary rows changed by short autocommit statements. There is

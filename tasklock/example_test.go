@@ -102,3 +102,30 @@ func ExampleAlterTaskTableDDL() {
 	// -- ALTER TABLE "xxx_task" ADD COLUMN "lock_expires_at" <the type of "lock_at">
 	// ALTER TABLE "xxx_task" ADD COLUMN "lock_fence" BIGINT NOT NULL DEFAULT 0
 }
+
+// ExampleConfig_minHold runs a job scheduled on many hosts once per window:
+// with MinHold the key stays taken for ten minutes after each acquisition,
+// even though the job finishes at once, so the other hosts' runs of the
+// same schedule (a moment later by their clocks) find it held.
+func ExampleConfig_minHold() {
+	ctx := context.Background()
+	db, _ := sqlite.Open(":memory:")
+	defer db.Close()
+	d, _ := sqlite.New(ctx, db, dialect.Options{})
+	_ = tasklock.CreateTable(ctx, d, "leases")
+	lk, err := tasklock.New(d, tasklock.Config{Table: tasklock.KeyTable("leases"), TTL: 30 * time.Second, MinHold: 10 * time.Minute})
+	if err != nil {
+		panic(err)
+	}
+	job := func(ctx context.Context, l *tasklock.Lease) error {
+		fmt.Println("sending the digest")
+		return nil
+	}
+	fmt.Println("first host:", lk.Do(ctx, "hourly-digest", job))
+	err = lk.Do(ctx, "hourly-digest", job) // another host, a moment later
+	fmt.Println("second host skipped:", errors.Is(err, tasklock.ErrNotAcquired))
+	// Output:
+	// sending the digest
+	// first host: <nil>
+	// second host skipped: true
+}

@@ -28,6 +28,10 @@ type Lease struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
+	// holdUntil is acquisition + MinHold on the database clock (zero
+	// without MinHold): Release and Finish keep the key until then.
+	holdUntil time.Time
+
 	mu        sync.Mutex
 	expiresAt time.Time   // DB clock, latest known
 	deadline  time.Time   // local clock (cfg.Now)
@@ -39,6 +43,11 @@ type Lease struct {
 
 func newLease(k *Locker, key any, owner string, info dialect.LeaseInfo, start time.Time) *Lease {
 	l := &Lease{k: k, key: key, owner: owner, fence: info.Fence, expiresAt: info.ExpiresAt}
+	if k.cfg.MinHold > 0 {
+		// The acquire statement wrote expiry = its now + TTL: its now is
+		// the acquisition time on the database clock.
+		l.holdUntil = info.ExpiresAt.Add(k.cfg.MinHold - k.cfg.TTL)
+	}
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
 	l.mu.Lock()
 	l.armLocked(start.Add(k.cfg.TTL - k.cfg.SafetyMargin))
@@ -80,6 +89,12 @@ func (l *Lease) Deadline() time.Time {
 	defer l.mu.Unlock()
 	return l.deadline
 }
+
+// HoldUntil returns the end of the lease's minimum hold, acquisition time
+// + Config.MinHold on the database clock, or the zero time without
+// MinHold. Like [Lease.ExpiresAt] it is informational: no acquisition of the
+// key succeeds before it, whichever host tries.
+func (l *Lease) HoldUntil() time.Time { return l.holdUntil }
 
 // Done returns a channel closed when the lease ends: released, lost, or past
 // its local deadline.
@@ -233,9 +248,14 @@ func (l *Lease) lostErr(cause error) error {
 // Release cancels every context from [Lease.Context] (and closes
 // [Lease.Done]) before it frees the row, even when called early: work that
 // goes on after an early release must not use the lease's context, and is
-// no longer protected by the lease (another holder may start at once).
+// no longer protected by the lease (another holder may start at once, or,
+// with Config.MinHold, at the end of the hold).
+//
+// With Config.MinHold, a Release before acquisition + MinHold (on the
+// database clock) leaves the row held until then instead of freeing it;
+// it still reports (true, nil), and [Lease.HoldUntil] says until when.
 func (l *Lease) Release(ctx context.Context) (bool, error) {
-	ok, ran, err := l.free(ctx, "release", func() (bool, error) { return l.k.store.Release(ctx, l.key, l.Owner()) })
+	ok, ran, err := l.free(ctx, "release", func() (bool, error) { return l.k.store.Release(ctx, l.key, l.Owner(), l.holdUntil) })
 	if h := l.k.cfg.Hooks.Released; h != nil && ran && err == nil {
 		h(l.key, l.fence, ok)
 	}
@@ -274,8 +294,10 @@ func (l *Lease) free(ctx context.Context, op string, write func() (bool, error))
 // holding it, so a task is marked done only by its current holder. It ends
 // the lease like [Lease.Release] and reports whether it finished the task:
 // (false, nil) when the lease had expired and been taken or freed by someone
-// else, in which case nothing changed.
+// else, in which case nothing changed. With Config.MinHold it keeps the key
+// taken until [Lease.HoldUntil], as Release does; the status is written at
+// once.
 func (l *Lease) Finish(ctx context.Context, status any) (bool, error) {
-	ok, _, err := l.free(ctx, "finish", func() (bool, error) { return l.k.store.Finish(ctx, l.key, l.Owner(), status) })
+	ok, _, err := l.free(ctx, "finish", func() (bool, error) { return l.k.store.Finish(ctx, l.key, l.Owner(), status, l.holdUntil) })
 	return ok, err
 }

@@ -130,7 +130,7 @@ func (k *Locker) Verify(ctx context.Context) error {
 func (k *Locker) cleanup(ctx context.Context, key any, owner string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	if _, err := k.store.Release(ctx, key, owner); err != nil {
+	if _, err := k.store.Release(ctx, key, owner, time.Time{}); err != nil {
 		k.cfg.Logger.Warn("tasklock: could not release an acquisition of unknown outcome; it expires after the TTL", "key", key, "err", err)
 	}
 }

@@ -100,7 +100,7 @@ func reaperUnderLoad(t *testing.T, e *env, s dialect.Strategy, noIndexes bool) {
 					time.Sleep(5 * time.Millisecond)
 					continue
 				}
-				stop := b.KeepAlive(250 * time.Millisecond)
+				stop := b.KeepAlive(ctx, 250*time.Millisecond)
 				err = b.AckAll(ctx)
 				stop()
 				// Under heavy load (SQLite's single writer with the race

@@ -96,7 +96,7 @@ func crashWorker() error {
 			continue
 		}
 		fmt.Println("C")
-		stop := b.KeepAlive(crashHeartbeat)
+		stop := b.KeepAlive(ctx, crashHeartbeat)
 		for _, row := range b.Rows() {
 			time.Sleep(time.Duration(2+rand.IntN(5)) * time.Millisecond) // the work
 			if _, err := e.raw.ExecContext(ctx, sendQ, row.ID, pid); err != nil {

@@ -210,7 +210,7 @@ func TestHeartbeatNeverReaped(t *testing.T) {
 		live, err := c.Claim(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 5, live.Len())
-		stop := live.KeepAlive(heartbeat)
+		stop := live.KeepAlive(ctx, heartbeat)
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- r.Run(rctx, 5*time.Millisecond) }()

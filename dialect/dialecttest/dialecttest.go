@@ -94,6 +94,7 @@ func Run(t *testing.T, h Harness) {
 		{"LeaseReapExpired", testLeaseReap},
 		{"LeaseContention", testLeaseContention},
 		{"LeaseOwnerChecks", testLeaseOwnerChecks},
+		{"LeaseMinHold", testLeaseMinHold},
 		{"KeyOverflow", testKeyOverflow},
 		{"ErrorText", testErrorText},
 		{"AckRollsBack", testAckRollsBack},

@@ -24,7 +24,7 @@ func testLeaseOwnerChecks(t *testing.T, h Harness) {
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "acquire, owner %q", owner)
 		_, err = ls.Renew(ctx, "k", owner, time.Second)
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "renew, owner %q", owner)
-		_, err = ls.Release(ctx, "k", owner)
+		_, err = ls.Release(ctx, "k", owner, time.Time{})
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "release, owner %q", owner)
 	}
 	st, err := ls.Inspect(ctx, "k")

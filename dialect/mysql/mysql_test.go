@@ -254,7 +254,7 @@ func TestCoarseDatetimeColumns(t *testing.T) {
 		}
 		_, err = ls.Renew(ctx, 1, dialect.NewToken(), time.Minute)
 		require.ErrorIs(t, err, dialect.ErrLeaseLost)
-		ok, err := ls.Release(ctx, 1, owner)
+		ok, err := ls.Release(ctx, 1, owner, time.Time{})
 		require.NoError(t, err)
 		require.True(t, ok)
 	}

@@ -18,6 +18,8 @@ const common = `
 {{- define "runnable"}}{{if .RunAt}} AND ({{.RunAt}} IS NULL OR {{.RunAt}} <= UTC_TIMESTAMP(6)){{end}}{{end}}
 {{- define "delayed"}}UTC_TIMESTAMP(6) + INTERVAL {{arg "delay"}} MICROSECOND{{end}}
 {{- define "filter"}}{{if .Scoped}}{{scope .Scope}}{{end}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}}{{end}}
+{{- define "until"}}('1970-01-01 00:00:00' + INTERVAL {{arg "hold"}} MICROSECOND){{end}}
+{{- define "hold"}}{{.Owner}} = IF({{template "until"}} > UTC_TIMESTAMP(6), {{.Owner}}, NULL), {{.ExpiresAt}} = IF({{template "until"}} > UTC_TIMESTAMP(6), {{template "until"}}, NULL){{end}}
 {{- define "hint"}}{{if .Hint}} FORCE INDEX ({{.ClaimIndex}}){{end}}{{end}}
 {{- define "claimset"}}{{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = UTC_TIMESTAMP(6)
   {{- if .Attempts}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}{{end}}

@@ -57,7 +57,7 @@ func TestKeyedLeaseWithoutExpiresAt(t *testing.T) {
 		lb, err := ls.Acquire(ctx, "job", b, 200*time.Millisecond) // every holder uses the same TTL
 		require.NoError(t, err, "expired by lock_at + ttl")
 		require.EqualValues(t, 2, lb.Fence)
-		ok, err := ls.Release(ctx, "job", a)
+		ok, err := ls.Release(ctx, "job", a, time.Time{})
 		require.NoError(t, err)
 		require.False(t, ok, "a no longer holds it")
 		ok, err = ls.ForceRelease(ctx, "job")

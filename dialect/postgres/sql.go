@@ -24,6 +24,8 @@ const common = `
 {{- define "delayed"}}now() + ({{arg "delay"}}::bigint * interval '1 microsecond'){{end}}
 {{- define "filter"}}{{if .Scoped}}{{scope .Scope}}{{end}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}}{{end}}
 {{- define "locked"}}{{.}} = ANY(ARRAY(SELECT {{.}} FROM cl_c)){{end}}
+{{- define "until"}}(timestamptz 'epoch' + {{arg "hold"}}::bigint * interval '1 microsecond'){{end}}
+{{- define "hold"}}{{.Owner}} = CASE WHEN {{template "until"}} > now() THEN {{.Owner}} END, {{.ExpiresAt}} = CASE WHEN {{template "until"}} > now() THEN {{template "until"}} END{{end}}
 {{- define "expiry"}}{{if .ExpiresAt}}{{template "us" .ExpiresAt}}{{else}}CAST(EXTRACT(EPOCH FROM {{.LockedAt}} + {{template "ttl"}}) * 1000000 AS bigint){{end}}{{end}}
 `
 

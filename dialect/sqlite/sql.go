@@ -20,6 +20,7 @@ const common = `
 {{- define "future"}}{{.RunAt}} > {{template "claimnow" .}}{{end}}
 {{- define "held"}}{{if .Owner}}{{.Owner}} = {{arg "owner"}}{{else}}{{.LockedAt}} = {{arg "stamp"}}{{end}}{{end}}
 {{- define "free"}}{{if .Owner}}{{.Owner}} = NULL{{else}}{{.LockedAt}} = NULL{{end}}{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}{{end}}
+{{- define "hold"}}{{.Owner}} = CASE WHEN {{arg "hold"}} > {{template "now"}} THEN {{.Owner}} END, {{.ExpiresAt}} = CASE WHEN {{arg "hold"}} > {{template "now"}} THEN {{arg "hold"}} END{{end}}
 {{- define "fence"}}{{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}}{{end}}
 {{- define "expiry"}}{{if .ExpiresAt}}{{.ExpiresAt}} * 1000{{else}}({{.LockedAt}} + {{arg "ttl"}}) * 1000{{end}}{{end}}
 {{- define "expired"}}{{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}}{{else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} < {{template "now"}} - {{arg "ttl"}} - {{arg "slack"}}{{end}}{{end}}

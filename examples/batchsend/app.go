@@ -261,7 +261,7 @@ func (a *app) claimRun(ctx context.Context, lease *tasklock.Lease, name string) 
 			return found, released, nil
 		}
 		found = true
-		stop := b.KeepAlive(a.o.reapAfter / 4)
+		stop := b.KeepAlive(ctx, a.o.reapAfter/4)
 		for _, r := range b.Rows() {
 			if !released && time.Since(start) > a.o.budget {
 				// The story's early release: the next cron run may start

@@ -89,7 +89,9 @@ func frozenClaimerRole(ctx context.Context, out *emitter) error {
 		return err
 	}
 	defer d.close()
-	c, err := claim.New(d.d, itemsConfig(envInt(envBatch, frozenRows)), itemFields)
+	cfg := itemsConfig(envInt(envBatch, frozenRows))
+	cfg.ReapTimeout = frozenTTL // the test's reaper timeout
+	c, err := claim.New(d.d, cfg, itemFields)
 	if err != nil {
 		return err
 	}
@@ -102,10 +104,18 @@ func frozenClaimerRole(ctx context.Context, out *emitter) error {
 		ids[i] = r.ID.(int64)
 	}
 	out.emit(event{Ev: "claim", Tok: b.Token(), IDs: ids, T: time.Now().UnixNano()})
-	stop := b.KeepAlive(envDuration(envHeartbeat, 200*time.Millisecond))
+	stop := b.KeepAlive(ctx, envDuration(envHeartbeat, 200*time.Millisecond))
 	defer stop()
+	wctx, cancel := b.Context(ctx)
+	defer cancel()
 	// The test freezes the process here; resumed, the pause is over.
 	pause(ctx, frozenTTL)
+	// What a handler sees first on resuming: the batch has ended, and its
+	// deadline (reported, T) was before the other worker's claim.
+	stale := b.Err()
+	<-wctx.Done()
+	deadline, _ := b.Deadline()
+	out.emit(event{Ev: "ctx", T: deadline.UnixNano(), OK: stale != nil, Lost: errors.Is(context.Cause(wctx), claim.ErrClaimLost), Err: context.Cause(wctx).Error()})
 	n, err := b.Heartbeat(ctx)
 	out.emit(event{Ev: "heartbeat", N: n, Lost: errors.Is(err, claim.ErrClaimLost), Err: errString(err)})
 	err = b.AckAll(ctx)
@@ -196,6 +206,7 @@ func TestFrozenHolder(t *testing.T) {
 			time.Sleep(time.Until(stopped.Add(frozenTTL + 300*time.Millisecond)))
 			r, err := zombie.New(d.d, itemsConfig(frozenRows), zombie.Config{Timeout: frozenTTL})
 			require.NoError(t, err)
+			sweepStart := time.Now().UnixNano()
 			swept, err := r.Sweep(ctx)
 			require.NoError(t, err)
 			require.EqualValues(t, frozenRows, swept.Returned)
@@ -246,7 +257,12 @@ func TestFrozenHolder(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, released)
 
-			hb, i := claimer.waitEvent(t, "heartbeat", 0, time.Second)
+			cev, i := claimer.waitEvent(t, "ctx", 0, time.Second)
+			require.True(t, cev.OK, "Batch.Err reported the loss as soon as the frozen claimer resumed")
+			require.True(t, cev.Lost, "the frozen batch's context was cancelled with ErrClaimLost: %s", cev.Err)
+			require.Contains(t, cev.Err, claim.ErrLocalDeadline.Error())
+			require.Less(t, cev.T, sweepStart, "the frozen batch's deadline passed before its rows were reaped and claimed again")
+			hb, i := claimer.waitEvent(t, "heartbeat", i, time.Second)
 			require.True(t, hb.Lost, "heartbeat after the reap gives ErrClaimLost: %s", hb.Err)
 			require.Zero(t, hb.N)
 			ack, i := claimer.waitEvent(t, "frozenack", i, time.Second)

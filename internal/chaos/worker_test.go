@@ -51,7 +51,7 @@ func workerRole(ctx context.Context, out *emitter) error {
 			ids[i] = r.ID.(int64)
 		}
 		out.emit(event{Ev: "claim", Tok: b.Token(), IDs: ids, T0: t0, T: time.Now().UnixNano()})
-		stop := b.KeepAlive(hb)
+		stop := b.KeepAlive(ctx, hb)
 		if ackBatch {
 			sendAndAckAll(ctx, d, b, out)
 			stop()

@@ -101,6 +101,7 @@ var fakeClaimSQL = ClaimSQL{
 var fakeLeaseSQL = LeaseSQL{
 	Acquire: `UPDATE acquire`, Insert: `INSERT`, ReadBack: `SELECT rb`, Renew: `UPDATE renew`, Release: `UPDATE release`,
 	Force: `UPDATE force`, Inspect: `SELECT inspect`, Reap: `UPDATE reap`, Columns: `SELECT cols`,
+	ReleaseHold: `UPDATE release hold`,
 }
 
 func fakeSpec(t *testing.T) dialect.ClaimTable {
@@ -144,7 +145,11 @@ func ops(t *testing.T, e *Engine) map[string]struct {
 		"missing index": {true, func(ctx context.Context) error { _, err := cs.MissingIndexes(ctx); return err }},
 		"read back":     {true, func(ctx context.Context) error { _, err := cs.ReadBack(ctx, "t", scan, nil); return err }},
 		"lease inspect": {true, func(ctx context.Context) error { _, err := ls.Inspect(ctx, "k"); return err }},
-		"lease release": {false, func(ctx context.Context) error { _, err := ls.Release(ctx, "k", "o"); return err }},
+		"lease release": {false, func(ctx context.Context) error { _, err := ls.Release(ctx, "k", "o", time.Time{}); return err }},
+		"lease release hold": {false, func(ctx context.Context) error {
+			_, err := ls.Release(ctx, "k", "o", time.Now().Add(time.Minute))
+			return err
+		}},
 		"lease force":   {false, func(ctx context.Context) error { _, err := ls.ForceRelease(ctx, "k"); return err }},
 		"lease reap":    {false, func(ctx context.Context) error { _, err := ls.ReapExpired(ctx, 1); return err }},
 		"lease verify":  {true, func(ctx context.Context) error { return ignoreInvalid(ls.VerifySchema(ctx)) }},

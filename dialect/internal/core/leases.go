@@ -47,6 +47,14 @@ type LeaseSQL struct {
 	// Finish sets Status to {{arg "status"}} and frees "key" if its holder
 	// still holds it.
 	Finish string
+	// ReleaseHold and FinishHold are Release and Finish under a minimum
+	// hold (tables with Owner and ExpiresAt only): while {{arg "hold"}}, a
+	// time on the database clock, is ahead of the database's now, the lease
+	// stays held by "owner" with its expiry moved to the hold, so the key
+	// cannot be acquired before it; otherwise they free the lease as Release
+	// and Finish do. They use the engine's {{template "hold" .}}, that SET
+	// list.
+	ReleaseHold, FinishHold string
 	// Reap frees at most "limit" expired leases (needs ExpiresAt).
 	Reap string
 	// Columns is the catalog query of [ClaimSQL.Columns].
@@ -71,6 +79,14 @@ WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
 	Force: `
 UPDATE {{.Table}} SET {{template "free" .}}
 WHERE {{.Key}} = {{arg "key"}} AND {{or .Owner .LockedAt}} IS NOT NULL`,
+
+	ReleaseHold: `
+UPDATE {{.Table}} SET {{template "hold" .}}
+WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
+
+	FinishHold: `
+UPDATE {{.Table}} SET {{.TaskStatus}} = {{arg "status"}}, {{template "hold" .}}
+WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
 }
 
 // Leases is the engine-neutral [dialect.LeaseStore].
@@ -79,6 +95,8 @@ type Leases struct {
 	spec dialect.LeaseTable
 
 	acquire, insert, readBack, renew, release, force, inspect, reap, finish, columns Stmt
+	// releaseHold and finishHold: tables with Owner and ExpiresAt only.
+	releaseHold, finishHold Stmt
 	// stamped: no Owner column, a lease is identified by its stamp.
 	stamped bool
 	// slack is added to expiry comparisons: see [Slack].
@@ -110,6 +128,7 @@ func NewLeases(e *Engine, sqls LeaseSQL, spec dialect.LeaseTable) (*Leases, erro
 		src string
 	}{
 		{&sqls.Release, GenericLeaseSQL.Release}, {&sqls.Finish, GenericLeaseSQL.Finish}, {&sqls.Force, GenericLeaseSQL.Force},
+		{&sqls.ReleaseHold, GenericLeaseSQL.ReleaseHold}, {&sqls.FinishHold, GenericLeaseSQL.FinishHold},
 	} {
 		if *g.dst == "" {
 			*g.dst = g.src
@@ -126,6 +145,12 @@ func NewLeases(e *Engine, sqls LeaseSQL, spec dialect.LeaseTable) (*Leases, erro
 	l.inspect = r.stmt("lease inspect", t(sqls.Inspect), nil)
 	if spec.Status != "" {
 		l.finish = r.stmt("lease finish", t(sqls.Finish), nil)
+	}
+	if spec.Owner != "" && spec.ExpiresAt != "" {
+		l.releaseHold = r.stmt("lease release with hold", t(sqls.ReleaseHold), nil)
+		if spec.Status != "" {
+			l.finishHold = r.stmt("lease finish with hold", t(sqls.FinishHold), nil)
+		}
 	}
 	if spec.ExpiresAt != "" {
 		l.reap = r.stmt("lease reap", t(sqls.Reap), nil)
@@ -351,17 +376,20 @@ func (l *Leases) exec(ctx context.Context, op string, st Stmt, a *Args) (int64, 
 }
 
 // Release implements [dialect.LeaseStore].
-func (l *Leases) Release(ctx context.Context, key any, owner string) (bool, error) {
+func (l *Leases) Release(ctx context.Context, key any, owner string, holdUntil time.Time) (bool, error) {
 	a, err := l.args(key, owner, 0, true, false)
 	if err != nil {
 		return false, wrap("lease release", err)
 	}
-	n, err := l.exec(ctx, "lease release", l.release, a)
-	return n > 0, err
+	if holdUntil.IsZero() {
+		n, err := l.exec(ctx, "lease release", l.release, a)
+		return n > 0, err
+	}
+	return l.freeHeld(ctx, "lease release", l.releaseHold, a, holdUntil)
 }
 
 // Finish implements [dialect.LeaseStore].
-func (l *Leases) Finish(ctx context.Context, key any, owner string, status any) (bool, error) {
+func (l *Leases) Finish(ctx context.Context, key any, owner string, status any, holdUntil time.Time) (bool, error) {
 	if l.finish.SQL == "" {
 		return false, fmt.Errorf("%w: lease finish: the lease table has no Status column", dialect.ErrInvalidConfig)
 	}
@@ -370,8 +398,35 @@ func (l *Leases) Finish(ctx context.Context, key any, owner string, status any) 
 		return false, wrap("lease finish", err)
 	}
 	a.Status = status
-	n, err := l.exec(ctx, "lease finish", l.finish, a)
-	return n > 0, err
+	if holdUntil.IsZero() {
+		n, err := l.exec(ctx, "lease finish", l.finish, a)
+		return n > 0, err
+	}
+	return l.freeHeld(ctx, "lease finish", l.finishHold, a, holdUntil)
+}
+
+// freeHeld runs a release or finish under a minimum hold. The hold is
+// moved later by the slack (the resolution of the time columns): the
+// acquisition time it was computed from, and the hold as stored, may each
+// be up to one resolution step early, and a key must never go early.
+//
+// On an engine that reports changed rather than matched rows (MySQL), a
+// hold that leaves the row as it was (the expiry already equal to the hold,
+// as stored) changes nothing and reports 0 rows; whether the owner still
+// holds the lease is then read back. That read is exact: an owner token is
+// fresh for every acquisition, so a row that names it now named it when the
+// statement ran.
+func (l *Leases) freeHeld(ctx context.Context, op string, st Stmt, a *Args, holdUntil time.Time) (bool, error) {
+	if st.SQL == "" {
+		return false, fmt.Errorf("%w: %s: a minimum hold needs Owner and ExpiresAt columns", dialect.ErrInvalidConfig, op)
+	}
+	a.Hold = holdUntil.Add(a.Slack)
+	n, err := l.exec(ctx, op, st, a)
+	if err != nil || n > 0 || l.e.Returning {
+		return n > 0, err
+	}
+	_, ok, err := l.readBackInfo(ctx, a)
+	return ok, wrap(op+": read back", err)
 }
 
 // ForceRelease implements [dialect.LeaseStore].
@@ -449,6 +504,7 @@ func (l *Leases) named() map[string]Stmt {
 	return map[string]Stmt{
 		"acquire": l.acquire, "insert": l.insert, "read back": l.readBack, "renew": l.renew,
 		"release": l.release, "force": l.force, "inspect": l.inspect, "reap": l.reap, "finish": l.finish,
+		"release hold": l.releaseHold, "finish hold": l.finishHold,
 	}
 }
 

@@ -34,6 +34,7 @@ type Args struct {
 	TTL         time.Duration // "ttl", in the engine's time unit
 	Slack       time.Duration // "slack", in the engine's time unit (may be 0)
 	Stamp       int64         // "stamp": a lease's LockedAt as an integer
+	Hold        time.Time     // "hold": a time on the database clock, in the engine's time unit since the Unix epoch, rounded up
 	Status      any           // "status": a status value
 	Key         any           // "key" (a lease key)
 	From        int64         // "from" (a key cursor)
@@ -77,6 +78,19 @@ func (u Unit) ceil(d time.Duration) int64 {
 		step = time.Millisecond
 	}
 	return int64((d + step - 1) / step)
+}
+
+// epoch returns t as an integer count of u since the Unix epoch, rounded
+// up: a hold read back early would let a key go early.
+func (u Unit) epoch(t time.Time) int64 {
+	us := t.UnixMicro()
+	if t.Sub(time.UnixMicro(us)) > 0 {
+		us++
+	}
+	if u == Milliseconds {
+		return (us + 999) / 1000 // the times of interest are after 1970
+	}
+	return us
 }
 
 // Dialect is how an engine writes placeholders and key lists.
@@ -167,6 +181,8 @@ func (s Stmt) Bind(d Dialect, a *Args) (string, []any) {
 			out = append(out, d.TimeUnit.convert(a.TTL))
 		case "stamp":
 			out = append(out, a.Stamp)
+		case "hold":
+			out = append(out, d.TimeUnit.epoch(a.Hold))
 		case "status":
 			out = append(out, a.Status)
 		case "slack":

@@ -253,6 +253,11 @@ func Cases() []Case {
 	for _, name := range []string{"acquire", "read back", "renew", "release", "force", "inspect"} {
 		out = append(out, Case{Store: Leases, Name: name, Args: lease, Budget: small, Why: "one key"})
 	}
+	out = append(out, Case{Store: Leases, Name: "release hold", Args: func(p Phase) *core.Args {
+		a := lease(p)
+		a.Hold = time.Now().Add(time.Minute)
+		return a
+	}, Budget: small, Why: "one key"})
 	return out
 }
 

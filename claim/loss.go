@@ -1,0 +1,232 @@
+package claim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Loss signal: a batch's context ([Batch.Context], [Batch.Done],
+// [Batch.Err]) ends when its rows are lost, at its local deadline, or when
+// it holds nothing any more.
+
+var (
+	// ErrLocalDeadline is the reason attached to [ErrClaimLost] when a
+	// batch's context ended because its local deadline passed: (local start
+	// of the claim statement, or of the last heartbeat that found every row
+	// held) + Config.ReapTimeout - Config.SafetyMargin, whether or not the
+	// database answered. A reaper may take the rows back soon after, so
+	// work on them must stop. [Batch.Err] returns an error matching both.
+	ErrLocalDeadline = errors.New("claim: local claim deadline passed")
+
+	// ErrBatchDone is what [Batch.Err] returns once the batch holds no rows
+	// any more: every row was acked, failed, released or found lost by an
+	// ack (deferred acks count once written).
+	ErrBatchDone = errors.New("claim: batch holds no rows")
+)
+
+// validateLoss checks ReapTimeout and SafetyMargin.
+func (c Config) validateLoss() error {
+	switch {
+	case c.ReapTimeout < 0:
+		return invalid("ReapTimeout", "%v is negative", c.ReapTimeout)
+	case c.ReapTimeout > 0 && c.ReapTimeout < time.Millisecond:
+		return invalid("ReapTimeout", "%v is below one millisecond", c.ReapTimeout)
+	case c.SafetyMargin < 0:
+		return invalid("SafetyMargin", "%v is negative", c.SafetyMargin)
+	case c.SafetyMargin > 0 && c.ReapTimeout == 0:
+		return invalid("SafetyMargin", "is set but ReapTimeout is not: the margin is taken from ReapTimeout")
+	case c.SafetyMargin >= c.ReapTimeout && c.ReapTimeout > 0:
+		return invalid("SafetyMargin", "%v is not below ReapTimeout %v", c.SafetyMargin, c.ReapTimeout)
+	}
+	return nil
+}
+
+// safetyMargin returns SafetyMargin or its default, ReapTimeout/10.
+func (c Config) safetyMargin() time.Duration {
+	if c.SafetyMargin == 0 {
+		return c.ReapTimeout / 10
+	}
+	return c.SafetyMargin
+}
+
+// heartbeatFits defaults a worker's zero heartbeat interval to
+// ReapTimeout/3 and checks that heartbeats come often enough to keep the
+// local deadline ahead.
+func (k *core) heartbeatFits(interval *time.Duration) error {
+	if k.reapTimeout == 0 {
+		return nil
+	}
+	if *interval == 0 {
+		*interval = k.reapTimeout / 3
+	}
+	if *interval+k.margin >= k.reapTimeout {
+		return invalid("WorkerConfig.HeartbeatInterval", "%v + SafetyMargin %v is not below ReapTimeout %v: batches would reach their local deadline between heartbeats",
+			*interval, k.margin, k.reapTimeout)
+	}
+	return nil
+}
+
+// lifetime is what a batch may count on from the local start of a statement
+// that found its rows held: ReapTimeout - SafetyMargin; 0 without a
+// ReapTimeout (no local deadline).
+func (k *core) lifetime() time.Duration {
+	if k.reapTimeout == 0 {
+		return 0
+	}
+	return k.reapTimeout - k.margin
+}
+
+// startLoss sets up the batch's context and, with a ReapTimeout, arms its
+// local deadline from claimed, the local time just before the claim
+// statement was sent.
+//
+// Why the deadline comes before any other worker's claim: the claim
+// statement wrote claimed_at on the database clock at some instant after
+// claimed; a reaper returns the row only once claimed_at + its Timeout +
+// the column's resolution (the reaper's slack, which covers a claimed_at
+// stored early by a whole-second column) has passed on the database clock,
+// and only then can another worker claim it. With ReapTimeout at most the
+// reaper's Timeout, and both clocks running at the rate of real time, that
+// is after claimed + ReapTimeout, and the deadline is SafetyMargin earlier.
+// The margin absorbs clock-rate differences and the time a handler needs to
+// notice. Heartbeats move claimed_at, and the deadline, the same way.
+func (b *Batch[T]) startLoss(claimed time.Time) {
+	b.ctx, b.cancel = context.WithCancelCause(context.Background())
+	b.closed = make(chan struct{})
+	if b.nOpen == 0 {
+		b.end(ErrBatchDone)
+		close(b.closed)
+		return
+	}
+	if life := b.core.lifetime(); life > 0 {
+		b.lmu.Lock()
+		b.armLocked(claimed.Add(life))
+		b.lmu.Unlock()
+	}
+}
+
+// armLocked sets the local deadline and (re)arms the timer that ends the
+// batch at it. Callers hold b.lmu.
+func (b *Batch[T]) armLocked(deadline time.Time) {
+	b.deadline = deadline
+	b.gen++
+	gen := b.gen
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	b.timer = time.AfterFunc(time.Until(deadline), func() { b.expire(gen) })
+}
+
+// expire ends the batch at its local deadline unless the timer was re-armed
+// meanwhile.
+func (b *Batch[T]) expire(gen uint64) {
+	b.lmu.Lock()
+	stale := gen != b.gen
+	b.lmu.Unlock()
+	if !stale {
+		b.end(b.deadlineError())
+	}
+}
+
+func (b *Batch[T]) deadlineError() error {
+	return fmt.Errorf("%w: %w (token %s)", ErrClaimLost, ErrLocalDeadline, b.token)
+}
+
+// end ends the batch's context with cause, once.
+func (b *Batch[T]) end(cause error) {
+	b.lmu.Lock()
+	defer b.lmu.Unlock()
+	if b.ctx.Err() != nil {
+		return
+	}
+	b.cancel(cause)
+	b.gen++
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	if cause != ErrBatchDone {
+		b.core.logger.Warn("claimlock: claim lost; work on the batch must stop", "token", b.token, "err", cause)
+	}
+}
+
+// extend moves the local deadline after a heartbeat that started at start
+// found every row held. A batch that ended stays ended.
+func (b *Batch[T]) extend(start time.Time) {
+	life := b.core.lifetime()
+	if life == 0 {
+		return
+	}
+	b.lmu.Lock()
+	defer b.lmu.Unlock()
+	if b.ctx.Err() != nil {
+		return
+	}
+	if d := start.Add(life); d.After(b.deadline) {
+		b.armLocked(d)
+	}
+}
+
+// Context returns a context derived from parent that is also cancelled when
+// the batch ends, with [Batch.Err] as its cause (see context.Cause): when a
+// heartbeat or an ack finds rows lost (reaped, maybe re-claimed), at the
+// local deadline (with Config.ReapTimeout), or once the batch holds no rows
+// ([ErrBatchDone]). Pass it to the work done on the batch's rows, so that a
+// worker whose rows were taken over stops. Call the returned cancel function
+// when done with it.
+//
+// The context reports; it does not protect: a worker paused longer than
+// the margin (GC, swapping, a stopped VM) can still act after its deadline.
+// That is what the token is for: the batch's acks, fails and releases are
+// conditioned on it, so such a worker's late ack changes nothing and
+// returns [ErrClaimLost]. Make side effects outside the database
+// idempotent.
+func (b *Batch[T]) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	stop := context.AfterFunc(b.ctx, func() { cancel(b.Err()) })
+	return ctx, func() {
+		stop()
+		cancel(context.Canceled)
+	}
+}
+
+// Done returns a channel closed when the batch ends: rows lost, local
+// deadline passed, or nothing held any more.
+func (b *Batch[T]) Done() <-chan struct{} { return b.ctx.Done() }
+
+// Err returns nil while the batch holds rows and may work on them, and
+// afterwards why it ended: an error matching [ErrClaimLost] (and
+// [ErrLocalDeadline] when the local deadline passed), or [ErrBatchDone].
+// It compares the deadline with the clock itself, so a process that was
+// stopped past its deadline sees it at once on resuming, even before the
+// deadline's timer has run.
+func (b *Batch[T]) Err() error {
+	b.lmu.Lock()
+	late := !b.deadline.IsZero() && b.ctx.Err() == nil && !time.Now().Before(b.deadline)
+	b.lmu.Unlock()
+	if late {
+		b.end(b.deadlineError())
+	}
+	if b.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(b.ctx)
+}
+
+// Deadline returns the batch's local deadline, on the local monotonic
+// clock: (local start of the claim, or of the last heartbeat that found
+// every row held) + Config.ReapTimeout - Config.SafetyMargin. ok is false
+// without a ReapTimeout.
+func (b *Batch[T]) Deadline() (deadline time.Time, ok bool) {
+	b.lmu.Lock()
+	defer b.lmu.Unlock()
+	return b.deadline, !b.deadline.IsZero()
+}
+
+// lost reports whether the batch ended because its rows were lost or its
+// deadline passed (not because it holds nothing).
+func (b *Batch[T]) lost() bool {
+	err := b.Err()
+	return err != nil && err != ErrBatchDone
+}
