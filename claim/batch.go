@@ -55,6 +55,7 @@ type Batch[T any] struct {
 	open     []bool // row still held by this batch as far as it knows
 	nOpen    int
 	requeued []any
+	inTx     []int         // rows completed in a caller's transaction (tx.go)
 	later    *deferred     // deferred acks; nil until the first AckLater
 	closed   chan struct{} // closed when nOpen reaches 0
 
@@ -214,13 +215,18 @@ func (b *Batch[T]) Release(ctx context.Context) (int64, error) {
 		return 0, flushErr
 	}
 	idx := slices.DeleteFunc(b.openIndexes(), b.later.isLater)
-	if len(idx) == 0 {
+	// Rows completed in a caller's transaction that rolled back are still
+	// held under the token: release them too (a committed one is not held,
+	// and the token condition leaves it alone).
+	all := append(slices.Clone(idx), b.inTx...)
+	if len(all) == 0 {
 		return 0, flushErr
 	}
-	n, err := b.core.store.Release(ctx, b.token, b.idsOf(idx))
+	n, err := b.core.store.Release(ctx, b.token, b.idsOf(all))
 	if err != nil {
 		return 0, fmt.Errorf("claim: release: %w", err)
 	}
+	b.inTx = nil
 	b.closeRows(idx)
 	return n, flushErr
 }
@@ -236,18 +242,26 @@ func (b *Batch[T]) Release(ctx context.Context) (int64, error) {
 // stays ended.
 func (b *Batch[T]) Heartbeat(ctx context.Context) (int64, error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.nOpen == 0 {
+	open := b.nOpen
+	b.mu.Unlock()
+	if open == 0 {
 		return 0, nil
 	}
+	// The statement runs without the batch's lock: it may wait for rows a
+	// caller's transaction holds ([Batch.AckTx]), and that caller may call
+	// the batch meanwhile.
 	start := time.Now()
 	n, err := b.core.store.Heartbeat(ctx, b.token)
 	if err != nil {
 		return 0, fmt.Errorf("claim: heartbeat: %w", err)
 	}
-	// Rows of a background ack write in flight are held until it commits,
-	// which may be before or after the heartbeat: expect at least the
-	// others.
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	// Rows only ever close, so every row open now was open, and held if
+	// not lost, while the statement ran; rows closed meanwhile may or may
+	// not have been counted. Rows of a background ack write in flight are
+	// held until it commits, which may be before or after the heartbeat:
+	// expect at least the others.
 	if least := b.nOpen - b.later.inFlight(); n < int64(least) {
 		err := fmt.Errorf("claim: heartbeat: token holds %d of %d rows: %w", n, least, ErrClaimLost)
 		b.end(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -166,6 +167,7 @@ func (c *Claimer[T]) process(ctx context.Context, w *WorkerConfig[T], b *Batch[T
 	// Handlers see shutdown (ShutdownRelease only) and the batch's loss.
 	hctx, hcancel := b.Context(parent)
 	defer hcancel()
+	hctx = context.WithValue(hctx, batchKey{}, b) // BatchOf, AckTx
 	var ok, failed []int
 	var causes []error
 	for i, r := range b.rows {
@@ -197,6 +199,16 @@ func (c *Claimer[T]) process(ctx context.Context, w *WorkerConfig[T], b *Batch[T
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.ShutdownTimeout)
 	defer cancel()
 	b.mu.Lock()
+	// A handler may have completed its row itself (Batch.AckTx, FailTx,
+	// ReleaseTx, Snooze...): only rows still open are acked or failed here.
+	settled := func(i int) bool { return !b.open[i] || b.later.isLater(i) }
+	ok = slices.DeleteFunc(ok, settled)
+	for j := len(failed) - 1; j >= 0; j-- {
+		if settled(failed[j]) {
+			failed = slices.Delete(failed, j, j+1)
+			causes = slices.Delete(causes, j, j+1)
+		}
+	}
 	if err := b.ackLocked(fctx, ok); err != nil && !errors.Is(err, ErrClaimLost) {
 		log.Error("claimlock: ack failed; rows stay processing until reaped", "token", b.token, "rows", len(ok), "err", err)
 	}

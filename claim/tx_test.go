@@ -1,0 +1,154 @@
+package claim_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// createEffects creates a table of effect rows with no key at all, so that
+// a duplicate effect would be counted, never hidden by a unique index.
+func createEffects(t *testing.T, e *env, table string) {
+	t.Helper()
+	ddl, err := e.d.CreateTableDDL(dialect.TableDef{Table: table, Columns: []dialect.ColumnDef{
+		{Name: "src", Type: dialect.TypeInt, NotNull: true},
+		{Name: "tok", Type: dialect.TypeText, Len: dialect.MaxTokenLen, NotNull: true},
+	}})
+	require.NoError(t, err)
+	require.NoError(t, e.d.ExecDDL(context.Background(), ddl))
+}
+
+// Run handlers that write their effect and ack in one transaction leave
+// exactly one effect per row, even when some of their transactions roll
+// back: a rolled-back row is released when its batch ends and processed
+// again.
+func TestRunAckTxExactlyOneEffect(t *testing.T) {
+	t.Parallel()
+	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
+		ctx := context.Background()
+		const rows = 60
+		c, _ := jobSetup(t, e, s, rows, nil)
+		effects := tableName("effects")
+		createEffects(t, e, effects)
+		var rolledBack sync.Map
+		var rollbacks atomic.Int64
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			done <- c.Run(runCtx, claim.WorkerConfig[job]{Workers: 3, PollMin: 5 * time.Millisecond, PollMax: 20 * time.Millisecond,
+				Handler: func(ctx context.Context, r claim.Row[job]) error {
+					tx, err := e.raw.BeginTx(ctx, nil)
+					if err != nil {
+						return err
+					}
+					defer func() { _ = tx.Rollback() }()
+					b, ok := claim.BatchOf[job](ctx)
+					if !ok {
+						return errors.New("no batch in the handler's context")
+					}
+					if _, err := tx.ExecContext(ctx, e.rebind(fmt.Sprintf("INSERT INTO %s (src, tok) VALUES (?, ?)", effects)), r.ID, b.Token()); err != nil {
+						return err
+					}
+					if err := claim.AckTx(ctx, tx, r); err != nil {
+						return err
+					}
+					if r.ID.(int64)%4 == 0 {
+						if _, again := rolledBack.LoadOrStore(r.ID, true); !again {
+							rollbacks.Add(1)
+							return tx.Rollback() // its effect and its ack go together
+						}
+					}
+					return tx.Commit()
+				}})
+		}()
+		require.Eventually(t, func() bool {
+			st, err := c.Stats(ctx)
+			return err == nil && st.Done == rows
+		}, time.Minute, 20*time.Millisecond)
+		cancel()
+		require.NoError(t, <-done)
+		require.Positive(t, rollbacks.Load())
+		var total, distinct int
+		require.NoError(t, e.raw.QueryRowContext(ctx, fmt.Sprintf("SELECT COUNT(*), COUNT(DISTINCT src) FROM %s", effects)).Scan(&total, &distinct))
+		require.Equal(t, [2]int{rows, rows}, [2]int{total, distinct}, "exactly one effect per row")
+		requireStats(t, c, 0, 0, rows, 0)
+	})
+}
+
+// A transactional ack of rows the token lost reports them before the
+// caller commits; the heartbeat never holds the batch while it waits for
+// rows a caller's open transaction holds, so the caller can go on using
+// the batch; FailTx and ReleaseTx complete rows with the transaction.
+func TestBatchTxLossAndHeartbeat(t *testing.T) {
+	t.Parallel()
+	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
+		ctx := context.Background()
+		c, cfg := jobSetup(t, e, s, 5, func(cfg *claim.Config) { withLifecycle(cfg); cfg.MaxAttempts = 3 })
+		b, err := c.Claim(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 5, b.Len())
+		rows := b.Rows()
+
+		tx, err := e.raw.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		require.NoError(t, b.AckTx(ctx, tx, rows[0].ID))
+		// A heartbeat now waits for the row tx holds (or for the database
+		// lock, on SQLite) without holding the batch.
+		hb := make(chan error, 1)
+		go func() {
+			hctx, hcancel := context.WithTimeout(ctx, 30*time.Second)
+			defer hcancel()
+			_, err := b.Heartbeat(hctx)
+			hb <- err
+		}()
+		time.Sleep(50 * time.Millisecond)
+		require.NoError(t, b.FailTx(ctx, tx, rows[1].ID, errors.New("bad input")), "the batch is usable while a heartbeat waits")
+		require.NoError(t, b.ReleaseTx(ctx, tx, rows[2].ID))
+		require.NoError(t, tx.Commit())
+		require.NoError(t, <-hb)
+
+		var status string
+		var msg sql.NullString
+		q := e.rebind(fmt.Sprintf("SELECT status, last_error FROM %s WHERE id = ?", cfg.Table))
+		require.NoError(t, e.raw.QueryRowContext(ctx, q, rows[0].ID).Scan(&status, &msg))
+		require.Equal(t, "DONE", status)
+		require.NoError(t, e.raw.QueryRowContext(ctx, q, rows[1].ID).Scan(&status, &msg))
+		require.Equal(t, "PENDING", status)
+		require.Equal(t, "bad input", msg.String)
+		require.NoError(t, e.raw.QueryRowContext(ctx, q, rows[2].ID).Scan(&status, &msg))
+		require.Equal(t, "PENDING", status)
+
+		// Another worker takes row 3 (a reaper returned it, say): the
+		// transactional ack reports the loss before the caller commits.
+		e.exec(t, fmt.Sprintf("UPDATE %s SET token = 'someone-else' WHERE id = ?", cfg.Table), rows[3].ID)
+		tx, err = e.raw.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		err = b.AckTx(ctx, tx, rows[3].ID, rows[4].ID)
+		require.ErrorIs(t, err, claim.ErrClaimLost)
+		var lost *claim.LostError
+		require.ErrorAs(t, err, &lost)
+		require.Equal(t, []any{rows[3].ID}, lost.IDs)
+		require.NoError(t, tx.Rollback())
+		require.ErrorIs(t, b.Err(), claim.ErrClaimLost, "the loss ends the batch's context")
+		// Row 4's ack rolled back with the transaction: Release returns it.
+		n, err := b.Release(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n, "the rolled-back row is released, the committed ones and the lost one are not")
+		require.NoError(t, e.raw.QueryRowContext(ctx, q, rows[4].ID).Scan(&status, &msg))
+		require.Equal(t, "PENDING", status)
+
+		_, ok := claim.BatchOf[job](ctx)
+		require.False(t, ok)
+		require.ErrorIs(t, claim.AckTx(ctx, nil, rows[0]), claim.ErrInvalidConfig)
+	})
+}
