@@ -23,6 +23,9 @@ type fleetSpec struct {
 	// ackBatch sends a batch's rows in one insert and acks them in one
 	// statement after sending them all, instead of one of each per row.
 	ackBatch bool
+	// txAck sends each row and acks it in one transaction
+	// (Batch.AckTx): a send exists if and only if its ack committed.
+	txAck bool
 	// drain bounds the wait for the task to drain; zero means drainLimit().
 	drain       time.Duration
 	heartbeat   time.Duration
@@ -61,6 +64,7 @@ func (f *fleet) startWorker() *child {
 		envSendDelay+"="+f.spec.sendDelay.String(),
 		envHeartbeat+"="+f.spec.heartbeat.String(),
 		envAckBatch+"="+strconv.FormatBool(f.spec.ackBatch),
+		envTxAck+"="+strconv.FormatBool(f.spec.txAck),
 		envLifetime+"="+(3*drainLimit()).String())
 	f.mu.Lock()
 	f.children = append(f.children, c)
@@ -102,6 +106,7 @@ type report struct {
 	faults, rows                  int
 	dupKilled, dupAcked, dupOther int
 	lost, overlaps                int
+	sends                         int // rows in the sends log
 	drain                         time.Duration
 }
 
@@ -207,6 +212,7 @@ func check(t *testing.T, d *db, rows int, evs []event, killed map[int]bool) repo
 		var c claimRec
 		require.NoError(t, res.Scan(&id, &c.tok, &c.pid))
 		sends[id] = append(sends[id], c)
+		r.sends++
 	}
 	require.NoError(t, res.Err())
 	res.Close()

@@ -54,6 +54,51 @@ func TestSIGKILL(t *testing.T) {
 	}
 }
 
+// TestSIGKILLTxAck kills workers at random points, mid-batch or not, while
+// they send each row and ack it in one transaction (Batch.AckTx). A killed
+// worker's open transaction rolls back with its send, so every row ends
+// with exactly one send: the sends are counted per row, and no unique key
+// hides a duplicate (the log's key is (row, token), and each claim has its
+// own token).
+func TestSIGKILLTxAck(t *testing.T) {
+	t.Parallel()
+	for _, e := range engines() {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			kills := size(10, 40)
+			spec := fleetSpec{
+				scenario: "sigkill-txack", rows: size(1000, 10000), workers: 3, batch: 10, txAck: true,
+				sendDelay: 3 * time.Millisecond, heartbeat: 200 * time.Millisecond, reapTimeout: 1500 * time.Millisecond,
+				inject: func(f *fleet) int {
+					n := 0
+					deadline := time.Now().Add(drainLimit())
+					for n < kills && time.Now().Before(deadline) {
+						time.Sleep(time.Duration(30+rand.IntN(120)) * time.Millisecond)
+						if drained(f.d) {
+							break
+						}
+						live := f.live()
+						if len(live) == 0 {
+							f.startWorker()
+							continue
+						}
+						f.kill(live[rand.IntN(len(live))])
+						n++
+						f.startWorker()
+					}
+					return n
+				},
+			}
+			r := runFleet(t, e, spec)
+			require.GreaterOrEqual(t, r.faults, 5)
+			require.Zero(t, r.lost)
+			require.Zero(t, r.overlaps)
+			require.Zero(t, r.dupKilled+r.dupAcked+r.dupOther, "a send commits with its ack or not at all")
+			require.Equal(t, r.rows, r.sends, "exactly one send per row, counted")
+		})
+	}
+}
+
 // midBatch reports whether the worker's last batch has rows it has not
 // acked yet.
 func midBatch(c *child) bool {

@@ -31,6 +31,7 @@ const (
 	envLifetime  = "CHAOS_LIFETIME"
 	envTTL       = "CHAOS_TTL"
 	envAckBatch  = "CHAOS_ACK_BATCH"
+	envTxAck     = "CHAOS_TX_ACK"
 )
 
 func TestMain(m *testing.M) {

@@ -29,6 +29,7 @@ func workerRole(ctx context.Context, out *emitter) error {
 	delay := envDuration(envSendDelay, 0)
 	hb := envDuration(envHeartbeat, 200*time.Millisecond)
 	ackBatch := os.Getenv(envAckBatch) == "true"
+	txAck := os.Getenv(envTxAck) == "true"
 	for ctx.Err() == nil {
 		t0 := time.Now().UnixNano()
 		b, err := c.Claim(ctx)
@@ -59,6 +60,12 @@ func workerRole(ctx context.Context, out *emitter) error {
 		}
 		for _, r := range b.Rows() {
 			pause(ctx, delay)
+			if txAck {
+				if !sendAndAckTx(ctx, d, b, r, out) {
+					break // the rest is left for the reaper
+				}
+				continue
+			}
 			if err := send(ctx, d, r.ID.(int64), b.Token(), r.Value.Attempts); err != nil {
 				// Leave this row and the rest for the reaper.
 				out.emit(event{Ev: "senderr", Tok: b.Token(), IDs: []int64{r.ID.(int64)}, Err: err.Error()})
@@ -196,4 +203,38 @@ func sendAndAckAll(ctx context.Context, d *db, b *claim.Batch[item], out *emitte
 	default:
 		out.emit(event{Ev: "ackerr", Tok: b.Token(), IDs: sent, Err: err.Error()})
 	}
+}
+
+// sendAndAckTx inserts the row's send and acks the row in one transaction
+// (Batch.AckTx), so that a send exists if and only if its ack committed. It
+// reports ack, lost or ackerr, and whether to go on with the batch.
+func sendAndAckTx(ctx context.Context, d *db, b *claim.Batch[item], r claim.Row[item], out *emitter) bool {
+	one := []int64{r.ID.(int64)}
+	tx, err := d.sql.BeginTx(ctx, nil)
+	if err != nil {
+		out.emit(event{Ev: "senderr", Tok: b.Token(), IDs: one, Err: err.Error()})
+		return false
+	}
+	defer func() { _ = tx.Rollback() }()
+	_, err = tx.ExecContext(ctx, d.sqlf("INSERT INTO {chaos_sends} ({row_id}, {token}, {pid}, {attempt}) VALUES ($1, $2, $3, $4)"),
+		r.ID, b.Token(), os.Getpid(), r.Value.Attempts)
+	if err != nil {
+		out.emit(event{Ev: "senderr", Tok: b.Token(), IDs: one, Err: err.Error()})
+		return false
+	}
+	a0 := time.Now().UnixNano()
+	err = b.AckTx(ctx, tx, r.ID)
+	if errors.Is(err, claim.ErrClaimLost) {
+		out.emit(event{Ev: "lost", Tok: b.Token(), IDs: one, Err: err.Error()})
+		return false // rolled back: the new owner sends it
+	}
+	if err == nil {
+		err = tx.Commit()
+	}
+	if err != nil {
+		out.emit(event{Ev: "ackerr", Tok: b.Token(), IDs: one, Err: err.Error()})
+		return false
+	}
+	out.emit(event{Ev: "ack", Tok: b.Token(), IDs: one, T0: a0, T: time.Now().UnixNano()})
+	return true
 }
