@@ -23,6 +23,7 @@ const (
 	taskTable   = "xxx_task"
 	targetTable = "xxx_task_target"
 	sendsTable  = "xxx_sends"
+	callsTable  = "xxx_calls"
 	leaseTTL    = 2 * time.Second
 )
 
@@ -107,6 +108,12 @@ func (a *app) setup(ctx context.Context) error {
 			{Name: "target_id", Type: dialect.TypeInt, NotNull: true},
 			{Name: "worker", Type: dialect.TypeText, Len: 80, NotNull: true},
 		}, Indexes: []dialect.IndexDef{{Name: "xxx_sends_target", Columns: []string{"task_id", "target_id"}}}},
+		{Table: callsTable, PrimaryKey: []string{"id"}, Columns: []dialect.ColumnDef{
+			{Name: "id", Type: dialect.TypeSerial},
+			{Name: "task_id", Type: dialect.TypeInt, NotNull: true},
+			{Name: "target_id", Type: dialect.TypeInt, NotNull: true},
+			{Name: "worker", Type: dialect.TypeText, Len: 80, NotNull: true},
+		}, Indexes: []dialect.IndexDef{{Name: "xxx_calls_target", Columns: []string{"task_id", "target_id"}}}},
 	}
 	for _, def := range defs {
 		ddl, err := d.CreateTableDDL(def)
@@ -184,6 +191,38 @@ func (a *app) send(ctx context.Context, worker string, id any) error {
 	_, err := db.SQL.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s, %s, %s) VALUES (%s, %s, %s)",
 		db.Q(sendsTable), db.Q("task_id"), db.Q("target_id"), db.Q("worker"), db.Ph(1), db.Ph(2), db.Ph(3)), a.o.task, id, worker)
 	return err
+}
+
+// sendTx is a send with -ack tx: the remote call (a short sleep, logged in
+// the calls table at once, as a remote service's own log would be), then
+// the sends log row and the row's ack in one transaction. It reports
+// whether the row was acked; a lost claim rolls the log row back (the
+// row's new owner sends it).
+func (a *app) sendTx(ctx context.Context, b *claim.Batch[target], worker string, id any) (bool, error) {
+	db := a.db
+	if a.o.sendDelay > 0 {
+		sleep(ctx, a.o.sendDelay)
+	}
+	if _, err := db.SQL.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s, %s, %s) VALUES (%s, %s, %s)",
+		db.Q(callsTable), db.Q("task_id"), db.Q("target_id"), db.Q("worker"), db.Ph(1), db.Ph(2), db.Ph(3)), a.o.task, id, worker); err != nil {
+		return false, err
+	}
+	tx, err := db.SQL.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s, %s, %s) VALUES (%s, %s, %s)",
+		db.Q(sendsTable), db.Q("task_id"), db.Q("target_id"), db.Q("worker"), db.Ph(1), db.Ph(2), db.Ph(3)), a.o.task, id, worker); err != nil {
+		return false, err
+	}
+	if err := b.AckTx(ctx, tx, id); err != nil {
+		if errors.Is(err, claim.ErrClaimLost) {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, tx.Commit()
 }
 
 // finished reports whether the task has nothing pending and nothing
@@ -272,13 +311,27 @@ func (a *app) claimRun(ctx context.Context, lease *tasklock.Lease, name string) 
 					return found, released, err
 				}
 			}
+			if a.o.ack == "tx" {
+				if _, err := a.sendTx(ctx, b, name, r.ID); err != nil {
+					stop()
+					_, _ = b.Release(context.WithoutCancel(ctx))
+					return found, released, err
+				}
+				continue
+			}
 			if err := a.send(ctx, name, r.ID); err != nil {
 				stop()
 				_, _ = b.Release(context.WithoutCancel(ctx))
 				return found, released, err
 			}
 		}
-		err = b.AckAll(ctx)
+		if a.o.ack == "tx" {
+			// Each row was acked with its send; release what a rolled-back
+			// transaction left held.
+			_, err = b.Release(ctx)
+		} else {
+			err = b.AckAll(ctx)
+		}
 		stop()
 		if err != nil && !errors.Is(err, claim.ErrClaimLost) {
 			return found, released, err

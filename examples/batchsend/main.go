@@ -10,6 +10,14 @@
 //
 //	go run ./examples/batchsend                       # claim mode on SQLite: duplicates = 0
 //	go run ./examples/batchsend -mode naive -workers 2 # the bug: duplicates > 0
+//	go run ./examples/batchsend -ack tx               # send log and ack in one transaction
+//
+// With -ack tx each send is a remote call (logged in a calls table as it
+// happens, outside any transaction) and a row in the sends log written in
+// the same transaction as the row's ack (claim.Batch.AckTx): a worker killed
+// between the call and the commit leaves neither the log row nor the ack,
+// so the sends log has exactly one row per target, while the remote call,
+// which no transaction can take back, is made again (at-least-once).
 //
 // With -role, each part runs as its own process against a shared database:
 // setup, worker (until the task has nothing pending or processing), reaper
@@ -30,6 +38,7 @@ import (
 
 type options struct {
 	driver, dsn, mode, role string
+	ack                     string
 	targets, workers, batch int
 	task                    int64
 	sendDelay, budget       time.Duration
@@ -54,6 +63,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dsn, "dsn", "", "data source name (default for sqlite: a file in a new temporary directory)")
 	fs.StringVar(&o.mode, "mode", "claim", "claim (task lease + row claims + reaper) or naive (task lock only: shows the double-send bug)")
 	fs.StringVar(&o.role, "role", "all", "all, setup, worker, reaper or report")
+	fs.StringVar(&o.ack, "ack", "batch", "claim mode: batch (log each send, ack the batch in one statement) or tx (log each send and ack it in one transaction)")
 	fs.IntVar(&o.targets, "targets", 2000, "targets to create for the task (setup)")
 	fs.IntVar(&o.workers, "workers", 4, "concurrent cron workers (role all)")
 	fs.IntVar(&o.batch, "batch", 50, "rows per claim or per naive SELECT")
@@ -68,6 +78,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	switch {
 	case o.mode != "claim" && o.mode != "naive":
 		return o, fmt.Errorf("-mode %q: want claim or naive", o.mode)
+	case o.ack != "batch" && o.ack != "tx":
+		return o, fmt.Errorf("-ack %q: want batch or tx", o.ack)
 	case o.role != "all" && o.role != "setup" && o.role != "worker" && o.role != "reaper" && o.role != "report":
 		return o, fmt.Errorf("-role %q: want all, setup, worker, reaper or report", o.role)
 	case o.targets < 0 || o.workers < 1 || o.batch < 1 || o.batch > 10000:

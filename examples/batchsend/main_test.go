@@ -98,7 +98,7 @@ func TestNaiveModeDuplicates(t *testing.T) {
 func TestBadFlags(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
-		{"-mode", "x"}, {"-role", "x"}, {"-batch", "0"}, {"-workers", "0"}, {"-budget", "0s"},
+		{"-mode", "x"}, {"-role", "x"}, {"-ack", "x"}, {"-batch", "0"}, {"-workers", "0"}, {"-budget", "0s"},
 		{"-role", "worker"}, // SQLite workers need a shared -dsn
 		{"-driver", "oracle", "-dsn", "x"},
 	} {
@@ -111,13 +111,21 @@ func TestBadFlags(t *testing.T) {
 // with SIGKILL mid-run, then runs a reaper and a last worker: every target
 // ends sent, nothing stays pending or processing, and a target is sent twice
 // only if a killed worker had sent it before dying.
-func TestKilledWorkersAreRecovered(t *testing.T) {
+func TestKilledWorkersAreRecovered(t *testing.T) { testKilled(t, "batch") }
+
+// TestKilledTxWorkersLogOnce is TestKilledWorkersAreRecovered with each
+// send logged in its ack's transaction (-ack tx): the sends log has exactly
+// one row per target however the workers die, while the remote calls made
+// outside the transaction may repeat.
+func TestKilledTxWorkersLogOnce(t *testing.T) { testKilled(t, "tx") }
+
+func testKilled(t *testing.T, ack string) {
 	t.Parallel()
 	for _, e := range engines() {
 		t.Run(e.name, func(t *testing.T) {
 			t.Parallel()
 			db := e.args(t)
-			common := append(append([]string{}, db...), "-quiet", "-targets", "600", "-batch", "20", "-send-delay", "2ms", "-budget", "20ms", "-reap-after", "700ms")
+			common := append(append([]string{}, db...), "-quiet", "-targets", "600", "-batch", "20", "-send-delay", "2ms", "-budget", "20ms", "-reap-after", "700ms", "-ack", ack)
 			require.NoError(t, run(context.Background(), append(append([]string{}, common...), "-role", "setup"), os.Stderr, os.Stderr))
 
 			start := func(role string) *exec.Cmd {
@@ -153,6 +161,13 @@ func TestKilledWorkersAreRecovered(t *testing.T) {
 			require.Zero(t, r.Pending)
 			require.Zero(t, r.Processing)
 			require.EqualValues(t, 600, r.Sent+r.Failed)
+			if ack == "tx" {
+				require.Zero(t, r.DuplicateSends, "a logged send commits with its ack")
+				require.EqualValues(t, r.Sent, r.Sends, "exactly one logged send per sent target")
+				require.GreaterOrEqual(t, r.Calls, r.Sends, "every logged send was called")
+				require.LessOrEqual(t, r.DuplicateCalls, int64(len(killed)), "a killed worker repeats at most the call it was making")
+				return
+			}
 			// Duplicates are only possible for rows a killed worker sent
 			// and never acked: at most one batch per killed worker.
 			require.LessOrEqual(t, r.DuplicateSends, int64(len(killed)*20))
