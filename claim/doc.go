@@ -5,9 +5,9 @@
 // description the reaper and the schema helpers share), and says how to
 // claim from it. A [Claimer] marks up to a batch of pending rows as
 // processing under a fresh random token, in one statement (or one short
-// transaction), and returns them as a [Batch]. Every later write of the batch — [Batch.Ack], [Batch.AckAll],
-// [Batch.Fail], [Batch.Heartbeat], [Batch.Release] — is conditioned on that
-// token. [Claimer.Run] is the ready-made worker loop on top.
+// transaction), and returns them as a [Batch]. Every later write of the
+// batch — [Batch.Ack], [Batch.AckAll], [Batch.Fail], [Batch.Heartbeat],
+// [Batch.Release] — is conditioned on that token. [Claimer.Run] is the ready-made worker loop on top.
 //
 // # Guarantees
 //
@@ -42,6 +42,26 @@
 //
 // Ages are measured on the database clock only; application clocks are
 // never compared.
+//
+// # Failures, retries and operators
+//
+// With a RunAt column in the claim table, [Batch.Fail] retries a row after
+// Config.Backoff of its attempts ([Row.Attempts]; default [DefaultBackoff]),
+// measured on the database clock: claims skip rows whose run-at is in the
+// future. [Batch.FailAfter] takes the delay from the failure,
+// [Batch.Snooze] puts a row back for later without counting an attempt, and
+// a Run handler asks for either with [RetryAfter] or [SnoozeFor]. With an
+// Error column the failure's text is stored (cut to the column's width), so
+// a parked row says why. [Claimer.List], [Claimer.Unpark] and
+// [Claimer.RetryNow] are the operator's view and actions.
+//
+// # Completion in the caller's transaction
+//
+// [Batch.AckTx], [Batch.FailTx] and [Batch.ReleaseTx] (in a Run handler,
+// [AckTx] and [BatchOf]) run the ack in a transaction the caller passes, with
+// the same token and version conditions, so that the caller's own writes and
+// the ack commit or roll back together: no duplicate database row, whatever
+// the crash. A lost claim is reported before the caller commits.
 //
 // # External side effects are at least once
 //
