@@ -134,10 +134,10 @@ type drainResult struct {
 func (d drain) run(t *testing.T) drainResult {
 	t.Helper()
 	var (
-		mu      sync.Mutex
-		recs    []*batchRec
-		res     = drainResult{rows: int64(d.rows), errSamples: map[string]int{}, perPool: map[string]int64{}}
-		acked   atomic.Int64
+		mu       sync.Mutex
+		recs     []*batchRec
+		res      = drainResult{rows: int64(d.rows), errSamples: map[string]int{}, perPool: map[string]int64{}}
+		acked    atomic.Int64
 		retries0 = make([]int64, len(d.pools))
 	)
 	for i, p := range d.pools {
