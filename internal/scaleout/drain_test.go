@@ -127,6 +127,7 @@ type drainResult struct {
 	faultDesc         string
 	faultErr          error
 	perPool           map[string]int64 // rows acked per pool
+	recs              []*batchRec
 }
 
 // run drains d.rows rows and returns the measurements; it fails the test
@@ -286,6 +287,7 @@ func (d drain) run(t *testing.T) drainResult {
 		res.retries += p.d.Retries() - retries0[i]
 	}
 	res.batches = len(recs)
+	res.recs = recs
 	res.analyse(recs)
 
 	// The database's view: every row of the task done, the other task's
@@ -376,4 +378,18 @@ func (res *drainResult) logErrors(t *testing.T) {
 	for _, s := range res.overlapSamples {
 		t.Logf("  overlap: %s", s)
 	}
+}
+
+// firstAckAfter returns how long after t the first batch claimed after t
+// was acked: the time workers took to work again after a fault.
+func (res *drainResult) firstAckAfter(t time.Time) time.Duration {
+	var best time.Duration = -1
+	for _, r := range res.recs {
+		if r.start.After(t) && r.acked && r.lost == 0 {
+			if d := r.end.Sub(t); best < 0 || d < best {
+				best = d
+			}
+		}
+	}
+	return best
 }

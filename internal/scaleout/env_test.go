@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
 )
 
 // Environment variables of this package. The DSN variables are the ones the
@@ -23,6 +27,11 @@ const (
 	envRequire      = "CLAIMLOCK_REQUIRE_SCALEOUT"
 	envLong         = "CLAIMLOCK_SCALEOUT_LONG"
 )
+
+func init() {
+	// The driver logs every broken connection; the faults break many.
+	_ = gomysql.SetLogger(log.New(io.Discard, "", 0))
+}
 
 // long reports whether the long mode (100,000 rows per Galera drain) was
 // asked for.
