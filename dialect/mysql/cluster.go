@@ -157,16 +157,39 @@ const (
 	nodeSynced   // synced, or not a Galera node at all
 )
 
-// nodeState reads wsrep_ready and wsrep_local_state (4: Synced) on a fresh
-// connection. A server without Galera has neither and counts as synced.
+// nodeState reads wsrep_on, then wsrep_ready and wsrep_local_state (4:
+// Synced) on a fresh connection. A server without Galera (MySQL has none of
+// these; MariaDB without a provider has wsrep_on OFF) counts as synced.
 func nodeState(ctx context.Context, conn driver.Conn) (int, error) {
 	q, ok := conn.(driver.QueryerContext)
 	if !ok {
 		return nodeSynced, nil
 	}
-	rows, err := q.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_ready', 'wsrep_local_state')", nil)
+	vars, err := showPairs(ctx, q, "SHOW VARIABLES LIKE 'wsrep_on'")
 	if err != nil {
 		return nodeNotReady, err
+	}
+	if vars["wsrep_on"] != "ON" {
+		return nodeSynced, nil
+	}
+	st, err := showPairs(ctx, q, "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_ready', 'wsrep_local_state')")
+	switch {
+	case err != nil:
+		return nodeNotReady, err
+	case st["wsrep_ready"] != "ON":
+		return nodeNotReady, nil
+	case st["wsrep_local_state"] == "4":
+		return nodeSynced, nil
+	}
+	return nodeReady, nil
+}
+
+// showPairs runs a SHOW statement of (name, value) rows on a driver
+// connection.
+func showPairs(ctx context.Context, q driver.QueryerContext, stmt string) (map[string]string, error) {
+	rows, err := q.QueryContext(ctx, stmt, nil)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	vals := map[string]string{}
@@ -174,23 +197,13 @@ func nodeState(ctx context.Context, conn driver.Conn) (int, error) {
 	for {
 		err := rows.Next(dest)
 		if errors.Is(err, io.EOF) {
-			break
+			return vals, nil
 		}
 		if err != nil {
-			return nodeNotReady, err
+			return nil, err
 		}
 		vals[text(dest[0])] = text(dest[1])
 	}
-	ready, isGalera := vals["wsrep_ready"]
-	switch {
-	case !isGalera:
-		return nodeSynced, nil
-	case ready != "ON":
-		return nodeNotReady, nil
-	case vals["wsrep_local_state"] == "4":
-		return nodeSynced, nil
-	}
-	return nodeReady, nil
 }
 
 // text converts a driver value of a text column to a string.
