@@ -3,7 +3,6 @@ package scaleout
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -131,6 +130,3 @@ func exports(out string) map[string]string {
 	}
 	return m
 }
-
-// errTimeout reports a wait that ran out of time.
-var errTimeout = errors.New("timed out")
