@@ -95,6 +95,8 @@ type drain struct {
 	// reaches faultAt of rows; it returns a description of what it did.
 	fault   func(ctx context.Context) (string, error)
 	faultAt float64
+	// strategy is the claim strategy; zero is the server's preferred one.
+	strategy dialect.Strategy
 }
 
 // batchRec is one claimed batch as its worker saw it: held from the return
@@ -160,6 +162,7 @@ func (d drain) run(t *testing.T) drainResult {
 	// The reaper returns rows of claims whose worker never got them (a claim
 	// whose reply was lost) or gave them up.
 	cc := itemsConfig(d.table, d.batch)
+	cc.Strategy = d.strategy
 	reaper, err := zombie.New(d.monitor.d, cc, zombie.Config{Timeout: d.reapTimeout})
 	require.NoError(t, err)
 	var wg sync.WaitGroup
