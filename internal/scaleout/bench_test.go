@@ -131,11 +131,12 @@ func benchPool(b *testing.B, label string, sdb *sql.DB) *pool {
 	sdb.SetMaxOpenConns(12)
 	sdb.SetMaxIdleConns(12)
 	b.Cleanup(func() { sdb.Close() })
-	d, err := mysql.New(context.Background(), sdb, dialect.Options{})
+	rc := newOpCounter()
+	d, err := mysql.New(context.Background(), sdb, rc.options())
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &pool{label: label, d: d, db: sdb}
+	return &pool{label: label, d: d, db: sdb, retries: rc}
 }
 
 // seedBench (re)creates the benchmark's table with n pending rows.

@@ -124,6 +124,7 @@ type drainResult struct {
 	overlaps          int // rows held by two batches at the same time
 	overlapSamples    []string
 	retries           int64 // library retries (deadlock, certification, serialization)
+	retriesByOp       map[string]int64
 	errSamples        map[string]int
 	elapsed           time.Duration
 	faultDesc         string
@@ -142,9 +143,11 @@ func (d drain) run(t *testing.T) drainResult {
 		res      = drainResult{rows: int64(d.rows), errSamples: map[string]int{}, perPool: map[string]int64{}}
 		acked    atomic.Int64
 		retries0 = make([]int64, len(d.pools))
+		byOp0    = make([]map[string]int64, len(d.pools))
 	)
 	for i, p := range d.pools {
 		retries0[i] = p.d.Retries()
+		byOp0[i] = p.retries.snapshot()
 	}
 	noteErr := func(kind string, err error) {
 		msg := err.Error()
@@ -286,8 +289,14 @@ func (d drain) run(t *testing.T) drainResult {
 	require.NoError(t, res.faultErr, "fault")
 	require.True(t, drained, "%s: not drained after %v: %+v (last error %v); errors %v", d.name, d.limit, last, lastErr, res.errSamples)
 
+	res.retriesByOp = map[string]int64{}
 	for i, p := range d.pools {
 		res.retries += p.d.Retries() - retries0[i]
+		for op, n := range p.retries.snapshot() {
+			if n -= byOp0[i][op]; n != 0 {
+				res.retriesByOp[op] += n
+			}
+		}
 	}
 	res.batches = len(recs)
 	res.recs = recs
@@ -350,8 +359,8 @@ func (res *drainResult) summary(name, extra string) string {
 		pools = append(pools, fmt.Sprintf("%s=%d", k, v))
 	}
 	slices.Sort(pools)
-	s := fmt.Sprintf("scaleout: %s rows=%d done=%d lost=%d overlaps=%d duplicates=%d batches=%d retries=%d claim-errors=%d ack-errors=%d acks-lost=%d gave-up=%d %s drain=%.1fs per-pool[%s]",
-		name, res.rows, res.done, res.rows-res.done, res.overlaps, res.duplicates, res.batches, res.retries, res.claimErrors, res.ackErrors, res.lostRows, res.gaveUp,
+	s := fmt.Sprintf("scaleout: %s rows=%d done=%d lost=%d overlaps=%d duplicates=%d batches=%d retries=%d[%s] claim-errors=%d ack-errors=%d acks-lost=%d gave-up=%d %s drain=%.1fs per-pool[%s]",
+		name, res.rows, res.done, res.rows-res.done, res.overlaps, res.duplicates, res.batches, res.retries, fmtOps(res.retriesByOp), res.claimErrors, res.ackErrors, res.lostRows, res.gaveUp,
 		extra, res.elapsed.Seconds(), strings.Join(pools, " "))
 	if res.faultDesc != "" {
 		s += " fault: " + res.faultDesc
@@ -395,4 +404,14 @@ func (res *drainResult) firstAckAfter(t time.Time) time.Duration {
 		}
 	}
 	return best
+}
+
+// fmtOps formats counts by operation as "claim=3 lease-acquire=1".
+func fmtOps(m map[string]int64) string {
+	ops := make([]string, 0, len(m))
+	for k, v := range m {
+		ops = append(ops, fmt.Sprintf("%s=%d", strings.ReplaceAll(k, " ", "-"), v))
+	}
+	slices.Sort(ops)
+	return strings.Join(ops, " ")
 }

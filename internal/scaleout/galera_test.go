@@ -174,8 +174,10 @@ func TestGaleraLeases(t *testing.T) {
 	}
 	var acquired, held, overlaps, fenceBackwards, staleWrites, errs atomic.Int64
 	retries0 := int64(0)
-	for _, n := range nodes {
+	byOp0 := make([]map[string]int64, len(nodes))
+	for i, n := range nodes {
 		retries0 += n.d.Retries()
+		byOp0[i] = n.retries.snapshot()
 	}
 	cert0, bf0 := certCounters(t, nodes)
 	dur := time.Duration(size(15, 60)) * time.Second
@@ -241,14 +243,18 @@ func TestGaleraLeases(t *testing.T) {
 	}
 	wg.Wait()
 	retries := -retries0
-	for _, n := range nodes {
+	byOp := map[string]int64{}
+	for i, n := range nodes {
 		retries += n.d.Retries()
+		for op, c := range n.retries.snapshot() {
+			byOp[op] += c - byOp0[i][op]
+		}
 	}
 	cert1, bf1 := certCounters(t, nodes)
 	var writes, maxFence int64
 	require.NoError(t, nodes[1].db.QueryRow("SELECT SUM(writes), MAX(fence) FROM "+fenced).Scan(&writes, &maxFence))
-	t.Logf("scaleout: galera leases nodes=3 contenders=%d keys=%d seconds=%.0f acquisitions=%d held-refusals=%d overlaps=%d fence-not-increasing=%d stale-fenced-writes=%d errors=%d retries=%d cert-failures=%d bf-aborts=%d fenced-writes-in-db=%d",
-		len(nodes)*perNode, len(keys), dur.Seconds(), acquired.Load(), held.Load(), overlaps.Load(), fenceBackwards.Load(), staleWrites.Load(), errs.Load(), retries, cert1-cert0, bf1-bf0, writes)
+	t.Logf("scaleout: galera leases nodes=3 contenders=%d keys=%d seconds=%.0f acquisitions=%d held-refusals=%d overlaps=%d fence-not-increasing=%d stale-fenced-writes=%d errors=%d retries=%d[%s] cert-failures=%d bf-aborts=%d fenced-writes-in-db=%d",
+		len(nodes)*perNode, len(keys), dur.Seconds(), acquired.Load(), held.Load(), overlaps.Load(), fenceBackwards.Load(), staleWrites.Load(), errs.Load(), retries, fmtOps(byOp), cert1-cert0, bf1-bf0, writes)
 	require.Greater(t, acquired.Load(), int64(50), "too few acquisitions to mean anything")
 	require.Zero(t, overlaps.Load(), "two holders of one key at once")
 	require.Zero(t, fenceBackwards.Load(), "a fence that did not increase")

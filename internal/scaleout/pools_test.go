@@ -3,6 +3,7 @@ package scaleout
 import (
 	"context"
 	"database/sql"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +23,38 @@ type pool struct {
 	d      dialect.Dialect
 	db     *sql.DB
 	dollar bool // PostgreSQL placeholders
+	// retries counts the library's retries by operation ("claim", "ack",
+	// "lease acquire", ...).
+	retries *opCounter
 }
+
+// opCounter counts retries by operation name.
+type opCounter struct {
+	mu sync.Mutex
+	n  map[string]int64
+}
+
+// options returns dialect options whose retry hook counts into c.
+func (c *opCounter) options() dialect.Options {
+	return dialect.Options{Retry: dialect.RetryPolicy{OnRetry: func(op string, _ int, _ error) {
+		c.mu.Lock()
+		c.n[op]++
+		c.mu.Unlock()
+	}}}
+}
+
+// snapshot copies the counts.
+func (c *opCounter) snapshot() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := make(map[string]int64, len(c.n))
+	for k, v := range c.n {
+		m[k] = v
+	}
+	return m
+}
+
+func newOpCounter() *opCounter { return &opCounter{n: map[string]int64{}} }
 
 // openMySQL opens one MariaDB node the way an application would
 // (mysql.Open: READ COMMITTED, causal reads on Galera).
@@ -50,9 +82,10 @@ func newMySQLPool(t *testing.T, ctx context.Context, label string, db *sql.DB, m
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
 	t.Cleanup(func() { db.Close() })
-	d, err := mysql.New(ctx, db, dialect.Options{})
+	rc := newOpCounter()
+	d, err := mysql.New(ctx, db, rc.options())
 	require.NoError(t, err, label)
-	return &pool{label: label, d: d, db: db}
+	return &pool{label: label, d: d, db: db, retries: rc}
 }
 
 // openPG opens PostgreSQL through pgxpool (the native path). dsn may list
@@ -68,12 +101,13 @@ func openPG(t *testing.T, label, dsn string, maxConns int) *pool {
 	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
 	pp, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err, label)
-	d, err := postgres.New(ctx, pp, dialect.Options{})
+	rc := newOpCounter()
+	d, err := postgres.New(ctx, pp, rc.options())
 	if err != nil {
 		pp.Close()
 	}
 	require.NoError(t, err, label)
 	db := stdlib.OpenDBFromPool(pp)
 	t.Cleanup(func() { db.Close(); pp.Close() })
-	return &pool{label: label, d: d, db: db, dollar: true}
+	return &pool{label: label, d: d, db: db, dollar: true, retries: rc}
 }
