@@ -27,6 +27,10 @@ import (
 // broken-connection error: a write's outcome is then unknown) and are
 // dropped; new ones go to the survivors.
 //
+// Set the pool's MaxIdleConns to its MaxOpenConns: database/sql keeps two
+// idle connections by default, and every extra one it opens costs a
+// connection and a readiness check.
+//
 // The server settings (version, isolation variable, Galera) are read from
 // the first node that answers. Bad DSNs wrap [dialect.ErrInvalidConfig];
 // OpenCluster fails when no node answers.
