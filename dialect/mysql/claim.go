@@ -90,7 +90,8 @@ func (c *claimer) stmt(set *[2][2]core.Stmt, from bool) (core.Stmt, core.Stmt) {
 // markTokenUpdate marks up to p.Limit rows. With a key cursor it first
 // claims above the cursor; when that comes back short it claims the rest from
 // the start of the scope, so a claim reports fewer rows than asked only after
-// a scan from the start.
+// a scan from the start, or when that second statement failed after the
+// first had marked rows (they are returned, not stranded).
 func (c *claimer) markTokenUpdate(ctx context.Context, p *dialect.ClaimParams) (int64, error) {
 	a := &core.Args{Token: p.Token, Scope: p.ScopeValues, Limit: p.Limit}
 	var n int64
@@ -105,6 +106,15 @@ func (c *claimer) markTokenUpdate(ctx context.Context, p *dialect.ClaimParams) (
 	a.Limit = p.Limit - int(n)
 	hinted, plain := c.stmt(&c.update, false)
 	m, err := c.updateClaim(ctx, hinted, plain, a)
+	if err != nil && n > 0 {
+		// The rows above the cursor are committed under the token: hand
+		// them over (the read-back also finds any the failed statement may
+		// have marked) rather than strand them until a reaper returns
+		// them. On Galera a statement can exhaust its retries on
+		// certification conflicts while the first one went through.
+		c.d.E.Logger.Debug("claimlock: mysql claim from the start of the scope failed; returning the rows claimed above the cursor", "rows", n, "err", err)
+		return n, nil
+	}
 	return n + m, err
 }
 

@@ -84,6 +84,45 @@
 // @@log_bin and @@binlog_format, warns when the log is on and STATEMENT, and
 // reports it in [Dialect.Binlog].
 //
+// # Galera (MariaDB Galera Cluster, Percona XtraDB Cluster)
+//
+// [New] reads @@wsrep_on and reports a Galera node in [Dialect.Galera].
+// What changes there, and why (figures and tests in the README's "Scaling
+// out" section and internal/scaleout):
+//
+//   - Every node accepts writes, and row locks are local to a node: two
+//     nodes can mark the same rows at once. Galera certifies each write set
+//     at COMMIT and aborts the later of two conflicting ones with error
+//     1213 (a deadlock), even though its statements "succeeded" locally.
+//     The claim stays token-update, one autocommit UPDATE ... LIMIT: its
+//     commit is part of the statement, the server itself re-runs it once
+//     after a certification failure (wsrep_retry_autocommit), and a 1213
+//     that reaches the client means the claim was rolled back whole, so the
+//     dialect re-runs it under the retry policy like any deadlock; it never
+//     reads back, or reports, rows whose commit failed. Transactions (SKIP
+//     LOCKED claims, acks of rows decided one by one) fail at COMMIT instead
+//     and are re-run whole the same way. SKIP LOCKED stays available but
+//     gains nothing: it skips rows locked on the local node only, so claims
+//     on different nodes still pick the same rows and conflict at
+//     certification.
+//   - A commit returns once the write set is certified cluster-wide, but the
+//     other nodes apply it a moment later. A read or update on another
+//     node (a pool spread over the nodes, a load balancer) can miss a claim
+//     committed an instant before: the token read-back finds no rows, an ack
+//     or heartbeat matches nothing and reports the claim lost, a lease
+//     renewal reports the lease lost. [Open] and [OpenCluster] therefore set
+//     wsrep_sync_wait = [GaleraSyncWait] (reads and updates wait until the
+//     node has applied what the cluster committed before them) on every
+//     connection to a Galera node, unless the DSN sets it; New warns about a
+//     pool whose sessions lack it ([Galera.Causal]).
+//   - Exclusivity does not depend on either: a claim or lease acquisition on
+//     a node that has not yet applied another node's claim of the same row
+//     conflicts with it at certification and is rolled back.
+//   - A node outside the primary component refuses every statement with
+//     error 1047 before running it. The error surfaces unchanged (not
+//     retried on the same node); [OpenCluster] dials only nodes that report
+//     wsrep_ready, preferring synced ones.
+//
 // # Indexes
 //
 // Create the indexes of ClaimStore.IndexDDL (ExecDDL skips ones that exist):

@@ -83,6 +83,7 @@ type Dialect struct {
 	// opens a transaction with that level.
 	rcSession bool
 	binlog    Binlog
+	galera    Galera
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)
@@ -135,6 +136,13 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 	if !d.rcSession {
 		logger.Warn("claimlock: mysql session isolation is not READ-COMMITTED; claims, acks and reaps will each open a READ COMMITTED transaction (open the database with mysql.Open, or set "+name+"='READ-COMMITTED' in the DSN)",
 			"variable", name, "isolation", iso)
+	}
+	if d.galera, err = readGalera(ctx, db); err != nil {
+		return nil, fmt.Errorf("mysql: read wsrep settings: %w", err)
+	}
+	if !d.galera.Causal() {
+		logger.Warn("claimlock: mysql Galera node without causal reads: a read-back, ack, heartbeat or renewal that reaches another node than its claim or lease may miss it and report it lost (open the database with mysql.Open or mysql.OpenCluster, or set wsrep_sync_wait=3 in the DSN)",
+			"wsrep_sync_wait", d.galera.SyncWait)
 	}
 	var logBin, format sql.NullString
 	if err := db.QueryRowContext(ctx, "SELECT @@log_bin, @@binlog_format").Scan(&logBin, &format); err == nil {
@@ -213,35 +221,18 @@ func setIsolationParam(cfg *gomysql.Config, name string) {
 // COMMITTED (see [ConfigureDSN]) and interpolates statement arguments on the
 // client (interpolateParams=true: one round trip per statement instead of
 // three; left off for the multibyte character sets where the driver forbids
-// it). Errors parsing dsn wrap
+// it). On a Galera node every connection also runs with causal reads and
+// updates (wsrep_sync_wait = [GaleraSyncWait]) unless the DSN sets
+// wsrep_sync_wait itself. Errors parsing dsn wrap
 // [dialect.ErrInvalidConfig].
 func Open(ctx context.Context, dsn string) (*sql.DB, error) {
 	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("%w: mysql: %v", dialect.ErrInvalidConfig, err)
 	}
-	probe, err := openConfig(cfg)
+	cfg, name, err := configure(ctx, cfg)
 	if err != nil {
 		return nil, err
-	}
-	probe.SetMaxOpenConns(1)
-	var raw, comment string
-	err = probe.QueryRowContext(ctx, "SELECT VERSION(), @@version_comment").Scan(&raw, &comment)
-	probe.Close()
-	if err != nil {
-		return nil, fmt.Errorf("mysql: open: read version: %w", err)
-	}
-	name := ParseVersion(raw, comment).IsolationVariable()
-	// Interpolate arguments client-side: a statement with arguments is then
-	// one round trip instead of three (prepare, execute, close). The driver
-	// escapes values for the connection's character set and refuses the
-	// multibyte sets where that is unsafe (BIG5, CP932, GB2312, GBK, SJIS):
-	// with one of those, keep server-side prepared statements.
-	if c := cfg.Clone(); !c.InterpolateParams {
-		c.InterpolateParams = true
-		if _, err := gomysql.NewConnector(c); err == nil {
-			cfg = c
-		}
 	}
 	for try := 0; ; try++ {
 		c := cfg.Clone()
@@ -261,6 +252,42 @@ func Open(ctx context.Context, dsn string) (*sql.DB, error) {
 		}
 		return nil, fmt.Errorf("mysql: open: %w", err)
 	}
+}
+
+// configure probes the server of cfg once and returns cfg adjusted as
+// [Open] documents, except for the isolation variable, whose name it
+// returns.
+func configure(ctx context.Context, cfg *gomysql.Config) (*gomysql.Config, string, error) {
+	probe, err := openConfig(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	defer probe.Close()
+	probe.SetMaxOpenConns(1)
+	var raw, comment string
+	if err := probe.QueryRowContext(ctx, "SELECT VERSION(), @@version_comment").Scan(&raw, &comment); err != nil {
+		return nil, "", fmt.Errorf("mysql: open: read version: %w", err)
+	}
+	g, err := readGalera(ctx, probe)
+	if err != nil {
+		return nil, "", fmt.Errorf("mysql: open: read wsrep settings: %w", err)
+	}
+	cfg = cfg.Clone()
+	if g.Enabled {
+		setSyncWaitParam(cfg)
+	}
+	// Interpolate arguments client-side: a statement with arguments is then
+	// one round trip instead of three (prepare, execute, close). The driver
+	// escapes values for the connection's character set and refuses the
+	// multibyte sets where that is unsafe (BIG5, CP932, GB2312, GBK, SJIS):
+	// with one of those, keep server-side prepared statements.
+	if c := cfg.Clone(); !c.InterpolateParams {
+		c.InterpolateParams = true
+		if _, err := gomysql.NewConnector(c); err == nil {
+			cfg = c
+		}
+	}
+	return cfg, ParseVersion(raw, comment).IsolationVariable(), nil
 }
 
 func openConfig(cfg *gomysql.Config) (*sql.DB, error) {
@@ -285,6 +312,10 @@ func (d *Dialect) ReadCommittedSession() bool { return d.rcSession }
 
 // Binlog returns the binary log configuration New read.
 func (d *Dialect) Binlog() Binlog { return d.binlog }
+
+// Galera returns the Galera (wsrep) settings New read; Enabled is false on a
+// server that is not a Galera node.
+func (d *Dialect) Galera() Galera { return d.galera }
 
 // quote quotes one identifier part that was validated already.
 var quote = core.QuoteWith('`')
