@@ -46,28 +46,47 @@ func TestWakerOnePollAtATime(t *testing.T) {
 	require.Zero(t, overlapped.Load(), "polls in flight at once")
 }
 
-// A wake-up lets one waiting loop through at once, whatever the interval;
-// one given while no loop waits is kept for the next.
+// A wake-up lets a waiting loop through at once, whatever the interval:
+// the poller waiting out its backoff, or a loop waiting while another holds
+// the poller slot; one given while no loop waits is kept for the next. Each
+// case has one waiter, so that which loop takes a wake-up never depends on
+// scheduling.
 func TestWakerKick(t *testing.T) {
 	t.Parallel()
-	var w waker
 	ctx := context.Background()
-	// The poller slot is taken by a loop waiting out an hour.
-	hold := make(chan func())
-	go func() { hold <- w.idle(ctx, time.Hour, time.Hour) }()
-	through := make(chan struct{})
-	go func() {
-		w.idle(ctx, time.Hour, time.Hour)()
-		close(through)
-	}()
-	w.kick()
-	select {
-	case <-through:
-	case free := <-hold: // the poller took the kick: the other still waits
-		free()
-		w.kick()
-		<-through
+	returned := func(t *testing.T, ch <-chan func()) func() {
+		t.Helper()
+		select {
+		case f := <-ch:
+			return f
+		case <-time.After(30 * time.Second):
+			t.Fatal("the wake-up did not let the loop through")
+			return nil
+		}
 	}
-	w.kick() // nobody waits: kept
-	w.idle(ctx, time.Hour, time.Hour)()
+
+	// The poller, waiting out an hour, is woken and then frees the slot.
+	var w waker
+	ch := make(chan func(), 1)
+	go func() { ch <- w.idle(ctx, time.Hour, time.Hour) }()
+	require.Eventually(t, func() bool { w.init(); return len(w.poll) == 0 }, 30*time.Second, time.Millisecond, "the loop takes the poller slot")
+	w.kick()
+	returned(t, ch)()
+	require.Len(t, w.poll, 1, "the poller freed its slot")
+
+	// Another loop holds the slot: a waiting loop is woken without it.
+	<-w.poll
+	go func() { ch <- w.idle(ctx, time.Hour, time.Hour) }()
+	w.kick()
+	returned(t, ch)()
+	require.Empty(t, w.poll, "a woken loop that never held the slot does not free it")
+	w.poll <- struct{}{}
+
+	// Nobody waits: the wake-up is kept, once.
+	w.kick()
+	w.kick()
+	go func() { ch <- w.idle(ctx, time.Hour, time.Hour) }()
+	returned(t, ch)()
+	require.Len(t, w.poll, 1, "the kept wake-up let the loop through without the slot")
+	require.Empty(t, w.kicks, "two wake-ups while nobody waits are kept as one")
 }
