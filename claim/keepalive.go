@@ -21,7 +21,7 @@ func (b *Batch[T]) KeepAlive(interval time.Duration) (stop func()) {
 	if interval <= 0 {
 		return func() {}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(markBackground(context.Background()))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
