@@ -31,7 +31,7 @@ type Metrics struct {
 
 	rows, oldestPending, oldestProcessing, up *prometheus.Desc
 
-	claimDur                                              *prometheus.HistogramVec
+	claimDur                                               *prometheus.HistogramVec
 	claimed, acked, failed, requeued, lost, reaped, parked *prometheus.CounterVec
 	leasesAcquired, leasesLost, errs                       *prometheus.CounterVec
 }
