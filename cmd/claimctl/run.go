@@ -20,10 +20,10 @@ type command struct {
 
 // env is what a command works with.
 type env struct {
-	o      *options
-	d      dialect.Dialect
-	in     *bufio.Reader
-	out    io.Writer
+	o   *options
+	d   dialect.Dialect
+	in  *bufio.Reader
+	out io.Writer
 }
 
 var commands = []command{

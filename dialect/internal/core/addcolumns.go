@@ -80,4 +80,5 @@ func (b *Base) AddColumnsDDL(ctx context.Context, table string, cols []dialect.C
 	}
 	return out, nil
 }
+
 var _ dialect.ColumnAdder = (*Base)(nil)
