@@ -62,6 +62,7 @@ type Hooks struct {
 // set). The event is reported after the statement returned: an adapter that
 // makes spans sets their start to Event.Start.
 type Observer interface {
+	// ObserveClaim is called once per claimer operation, after it finished.
 	ObserveClaim(ctx context.Context, e Event)
 }
 

@@ -52,6 +52,7 @@ type Hooks struct {
 // of the context that acquired the lease (its trace, for example) without
 // its cancellation, and Event.Background is set.
 type Observer interface {
+	// ObserveLease is called once per lease operation, after it finished.
 	ObserveLease(ctx context.Context, e Event)
 }
 

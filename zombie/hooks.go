@@ -44,6 +44,7 @@ type Hooks struct {
 // ctx is the sweep's context: the caller's for [Reaper.Sweep], the lease's
 // context derived from Run's for a sweep of Run with a Locker.
 type Observer interface {
+	// ObserveSweep is called once per sweep or change of leadership, after it finished.
 	ObserveSweep(ctx context.Context, e Event)
 }
 
