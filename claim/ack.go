@@ -198,7 +198,7 @@ func (b *Batch[T]) backgroundWrite() {
 	b.mu.Lock()
 	b.later.armed = false
 	b.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), backgroundWriteTimeout)
+	ctx, cancel := context.WithTimeout(markBackground(context.Background()), backgroundWriteTimeout)
 	defer cancel()
 	err := b.writeDeferred(ctx)
 	b.mu.Lock()

@@ -91,16 +91,15 @@ func New[T any](d dialect.Dialect, cfg Config, fields func(*T) []any) (*Claimer[
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Claimer[T]{
-		core: &core{
-			d: d, store: store, spec: spec, scope: slices.Clone(cfg.ScopeValues), strategy: strategy,
-			limit: cfg.batchSize(), maxAttempts: cfg.MaxAttempts, failMode: cfg.FailMode, backoff: cfg.backoff(spec),
-			ackDelay: cfg.ackDelay(), ackBuffer: cfg.ackBuffer(), gate: cfg.claimGate(caps),
-			reapTimeout: cfg.ReapTimeout, margin: cfg.safetyMargin(),
-			logger: logger.With("table", spec.Table), hooks: cfg.Hooks,
-		},
-		fields: fields, nfields: len(cfg.Columns),
-	}, nil
+	k := &core{
+		d: d, store: store, spec: spec, scope: slices.Clone(cfg.ScopeValues), strategy: strategy,
+		limit: cfg.batchSize(), maxAttempts: cfg.MaxAttempts, failMode: cfg.FailMode, backoff: cfg.backoff(spec),
+		ackDelay: cfg.ackDelay(), ackBuffer: cfg.ackBuffer(), gate: cfg.claimGate(caps),
+		reapTimeout: cfg.ReapTimeout, margin: cfg.safetyMargin(),
+		logger: logger.With("table", spec.Table), hooks: cfg.Hooks,
+	}
+	k.store = observe(store, k)
+	return &Claimer[T]{core: k, fields: fields, nfields: len(cfg.Columns)}, nil
 }
 
 // Strategy returns the resolved claim strategy.
@@ -194,6 +193,17 @@ func (k *core) scopeValues() []any {
 // be acked, failed or released through the batch; rows left alone stay
 // processing until a reaper returns them.
 func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
+	start := time.Now()
+	b, err := c.claim(ctx)
+	if b != nil {
+		c.core.observeClaim(ctx, start, b.token, len(b.rows)+len(b.unreadable), nil)
+	} else {
+		c.core.observeClaim(ctx, start, "", 0, err)
+	}
+	return b, err
+}
+
+func (c *Claimer[T]) claim(ctx context.Context) (*Batch[T], error) {
 	k := c.core
 	if err := k.verify(ctx); err != nil {
 		return nil, err

@@ -1,28 +1,160 @@
 package claim
 
-import "time"
+import (
+	"context"
+	"time"
 
-// Hooks are optional metric callbacks. Each may be nil. They are called
-// synchronously on the goroutine doing the work, so they must be cheap and
-// safe for concurrent use (increment a counter, observe a histogram).
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// Hooks are optional observability callbacks. Each may be nil. They are
+// called synchronously on the goroutine doing the work, so they must be
+// cheap and safe for concurrent use (increment a counter, observe a
+// histogram, end a span).
+//
+// Observer is the full form: it gets every operation's context (so spans
+// nest under the caller's trace), the table and scope it concerns, its
+// timing, its error and its counts. The On* functions are the older,
+// counts-only form; they keep working exactly as before and may be combined
+// with an Observer, but new code should use the Observer (the contrib
+// OpenTelemetry and Prometheus adapters implement it, and [ObserverFunc]
+// adapts a plain function).
 type Hooks struct {
+	// Observer, if not nil, is told about every claim, ack, fail, snooze,
+	// heartbeat and release of the claimer, successful or not (see
+	// [Event]).
+	Observer Observer
+
 	// OnClaim is called after every successful claim, with the number of
 	// rows claimed (possibly 0) and the claim's latency, including any wait
-	// for a claim slot (Config.ClaimConcurrency).
+	// for a claim slot (Config.ClaimConcurrency). Superseded by Observer
+	// ([OpClaim]).
 	OnClaim func(n int, latency time.Duration)
 	// OnAck is called with the number of rows an ack set to done.
+	// Superseded by Observer ([OpAck], Event.Acked).
 	OnAck func(n int)
 	// OnRequeue is called with the number of rows a version-conditioned ack
 	// sent back to pending because their version moved during processing.
+	// Superseded by Observer (Event.Requeued).
 	OnRequeue func(n int)
 	// OnLost is called with the number of rows an ack or fail found no
-	// longer held by the batch's token.
+	// longer held by the batch's token. Superseded by Observer
+	// (Event.Lost).
 	OnLost func(n int)
 	// OnFail is called with the number of rows failed (returned to pending
-	// for a retry or parked as failed).
+	// for a retry or parked as failed). Superseded by Observer ([OpFail],
+	// Event.Failed).
 	OnFail func(n int)
-	// OnEmpty is called when a claim found nothing pending.
+	// OnEmpty is called when a claim found nothing pending. Superseded by
+	// Observer ([OpClaim] with Event.Claimed zero).
 	OnEmpty func()
+}
+
+// Observer receives an [Event] after each operation of a claimer. It is
+// called synchronously on the goroutine doing the work (for a deferred
+// ack's background write, on the batch's timer goroutine), so it must be
+// cheap and safe for concurrent use, and must not keep the event's slices.
+//
+// ctx is the context the operation ran with: the caller's for [Claimer.Claim]
+// and the [Batch] methods (so a span started from it nests under the
+// caller's trace), a background context for the background write of
+// deferred acks and for [Batch.KeepAlive] heartbeats (Event.Background is
+// set). The event is reported after the statement returned: an adapter that
+// makes spans sets their start to Event.Start.
+type Observer interface {
+	// ObserveClaim is called once per claimer operation, after it finished.
+	ObserveClaim(ctx context.Context, e Event)
+}
+
+// ObserverFunc adapts a function to [Observer].
+type ObserverFunc func(ctx context.Context, e Event)
+
+// ObserveClaim calls f.
+func (f ObserverFunc) ObserveClaim(ctx context.Context, e Event) { f(ctx, e) }
+
+// Op names an operation reported to an [Observer].
+type Op string
+
+// The operations of a claimer.
+const (
+	// OpClaim is a claim ([Claimer.Claim], also inside [Claimer.Run]):
+	// Event.Claimed rows, zero when nothing was pending. Duration includes
+	// any wait for a claim slot (Config.ClaimConcurrency).
+	OpClaim Op = "claim"
+	// OpAck is an ack statement ([Batch.Ack], [Batch.AckAll], the write of
+	// deferred acks): Event.Acked rows set to done, Event.Requeued sent back
+	// to pending by a version check, Event.Lost no longer held.
+	OpAck Op = "ack"
+	// OpFail is a fail statement ([Batch.Fail], [Batch.FailAfter], a
+	// handler error, an unreadable row): Event.Failed rows failed, of which
+	// Event.Parked were parked (the others wait Event.RetryIn), and
+	// Event.Lost no longer held.
+	OpFail Op = "fail"
+	// OpSnooze is [Batch.Snooze] (or a [SnoozeFor] handler error):
+	// Event.Rows rows went back to pending, Event.Lost were no longer held.
+	OpSnooze Op = "snooze"
+	// OpHeartbeat is a heartbeat ([Batch.Heartbeat], [Batch.KeepAlive]):
+	// Event.Rows is how many rows the token still holds.
+	OpHeartbeat Op = "heartbeat"
+	// OpRelease is a release ([Batch.Release], the shutdown of
+	// [Claimer.Run], the clean-up of a failed claim): Event.Rows rows went
+	// back to pending.
+	OpRelease Op = "release"
+)
+
+// Labels name the table and scope an event concerns.
+type Labels struct {
+	// Table is the claim table, as configured.
+	Table string
+	// Scope names the scope columns (nil for an unscoped table).
+	Scope []string
+	// ScopeValues are the claimer's values of Scope, in order.
+	ScopeValues []any
+}
+
+// Event describes one finished operation of a claimer. Counts that do not
+// apply to Op are zero.
+type Event struct {
+	// Op is the operation.
+	Op Op
+	// Labels name the table and scope.
+	Labels
+	// Token is the claim token of the batch ("" for a claim that failed
+	// before it was written).
+	Token string
+	// Start is when the operation started, on the local clock; Duration is
+	// how long it took.
+	Start    time.Time
+	Duration time.Duration
+	// Err is the operation's error, nil on success. Lost rows are not an
+	// error here: they are counted in Lost.
+	Err error
+	// Claimed is the number of rows an OpClaim took.
+	Claimed int
+	// Acked and Requeued count the rows of an OpAck set to done and sent
+	// back to pending (their version moved).
+	Acked, Requeued int
+	// Failed counts the rows of an OpFail that were failed; Parked counts
+	// those of them parked with the failed status (the others went back to
+	// pending, claimable again after RetryIn).
+	Failed, Parked int
+	// RetryIn is the delay an OpFail gave the rows it retried (zero without
+	// a RunAt column).
+	RetryIn time.Duration
+	// Lost counts the rows of an OpAck, OpFail or OpSnooze that the token
+	// no longer held (reaped, maybe re-claimed); they were not touched.
+	Lost int
+	// Rows is the count of an OpSnooze, OpRelease or OpHeartbeat: rows
+	// snoozed, released, or still held by the token.
+	Rows int64
+	// Tx is set for an ack or release written in the caller's transaction
+	// (dialect.ClaimStore.AckTx, ReleaseTx): it counts only if the caller
+	// commits.
+	Tx bool
+	// Background is set when the operation ran on a goroutine of the
+	// library (a deferred ack's write, a keep-alive heartbeat) rather than
+	// in a caller's call: ctx then carries no trace of the caller.
+	Background bool
 }
 
 func (h *Hooks) claim(n int, d time.Duration) {
@@ -56,4 +188,142 @@ func (h *Hooks) fail(n int) {
 	if n > 0 && h.OnFail != nil {
 		h.OnFail(n)
 	}
+}
+
+// observeClaim reports a claim to the observer, if any.
+func (k *core) observeClaim(ctx context.Context, start time.Time, token string, n int, err error) {
+	if k.hooks.Observer == nil {
+		return
+	}
+	e := k.event(OpClaim, token, start, err)
+	e.Claimed = n
+	k.hooks.Observer.ObserveClaim(ctx, e)
+}
+
+func (k *core) event(op Op, token string, start time.Time, err error) Event {
+	return Event{
+		Op: op, Labels: Labels{Table: k.spec.Table, Scope: k.spec.Scope, ScopeValues: k.scope},
+		Token: token, Start: start, Duration: time.Since(start), Err: err,
+	}
+}
+
+// backgroundKey marks a context made by the library for work on its own
+// goroutines (deferred ack writes, keep-alive heartbeats).
+type backgroundKey struct{}
+
+// markBackground returns ctx marked as the library's own.
+func markBackground(ctx context.Context) context.Context {
+	return context.WithValue(ctx, backgroundKey{}, true)
+}
+
+func isBackground(ctx context.Context) bool {
+	b, _ := ctx.Value(backgroundKey{}).(bool)
+	return b
+}
+
+// observedStore reports the statements a claimer makes through its store to
+// the observer: every write of a batch goes through it, so the batch's code
+// needs no hook calls of its own. Methods it does not override pass
+// through.
+type observedStore struct {
+	dialect.ClaimStore
+	k *core
+}
+
+// observe wraps store when hooks has an observer.
+func observe(store dialect.ClaimStore, k *core) dialect.ClaimStore {
+	if k.hooks.Observer == nil {
+		return store
+	}
+	return &observedStore{ClaimStore: store, k: k}
+}
+
+func (s *observedStore) report(ctx context.Context, e Event) {
+	e.Background = isBackground(ctx)
+	s.k.hooks.Observer.ObserveClaim(ctx, e)
+}
+
+func (s *observedStore) ackEvent(p *dialect.AckParams, res dialect.AckResult, start time.Time, err error) Event {
+	if p.Outcome == dialect.OutcomeDone {
+		e := s.k.event(OpAck, p.Token, start, err)
+		if err == nil {
+			e.Lost, e.Requeued = len(res.Lost), len(res.Requeued)
+			e.Acked = len(p.IDs) - e.Lost - e.Requeued
+		}
+		return e
+	}
+	e := s.k.event(OpFail, p.Token, start, err)
+	if err == nil {
+		e.Lost = len(res.Lost)
+		e.Failed = len(p.IDs) - e.Lost
+		e.Parked = len(res.Parked)
+		if p.Outcome == dialect.OutcomeFailed {
+			e.Parked = e.Failed
+		}
+		if e.Parked < e.Failed {
+			e.RetryIn = p.Delay
+		}
+	}
+	return e
+}
+
+// Ack reports an ack or fail.
+func (s *observedStore) Ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResult, error) {
+	start := time.Now()
+	res, err := s.ClaimStore.Ack(ctx, p)
+	s.report(ctx, s.ackEvent(p, res, start, err))
+	return res, err
+}
+
+// AckTx reports an ack or fail in the caller's transaction.
+func (s *observedStore) AckTx(ctx context.Context, tx any, p *dialect.AckParams) (dialect.AckResult, error) {
+	start := time.Now()
+	res, err := s.ClaimStore.AckTx(ctx, tx, p)
+	e := s.ackEvent(p, res, start, err)
+	e.Tx = true
+	s.report(ctx, e)
+	return res, err
+}
+
+// Heartbeat reports a heartbeat.
+func (s *observedStore) Heartbeat(ctx context.Context, token string) (int64, error) {
+	start := time.Now()
+	n, err := s.ClaimStore.Heartbeat(ctx, token)
+	e := s.k.event(OpHeartbeat, token, start, err)
+	e.Rows = n
+	s.report(ctx, e)
+	return n, err
+}
+
+// Release reports a release.
+func (s *observedStore) Release(ctx context.Context, token string, ids []any) (int64, error) {
+	start := time.Now()
+	n, err := s.ClaimStore.Release(ctx, token, ids)
+	e := s.k.event(OpRelease, token, start, err)
+	e.Rows = n
+	s.report(ctx, e)
+	return n, err
+}
+
+// ReleaseTx reports a release in the caller's transaction.
+func (s *observedStore) ReleaseTx(ctx context.Context, tx any, token string, ids []any) (int64, error) {
+	start := time.Now()
+	n, err := s.ClaimStore.ReleaseTx(ctx, tx, token, ids)
+	e := s.k.event(OpRelease, token, start, err)
+	e.Rows, e.Tx = n, true
+	s.report(ctx, e)
+	return n, err
+}
+
+// Snooze reports a snooze.
+func (s *observedStore) Snooze(ctx context.Context, token string, ids []any, delay time.Duration) (int64, error) {
+	start := time.Now()
+	n, err := s.ClaimStore.Snooze(ctx, token, ids, delay)
+	e := s.k.event(OpSnooze, token, start, err)
+	e.Rows = n
+	if err == nil {
+		e.Lost = len(ids) - int(n)
+	}
+	s.report(ctx, e)
+	return n, err
 }

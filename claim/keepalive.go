@@ -31,7 +31,7 @@ func (b *Batch[T]) KeepAlive(ctx context.Context, interval time.Duration) (stop 
 	if interval <= 0 {
 		return func() {}
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(markBackground(ctx))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

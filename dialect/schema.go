@@ -1,6 +1,9 @@
 package dialect
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // ColumnType is a portable column type for [TableDef].
 type ColumnType int
@@ -251,4 +254,17 @@ func ClaimTableDef(spec ClaimTable, extra ...ColumnDef) TableDef {
 		def.Columns = append(def.Columns, cd)
 	}
 	return def
+}
+
+// ColumnAdder is an optional interface of a [Dialect] (the dialects of this
+// module implement it): schema advice for a table that already exists, for
+// migration tools.
+type ColumnAdder interface {
+	// AddColumnsDDL reads table's columns from the catalog and returns one
+	// ALTER TABLE ... ADD COLUMN statement for each column of cols that
+	// the table lacks (none when it has them all), typed as CreateTableDDL
+	// types them. A missing table, an invalid name, an auto-incrementing
+	// column or a NOT NULL column without a default is an error wrapping
+	// [ErrInvalidConfig].
+	AddColumnsDDL(ctx context.Context, table string, cols []ColumnDef) ([]string, error)
 }

@@ -41,14 +41,14 @@ type Lease struct {
 	released  bool        // a Release already freed the row
 }
 
-func newLease(k *Locker, key any, owner string, info dialect.LeaseInfo, start time.Time) *Lease {
+func newLease(ctx context.Context, k *Locker, key any, owner string, info dialect.LeaseInfo, start time.Time) *Lease {
 	l := &Lease{k: k, key: key, owner: owner, fence: info.Fence, expiresAt: info.ExpiresAt}
 	if k.cfg.MinHold > 0 {
 		// The acquire statement wrote expiry = its now + TTL: its now is
 		// the acquisition time on the database clock.
 		l.holdUntil = info.ExpiresAt.Add(k.cfg.MinHold - k.cfg.TTL)
 	}
-	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	l.ctx, l.cancel = context.WithCancelCause(k.leaseBase(ctx))
 	l.mu.Lock()
 	l.armLocked(start.Add(k.cfg.TTL - k.cfg.SafetyMargin))
 	l.mu.Unlock()
@@ -165,6 +165,7 @@ func (l *Lease) end(cause error) bool {
 		if h := cfg.Hooks.Lost; h != nil {
 			h(l.key, l.fence, cause)
 		}
+		l.k.observe(l.ctx, OpLost, l.key, l.Owner(), l.fence, false, cause, time.Now())
 	}
 	return true
 }
@@ -177,6 +178,13 @@ func (l *Lease) end(cause error) bool {
 // connection) leave the lease running until its local deadline; renewing
 // again is safe.
 func (l *Lease) Renew(ctx context.Context) error {
+	start := time.Now()
+	err := l.renew(ctx)
+	l.observeRenew(ctx, err, start)
+	return err
+}
+
+func (l *Lease) renew(ctx context.Context) error {
 	if err := l.Err(); err != nil {
 		return fmt.Errorf("tasklock: renew %v: %w", l.key, l.lostErr(err))
 	}
@@ -255,10 +263,12 @@ func (l *Lease) lostErr(cause error) error {
 // database clock) leaves the row held until then instead of freeing it;
 // it still reports (true, nil), and [Lease.HoldUntil] says until when.
 func (l *Lease) Release(ctx context.Context) (bool, error) {
+	start := time.Now()
 	ok, ran, err := l.free(ctx, "release", func() (bool, error) { return l.k.store.Release(ctx, l.key, l.Owner(), l.holdUntil) })
 	if h := l.k.cfg.Hooks.Released; h != nil && ran && err == nil {
 		h(l.key, l.fence, ok)
 	}
+	l.observeFree(ctx, OpRelease, ok, ran, err, start)
 	return ok, err
 }
 
@@ -298,6 +308,8 @@ func (l *Lease) free(ctx context.Context, op string, write func() (bool, error))
 // taken until [Lease.HoldUntil], as Release does; the status is written at
 // once.
 func (l *Lease) Finish(ctx context.Context, status any) (bool, error) {
-	ok, _, err := l.free(ctx, "finish", func() (bool, error) { return l.k.store.Finish(ctx, l.key, l.Owner(), status, l.holdUntil) })
+	start := time.Now()
+	ok, ran, err := l.free(ctx, "finish", func() (bool, error) { return l.k.store.Finish(ctx, l.key, l.Owner(), status, l.holdUntil) })
+	l.observeFree(ctx, OpFinish, ok, ran, err, start)
 	return ok, err
 }

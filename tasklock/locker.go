@@ -75,6 +75,13 @@ func (k *Locker) checkKey(key any) error {
 // or an owner column too short for a token, is an error wrapping
 // [dialect.ErrInvalidConfig] before any lease is written.
 func (k *Locker) Acquire(ctx context.Context, key any) (*Lease, error) {
+	start := time.Now()
+	l, err := k.acquire(ctx, key)
+	k.observeAcquire(ctx, key, l, err, start)
+	return l, err
+}
+
+func (k *Locker) acquire(ctx context.Context, key any) (*Lease, error) {
 	if err := k.checkKey(key); err != nil {
 		return nil, err
 	}
@@ -103,7 +110,7 @@ func (k *Locker) Acquire(ctx context.Context, key any) (*Lease, error) {
 		k.cleanup(ctx, key, info.Owner)
 		return nil, fmt.Errorf("tasklock: acquire %v: the statement took %v, more than TTL - SafetyMargin: %w: %w", key, took, ErrLeaseLost, ErrLocalDeadline)
 	}
-	l := newLease(k, key, info.Owner, info, start)
+	l := newLease(ctx, k, key, info.Owner, info, start)
 	k.cfg.Logger.Debug("tasklock: acquired", "key", key, "fence", info.Fence)
 	if h := k.cfg.Hooks.Acquired; h != nil {
 		h(key, info.Fence)
@@ -171,7 +178,9 @@ func (k *Locker) ForceRelease(ctx context.Context, key any) (bool, error) {
 	if err := k.checkKey(key); err != nil {
 		return false, err
 	}
+	start := time.Now()
 	ok, err := k.store.ForceRelease(ctx, key)
+	k.observe(ctx, OpForceRelease, key, "", 0, ok, err, start)
 	if err != nil {
 		return false, fmt.Errorf("tasklock: force release %v: %w", key, err)
 	}

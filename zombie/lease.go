@@ -85,6 +85,7 @@ func (r *LeaseReaper) Sweep(ctx context.Context) (int64, error) {
 	}
 	res.Elapsed = time.Since(start)
 	r.hooks.sweep(res)
+	r.hooks.observe(ctx, sweepEvent(ctx, OpLeaseSweep, r.table, nil, nil, start, res, err))
 	if err != nil {
 		err = fmt.Errorf("zombie: lease sweep %s: %w", r.table, err)
 		if ctx.Err() == nil {

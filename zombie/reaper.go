@@ -38,6 +38,7 @@ type Result struct {
 type Reaper struct {
 	store   dialect.ClaimStore
 	table   string
+	cols    []string // scope columns
 	scope   []any
 	timeout time.Duration
 	limit   int
@@ -89,7 +90,7 @@ func New(d dialect.Dialect, cc claim.Config, cfg Config) (*Reaper, error) {
 		return nil, fmt.Errorf("zombie: %w", err)
 	}
 	r := &Reaper{
-		store: store, table: spec.Table, timeout: cfg.Timeout, limit: limit,
+		store: store, table: spec.Table, cols: spec.Scope, timeout: cfg.Timeout, limit: limit,
 		maxAtt: cfg.MaxAttempts, locker: cfg.Locker, key: cfg.LockKey,
 		logger: logger(cfg.Logger).With("table", spec.Table), hooks: cfg.Hooks,
 	}
@@ -117,6 +118,7 @@ func (r *Reaper) Sweep(ctx context.Context) (Result, error) {
 	res, err := r.sweep(ctx)
 	res.Elapsed = time.Since(start)
 	r.hooks.sweep(res)
+	r.hooks.observe(ctx, sweepEvent(ctx, OpSweep, r.table, r.cols, r.scope, start, res, err))
 	if err != nil {
 		err = fmt.Errorf("zombie: sweep %s: %w", r.table, err)
 		if ctx.Err() == nil {
@@ -200,6 +202,7 @@ func (r *Reaper) Run(ctx context.Context, interval time.Duration) error {
 		cancel()
 		lease = nil
 		r.hooks.leader(false)
+		r.hooks.observe(ctx, Event{Op: OpLeader, Table: r.table, Scope: r.cols, ScopeValues: r.scope, Start: time.Now()})
 	}
 	defer drop()
 	for {
@@ -218,6 +221,7 @@ func (r *Reaper) Run(ctx context.Context, interval time.Duration) error {
 					lease.KeepAlive()
 					r.logger.Debug("claimlock: reaper took the lease", "key", r.key, "fence", l.Fence())
 					r.hooks.leader(true)
+					r.hooks.observe(ctx, Event{Op: OpLeader, Table: r.table, Scope: r.cols, ScopeValues: r.scope, Start: time.Now(), Leading: true})
 				case ctx.Err() != nil:
 					return nil
 				case errors.Is(err, tasklock.ErrNotAcquired):

@@ -49,24 +49,12 @@ func (e *Engine) CreateTableDDL(def dialect.TableDef) ([]string, error) {
 				pk = []string{c.Name}
 			}
 			continue
-		case dialect.TypeInt:
-			b.WriteString(e.DDL.Int)
-		case dialect.TypeTime:
-			b.WriteString(e.DDL.Time)
-		case dialect.TypeTimeSeconds:
-			b.WriteString(e.DDL.TimeSeconds)
-		case dialect.TypeText:
-			n := c.Len
-			if n == 0 {
-				n = 255
-			}
-			if strings.Contains(e.DDL.Text, "%d") {
-				fmt.Fprintf(&b, e.DDL.Text, n)
-			} else {
-				b.WriteString(e.DDL.Text)
-			}
 		default:
-			return nil, fmt.Errorf("%w: column %s: unknown type %d", dialect.ErrInvalidConfig, c.Name, c.Type)
+			typ, err := e.columnType(c)
+			if err != nil {
+				return nil, err
+			}
+			b.WriteString(typ)
 		}
 		if c.NotNull {
 			b.WriteString(" NOT NULL")

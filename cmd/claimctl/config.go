@@ -1,0 +1,424 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/tasklock"
+)
+
+// Exit codes (see the package documentation).
+const (
+	exitOK       = 0
+	exitFailed   = 1
+	exitUsage    = 2
+	exitSchema   = 3
+	exitConnect  = 4
+	exitRefused  = 5
+	defaultLimit = 50
+)
+
+// exitError is an error with its exit code.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageErr(format string, args ...any) error {
+	return &exitError{exitUsage, fmt.Errorf(format, args...)}
+}
+
+// options are every flag; the JSON config file uses the same names.
+type options struct {
+	Config string `json:"-"`
+	Driver string `json:"driver"`
+	DSN    string `json:"dsn"`
+
+	Table          string   `json:"table"`
+	ID             string   `json:"id"`
+	IDKind         string   `json:"id-kind"`
+	Status         string   `json:"status"`
+	Token          string   `json:"token"`
+	ClaimedAt      string   `json:"claimed-at"`
+	Attempts       string   `json:"attempts"`
+	Version        string   `json:"version"`
+	CreatedAt      string   `json:"created-at"`
+	RunAt          string   `json:"run-at"`
+	Error          string   `json:"error"`
+	TextTimes      bool     `json:"text-times"`
+	ClearClaimedAt bool     `json:"clear-claimed-at"`
+	ScopeCols      []string `json:"scope-cols"`
+	Statuses       []string `json:"statuses"`
+	IntStatuses    bool     `json:"int-statuses"`
+	ScopeText      bool     `json:"scope-text"`
+
+	LeaseTable     string `json:"lease-table"`
+	LeaseKind      string `json:"lease-kind"`
+	LeaseKey       string `json:"lease-key"`
+	LeaseKeyKind   string `json:"lease-key-kind"`
+	LeaseOwner     string `json:"lease-owner"`
+	LeaseLockedAt  string `json:"lease-locked-at"`
+	LeaseExpiresAt string `json:"lease-expires-at"`
+	LeaseFence     string `json:"lease-fence"`
+
+	// Per command, never from the file.
+	Scopes        []string      `json:"-"`
+	Keys          []string      `json:"-"`
+	IDs           string        `json:"-"`
+	Older         time.Duration `json:"-"`
+	Limit         int           `json:"-"`
+	MaxAttempts   int           `json:"-"`
+	AllScopes     bool          `json:"-"`
+	ResetAttempts bool          `json:"-"`
+	AllIndexes    bool          `json:"-"`
+	JSON          bool          `json:"-"`
+	Yes           bool          `json:"-"`
+	Timeout       time.Duration `json:"-"`
+}
+
+// listFlag is a comma-separated list.
+type listFlag struct{ p *[]string }
+
+func (l listFlag) String() string {
+	if l.p == nil {
+		return ""
+	}
+	return strings.Join(*l.p, ",")
+}
+
+func (l listFlag) Set(s string) error {
+	*l.p = nil
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			*l.p = append(*l.p, v)
+		}
+	}
+	return nil
+}
+
+// repeatFlag collects every use of a flag.
+type repeatFlag struct{ p *[]string }
+
+func (r repeatFlag) String() string {
+	if r.p == nil {
+		return ""
+	}
+	return strings.Join(*r.p, " ")
+}
+
+func (r repeatFlag) Set(s string) error {
+	*r.p = append(*r.p, s)
+	return nil
+}
+
+// parseOptions reads the flags (and the config file they name) of a
+// command.
+func parseOptions(cmd string, args []string) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("claimctl "+cmd, flag.ContinueOnError)
+	fs.SetOutput(discard{})
+	fs.StringVar(&o.Config, "config", "", "JSON file with the connection and table description (keys are flag names)")
+	fs.StringVar(&o.Driver, "driver", "", "postgres, mysql or sqlite")
+	fs.StringVar(&o.DSN, "dsn", "", "data source name (default $CLAIMCTL_DSN)")
+	fs.StringVar(&o.Table, "table", "", "claim table")
+	fs.StringVar(&o.ID, "id", "", "key column (default id)")
+	fs.StringVar(&o.IDKind, "id-kind", "", "key type: int (default) or text")
+	fs.StringVar(&o.Status, "status", "", "status column (default status)")
+	fs.StringVar(&o.Token, "token", "", "token column (default token)")
+	fs.StringVar(&o.ClaimedAt, "claimed-at", "", "claim time column (default claimed_at)")
+	fs.StringVar(&o.Attempts, "attempts", "", "attempts column (optional)")
+	fs.StringVar(&o.Version, "version", "", "version column (optional)")
+	fs.StringVar(&o.CreatedAt, "created-at", "", "creation time column (optional)")
+	fs.StringVar(&o.RunAt, "run-at", "", "run-at column (optional)")
+	fs.StringVar(&o.Error, "error", "", "error column (optional)")
+	fs.BoolVar(&o.TextTimes, "text-times", false, "SQLite: times stored as text")
+	fs.BoolVar(&o.ClearClaimedAt, "clear-claimed-at", false, "the table clears the claim time of pending rows")
+	fs.Var(listFlag{&o.ScopeCols}, "scope-cols", "scope columns, comma-separated")
+	fs.Var(listFlag{&o.Statuses}, "statuses", "pending,processing,done[,failed] status values (default PENDING,PROCESSING,DONE,FAILED)")
+	fs.BoolVar(&o.IntStatuses, "int-statuses", false, "status values are integers")
+	fs.BoolVar(&o.ScopeText, "scope-text", false, "pass scope values as text even when they look like integers")
+	fs.StringVar(&o.LeaseTable, "lease-table", "", "lease table")
+	fs.StringVar(&o.LeaseKind, "lease-kind", "", "key (a library key table, the default) or task (the user's task table)")
+	fs.StringVar(&o.LeaseKey, "lease-key", "", "task table: key column (default id)")
+	fs.StringVar(&o.LeaseKeyKind, "lease-key-kind", "", "task table: key type int (default) or text")
+	fs.StringVar(&o.LeaseOwner, "lease-owner", "", "task table: owner column (default lock_owner)")
+	fs.StringVar(&o.LeaseLockedAt, "lease-locked-at", "", "task table: lock time column (default lock_at)")
+	fs.StringVar(&o.LeaseExpiresAt, "lease-expires-at", "", "task table: expiry column (optional)")
+	fs.StringVar(&o.LeaseFence, "lease-fence", "", "task table: fence column (optional)")
+	fs.Var(repeatFlag{&o.Scopes}, "scope", "scope values, comma-separated in -scope-cols order (repeatable)")
+	fs.Var(repeatFlag{&o.Keys}, "key", "lease key (repeatable)")
+	fs.StringVar(&o.IDs, "ids", "", "row keys, comma-separated (default: every row of the scope)")
+	fs.DurationVar(&o.Older, "older", 5*time.Minute, "stuck/reap: processing for longer than this")
+	fs.IntVar(&o.Limit, "limit", defaultLimit, "most rows listed")
+	fs.IntVar(&o.MaxAttempts, "max-attempts", 0, "reap: park stale rows whose attempts reached this (needs -attempts)")
+	fs.BoolVar(&o.AllScopes, "all-scopes", false, "reap: sweep every scope (default: the -scope given)")
+	fs.BoolVar(&o.ResetAttempts, "reset-attempts", false, "unpark: reset attempts to zero")
+	fs.BoolVar(&o.AllIndexes, "all-indexes", false, "ddl: print every recommended index, not only the missing ones")
+	fs.BoolVar(&o.JSON, "json", false, "print JSON")
+	fs.BoolVar(&o.Yes, "yes", false, "do not ask for confirmation")
+	fs.DurationVar(&o.Timeout, "timeout", 30*time.Second, "bound on the whole command")
+	if err := fs.Parse(args); err != nil {
+		return nil, usageErr("%s: %v", cmd, err)
+	}
+	if fs.NArg() > 0 {
+		return nil, usageErr("%s: unexpected argument %q (flags come after the command)", cmd, fs.Arg(0))
+	}
+	if o.Config != "" {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if err := o.loadFile(set); err != nil {
+			return nil, err
+		}
+	}
+	if o.DSN == "" {
+		o.DSN = os.Getenv("CLAIMCTL_DSN")
+	}
+	if o.Limit < 1 || o.Limit > dialect.MaxListLimit {
+		return nil, usageErr("-limit %d is outside 1..%d", o.Limit, dialect.MaxListLimit)
+	}
+	if o.Timeout <= 0 {
+		return nil, usageErr("-timeout must be positive")
+	}
+	return o, nil
+}
+
+// loadFile fills the options the command line did not set from the JSON
+// config file.
+func (o *options) loadFile(set map[string]bool) error {
+	data, err := os.ReadFile(o.Config)
+	if err != nil {
+		return usageErr("config: %v", err)
+	}
+	var f options
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return usageErr("config %s: %v", o.Config, err)
+	}
+	raw := map[string]json.RawMessage{}
+	_ = json.Unmarshal(data, &raw)
+	apply := func(name string, dst, src any) {
+		if _, inFile := raw[name]; !inFile || set[name] {
+			return
+		}
+		switch d := dst.(type) {
+		case *string:
+			*d = *src.(*string)
+		case *bool:
+			*d = *src.(*bool)
+		case *[]string:
+			*d = *src.(*[]string)
+		}
+	}
+	apply("driver", &o.Driver, &f.Driver)
+	apply("dsn", &o.DSN, &f.DSN)
+	apply("table", &o.Table, &f.Table)
+	apply("id", &o.ID, &f.ID)
+	apply("id-kind", &o.IDKind, &f.IDKind)
+	apply("status", &o.Status, &f.Status)
+	apply("token", &o.Token, &f.Token)
+	apply("claimed-at", &o.ClaimedAt, &f.ClaimedAt)
+	apply("attempts", &o.Attempts, &f.Attempts)
+	apply("version", &o.Version, &f.Version)
+	apply("created-at", &o.CreatedAt, &f.CreatedAt)
+	apply("run-at", &o.RunAt, &f.RunAt)
+	apply("error", &o.Error, &f.Error)
+	apply("text-times", &o.TextTimes, &f.TextTimes)
+	apply("clear-claimed-at", &o.ClearClaimedAt, &f.ClearClaimedAt)
+	apply("scope-cols", &o.ScopeCols, &f.ScopeCols)
+	apply("statuses", &o.Statuses, &f.Statuses)
+	apply("int-statuses", &o.IntStatuses, &f.IntStatuses)
+	apply("scope-text", &o.ScopeText, &f.ScopeText)
+	apply("lease-table", &o.LeaseTable, &f.LeaseTable)
+	apply("lease-kind", &o.LeaseKind, &f.LeaseKind)
+	apply("lease-key", &o.LeaseKey, &f.LeaseKey)
+	apply("lease-key-kind", &o.LeaseKeyKind, &f.LeaseKeyKind)
+	apply("lease-owner", &o.LeaseOwner, &f.LeaseOwner)
+	apply("lease-locked-at", &o.LeaseLockedAt, &f.LeaseLockedAt)
+	apply("lease-expires-at", &o.LeaseExpiresAt, &f.LeaseExpiresAt)
+	apply("lease-fence", &o.LeaseFence, &f.LeaseFence)
+	return nil
+}
+
+// claimTable builds the claim table description, validated; errors are
+// usage errors naming the flag.
+func (o *options) claimTable() (dialect.ClaimTable, error) {
+	if o.Table == "" {
+		return dialect.ClaimTable{}, usageErr("-table is required")
+	}
+	t := dialect.ClaimTable{
+		Table: o.Table, ID: o.ID, Status: o.Status, Token: o.Token, ClaimedAt: o.ClaimedAt,
+		Attempts: o.Attempts, Version: o.Version, CreatedAt: o.CreatedAt, RunAt: o.RunAt, Error: o.Error,
+		TextTimes: o.TextTimes, ClearClaimedAt: o.ClearClaimedAt, Scope: o.ScopeCols,
+	}
+	switch o.IDKind {
+	case "", "int":
+	case "text":
+		t.IDKind = dialect.IDText
+	default:
+		return t, usageErr("-id-kind %q: want int or text", o.IDKind)
+	}
+	if len(o.Statuses) > 0 {
+		if len(o.Statuses) < 3 || len(o.Statuses) > 4 {
+			return t, usageErr("-statuses: want pending,processing,done[,failed], got %d value(s)", len(o.Statuses))
+		}
+		dst := []*dialect.Status{&t.Pending, &t.Processing, &t.Done, &t.Failed}
+		for i, v := range o.Statuses {
+			if o.IntStatuses {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return t, usageErr("-statuses: %q is not an integer", v)
+				}
+				*dst[i] = dialect.StatusInt(n)
+			} else {
+				*dst[i] = dialect.StatusString(v)
+			}
+		}
+	}
+	t = t.WithDefaults()
+	if err := t.Validate(); err != nil {
+		return t, usageErr("table description: %v", err)
+	}
+	return t, nil
+}
+
+// scopeValues parses the -scope values: one list per flag use, each with
+// one value per scope column. Integers pass as int64 unless -scope-text.
+func (o *options) scopeValues(spec dialect.ClaimTable) ([][]any, error) {
+	var out [][]any
+	for _, s := range o.Scopes {
+		parts := strings.Split(s, ",")
+		if len(parts) != len(spec.Scope) {
+			return nil, usageErr("-scope %q: %d value(s) for %d scope column(s) (-scope-cols %s)", s, len(parts), len(spec.Scope), strings.Join(spec.Scope, ","))
+		}
+		vals := make([]any, len(parts))
+		for i, p := range parts {
+			p = strings.TrimSpace(p)
+			if n, err := strconv.ParseInt(p, 10, 64); err == nil && !o.ScopeText {
+				vals[i] = n
+			} else {
+				vals[i] = p
+			}
+		}
+		out = append(out, vals)
+	}
+	return out, nil
+}
+
+// oneScope returns the single scope a row command works on: the -scope
+// given, or none for an unscoped table.
+func (o *options) oneScope(spec dialect.ClaimTable) ([]any, error) {
+	all, err := o.scopeValues(spec)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(all) > 1:
+		return nil, usageErr("give one -scope for this command")
+	case len(all) == 1:
+		return all[0], nil
+	case len(spec.Scope) > 0:
+		return nil, usageErr("-scope is required: the table has scope column(s) %s", strings.Join(spec.Scope, ","))
+	}
+	return nil, nil
+}
+
+// ids parses -ids for spec's key type.
+func (o *options) ids(spec dialect.ClaimTable) ([]any, error) {
+	if o.IDs == "" {
+		return nil, nil
+	}
+	var out []any
+	for _, p := range strings.Split(o.IDs, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if spec.IDKind == dialect.IDText {
+			out = append(out, p)
+			continue
+		}
+		n, err := strconv.ParseInt(p, 10, 64)
+		if err != nil {
+			return nil, usageErr("-ids: %q is not an integer key", p)
+		}
+		out = append(out, n)
+	}
+	if len(out) > dialect.MaxFilterIDs {
+		return nil, usageErr("-ids: %d keys; at most %d", len(out), dialect.MaxFilterIDs)
+	}
+	return out, nil
+}
+
+// claimConfig is the claim configuration of spec for scope values.
+func claimConfig(spec dialect.ClaimTable, scope []any) claim.Config {
+	return claim.Config{ClaimTable: spec, ScopeValues: scope}
+}
+
+// leaseTable builds the lease table description.
+func (o *options) leaseTable() (dialect.LeaseTable, error) {
+	if o.LeaseTable == "" {
+		return dialect.LeaseTable{}, usageErr("-lease-table is required")
+	}
+	var t dialect.LeaseTable
+	switch o.LeaseKind {
+	case "", "key":
+		t = tasklock.KeyTable(o.LeaseTable)
+	case "task":
+		t = tasklock.TaskTable(o.LeaseTable)
+		set := func(dst *string, v string) {
+			if v != "" {
+				*dst = v
+			}
+		}
+		set(&t.Key, o.LeaseKey)
+		set(&t.Owner, o.LeaseOwner)
+		set(&t.LockedAt, o.LeaseLockedAt)
+		set(&t.ExpiresAt, o.LeaseExpiresAt)
+		set(&t.Fence, o.LeaseFence)
+		switch o.LeaseKeyKind {
+		case "", "int":
+		case "text":
+			t.KeyKind = dialect.IDText
+		default:
+			return t, usageErr("-lease-key-kind %q: want int or text", o.LeaseKeyKind)
+		}
+	default:
+		return t, usageErr("-lease-kind %q: want key or task", o.LeaseKind)
+	}
+	if err := t.Validate(); err != nil {
+		return t, usageErr("lease table description: %v", err)
+	}
+	return t, nil
+}
+
+// leaseKey converts a -key to the lease table's key type.
+func leaseKey(t dialect.LeaseTable, k string) (any, error) {
+	if t.KeyKind == dialect.IDText {
+		return k, nil
+	}
+	n, err := strconv.ParseInt(k, 10, 64)
+	if err != nil {
+		return nil, usageErr("-key %q: the lease table has integer keys", k)
+	}
+	return n, nil
+}
+
+// discard swallows the flag package's own messages: claimctl prints one
+// line per error itself.
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+var errNotConfirmed = errors.New("not confirmed; nothing changed (use -yes to skip the question)")

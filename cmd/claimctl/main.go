@@ -1,0 +1,70 @@
+// Command claimctl is claimlock's operator tool: it shows what a claim table
+// and its leases are doing and acts on them, through the same dialects the
+// library uses (identifiers are validated and quoted by the dialect; values
+// travel as placeholders; claimctl builds no SQL of its own).
+//
+// Usage:
+//
+//	claimctl COMMAND [flags]
+//
+// Commands that read:
+//
+//	stats      rows by status and the oldest pending and processing ages, for
+//	           each -scope given (or the whole table)
+//	stuck      rows processing for longer than -older (default 5m), oldest
+//	           first, with token and age on the database clock
+//	parked     parked (failed) rows with their attempts and stored error
+//	scheduled  pending rows waiting for a future run-at (needs -run-at)
+//	leases     the lease of each -key: owner, fence, expiry, remaining TTL
+//	ddl        the SQL to paste into a migration: columns the claim table
+//	           lacks (or CREATE TABLE when it does not exist), the missing
+//	           recommended indexes (all with -all-indexes), and the lease
+//	           table (CREATE TABLE for a key table, columns to add to a task
+//	           table)
+//
+// Commands that change rows (each asks for confirmation on standard input
+// unless -yes is given):
+//
+//	unpark         return parked rows (all in -scope, or -ids) to pending;
+//	               -reset-attempts gives them fresh attempts
+//	retry-now      make rows waiting for a future run-at claimable now
+//	reap           run one reaper sweep: stale rows (processing longer than
+//	               -older) back to pending, parked at -max-attempts
+//	force-release  free the lease of -key whoever holds it
+//
+// The table is described by flags (-table, -id, -status, -token,
+// -claimed-at, -attempts, -run-at, -error, -created-at, -scope-cols,
+// -statuses, ...) or by a JSON file (-config), whose fields are the flags'
+// names; flags given on the command line override the file. -driver is
+// postgres, mysql or sqlite; -dsn is the data source name (or the
+// CLAIMCTL_DSN environment variable, which keeps passwords out of the
+// process list). Output is a human table; -json prints JSON for scripts.
+//
+// Before it reads or changes anything, claimctl checks the table and the
+// configured columns against the database catalog, so a wrong name is
+// reported and nothing changes.
+//
+// Exit codes:
+//
+//	0  success
+//	1  the operation failed (a database error while reading or acting)
+//	2  usage: unknown command, bad flag or value, unreadable config file
+//	3  schema: the table or a configured column does not match the database
+//	4  connection: the database could not be reached or is not supported
+//	5  refused: an action was not confirmed (nothing changed)
+//
+// Errors are one line on standard error, prefixed "claimctl: ".
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

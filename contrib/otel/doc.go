@@ -1,0 +1,53 @@
+// Package claimotel reports claimlock's operations to OpenTelemetry: spans
+// and metrics for claims, acks, fails, snoozes, heartbeats and releases of
+// [claim.Claimer], sweeps of [zombie.Reaper] and [zombie.LeaseReaper], and
+// acquisitions, renewals, releases and losses of [tasklock] leases.
+//
+// One [Observer] serves all three packages; install it in their Hooks:
+//
+//	obs, err := claimotel.New() // the global tracer and meter providers
+//	...
+//	claim.Config{..., Hooks: claim.Hooks{Observer: obs}}
+//	tasklock.Config{..., Hooks: tasklock.Hooks{Observer: obs}}
+//	zombie.Config{..., Hooks: zombie.Hooks{Observer: obs}}
+//
+// # Spans
+//
+// Each operation becomes one span named "claimlock.<op>" (claimlock.claim,
+// claimlock.ack, claimlock.fail, claimlock.snooze, claimlock.heartbeat,
+// claimlock.release, claimlock.reap, claimlock.lease_reap,
+// claimlock.lease.acquire, .renew, .release, .finish, .force_release and
+// .lost), a child of the span in the operation's context, with its start set
+// to when the operation started. claimlock reports an operation once it has
+// finished, so spans of a database driver's own instrumentation are its
+// siblings, not its children. Work the library does on its own goroutines (a
+// deferred ack's write, keep-alive heartbeats and renewals, a lease's loss)
+// starts a new trace linked to the span that started it, so that a lease held
+// for hours does not grow one trace without end.
+//
+// Attributes an operator filters on: claimlock.table, claimlock.scope
+// ("task_id=42"), claimlock.token, the row counts (claimlock.rows.claimed,
+// .acked, .requeued, .failed, .parked, .lost, .held, .released),
+// claimlock.lease.key, .owner, .fence and .ttl_ms. Failed operations record
+// the error and set the span's status to Error; a contended acquisition
+// ([tasklock.ErrNotAcquired]) is not an error, it sets
+// claimlock.lease.acquired to false.
+//
+// # Metrics
+//
+// Instruments (meter "github.com/claimlock/claimlock/contrib/otel"):
+//
+//   - claimlock.claim.duration (histogram, seconds): claim latency,
+//     including the wait for a claim slot.
+//   - claimlock.rows.claimed, .acked, .failed, .requeued, .lost, .reaped,
+//     .parked (counters, rows): parked counts rows parked by a fail and by
+//     the reaper; reaped counts stale rows the reaper returned to pending.
+//   - claimlock.leases.acquired, claimlock.leases.lost (counters).
+//   - claimlock.errors (counter): failed operations, by claimlock.op.
+//
+// Row metrics carry claimlock.table, lease metrics claimlock.lease.table.
+// Scope values and lease keys are left out of metrics by default: they are
+// unbounded for many schemas (a task id per task), and every distinct value
+// is a time series. [WithScopeMetrics] adds claimlock.scope to row metrics
+// for schemas whose scopes are few.
+package claimotel

@@ -1,0 +1,159 @@
+package claimotel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/tasklock"
+	"github.com/claimlock/claimlock/zombie"
+)
+
+// ObserveClaim records a claimer's operation as a span and metrics.
+func (o *Observer) ObserveClaim(ctx context.Context, e claim.Event) {
+	scope := ScopeString(e.Scope, e.ScopeValues)
+	attrs := []attribute.KeyValue{attrTable.String(e.Table)}
+	if scope != "" {
+		attrs = append(attrs, attrScope.String(scope))
+	}
+	if e.Token != "" {
+		attrs = append(attrs, attrToken.String(e.Token))
+	}
+	if e.Tx {
+		attrs = append(attrs, attrTx.Bool(true))
+	}
+	switch e.Op {
+	case claim.OpClaim:
+		attrs = append(attrs, attribute.Int("claimlock.rows.claimed", e.Claimed))
+	case claim.OpAck:
+		attrs = append(attrs, attribute.Int("claimlock.rows.acked", e.Acked), attribute.Int("claimlock.rows.requeued", e.Requeued),
+			attribute.Int("claimlock.rows.lost", e.Lost))
+	case claim.OpFail:
+		attrs = append(attrs, attribute.Int("claimlock.rows.failed", e.Failed), attribute.Int("claimlock.rows.parked", e.Parked),
+			attribute.Int("claimlock.rows.lost", e.Lost), attribute.Int64("claimlock.retry_in_ms", e.RetryIn.Milliseconds()))
+	case claim.OpSnooze:
+		attrs = append(attrs, attribute.Int64("claimlock.rows.snoozed", e.Rows), attribute.Int("claimlock.rows.lost", e.Lost))
+	case claim.OpHeartbeat:
+		attrs = append(attrs, attribute.Int64("claimlock.rows.held", e.Rows))
+	case claim.OpRelease:
+		attrs = append(attrs, attribute.Int64("claimlock.rows.released", e.Rows))
+	}
+	span := o.startSpan(ctx, "claimlock."+string(e.Op), spanTiming{start: e.Start, background: e.Background}, attrs...)
+	endSpan(span, e.Start.Add(e.Duration), e.Err)
+
+	mattrs := []attribute.KeyValue{attrTable.String(e.Table)}
+	if o.scopeMetric && scope != "" {
+		mattrs = append(mattrs, attrScope.String(scope))
+	}
+	set := metric.WithAttributeSet(attribute.NewSet(mattrs...))
+	if e.Err != nil {
+		o.errs.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(append(mattrs, attrOp.String(string(e.Op)))...)))
+		if e.Op == claim.OpClaim {
+			return // a failed claim's latency would blur the histogram
+		}
+	}
+	add := func(c metric.Int64Counter, n int) {
+		if n > 0 {
+			c.Add(ctx, int64(n), set)
+		}
+	}
+	switch e.Op {
+	case claim.OpClaim:
+		o.claimDur.Record(ctx, e.Duration.Seconds(), set)
+		add(o.claimed, e.Claimed)
+	case claim.OpAck:
+		add(o.acked, e.Acked)
+		add(o.requeued, e.Requeued)
+	case claim.OpFail:
+		add(o.failed, e.Failed)
+		add(o.park, e.Parked)
+	}
+	add(o.lost, e.Lost)
+}
+
+// ObserveLease records a lease operation as a span and metrics.
+func (o *Observer) ObserveLease(ctx context.Context, e tasklock.Event) {
+	attrs := []attribute.KeyValue{
+		attrLeaseTable.String(e.Table), attrLeaseKey.String(fmt.Sprint(e.Key)),
+		attrTTL.Int64(e.TTL.Milliseconds()),
+	}
+	if e.Owner != "" {
+		attrs = append(attrs, attrOwner.String(e.Owner), attrFence.Int64(e.Fence))
+	}
+	err := e.Err
+	switch e.Op {
+	case tasklock.OpAcquire:
+		attrs = append(attrs, attribute.Bool("claimlock.lease.acquired", e.OK))
+		if errors.Is(err, tasklock.ErrNotAcquired) {
+			err = nil // contention is the normal case, not a failure
+		}
+	case tasklock.OpRelease, tasklock.OpFinish:
+		attrs = append(attrs, attribute.Bool("claimlock.lease.freed", e.OK))
+	case tasklock.OpForceRelease:
+		attrs = append(attrs, attribute.Bool("claimlock.lease.was_held", e.OK))
+	case tasklock.OpLost:
+		attrs = append(attrs, attribute.String("claimlock.lease.cause", fmt.Sprint(e.Err)))
+		err = nil // the loss is the span's subject; its cause is an attribute
+	}
+	span := o.startSpan(ctx, "claimlock.lease."+string(e.Op), spanTiming{start: e.Start, background: e.Background}, attrs...)
+	endSpan(span, e.Start.Add(e.Duration), err)
+
+	set := metric.WithAttributeSet(attribute.NewSet(attrLeaseTable.String(e.Table)))
+	switch {
+	case e.Op == tasklock.OpAcquire && e.OK:
+		o.leasesAcquired.Add(ctx, 1, set)
+	case e.Op == tasklock.OpLost:
+		o.leasesLost.Add(ctx, 1, set)
+	case err != nil:
+		o.errs.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attrLeaseTable.String(e.Table), attrOp.String("lease."+string(e.Op)))))
+	}
+}
+
+// ObserveSweep records a reaper's sweep as a span and metrics.
+func (o *Observer) ObserveSweep(ctx context.Context, e zombie.Event) {
+	if e.Op == zombie.OpLeader {
+		// Not an operation: an event on the caller's span, if any.
+		attrs := []attribute.KeyValue{attrTable.String(e.Table), attribute.Bool("claimlock.leading", e.Leading)}
+		span := o.startSpan(ctx, "claimlock.reaper.leader", spanTiming{start: e.Start}, attrs...)
+		endSpan(span, e.Start, nil)
+		return
+	}
+	scope := ScopeString(e.Scope, e.ScopeValues)
+	name := "claimlock.reap"
+	tableKey := attrTable
+	if e.Op == zombie.OpLeaseSweep {
+		name, tableKey = "claimlock.lease_reap", attrLeaseTable
+	}
+	attrs := []attribute.KeyValue{
+		tableKey.String(e.Table),
+		attribute.Int64("claimlock.rows.returned", e.Result.Returned),
+		attribute.Int64("claimlock.rows.parked", e.Result.Parked),
+		attribute.Int("claimlock.statements", e.Result.Statements),
+	}
+	if scope != "" {
+		attrs = append(attrs, attrScope.String(scope))
+	}
+	span := o.startSpan(ctx, name, spanTiming{start: e.Start}, attrs...)
+	endSpan(span, e.Start.Add(e.Result.Elapsed), e.Err)
+
+	mattrs := []attribute.KeyValue{tableKey.String(e.Table)}
+	if o.scopeMetric && scope != "" {
+		mattrs = append(mattrs, attrScope.String(scope))
+	}
+	set := metric.WithAttributeSet(attribute.NewSet(mattrs...))
+	if e.Err != nil {
+		o.errs.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(append(mattrs, attrOp.String(string(e.Op)))...)))
+	}
+	if e.Op == zombie.OpSweep {
+		if e.Result.Returned > 0 {
+			o.reaped.Add(ctx, e.Result.Returned, set)
+		}
+		if e.Result.Parked > 0 {
+			o.park.Add(ctx, e.Result.Parked, set)
+		}
+	}
+}

@@ -1,0 +1,38 @@
+// Package claimprom exports claimlock's state and activity as Prometheus
+// metrics.
+//
+// A [Metrics] is a prometheus.Collector. At each scrape it reads
+// [dialect.ClaimStore.Stats] for every table (and scope) it watches and
+// reports row counts by status and the ages of the oldest pending and
+// processing rows, on the database clock; and, installed as the Observer of
+// claim, tasklock and zombie Hooks, it counts what the processes did:
+//
+//	m := claimprom.New()
+//	m.Watch(d, cfg)                   // cfg's scope: task_id=42
+//	m.WatchTable(d, cfg)              // the whole table
+//	prometheus.MustRegister(m)
+//	cfg.Hooks.Observer = m            // and tasklock / zombie Hooks
+//
+// # Metrics
+//
+// From Stats, per table and scope (scope "" for a whole table):
+//
+//	claimlock_rows{table,scope,status}                  pending, processing, done, failed, other
+//	claimlock_oldest_pending_age_seconds{table,scope}   needs a CreatedAt column (else 0)
+//	claimlock_oldest_processing_age_seconds{table,scope}
+//	claimlock_stats_up{table,scope}                     0 when the last read failed
+//
+// From events, per table (lease table for leases):
+//
+//	claimlock_claim_duration_seconds{table}             histogram
+//	claimlock_rows_claimed_total, _acked_total, _failed_total, _requeued_total,
+//	_lost_total, _reaped_total, _parked_total{table}
+//	claimlock_leases_acquired_total, claimlock_leases_lost_total{lease_table}
+//	claimlock_errors_total{table,op}
+//
+// Stats counts rows (see [dialect.ClaimStore.Stats]): scoped, it reads the
+// scope's rows through an index; for a whole table it reads the table. Watch
+// the scopes an operator needs, and mind the scrape interval on large
+// tables. Scope values are never labels of the event counters (a task id per
+// task would make a time series per task).
+package claimprom

@@ -1,0 +1,254 @@
+package claimprom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/tasklock"
+	"github.com/claimlock/claimlock/zombie"
+)
+
+// DefaultStatsTimeout bounds the Stats reads of one scrape when
+// [WithStatsTimeout] is not given.
+const DefaultStatsTimeout = 5 * time.Second
+
+// Metrics collects claimlock metrics. It implements prometheus.Collector
+// and [claim.Observer], [tasklock.Observer] and [zombie.Observer]; it is
+// safe for concurrent use.
+type Metrics struct {
+	timeout time.Duration
+
+	mu      sync.Mutex
+	targets []target
+
+	rows, oldestPending, oldestProcessing, up *prometheus.Desc
+
+	claimDur                                               *prometheus.HistogramVec
+	claimed, acked, failed, requeued, lost, reaped, parked *prometheus.CounterVec
+	leasesAcquired, leasesLost, errs                       *prometheus.CounterVec
+}
+
+var (
+	_ prometheus.Collector = (*Metrics)(nil)
+	_ claim.Observer       = (*Metrics)(nil)
+	_ tasklock.Observer    = (*Metrics)(nil)
+	_ zombie.Observer      = (*Metrics)(nil)
+)
+
+// target is one table (and scope) whose Stats a scrape reads.
+type target struct {
+	store  dialect.ClaimStore
+	table  string
+	scope  string
+	values []any
+}
+
+// Option configures [New].
+type Option func(*Metrics)
+
+// WithStatsTimeout bounds the Stats reads of one scrape (all watched
+// targets together); default [DefaultStatsTimeout].
+func WithStatsTimeout(d time.Duration) Option {
+	return func(m *Metrics) { m.timeout = d }
+}
+
+// New builds a Metrics watching nothing yet.
+func New(opts ...Option) *Metrics {
+	m := &Metrics{timeout: DefaultStatsTimeout}
+	for _, o := range opts {
+		o(m)
+	}
+	ts := []string{"table", "scope"}
+	m.rows = prometheus.NewDesc("claimlock_rows", "Rows of a claim table by status, from Stats.", append(ts, "status"), nil)
+	m.oldestPending = prometheus.NewDesc("claimlock_oldest_pending_age_seconds",
+		"Age of the oldest pending row by its CreatedAt column, on the database clock (0 without the column or without pending rows).", ts, nil)
+	m.oldestProcessing = prometheus.NewDesc("claimlock_oldest_processing_age_seconds",
+		"Age of the oldest processing row's claim or last heartbeat, on the database clock (0 without processing rows).", ts, nil)
+	m.up = prometheus.NewDesc("claimlock_stats_up", "1 when the last Stats read of the table and scope succeeded.", ts, nil)
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	}
+	m.claimDur = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "claimlock_claim_duration_seconds", Help: "Latency of claims, including the wait for a claim slot.",
+		Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+	}, []string{"table"})
+	m.claimed = counter("claimlock_rows_claimed_total", "Rows claimed.", "table")
+	m.acked = counter("claimlock_rows_acked_total", "Rows acked (set to done).", "table")
+	m.failed = counter("claimlock_rows_failed_total", "Rows failed (retried or parked).", "table")
+	m.requeued = counter("claimlock_rows_requeued_total", "Rows an ack sent back to pending because their version moved.", "table")
+	m.lost = counter("claimlock_rows_lost_total", "Rows an ack, fail or snooze found no longer held by its claim.", "table")
+	m.reaped = counter("claimlock_rows_reaped_total", "Stale rows the reaper returned to pending.", "table")
+	m.parked = counter("claimlock_rows_parked_total", "Rows parked with the failed status, by a fail or by the reaper.", "table")
+	m.leasesAcquired = counter("claimlock_leases_acquired_total", "Leases acquired.", "lease_table")
+	m.leasesLost = counter("claimlock_leases_lost_total", "Leases lost (taken over, force-released, or past their local deadline).", "lease_table")
+	m.errs = counter("claimlock_errors_total", "Failed operations.", "table", "op")
+	return m
+}
+
+// Watch adds cc's table, restricted to cc's scope (cc.ScopeValues), to the
+// tables whose Stats each scrape reads. cc is validated as [claim.New]
+// would; errors wrap [dialect.ErrInvalidConfig].
+func (m *Metrics) Watch(d dialect.Dialect, cc claim.Config) error {
+	return m.watch(d, cc, false)
+}
+
+// WatchTable adds cc's whole table (every scope, label scope="") to the
+// tables whose Stats each scrape reads. A whole-table count reads every
+// row: keep it for small tables or long scrape intervals.
+func (m *Metrics) WatchTable(d dialect.Dialect, cc claim.Config) error {
+	return m.watch(d, cc, true)
+}
+
+func (m *Metrics) watch(d dialect.Dialect, cc claim.Config, all bool) error {
+	if d == nil {
+		return fmt.Errorf("claimprom: watch: %w: nil dialect", dialect.ErrInvalidConfig)
+	}
+	spec, err := cc.Resolve()
+	if err != nil {
+		return fmt.Errorf("claimprom: watch: %w", err)
+	}
+	store, err := d.ClaimStore(spec)
+	if err != nil {
+		return fmt.Errorf("claimprom: watch: %w", err)
+	}
+	t := target{store: store, table: spec.Table}
+	if !all && len(cc.ScopeValues) > 0 {
+		t.values = cc.ScopeValues
+		t.scope = ScopeString(spec.Scope, cc.ScopeValues)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, o := range m.targets {
+		if o.table == t.table && o.scope == t.scope {
+			return fmt.Errorf("claimprom: watch: %w: table %s scope %q is already watched", dialect.ErrInvalidConfig, t.table, t.scope)
+		}
+	}
+	m.targets = append(m.targets, t)
+	return nil
+}
+
+// ScopeString renders scope columns and values as "col=value,col=value",
+// the scope label ("" for a whole table).
+func ScopeString(cols []string, values []any) string {
+	var b strings.Builder
+	for i, v := range values {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if i < len(cols) {
+			b.WriteString(cols[i] + "=")
+		}
+		fmt.Fprint(&b, v)
+	}
+	return b.String()
+}
+
+func (m *Metrics) vecs() []prometheus.Collector {
+	return []prometheus.Collector{m.claimDur, m.claimed, m.acked, m.failed, m.requeued, m.lost, m.reaped, m.parked,
+		m.leasesAcquired, m.leasesLost, m.errs}
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.vecs() {
+		c.Describe(ch)
+	}
+	ch <- m.rows
+	ch <- m.oldestPending
+	ch <- m.oldestProcessing
+	ch <- m.up
+}
+
+// Collect implements prometheus.Collector: the event counters, then one
+// Stats read per watched target, one after the other, within the stats
+// timeout. A target whose read fails reports claimlock_stats_up 0 and no
+// counts.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.vecs() {
+		c.Collect(ch)
+	}
+	m.mu.Lock()
+	targets := append([]target(nil), m.targets...)
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
+	defer cancel()
+	for _, t := range targets {
+		st, err := t.store.Stats(ctx, t.values)
+		if err != nil {
+			ch <- prometheus.MustNewConstMetric(m.up, prometheus.GaugeValue, 0, t.table, t.scope)
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(m.up, prometheus.GaugeValue, 1, t.table, t.scope)
+		for _, s := range []struct {
+			status string
+			n      int64
+		}{{"pending", st.Pending}, {"processing", st.Processing}, {"done", st.Done}, {"failed", st.Failed}, {"other", st.Other}} {
+			ch <- prometheus.MustNewConstMetric(m.rows, prometheus.GaugeValue, float64(s.n), t.table, t.scope, s.status)
+		}
+		ch <- prometheus.MustNewConstMetric(m.oldestPending, prometheus.GaugeValue, st.OldestPending.Seconds(), t.table, t.scope)
+		ch <- prometheus.MustNewConstMetric(m.oldestProcessing, prometheus.GaugeValue, st.OldestProcessing.Seconds(), t.table, t.scope)
+	}
+}
+
+// ObserveClaim counts a claimer's operation.
+func (m *Metrics) ObserveClaim(_ context.Context, e claim.Event) {
+	if e.Err != nil {
+		m.errs.WithLabelValues(e.Table, string(e.Op)).Inc()
+		if e.Op == claim.OpClaim {
+			return
+		}
+	}
+	add := func(v *prometheus.CounterVec, n int) {
+		if n > 0 {
+			v.WithLabelValues(e.Table).Add(float64(n))
+		}
+	}
+	switch e.Op {
+	case claim.OpClaim:
+		m.claimDur.WithLabelValues(e.Table).Observe(e.Duration.Seconds())
+		add(m.claimed, e.Claimed)
+	case claim.OpAck:
+		add(m.acked, e.Acked)
+		add(m.requeued, e.Requeued)
+	case claim.OpFail:
+		add(m.failed, e.Failed)
+		add(m.parked, e.Parked)
+	}
+	add(m.lost, e.Lost)
+}
+
+// ObserveLease counts a lease operation.
+func (m *Metrics) ObserveLease(_ context.Context, e tasklock.Event) {
+	switch {
+	case e.Op == tasklock.OpAcquire && e.OK:
+		m.leasesAcquired.WithLabelValues(e.Table).Inc()
+	case e.Op == tasklock.OpLost:
+		m.leasesLost.WithLabelValues(e.Table).Inc()
+	case e.Err != nil && !errors.Is(e.Err, tasklock.ErrNotAcquired):
+		m.errs.WithLabelValues(e.Table, "lease."+string(e.Op)).Inc()
+	}
+}
+
+// ObserveSweep counts a reaper's sweep.
+func (m *Metrics) ObserveSweep(_ context.Context, e zombie.Event) {
+	if e.Err != nil {
+		m.errs.WithLabelValues(e.Table, string(e.Op)).Inc()
+	}
+	if e.Op != zombie.OpSweep {
+		return
+	}
+	if e.Result.Returned > 0 {
+		m.reaped.WithLabelValues(e.Table).Add(float64(e.Result.Returned))
+	}
+	if e.Result.Parked > 0 {
+		m.parked.WithLabelValues(e.Table).Add(float64(e.Result.Parked))
+	}
+}

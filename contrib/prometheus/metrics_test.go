@@ -1,0 +1,194 @@
+package claimprom_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/claim"
+	claimprom "github.com/claimlock/claimlock/contrib/prometheus"
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/obstest"
+	"github.com/claimlock/claimlock/internal/testengine"
+	"github.com/claimlock/claimlock/tasklock"
+	"github.com/claimlock/claimlock/zombie"
+)
+
+type row struct{ Payload string }
+
+func fields(r *row) []any { return []any{&r.Payload} }
+
+// gauges gathers reg and returns the value of every gauge sample, keyed by
+// name and labels.
+func gauges(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if m.GetGauge() == nil {
+				continue
+			}
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			out[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = m.GetGauge().GetValue()
+		}
+	}
+	return out
+}
+
+// A scripted run on every engine: the counters equal what was claimed,
+// acked, failed, lost, reaped and parked, and the collector's gauges equal
+// Stats for the watched scope and for the whole table.
+func TestScriptedRun(t *testing.T) {
+	t.Parallel()
+	for _, e := range testengine.All {
+		t.Run(e.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			f := obstest.New(t, e, 5, 2)
+			m := claimprom.New()
+			reg := prometheus.NewPedanticRegistry()
+			require.NoError(t, reg.Register(m))
+			cfg := f.Config
+			cfg.MaxAttempts = 1
+			cfg.Hooks = claim.Hooks{Observer: m}
+			require.NoError(t, m.Watch(f.Dialect, cfg))
+			require.NoError(t, m.WatchTable(f.Dialect, cfg))
+			require.ErrorIs(t, m.Watch(f.Dialect, cfg), dialect.ErrInvalidConfig, "watched twice")
+
+			c, err := claim.New(f.Dialect, cfg, fields)
+			require.NoError(t, err)
+			b, err := c.Claim(ctx)
+			require.NoError(t, err)
+			ids := b.IDs()
+			require.NoError(t, b.Ack(ctx, ids[0], ids[1]))
+			require.NoError(t, b.Fail(ctx, ids[2], errors.New("smtp 550")))
+			_, err = c.Store().Release(ctx, b.Token(), []any{ids[3]})
+			require.NoError(t, err)
+			require.ErrorIs(t, b.Ack(ctx, ids[3]), claim.ErrClaimLost)
+			_, err = b.Release(ctx)
+			require.NoError(t, err)
+			dead, err := c.Claim(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 2, dead.Len())
+			time.Sleep(700 * time.Millisecond)
+			r, err := zombie.New(f.Dialect, cfg, zombie.Config{Timeout: 200 * time.Millisecond, Hooks: zombie.Hooks{Observer: m}})
+			require.NoError(t, err)
+			_, err = r.Sweep(ctx)
+			require.NoError(t, err)
+			_, err = c.Claim(ctx) // two rows in flight at the scrape
+			require.NoError(t, err)
+
+			require.NoError(t, tasklock.CreateTable(ctx, f.Dialect, "leases"))
+			k, err := tasklock.New(f.Dialect, tasklock.Config{Table: tasklock.KeyTable("leases"), TTL: 5 * time.Second, Hooks: tasklock.Hooks{Observer: m}})
+			require.NoError(t, err)
+			l, err := k.Acquire(ctx, "nightly")
+			require.NoError(t, err)
+			_, err = k.Acquire(ctx, "nightly")
+			require.ErrorIs(t, err, tasklock.ErrNotAcquired)
+			_, err = k.ForceRelease(ctx, "nightly")
+			require.NoError(t, err)
+			require.ErrorIs(t, l.Renew(ctx), tasklock.ErrLeaseLost)
+
+			require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP claimlock_rows_acked_total Rows acked (set to done).
+# TYPE claimlock_rows_acked_total counter
+claimlock_rows_acked_total{table="jobs"} 2
+# HELP claimlock_rows_claimed_total Rows claimed.
+# TYPE claimlock_rows_claimed_total counter
+claimlock_rows_claimed_total{table="jobs"} 9
+# HELP claimlock_rows_failed_total Rows failed (retried or parked).
+# TYPE claimlock_rows_failed_total counter
+claimlock_rows_failed_total{table="jobs"} 1
+# HELP claimlock_rows_lost_total Rows an ack, fail or snooze found no longer held by its claim.
+# TYPE claimlock_rows_lost_total counter
+claimlock_rows_lost_total{table="jobs"} 1
+# HELP claimlock_rows_parked_total Rows parked with the failed status, by a fail or by the reaper.
+# TYPE claimlock_rows_parked_total counter
+claimlock_rows_parked_total{table="jobs"} 1
+# HELP claimlock_rows_reaped_total Stale rows the reaper returned to pending.
+# TYPE claimlock_rows_reaped_total counter
+claimlock_rows_reaped_total{table="jobs"} 2
+# HELP claimlock_leases_acquired_total Leases acquired.
+# TYPE claimlock_leases_acquired_total counter
+claimlock_leases_acquired_total{lease_table="leases"} 1
+# HELP claimlock_leases_lost_total Leases lost (taken over, force-released, or past their local deadline).
+# TYPE claimlock_leases_lost_total counter
+claimlock_leases_lost_total{lease_table="leases"} 1
+# HELP claimlock_errors_total Failed operations.
+# TYPE claimlock_errors_total counter
+claimlock_errors_total{op="lease.renew",table="leases"} 1
+`), "claimlock_rows_acked_total", "claimlock_rows_claimed_total", "claimlock_rows_failed_total", "claimlock_rows_lost_total",
+				"claimlock_rows_parked_total", "claimlock_rows_reaped_total", "claimlock_leases_acquired_total",
+				"claimlock_leases_lost_total", "claimlock_errors_total"))
+			require.Equal(t, 1, testutil.CollectAndCount(m, "claimlock_claim_duration_seconds"), "one histogram series per table")
+			require.EqualValues(t, 3, claimCount(t, reg), "three claims observed")
+
+			got := gauges(t, reg)
+			spec, err := cfg.Resolve()
+			require.NoError(t, err)
+			store, err := f.Dialect.ClaimStore(spec)
+			require.NoError(t, err)
+			for _, w := range []struct {
+				scope  string
+				values []any
+			}{{"task_id=42", []any{42}}, {"", nil}} {
+				want, err := store.Stats(ctx, w.values)
+				require.NoError(t, err)
+				l := "scope=" + w.scope + ",table=jobs"
+				require.Equal(t, 1.0, got["claimlock_stats_up{"+l+"}"])
+				for status, n := range map[string]int64{"pending": want.Pending, "processing": want.Processing, "done": want.Done, "failed": want.Failed, "other": want.Other} {
+					require.EqualValues(t, n, got["claimlock_rows{scope="+w.scope+",status="+status+",table=jobs}"], "%s %s", w.scope, status)
+				}
+				require.InDelta(t, want.OldestPending.Seconds(), got["claimlock_oldest_pending_age_seconds{"+l+"}"], 1.0)
+				require.InDelta(t, want.OldestProcessing.Seconds(), got["claimlock_oldest_processing_age_seconds{"+l+"}"], 1.0)
+			}
+			require.EqualValues(t, 2, got["claimlock_rows{scope=task_id=42,status=done,table=jobs}"])
+			require.EqualValues(t, 1, got["claimlock_rows{scope=task_id=42,status=failed,table=jobs}"])
+			require.EqualValues(t, 2, got["claimlock_rows{scope=task_id=42,status=processing,table=jobs}"])
+			require.EqualValues(t, 2, got["claimlock_rows{scope=,status=pending,table=jobs}"], "task 7's rows")
+			require.Greater(t, got["claimlock_oldest_pending_age_seconds{scope=,table=jobs}"], 5.0, "task 7's rows were created 6 and 7 s ago")
+		})
+	}
+}
+
+// A table that cannot be read reports claimlock_stats_up 0 and no counts;
+// the scrape itself succeeds.
+func TestStatsDown(t *testing.T) {
+	t.Parallel()
+	f := obstest.New(t, testengine.All[0], 1, 0)
+	m := claimprom.New(claimprom.WithStatsTimeout(time.Second))
+	cfg := f.Config
+	cfg.Table = "missing"
+	require.NoError(t, m.Watch(f.Dialect, cfg))
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	got := gauges(t, reg)
+	require.Equal(t, map[string]float64{"claimlock_stats_up{scope=task_id=42,table=missing}": 0}, got)
+	require.ErrorIs(t, m.Watch(nil, cfg), dialect.ErrInvalidConfig)
+	cfg.ScopeValues = nil
+	require.ErrorIs(t, m.Watch(f.Dialect, cfg), dialect.ErrInvalidConfig)
+}
+
+// claimCount returns the sample count of the claim latency histogram.
+func claimCount(t *testing.T, reg *prometheus.Registry) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == "claimlock_claim_duration_seconds" {
+			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	return 0
+}

@@ -1,0 +1,84 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// columnType renders the type of a column that is not an auto-incrementing
+// key.
+func (e *Engine) columnType(c dialect.ColumnDef) (string, error) {
+	switch c.Type {
+	case dialect.TypeInt:
+		return e.DDL.Int, nil
+	case dialect.TypeTime:
+		return e.DDL.Time, nil
+	case dialect.TypeTimeSeconds:
+		return e.DDL.TimeSeconds, nil
+	case dialect.TypeText:
+		n := c.Len
+		if n == 0 {
+			n = 255
+		}
+		if strings.Contains(e.DDL.Text, "%d") {
+			return fmt.Sprintf(e.DDL.Text, n), nil
+		}
+		return e.DDL.Text, nil
+	}
+	return "", fmt.Errorf("%w: column %s: unknown type %d", dialect.ErrInvalidConfig, c.Name, c.Type)
+}
+
+// AddColumnsDDL implements [dialect.ColumnAdder]: it reads table's columns
+// from the catalog and renders one ALTER TABLE ... ADD COLUMN statement per
+// column of cols the table lacks, typed as CreateTableDDL types them.
+func (b *Base) AddColumnsDDL(ctx context.Context, table string, cols []dialect.ColumnDef) ([]string, error) {
+	if err := dialect.ValidateIdent("Table", table); err != nil {
+		return nil, err
+	}
+	for _, c := range cols {
+		if err := dialect.ValidateIdent("Column", c.Name); err != nil {
+			return nil, err
+		}
+		if c.Type == dialect.TypeSerial {
+			return nil, fmt.Errorf("%w: column %s: an auto-incrementing key cannot be added to a table", dialect.ErrInvalidConfig, c.Name)
+		}
+		if c.NotNull && c.Default == nil {
+			return nil, fmt.Errorf("%w: column %s: a NOT NULL column added to a table needs a default", dialect.ErrInvalidConfig, c.Name)
+		}
+	}
+	probe, err := NewClaims(b.E, b.Claims, dialect.ClaimTable{Table: table}.WithDefaults(), nil)
+	if err != nil {
+		return nil, err
+	}
+	have, err := b.E.catalogColumns(ctx, probe.columns, table)
+	if err != nil {
+		return nil, wrap("add columns", err)
+	}
+	if len(have.ByName) == 0 {
+		return nil, fmt.Errorf("%w: Table: table %s not found (or it has no columns)", dialect.ErrInvalidConfig, table)
+	}
+	var out []string
+	for _, c := range cols {
+		if _, ok := have.Get(c.Name); ok {
+			continue
+		}
+		typ, err := b.E.columnType(c)
+		if err != nil {
+			return nil, err
+		}
+		stmt := fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", b.E.QuoteName(table), b.E.Quote(c.Name), typ)
+		if c.NotNull {
+			stmt += " NOT NULL"
+		}
+		if c.Default != nil {
+			stmt += " DEFAULT " + c.Default.Literal()
+		}
+		out = append(out, stmt)
+	}
+	return out, nil
+}
+
+var _ dialect.ColumnAdder = (*Base)(nil)
