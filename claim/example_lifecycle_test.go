@@ -127,3 +127,33 @@ func ExampleBatch_AckTx() {
 	fmt.Println("results:", results, "done:", st.Done)
 	// Output: results: 2 done: 2
 }
+
+// Acks of rows processed one at a time are deferred and written together:
+// one statement for the batch instead of one per row.
+func ExampleBatch_AckLater() {
+	ctx := context.Background()
+	cfg := claim.Config{ClaimTable: dialect.ClaimTable{Table: "jobs", Columns: []string{"payload"}}, AckDelay: time.Second}
+	d, _ := lifecycleSetup(cfg)
+	c, err := claim.New(d, cfg, func(p *string) []any { return []any{p} })
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, err := c.Claim(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range b.Rows() {
+		// ... process r ...
+		if err := b.AckLater(r.ID); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Flush writes what is still deferred and reports every deferred ack's
+	// outcome (rows found lost, with errors.Is(err, claim.ErrClaimLost)).
+	if err := b.Flush(ctx); err != nil {
+		log.Fatal(err)
+	}
+	st, _ := c.Stats(ctx)
+	fmt.Println("done:", st.Done)
+	// Output: done: 2
+}

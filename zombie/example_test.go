@@ -9,6 +9,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/sqlite"
+	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
 
@@ -98,4 +99,43 @@ func Example() {
 	// claimed again: [3]
 	// late ack lost its claim: true
 	// done: 3 pending: 0 processing: 0
+}
+
+// A process took a lease and died holding it. The lease reaper clears it
+// once its expiry has passed on the database clock, so that tools listing
+// the table see it free (acquisitions do not need this: they take an
+// expired lease over by themselves).
+func ExampleLeaseReaper() {
+	ctx := context.Background()
+	db, err := sqlite.Open(":memory:")
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	d, err := sqlite.New(ctx, db, dialect.Options{})
+	if err != nil {
+		panic(err)
+	}
+	if err := tasklock.CreateTable(ctx, d, "claimlock_lease"); err != nil {
+		panic(err)
+	}
+	k, err := tasklock.New(d, tasklock.Config{Table: tasklock.KeyTable("claimlock_lease"), TTL: 100 * time.Millisecond})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := k.Acquire(ctx, "report:daily"); err != nil { // never released: the holder died
+		panic(err)
+	}
+	r, err := zombie.NewLeaseReaper(d, tasklock.KeyTable("claimlock_lease"), zombie.LeaseConfig{})
+	if err != nil {
+		panic(err)
+	}
+	n, _ := r.Sweep(ctx)
+	fmt.Println("cleared while live:", n)
+	time.Sleep(300 * time.Millisecond)
+	n, _ = r.Sweep(ctx)
+	fmt.Println("cleared after expiry:", n)
+	// Output:
+	// cleared while live: 0
+	// cleared after expiry: 1
 }

@@ -1,0 +1,41 @@
+package claimprom_test
+
+import (
+	"context"
+	"log"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/claimlock/claimlock/claim"
+	claimprom "github.com/claimlock/claimlock/contrib/prometheus"
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/sqlite"
+)
+
+// Watch a claim table's scope (Stats at each scrape) and count what the
+// claimer does (as its Observer); serve both on /metrics.
+func ExampleNew() {
+	ctx := context.Background()
+	db, err := sqlite.Open("app.db")
+	if err != nil {
+		log.Fatal(err)
+	}
+	d, err := sqlite.New(ctx, db, dialect.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	m := claimprom.New()
+	cfg := claim.Config{
+		ClaimTable:  dialect.ClaimTable{Table: "jobs", Scope: []string{"task_id"}},
+		ScopeValues: []any{42},
+		Hooks:       claim.Hooks{Observer: m},
+	}
+	if err := m.Watch(d, cfg); err != nil {
+		log.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+}
