@@ -175,7 +175,7 @@ func benchStatement(b *testing.B, e *env, cc claim.Config, op string) {
 		var ids []any
 		n, err := store.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: 100, Strategy: strategy}, func(r dialect.Scanner) error {
 			var id int64
-			err := r.Scan(&id)
+			err := r.Scan(&id, new(any)) // key, attempts
 			ids = append(ids, id)
 			return err
 		})
