@@ -31,20 +31,10 @@ func (s *Claims) ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResu
 	if len(p.IDs) == 0 {
 		return res, nil
 	}
-	if err := checkAck(s.Spec, p); err != nil {
-		return res, wrap("ack", err)
-	}
-	keys, err := normalizeKeys(s.Spec.IDKind, p.IDs)
+	keys, idx, a, err := s.ackPrep(ctx, p)
 	if err != nil {
 		return res, wrap("ack", err)
 	}
-	if p.Error != "" && p.Outcome != dialect.OutcomeDone {
-		if err := s.ensureErrorWidth(ctx); err != nil {
-			return res, wrap("ack", err)
-		}
-	}
-	idx := newKeyIndex(s.Spec.IDKind, keys)
-	a := &Args{Token: p.Token, Keys: keys, MaxAttempts: p.MaxAttempts, Error: s.errorText(p.Error), Delay: p.Delay}
 	versioned := p.Versions != nil && p.Outcome == dialect.OutcomeDone
 	parkAt := p.Outcome == dialect.OutcomeRetry && p.MaxAttempts > 0
 	if !versioned && (!parkAt || s.E.Returning) {
@@ -84,6 +74,26 @@ func (s *Claims) ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResu
 		return dialect.AckResult{}, wrap("ack", err)
 	}
 	return res, nil
+}
+
+// ackPrep validates an ack's params and returns its normalised keys, their
+// index and the statements' arguments. A failure's text is cut to the
+// Error column's width, which it learns from the catalog first if need be.
+func (s *Claims) ackPrep(ctx context.Context, p *dialect.AckParams) ([]any, *keyIndex, *Args, error) {
+	if err := checkAck(s.Spec, p); err != nil {
+		return nil, nil, nil, err
+	}
+	keys, err := normalizeKeys(s.Spec.IDKind, p.IDs)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if p.Error != "" && p.Outcome != dialect.OutcomeDone {
+		if err := s.ensureErrorWidth(ctx); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	a := &Args{Token: p.Token, Keys: keys, MaxAttempts: p.MaxAttempts, Error: s.errorText(p.Error), Delay: p.Delay}
+	return keys, newKeyIndex(s.Spec.IDKind, keys), a, nil
 }
 
 // normalizeKeys applies [dialect.NormalizeKey] to every key, returning a

@@ -59,21 +59,12 @@ func (s *Claims) AckTx(ctx context.Context, tx any, p *dialect.AckParams) (diale
 	if len(p.IDs) == 0 {
 		return res, nil
 	}
-	if err := checkAck(s.Spec, p); err != nil {
-		return res, wrap("ack", err)
-	}
-	keys, err := normalizeKeys(s.Spec.IDKind, p.IDs)
+	// The Error column's width is read outside the caller's transaction,
+	// if not known yet.
+	keys, idx, a, err := s.ackPrep(ctx, p)
 	if err != nil {
 		return res, wrap("ack", err)
 	}
-	if p.Error != "" && p.Outcome != dialect.OutcomeDone {
-		// The catalog is read outside the caller's transaction.
-		if err := s.ensureErrorWidth(ctx); err != nil {
-			return res, wrap("ack", err)
-		}
-	}
-	idx := newKeyIndex(s.Spec.IDKind, keys)
-	a := &Args{Token: p.Token, Keys: keys, MaxAttempts: p.MaxAttempts, Error: s.errorText(p.Error), Delay: p.Delay}
 	versioned := p.Versions != nil && p.Outcome == dialect.OutcomeDone
 	parkAt := p.Outcome == dialect.OutcomeRetry && p.MaxAttempts > 0
 	if s.E.Returning && !versioned {
