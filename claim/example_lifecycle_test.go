@@ -10,36 +10,12 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/sqlite"
 )
 
-// lifecycleSetup opens an in-memory SQLite database with a jobs table that
-// has attempts, run-at and error columns, and two pending jobs.
+// lifecycleSetup opens an in-memory SQLite database with cfg's jobs table
+// and two pending jobs.
 func lifecycleSetup(cfg claim.Config) (dialect.Dialect, *sql.DB) {
-	ctx := context.Background()
-	db, err := sqlite.Open(":memory:")
-	if err != nil {
-		log.Fatal(err)
-	}
-	d, err := sqlite.New(ctx, db, dialect.Options{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	spec, err := cfg.Resolve()
-	if err != nil {
-		log.Fatal(err)
-	}
-	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
-	if err != nil {
-		log.Fatal(err)
-	}
-	store, err := d.ClaimStore(spec)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := d.ExecDDL(ctx, append(ddl, store.IndexDDL()...)); err != nil {
-		log.Fatal(err)
-	}
+	d, db := exampleTable(cfg)
 	if _, err := db.Exec("INSERT INTO jobs (payload) VALUES ('a'), ('b')"); err != nil {
 		log.Fatal(err)
 	}

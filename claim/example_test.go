@@ -2,6 +2,7 @@ package claim_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log"
@@ -20,6 +21,19 @@ type Message struct {
 // exampleSetup opens an in-memory SQLite database holding the cron story's
 // target table with five pending targets of task 42.
 func exampleSetup(cfg claim.Config) dialect.Dialect {
+	d, db := exampleTable(cfg)
+	// The application inserts work; claimlock only claims it.
+	for i := 1; i <= 5; i++ {
+		if _, err := db.Exec("INSERT INTO xxx_task_target (task_id, openid) VALUES (42, ?)", fmt.Sprintf("user-%d", i)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	return d
+}
+
+// exampleTable opens an in-memory SQLite database holding cfg's table,
+// created with the schema helpers and the recommended indexes.
+func exampleTable(cfg claim.Config) (dialect.Dialect, *sql.DB) {
 	ctx := context.Background()
 	db, err := sqlite.Open(":memory:")
 	if err != nil {
@@ -44,13 +58,7 @@ func exampleSetup(cfg claim.Config) dialect.Dialect {
 	if err := d.ExecDDL(ctx, append(ddl, store.IndexDDL()...)); err != nil {
 		log.Fatal(err)
 	}
-	// The application inserts work; claimlock only claims it.
-	for i := 1; i <= 5; i++ {
-		if _, err := db.Exec("INSERT INTO xxx_task_target (task_id, openid) VALUES (42, ?)", fmt.Sprintf("user-%d", i)); err != nil {
-			log.Fatal(err)
-		}
-	}
-	return d
+	return d, db
 }
 
 func targetConfig() claim.Config {

@@ -22,27 +22,7 @@ func TestSIGKILL(t *testing.T) {
 				scenario: "sigkill", rows: size(1500, 12000), workers: 3, batch: 10,
 				sendDelay: 4 * time.Millisecond, heartbeat: 200 * time.Millisecond, reapTimeout: 1500 * time.Millisecond,
 				inject: func(f *fleet) int {
-					n := 0
-					deadline := time.Now().Add(drainLimit())
-					for n < kills && time.Now().Before(deadline) {
-						time.Sleep(time.Duration(50+rand.IntN(150)) * time.Millisecond)
-						if drained(f.d) {
-							break
-						}
-						var busy []*child
-						for _, c := range f.live() {
-							if midBatch(c) {
-								busy = append(busy, c)
-							}
-						}
-						if len(busy) == 0 {
-							continue
-						}
-						f.kill(busy[rand.IntN(len(busy))])
-						n++
-						f.startWorker()
-					}
-					return n
+					return killLoop(f, kills, 50, 150, func(c *child) bool { return midBatch(c) })
 				},
 			}
 			r := runFleet(t, e, spec)
@@ -70,23 +50,7 @@ func TestSIGKILLTxAck(t *testing.T) {
 				scenario: "sigkill-txack", rows: size(1000, 10000), workers: 3, batch: 10, txAck: true,
 				sendDelay: 3 * time.Millisecond, heartbeat: 200 * time.Millisecond, reapTimeout: 1500 * time.Millisecond,
 				inject: func(f *fleet) int {
-					n := 0
-					deadline := time.Now().Add(drainLimit())
-					for n < kills && time.Now().Before(deadline) {
-						time.Sleep(time.Duration(30+rand.IntN(120)) * time.Millisecond)
-						if drained(f.d) {
-							break
-						}
-						live := f.live()
-						if len(live) == 0 {
-							f.startWorker()
-							continue
-						}
-						f.kill(live[rand.IntN(len(live))])
-						n++
-						f.startWorker()
-					}
-					return n
+					return killLoop(f, kills, 30, 120, func(*child) bool { return true })
 				},
 			}
 			r := runFleet(t, e, spec)
@@ -97,6 +61,34 @@ func TestSIGKILLTxAck(t *testing.T) {
 			require.Equal(t, r.rows, r.sends, "exactly one send per row, counted")
 		})
 	}
+}
+
+// killLoop SIGKILLs up to kills workers, one every minMs+rand(spreadMs)
+// milliseconds, each picked at random among the live workers eligible says
+// yes to, and starts a replacement for each, until the task drains or the
+// drain limit passes. It returns how many it killed.
+func killLoop(f *fleet, kills, minMs, spreadMs int, eligible func(*child) bool) int {
+	n := 0
+	deadline := time.Now().Add(drainLimit())
+	for n < kills && time.Now().Before(deadline) {
+		time.Sleep(time.Duration(minMs+rand.IntN(spreadMs)) * time.Millisecond)
+		if drained(f.d) {
+			break
+		}
+		var pick []*child
+		for _, c := range f.live() {
+			if eligible(c) {
+				pick = append(pick, c)
+			}
+		}
+		if len(pick) == 0 {
+			continue
+		}
+		f.kill(pick[rand.IntN(len(pick))])
+		n++
+		f.startWorker()
+	}
+	return n
 }
 
 // midBatch reports whether the worker's last batch has rows it has not
