@@ -35,7 +35,7 @@ func TestClaimKeepsRowsOfItsFirstStatement(t *testing.T) {
 			func(sc dialect.Scanner) error {
 				var id int64
 				var payload string
-				if err := sc.Scan(&id, &payload); err != nil {
+				if err := sc.Scan(&id, new(any), &payload); err != nil { // key, attempts, payload
 					return err
 				}
 				ids = append(ids, id)
