@@ -208,6 +208,12 @@ func (l *Lease) renew(ctx context.Context) error {
 		return fmt.Errorf("tasklock: renew %v: %w", l.key, err)
 	}
 	l.mu.Lock()
+	if info.Owner != "" {
+		// Without an owner column this is the new stamp the row holds: a
+		// Release must use it to free the row, even if the lease ended
+		// while the statement was in flight.
+		l.owner = info.Owner
+	}
 	if l.ctx.Err() != nil {
 		// The local deadline passed (or Release ran) while the statement
 		// was in flight: the holder was told to stop, so the lease stays
@@ -217,9 +223,6 @@ func (l *Lease) renew(ctx context.Context) error {
 	}
 	if info.ExpiresAt.After(l.expiresAt) {
 		l.expiresAt = info.ExpiresAt
-	}
-	if info.Owner != "" {
-		l.owner = info.Owner
 	}
 	if d := start.Add(cfg.TTL - cfg.SafetyMargin); d.After(l.deadline) {
 		l.armLocked(d)
