@@ -194,6 +194,15 @@ func (k *core) scopeValues() []any {
 // be acked, failed or released through the batch; rows left alone stay
 // processing until a reaper returns them.
 func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
+	return c.claimVia(ctx, c.core.store.Claim)
+}
+
+// claimRun runs the claim statement(s) of one batch.
+type claimRun func(ctx context.Context, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error)
+
+// claimVia is [Claimer.Claim] with run in place of the store's Claim (an
+// ack+claim in pipeline.go).
+func (c *Claimer[T]) claimVia(ctx context.Context, run claimRun) (*Batch[T], error) {
 	k := c.core
 	if err := k.verify(ctx); err != nil {
 		return nil, err
@@ -211,7 +220,7 @@ func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
 	n, err := func() (int, error) {
 		defer release()
 		claimed = time.Now()
-		return k.store.Claim(ctx, p, func(s dialect.Scanner) error {
+		return run(ctx, p, func(s dialect.Scanner) error {
 			r, err := c.scan(s)
 			if err != nil {
 				return &scanError{err}
