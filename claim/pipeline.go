@@ -114,9 +114,6 @@ func (c *Claimer[T]) AckAndClaim(ctx context.Context, b *Batch[T], ids ...any) (
 	if err != nil {
 		return nil, err
 	}
-	if d := b.later; d != nil && len(d.wait) > 0 {
-		idx = append(idx, d.wait...)
-	}
 	return c.ackAndClaimLocked(ctx, b, idx, false)
 }
 
@@ -131,18 +128,23 @@ func (c *Claimer[T]) owns(b *Batch[T]) error {
 	return nil
 }
 
-// ackAndClaimLocked acks rows idx of b (b.mu held; idx includes the waiting
-// deferred acks) and claims the next batch in one operation. With all, the
-// lost deferred acks found earlier are reported too, as by AckAll.
-func (c *Claimer[T]) ackAndClaimLocked(ctx context.Context, b *Batch[T], idx []int, all bool) (*Batch[T], error) {
+// ackAndClaimLocked acks rows own of b (b.mu held) and the waiting deferred
+// acks, and claims the next batch, in one operation. With all, own are all
+// the open rows (the waiting deferred acks among them) and the lost deferred
+// acks found earlier are reported too, as by AckAll.
+func (c *Claimer[T]) ackAndClaimLocked(ctx context.Context, b *Batch[T], own []int, all bool) (*Batch[T], error) {
+	idx := own
+	if d := b.later; !all && d != nil && len(d.wait) > 0 {
+		idx = append(own[:len(own):len(own)], d.wait...)
+	}
 	ac, ok := c.core.store.(dialect.AckClaimer)
 	if !ok || len(idx) == 0 {
 		// Nothing to pipeline with: an ack statement (if any), then a claim.
 		var err error
 		if all {
-			err = b.ackAllLocked(ctx, idx)
+			err = b.ackAllLocked(ctx, own)
 		} else {
-			err = b.ackLocked(ctx, idx)
+			err = b.ackLocked(ctx, own)
 		}
 		if err != nil && !errors.Is(err, ErrClaimLost) {
 			return nil, err
@@ -245,11 +247,7 @@ func (c *Claimer[T]) pipelineFinish(ctx, fctx context.Context, w *WorkerConfig[T
 			log.Error("claimlock: fail failed; row stays processing until reaped", "token", b.token, "err", err)
 		}
 	}
-	idx := ok
-	if d := b.later; d != nil && len(d.wait) > 0 {
-		idx = append(idx[:len(idx):len(idx)], d.wait...)
-	}
-	next, err := c.ackAndClaimLocked(fctx, b, idx, false)
+	next, err := c.ackAndClaimLocked(fctx, b, ok, false)
 	if next != nil {
 		if err != nil && !errors.Is(err, ErrClaimLost) {
 			log.Error("claimlock: ack and claim", "token", b.token, "err", err)

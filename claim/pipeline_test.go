@@ -138,6 +138,16 @@ func TestAckAndClaimBadInput(t *testing.T) {
 		require.ErrorIs(t, err, claim.ErrInvalidConfig)
 		requireStats(t, c, 5, 10, 0, 0)
 		require.Len(t, b.Unacked(), 10)
+
+		// A deferred ack rides along with the named rows, once.
+		ids := b.IDs()
+		require.NoError(t, b.AckLater(ids[0]))
+		next, err := c.AckAndClaim(ctx, b, ids[1])
+		require.NoError(t, err)
+		require.NoError(t, b.Flush(ctx))
+		require.Equal(t, ids[2:], b.Unacked())
+		require.Equal(t, 5, next.Len())
+		requireStats(t, c, 0, 13, 2, 0)
 	})
 }
 

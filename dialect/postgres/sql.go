@@ -86,16 +86,18 @@ SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}}{{if
 	// PostgreSQL runs to completion once each, in one snapshot and one
 	// commit. They never touch the same row: the ack takes rows the old
 	// token holds (processing), the claim pending ones, and a row the ack
-	// returns to pending is not pending in the claim's snapshot. Each result
-	// row says what it is: 0 for an acked key (with whether it was parked),
-	// 1 for a claimed row (with the claim's columns).
+	// returns to pending is not pending in the claim's snapshot. The first
+	// row (kind 0) says what the ack did, as JSON arrays of the acked and of
+	// the parked keys (NULL: none); the claimed rows (kind 1) follow with
+	// the claim's columns.
 	AckClaim: `
 WITH cl_a (k, parked) AS ({{template "ackrows" .}}),
 cl_c AS {{template "materialized"}}({{template "claimpick" .}}),
 cl_n AS ({{template "claimmark" .}})
-SELECT 0, cl_a.k, cl_a.parked{{range .Returned}}, NULL{{end}} FROM cl_a
+SELECT 0, (SELECT json_agg(k) FROM cl_a)::text, (SELECT json_agg(k) FROM cl_a WHERE parked)::text{{range .Returned}}, NULL{{end}}
 UNION ALL
-SELECT 1, NULL, NULL, cl_n.* FROM cl_n`,
+SELECT 1, NULL, NULL, cl_n.* FROM cl_n
+ORDER BY 1`,
 
 	AckLock: `
 SELECT {{.ID}}, {{or .Version "0"}}, {{or .Attempts "0"}} FROM {{.Table}}

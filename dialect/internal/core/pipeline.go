@@ -3,8 +3,11 @@ package core
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/claimlock/claimlock/dialect"
 )
@@ -185,56 +188,95 @@ func (s *Claims) ackIn(ctx context.Context, tx Querier, p *dialect.AckParams, a 
 	return s.ackByRow(ctx, tx, p, a, keys, idx, res)
 }
 
-// ackClaimOne runs a one-statement ack+claim on the pool. Its rows start
-// with a kind (0: an acked key, 1: a claimed row), the acked key and
-// whether it was parked; claimed rows then have the claim's columns (acked
-// ones NULLs there). Each row is scanned for its kind first, and a claimed
-// row once more, by claim, past those three columns.
+// ackClaimOne runs a one-statement ack+claim on the pool. Its first row
+// (kind 0) holds the acked and the parked keys as JSON arrays; the claimed
+// rows (kind 1) follow, with the claim's columns after three that claim
+// skips. Every row has the same destination types from one row to the
+// next, so that drivers that plan a scan per column type (pgx) plan once.
 func (s *Claims) ackClaimOne(ctx context.Context, st Stmt, a *Args, idx *keyIndex, nkeys int, res *dialect.AckResult, claim func(dialect.Scanner) error) error {
 	got := make([]bool, nkeys)
-	var kind int64
-	var key any
-	var parked sql.NullBool
-	head := []any{&kind, &key, &parked}
-	dest := append(head, make([]any, len(s.Names.Returned))...)
-	for i := len(head); i < len(dest); i++ {
-		dest[i] = new(any)
-	}
+	first := true
+	head := pastHead{skip: []any{new(any), new(any), new(any)}}
 	err := Query(ctx, s.E.DB, s.E.Dialect, st, a, func(r Rows) error {
+		if !first {
+			head.r = r
+			return claim(head)
+		}
+		first = false
+		var kind int64
+		var acked, parked sql.NullString
+		dest := []any{&kind, &acked, &parked}
+		for range s.Names.Returned {
+			dest = append(dest, new(any))
+		}
 		if err := r.Scan(dest...); err != nil {
 			return err
 		}
-		if kind == 1 {
-			return claim(pastHead{r: r, n: len(head)})
+		if kind != 0 {
+			return fmt.Errorf("ack and claim: the first row is of kind %d, not the ack's", kind)
 		}
-		k, err := dialect.NormalizeKey(s.Spec.IDKind, key)
-		if err != nil {
-			return err
-		}
-		if i, ok := idx.find(k); ok {
-			got[i] = true
-			if parked.Bool {
-				res.Parked = append(res.Parked, i)
-			}
-		}
-		return nil
+		return s.ackedKeys(acked.String, parked.String, idx, got, res)
 	})
+	if first && err == nil {
+		err = errors.New("ack and claim: no ack row")
+	}
 	res.Lost = missing(got)
 	return err
 }
 
-// pastHead scans a row's columns after its first n.
+// ackedKeys marks in got the positions of the keys of the JSON array acked
+// and adds those of parked to res.Parked.
+func (s *Claims) ackedKeys(acked, parked string, idx *keyIndex, got []bool, res *dialect.AckResult) error {
+	for _, list := range []struct {
+		text   string
+		parked bool
+	}{{acked, false}, {parked, true}} {
+		if list.text == "" {
+			continue
+		}
+		var keys []any
+		dec := json.NewDecoder(strings.NewReader(list.text))
+		dec.UseNumber()
+		if err := dec.Decode(&keys); err != nil {
+			return fmt.Errorf("ack and claim: acked keys: %w", err)
+		}
+		for _, k := range keys {
+			if n, ok := k.(json.Number); ok {
+				v, err := n.Int64()
+				if err != nil {
+					return fmt.Errorf("ack and claim: acked key %s: %w", n, err)
+				}
+				k = v
+			}
+			nk, err := dialect.NormalizeKey(s.Spec.IDKind, k)
+			if err != nil {
+				return err
+			}
+			i, ok := idx.find(nk)
+			if !ok {
+				continue
+			}
+			if list.parked {
+				res.Parked = append(res.Parked, i)
+			} else {
+				got[i] = true
+			}
+		}
+	}
+	slices.Sort(res.Parked)
+	return nil
+}
+
+// pastHead scans a row's columns after the first len(skip), which it scans
+// into skip (NULLs on claimed rows).
 type pastHead struct {
-	r Rows
-	n int
+	r    Rows
+	skip []any
 }
 
 func (p pastHead) Scan(dest ...any) error {
-	all := make([]any, p.n, p.n+len(dest))
-	for i := range all {
-		all[i] = new(any)
-	}
-	return p.r.Scan(append(all, dest...)...)
+	n := len(p.skip)
+	return p.r.Scan(append(p.skip[:n:n], dest...)...)
 }
 
 // find returns the position of normalised key k.
