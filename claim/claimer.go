@@ -193,8 +193,17 @@ func (k *core) scopeValues() []any {
 // be acked, failed or released through the batch; rows left alone stay
 // processing until a reaper returns them.
 func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
+	return c.claimVia(ctx, c.core.store.Claim)
+}
+
+// claimRun runs the claim statement(s) of one batch.
+type claimRun func(ctx context.Context, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error)
+
+// claimVia is [Claimer.Claim] with run in place of the store's Claim (an
+// ack+claim in pipeline.go); it reports the claim to the observer.
+func (c *Claimer[T]) claimVia(ctx context.Context, run claimRun) (*Batch[T], error) {
 	start := time.Now()
-	b, err := c.claim(ctx)
+	b, err := c.claimWith(ctx, run)
 	if b != nil {
 		c.core.observeClaim(ctx, start, b.token, len(b.rows)+len(b.unreadable), nil)
 	} else {
@@ -203,7 +212,8 @@ func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
 	return b, err
 }
 
-func (c *Claimer[T]) claim(ctx context.Context) (*Batch[T], error) {
+// claimWith claims one batch with run.
+func (c *Claimer[T]) claimWith(ctx context.Context, run claimRun) (*Batch[T], error) {
 	k := c.core
 	if err := k.verify(ctx); err != nil {
 		return nil, err
@@ -221,7 +231,7 @@ func (c *Claimer[T]) claim(ctx context.Context) (*Batch[T], error) {
 	n, err := func() (int, error) {
 		defer release()
 		claimed = time.Now()
-		return k.store.Claim(ctx, p, func(s dialect.Scanner) error {
+		return run(ctx, p, func(s dialect.Scanner) error {
 			r, err := c.scan(s)
 			if err != nil {
 				return &scanError{err}

@@ -170,6 +170,17 @@
 // other processes (see the postgres package: Dialect.Listen and Notify).
 // A woken loop that claims a full batch wakes the next one.
 //
+// # Ack and claim in one operation
+//
+// [Claimer.AckAllAndClaim] and [Claimer.AckAndClaim] ack a batch and claim
+// the next together (PostgreSQL: one statement; MySQL/MariaDB and SQLite:
+// one transaction), atomically: both happen or neither does, and lost rows
+// are still reported one by one. They save a commit and round trips per
+// batch; whether that is faster depends on the server (measured slower or
+// equal on the reference machine, see the README), so [Claimer.Run] uses
+// them only when [WorkerConfig.Pipeline] asks, or the engine's capabilities
+// say they measured faster.
+//
 // # Replication
 //
 // UPDATE ... LIMIT and SKIP LOCKED are unsafe for statement-based

@@ -235,7 +235,29 @@ func observe(store dialect.ClaimStore, k *core) dialect.ClaimStore {
 	if k.hooks.Observer == nil {
 		return store
 	}
-	return &observedStore{ClaimStore: store, k: k}
+	o := &observedStore{ClaimStore: store, k: k}
+	if ac, ok := store.(dialect.AckClaimer); ok {
+		return &observedPipeStore{observedStore: o, ac: ac}
+	}
+	return o
+}
+
+// observedPipeStore is an observed store whose store also acks and claims
+// in one round trip ([dialect.AckClaimer]): the wrapper keeps that visible.
+type observedPipeStore struct {
+	*observedStore
+	ac dialect.AckClaimer
+}
+
+// AckAndClaim reports the ack part of an ack+claim (the claim part is
+// reported by the claimer, as every claim is).
+func (s *observedPipeStore) AckAndClaim(ctx context.Context, p *dialect.AckClaimParams, scan func(dialect.Scanner) error) (dialect.AckResult, int, error) {
+	start := time.Now()
+	res, n, err := s.ac.AckAndClaim(ctx, p, scan)
+	if len(p.Ack.IDs) > 0 {
+		s.report(ctx, s.ackEvent(&p.Ack, res, start, err))
+	}
+	return res, n, err
 }
 
 func (s *observedStore) report(ctx context.Context, e Event) {

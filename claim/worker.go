@@ -66,6 +66,13 @@ type WorkerConfig[T any] struct {
 	// ShutdownTimeout bounds the final acks and releases after
 	// cancellation; default 30 s.
 	ShutdownTimeout time.Duration
+	// Pipeline says whether a loop acks a processed batch and claims the
+	// next in one operation ([Claimer.AckAndClaim]); default
+	// [PipelineAuto]: where the engine measured faster with it. A loop
+	// pipelines only a batch that ended normally (none lost, no shutdown):
+	// it first fails the rows whose handler failed, then acks the rest
+	// together with the next claim.
+	Pipeline Pipeline
 }
 
 func (w *WorkerConfig[T]) validate() error {
@@ -110,6 +117,9 @@ func (c *Claimer[T]) Run(ctx context.Context, w WorkerConfig[T]) error {
 	if err := c.core.heartbeatFits(&w.HeartbeatInterval); err != nil {
 		return err
 	}
+	if err := c.core.checkPipeline(w.Pipeline); err != nil {
+		return err
+	}
 	defer c.core.subscribe()()
 	var wg sync.WaitGroup
 	for i := 0; i < w.Workers; i++ {
@@ -131,8 +141,12 @@ func (c *Claimer[T]) loop(ctx context.Context, w *WorkerConfig[T], worker int) {
 	wk := &c.core.wake
 	done := func() {} // frees the poller slot after the claim it allowed
 	defer func() { done() }()
+	var next *Batch[T] // claimed together with the last ack (pipeline.go)
 	for ctx.Err() == nil {
-		b, err := c.Claim(ctx)
+		b, err := next, error(nil)
+		if next = nil; b == nil {
+			b, err = c.Claim(ctx)
+		}
 		if err == nil && b.Len() > 0 {
 			wk.worked(b.Len(), c.core.limit)
 		}
@@ -149,12 +163,17 @@ func (c *Claimer[T]) loop(ctx context.Context, w *WorkerConfig[T], worker int) {
 			done = wk.idle(ctx, w.PollMin, w.PollMax)
 		default:
 			done = func() {}
-			c.process(ctx, w, b, log)
+			next = c.process(ctx, w, b, log)
 		}
+	}
+	if next != nil {
+		c.process(ctx, w, next, log) // shutdown: released or finished as w says
 	}
 }
 
-func (c *Claimer[T]) process(ctx context.Context, w *WorkerConfig[T], b *Batch[T], log *slog.Logger) {
+// process hands b's rows to the handler and ends them; it returns the next
+// batch when it claimed one together with the ack (pipeline.go).
+func (c *Claimer[T]) process(ctx context.Context, w *WorkerConfig[T], b *Batch[T], log *slog.Logger) *Batch[T] {
 	// The heartbeat ignores shutdown and stops last, after acks and
 	// release, when this function returns.
 	stop := b.KeepAlive(context.WithoutCancel(ctx), w.HeartbeatInterval)
@@ -209,12 +228,15 @@ func (c *Claimer[T]) process(ctx context.Context, w *WorkerConfig[T], b *Batch[T
 			causes = slices.Delete(causes, j, j+1)
 		}
 	}
-	if err := b.ackLocked(fctx, ok); err != nil && !errors.Is(err, ErrClaimLost) {
-		log.Error("claimlock: ack failed; rows stay processing until reaped", "token", b.token, "rows", len(ok), "err", err)
-	}
-	for j, i := range failed {
-		if err := b.settleFailure(fctx, i, causes[j]); err != nil && !errors.Is(err, ErrClaimLost) {
-			log.Error("claimlock: fail failed; row stays processing until reaped", "token", b.token, "err", err)
+	next, piped := c.pipelineFinish(ctx, fctx, w, b, ok, failed, causes, log)
+	if !piped {
+		if err := b.ackLocked(fctx, ok); err != nil && !errors.Is(err, ErrClaimLost) {
+			log.Error("claimlock: ack failed; rows stay processing until reaped", "token", b.token, "rows", len(ok), "err", err)
+		}
+		for j, i := range failed {
+			if err := b.settleFailure(fctx, i, causes[j]); err != nil && !errors.Is(err, ErrClaimLost) {
+				log.Error("claimlock: fail failed; row stays processing until reaped", "token", b.token, "err", err)
+			}
 		}
 	}
 	b.mu.Unlock()
@@ -223,6 +245,7 @@ func (c *Claimer[T]) process(ctx context.Context, w *WorkerConfig[T], b *Batch[T
 	} else if n > 0 {
 		log.Warn("claimlock: released unprocessed rows on shutdown", "token", b.token, "rows", n)
 	}
+	return next
 }
 
 func call[T any](ctx context.Context, h func(context.Context, Row[T]) error, r Row[T]) (err error) {

@@ -73,6 +73,10 @@ type Capabilities struct {
 	// claimer instead keeps throughput from collapsing as workers are added
 	// (see the README's performance section).
 	ClaimConcurrency int
+	// PipelineAckClaim is true where claim loops should ack a batch and
+	// claim the next in one operation ([AckClaimer]) by default, chosen by
+	// measurement (see the README's performance section).
+	PipelineAckClaim bool
 }
 
 // Supports reports whether s can run on this server.

@@ -110,6 +110,9 @@ func Run(t *testing.T, h Harness) {
 		{"ErrorWidth", testErrorWidth},
 		{"LifecycleBadInput", testLifecycleBadInput},
 		{"AckTx", perStrategy(testAckTx)},
+		{"AckAndClaim", perStrategy(testAckAndClaim)},
+		{"AckAndClaimFailure", perStrategy(testAckAndClaimFailure)},
+		{"AckAndClaimConcurrent", perStrategy(testAckAndClaimConcurrent)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -45,6 +45,7 @@ func (d *Dialect) prepareClaim(s *core.Claims) (core.ClaimFunc, error) {
 	}
 	var err error
 	c.skipUpdate, err = d.E.Render("claim skip locked update", common+claimSkipUpdate, s.Names, nil)
+	s.ClaimInTx = c.claimTx
 	return c.claim, err
 }
 
@@ -54,8 +55,18 @@ func (c *claimer) claim(ctx context.Context, p *dialect.ClaimParams, scan func(d
 	if p.Strategy == dialect.StrategySkipLocked {
 		marked, err = c.markSkipLocked(ctx, p)
 	} else {
-		marked, err = c.markTokenUpdate(ctx, p)
+		marked, err = c.markTokenUpdate(ctx, p, true, func(hinted, plain core.Stmt, a *core.Args) (int64, error) {
+			return c.updateClaim(ctx, hinted, plain, a)
+		})
 	}
+	return c.readBack(ctx, p, marked, err, scan, func(scan func(dialect.Scanner) error, wrapScan func(dialect.Scanner) dialect.Scanner) (int, error) {
+		return c.s.ReadBack(ctx, p.Token, scan, wrapScan)
+	})
+}
+
+// readBack reads back the marked rows with read and moves the key cursor.
+func (c *claimer) readBack(ctx context.Context, p *dialect.ClaimParams, marked int64, err error, scan func(dialect.Scanner) error,
+	read func(func(dialect.Scanner) error, func(dialect.Scanner) dialect.Scanner) (int, error)) (int, error) {
 	if err != nil || marked == 0 {
 		if err == nil && p.Strategy == dialect.StrategyTokenUpdate {
 			c.cursor.reset()
@@ -64,7 +75,7 @@ func (c *claimer) claim(ctx context.Context, p *dialect.ClaimParams, scan func(d
 	}
 	var last lastKey
 	wrapScan := func(r dialect.Scanner) dialect.Scanner { last.rows = r; return &last }
-	n, err := c.s.ReadBack(ctx, p.Token, scan, wrapScan)
+	n, err := read(scan, wrapScan)
 	if err != nil {
 		return n, err
 	}
@@ -90,23 +101,28 @@ func (c *claimer) stmt(set *[2][2]core.Stmt, from bool) (core.Stmt, core.Stmt) {
 // markTokenUpdate marks up to p.Limit rows. With a key cursor it first
 // claims above the cursor; when that comes back short it claims the rest from
 // the start of the scope, so a claim reports fewer rows than asked only after
-// a scan from the start, or when that second statement failed after the
-// first had marked rows (they are returned, not stranded).
-func (c *claimer) markTokenUpdate(ctx context.Context, p *dialect.ClaimParams) (int64, error) {
+// a scan from the start, or, run on its own, when that second statement
+// failed after the first had marked rows (they are returned, not
+// stranded).
+//
+// exec runs one marking statement: on its own with retries (a claim,
+// standalone), or in the caller's transaction (ack+claim), where a failed
+// statement fails the whole transaction and nothing is handed over.
+func (c *claimer) markTokenUpdate(ctx context.Context, p *dialect.ClaimParams, standalone bool, exec func(hinted, plain core.Stmt, a *core.Args) (int64, error)) (int64, error) {
 	a := &core.Args{Token: p.Token, Scope: p.ScopeValues, Limit: p.Limit}
 	var n int64
 	if from, ok := c.cursor.from(); ok {
 		a.From = from
 		hinted, plain := c.stmt(&c.update, true)
 		var err error
-		if n, err = c.updateClaim(ctx, hinted, plain, a); err != nil || n >= int64(p.Limit) {
+		if n, err = exec(hinted, plain, a); err != nil || n >= int64(p.Limit) {
 			return n, err
 		}
 	}
 	a.Limit = p.Limit - int(n)
 	hinted, plain := c.stmt(&c.update, false)
-	m, err := c.updateClaim(ctx, hinted, plain, a)
-	if err != nil && n > 0 {
+	m, err := exec(hinted, plain, a)
+	if err != nil && n > 0 && standalone {
 		// The rows above the cursor are committed under the token: hand
 		// them over (the read-back also finds any the failed statement may
 		// have marked) rather than strand them until a reaper returns
@@ -124,13 +140,22 @@ func (c *claimer) updateClaim(ctx context.Context, hinted, plain core.Stmt, a *c
 	var n int64
 	err := c.d.E.Do(ctx, "claim", false, func() error {
 		return c.d.inReadCommitted(ctx, func(q core.Querier) error {
-			return c.withHint(func(st core.Stmt) error {
-				var err error
-				n, err = core.Exec(ctx, q, c.d.E.Dialect, st, a)
-				return err
-			}, hinted, plain)
+			var err error
+			n, err = c.updateOn(ctx, q, hinted, plain, a)
+			return err
 		})
 	})
+	return n, err
+}
+
+// updateOn runs one token-update claim statement on q.
+func (c *claimer) updateOn(ctx context.Context, q core.Querier, hinted, plain core.Stmt, a *core.Args) (int64, error) {
+	var n int64
+	err := c.withHint(func(st core.Stmt) error {
+		var err error
+		n, err = core.Exec(ctx, q, c.d.E.Dialect, st, a)
+		return err
+	}, hinted, plain)
 	return n, err
 }
 
@@ -157,23 +182,37 @@ func (c *claimer) markSkipLocked(ctx context.Context, p *dialect.ClaimParams) (i
 	var n int64
 	var ids []any
 	err := c.d.E.Do(ctx, "claim", false, func() error {
-		n, ids = 0, nil
 		return c.d.E.InTx(ctx, func(q core.Querier) error {
 			var err error
-			if useCursor {
-				if ids, err = c.selectSkipping(ctx, q, true, &core.Args{Scope: p.ScopeValues, From: from, Limit: p.Limit}); err != nil {
-					return err
-				}
-			}
-			if len(ids) < p.Limit {
-				if ids, err = c.selectSkipping(ctx, q, false, &core.Args{Scope: p.ScopeValues, Limit: p.Limit}); err != nil || len(ids) == 0 {
-					return err
-				}
-			}
-			n, err = core.Exec(ctx, q, c.d.E.Dialect, c.skipUpdate, &core.Args{Token: p.Token, Keys: ids})
+			n, ids, err = c.pickAndMark(ctx, q, p, from, useCursor)
 			return err
 		})
 	})
+	c.skipCursor(p, n, ids, err)
+	return n, err
+}
+
+// pickAndMark selects and marks up to p.Limit rows with SKIP LOCKED in the
+// transaction q, and returns how many it marked and the keys it selected.
+func (c *claimer) pickAndMark(ctx context.Context, q core.Querier, p *dialect.ClaimParams, from int64, useCursor bool) (int64, []any, error) {
+	var ids []any
+	var err error
+	if useCursor {
+		if ids, err = c.selectSkipping(ctx, q, true, &core.Args{Scope: p.ScopeValues, From: from, Limit: p.Limit}); err != nil {
+			return 0, nil, err
+		}
+	}
+	if len(ids) < p.Limit {
+		if ids, err = c.selectSkipping(ctx, q, false, &core.Args{Scope: p.ScopeValues, Limit: p.Limit}); err != nil || len(ids) == 0 {
+			return 0, nil, err
+		}
+	}
+	n, err := core.Exec(ctx, q, c.d.E.Dialect, c.skipUpdate, &core.Args{Token: p.Token, Keys: ids})
+	return n, ids, err
+}
+
+// skipCursor moves the key cursor after a SKIP LOCKED claim.
+func (c *claimer) skipCursor(p *dialect.ClaimParams, n int64, ids []any, err error) {
 	if err == nil && n == int64(p.Limit) && len(ids) > 0 {
 		if last, isInt := ids[len(ids)-1].(int64); isInt {
 			c.cursor.advance(last)
@@ -181,7 +220,6 @@ func (c *claimer) markSkipLocked(ctx context.Context, p *dialect.ClaimParams) (i
 	} else if err == nil {
 		c.cursor.reset()
 	}
-	return n, err
 }
 
 // selectSkipping runs one SKIP LOCKED select and returns the keys it locked.

@@ -176,6 +176,7 @@ func build(db *sql.DB, v Version, raw string, opts dialect.Options, logger *slog
 			SkipLocked: v.SkipLocked(), Returning: false,
 			PreferredStrategy: preferredStrategy(v),
 			ClaimConcurrency:  claimConcurrency,
+			PipelineAckClaim:  pipelineAckClaim,
 		},
 		// Text columns use a binary utf8mb4 collation, so keys and tokens
 		// compare exactly as on the other engines.

@@ -118,6 +118,7 @@ func build(h core.DB, num int, version string, opts dialect.Options, logger *slo
 			// each other's rows, and with 16 workers a bound of 2 or 4
 			// measured no better than none (examples/claimbench).
 			ClaimConcurrency: 0,
+			PipelineAckClaim: pipelineAckClaim,
 		},
 		DDL:       core.DDL{Int: "BIGINT", Time: "TIMESTAMPTZ", TimeSeconds: "TIMESTAMPTZ(0)", Text: "VARCHAR(%d)", Serial: serial},
 		CheckTime: checkTime,

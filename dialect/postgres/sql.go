@@ -27,6 +27,26 @@ const common = `
 {{- define "until"}}(timestamptz 'epoch' + {{arg "hold"}}::bigint * interval '1 microsecond'){{end}}
 {{- define "hold"}}{{.Owner}} = CASE WHEN {{template "until"}} > now() THEN {{.Owner}} END, {{.ExpiresAt}} = CASE WHEN {{template "until"}} > now() THEN {{template "until"}} END{{end}}
 {{- define "expiry"}}{{if .ExpiresAt}}{{template "us" .ExpiresAt}}{{else}}CAST(EXTRACT(EPOCH FROM {{.LockedAt}} + {{template "ttl"}}) * 1000000 AS bigint){{end}}{{end}}
+{{- define "claimpick"}}
+  SELECT {{.ID}} FROM {{.Table}}
+  WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{template "runnable" .}}
+  ORDER BY {{template "order" .}} LIMIT {{arg "limit"}}
+  FOR UPDATE SKIP LOCKED{{end}}
+{{- define "claimmark"}}
+UPDATE {{.Table}}
+SET {{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = now()
+    {{- if .Attempts}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}
+WHERE {{template "locked" .ID}} AND {{.Status}} = {{.Pending}}
+RETURNING {{join .Returned}}{{end}}
+{{- define "ackrows"}}
+UPDATE {{.Table}}
+SET {{.Status}} = {{if .ParkAt}}CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}} THEN {{.Failed}} ELSE {{.Pending}} END{{else}}{{.Target}}{{end}},
+    {{.Token}} = NULL{{if and .Undo .Attempts}}, {{.Attempts}} = GREATEST({{.Attempts}} - 1, 0){{end}}
+    {{- if eq .Target .Pending}}{{template "cleartime" .}}{{end}}
+    {{- if and .ParkAt .ClearClaimedAt}}, {{.ClaimedAt}} = CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}} THEN {{.ClaimedAt}} END{{end}}
+    {{- template "ackmark" .}}
+WHERE {{.Token}} = {{if .Pipelined}}{{arg "ack_token"}}{{else}}{{arg "token"}}{{end}} AND {{.ID}} {{keys}}
+RETURNING {{.ID}}, {{if .ParkAt}}{{.Status}} = {{.Failed}}{{else}}false{{end}}{{end}}
 `
 
 // claimSQL: see the DESIGN's PostgreSQL plan trap for why claims order by
@@ -53,29 +73,31 @@ const common = `
 //     the primary key through every row (454 ms per empty sweep).
 var claimSQL = core.ClaimSQL{
 	Claim: `
-WITH cl_c AS {{template "materialized"}}(
-  SELECT {{.ID}} FROM {{.Table}}
-  WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{template "runnable" .}}
-  ORDER BY {{template "order" .}} LIMIT {{arg "limit"}}
-  FOR UPDATE SKIP LOCKED)
-UPDATE {{.Table}}
-SET {{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = now()
-    {{- if .Attempts}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}
-WHERE {{template "locked" .ID}} AND {{.Status}} = {{.Pending}}
-RETURNING {{join .Returned}}`,
+WITH cl_c AS {{template "materialized"}}({{template "claimpick" .}})
+{{template "claimmark" .}}`,
 
 	ReadBack: `
 SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}} ORDER BY {{.ID}}`,
 
-	Ack: `
-UPDATE {{.Table}}
-SET {{.Status}} = {{if .ParkAt}}CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}} THEN {{.Failed}} ELSE {{.Pending}} END{{else}}{{.Target}}{{end}},
-    {{.Token}} = NULL{{if and .Undo .Attempts}}, {{.Attempts}} = GREATEST({{.Attempts}} - 1, 0){{end}}
-    {{- if eq .Target .Pending}}{{template "cleartime" .}}{{end}}
-    {{- if and .ParkAt .ClearClaimedAt}}, {{.ClaimedAt}} = CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}} THEN {{.ClaimedAt}} END{{end}}
-    {{- template "ackmark" .}}
-WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}
-RETURNING {{.ID}}, {{if .ParkAt}}{{.Status}} = {{.Failed}}{{else}}false{{end}}`,
+	Ack: `{{template "ackrows" .}}`,
+
+	// AckClaim acks a batch and claims the next in one statement: the ack
+	// (cl_a) and the claim (cl_c, cl_n) are data-modifying CTEs, which
+	// PostgreSQL runs to completion once each, in one snapshot and one
+	// commit. They never touch the same row: the ack takes rows the old
+	// token holds (processing), the claim pending ones, and a row the ack
+	// returns to pending is not pending in the claim's snapshot. The first
+	// row (kind 0) says what the ack did, as JSON arrays of the acked and of
+	// the parked keys (NULL: none); the claimed rows (kind 1) follow with
+	// the claim's columns.
+	AckClaim: `
+WITH cl_a (k, parked) AS ({{template "ackrows" .}}),
+cl_c AS {{template "materialized"}}({{template "claimpick" .}}),
+cl_n AS ({{template "claimmark" .}})
+SELECT 0, (SELECT json_agg(k) FROM cl_a)::text, (SELECT json_agg(k) FROM cl_a WHERE parked)::text{{range .Returned}}, NULL{{end}}
+UNION ALL
+SELECT 1, NULL, NULL, cl_n.* FROM cl_n
+ORDER BY 1`,
 
 	AckLock: `
 SELECT {{.ID}}, {{or .Version "0"}}, {{or .Attempts "0"}} FROM {{.Table}}

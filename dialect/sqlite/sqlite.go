@@ -109,6 +109,7 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 			SkipLocked: false, Returning: true,
 			PreferredStrategy: dialect.StrategyTokenUpdate,
 			ClaimConcurrency:  claimConcurrency,
+			PipelineAckClaim:  pipelineAckClaim,
 		},
 		CheckTime: checkTime, TextTimes: true,
 		DDL: core.DDL{Int: "INTEGER", Time: "INTEGER", TimeSeconds: "INTEGER", Text: "TEXT", Serial: "INTEGER PRIMARY KEY AUTOINCREMENT", SerialIsKey: true},

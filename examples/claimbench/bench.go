@@ -23,11 +23,12 @@ import (
 
 // Measure names what a result measured.
 const (
-	measureCeiling  = "ceiling"           // batched primary-key UPDATE, no library
-	measureBatched  = "claim+ack"         // claim, then one AckAll per batch
-	measureLater    = "claim+ack-later"   // claim, then AckLater per row and one Flush
-	measurePerRow   = "claim+ack-per-row" // claim, then one Ack statement per row
-	measureLarge    = "large"             // claim latency, large vs small table
+	measureCeiling  = "ceiling"             // batched primary-key UPDATE, no library
+	measureBatched  = "claim+ack"           // claim, then one AckAll per batch
+	measureLater    = "claim+ack-later"     // claim, then AckLater per row and one Flush
+	measurePerRow   = "claim+ack-per-row"   // claim, then one Ack statement per row
+	measurePiped    = "claim+ack-pipelined" // claim once, then one AckAllAndClaim per batch
+	measureLarge    = "large"               // claim latency, large vs small table
 	benchTable      = "claimbench_jobs"
 	smallTable      = "claimbench_jobs_small" // the small table of -large
 	benchTask       = 1
@@ -73,6 +74,8 @@ type bench struct {
 	caps dialect.Capabilities
 	date string
 	done []func()
+	// results are the throughput lines of the run, for -chart.
+	results []result
 }
 
 func newBench(ctx context.Context, o *options, out io.Writer) (*bench, error) {
@@ -148,12 +151,14 @@ func (b *bench) run(ctx context.Context) error {
 			return fmt.Errorf("ceiling, %d workers: %w", w, err)
 		}
 		b.emit(ceil)
+		b.results = append(b.results, ceil)
 		variants := []struct {
 			measure string
 			rows    int
 			list    []dialect.Strategy
 		}{
 			{measureBatched, b.o.rows, strategies},
+			{measurePiped, b.o.rows, strategies},
 			{measureLater, b.o.rows, []dialect.Strategy{dialect.StrategyAuto}},
 			{measurePerRow, b.o.perRowRows, []dialect.Strategy{dialect.StrategyAuto}},
 		}
@@ -168,6 +173,7 @@ func (b *bench) run(ctx context.Context) error {
 				}
 				r.Ratio = r.RowsPerS / ceil.RowsPerS
 				b.emit(r)
+				b.results = append(b.results, r)
 			}
 		}
 	}
@@ -459,6 +465,9 @@ func (b *bench) claimlockRun(ctx context.Context, measure string, s dialect.Stra
 
 // worker claims until nothing is pending, acking as measure says.
 func (b *bench) worker(ctx context.Context, c *claim.Claimer[struct{}], measure string, t *tracker, lat *[]time.Duration) error {
+	if measure == measurePiped {
+		return pipelinedWorker(ctx, c, t, lat)
+	}
 	for {
 		t0 := time.Now()
 		batch, err := c.Claim(ctx)
@@ -501,6 +510,31 @@ func (b *bench) worker(ctx context.Context, c *claim.Claimer[struct{}], measure 
 			return err
 		}
 	}
+}
+
+// pipelinedWorker claims one batch, then acks each batch together with the
+// claim of the next (Claimer.AckAllAndClaim) until a claim comes back
+// empty. Its latencies are those of the ack+claim calls.
+func pipelinedWorker(ctx context.Context, c *claim.Claimer[struct{}], t *tracker, lat *[]time.Duration) error {
+	batch, err := c.Claim(ctx)
+	if err != nil {
+		return err
+	}
+	for batch.Len() > 0 {
+		rows := batch.Rows()
+		if err := t.hold(rows); err != nil {
+			return err
+		}
+		for _, row := range rows {
+			t.drop(row.ID)
+		}
+		t0 := time.Now()
+		if batch, err = c.AckAllAndClaim(ctx, batch); err != nil {
+			return err
+		}
+		*lat = append(*lat, time.Since(t0))
+	}
+	return nil
 }
 
 func quantile(ds []time.Duration, q float64) float64 {

@@ -42,6 +42,10 @@ type options struct {
 	latency                  bool
 	latencyRows, latencyRate int
 	latencyWorkers           int
+	// -chart: an SVG of the throughput results; -chart-from: draw it from
+	// earlier -json output instead of running.
+	chart     string
+	chartFrom []string
 }
 
 // The -large-layout values.
@@ -65,12 +69,25 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if len(o.chartFrom) > 0 {
+		results, err := readResults(o.chartFrom)
+		if err != nil {
+			return err
+		}
+		return writeChart(o.chart, results)
+	}
 	b, err := newBench(ctx, o, out)
 	if err != nil {
 		return err
 	}
 	defer b.close()
-	return b.run(ctx)
+	if err := b.run(ctx); err != nil {
+		return err
+	}
+	if o.chart != "" {
+		return writeChart(o.chart, b.results)
+	}
+	return nil
 }
 
 func parseFlags(args []string, errOut io.Writer) (*options, error) {
@@ -97,8 +114,17 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	fs.IntVar(&o.latencyRows, "latency-rows", 2000, "rows inserted one per transaction (-latency)")
 	fs.IntVar(&o.latencyRate, "latency-rate", 200, "rows inserted per second (-latency)")
 	fs.IntVar(&o.latencyWorkers, "latency-workers", 16, "Claimer.Run workers (-latency)")
+	fs.StringVar(&o.chart, "chart", "", "write an SVG chart of the throughput results (rows/s and ratio to the ceiling vs workers) to this file")
+	var chartFrom string
+	fs.StringVar(&chartFrom, "chart-from", "", "comma-separated files of -json output to draw the -chart from instead of running (one engine per file or several)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if chartFrom != "" {
+		if o.chart == "" {
+			return nil, fmt.Errorf("-chart-from needs -chart")
+		}
+		o.chartFrom = strings.Split(chartFrom, ",")
 	}
 	for _, w := range strings.Split(workers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(w))

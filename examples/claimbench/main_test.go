@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
+	"os"
 	"strings"
 	"testing"
 
@@ -47,7 +49,7 @@ func TestRunSQLiteTiny(t *testing.T) {
 		require.Equal(t, "token-update", r.Strategy, "SQLite has one strategy")
 	}
 	require.Equal(t, map[string]int{
-		measureCeiling: 2, measureBatched: 2, measureLater: 2, measurePerRow: 2, measureLarge: 1,
+		measureCeiling: 2, measureBatched: 2, measurePiped: 2, measureLater: 2, measurePerRow: 2, measureLarge: 1,
 	}, seen)
 }
 
@@ -81,4 +83,35 @@ func TestLargeSpreadLayout(t *testing.T) {
 	require.Equal(t, "token-update/spread", r.Strategy)
 	require.Positive(t, r.SmallP50ms)
 	require.Positive(t, r.LargeP50ms)
+}
+
+func TestChart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"-workers", "1,2", "-batch", "10", "-rows", "60", "-perrow-rows", "0",
+		"-strategy", "auto", "-json", "-chart", dir + "/run.svg"}, &out, &errOut), errOut.String())
+	svg, err := os.ReadFile(dir + "/run.svg")
+	require.NoError(t, err)
+	require.NoError(t, xml.Unmarshal(svg, new(struct{})), "the chart is well-formed XML")
+	for _, series := range []string{measureCeiling, measureBatched + "/token-update", measurePiped + "/token-update", measureLater + "/token-update"} {
+		require.Contains(t, string(svg), ">"+series+"</text>", "legend entry %s", series)
+	}
+	// Two panels, four series, each a line over the two worker counts.
+	require.Equal(t, 8, strings.Count(string(svg), "<polyline"))
+
+	// The same chart from the -json output, twice over (two engines' files).
+	require.NoError(t, os.WriteFile(dir+"/a.jsonl", out.Bytes(), 0o644))
+	other := strings.ReplaceAll(out.String(), `"engine":"sqlite"`, `"engine":"other"`)
+	require.NoError(t, os.WriteFile(dir+"/b.jsonl", []byte(other), 0o644))
+	require.NoError(t, run(context.Background(), []string{"-chart", dir + "/both.svg", "-chart-from", dir + "/a.jsonl," + dir + "/b.jsonl"}, &out, &errOut))
+	both, err := os.ReadFile(dir + "/both.svg")
+	require.NoError(t, err)
+	require.Equal(t, 16, strings.Count(string(both), "<polyline"))
+	require.Contains(t, string(both), "other ")
+
+	require.Error(t, run(context.Background(), []string{"-chart-from", dir + "/a.jsonl"}, &out, &errOut), "-chart-from without -chart")
+	require.Error(t, run(context.Background(), []string{"-chart", dir + "/x.svg", "-chart-from", dir + "/missing.jsonl"}, &out, &errOut))
+	require.NoError(t, os.WriteFile(dir+"/bad.jsonl", []byte("{nope\n"), 0o644))
+	require.Error(t, run(context.Background(), []string{"-chart", dir + "/x.svg", "-chart-from", dir + "/bad.jsonl"}, &out, &errOut))
 }

@@ -94,6 +94,11 @@ type ClaimSQL struct {
 	// when its claim index serves scoped Stats: it is then neither created
 	// nor reported missing.
 	Indexes [5]string
+	// AckClaim, if set, is the ack of Ack (rendered with Pipelined: its
+	// token is "ack_token"; Target and ParkAt as for Ack) and the claim of
+	// Claim in one statement (see pipeline.go). Engines without it run the
+	// two in one transaction.
+	AckClaim string
 	// Common is prepended to every template: {{define}} blocks the others
 	// share.
 	Common string
@@ -143,6 +148,10 @@ type Claims struct {
 	columns, indexExists                 Stmt
 	indexes                              [5]Stmt
 	override                             ClaimFunc
+	pipe                                 pipeStmts
+	// ClaimInTx, set by a [Claimer] override, runs the override's claim
+	// inside a transaction the store opened (ack+claim).
+	ClaimInTx TxClaimFunc
 	// Ext is the engine's own per-store state, set by its [Claimer].
 	Ext any
 	// slack is added to the reap timeout: see [Slack].
@@ -259,6 +268,7 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 		}
 		s.indexes[i] = r.stmt("index", t(sqls.Indexes[kind]), func(n *Names) { n.IndexCols = joinCols(cols) })
 	}
+	s.renderPipeline(r, t(sqls.AckClaim))
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -304,17 +314,9 @@ func (s *Claims) Claim(ctx context.Context, p *dialect.ClaimParams, scan func(di
 	if err := s.checkScopeValues(p.ScopeValues); err != nil {
 		return 0, wrap("claim", err)
 	}
-	st := s.claim
-	switch p.Strategy {
-	case dialect.StrategyTokenUpdate:
-	case dialect.StrategySkipLocked:
-		if !s.E.Caps.SkipLocked {
-			_, err := s.E.Caps.Resolve(p.Strategy)
-			return 0, wrap("claim", err)
-		}
-		st = s.claimSkip
-	default:
-		return 0, fmt.Errorf("%w: claim: strategy %v (resolve auto first)", dialect.ErrInvalidConfig, p.Strategy)
+	st, err := s.claimStmt(p)
+	if err != nil {
+		return 0, wrap("claim", err)
 	}
 	if s.override != nil {
 		n, err := s.override(ctx, p, scan)
@@ -322,7 +324,7 @@ func (s *Claims) Claim(ctx context.Context, p *dialect.ClaimParams, scan func(di
 	}
 	a := &Args{Token: p.Token, Limit: p.Limit, Scope: p.ScopeValues}
 	var n int
-	err := s.E.Do(ctx, "claim", false, func() error {
+	err = s.E.Do(ctx, "claim", false, func() error {
 		n = 0
 		return Query(ctx, s.E.DB, s.E.Dialect, st, a, func(r Rows) error {
 			if err := scan(r); err != nil {
@@ -333,6 +335,22 @@ func (s *Claims) Claim(ctx context.Context, p *dialect.ClaimParams, scan func(di
 		})
 	})
 	return n, wrap("claim", err)
+}
+
+// claimStmt returns the claim statement of p's strategy, or an error for a
+// strategy the server lacks or an unresolved one.
+func (s *Claims) claimStmt(p *dialect.ClaimParams) (Stmt, error) {
+	switch p.Strategy {
+	case dialect.StrategyTokenUpdate:
+		return s.claim, nil
+	case dialect.StrategySkipLocked:
+		if !s.E.Caps.SkipLocked {
+			_, err := s.E.Caps.Resolve(p.Strategy)
+			return Stmt{}, err
+		}
+		return s.claimSkip, nil
+	}
+	return Stmt{}, fmt.Errorf("%w: strategy %v (resolve auto first)", dialect.ErrInvalidConfig, p.Strategy)
 }
 
 // Read implements [dialect.ClaimStore].
@@ -576,6 +594,7 @@ func (s *Claims) named() map[string]Stmt {
 		"list processing scoped": s.list[1][1], "list scheduled": s.list[2][0], "list scheduled scoped": s.list[2][1],
 		"ack done": s.ackTo[s.Names.Done], "ack pending": s.ackTo[s.Names.Pending], "ack failed": s.ackTo[s.Names.Failed],
 	}
+	s.pipe.name(m)
 	for k, v := range m {
 		if v.SQL == "" {
 			delete(m, k)

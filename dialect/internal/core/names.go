@@ -51,6 +51,7 @@ type Names struct {
 	Set       int    // list: the dialect.RowSet listed
 	Hint      bool   // mysql claim: with FORCE INDEX
 	From      bool   // mysql claim: above the key cursor
+	Pipelined bool   // ack+claim: the ack's token is {{arg "ack_token"}}
 	IndexCols string // index DDL: the quoted columns
 }
 

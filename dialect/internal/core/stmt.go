@@ -26,6 +26,7 @@ type Stmt struct {
 // their templates.
 type Args struct {
 	Token       string        // "token"
+	AckToken    string        // "ack_token": the ack's token in an ack+claim statement
 	Owner       string        // "owner"
 	Limit       int           // "limit"
 	MaxAttempts int           // "max_attempts"
@@ -167,6 +168,8 @@ func (s Stmt) Bind(d Dialect, a *Args) (string, []any) {
 		switch name {
 		case "token":
 			out = append(out, a.Token)
+		case "ack_token":
+			out = append(out, a.AckToken)
 		case "owner":
 			out = append(out, a.Owner)
 		case "limit":

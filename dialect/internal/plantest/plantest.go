@@ -205,6 +205,13 @@ func Cases() []Case {
 		"heartbeat", "heartbeat held", "release", "release keys"} {
 		out = append(out, Case{Store: Claims, Name: name, Args: held, Budget: small, Why: "one token's rows"})
 	}
+	// Ack+claim (PostgreSQL's one statement): the held token's rows and a
+	// batch of pending rows.
+	for _, name := range []string{"ack claim done", "ack claim pending", "ack claim failed", "ack claim park"} {
+		out = append(out, Case{Store: Claims, Name: name, Args: func(Phase) *core.Args {
+			return &core.Args{Token: "plan-tok", AckToken: HeldToken, Keys: heldKeys(), MaxAttempts: 3, Limit: Limit, Scope: []any{int64(ClaimTask)}}
+		}, Budget: small, Why: "one token's rows and a batch of pending rows"})
+	}
 	out = append(out, Case{Store: Claims, Name: "snooze", Args: func(Phase) *core.Args {
 		return &core.Args{Token: HeldToken, Keys: heldKeys(), Delay: time.Minute}
 	}, Budget: small, Why: "one token's rows"})

@@ -1,0 +1,31 @@
+package mysql
+
+import (
+	"context"
+
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/internal/core"
+)
+
+// claimTx is the claim of [claimer.claim] inside the transaction q that
+// the store opened for an ack+claim: the same marking statements (key
+// cursor, FORCE INDEX with its fallback, SKIP LOCKED select and update),
+// then the read-back by token, all on q, without retries of their own (the
+// store re-runs the whole transaction) and without a commit.
+func (c *claimer) claimTx(ctx context.Context, q core.Querier, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error) {
+	var marked int64
+	var err error
+	if p.Strategy == dialect.StrategySkipLocked {
+		from, useCursor := c.cursor.from()
+		var ids []any
+		marked, ids, err = c.pickAndMark(ctx, q, p, from, useCursor)
+		c.skipCursor(p, marked, ids, err)
+	} else {
+		marked, err = c.markTokenUpdate(ctx, p, false, func(hinted, plain core.Stmt, a *core.Args) (int64, error) {
+			return c.updateOn(ctx, q, hinted, plain, a)
+		})
+	}
+	return c.readBack(ctx, p, marked, err, scan, func(scan func(dialect.Scanner) error, wrapScan func(dialect.Scanner) dialect.Scanner) (int, error) {
+		return c.s.ReadBackTx(ctx, q, p.Token, scan, wrapScan)
+	})
+}
