@@ -144,6 +144,20 @@ type LeaseState struct {
 	Exists bool
 }
 
+// LeaseHolder is one lease [LeaseStore.Held] lists.
+type LeaseHolder struct {
+	// Key is the lease's key: a string for text keys, an int64 otherwise.
+	Key any
+	// LeaseState is its owner, fence, expiry and whether it expired.
+	LeaseState
+	// Remaining is the time left until the expiry on the database clock
+	// (zero once expired).
+	Remaining time.Duration
+}
+
+// MaxHeldLimit bounds the limit of [LeaseStore.Held].
+const MaxHeldLimit = 10000
+
 // LeaseStore holds one lease table's prepared statements. Each method is one
 // short autocommit statement (plus a read-back where the engine has no
 // RETURNING), retried on deadlocks.
@@ -188,6 +202,14 @@ type LeaseStore interface {
 
 	// Inspect reads the lease of key.
 	Inspect(ctx context.Context, key any) (LeaseState, error)
+
+	// Held lists up to limit leases that are held (or expired but not yet
+	// freed or reaped), soonest expiry first, through the expiry index:
+	// key, owner (the stamp without an Owner column), fence, expiry and
+	// the time left until it, both on the database clock. It needs an
+	// ExpiresAt column ([ErrNotSupported] without one). It is for
+	// operators, not for loops.
+	Held(ctx context.Context, limit int) ([]LeaseHolder, error)
 
 	// ReapExpired clears the owner of at most limit expired leases (the row
 	// and its fence stay, so fences keep increasing) and returns how many.

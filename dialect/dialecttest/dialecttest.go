@@ -92,6 +92,7 @@ func Run(t *testing.T, h Harness) {
 		{"LeaseKeyedWithoutExpiry", testLeaseKeyedNoExpiry},
 		{"LeaseBadInput", testLeaseBadInput},
 		{"LeaseReapExpired", testLeaseReap},
+		{"LeaseHeld", testLeaseHeld},
 		{"LeaseContention", testLeaseContention},
 		{"LeaseOwnerChecks", testLeaseOwnerChecks},
 		{"LeaseMinHold", testLeaseMinHold},

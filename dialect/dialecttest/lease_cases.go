@@ -206,6 +206,8 @@ func testLeaseKeyedNoExpiry(t *testing.T, h Harness) {
 	require.EqualValues(t, 2, lb.Fence)
 	_, err = ls.ReapExpired(ctx, 10)
 	require.ErrorIs(t, err, dialect.ErrNotSupported, "reaping needs expires_at")
+	_, err = ls.Held(ctx, 10)
+	require.ErrorIs(t, err, dialect.ErrNotSupported, "listing needs expires_at")
 }
 
 func testLeaseBadInput(t *testing.T, h Harness) {
@@ -316,4 +318,39 @@ func testLeaseContention(t *testing.T, h Harness) {
 
 func isHeld(err error) bool {
 	return err != nil && (errorsIs(err, dialect.ErrLeaseHeld))
+}
+
+// testLeaseHeld lists held leases soonest expiry first, with owner, fence
+// and the time left on the database clock; freed leases leave the list.
+func testLeaseHeld(t *testing.T, h Harness) {
+	_, ls := keyedLeases(t, h)
+	ctx := ctxT(t)
+	a, b, c := dialect.NewToken(), dialect.NewToken(), dialect.NewToken()
+	_, err := ls.Acquire(ctx, "late", a, time.Hour)
+	require.NoError(t, err)
+	lb, err := ls.Acquire(ctx, "soon", b, time.Minute)
+	require.NoError(t, err)
+	_, err = ls.Acquire(ctx, "freed", c, time.Minute)
+	require.NoError(t, err)
+	ok, err := ls.Release(ctx, "freed", c, time.Time{})
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	held, err := ls.Held(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, held, 2, "the freed lease is not listed")
+	require.Equal(t, "soon", held[0].Key, "soonest expiry first")
+	require.Equal(t, b, held[0].Owner)
+	require.Equal(t, lb.Fence, held[0].Fence)
+	require.False(t, held[0].Expired)
+	require.InDelta(t, time.Minute.Seconds(), held[0].Remaining.Seconds(), 30, "time left on the database clock")
+	require.Equal(t, "late", held[1].Key)
+	require.InDelta(t, time.Hour.Seconds(), held[1].Remaining.Seconds(), 30)
+	page, err := ls.Held(ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+	for _, bad := range []int{0, -1, dialect.MaxHeldLimit + 1} {
+		_, err = ls.Held(ctx, bad)
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "limit %d", bad)
+	}
 }

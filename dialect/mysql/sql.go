@@ -230,6 +230,16 @@ SELECT {{if .Owner}}{{.Owner}}{{else}}CAST({{template "us" .LockedAt}} AS CHAR){
        {{if .ExpiresAt}}{{template "us" .ExpiresAt}}, {{.ExpiresAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "slack"}} MICROSECOND{{else}}NULL, FALSE{{end}}
 FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
 
+	// Held reads the expiry index in order (held leases only have an
+	// expiry; IS NOT NULL keeps the free ones, NULL and first in MySQL's
+	// order, out of the range).
+	Held: `
+SELECT {{.Key}}, {{if .Owner}}{{.Owner}}{{else}}CAST({{template "us" .LockedAt}} AS CHAR){{end}}, {{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}},
+       {{template "us" .ExpiresAt}}, GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), {{.ExpiresAt}}), 0),
+       {{.ExpiresAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "slack"}} MICROSECOND
+FROM {{.Table}} WHERE {{.ExpiresAt}} IS NOT NULL{{if .Owner}} AND {{.Owner}} IS NOT NULL{{end}}
+ORDER BY {{.ExpiresAt}} LIMIT {{arg "limit"}}`,
+
 	// The oldest expiries first, in the order of the expiry index.
 	Reap: `
 UPDATE {{.Table}} SET {{.Owner}} = NULL, {{.ExpiresAt}} = NULL

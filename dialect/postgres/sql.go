@@ -229,6 +229,15 @@ SELECT {{if .Owner}}{{.Owner}}{{else}}CAST({{template "stamp" .}} AS text){{end}
        {{if .ExpiresAt}}{{template "us" .ExpiresAt}}, {{.ExpiresAt}} < now() - {{template "slack"}}{{else}}NULL::bigint, false{{end}}
 FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
 
+	// Held reads the expiry index in order (held leases only have an
+	// expiry).
+	Held: `
+SELECT {{.Key}}, {{if .Owner}}{{.Owner}}{{else}}CAST({{template "stamp" .}} AS text){{end}}, {{template "fence" .}},
+       {{template "us" .ExpiresAt}}, GREATEST(CAST(EXTRACT(EPOCH FROM ({{.ExpiresAt}} - now())) * 1000000 AS bigint), 0),
+       {{.ExpiresAt}} < now() - {{template "slack"}}
+FROM {{.Table}} WHERE {{.ExpiresAt}} IS NOT NULL{{if .Owner}} AND {{.Owner}} IS NOT NULL{{end}}
+ORDER BY {{.ExpiresAt}} LIMIT {{arg "limit"}}`,
+
 	Reap: `
 WITH cl_c AS {{template "materialized"}}(
   SELECT {{.Key}} FROM {{.Table}}

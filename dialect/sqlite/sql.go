@@ -171,6 +171,13 @@ SELECT {{if .Owner}}{{.Owner}}{{else}}CAST({{.LockedAt}} AS TEXT){{end}}, {{temp
        {{if .ExpiresAt}}{{.ExpiresAt}} * 1000, {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}}{{else}}NULL, false{{end}}
 FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
 
+	Held: `
+SELECT {{.Key}}, {{if .Owner}}{{.Owner}}{{else}}CAST({{.LockedAt}} AS TEXT){{end}}, {{template "fence" .}},
+       {{.ExpiresAt}} * 1000, MAX(({{.ExpiresAt}} - {{template "now"}}) * 1000, 0),
+       {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}}
+FROM {{.Table}} WHERE {{.ExpiresAt}} IS NOT NULL{{if .Owner}} AND {{.Owner}} IS NOT NULL{{end}}
+ORDER BY {{.ExpiresAt}} LIMIT {{arg "limit"}}`,
+
 	Reap: `
 UPDATE {{.Table}} SET {{.Owner}} = NULL, {{.ExpiresAt}} = NULL
 WHERE {{.Key}} IN (SELECT {{.Key}} FROM {{.Table}} WHERE {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}} ORDER BY {{.ExpiresAt}} LIMIT {{arg "limit"}})

@@ -57,6 +57,11 @@ type LeaseSQL struct {
 	ReleaseHold, FinishHold string
 	// Reap frees at most "limit" expired leases (needs ExpiresAt).
 	Reap string
+	// Held returns key, owner (the stamp as text without an Owner
+	// column), fence, expiry, microseconds until the expiry (0 once past)
+	// and a boolean "expired" of at most "limit" leases whose ExpiresAt is
+	// set, soonest first (needs ExpiresAt).
+	Held string
 	// Columns is the catalog query of [ClaimSQL.Columns].
 	Columns string
 	// Common is prepended to every template.
@@ -95,6 +100,7 @@ type Leases struct {
 	spec dialect.LeaseTable
 
 	acquire, insert, readBack, renew, release, force, inspect, reap, finish, columns Stmt
+	held                                                                         Stmt
 	// releaseHold and finishHold: tables with Owner and ExpiresAt only.
 	releaseHold, finishHold Stmt
 	// stamped: no Owner column, a lease is identified by its stamp.
@@ -154,6 +160,7 @@ func NewLeases(e *Engine, sqls LeaseSQL, spec dialect.LeaseTable) (*Leases, erro
 	}
 	if spec.ExpiresAt != "" {
 		l.reap = r.stmt("lease reap", t(sqls.Reap), nil)
+		l.held = r.stmt("lease held", t(sqls.Held), nil)
 	}
 	l.columns = r.stmt("columns", t(sqls.Columns), nil)
 	if r.err != nil {
@@ -466,6 +473,43 @@ func (l *Leases) Inspect(ctx context.Context, key any) (dialect.LeaseState, erro
 	return st, nil
 }
 
+// Held implements [dialect.LeaseStore].
+func (l *Leases) Held(ctx context.Context, limit int) ([]dialect.LeaseHolder, error) {
+	if l.held.SQL == "" {
+		return nil, fmt.Errorf("%w: lease held: listing leases needs an ExpiresAt column", dialect.ErrNotSupported)
+	}
+	if limit <= 0 || limit > dialect.MaxHeldLimit {
+		return nil, fmt.Errorf("%w: lease held: limit %d is outside 1..%d", dialect.ErrInvalidConfig, limit, dialect.MaxHeldLimit)
+	}
+	a := &Args{Limit: limit, Slack: time.Duration(l.slack.Load())}
+	var out []dialect.LeaseHolder
+	err := l.e.Do(ctx, "lease held", true, func() error {
+		out = out[:0]
+		return Query(ctx, l.e.DB, l.e.Dialect, l.held, a, func(r Rows) error {
+			var key any
+			var owner sql.NullString
+			var fence, exp, left sql.NullInt64
+			var expired sql.NullBool
+			if err := r.Scan(&key, &owner, &fence, &exp, &left, &expired); err != nil {
+				return err
+			}
+			k, err := dialect.NormalizeKey(l.spec.KeyKind, key)
+			if err != nil {
+				return err
+			}
+			h := dialect.LeaseHolder{Key: k, Remaining: time.Duration(max(left.Int64, 0)) * time.Microsecond}
+			h.Owner, h.Fence, h.Expired, h.Exists = owner.String, fence.Int64, expired.Bool, true
+			h.ExpiresAt = time.UnixMicro(exp.Int64).UTC()
+			out = append(out, h)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, wrap("lease held", err)
+	}
+	return out, nil
+}
+
 // ReapExpired implements [dialect.LeaseStore]. It needs an ExpiresAt
 // column; the rows and their fences stay, so fences keep increasing.
 func (l *Leases) ReapExpired(ctx context.Context, limit int) (int64, error) {
@@ -504,7 +548,7 @@ func (l *Leases) named() map[string]Stmt {
 	return map[string]Stmt{
 		"acquire": l.acquire, "insert": l.insert, "read back": l.readBack, "renew": l.renew,
 		"release": l.release, "force": l.force, "inspect": l.inspect, "reap": l.reap, "finish": l.finish,
-		"release hold": l.releaseHold, "finish hold": l.finishHold,
+		"release hold": l.releaseHold, "finish hold": l.finishHold, "held": l.held,
 	}
 }
 

@@ -190,6 +190,7 @@ func Cases() []Case {
 		{Store: Claims, Name: "reap lock park", Args: reap(nil), Budget: park, Why: "the stale rows"},
 		{Store: Claims, Name: "reap lock park scoped", Args: reap([]any{int64(ReapTask)}), Budget: park, Why: "the stale rows"},
 		{Store: Leases, Name: "reap", Args: lease, Budget: small, Why: "a batch of expired leases"},
+		{Store: Leases, Name: "held", Args: lease, Budget: small, Why: "a page of held leases, soonest expiry first"},
 	}
 	for _, name := range []string{"claim skip locked"} {
 		c := out[0]
