@@ -193,6 +193,16 @@ func TestOperatorSession(t *testing.T) {
 			require.Equal(t, l.Fence(), leases[0].Fence)
 			require.InDelta(t, 60, leases[0].RemainingSeconds, 10)
 			require.Equal(t, "absent", leases[1].State)
+			// Without -key: every holder, time left on the database clock.
+			code, out, _ = ctl(t, "", "leases", "-config", conf, "-json")
+			require.Equal(t, 0, code, out)
+			var holders []leaseOut
+			require.NoError(t, json.Unmarshal([]byte(out), &holders))
+			require.Len(t, holders, 1)
+			require.Equal(t, "nightly", holders[0].Key)
+			require.Equal(t, l.Owner(), holders[0].Owner)
+			require.True(t, holders[0].DBClock)
+			require.InDelta(t, 60, holders[0].RemainingSeconds, 10)
 			code, out, _ = ctl(t, "", "leases", "-config", conf, "-key", "nightly")
 			require.Equal(t, exitOK, code)
 			rows := fields(out)

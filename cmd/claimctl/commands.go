@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -358,9 +359,12 @@ type leaseOut struct {
 	Fence int64  `json:"fence"`
 	// ExpiresAt is on the database clock.
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
-	// RemainingSeconds is ExpiresAt minus this machine's clock: an
-	// estimate, off by the clock skew between the two.
+	// RemainingSeconds is the time left until ExpiresAt: on the database
+	// clock when DBClock is set (listing every holder), else ExpiresAt
+	// minus this machine's clock, an estimate off by the skew between the
+	// two.
 	RemainingSeconds float64 `json:"remaining_seconds"`
+	DBClock          bool    `json:"remaining_on_db_clock"`
 }
 
 func inspect(ctx context.Context, k *tasklock.Locker, key any) (leaseOut, error) {
@@ -394,10 +398,30 @@ func cmdLeases(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	if len(e.o.Keys) == 0 {
-		return usageErr("leases: give each lease with -key (repeatable)")
-	}
 	var out []leaseOut
+	if len(e.o.Keys) == 0 {
+		// Every held lease, soonest expiry first, with the time left on
+		// the database clock.
+		store, err := e.d.LeaseStore(lt)
+		if err != nil {
+			return usageErr("lease table description: %v", err)
+		}
+		holders, err := store.Held(ctx, e.o.Limit)
+		if errors.Is(err, dialect.ErrNotSupported) {
+			return usageErr("leases: the lease table has no expiry column to list holders by; give each lease with -key (repeatable)")
+		}
+		if err != nil {
+			return fmt.Errorf("leases: %w", err)
+		}
+		for _, h := range holders {
+			t := h.ExpiresAt.UTC()
+			l := leaseOut{Key: h.Key, State: "held", Owner: h.Owner, Fence: h.Fence, ExpiresAt: &t, RemainingSeconds: seconds(h.Remaining), DBClock: true}
+			if h.Expired {
+				l.State = "expired"
+			}
+			out = append(out, l)
+		}
+	}
 	for _, s := range e.o.Keys {
 		key, err := leaseKey(lt, s)
 		if err != nil {
@@ -425,7 +449,10 @@ func cmdLeases(ctx context.Context, e *env) error {
 			expires = l.ExpiresAt.Format("2006-01-02 15:04:05.000 MST")
 		}
 		if l.State == "held" {
-			remaining = "~" + age(time.Duration(l.RemainingSeconds*float64(time.Second)))
+			remaining = age(time.Duration(l.RemainingSeconds * float64(time.Second)))
+			if !l.DBClock {
+				remaining = "~" + remaining
+			}
 		}
 		cells = append(cells, []string{fmt.Sprint(l.Key), l.State, owner, strconv.FormatInt(l.Fence, 10), expires, remaining})
 	}

@@ -15,7 +15,7 @@
 //	           first, with token and age on the database clock
 //	parked     parked (failed) rows with their attempts and stored error
 //	scheduled  pending rows waiting for a future run-at (needs -run-at)
-//	leases     the lease of each -key: owner, fence, expiry, remaining TTL
+//	leases     held leases, soonest expiry first (or the lease of each -key): owner, fence, expiry, remaining TTL
 //	ddl        the SQL to paste into a migration: columns the claim table
 //	           lacks (or CREATE TABLE when it does not exist), the missing
 //	           recommended indexes (all with -all-indexes), and the lease

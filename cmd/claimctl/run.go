@@ -31,7 +31,7 @@ var commands = []command{
 	{"stuck", "rows processing for longer than -older", cmdStuck},
 	{"parked", "parked rows with attempts and error", cmdParked},
 	{"scheduled", "pending rows waiting for a future run-at", cmdScheduled},
-	{"leases", "the lease of each -key", cmdLeases},
+	{"leases", "held leases, soonest expiry first (or the lease of each -key)", cmdLeases},
 	{"unpark", "return parked rows to pending", cmdUnpark},
 	{"retry-now", "make rows waiting for their run-at claimable now", cmdRetryNow},
 	{"reap", "run one reaper sweep", cmdReap},
