@@ -109,6 +109,11 @@ func TestRunHandlerSeesLoss(t *testing.T) {
 			})
 		}()
 		<-started
+		// Shut Run down now: with ShutdownFinish the handler's context is
+		// not cancelled by that, only by the loss, and the loop claims
+		// nothing more, so the rows stolen below go to the other worker
+		// (not back to this loop once it has seen the loss).
+		stopRun()
 		// Take the rows away under the running batch (as a reaper with a
 		// far too short timeout would), and have another worker claim them.
 		steal(t, c, cfg)
@@ -119,7 +124,6 @@ func TestRunHandlerSeesLoss(t *testing.T) {
 		cause := <-causes
 		require.ErrorIs(t, cause, claim.ErrClaimLost)
 		require.NotErrorIs(t, cause, claim.ErrLocalDeadline, "found by a heartbeat, long before the deadline")
-		stopRun()
 		require.NoError(t, <-runErr)
 		require.EqualValues(t, 1, calls.Load(), "no more rows of the lost batch were handed out")
 		require.Zero(t, failed.Load(), "a handler stopped by the loss is not a failure")
