@@ -7,7 +7,7 @@
 // take the same files. It uses database/sql only, so the example adds no
 // dependency.
 //
-//	go run ./examples/migrate -driver sqlite -dsn /tmp/cron.db
+//	go run ./examples/migrate -driver sqlite -dsn cron.db
 //	go run ./examples/migrate -driver postgres -dsn postgres://...
 //	go run ./examples/migrate -driver mysql -dsn 'user:pw@tcp(host:3306)/db'
 package main
