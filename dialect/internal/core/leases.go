@@ -100,7 +100,7 @@ type Leases struct {
 	spec dialect.LeaseTable
 
 	acquire, insert, readBack, renew, release, force, inspect, reap, finish, columns Stmt
-	held                                                                         Stmt
+	held                                                                             Stmt
 	// releaseHold and finishHold: tables with Owner and ExpiresAt only.
 	releaseHold, finishHold Stmt
 	// stamped: no Owner column, a lease is identified by its stamp.
