@@ -183,3 +183,27 @@ func TestDefaultBackoff(t *testing.T) {
 	f := claim.ExponentialBackoff(time.Minute, 10*time.Minute)
 	require.LessOrEqual(t, f(100), 10*time.Minute)
 }
+
+// The pipelined ack+claim honours run-at like a claim: a row failed with a
+// delay is not taken again by the next claim of the same round trip.
+func TestPipelineRespectsRunAt(t *testing.T) {
+	t.Parallel()
+	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
+		ctx := context.Background()
+		c, _ := jobSetup(t, e, s, 4, func(cfg *claim.Config) { withLifecycle(cfg); cfg.BatchSize = 2; cfg.MaxAttempts = 5 })
+		b, err := c.Claim(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 2, b.Len())
+		require.NoError(t, b.FailAfter(ctx, b.Rows()[0].ID, nil, time.Hour))
+		next, err := c.AckAllAndClaim(ctx, b)
+		require.NoError(t, err)
+		require.Equal(t, 2, next.Len(), "the delayed row is not claimed again")
+		for _, r := range next.Rows() {
+			require.NotEqual(t, b.Rows()[0].ID, r.ID)
+		}
+		last, err := c.AckAllAndClaim(ctx, next)
+		require.NoError(t, err)
+		require.Zero(t, last.Len())
+		requireStats(t, c, 1, 0, 3, 0)
+	})
+}
