@@ -134,12 +134,18 @@ func (b *Batch[T]) deadlineError() error {
 	return fmt.Errorf("%w: %w (token %s)", ErrClaimLost, ErrLocalDeadline, b.token)
 }
 
-// end ends the batch's context with cause, once.
+// end ends the batch's context with cause, once. A loss found after the
+// local deadline passed (a heartbeat or an ack of a process that was frozen
+// past it, racing the deadline's timer on resuming) is reported as the
+// deadline, which came first.
 func (b *Batch[T]) end(cause error) {
 	b.lmu.Lock()
 	defer b.lmu.Unlock()
 	if b.ctx.Err() != nil {
 		return
+	}
+	if cause != ErrBatchDone && !b.deadline.IsZero() && !time.Now().Before(b.deadline) {
+		cause = b.deadlineError()
 	}
 	b.cancel(cause)
 	b.gen++
