@@ -30,6 +30,25 @@ func forEachBench(b *testing.B, fn func(b *testing.B, en engine, s dialect.Strat
 // BenchmarkClaimAck measures claim + ack of batches of 100 rows with 1 and
 // 16 concurrent workers. One op is one batch.
 func BenchmarkClaimAck(b *testing.B) {
+	benchBatches(b, func(ctx context.Context, c *claim.Claimer[struct{}], left *atomic.Int64) error {
+		for left.Add(-1) >= 0 {
+			batch, err := c.Claim(ctx)
+			if err != nil {
+				return err
+			}
+			if err := batch.AckAll(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// benchBatches runs loop in 1 and then 16 concurrent workers on every
+// engine and strategy, over a table of b.N batches of 100 rows; left counts
+// the batches still to process (a worker takes one with left.Add(-1) >= 0).
+// One op is one batch; rows/s is reported.
+func benchBatches(b *testing.B, loop func(ctx context.Context, c *claim.Claimer[struct{}], left *atomic.Int64) error) {
 	forEachBench(b, func(b *testing.B, en engine, s dialect.Strategy) {
 		for _, workers := range []int{1, 16} {
 			b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
@@ -47,16 +66,8 @@ func BenchmarkClaimAck(b *testing.B) {
 				b.ResetTimer()
 				for range workers {
 					wg.Go(func() {
-						for left.Add(-1) >= 0 {
-							batch, err := c.Claim(ctx)
-							if err != nil {
-								b.Error(err)
-								return
-							}
-							if err := batch.AckAll(ctx); err != nil {
-								b.Error(err)
-								return
-							}
+						if err := loop(ctx, c, &left); err != nil {
+							b.Error(err)
 						}
 					})
 				}
