@@ -409,12 +409,19 @@ func (b *Batch[T]) snoozeLocked(ctx context.Context, i int, delay time.Duration)
 // failLocked fails rows idx in one statement, with b.mu held: retried after
 // delay (with a RunAt column) or parked, as mode says.
 func (b *Batch[T]) failLocked(ctx context.Context, idx []int, cause error, delay time.Duration, mode FailMode) error {
+	return b.failWith(ctx, idx, cause, delay, mode, b.core.store.Ack)
+}
+
+// failWith fails rows idx with ack (the store's Ack, or its AckTx in a
+// caller's transaction), with b.mu held, and records the outcome.
+func (b *Batch[T]) failWith(ctx context.Context, idx []int, cause error, delay time.Duration, mode FailMode,
+	ack func(context.Context, *dialect.AckParams) (dialect.AckResult, error)) error {
 	if len(idx) == 0 {
 		return nil
 	}
 	k := b.core
 	p := k.failParams(b.token, b.idsOf(idx), cause, delay, mode)
-	res, err := k.store.Ack(ctx, p)
+	res, err := ack(ctx, p)
 	if err != nil {
 		return fmt.Errorf("claim: fail: %w", err)
 	}

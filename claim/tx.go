@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+
+	"github.com/claimlock/claimlock/dialect"
 )
 
 // AckTx acks ids in the caller's transaction tx, so that the caller's own
@@ -42,13 +44,12 @@ func (b *Batch[T]) AckTx(ctx context.Context, tx any, ids ...any) error {
 	if err != nil {
 		return fmt.Errorf("claim: ack: %w", err)
 	}
-	lost := b.recordTx(idx, res.Lost)
-	for _, j := range res.Requeued {
-		b.requeued = append(b.requeued, p.IDs[j])
+	lostPos := b.recordDone(idx, p, res)
+	b.rememberTx(idx, lostPos)
+	lost := make([]any, len(lostPos))
+	for j, i := range lostPos {
+		lost[j] = p.IDs[i]
 	}
-	k := b.core
-	k.hooks.ack(len(idx) - len(res.Lost) - len(res.Requeued))
-	k.hooks.requeue(len(res.Requeued))
 	return lostError("ack", lost)
 }
 
@@ -63,20 +64,20 @@ func (b *Batch[T]) FailTx(ctx context.Context, tx any, id any, cause error) erro
 		return err
 	}
 	k := b.core
-	p := k.failParams(b.token, b.idsOf(idx), cause, k.retryDelay(b.rows[idx[0]].Attempts), k.failMode)
-	res, err := k.store.AckTx(ctx, tx, p)
-	if err != nil {
-		return fmt.Errorf("claim: fail: %w", err)
+	err = b.failWith(ctx, idx, cause, k.retryDelay(b.rows[idx[0]].Attempts), k.failMode,
+		func(ctx context.Context, p *dialect.AckParams) (dialect.AckResult, error) {
+			return k.store.AckTx(ctx, tx, p)
+		})
+	if err == nil {
+		b.rememberTx(idx, nil)
 	}
-	lost := b.recordTx(idx, res.Lost)
-	k.hooks.fail(len(idx) - len(res.Lost))
-	return lostError("fail", lost)
+	return err
 }
 
 // ReleaseTx is the release of ids ([Batch.Release]) in the caller's
 // transaction tx (see [Batch.AckTx]): the rows go back to pending, their
 // attempt undone, only if tx commits. A row the token no longer held is
-// reported with a [*LostError].
+// reported with an error matching [ErrClaimLost].
 func (b *Batch[T]) ReleaseTx(ctx context.Context, tx any, ids ...any) error {
 	if len(ids) == 0 {
 		return nil
@@ -91,38 +92,29 @@ func (b *Batch[T]) ReleaseTx(ctx context.Context, tx any, ids ...any) error {
 	if err != nil {
 		return fmt.Errorf("claim: release: %w", err)
 	}
-	b.recordTx(idx, nil)
-	if int(n) == len(idx) {
-		return nil
+	if int(n) < len(idx) {
+		// A count does not say which rows were lost; the batch considers
+		// them all released.
+		err = fmt.Errorf("claim: release: token held %d of %d rows: %w", n, len(idx), ErrClaimLost)
+		b.end(err) // before closeRows ends it as done
+		b.core.hooks.lost(len(idx) - int(n))
 	}
-	// A count does not say which rows were lost; the batch considers them
-	// all released.
-	b.end(fmt.Errorf("claim: release: token holds %d of %d rows: %w", n, len(idx), ErrClaimLost))
-	b.core.hooks.lost(len(idx) - int(n))
-	return fmt.Errorf("claim: release: token held %d of %d rows: %w", n, len(idx), ErrClaimLost)
+	b.closeRows(idx)
+	b.rememberTx(idx, nil)
+	return err
 }
 
-// recordTx records, with b.mu held, that rows idx were completed in a
-// caller's transaction (positions lost among them were not held): they are
-// closed, and remembered so that Release can return them if the
-// transaction rolled back. It returns the lost rows' keys.
-func (b *Batch[T]) recordTx(idx []int, lostPos []int) []any {
-	var lost []any
-	if len(lostPos) > 0 {
-		for _, j := range lostPos {
-			lost = append(lost, b.rows[idx[j]].ID)
-		}
-		b.end(fmt.Errorf("claim: lost %d rows: %w", len(lostPos), ErrClaimLost)) // before closeRows ends it as done
-		b.core.hooks.lost(len(lostPos))
-		b.core.logger.Warn("claimlock: claim lost: rows were reaped or released before a transactional ack", "token", b.token, "rows", len(lostPos))
-	}
+// rememberTx records, with b.mu held, that rows idx (but the positions
+// lostPos, which were not held) were completed in a caller's transaction,
+// so that Release returns them if that transaction rolled back. A failed
+// row that was lost is not held either; remembering it costs Release
+// nothing (its statement is conditioned on the token).
+func (b *Batch[T]) rememberTx(idx []int, lostPos []int) {
 	for j, i := range idx {
 		if !slices.Contains(lostPos, j) {
 			b.inTx = append(b.inTx, i)
 		}
 	}
-	b.closeRows(idx)
-	return lost
 }
 
 // batchKey is the context key under which [Claimer.Run] passes the batch to
