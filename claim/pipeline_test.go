@@ -233,3 +233,36 @@ func TestRunPipelineConfig(t *testing.T) {
 		require.ErrorIs(t, err, claim.ErrNotSupported)
 	})
 }
+
+// An Observer wraps the claimer's store; the wrapper keeps the store's
+// ack+claim visible (else Run with PipelineOn would refuse it and
+// AckAllAndClaim would quietly take two round trips), and reports its ack.
+func TestObservedStoreKeepsPipeline(t *testing.T) {
+	t.Parallel()
+	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
+		ctx := context.Background()
+		var mu sync.Mutex
+		var acked int
+		c, _ := jobSetup(t, e, s, 4, func(cfg *claim.Config) {
+			cfg.BatchSize = 2
+			cfg.Hooks.Observer = claim.ObserverFunc(func(_ context.Context, ev claim.Event) {
+				if ev.Op == claim.OpAck {
+					mu.Lock()
+					acked += ev.Acked
+					mu.Unlock()
+				}
+			})
+		})
+		_, ok := c.Store().(dialect.AckClaimer)
+		require.True(t, ok, "the observed store still acks and claims in one round trip")
+		b, err := c.Claim(ctx)
+		require.NoError(t, err)
+		next, err := c.AckAllAndClaim(ctx, b)
+		require.NoError(t, err)
+		require.Equal(t, 2, next.Len())
+		require.NoError(t, next.AckAll(ctx))
+		mu.Lock()
+		defer mu.Unlock()
+		require.Equal(t, 4, acked, "the pipelined ack is reported like any ack")
+	})
+}
