@@ -49,7 +49,7 @@ func (s *Claims) Snooze(ctx context.Context, token string, ids []any, delay time
 // filterArgs validates a row filter and returns its args and variant
 // indexes (scoped, byKeys).
 func (s *Claims) filterArgs(f dialect.RowFilter) (*Args, int, int, error) {
-	a := &Args{Below: 1<<63 - 1}
+	a := &Args{}
 	scoped, byKeys := 0, 0
 	if f.ScopeValues != nil {
 		if err := checkScope(s.Spec, len(f.ScopeValues)); err != nil {

@@ -224,7 +224,7 @@ func Cases() []Case {
 	// not loops.
 	op := func(scope []any, keys bool) func(Phase) *core.Args {
 		return func(p Phase) *core.Args {
-			a := &core.Args{Limit: 1000, Scope: scope, Timeout: p.Timeout, Below: 1<<63 - 1}
+			a := &core.Args{Limit: 1000, Scope: scope, Timeout: p.Timeout}
 			if keys {
 				a.Keys = heldKeys()
 			}
