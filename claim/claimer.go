@@ -212,6 +212,31 @@ func (c *Claimer[T]) claimVia(ctx context.Context, run claimRun) (*Batch[T], err
 	return b, err
 }
 
+// failedClaimRelease bounds the release of a failed claim's rows.
+const failedClaimRelease = 30 * time.Second
+
+// releaseFailedClaim releases the rows a failed claim may hold under token.
+// The release runs on its own deadline (failedClaimRelease), not ctx's:
+// the claim may have failed because ctx ended. The caller waits for it
+// only while ctx lasts, so an operation still returns by its context's
+// deadline (a stalled server would otherwise hold it for the whole
+// release); past that the release finishes in the background.
+func (k *core) releaseFailedClaim(ctx context.Context, token string) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failedClaimRelease)
+		defer cancel()
+		if _, err := k.store.Release(rctx, token, nil); err != nil {
+			k.logger.Warn("claimlock: could not release rows of a failed claim; the reaper will", "token", token, "err", err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
 // claimWith claims one batch with run.
 func (c *Claimer[T]) claimWith(ctx context.Context, run claimRun) (*Batch[T], error) {
 	k := c.core
@@ -254,14 +279,10 @@ func (c *Claimer[T]) claimWith(ctx context.Context, run claimRun) (*Batch[T], er
 		k.logger.Warn("claimlock: could not read a claimed batch row by row", "token", token, "err", serr)
 	}
 	if err != nil {
-		// Rows marked before a scan failure stay under the token: give
-		// them back so they are not stranded until the reaper runs.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		_, rerr := k.store.Release(rctx, token, nil)
-		cancel()
-		if rerr != nil {
-			k.logger.Warn("claimlock: could not release rows of a failed claim", "token", token, "err", rerr)
-		}
+		// Rows marked before a scan failure, or by a write of unknown
+		// outcome, stay under the token: give them back so they are not
+		// stranded until the reaper runs.
+		k.releaseFailedClaim(ctx, token)
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	// A retried statement calls scan again from its first row: the last n

@@ -20,11 +20,13 @@ import (
 )
 
 // Proxy modes: pass everything; hold every reply; hold the replies of a
-// connection once it sent a COMMIT.
+// connection once it sent a COMMIT; hold them once it sent the bytes of
+// stallProxy.match.
 const (
 	passReplies int32 = iota
 	holdReplies
 	holdAfterCommit
+	holdAfterMatch
 )
 
 // stallProxy forwards TCP connections to a database server and can hold the
@@ -34,6 +36,7 @@ type stallProxy struct {
 	ln     net.Listener
 	target string
 	mode   atomic.Int32
+	match  []byte // for holdAfterMatch: set before the mode is stored
 	done   chan struct{}
 	wg     sync.WaitGroup
 }
@@ -77,8 +80,15 @@ func (p *stallProxy) accept() {
 			for {
 				n, err := client.Read(buf)
 				if n > 0 {
-					if p.mode.Load() == holdAfterCommit && bytes.Contains(bytes.ToUpper(buf[:n]), []byte("COMMIT")) {
-						held.Store(true)
+					switch p.mode.Load() {
+					case holdAfterCommit:
+						if bytes.Contains(bytes.ToUpper(buf[:n]), []byte("COMMIT")) {
+							held.Store(true)
+						}
+					case holdAfterMatch:
+						if bytes.Contains(buf[:n], p.match) {
+							held.Store(true)
+						}
 					}
 					if _, werr := server.Write(buf[:n]); werr != nil {
 						return
@@ -97,7 +107,7 @@ func (p *stallProxy) accept() {
 				n, err := server.Read(buf)
 				for n > 0 {
 					m := p.mode.Load()
-					if m == holdReplies || m == holdAfterCommit && held.Load() {
+					if m == holdReplies || (m == holdAfterCommit || m == holdAfterMatch) && held.Load() {
 						select {
 						case <-p.done:
 							return
