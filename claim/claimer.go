@@ -191,7 +191,10 @@ func (k *core) scopeValues() []any {
 // under a fresh token and returns them in key order. When nothing is pending
 // it returns an empty batch (Len() == 0) and no error. Each returned row must
 // be acked, failed or released through the batch; rows left alone stay
-// processing until a reaper returns them.
+// processing until a reaper returns them. When the claim fails, rows it may
+// have marked (a statement of unknown outcome) are released before Claim
+// returns, or in the background once ctx has ended, so that a stalled
+// server never holds the call past ctx's deadline.
 func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
 	return c.claimVia(ctx, c.core.store.Claim)
 }

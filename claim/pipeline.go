@@ -81,7 +81,8 @@ func (k *core) pipelines(p Pipeline) bool {
 //     during the commit), the ack may have been written: a repeated ack
 //     then reports the rows it wrote as lost; the rows the claim may have
 //     taken are released at once (or, if that fails, left to the reaper,
-//     as after a failed [Claimer.Claim]).
+//     as after a failed [Claimer.Claim]). That release does not hold the
+//     call past ctx's end: it then goes on in the background.
 //
 // Retryable conflicts (deadlocks, serialization failures) re-run the whole
 // operation inside the dialect, as for every other statement.

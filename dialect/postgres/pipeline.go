@@ -2,11 +2,11 @@ package postgres
 
 // pipelineAckClaim is [dialect.Capabilities.PipelineAckClaim] on
 // PostgreSQL: false, by measurement. The one-statement ack+claim (ClaimSQL
-// AckClaim) saves a round trip and a commit per batch, but measured with
-// examples/claimbench on PostgreSQL 15 (2 shared cores, batch 100, 100,000
-// rows, two runs) it claimed 0.99-1.09x the rows per second of claim then
-// AckAll at 1 worker and 0.67-1.10x at 16: the server's CPU, not its
-// commits or the round trips, bounded both there (see the README's
+// AckClaim) saves a round trip and a commit per batch but none of the rows'
+// work, which bounds a server like the one measured: with examples/claimbench
+// on PostgreSQL 15 (2 cores, idle machine, batch 100, 100,000 rows, three
+// runs) it claimed 1.02-1.34x the rows per second of claim then AckAll at 1
+// worker, 0.81-0.88x at 4 and 1.04-1.06x at 16 (see the README's
 // performance section). Hand-written loops and WorkerConfig.Pipeline can
 // still ask for it.
 const pipelineAckClaim = false
