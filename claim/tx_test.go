@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,7 +38,10 @@ func TestRunAckTxExactlyOneEffect(t *testing.T) {
 	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
 		ctx := context.Background()
 		const rows = 60
-		c, _ := jobSetup(t, e, s, rows, nil)
+		var logs syncBuffer
+		c, _ := jobSetup(t, e, s, rows, func(cfg *claim.Config) {
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		})
 		effects := tableName("effects")
 		createEffects(t, e, effects)
 		var rolledBack sync.Map
@@ -82,6 +86,11 @@ func TestRunAckTxExactlyOneEffect(t *testing.T) {
 		require.NoError(t, e.raw.QueryRowContext(ctx, fmt.Sprintf("SELECT COUNT(*), COUNT(DISTINCT src) FROM %s", effects)).Scan(&total, &distinct))
 		require.Equal(t, [2]int{rows, rows}, [2]int{total, distinct}, "exactly one effect per row")
 		requireStats(t, c, 0, 0, rows, 0)
+		// The log names the rolled-back rows for what they are, not as
+		// rows left unprocessed by a shutdown.
+		out := logs.String()
+		require.Contains(t, out, "transactional ack rolled back")
+		require.NotContains(t, out, "released unprocessed rows")
 	})
 }
 

@@ -239,11 +239,20 @@ func (c *Claimer[T]) process(ctx context.Context, w *WorkerConfig[T], b *Batch[T
 			}
 		}
 	}
+	// Rows still open now were not processed (shutdown, or a lost batch);
+	// the others Release may find held are rows whose transactional ack
+	// (AckTx, FailTx...) rolled back with the caller's transaction.
+	unprocessed := int64(len(slices.DeleteFunc(b.openIndexes(), b.later.isLater)))
 	b.mu.Unlock()
 	if n, err := b.Release(fctx); err != nil {
 		log.Error("claimlock: release failed; rows stay processing until reaped", "token", b.token, "err", err)
 	} else if n > 0 {
-		log.Warn("claimlock: released unprocessed rows on shutdown", "token", b.token, "rows", n)
+		if u := min(n, unprocessed); u > 0 {
+			log.Warn("claimlock: released unprocessed rows (shutdown or a lost batch)", "token", b.token, "rows", u)
+		}
+		if r := n - unprocessed; r > 0 {
+			log.Info("claimlock: released rows whose transactional ack rolled back; they will be claimed again", "token", b.token, "rows", r)
+		}
 	}
 	return next
 }
