@@ -80,14 +80,21 @@ const (
 	// ClassConnection: the connection broke; the statement may or may not
 	// have run.
 	ClassConnection
+	// ClassUnavailable: the server refused the statement before running it,
+	// because it cannot serve writes or consistent reads at the moment:
+	// MySQL 1047 from a Galera node outside the primary component. Nothing
+	// ran, so it is retried like a conflict (on another node, through
+	// mysql.OpenCluster, which drops such connections).
+	ClassUnavailable
 )
 
 // Retryable reports whether the whole statement or transaction that failed
 // with an error of this class can be run again: deadlocks, lock-wait
-// timeouts, serialization failures and SQLite's busy errors.
+// timeouts, serialization failures, SQLite's busy errors and statements an
+// unavailable server refused.
 func (c ErrorClass) Retryable() bool {
 	switch c {
-	case ClassDeadlock, ClassLockTimeout, ClassSerialization, ClassBusy:
+	case ClassDeadlock, ClassLockTimeout, ClassSerialization, ClassBusy, ClassUnavailable:
 		return true
 	}
 	return false

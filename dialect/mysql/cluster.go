@@ -25,7 +25,13 @@ import (
 // ready but not synced (a donor or joiner) is used only when no node is
 // synced. When a node dies, its pooled connections fail once (the driver's
 // broken-connection error: a write's outcome is then unknown) and are
-// dropped; new ones go to the survivors.
+// dropped; new ones go to the survivors. When a node leaves the primary
+// component (a partition, its peers gone), it refuses every statement with
+// error 1047 before running it; each pooled connection to it is dropped at
+// its first refusal, a statement outside a transaction is re-run at once on
+// a new connection (database/sql's own re-run after [driver.ErrBadConn]),
+// and one inside a transaction fails with an error the claimlock stores
+// classify as [dialect.ClassUnavailable] and re-run whole.
 //
 // Set the pool's MaxIdleConns to its MaxOpenConns: database/sql keeps two
 // idle connections by default, and every extra one it opens costs a
@@ -134,7 +140,7 @@ func (c *clusterConnector) Connect(ctx context.Context) (driver.Conn, error) {
 			if fallback != nil {
 				fallback.Close()
 			}
-			return conn, nil
+			return &clusterConn{conn: conn}, nil
 		case st == nodeReady && fallback == nil:
 			fallback = conn
 		default:
@@ -146,7 +152,7 @@ func (c *clusterConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		}
 	}
 	if fallback != nil {
-		return fallback, nil
+		return &clusterConn{conn: fallback}, nil
 	}
 	return nil, fmt.Errorf("mysql: no cluster node is ready: %w", errors.Join(errs...))
 }

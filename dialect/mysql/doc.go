@@ -119,9 +119,13 @@
 //     a node that has not yet applied another node's claim of the same row
 //     conflicts with it at certification and is rolled back.
 //   - A node outside the primary component refuses every statement with
-//     error 1047 before running it. The error surfaces unchanged (not
-//     retried on the same node); [OpenCluster] dials only nodes that report
-//     wsrep_ready, preferring synced ones.
+//     error 1047 before running it. The stores classify it as
+//     [dialect.ClassUnavailable]: nothing ran, so the statement or
+//     transaction is re-run under the retry policy like a deadlock.
+//     [OpenCluster] dials only nodes that report wsrep_ready, preferring
+//     synced ones, and drops a pooled connection at its node's first
+//     refusal, so the re-run goes to another node; through [Open] it goes
+//     to the same node, and succeeds only if that node rejoins in time.
 //
 // # Indexes
 //

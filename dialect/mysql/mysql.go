@@ -54,6 +54,10 @@ const (
 	errKeyDoesNotExist = 1176 // ER_KEY_DOES_NOT_EXITS (a FORCE INDEX naming no index)
 	errReadOnly        = 1290 // ER_OPTION_PREVENTS_STATEMENT (--read-only)
 	errReadOnlyTx      = 1792 // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
+	// errNotPrimary is ER_UNKNOWN_COM_ERROR, which a Galera node outside the
+	// primary component returns for every statement it refuses to run
+	// ("WSREP has not yet prepared node for application use").
+	errNotPrimary = 1047
 )
 
 // Binlog is the server's binary log configuration as read by [New].
@@ -341,6 +345,8 @@ func classify(err error) dialect.ErrorClass {
 			return dialect.ClassDuplicate
 		case errReadOnly, errReadOnlyTx:
 			return dialect.ClassReadOnly
+		case errNotPrimary:
+			return dialect.ClassUnavailable
 		}
 		return dialect.ClassOther
 	}

@@ -2,14 +2,19 @@ package scaleout
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/claim"
@@ -320,4 +325,163 @@ func mustResolve(t *testing.T, cc claim.Config) dialect.ClaimTable {
 	spec, err := cc.Resolve()
 	require.NoError(t, err)
 	return spec
+}
+
+// TestGaleraNodeLeavesPrimary isolates one node from the two others
+// (gmcast.isolate): it leaves the primary component and refuses every
+// statement with error 1047 until it rejoins, while the two others go on.
+// Claimers on one mysql.OpenCluster pool whose connections were spread over
+// all three nodes drain a task meanwhile: no call fails (each refused
+// connection is dropped and the refused statement or transaction re-run on
+// another node), nothing is lost or held twice, and the pool ends with no
+// connection to the isolated node. The node then rejoins.
+func TestGaleraNodeLeavesPrimary(t *testing.T) {
+	dsns, nodes := galeraNodes(t, 2)
+	sh := script(t, "galera-cluster.sh")
+	const victim = 3
+	table := "so_isolate"
+	rows := size(3000, 20000)
+	createItems(t, nodes[0], table, rows)
+	const conns = 9
+	cluster := openMySQLCluster(t, "cluster", dsns, conns)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	// Fill the pool: new connections go to the nodes in turn, so holding
+	// nine at once leaves three per node idle in the pool.
+	held := make([]*sql.Conn, conns)
+	for i := range held {
+		c, err := cluster.db.Conn(ctx)
+		require.NoError(t, err)
+		held[i] = c
+	}
+	perNode := map[string]int{}
+	for _, c := range held {
+		var port int
+		require.NoError(t, c.QueryRowContext(ctx, "SELECT @@port").Scan(&port))
+		perNode[fmt.Sprint(port)]++
+		require.NoError(t, c.Close())
+	}
+	require.Len(t, perNode, 3, "the pool's connections cover the three nodes: %v", perNode)
+
+	isolate := func(v int) {
+		_, err := run(t, time.Minute, sh, "sql", fmt.Sprint(victim), fmt.Sprintf("SET GLOBAL wsrep_provider_options='gmcast.isolate=%d'", v))
+		require.NoError(t, err)
+	}
+	isolate(1)
+	rejoined := false
+	t.Cleanup(func() {
+		if !rejoined {
+			isolate(0)
+			_, _ = run(t, 3*time.Minute, sh, "start-node", fmt.Sprint(victim))
+		}
+	})
+	require.Eventually(t, func() bool {
+		var name, ready string
+		err := nodes[victim-1].db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'wsrep_ready'").Scan(&name, &ready)
+		return err == nil && ready == "OFF"
+	}, time.Minute, 100*time.Millisecond, "node %d did not leave the primary component", victim)
+	var n int
+	err := nodes[victim-1].db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+table).Scan(&n)
+	require.Error(t, err, "the isolated node still serves reads")
+	t.Logf("scaleout: galera node%d isolated: %v", victim, err)
+
+	// Drain the task through the cluster pool, four workers.
+	cc := itemsConfig(table, 25)
+	c, err := newClaimer(cluster, cc)
+	require.NoError(t, err)
+	var mu sync.Mutex
+	seen := map[int64]int{}
+	var errs []error
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				b, err := c.Claim(ctx)
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("claim: %w", err))
+					mu.Unlock()
+					return
+				}
+				if b.Len() == 0 {
+					return
+				}
+				mu.Lock()
+				for _, id := range b.IDs() {
+					seen[id.(int64)]++
+				}
+				mu.Unlock()
+				if err := b.AckAll(ctx); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("ack: %w", err))
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Empty(t, errs, "calls failed while a node was outside the primary component")
+	require.Len(t, seen, rows, "rows never claimed")
+	for id, k := range seen {
+		require.Equal(t, 1, k, "row %d claimed %d times", id, k)
+	}
+	var done int
+	require.NoError(t, nodes[0].db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+table+" WHERE task_id = ? AND status = 'DONE'", taskID).Scan(&done))
+	require.Equal(t, rows, done)
+	t.Logf("scaleout: galera drain with node%d outside the primary component: rows=%d errors=0 retries=%s", victim, rows, fmtOps(cluster.retries.snapshot()))
+
+	// Connections the drain never took (the pool reuses the most recent
+	// ones) may still lead to the isolated node: pinned, each is refused
+	// once with an error that drops it (sql.Conn statements are not re-run
+	// by database/sql), and the connections dialed after lead elsewhere.
+	for i := range held {
+		c, err := cluster.db.Conn(ctx)
+		require.NoError(t, err)
+		held[i] = c
+	}
+	refused := 0
+	for _, c := range held {
+		var n int
+		err := c.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+table).Scan(&n)
+		if err != nil {
+			require.ErrorIs(t, err, driver.ErrBadConn, "a refusal drops the connection: %v", err)
+			refused++
+		}
+		c.Close()
+	}
+	t.Logf("scaleout: galera pooled connections refused after the drain: %d of %d", refused, conns)
+	victimPort := dsnPort(t, dsns[victim-1])
+	for i := range held {
+		c, err := cluster.db.Conn(ctx)
+		require.NoError(t, err)
+		held[i] = c
+	}
+	for _, c := range held {
+		var port int
+		require.NoError(t, c.QueryRowContext(ctx, "SELECT @@port").Scan(&port))
+		require.NotEqual(t, victimPort, port, "a pooled connection to the isolated node")
+		require.NoError(t, c.Close())
+	}
+
+	isolate(0)
+	_, err = run(t, 3*time.Minute, sh, "start-node", fmt.Sprint(victim)) // waits until it is synced again
+	require.NoError(t, err)
+	rejoined = true
+	var size string
+	require.NoError(t, nodes[victim-1].db.QueryRowContext(ctx, "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_CLUSTER_SIZE'").Scan(&size))
+	require.Equal(t, "3", size)
+}
+
+// dsnPort returns the TCP port of a go-sql-driver/mysql DSN.
+func dsnPort(t *testing.T, dsn string) int {
+	t.Helper()
+	cfg, err := gomysql.ParseDSN(dsn)
+	require.NoError(t, err)
+	_, port, err := net.SplitHostPort(cfg.Addr)
+	require.NoError(t, err)
+	p, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	return p
 }
