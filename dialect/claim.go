@@ -346,8 +346,9 @@ type ClaimStore interface {
 	// the caller commits: a caller that must not commit its writes for a
 	// lost claim rolls back. AckTx neither retries (a deadlock aborts the
 	// caller's transaction, which the caller runs again) nor commits. On
-	// SQLite, begin the transaction as a write (BEGIN IMMEDIATE, for
-	// example with _txlock=immediate) or it may fail with SQLITE_BUSY.
+	// SQLite, begin the transaction as a write (BEGIN IMMEDIATE: what
+	// sqlite.Open's handle does, or _txlock=immediate in a DSN of one's
+	// own) or it may fail with SQLITE_BUSY.
 	AckTx(ctx context.Context, tx any, p *AckParams) (AckResult, error)
 
 	// ReleaseTx is Release of the ids rows inside the caller's

@@ -41,11 +41,20 @@ func init() { dialect.RegisterClassifier(classify) }
 // NORMAL and foreign keys on. path ":memory:" gives a private in-memory
 // database limited to one connection (each connection of an in-memory
 // database would otherwise see its own empty database).
+//
+// Transactions begun on the handle (BeginTx) are write transactions, BEGIN
+// IMMEDIATE (modernc's _txlock=immediate): one that reads and then writes,
+// such as a handler's effect with its ack ([dialect.ClaimStore.AckTx]),
+// waits for the write lock at BEGIN, up to the busy timeout, instead of
+// failing with SQLITE_BUSY when another connection wrote first (waiting
+// cannot help a deferred transaction that read an older snapshot). Begin
+// read-only transactions with sql.TxOptions{ReadOnly: true}: they stay
+// deferred and do not wait for writers.
 func Open(path string) (*sql.DB, error) {
 	if path == "" {
 		return nil, fmt.Errorf("%w: sqlite: empty path", dialect.ErrInvalidConfig)
 	}
-	q := "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)"
+	q := "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
 	memory := path == ":memory:"
 	dsn := "file:" + path + "?" + q
 	if memory {
