@@ -11,7 +11,6 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/dialecttest"
 	"github.com/claimlock/claimlock/internal/testengine"
 )
 
@@ -22,27 +21,20 @@ import (
 // waiting for the reaper; a repeated ack reports every row the unknown
 // write acked as lost; and the rest of the table is claimed and acked
 // exactly once. Calls return by their deadline although the server never
-// answers, even when the release of a failed claim stalls as well. On PostgreSQL the ack+claim is one statement, held once its
-// arguments (the batch's token) are sent; on MySQL/MariaDB it is a
-// transaction, held once its COMMIT is sent.
+// answers, even when the release of a failed claim stalls as well. On
+// PostgreSQL the ack+claim is one statement, held once its arguments (the
+// batch's token) are sent; on MySQL/MariaDB it is a transaction, held once
+// its COMMIT is sent.
 func TestAckAndClaimUnknownOutcome(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{testengine.Postgres, testengine.PostgresStdlib, testengine.MySQL} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			e, ok := testengine.ByName(name)
-			if !ok {
-				e, _ = testengine.ByName(testengine.Postgres)
-			}
-			dsn := e.DSN(t)
 			ctx := context.Background()
-			direct, closeDirect, err := testengine.Connect(ctx, name, dsn, 4, dialect.Options{})
-			require.NoError(t, err)
-			t.Cleanup(closeDirect)
 			spec := dialect.ClaimTable{Table: "stall_pipe", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 				Scope: []string{"task_id"}, Pending: dialect.StatusString("PENDING"),
 				Processing: dialect.StatusString("PROCESSING"), Done: dialect.StatusString("SENT")}
-			dialecttest.CreateClaimTable(t, direct.Dialect, spec)
+			direct, pc, p := stallSetup(t, name, spec)
 			const rows, batch = 30, 10
 			for i := range rows {
 				_, err := direct.DB.ExecContext(ctx, fmt.Sprintf("INSERT INTO stall_pipe (id, task_id) VALUES (%d, 1)", i+1))
@@ -55,12 +47,6 @@ func TestAckAndClaimUnknownOutcome(t *testing.T) {
 				return n
 			}
 
-			_, target := redirect(t, name, dsn, "")
-			p := newStallProxy(t, target)
-			proxyDSN, _ := redirect(t, name, dsn, p.addr())
-			pc, closeProxied, err := testengine.Connect(ctx, name, proxyDSN, 4, dialect.Options{})
-			require.NoError(t, err)
-			t.Cleanup(closeProxied)
 			c, err := claim.New[struct{}](pc.Dialect, claim.Config{ClaimTable: spec, ScopeValues: []any{1}, BatchSize: batch}, nil)
 			require.NoError(t, err)
 			store, err := pc.Dialect.ClaimStore(spec)

@@ -159,30 +159,15 @@ func TestStalledReplies(t *testing.T) {
 	for _, name := range []string{testengine.Postgres, testengine.PostgresStdlib, testengine.MySQL} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			e, ok := testengine.ByName(name)
-			if !ok {
-				e, _ = testengine.ByName(testengine.Postgres)
-			}
-			dsn := e.DSN(t)
 			ctx := context.Background()
-			direct, closeDirect, err := testengine.Connect(ctx, name, dsn, 4, dialect.Options{})
-			require.NoError(t, err)
-			t.Cleanup(closeDirect)
 			spec := dialect.ClaimTable{Table: "stall", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 				Version: "version", Columns: []string{"payload"}, Scope: []string{"task_id"},
 				Pending: dialect.StatusString("PENDING"), Processing: dialect.StatusString("PROCESSING"), Done: dialect.StatusString("SENT")}
-			dialecttest.CreateClaimTable(t, direct.Dialect, spec)
+			direct, pc, p := stallSetup(t, name, spec)
 			for i := range 20 {
 				_, err := direct.DB.ExecContext(ctx, fmt.Sprintf("INSERT INTO stall (task_id, payload) VALUES (1, 'p%d')", i))
 				require.NoError(t, err)
 			}
-
-			_, target := redirect(t, name, dsn, "")
-			p := newStallProxy(t, target)
-			proxyDSN, _ := redirect(t, name, dsn, p.addr())
-			pc, closeProxied, err := testengine.Connect(ctx, name, proxyDSN, 4, dialect.Options{})
-			require.NoError(t, err)
-			t.Cleanup(closeProxied)
 			store, err := pc.Dialect.ClaimStore(spec)
 			require.NoError(t, err)
 			require.NoError(t, store.VerifySchema(ctx))
@@ -231,6 +216,29 @@ func TestStalledReplies(t *testing.T) {
 			require.NoError(t, err)
 		})
 	}
+}
+
+// stallSetup connects to engine name twice, directly and through a new
+// stallProxy, and creates spec's table through the direct connection.
+func stallSetup(t *testing.T, name string, spec dialect.ClaimTable) (direct, proxied *testengine.Conn, p *stallProxy) {
+	t.Helper()
+	e, ok := testengine.ByName(name)
+	if !ok {
+		e, _ = testengine.ByName(testengine.Postgres)
+	}
+	dsn := e.DSN(t)
+	ctx := context.Background()
+	direct, closeDirect, err := testengine.Connect(ctx, name, dsn, 4, dialect.Options{})
+	require.NoError(t, err)
+	t.Cleanup(closeDirect)
+	dialecttest.CreateClaimTable(t, direct.Dialect, spec)
+	_, target := redirect(t, name, dsn, "")
+	p = newStallProxy(t, target)
+	proxyDSN, _ := redirect(t, name, dsn, p.addr())
+	proxied, closeProxied, err := testengine.Connect(ctx, name, proxyDSN, 4, dialect.Options{})
+	require.NoError(t, err)
+	t.Cleanup(closeProxied)
+	return direct, proxied, p
 }
 
 // within runs fn with a context of the given deadline and fails the test
