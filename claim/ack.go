@@ -59,14 +59,14 @@ func (b *Batch[T]) AckAll(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.settle(ctx); err != nil {
-		return fmt.Errorf("claim: ack: %w", err)
+		return storeError("ack", err)
 	}
 	idx := b.openIndexes() // waiting deferred acks included: nothing is in flight
 	var lost []any
 	if len(idx) > 0 {
 		lostPos, err := b.writeDone(ctx, idx)
 		if err != nil {
-			return fmt.Errorf("claim: ack: %w", err)
+			return storeError("ack", err)
 		}
 		for _, j := range lostPos {
 			lost = append(lost, b.rows[idx[j]].ID)
@@ -153,7 +153,7 @@ func (b *Batch[T]) flushLocked(ctx context.Context, op string) error {
 		return nil
 	}
 	if err := b.settle(ctx); err != nil {
-		return fmt.Errorf("claim: %s: %w", op, err)
+		return storeError(op, err)
 	}
 	d := b.later
 	d.stop()
@@ -161,7 +161,7 @@ func (b *Batch[T]) flushLocked(ctx context.Context, op string) error {
 		idx := d.wait
 		lostPos, err := b.writeDone(ctx, idx)
 		if err != nil {
-			return fmt.Errorf("claim: %s: %w", op, err)
+			return storeError(op, err)
 		}
 		d.wait = nil
 		for _, j := range lostPos {
@@ -267,7 +267,7 @@ func (b *Batch[T]) ackLocked(ctx context.Context, idx []int) error {
 	}
 	lostPos, err := b.writeDone(ctx, all)
 	if err != nil {
-		return fmt.Errorf("claim: ack: %w", err)
+		return storeError("ack", err)
 	}
 	if len(all) > own {
 		d.wait = nil // written by this statement
@@ -393,7 +393,7 @@ func (b *Batch[T]) snoozeLocked(ctx context.Context, i int, delay time.Duration)
 	idx := []int{i}
 	n, err := b.core.store.Snooze(ctx, b.token, b.idsOf(idx), delay)
 	if err != nil {
-		return fmt.Errorf("claim: snooze: %w", err)
+		return storeError("snooze", err)
 	}
 	if n == 0 {
 		b.end(fmt.Errorf("claim: snooze: lost 1 row: %w", ErrClaimLost)) // before closeRows ends it as done

@@ -224,7 +224,7 @@ func (b *Batch[T]) Release(ctx context.Context) (int64, error) {
 	}
 	n, err := b.core.store.Release(ctx, b.token, b.idsOf(all))
 	if err != nil {
-		return 0, fmt.Errorf("claim: release: %w", err)
+		return 0, storeError("release", err)
 	}
 	b.inTx = nil
 	b.closeRows(idx)
@@ -253,7 +253,7 @@ func (b *Batch[T]) Heartbeat(ctx context.Context) (int64, error) {
 	start := time.Now()
 	n, err := b.core.store.Heartbeat(ctx, b.token)
 	if err != nil {
-		return 0, fmt.Errorf("claim: heartbeat: %w", err)
+		return 0, storeError("heartbeat", err)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

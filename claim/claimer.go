@@ -286,7 +286,7 @@ func (c *Claimer[T]) claimWith(ctx context.Context, run claimRun) (*Batch[T], er
 		// outcome, stay under the token: give them back so they are not
 		// stranded until the reaper runs.
 		k.releaseFailedClaim(ctx, token)
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, storeError("claim", err)
 	}
 	// A retried statement calls scan again from its first row: the last n
 	// rows are the ones the token holds.

@@ -3,6 +3,7 @@ package claim
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/claimlock/claimlock/dialect"
 )
@@ -106,3 +107,20 @@ func (e *RowError) Error() string { return fmt.Sprintf("claim: row %v: %v", e.ID
 
 // Unwrap returns the scan error.
 func (e *RowError) Unwrap() error { return e.Err }
+
+// storeError prefixes err, an error of the claim store's operation op, with
+// the package name, and with op unless the message names it already, so
+// that messages read "claim: ack: <cause>" and never "claim: ack: ack:
+// <cause>". The store's claim errors begin with "claim: " already (the
+// package and the operation share the name) and, like this package's own
+// errors, get nothing more.
+func storeError(op string, err error) error {
+	msg := err.Error()
+	switch {
+	case strings.HasPrefix(msg, "claim: "):
+		return fmt.Errorf("%w", err)
+	case strings.HasPrefix(msg, op+": "):
+		return fmt.Errorf("claim: %w", err)
+	}
+	return fmt.Errorf("claim: %s: %w", op, err)
+}

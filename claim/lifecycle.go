@@ -159,7 +159,7 @@ func (c *Claimer[T]) Unpark(ctx context.Context, resetAttempts bool, ids ...any)
 	p := &dialect.UnparkParams{RowFilter: c.filter(ids), ResetAttempts: resetAttempts}
 	n, err := c.core.store.Unpark(ctx, p)
 	if err != nil {
-		return n, fmt.Errorf("claim: unpark: %w", err)
+		return n, storeError("unpark", err)
 	}
 	return n, nil
 }
@@ -171,7 +171,7 @@ func (c *Claimer[T]) Unpark(ctx context.Context, resetAttempts bool, ids ...any)
 func (c *Claimer[T]) RetryNow(ctx context.Context, ids ...any) (int64, error) {
 	n, err := c.core.store.RetryNow(ctx, c.filter(ids))
 	if err != nil {
-		return n, fmt.Errorf("claim: retry now: %w", err)
+		return n, storeError("retry now", err)
 	}
 	return n, nil
 }
@@ -183,7 +183,7 @@ func (c *Claimer[T]) RetryNow(ctx context.Context, ids ...any) (int64, error) {
 func (c *Claimer[T]) List(ctx context.Context, set dialect.RowSet, olderThan time.Duration, limit int) ([]dialect.RowInfo, error) {
 	rows, err := c.core.store.List(ctx, &dialect.ListParams{Set: set, ScopeValues: c.core.scopeValues(), OlderThan: olderThan, Limit: limit})
 	if err != nil {
-		return nil, fmt.Errorf("claim: list: %w", err)
+		return nil, storeError("list", err)
 	}
 	return rows, nil
 }

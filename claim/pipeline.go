@@ -93,7 +93,7 @@ func (c *Claimer[T]) AckAllAndClaim(ctx context.Context, b *Batch[T]) (*Batch[T]
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.settle(ctx); err != nil {
-		return nil, fmt.Errorf("claim: ack and claim: %w", err)
+		return nil, storeError("ack and claim", err)
 	}
 	// The open rows include the waiting deferred acks: nothing is in flight.
 	return c.ackAndClaimLocked(ctx, b, b.openIndexes(), true)
@@ -188,7 +188,7 @@ func (b *Batch[T]) ackAllLocked(ctx context.Context, idx []int) error {
 	if len(idx) > 0 {
 		lostPos, err := b.writeDone(ctx, idx)
 		if err != nil {
-			return fmt.Errorf("claim: ack: %w", err)
+			return storeError("ack", err)
 		}
 		for _, j := range lostPos {
 			lost = append(lost, b.rows[idx[j]].ID)

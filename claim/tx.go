@@ -42,7 +42,7 @@ func (b *Batch[T]) AckTx(ctx context.Context, tx any, ids ...any) error {
 	p := b.doneParams(idx)
 	res, err := b.core.store.AckTx(ctx, tx, p)
 	if err != nil {
-		return fmt.Errorf("claim: ack: %w", err)
+		return storeError("ack", err)
 	}
 	lostPos := b.recordDone(idx, p, res)
 	b.rememberTx(idx, lostPos)
@@ -90,7 +90,7 @@ func (b *Batch[T]) ReleaseTx(ctx context.Context, tx any, ids ...any) error {
 	}
 	n, err := b.core.store.ReleaseTx(ctx, tx, b.token, b.idsOf(idx))
 	if err != nil {
-		return fmt.Errorf("claim: release: %w", err)
+		return storeError("release", err)
 	}
 	if int(n) < len(idx) {
 		// A count does not say which rows were lost; the batch considers
