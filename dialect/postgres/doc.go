@@ -43,7 +43,11 @@
 //	CREATE INDEX ... ON t (task_id, (id + 0)) WHERE status = 'PENDING'
 //	CREATE INDEX ... ON t (task_id, (id || '')) WHERE status = 'PENDING'
 //
-// (the second for text keys). The pending status is rendered as a literal
+// (the second for text keys). With a RunAt column the index ends with
+// (COALESCE(run_at, '-infinity')), and claims test runnability as
+// COALESCE(run_at, '-infinity') <= now(): an index condition, so rows
+// waiting for a later run-at are skipped inside the index instead of being
+// fetched from the table one by one. The pending status is rendered as a literal
 // in the statement (it is validated to a safe alphabet), because with
 // status = $k a generic plan cannot prove the index predicate.
 // ClaimStore.MissingIndexes reports the index when it is absent, so that

@@ -11,7 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/dialecttest"
 	"github.com/claimlock/claimlock/dialect/internal/core"
+	"github.com/claimlock/claimlock/internal/dbtest"
 )
 
 // planNode is the part of EXPLAIN (FORMAT JSON) output the plan test reads.
@@ -147,4 +149,71 @@ func TestClaimPlanUsesPartialIndex(t *testing.T) {
 
 	_, ids := claimIDs(t, st, dialect.StrategySkipLocked, 1, 10)
 	require.Equal(t, []int64{90_001, 90_002, 90_003, 90_004, 90_005, 90_006, 90_007, 90_008, 90_009, 90_010}, ids)
+}
+
+// TestClaimSkipsWaitingRowsInIndex: with a RunAt column, rows waiting for a
+// future run-at ahead of the runnable ones are skipped inside the claim
+// index, whose last column is the run-at, instead of being fetched from the
+// table one by one and filtered out. 20,000 waiting rows with the lowest
+// keys, 100 runnable ones after them: the claim reads no waiting row from
+// the table, in a custom and in a generic plan.
+func TestClaimSkipsWaitingRowsInIndex(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool := dbtest.PostgresPool(t)
+	d, err := New(ctx, pool, dialect.Options{})
+	require.NoError(t, err)
+	spec := dialect.ClaimTable{Table: "waiting", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
+		Attempts: "attempts", RunAt: "run_at", Scope: []string{"task_id"}, Pending: dialect.StatusString("PENDING"),
+		Processing: dialect.StatusString("PROCESSING"), Done: dialect.StatusString("DONE")}
+	st := dialecttest.CreateClaimTable(t, d, spec)
+	const waiting, runnable = 20_000, 100
+	_, err = pool.Exec(ctx, fmt.Sprintf(`INSERT INTO waiting (task_id, run_at)
+		SELECT 1, CASE WHEN g <= %d THEN now() + interval '1 hour' END FROM generate_series(1, %d) g`, waiting, waiting+runnable))
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `ANALYZE waiting`)
+	require.NoError(t, err)
+	claim := st.(*core.Claims).Statements()["claim skip locked"]
+	require.Contains(t, claim, `COALESCE("run_at", '-infinity') <= now()`)
+	claimIndex := dialect.IndexName("waiting", "claim")
+
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		tx, err := conn.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+mode)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, "PREPARE cl_wait (bigint, bigint, text) AS "+claim)
+		require.NoError(t, err)
+		var plan string
+		require.NoError(t, tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE cl_wait(1, 100, 'tok')").Scan(&plan))
+		_, err = tx.Exec(ctx, "DEALLOCATE cl_wait")
+		require.NoError(t, err)
+		require.NoError(t, tx.Rollback(ctx)) // the claim ran: undo it
+
+		var out []struct {
+			Plan map[string]any `json:"Plan"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(plan), &out), plan)
+		var found bool
+		var walk func(n map[string]any)
+		walk = func(n map[string]any) {
+			if n["Index Name"] == claimIndex {
+				found = true
+				require.Contains(t, n["Index Cond"], "COALESCE(run_at", "%s: the run-at is an index condition: %s", mode, plan)
+				removed, _ := n["Rows Removed by Filter"].(float64)
+				require.Zero(t, removed, "%s: waiting rows fetched from the table and filtered out: %s", mode, plan)
+				require.EqualValues(t, runnable, n["Actual Rows"], "%s: %s", mode, plan)
+			}
+			if kids, ok := n["Plans"].([]any); ok {
+				for _, k := range kids {
+					walk(k.(map[string]any))
+				}
+			}
+		}
+		walk(out[0].Plan)
+		require.True(t, found, "%s: the claim does not read the claim index: %s", mode, plan)
+	}
 }

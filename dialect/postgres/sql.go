@@ -20,7 +20,8 @@ const common = `
 {{- define "held"}}{{if .Owner}}{{.Owner}} = {{arg "owner"}}{{else}}{{template "stamp" .}} = {{arg "stamp"}}{{end}}{{end}}
 {{- define "free"}}{{if .Owner}}{{.Owner}} = NULL{{else}}{{.LockedAt}} = NULL{{end}}{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}{{end}}
 {{- define "fence"}}{{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0::bigint{{end}}{{end}}
-{{- define "runnable"}}{{if .RunAt}} AND ({{.RunAt}} IS NULL OR {{.RunAt}} <= now()){{end}}{{end}}
+{{- define "runnable"}}{{if .RunAt}} AND {{template "runat" .}} <= now(){{end}}{{end}}
+{{- define "runat"}}COALESCE({{.RunAt}}, '-infinity'){{end}}
 {{- define "delayed"}}now() + ({{arg "delay"}}::bigint * interval '1 microsecond'){{end}}
 {{- define "filter"}}{{if .Scoped}}{{scope .Scope}}{{end}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}}{{end}}
 {{- define "locked"}}{{.}} = ANY(ARRAY(SELECT {{.}} FROM cl_c)){{end}}
@@ -187,7 +188,7 @@ WHERE schemaname = COALESCE({{arg "schema"}}::text, current_schema())
   AND tablename = {{arg "table"}}::text AND indexname = {{arg "index"}}::text`,
 
 	Indexes: [5]string{
-		`CREATE INDEX IF NOT EXISTS {{.ClaimIndex}} ON {{.Table}} ({{range .Scope}}{{.}}, {{end}}({{template "order" .}})) WHERE {{.Status}} = {{.Pending}}`,
+		`CREATE INDEX IF NOT EXISTS {{.ClaimIndex}} ON {{.Table}} ({{range .Scope}}{{.}}, {{end}}({{template "order" .}}){{if .RunAt}}, ({{template "runat" .}}){{end}}) WHERE {{.Status}} = {{.Pending}}`,
 		`CREATE INDEX IF NOT EXISTS {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}})`,
 		`CREATE INDEX IF NOT EXISTS {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}})`,
 		`CREATE INDEX IF NOT EXISTS {{.ScopeIndex}} ON {{.Table}} ({{.IndexCols}})`,

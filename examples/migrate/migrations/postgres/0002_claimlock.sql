@@ -6,7 +6,7 @@ ALTER TABLE "xxx_task_target" ADD COLUMN "run_at" TIMESTAMPTZ;
 ALTER TABLE "xxx_task_target" ADD COLUMN "last_error" VARCHAR(1024);
 
 -- recommended indexes xxx_task_target lacks
-CREATE INDEX IF NOT EXISTS "xxx_task_target_cl_claim" ON "xxx_task_target" ("task_id", ("id" + 0)) WHERE "status" = 'PENDING';
+CREATE INDEX IF NOT EXISTS "xxx_task_target_cl_claim" ON "xxx_task_target" ("task_id", ("id" + 0), (COALESCE("run_at", '-infinity'))) WHERE "status" = 'PENDING';
 CREATE INDEX IF NOT EXISTS "xxx_task_target_cl_token" ON "xxx_task_target" ("cron_token");
 CREATE INDEX IF NOT EXISTS "xxx_task_target_cl_reap" ON "xxx_task_target" ("status", "send_at");
 CREATE INDEX IF NOT EXISTS "xxx_task_target_cl_scope" ON "xxx_task_target" ("task_id", "status", "send_at");
