@@ -68,7 +68,9 @@ func (k *Locker) checkKey(key any) error {
 // If the statement fails in a way that leaves its outcome unknown (a
 // cancelled context, a broken connection), Acquire releases the token it
 // may have taken, so an unseen acquisition does not block the key for a
-// whole TTL.
+// whole TTL. It waits for that release only while ctx lasts (then it goes
+// on in the background), so a stalled server never holds Acquire past
+// ctx's deadline.
 //
 // Until one succeeds, each Acquire first checks the table against the
 // catalog ([dialect.LeaseStore.VerifySchema]): a missing table or column,
@@ -132,13 +134,24 @@ func (k *Locker) Verify(ctx context.Context) error {
 	return nil
 }
 
-// cleanup releases owner's possible hold on key, ignoring the caller's
-// cancellation.
+// cleanup releases owner's possible hold on key. The release runs on its
+// own deadline (releaseTimeout), not ctx's: the acquisition may have failed
+// because ctx ended. The caller waits for it only while ctx lasts, so
+// Acquire still returns by its context's deadline when the server stalls;
+// past that the release finishes in the background.
 func (k *Locker) cleanup(ctx context.Context, key any, owner string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	defer cancel()
-	if _, err := k.store.Release(ctx, key, owner, time.Time{}); err != nil {
-		k.cfg.Logger.Warn("tasklock: could not release an acquisition of unknown outcome; it expires after the TTL", "key", key, "err", err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		if _, err := k.store.Release(rctx, key, owner, time.Time{}); err != nil {
+			k.cfg.Logger.Warn("tasklock: could not release an acquisition of unknown outcome; it expires after the TTL", "key", key, "err", err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
 	}
 }
 

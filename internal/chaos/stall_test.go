@@ -17,6 +17,7 @@ import (
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/dialecttest"
 	"github.com/claimlock/claimlock/internal/testengine"
+	"github.com/claimlock/claimlock/tasklock"
 )
 
 // Proxy modes: pass everything; hold every reply; hold the replies of a
@@ -256,5 +257,46 @@ func within(t *testing.T, deadline time.Duration, fn func(context.Context) error
 	case <-time.After(deadline + 2*time.Second):
 		t.Fatalf("still running %v after a deadline of %v", time.Since(start), deadline)
 		return nil
+	}
+}
+
+// TestStalledLeaseAcquire holds every reply while a lease is acquired: the
+// acquisition's outcome is unknown, and its clean-up release stalls too.
+// Acquire still returns by its context's deadline (the release goes on in
+// the background), and once replies flow again the key can be acquired:
+// the clean-up released it, or it expired.
+func TestStalledLeaseAcquire(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{testengine.Postgres, testengine.PostgresStdlib, testengine.MySQL} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			spec := dialect.ClaimTable{Table: "stall_lease_items", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
+				Pending: dialect.StatusString("PENDING"), Processing: dialect.StatusString("PROCESSING"), Done: dialect.StatusString("SENT")}
+			direct, pc, p := stallSetup(t, name, spec)
+			ctx := context.Background()
+			ddl, err := direct.Dialect.CreateTableDDL(dialect.LeaseTableDef("stall_leases", 64))
+			require.NoError(t, err)
+			require.NoError(t, direct.Dialect.ExecDDL(ctx, ddl))
+			k, err := tasklock.New(pc.Dialect, tasklock.Config{Table: dialect.KeyedLeaseTable("stall_leases", 64), TTL: 2 * time.Second})
+			require.NoError(t, err)
+			require.NoError(t, k.Verify(ctx))
+
+			p.mode.Store(holdReplies)
+			err = within(t, time.Second, func(ctx context.Context) error {
+				_, err := k.Acquire(ctx, "job")
+				return err
+			})
+			p.mode.Store(passReplies)
+			require.Error(t, err)
+
+			require.Eventually(t, func() bool {
+				l, err := k.Acquire(ctx, "job")
+				if err != nil {
+					return false
+				}
+				_, err = l.Release(ctx)
+				return err == nil
+			}, 10*time.Second, 50*time.Millisecond, "the key stays held")
+		})
 	}
 }
