@@ -300,3 +300,42 @@ func TestStalledLeaseAcquire(t *testing.T) {
 		})
 	}
 }
+
+// TestStalledNotify holds the replies to the notification PostgreSQL
+// stores send after a release returned rows to pending: the release has
+// committed, and it still returns by its context's deadline instead of
+// waiting for the notification's own.
+func TestStalledNotify(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{testengine.Postgres, testengine.PostgresStdlib} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			spec := dialect.ClaimTable{Table: "stall_notify", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
+				Scope: []string{"task_id"}, Pending: dialect.StatusString("PENDING"),
+				Processing: dialect.StatusString("PROCESSING"), Done: dialect.StatusString("SENT")}
+			direct, pc, p := stallSetup(t, name, spec)
+			ctx := context.Background()
+			_, err := direct.DB.ExecContext(ctx, "INSERT INTO stall_notify (task_id) SELECT 1 FROM generate_series(1, 5)")
+			require.NoError(t, err)
+			store, err := pc.Dialect.ClaimStore(spec)
+			require.NoError(t, err)
+			tok := dialect.NewToken()
+			n, err := store.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: 5, ScopeValues: []any{1}, Strategy: dialect.StrategySkipLocked},
+				func(dialect.Scanner) error { return nil })
+			require.NoError(t, err)
+			require.Equal(t, 5, n)
+
+			p.match = []byte("pg_notify")
+			p.mode.Store(holdAfterMatch)
+			err = within(t, time.Second, func(ctx context.Context) error {
+				_, err := store.Release(ctx, tok, nil)
+				return err
+			})
+			p.mode.Store(passReplies)
+			require.NoError(t, err, "the release committed; only its notification stalled")
+			var pending int
+			require.NoError(t, direct.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM stall_notify WHERE status = 'PENDING' AND token IS NULL").Scan(&pending))
+			require.Equal(t, 5, pending)
+		})
+	}
+}

@@ -37,14 +37,27 @@ func (s *Claims) Ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResu
 // committed statement. A notification that cannot be sent is logged, never
 // returned: the rows are pending already, and idle claimers find them by
 // polling.
+//
+// The notification runs on its own deadline (notifyTimeout), not ctx's, so
+// a caller whose context ends right after the commit still wakes the other
+// processes; the caller waits for it only while ctx lasts, so a stalled
+// server never holds the operation past ctx's deadline.
 func (s *Claims) pending(ctx context.Context, scopeValues []any, n int64) {
 	if n <= 0 || s.E.Notify == nil {
 		return
 	}
-	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyTimeout)
-	defer cancel()
-	if err := s.E.Notify(nctx, s.Spec, scopeValues); err != nil {
-		s.E.Logger.Warn("claimlock: could not notify other processes of pending rows; they will find them by polling",
-			"table", s.Spec.Table, "err", err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyTimeout)
+		defer cancel()
+		if err := s.E.Notify(nctx, s.Spec, scopeValues); err != nil {
+			s.E.Logger.Warn("claimlock: could not notify other processes of pending rows; they will find them by polling",
+				"table", s.Spec.Table, "err", err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
 	}
 }
