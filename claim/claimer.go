@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/detach"
 )
 
 // Claimer claims batches of pending rows from one table (and scope). It is
@@ -218,26 +219,17 @@ func (c *Claimer[T]) claimVia(ctx context.Context, run claimRun) (*Batch[T], err
 // failedClaimRelease bounds the release of a failed claim's rows.
 const failedClaimRelease = 30 * time.Second
 
-// releaseFailedClaim releases the rows a failed claim may hold under token.
-// The release runs on its own deadline (failedClaimRelease), not ctx's:
-// the claim may have failed because ctx ended. The caller waits for it
-// only while ctx lasts, so an operation still returns by its context's
-// deadline (a stalled server would otherwise hold it for the whole
-// release); past that the release finishes in the background.
+// releaseFailedClaim releases the rows a failed claim may hold under token,
+// on its own deadline (failedClaimRelease), not ctx's: the claim may have
+// failed because ctx ended. The caller waits for it only while ctx lasts,
+// so an operation still returns by its context's deadline when the server
+// stalls; past that the release finishes in the background.
 func (k *core) releaseFailedClaim(ctx context.Context, token string) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failedClaimRelease)
-		defer cancel()
-		if _, err := k.store.Release(rctx, token, nil); err != nil {
+	detach.Run(ctx, failedClaimRelease, func(ctx context.Context) {
+		if _, err := k.store.Release(ctx, token, nil); err != nil {
 			k.logger.Warn("claimlock: could not release rows of a failed claim; the reaper will", "token", token, "err", err)
 		}
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
+	})
 }
 
 // claimWith claims one batch with run.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/detach"
 )
 
 // releaseTimeout bounds the clean-up statements the library runs on its own
@@ -140,19 +141,11 @@ func (k *Locker) Verify(ctx context.Context) error {
 // Acquire still returns by its context's deadline when the server stalls;
 // past that the release finishes in the background.
 func (k *Locker) cleanup(ctx context.Context, key any, owner string) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		defer cancel()
-		if _, err := k.store.Release(rctx, key, owner, time.Time{}); err != nil {
+	detach.Run(ctx, releaseTimeout, func(ctx context.Context) {
+		if _, err := k.store.Release(ctx, key, owner, time.Time{}); err != nil {
 			k.cfg.Logger.Warn("tasklock: could not release an acquisition of unknown outcome; it expires after the TTL", "key", key, "err", err)
 		}
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
+	})
 }
 
 // AcquireWait calls [Locker.Acquire] until it succeeds, sleeping between

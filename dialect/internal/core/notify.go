@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/detach"
 )
 
 // notifyTimeout bounds one notification sent after rows went back to
@@ -46,18 +47,10 @@ func (s *Claims) pending(ctx context.Context, scopeValues []any, n int64) {
 	if n <= 0 || s.E.Notify == nil {
 		return
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyTimeout)
-		defer cancel()
-		if err := s.E.Notify(nctx, s.Spec, scopeValues); err != nil {
+	detach.Run(ctx, notifyTimeout, func(ctx context.Context) {
+		if err := s.E.Notify(ctx, s.Spec, scopeValues); err != nil {
 			s.E.Logger.Warn("claimlock: could not notify other processes of pending rows; they will find them by polling",
 				"table", s.Spec.Table, "err", err)
 		}
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
+	})
 }
