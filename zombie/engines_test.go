@@ -73,22 +73,7 @@ func forEachEngine(t *testing.T, fn func(t *testing.T, e *env)) {
 }
 
 // rebind turns ? placeholders into $n for PostgreSQL.
-func (e *env) rebind(q string) string {
-	if !e.dollar {
-		return q
-	}
-	var b strings.Builder
-	n := 0
-	for _, c := range q {
-		if c == '?' {
-			n++
-			fmt.Fprintf(&b, "$%d", n)
-			continue
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
+func (e *env) rebind(q string) string { return testengine.Rebind(q, e.dollar) }
 
 func (e *env) exec(t testing.TB, q string, args ...any) {
 	t.Helper()

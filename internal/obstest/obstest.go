@@ -8,7 +8,6 @@ package obstest
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -88,22 +87,7 @@ func (f *Fixture) Exec(t testing.TB, q string, args ...any) {
 }
 
 // Rebind rewrites ? placeholders to $n where the engine needs it.
-func (f *Fixture) Rebind(q string) string {
-	if !f.Dollar {
-		return q
-	}
-	var b strings.Builder
-	n := 0
-	for _, r := range q {
-		if r == '?' {
-			n++
-			fmt.Fprintf(&b, "$%d", n)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+func (f *Fixture) Rebind(q string) string { return testengine.Rebind(q, f.Dollar) }
 
 // Count returns the number of rows of the table matching where (SQL with ?
 // placeholders).

@@ -7,6 +7,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -154,4 +155,23 @@ func Open(t testing.TB, e Engine, maxConns int) *Conn {
 	require.NoError(t, err)
 	t.Cleanup(closeFn)
 	return c
+}
+
+// Rebind rewrites the ? placeholders of q to $1, $2, ... when dollar is set
+// (PostgreSQL), for tests that write one statement for every engine.
+func Rebind(q string, dollar bool) string {
+	if !dollar {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range q {
+		if c == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }
