@@ -40,7 +40,11 @@ func TestObserverLeaseEvents(t *testing.T) {
 	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e engine) {
 		rec := &leaseRecorder{}
-		k, _ := setup(t, e, tasklock.Config{TTL: 800 * time.Millisecond, SafetyMargin: 100 * time.Millisecond,
+		// The keep-alive must find the force-release (within an interval)
+		// long before the local deadline could end the lease instead: with
+		// a TTL of 800 ms a loaded CI run saw the deadline win.
+		const ttl = 3 * time.Second
+		k, _ := setup(t, e, tasklock.Config{TTL: ttl, SafetyMargin: 300 * time.Millisecond,
 			RenewInterval: 200 * time.Millisecond, Hooks: tasklock.Hooks{Observer: rec}})
 		ctx := context.WithValue(ctxT(t), traceKey{}, "caller")
 
@@ -75,7 +79,7 @@ func TestObserverLeaseEvents(t *testing.T) {
 			require.Equal(t, "caller", marks[i], "event %d (%s) carries the caller's values", i, ev.Op)
 			require.Equal(t, "job", ev.Key)
 			require.NotEmpty(t, ev.Table)
-			require.Equal(t, 800*time.Millisecond, ev.TTL)
+			require.Equal(t, ttl, ev.TTL)
 		}
 		require.Equal(t, []tasklock.Op{tasklock.OpAcquire, tasklock.OpAcquire, tasklock.OpRenew, tasklock.OpRelease, tasklock.OpAcquire, tasklock.OpForceRelease}, ops)
 		require.True(t, fg[0].OK)
