@@ -98,9 +98,9 @@ func ExampleAlterTaskTableDDL() {
 		fmt.Println(s)
 	}
 	// Output:
-	// ALTER TABLE "xxx_task" ADD COLUMN "lock_owner" VARCHAR(40)
-	// -- ALTER TABLE "xxx_task" ADD COLUMN "lock_expires_at" <the type of "lock_at">
-	// ALTER TABLE "xxx_task" ADD COLUMN "lock_fence" BIGINT NOT NULL DEFAULT 0
+	// ALTER TABLE `xxx_task` ADD COLUMN `lock_owner` VARCHAR(40)
+	// -- ALTER TABLE `xxx_task` ADD COLUMN `lock_expires_at` <the type of `lock_at`>
+	// ALTER TABLE `xxx_task` ADD COLUMN `lock_fence` BIGINT NOT NULL DEFAULT 0
 }
 
 // ExampleConfig_minHold runs a job scheduled on many hosts once per window:

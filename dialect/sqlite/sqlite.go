@@ -149,8 +149,14 @@ func atLeast(version string, major, minor int) bool {
 	return ma > major || ma == major && mi >= minor
 }
 
-// quote quotes one identifier part that was validated already.
-var quote = core.QuoteWith('"')
+// quote quotes one identifier part that was validated already. SQLite
+// takes a double-quoted name it cannot resolve to a column for a string
+// literal (its "double-quoted string literal" compatibility rule): a column
+// dropped or misspelt after verification would then read as its own name,
+// and `WHERE "status" = 'PENDING'` would compare two strings. A
+// backquoted name is always an identifier, so a missing column fails the
+// statement instead.
+var quote = core.QuoteWith('`')
 
 // checkTime keeps the two time conventions apart: a column declared as a
 // date or text type holds text dates in the application's code, and gets
@@ -189,6 +195,12 @@ func classify(err error) dialect.ErrorClass {
 	switch se.Code() {
 	case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
 		return dialect.ClassDuplicate
+	}
+	switch se.Code() & 0xff {
+	// SQLITE_ERROR is a statement SQLite refuses as written (no such table
+	// or column, a syntax error); the others refuse the data or the access.
+	case sqlite3.SQLITE_ERROR, sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_MISMATCH, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH:
+		return dialect.ClassPermanent
 	}
 	return dialect.ClassOther
 }
