@@ -86,6 +86,12 @@ const (
 	// ran, so it is retried like a conflict (on another node, through
 	// mysql.OpenCluster, which drops such connections).
 	ClassUnavailable
+	// ClassPermanent: the statement cannot succeed against this database
+	// as it stands, and running it again fails the same way until someone
+	// changes the schema, the grants or the configuration: a missing table
+	// or column, a permission denied, a value its column cannot hold.
+	// Claim loops stop on it ([IsPermanent]) instead of retrying forever.
+	ClassPermanent
 )
 
 // Retryable reports whether the whole statement or transaction that failed
@@ -98,6 +104,15 @@ func (c ErrorClass) Retryable() bool {
 		return true
 	}
 	return false
+}
+
+// IsPermanent reports whether err cannot go away by running the operation
+// again: an error wrapping [ErrInvalidConfig] or [ErrNotSupported], or an
+// engine error of [ClassPermanent]. Loops that retry failed operations (the
+// claimer's Run) stop on it and return it, so that a misconfiguration is
+// reported once instead of logged at every poll.
+func IsPermanent(err error) bool {
+	return errors.Is(err, ErrInvalidConfig) || errors.Is(err, ErrNotSupported) || ClassifyError(err) == ClassPermanent
 }
 
 var (

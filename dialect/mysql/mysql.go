@@ -333,6 +333,26 @@ func isErrNumber(err error, n uint16) bool {
 // classify sorts go-sql-driver/mysql errors. mysql.ErrInvalidConn means
 // the statement may or may not have run; only idempotent operations are
 // re-run after it.
+// permanentErrors are the server errors of statements that fail the same
+// way until the schema, grants or data change.
+var permanentErrors = map[uint16]bool{
+	1044: true, // access denied to a database
+	1048: true, // column cannot be null
+	1054: true, // unknown column
+	1064: true, // syntax error
+	1142: true, // command denied on a table
+	1143: true, // command denied on a column
+	1146: true, // table does not exist
+	1264: true, // out of range value for a column
+	1265: true, // data truncated for a column
+	1292: true, // incorrect value (a date, a number)
+	1366: true, // incorrect value for a column
+	1406: true, // data too long for a column
+	1452: true, // a foreign key constraint fails
+	3819: true, // a check constraint is violated (MySQL)
+	4025: true, // a check constraint is violated (MariaDB)
+}
+
 func classify(err error) dialect.ErrorClass {
 	var me *gomysql.MySQLError
 	if errors.As(err, &me) {
@@ -347,6 +367,9 @@ func classify(err error) dialect.ErrorClass {
 			return dialect.ClassReadOnly
 		case errNotPrimary:
 			return dialect.ClassUnavailable
+		}
+		if permanentErrors[me.Number] {
+			return dialect.ClassPermanent
 		}
 		return dialect.ClassOther
 	}

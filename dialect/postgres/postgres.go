@@ -163,6 +163,28 @@ const (
 	codeAdminShutdown        = "57P01"
 )
 
+// permanentCode reports the SQLSTATEs of statements that fail the same way
+// until the schema, grants or data change: class 42 (syntax error or access
+// rule violation: undefined table or column, insufficient privilege), class
+// 22 (data exception: a value out of its column's range, too long, of the
+// wrong type), 0A (feature not supported), and the integrity violations
+// other than a duplicate key (a NULL into a NOT NULL column, a check
+// constraint).
+func permanentCode(code string) bool {
+	if len(code) != 5 {
+		return false
+	}
+	switch code[:2] {
+	case "42", "22", "0A":
+		return true
+	}
+	switch code {
+	case "23502", "23503", "23514":
+		return true
+	}
+	return false
+}
+
 // classify sorts pgx errors. Connection errors are those pgx reports as
 // safe to retry (nothing was sent) and broken network connections.
 func classify(err error) dialect.ErrorClass {
@@ -181,6 +203,9 @@ func classify(err error) dialect.ErrorClass {
 			return dialect.ClassDuplicate
 		case codeAdminShutdown:
 			return dialect.ClassConnection
+		}
+		if permanentCode(pe.Code) {
+			return dialect.ClassPermanent
 		}
 		return dialect.ClassOther
 	}
