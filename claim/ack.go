@@ -354,8 +354,8 @@ func (b *Batch[T]) Fail(ctx context.Context, id any, cause error) error {
 // can be claimed again once delay has passed on the database clock (it is
 // still parked if its attempts reached Config.MaxAttempts). Use it for
 // failures that say when to come back (an HTTP 429's Retry-After). It needs
-// a RunAt column (else an error wrapping [ErrInvalidConfig]); delay must
-// not be negative.
+// RunAt and Attempts columns (else an error wrapping [ErrInvalidConfig]);
+// delay must not be negative.
 func (b *Batch[T]) FailAfter(ctx context.Context, id any, cause error, delay time.Duration) error {
 	if err := b.core.checkDelay("fail after", delay); err != nil {
 		return err
@@ -432,11 +432,7 @@ func (b *Batch[T]) failWith(ctx context.Context, idx []int, cause error, delay t
 	failed := len(idx) - len(res.Lost)
 	k.hooks.fail(failed)
 	if failed > 0 {
-		parked := len(res.Parked)
-		if p.Outcome == dialect.OutcomeFailed {
-			parked = failed
-		}
-		k.logger.Warn("claimlock: processing failed", "token", b.token, "rows", failed, "parked", parked, "retry_in", p.Delay, "err", cause)
+		k.logFailed(b.token, p, res, cause)
 	}
 	if len(res.Lost) == 0 {
 		return nil

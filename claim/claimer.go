@@ -88,13 +88,14 @@ func New[T any](d dialect.Dialect, cfg Config, fields func(*T) []any) (*Claimer[
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
+	maxAttempts, _ := spec.MaxAttempts(cfg.MaxAttempts) // validated by Resolve
 	logger := cfg.Logger
 	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+		logger = slog.Default()
 	}
 	k := &core{
 		d: d, store: store, spec: spec, scope: slices.Clone(cfg.ScopeValues), strategy: strategy,
-		limit: cfg.batchSize(), maxAttempts: cfg.MaxAttempts, failMode: cfg.FailMode, backoff: cfg.backoff(spec),
+		limit: cfg.batchSize(), maxAttempts: maxAttempts, failMode: cfg.failMode(spec), backoff: cfg.backoff(spec),
 		ackDelay: cfg.ackDelay(), ackBuffer: cfg.ackBuffer(), gate: cfg.claimGate(caps),
 		reapTimeout: cfg.ReapTimeout, margin: cfg.safetyMargin(),
 		logger: logger.With("table", spec.Table), hooks: cfg.Hooks,
@@ -130,7 +131,7 @@ func (k *core) verify(ctx context.Context) error {
 		return nil
 	}
 	if err := k.store.VerifySchema(ctx); err != nil {
-		return fmt.Errorf("claim: verify: %w", err)
+		return storeError("verify schema", err)
 	}
 	k.verified.Store(true)
 	return nil
@@ -334,21 +335,22 @@ func (c *Claimer[T]) salvage(ctx context.Context, token string) ([]Row[T], []Row
 	return rows, bad, nil
 }
 
-// failUnreadable fails, under the claim's token, the rows the caller's
-// destinations could not hold, exactly as [Batch.Fail] would (retried and
-// parked at MaxAttempts, or parked at once with FailPark), so that one such
-// row neither blocks its scope nor stays processing. It returns them, with
-// a row whose fail could not be written marked in its error.
+// failUnreadable parks, under the claim's token, the rows the caller's
+// destinations could not hold, so that one such row neither blocks its
+// scope nor stays processing. Reading it again would fail the same way, so
+// it is parked at once, with the error stored, whatever the fail mode; an
+// operator unparks it once the row or the row type is mended. It returns
+// them, with a row whose park could not be written marked in its error.
 func (k *core) failUnreadable(ctx context.Context, token string, rows []RowError) []RowError {
 	ids := make([]any, len(rows))
 	for i, r := range rows {
 		ids[i] = r.ID
 	}
-	p := k.failParams(token, ids, fmt.Errorf("claimlock: the row could not be read into the row type: %w", rows[0].Err), k.retryDelay(1), k.failMode)
+	p := k.failParams(token, ids, fmt.Errorf("claimlock: the row could not be read into the row type: %w", rows[0].Err), 0, FailPark)
 	res, err := k.store.Ack(ctx, p)
 	k.hooks.fail(len(rows) - len(res.Lost))
 	for _, r := range rows {
-		k.logger.Warn("claimlock: a claimed row could not be read into the row type; failed it", "token", token, "id", r.ID, "err", r.Err)
+		k.logger.Error("claimlock: a claimed row could not be read into the row type; parked it", "token", token, "id", r.ID, "err", r.Err)
 	}
 	if err != nil {
 		// The rows stay under the token until a reaper returns them.
@@ -432,7 +434,7 @@ func (c *Claimer[T]) scan(s dialect.Scanner) (Row[T], error) {
 func (c *Claimer[T]) Stats(ctx context.Context) (dialect.Stats, error) {
 	st, err := c.core.store.Stats(ctx, c.core.scopeValues())
 	if err != nil {
-		return st, fmt.Errorf("claim: stats: %w", err)
+		return st, storeError("stats", err)
 	}
 	return st, nil
 }

@@ -271,11 +271,11 @@ func TestTextKeysAndIntegerStatuses(t *testing.T) {
 		require.Equal(t, []any{"a", "b", "c"}, b.IDs())
 		require.Equal(t, "o4", b.Rows()[0].Value.OpenID)
 		require.NoError(t, b.Ack(ctx, []byte("b")))
-		require.NoError(t, b.Fail(ctx, "a", errors.New("x")))
+		require.NoError(t, b.Fail(ctx, "a", errors.New("x"))) // no Attempts column: parked at once
 		_, err = b.Release(ctx)
 		require.NoError(t, err)
 		st, err := c.Stats(ctx)
 		require.NoError(t, err)
-		require.Equal(t, [3]int64{4, 0, 1}, [3]int64{st.Pending, st.Processing, st.Done})
+		require.Equal(t, [4]int64{3, 0, 1, 1}, [4]int64{st.Pending, st.Processing, st.Done, st.Failed})
 	})
 }

@@ -25,10 +25,15 @@ const (
 type FailMode int
 
 const (
+	// FailAuto retries a failed row (as FailRetry) where the table counts
+	// attempts (an Attempts column), and parks it at once (as FailPark)
+	// where it does not: a row whose claims are not counted could
+	// otherwise be retried forever.
+	FailAuto FailMode = iota
 	// FailRetry returns a failed row to pending so that it is claimed again,
 	// or parks it with the failed status once its attempts reach
-	// [Config.MaxAttempts] (when that is set).
-	FailRetry FailMode = iota
+	// [Config.MaxAttempts]. It needs an Attempts column.
+	FailRetry
 	// FailPark sets a failed row to the failed status at once.
 	FailPark
 )
@@ -87,11 +92,16 @@ type Config struct {
 	// Strategy is how rows are claimed; [dialect.StrategyAuto] (the zero
 	// value) picks the server's preferred one.
 	Strategy dialect.Strategy
-	// MaxAttempts, if positive, parks a row with the failed status when
-	// [Batch.Fail] fails it after this many claims. It needs the Attempts
-	// column and a Failed status.
+	// MaxAttempts is how many claims a row may take: [Batch.Fail] parks a
+	// row with the failed status instead of retrying it once its attempts
+	// reached MaxAttempts. With an Attempts column zero means
+	// [dialect.DefaultMaxAttempts]; without one claims are not counted,
+	// MaxAttempts must be zero, and a failure parks its row at once
+	// ([FailAuto]).
 	MaxAttempts int
-	// FailMode says what [Batch.Fail] does; default [FailRetry].
+	// FailMode says what [Batch.Fail] does; default [FailAuto]: retry
+	// where the table has an Attempts column, park at once where it has
+	// not.
 	FailMode FailMode
 	// Backoff, with a RunAt column, is how long a row retried by
 	// [Batch.Fail] waits before it can be claimed again, given how many
@@ -143,7 +153,7 @@ type Config struct {
 	// ReapTimeout, and is an error without it.
 	SafetyMargin time.Duration
 	// Logger receives warnings (missing indexes, lost claims, failures);
-	// nil discards them.
+	// nil means slog.Default().
 	Logger *slog.Logger
 	// Hooks are optional metric callbacks.
 	Hooks Hooks
@@ -207,22 +217,33 @@ func (c Config) validateOptions(spec dialect.ClaimTable) error {
 	if err := c.validateLoss(); err != nil {
 		return err
 	}
-	if err := spec.CheckMaxAttempts(c.MaxAttempts); err != nil {
+	if _, err := spec.MaxAttempts(c.MaxAttempts); err != nil {
 		return fmt.Errorf("claim: %w", err)
 	}
 	if c.Backoff != nil && spec.RunAt == "" {
 		return invalid("Backoff", "needs a RunAt column")
 	}
 	switch c.FailMode {
+	case FailAuto, FailPark:
 	case FailRetry:
-	case FailPark:
-		if !spec.Failed.IsSet() {
-			return invalid("FailMode", "FailPark needs a Failed status value")
+		if spec.Attempts == "" {
+			return invalid("FailMode", "FailRetry needs an Attempts column: without one a row that keeps failing would be retried forever (FailAuto parks it at once)")
 		}
 	default:
 		return invalid("FailMode", "unknown mode %d", int(c.FailMode))
 	}
 	return nil
+}
+
+// failMode resolves FailAuto for the table spec.
+func (c Config) failMode(spec dialect.ClaimTable) FailMode {
+	if c.FailMode != FailAuto {
+		return c.FailMode
+	}
+	if spec.Attempts == "" {
+		return FailPark
+	}
+	return FailRetry
 }
 
 func (c Config) batchSize() int {

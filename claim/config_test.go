@@ -40,7 +40,10 @@ func TestConfigRejectsBadInput(t *testing.T) {
 		{"long status", func(c *claim.Config) { c.Done = str(strings.Repeat("D", 65)) }, "Done"},
 		{"mixed string and int statuses", func(c *claim.Config) { c.Pending = num(0) }, "Processing"},
 		{"integer statuses need Done", func(c *claim.Config) { c.Pending, c.Processing = num(0), num(1) }, "Done"},
-		{"mixed explicit statuses", func(c *claim.Config) { c.Pending, c.Processing, c.Done = num(0), num(1), str("DONE") }, "mix"},
+		{"integer statuses need Failed", func(c *claim.Config) { c.Pending, c.Processing, c.Done = num(0), num(1), num(2) }, "Failed"},
+		{"mixed explicit statuses", func(c *claim.Config) {
+			c.Pending, c.Processing, c.Done, c.Failed = num(0), num(1), str("DONE"), num(3)
+		}, "mix"},
 		{"duplicate status", func(c *claim.Config) { c.Done = str("PENDING") }, "used twice"},
 		{"table injection", func(c *claim.Config) { c.Table = "t; DROP TABLE x" }, "Table"},
 		{"double quote", func(c *claim.Config) { c.Table = `a"b` }, "Table"},
@@ -52,14 +55,9 @@ func TestConfigRejectsBadInput(t *testing.T) {
 		{"bad scope column", func(c *claim.Config) { c.Scope[0] = "task-id" }, "Scope[0]"},
 		{"same column twice", func(c *claim.Config) { c.Token = "status" }, "Token"},
 		{"max attempts without column", func(c *claim.Config) { c.MaxAttempts = 3 }, "MaxAttempts"},
-		{"max attempts without failed status", func(c *claim.Config) {
-			c.Attempts, c.MaxAttempts = "attempts", 3
-			c.Pending, c.Processing, c.Done = num(0), num(1), num(2)
-		}, "MaxAttempts"},
 		{"negative max attempts", func(c *claim.Config) { c.MaxAttempts = -1 }, "MaxAttempts"},
-		{"park without failed status", func(c *claim.Config) {
-			c.Pending, c.Processing, c.Done, c.FailMode = num(0), num(1), num(2), claim.FailPark
-		}, "FailMode"},
+		{"retry without attempts column", func(c *claim.Config) { c.FailMode = claim.FailRetry }, "FailMode"},
+		{"unknown fail mode", func(c *claim.Config) { c.FailMode = 7 }, "FailMode"},
 		{"unknown strategy", func(c *claim.Config) { c.Strategy = 9 }, "Strategy"},
 		{"unknown id kind", func(c *claim.Config) { c.IDKind = 5 }, "IDKind"},
 		{"claim concurrency too large", func(c *claim.Config) { c.ClaimConcurrency = 1 << 20 }, "ClaimConcurrency"},
@@ -111,11 +109,11 @@ func TestConfigDefaults(t *testing.T) {
 	require.Equal(t, [2]string{"cron_token", "SENT"}, [2]string{spec.Token, spec.Done.String()})
 	require.Equal(t, "PENDING", spec.Pending.String())
 
-	// Integer statuses: Failed is optional.
+	// Integer statuses have no defaults: all four are set.
 	spec, err = claim.Config{ClaimTable: dialect.ClaimTable{
-		Table: "jobs", Pending: dialect.StatusInt(0), Processing: dialect.StatusInt(1), Done: dialect.StatusInt(2),
+		Table: "jobs", Pending: dialect.StatusInt(0), Processing: dialect.StatusInt(1), Done: dialect.StatusInt(2), Failed: dialect.StatusInt(3),
 	}}.Resolve()
 	require.NoError(t, err)
 	require.True(t, spec.Pending.IsNumeric())
-	require.False(t, spec.Failed.IsSet())
+	require.True(t, spec.Failed.IsSet())
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 
@@ -74,6 +75,9 @@ func (k *core) checkDelay(op string, delay time.Duration) error {
 	if k.spec.RunAt == "" {
 		return fmt.Errorf("claim: %s: %w: needs a RunAt column", op, ErrInvalidConfig)
 	}
+	if op == "fail after" && k.spec.Attempts == "" {
+		return fmt.Errorf("claim: %s: %w: needs an Attempts column (a retried row must be counted, so that one that keeps failing is parked)", op, ErrInvalidConfig)
+	}
 	if delay < 0 {
 		return fmt.Errorf("claim: %s: %w: negative delay %v", op, ErrInvalidConfig, delay)
 	}
@@ -96,6 +100,51 @@ func (k *core) failParams(token string, ids []any, cause error, delay time.Durat
 	return p
 }
 
+// logFailed logs a committed fail p of the batch token: the rows failed
+// (their keys, up to ten), which of them were parked, and the delay of those
+// retried.
+func (k *core) logFailed(token string, p *dialect.AckParams, res dialect.AckResult, cause error) {
+	lost := make(map[int]bool, len(res.Lost))
+	for _, j := range res.Lost {
+		lost[j] = true
+	}
+	parkedAt := make(map[int]bool, len(res.Parked))
+	for _, j := range res.Parked {
+		parkedAt[j] = true
+	}
+	var retried, parked []any
+	for j, id := range p.IDs {
+		switch {
+		case lost[j]:
+		case p.Outcome == dialect.OutcomeFailed || parkedAt[j]:
+			parked = append(parked, id)
+		default:
+			retried = append(retried, id)
+		}
+	}
+	attrs := []any{"token", token}
+	if len(parked) > 0 {
+		attrs = append(attrs, "parked", keyList(parked))
+	}
+	if len(retried) > 0 {
+		attrs = append(attrs, "retried", keyList(retried), "retry_in", p.Delay)
+	}
+	attrs = append(attrs, "err", cause)
+	msg := "claimlock: processing failed; retrying"
+	if len(retried) == 0 {
+		msg = "claimlock: processing failed; parked"
+	}
+	k.logger.Warn(msg, attrs...)
+}
+
+// keyList shows at most ten keys, and how many more there are.
+func keyList(ids []any) any {
+	if len(ids) <= 10 {
+		return ids
+	}
+	return fmt.Sprintf("%v and %d more", ids[:10], len(ids)-10)
+}
+
 // RetryAfterError is a handler error that asks [Claimer.Run] to retry the
 // row after Delay ([Batch.FailAfter]) instead of after the backoff.
 type RetryAfterError struct {
@@ -106,8 +155,9 @@ type RetryAfterError struct {
 }
 
 // RetryAfter returns a handler error that fails the row with err and has
-// it retried after delay (needs a RunAt column; without one it is an
-// ordinary failure).
+// it retried after delay ([Batch.FailAfter]). It needs RunAt and Attempts
+// columns; without them Run logs a warning and fails the row as any other
+// error (retried at once without RunAt; parked at once without Attempts).
 func RetryAfter(delay time.Duration, err error) error {
 	return &RetryAfterError{Delay: delay, Err: err}
 }
@@ -127,24 +177,36 @@ type SnoozeError struct {
 	Delay time.Duration
 }
 
-// SnoozeFor returns a handler error that snoozes the row for delay (needs a
-// RunAt column; without one the row fails).
+// SnoozeFor returns a handler error that snoozes the row for delay. It
+// needs a RunAt column; without one Run logs a warning and fails the row as
+// any other error (a snooze that cannot wait would be claimed again at
+// once, forever).
 func SnoozeFor(delay time.Duration) error { return &SnoozeError{Delay: delay} }
 
 // Error implements error.
 func (e *SnoozeError) Error() string { return fmt.Sprintf("snoozed for %v", e.Delay) }
 
 // settleFailure ends row i after its handler returned err, with b.mu held:
-// a snooze, a retry after an explicit delay, or a failure.
-func (b *Batch[T]) settleFailure(ctx context.Context, i int, err error) error {
+// a snooze, a retry after an explicit delay, or a failure. A snooze or a
+// delay the table cannot hold is logged and the row failed as for any
+// error, never dropped silently.
+func (b *Batch[T]) settleFailure(ctx context.Context, i int, err error, log *slog.Logger) error {
 	k := b.core
 	var sn *SnoozeError
 	var ra *RetryAfterError
 	switch {
-	case errors.As(err, &sn) && k.spec.RunAt != "" && sn.Delay >= 0:
-		return b.snoozeLocked(ctx, i, sn.Delay)
-	case errors.As(err, &ra) && k.spec.RunAt != "" && ra.Delay >= 0:
-		return b.failLocked(ctx, []int{i}, err, ra.Delay, FailRetry)
+	case errors.As(err, &sn):
+		if k.spec.RunAt != "" && sn.Delay >= 0 {
+			return b.snoozeLocked(ctx, i, sn.Delay)
+		}
+		log.Warn("claimlock: the handler asked for a snooze, which needs a RunAt column; failing the row instead",
+			"token", b.token, "id", b.rows[i].ID, "delay", sn.Delay)
+	case errors.As(err, &ra):
+		if k.spec.RunAt != "" && k.spec.Attempts != "" && ra.Delay >= 0 {
+			return b.failLocked(ctx, []int{i}, err, ra.Delay, FailRetry)
+		}
+		log.Warn("claimlock: the handler asked for a retry after a delay, which needs RunAt and Attempts columns; failing the row as for any error",
+			"token", b.token, "id", b.rows[i].ID, "delay", ra.Delay)
 	}
 	return b.failLocked(ctx, []int{i}, err, k.retryDelay(b.rows[i].Attempts), k.failMode)
 }

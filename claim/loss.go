@@ -175,12 +175,13 @@ func (b *Batch[T]) extend(start time.Time) {
 }
 
 // Context returns a context derived from parent that is also cancelled when
-// the batch ends, with [Batch.Err] as its cause (see context.Cause): when a
-// heartbeat or an ack finds rows lost (reaped, maybe re-claimed), at the
-// local deadline (with Config.ReapTimeout), or once the batch holds no rows
-// ([ErrBatchDone]). Pass it to the work done on the batch's rows, so that a
-// worker whose rows were taken over stops. Call the returned cancel function
-// when done with it.
+// the batch's rows are lost, with [Batch.Err] as its cause (see
+// context.Cause): when a heartbeat or an ack finds rows lost (reaped, maybe
+// re-claimed), or at the local deadline (with Config.ReapTimeout). Pass it to
+// the work done on the batch's rows, so that a worker whose rows were taken
+// over stops. Completing the batch does not cancel it: a transaction begun
+// on it that acked the batch's last row ([Batch.AckTx]) can still commit.
+// Call the returned cancel function when done with it.
 //
 // The context reports; it does not protect: a worker paused longer than
 // the margin (GC, swapping, a stopped VM) can still act after its deadline.
@@ -190,11 +191,22 @@ func (b *Batch[T]) extend(start time.Time) {
 // idempotent.
 func (b *Batch[T]) Context(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
-	stop := context.AfterFunc(b.ctx, func() { cancel(b.Err()) })
+	stop := b.onLoss(func(cause error) { cancel(cause) })
 	return ctx, func() {
 		stop()
 		cancel(context.Canceled)
 	}
+}
+
+// onLoss calls f with the cause when the batch's rows are lost or its local
+// deadline passes (not when it ends because it holds nothing), until stop is
+// called. f runs on its own goroutine.
+func (b *Batch[T]) onLoss(f func(cause error)) (stop func() bool) {
+	return context.AfterFunc(b.ctx, func() {
+		if err := b.Err(); err != ErrBatchDone {
+			f(err)
+		}
+	})
 }
 
 // Done returns a channel closed when the batch ends: rows lost, local

@@ -239,18 +239,21 @@ func (b *Batch[T]) recordDeferredDone(idx []int, p *dialect.AckParams, res diale
 // processed, none lost, no shutdown). It reports false, having written
 // nothing, otherwise. When the ack+claim fails, the rows are acked on their
 // own and the loop claims as usual. b.mu is held.
-func (c *Claimer[T]) pipelineFinish(ctx, fctx context.Context, w *WorkerConfig[T], b *Batch[T], ok, failed []int, causes []error, log *slog.Logger) (*Batch[T], bool) {
-	if !c.core.pipelines(w.Pipeline) || ctx.Err() != nil || b.lost() || len(ok) == 0 || len(ok)+len(failed) != len(b.rows) {
+func (r *runner[T]) pipelineFinish(ctx, fctx context.Context, b *Batch[T], ok, failed []int, causes []error, log *slog.Logger) (*Batch[T], bool) {
+	c := r.c
+	if !c.core.pipelines(r.w.Pipeline) || ctx.Err() != nil || b.lost() || len(ok) == 0 || len(ok)+len(failed) != len(b.rows) {
 		return nil, false
 	}
 	for j, i := range failed {
-		if err := b.settleFailure(fctx, i, causes[j]); err != nil && !errors.Is(err, ErrClaimLost) {
-			log.Error("claimlock: fail failed; row stays processing until reaped", "token", b.token, "err", err)
+		if err := b.settleFailure(fctx, i, causes[j], log); err != nil && !errors.Is(err, ErrClaimLost) {
+			r.check(err)
+			log.Error("claimlock: fail failed; row stays processing until reaped", "token", b.token, "id", b.rows[i].ID, "err", err)
 		}
 	}
 	next, err := c.ackAndClaimLocked(fctx, b, ok, false)
 	if next != nil {
 		if err != nil && !errors.Is(err, ErrClaimLost) {
+			r.check(err)
 			log.Error("claimlock: ack and claim", "token", b.token, "err", err)
 		}
 		return next, true
@@ -260,7 +263,8 @@ func (c *Claimer[T]) pipelineFinish(ctx, fctx context.Context, w *WorkerConfig[T
 	// claimed rows) are closed already.
 	ok = slices.DeleteFunc(slices.Clone(ok), func(i int) bool { return !b.open[i] })
 	if err := b.ackLocked(fctx, ok); err != nil && !errors.Is(err, ErrClaimLost) {
-		log.Error("claimlock: ack failed; rows stay processing until reaped", "token", b.token, "rows", len(ok), "err", err)
+		r.check(err)
+		log.Error("claimlock: ack failed; rows stay processing until reaped", "token", b.token, "ids", b.idsOf(ok), "err", err)
 	}
 	return nil, true
 }

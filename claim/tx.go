@@ -46,6 +46,9 @@ func (b *Batch[T]) AckTx(ctx context.Context, tx any, ids ...any) error {
 	}
 	lostPos := b.recordDone(idx, p, res)
 	b.rememberTx(idx, lostPos)
+	if len(lostPos) < len(idx) {
+		b.detachHandler(ctx)
+	}
 	lost := make([]any, len(lostPos))
 	for j, i := range lostPos {
 		lost[j] = p.IDs[i]
@@ -70,6 +73,7 @@ func (b *Batch[T]) FailTx(ctx context.Context, tx any, id any, cause error) erro
 		})
 	if err == nil {
 		b.rememberTx(idx, nil)
+		b.detachHandler(ctx)
 	}
 	return err
 }
@@ -101,6 +105,9 @@ func (b *Batch[T]) ReleaseTx(ctx context.Context, tx any, ids ...any) error {
 	}
 	b.closeRows(idx)
 	b.rememberTx(idx, nil)
+	if n > 0 {
+		b.detachHandler(ctx)
+	}
 	return err
 }
 
@@ -117,9 +124,50 @@ func (b *Batch[T]) rememberTx(idx []int, lostPos []int) {
 	}
 }
 
-// batchKey is the context key under which [Claimer.Run] passes the batch to
-// its handlers.
+// batchKey is the context key under which [Claimer.Run] passes a
+// *handlerScope to its handlers.
 type batchKey struct{}
+
+// handlerScope is what one handler call of [Claimer.Run] carries in its
+// context: its batch, and how to stop the batch's loss and Run's shutdown
+// from cancelling that context.
+type handlerScope struct {
+	batch  any // *Batch[T]
+	detach func()
+}
+
+// handlerContext returns the context of one handler call of b: parent's
+// values, cancelled when parent ends (Run's shutdown, unless it finishes
+// rows) or when b's rows are lost, until the handler completes its row in
+// its own transaction ([Batch.AckTx], [Batch.FailTx], [Batch.ReleaseTx]).
+// From then on the row is written in that transaction and locked by it, so
+// no other worker can take it; cancelling the context would only roll the
+// transaction back (database/sql and pgx end a transaction when the context
+// it began with ends) and have the row processed again. end releases the
+// context.
+func (b *Batch[T]) handlerContext(parent context.Context) (ctx context.Context, end func()) {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
+	stopParent := context.AfterFunc(parent, func() { cancel(context.Cause(parent)) })
+	stopLoss := b.onLoss(func(cause error) { cancel(cause) })
+	detach := func() {
+		stopParent()
+		stopLoss()
+	}
+	ctx = context.WithValue(ctx, batchKey{}, &handlerScope{batch: b, detach: detach})
+	return ctx, func() {
+		detach()
+		cancel(context.Canceled)
+	}
+}
+
+// detachHandler stops the batch's loss and Run's shutdown from cancelling
+// ctx, when ctx is the context of a handler call of b: the handler has just
+// completed a row in the transaction it began on ctx.
+func (b *Batch[T]) detachHandler(ctx context.Context) {
+	if hs, ok := ctx.Value(batchKey{}).(*handlerScope); ok && hs.batch == any(b) {
+		hs.detach()
+	}
+}
 
 // BatchOf returns the batch of the row a [Claimer.Run] handler is
 // processing, from the context Run passed to it, so that the handler can
@@ -127,14 +175,20 @@ type batchKey struct{}
 // ...). Run then leaves that row alone when the handler returns. ok is
 // false for any other context.
 func BatchOf[T any](ctx context.Context) (b *Batch[T], ok bool) {
-	b, ok = ctx.Value(batchKey{}).(*Batch[T])
+	hs, ok := ctx.Value(batchKey{}).(*handlerScope)
+	if !ok {
+		return nil, false
+	}
+	b, ok = hs.batch.(*Batch[T])
 	return b, ok
 }
 
 // AckTx acks row r in the caller's transaction tx from a [Claimer.Run]
 // handler: [Batch.AckTx] on the handler's batch. A handler that records its
 // effect in tx and acks with AckTx before committing makes a duplicate
-// effect row impossible, even when its process is killed at any point:
+// effect row impossible, even when its process is killed at any point
+// (insertLog is "INSERT INTO send_log (msg_id) VALUES (?)", with $1 on
+// PostgreSQL):
 //
 //	Handler: func(ctx context.Context, r claim.Row[Msg]) error {
 //		tx, err := db.BeginTx(ctx, nil)
@@ -142,7 +196,7 @@ func BatchOf[T any](ctx context.Context) (b *Batch[T], ok bool) {
 //			return err
 //		}
 //		defer tx.Rollback()
-//		if _, err := tx.ExecContext(ctx, "INSERT INTO send_log (msg_id) VALUES (?)", r.ID); err != nil {
+//		if _, err := tx.ExecContext(ctx, insertLog, r.ID); err != nil {
 //			return err
 //		}
 //		if err := claim.AckTx(ctx, tx, r); err != nil {
@@ -151,9 +205,13 @@ func BatchOf[T any](ctx context.Context) (b *Batch[T], ok bool) {
 //		return tx.Commit()
 //	}
 //
-// If the transaction rolls back (or the commit fails), Run releases the row
-// when the batch ends, to be claimed again. ctx must be the handler's
-// context (else an error wrapping [ErrInvalidConfig]).
+// Once AckTx has written the ack in tx, neither the batch's loss nor Run's
+// shutdown cancels ctx any more: the row is locked by tx, so no other
+// worker can take it, and tx (begun on ctx) can still commit. If the
+// transaction rolls back (or the commit fails), Run releases the row when
+// the batch ends, to be claimed again, and logs the handler's error. ctx
+// must be the handler's context (else an error wrapping
+// [ErrInvalidConfig]).
 func AckTx[T any](ctx context.Context, tx any, r Row[T]) error {
 	b, ok := BatchOf[T](ctx)
 	if !ok {

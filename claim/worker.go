@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
@@ -107,9 +108,17 @@ func (w *WorkerConfig[T]) validate() error {
 // cancelled, then shuts down as w.ShutdownMode says and returns nil. Each
 // loop claims a batch, hands its rows to w.Handler one by one, acks the
 // successes in one statement, fails the errors, and backs off with jitter
-// between PollMin and PollMax while nothing is pending. Claim and ack errors
-// are logged and retried; they do not stop Run. A bad w returns an error
-// wrapping [ErrInvalidConfig] at once.
+// between PollMin and PollMax while nothing is pending.
+//
+// Run verifies the table against the catalog ([Claimer.Verify]) before its
+// first claim. Errors that running the operation again cannot cure (a
+// misconfiguration, a missing column, a permission denied, a status value
+// the column cannot hold: [dialect.IsPermanent]) stop Run: it shuts down
+// as on cancellation and returns the error. Other claim, ack and fail
+// errors (a deadlock that outlived its retries, a broken connection, a
+// read-only server during a failover) are logged at Error level and
+// retried with backoff. A bad w returns an error wrapping
+// [ErrInvalidConfig] at once.
 func (c *Claimer[T]) Run(ctx context.Context, w WorkerConfig[T]) error {
 	if err := w.validate(); err != nil {
 		return err
@@ -120,23 +129,58 @@ func (c *Claimer[T]) Run(ctx context.Context, w WorkerConfig[T]) error {
 	if err := c.core.checkPipeline(w.Pipeline); err != nil {
 		return err
 	}
+	if err := c.Verify(ctx); err != nil {
+		if dialect.IsPermanent(err) || ctx.Err() != nil {
+			return err
+		}
+		// The database may not answer yet; each claim verifies again.
+		c.core.logger.Error("claimlock: could not verify the table; claims will try again", "err", err)
+	}
 	defer c.core.subscribe()()
+	r := &runner[T]{c: c, w: &w}
+	ctx, r.stop = context.WithCancelCause(ctx)
+	defer r.stop(nil)
 	var wg sync.WaitGroup
 	for i := 0; i < w.Workers; i++ {
 		wg.Add(1)
 		go func(worker int) {
 			defer wg.Done()
-			c.loop(ctx, &w, worker)
+			r.loop(ctx, worker)
 		}(i)
 	}
 	wg.Wait()
+	if err := r.fatal.Load(); err != nil {
+		return *err
+	}
 	return nil
+}
+
+// runner is one call of [Claimer.Run].
+type runner[T any] struct {
+	c     *Claimer[T]
+	w     *WorkerConfig[T]
+	stop  context.CancelCauseFunc // shuts every loop down
+	fatal atomic.Pointer[error]   // the permanent error that stopped Run
+}
+
+// check stops Run when err is permanent and reports whether it did.
+func (r *runner[T]) check(err error) bool {
+	if err == nil || !dialect.IsPermanent(err) {
+		return false
+	}
+	err = fmt.Errorf("%w (Run stopped: retrying cannot cure this)", err)
+	if r.fatal.CompareAndSwap(nil, &err) {
+		r.c.core.logger.Error("claimlock: Run stops", "err", err)
+		r.stop(err)
+	}
+	return true
 }
 
 // loop claims and processes batches until ctx ends. While nothing is
 // pending it waits in the claimer's waker (see wake.go): one idle loop of
 // the claimer polls with backoff, the others wait for a wake-up.
-func (c *Claimer[T]) loop(ctx context.Context, w *WorkerConfig[T], worker int) {
+func (r *runner[T]) loop(ctx context.Context, worker int) {
+	c, w := r.c, r.w
 	log := c.core.logger.With("worker", worker)
 	wk := &c.core.wake
 	done := func() {} // frees the poller slot after the claim it allowed
@@ -153,7 +197,7 @@ func (c *Claimer[T]) loop(ctx context.Context, w *WorkerConfig[T], worker int) {
 		done()
 		switch {
 		case err != nil:
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || r.check(err) {
 				done = func() {}
 				return
 			}
@@ -163,17 +207,18 @@ func (c *Claimer[T]) loop(ctx context.Context, w *WorkerConfig[T], worker int) {
 			done = wk.idle(ctx, w.PollMin, w.PollMax)
 		default:
 			done = func() {}
-			next = c.process(ctx, w, b, log)
+			next = r.process(ctx, b, log)
 		}
 	}
 	if next != nil {
-		c.process(ctx, w, next, log) // shutdown: released or finished as w says
+		r.process(ctx, next, log) // shutdown: released or finished as w says
 	}
 }
 
 // process hands b's rows to the handler and ends them; it returns the next
 // batch when it claimed one together with the ack (pipeline.go).
-func (c *Claimer[T]) process(ctx context.Context, w *WorkerConfig[T], b *Batch[T], log *slog.Logger) *Batch[T] {
+func (r *runner[T]) process(ctx context.Context, b *Batch[T], log *slog.Logger) *Batch[T] {
+	w := r.w
 	// The heartbeat ignores shutdown and stops last, after acks and
 	// release, when this function returns.
 	stop := b.KeepAlive(context.WithoutCancel(ctx), w.HeartbeatInterval)
@@ -183,20 +228,16 @@ func (c *Claimer[T]) process(ctx context.Context, w *WorkerConfig[T], b *Batch[T
 	if w.ShutdownMode == ShutdownFinish {
 		parent = context.WithoutCancel(ctx)
 	}
-	// Handlers see shutdown (ShutdownRelease only) and the batch's loss.
-	hctx, hcancel := b.Context(parent)
-	defer hcancel()
-	hctx = context.WithValue(hctx, batchKey{}, b) // BatchOf, AckTx
 	var ok, failed []int
 	var causes []error
-	for i, r := range b.rows {
+	for i, row := range b.rows {
 		if w.ShutdownMode == ShutdownRelease && ctx.Err() != nil {
 			break
 		}
 		if b.lost() {
 			break // the rest is released, if still held
 		}
-		err := call(hctx, w.Handler, r)
+		err := r.handle(parent, b, i)
 		if err == nil {
 			ok = append(ok, i)
 			continue
@@ -206,6 +247,18 @@ func (c *Claimer[T]) process(ctx context.Context, w *WorkerConfig[T], b *Batch[T
 		}
 		if b.lost() {
 			break // interrupted by the loss: not the row's failure
+		}
+		if b.settledRow(i) {
+			// The handler completed its row itself (AckTx, FailTx,
+			// Snooze...) and then failed: a completion that found the
+			// row lost, or a commit that did not happen. The row is
+			// released when the batch ends if it is still held.
+			level := slog.LevelError
+			if errors.Is(err, ErrClaimLost) {
+				level = slog.LevelWarn
+			}
+			log.Log(ctx, level, "claimlock: handler returned an error after completing its row", "token", b.token, "id", row.ID, "err", err)
+			continue
 		}
 		failed = append(failed, i)
 		causes = append(causes, err)
@@ -220,7 +273,7 @@ func (c *Claimer[T]) process(ctx context.Context, w *WorkerConfig[T], b *Batch[T
 	b.mu.Lock()
 	// A handler may have completed its row itself (Batch.AckTx, FailTx,
 	// ReleaseTx, Snooze...): only rows still open are acked or failed here.
-	settled := func(i int) bool { return !b.open[i] || b.later.isLater(i) }
+	settled := b.settledLocked
 	ok = slices.DeleteFunc(ok, settled)
 	for j := len(failed) - 1; j >= 0; j-- {
 		if settled(failed[j]) {
@@ -228,14 +281,16 @@ func (c *Claimer[T]) process(ctx context.Context, w *WorkerConfig[T], b *Batch[T
 			causes = slices.Delete(causes, j, j+1)
 		}
 	}
-	next, piped := c.pipelineFinish(ctx, fctx, w, b, ok, failed, causes, log)
+	next, piped := r.pipelineFinish(ctx, fctx, b, ok, failed, causes, log)
 	if !piped {
 		if err := b.ackLocked(fctx, ok); err != nil && !errors.Is(err, ErrClaimLost) {
-			log.Error("claimlock: ack failed; rows stay processing until reaped", "token", b.token, "rows", len(ok), "err", err)
+			r.check(err)
+			log.Error("claimlock: ack failed; rows stay processing until reaped", "token", b.token, "ids", b.idsOf(ok), "err", err)
 		}
 		for j, i := range failed {
-			if err := b.settleFailure(fctx, i, causes[j]); err != nil && !errors.Is(err, ErrClaimLost) {
-				log.Error("claimlock: fail failed; row stays processing until reaped", "token", b.token, "err", err)
+			if err := b.settleFailure(fctx, i, causes[j], log); err != nil && !errors.Is(err, ErrClaimLost) {
+				r.check(err)
+				log.Error("claimlock: fail failed; row stays processing until reaped", "token", b.token, "id", b.rows[i].ID, "err", err)
 			}
 		}
 	}
@@ -251,11 +306,54 @@ func (c *Claimer[T]) process(ctx context.Context, w *WorkerConfig[T], b *Batch[T
 			log.Warn("claimlock: released unprocessed rows (shutdown or a lost batch)", "token", b.token, "rows", u)
 		}
 		if r := n - unprocessed; r > 0 {
-			log.Info("claimlock: released rows whose transactional ack rolled back; they will be claimed again", "token", b.token, "rows", r)
+			log.Warn("claimlock: released rows whose transactional ack rolled back; they will be claimed again", "token", b.token, "rows", r)
 		}
 	}
 	return next
 }
+
+// handlerCalls bounds the calls of a handler whose own transaction keeps
+// failing with a retryable conflict (see runner.handle).
+const handlerCalls = 5
+
+// handle calls the handler for row i of b. Each call runs on a context of
+// its own (see handlerContext), which sees shutdown (through ctx, with
+// ShutdownRelease) and the batch's loss. A call that fails with a retryable
+// conflict ([dialect.IsRetryable]: a deadlock or serialization failure in
+// the handler's own transaction, which the database rolled back) is not the
+// row's failure: the handler is called again after a jittered pause, up to
+// handlerCalls calls in all, while the batch holds the row.
+func (r *runner[T]) handle(ctx context.Context, b *Batch[T], i int) error {
+	for n := 0; ; n++ {
+		hctx, end := b.handlerContext(ctx)
+		err := call(hctx, r.w.Handler, b.rows[i])
+		end()
+		if err == nil || n+1 >= handlerCalls || !dialect.IsRetryable(err) || ctx.Err() != nil || b.lost() || b.settledRow(i) {
+			return err
+		}
+		t := time.NewTimer(dialect.Backoff(n, 5*time.Millisecond, 500*time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-b.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// settledRow reports whether row i was completed (or deferred) through the
+// batch, by a handler or otherwise.
+func (b *Batch[T]) settledRow(i int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.settledLocked(i)
+}
+
+// settledLocked is settledRow with b.mu held.
+func (b *Batch[T]) settledLocked(i int) bool { return !b.open[i] || b.later.isLater(i) }
 
 func call[T any](ctx context.Context, h func(context.Context, Row[T]) error, r Row[T]) (err error) {
 	defer func() {

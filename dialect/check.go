@@ -8,28 +8,34 @@ import (
 // The rules below are checked once for every package that describes a
 // claim table; errors wrap [ErrInvalidConfig] and name the field.
 
-// CheckMaxAttempts checks the rule for parking rows after n attempts, the
-// same for claimers ([ClaimStore.Ack] with [OutcomeRetry]) and reapers
-// ([ClaimStore.Reap]): n must not be negative, and a positive n needs the
-// Attempts column (to count claims) and a Failed status (to park with). Zero
-// never parks and needs neither.
-func (s ClaimTable) CheckMaxAttempts(n int) error {
-	if why := s.maxAttemptsProblem(n); why != "" {
-		return fmt.Errorf("%w: MaxAttempts: %s", ErrInvalidConfig, why)
-	}
-	return nil
-}
+// DefaultMaxAttempts is how many claims a row of a table with an Attempts
+// column may take before a failure or a reap parks it, when MaxAttempts is
+// zero.
+const DefaultMaxAttempts = 25
 
-func (s ClaimTable) maxAttemptsProblem(n int) string {
+// MaxAttempts resolves the rule for parking rows after n claims, the same
+// for claimers ([ClaimStore.Ack] with [OutcomeRetry]) and reapers
+// ([ClaimStore.Reap]), so that a row that keeps failing (or keeps killing
+// its worker) is parked, never retried forever:
+//
+//   - with an Attempts column, zero means [DefaultMaxAttempts] and a
+//     positive n is taken as it is;
+//   - without one, claims cannot be counted: n must be zero, and 0 is
+//     returned (a failure then parks its row at once, and a reaper returns
+//     stale rows without parking them).
+//
+// A negative n, or a positive one without an Attempts column, is an error
+// wrapping [ErrInvalidConfig].
+func (s ClaimTable) MaxAttempts(n int) (int, error) {
 	switch {
 	case n < 0:
-		return fmt.Sprintf("%d is negative (0 never parks)", n)
+		return 0, fmt.Errorf("%w: MaxAttempts: %d is negative (0 means the default, %d, with an Attempts column)", ErrInvalidConfig, n, DefaultMaxAttempts)
 	case n > 0 && s.Attempts == "":
-		return "parking rows after a number of attempts needs an Attempts column"
-	case n > 0 && !s.Failed.IsSet():
-		return "parking rows after a number of attempts needs a Failed status value"
+		return 0, fmt.Errorf("%w: MaxAttempts: parking rows after a number of attempts needs an Attempts column", ErrInvalidConfig)
+	case n == 0 && s.Attempts != "":
+		return DefaultMaxAttempts, nil
 	}
-	return ""
+	return n, nil
 }
 
 // checkStatuses reports a required status value that is not set and any
@@ -45,8 +51,8 @@ func (s ClaimTable) checkStatuses() error {
 			if err := x.v.check(x.f); err != nil {
 				return err
 			}
-		case x.f == "Failed":
-			// Optional: without it rows cannot be parked or failed.
+		case x.f == "Failed" && s.numericStatuses():
+			return fmt.Errorf("%w: Failed: status value is not set (integer status values have no default; a row that keeps failing is parked with it)", ErrInvalidConfig)
 		case s.numericStatuses():
 			return fmt.Errorf("%w: %s: status value is not set (integer status values have no default)", ErrInvalidConfig, x.f)
 		default:

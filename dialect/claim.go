@@ -75,8 +75,9 @@ type ClaimTable struct {
 	// Scope are the columns of the equality conditions every claim, reap and
 	// stats call is restricted to (task_id = ?); values come per call.
 	Scope []string
-	// Status values. Pending, Processing and Done are required; Failed is
-	// required for parking and failing rows.
+	// Status values, all required (string values default to PENDING,
+	// PROCESSING, DONE and FAILED). Failed is the status of parked rows: a
+	// row that keeps failing is parked, never retried forever.
 	Pending, Processing, Done, Failed Status
 }
 
@@ -120,10 +121,7 @@ func (s ClaimTable) Validate() error {
 	if err := s.checkRoles(); err != nil {
 		return err
 	}
-	all := []Status{s.Pending, s.Processing, s.Done}
-	if s.Failed.IsSet() {
-		all = append(all, s.Failed)
-	}
+	all := []Status{s.Pending, s.Processing, s.Done, s.Failed}
 	for i := range all {
 		if all[i].IsNumeric() != all[0].IsNumeric() {
 			return fmt.Errorf("%w: status values mix strings and integers", ErrInvalidConfig)

@@ -23,9 +23,8 @@ const (
 //   - when no status value is an integer, unset Pending, Processing, Done
 //     and Failed default to [DefaultPending], [DefaultProcessing],
 //     [DefaultDone] and [DefaultFailed];
-//   - when one is an integer, none is defaulted: Pending, Processing and
-//     Done are then required, and an unset Failed disables parking and
-//     failing rows.
+//   - when one is an integer, none is defaulted: all four are then
+//     required.
 //
 // Table, IDKind, the optional columns, Columns and Scope have no default.
 // A status refused by [StatusString] is kept as it is, for

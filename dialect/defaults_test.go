@@ -22,10 +22,10 @@ func TestClaimTableWithDefaults(t *testing.T) {
 	require.Equal(t, "payload", cols[0], "the result shares no slice with the receiver")
 	require.Equal(t, got.WithDefaults(), got, "defaults apply once")
 
-	// Integer statuses have no defaults: Failed stays unset (optional), a
-	// missing required one is reported by Validate.
+	// Integer statuses have no defaults: a missing one is reported by
+	// Validate.
 	ints := dialect.ClaimTable{Table: "jobs", Pending: dialect.StatusInt(0), Processing: dialect.StatusInt(1), Done: dialect.StatusInt(2)}.WithDefaults()
-	require.NoError(t, ints.Validate())
+	require.ErrorContains(t, ints.Validate(), "Failed: status value is not set")
 	require.False(t, ints.Failed.IsSet())
 	noDone := dialect.ClaimTable{Table: "jobs", Pending: dialect.StatusInt(0), Processing: dialect.StatusInt(1)}.WithDefaults()
 	require.ErrorIs(t, noDone.Validate(), dialect.ErrInvalidConfig)
@@ -48,31 +48,33 @@ func TestClaimTableValidateRoles(t *testing.T) {
 	require.NoError(t, read.Validate(), "extra columns may repeat role columns: they are only read")
 }
 
-func TestCheckMaxAttempts(t *testing.T) {
+func TestMaxAttempts(t *testing.T) {
 	t.Parallel()
 	full := dialect.ClaimTable{Table: "jobs", Attempts: "attempts"}.WithDefaults()
 	noAttempts := dialect.ClaimTable{Table: "jobs"}.WithDefaults()
-	noFailed := dialect.ClaimTable{Table: "jobs", Attempts: "attempts",
-		Pending: dialect.StatusInt(0), Processing: dialect.StatusInt(1), Done: dialect.StatusInt(2)}.WithDefaults()
 	for _, tc := range []struct {
 		name string
 		t    dialect.ClaimTable
 		n    int
-		want string // "" for no error
+		want int
+		err  string // "" for no error
 	}{
-		{"zero needs nothing", noAttempts, 0, ""},
-		{"zero without failed", noFailed, 0, ""},
-		{"positive", full, 3, ""},
-		{"negative", full, -1, "MaxAttempts: -1 is negative"},
-		{"no attempts column", noAttempts, 3, "needs an Attempts column"},
-		{"no failed status", noFailed, 3, "needs a Failed status value"},
+		{"zero without attempts: a failure parks at once", noAttempts, 0, 0, ""},
+		{"zero with attempts: the default", full, 0, dialect.DefaultMaxAttempts, ""},
+		{"positive", full, 3, 3, ""},
+		{"negative", full, -1, 0, "MaxAttempts: -1 is negative"},
+		{"no attempts column", noAttempts, 3, 0, "needs an Attempts column"},
 	} {
-		err := tc.t.CheckMaxAttempts(tc.n)
-		if tc.want == "" {
+		n, err := tc.t.MaxAttempts(tc.n)
+		if tc.err == "" {
 			require.NoError(t, err, tc.name)
+			require.Equal(t, tc.want, n, tc.name)
 			continue
 		}
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig, tc.name)
-		require.ErrorContains(t, err, tc.want, tc.name)
+		require.ErrorContains(t, err, tc.err, tc.name)
 	}
+	noFailed := dialect.ClaimTable{Table: "jobs", Attempts: "attempts",
+		Pending: dialect.StatusInt(0), Processing: dialect.StatusInt(1), Done: dialect.StatusInt(2)}.WithDefaults()
+	require.ErrorContains(t, noFailed.Validate(), "Failed: status value is not set", "integer statuses need a Failed value")
 }

@@ -28,9 +28,13 @@ func TestClaimTableValidate(t *testing.T) {
 	p, _ := dialect.StatusOf("p", "P")
 	r, _ := dialect.StatusOf("p", "R")
 	d, _ := dialect.StatusOf("p", "D")
+	f, _ := dialect.StatusOf("p", "F")
 	i, _ := dialect.StatusOf("p", 4)
-	ok := dialect.ClaimTable{Table: "t", ID: "id", Status: "s", Token: "tok", ClaimedAt: "c", Pending: p, Processing: r, Done: d}
+	ok := dialect.ClaimTable{Table: "t", ID: "id", Status: "s", Token: "tok", ClaimedAt: "c", Pending: p, Processing: r, Done: d, Failed: f}
 	require.NoError(t, ok.Validate())
+	noFailed := ok
+	noFailed.Failed = dialect.Status{}
+	require.ErrorContains(t, noFailed.Validate(), "Failed: status value is not set", "rows that keep failing are parked with it")
 	mixed := ok
 	mixed.Failed = i
 	require.ErrorIs(t, mixed.Validate(), dialect.ErrInvalidConfig)

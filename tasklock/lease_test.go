@@ -138,7 +138,7 @@ func TestTightRenewalsNeverLookLost(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 		require.NoError(t, l.Err())
-		require.Greater(t, renewed.Load(), int64(420))
+		require.Greater(t, renewed.Load(), int64(400), "the keep-alive renewed too")
 		ok, err := l.Release(ctx)
 		require.NoError(t, err)
 		require.True(t, ok)

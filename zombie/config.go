@@ -37,12 +37,15 @@ type Config struct {
 	// fewer rows, so locks are held only for BatchLimit rows at a time.
 	BatchLimit int
 
-	// MaxAttempts, if positive, parks a stale row whose attempts count
-	// reached it with the failed status instead of returning it to pending:
-	// a poison row whose handler crashes its worker every time ends as
-	// failed, with its attempts, instead of crashing workers forever. It
-	// needs the claim table's Attempts column and a Failed status (the same
-	// rule as [claim.Config.MaxAttempts]). Zero never parks.
+	// MaxAttempts parks a stale row whose attempts count reached it with
+	// the failed status instead of returning it to pending: a poison row
+	// whose handler crashes its worker every time ends as failed, with its
+	// attempts, instead of crashing workers forever. Zero means the claim
+	// config's [claim.Config.MaxAttempts] (the table's parking rule is
+	// described once; with an Attempts column its default is
+	// [dialect.DefaultMaxAttempts]); a different non-zero value from the
+	// claim config's is an error. Without an Attempts column claims are not
+	// counted and stale rows are returned, never parked.
 	MaxAttempts int
 
 	// AllScopes makes sweeps cover the whole table even when the claim

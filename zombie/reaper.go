@@ -71,8 +71,18 @@ func New(d dialect.Dialect, cc claim.Config, cfg Config) (*Reaper, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := spec.CheckMaxAttempts(cfg.MaxAttempts); err != nil {
+	// The table is described once: the parking rule is the claimers'.
+	maxAtt, err := spec.MaxAttempts(cc.MaxAttempts)
+	if err != nil {
 		return nil, fmt.Errorf("zombie: %w", err)
+	}
+	if cfg.MaxAttempts != 0 {
+		if cc.MaxAttempts != 0 && cfg.MaxAttempts != cc.MaxAttempts {
+			return nil, invalid("Config.MaxAttempts", "%d differs from the claim config's %d: the table's parking rule is described once", cfg.MaxAttempts, cc.MaxAttempts)
+		}
+		if maxAtt, err = spec.MaxAttempts(cfg.MaxAttempts); err != nil {
+			return nil, fmt.Errorf("zombie: %w", err)
+		}
 	}
 	if cfg.Locker != nil && cfg.LockKey == nil {
 		return nil, invalid("Config.LockKey", "is required with Locker")
@@ -91,7 +101,7 @@ func New(d dialect.Dialect, cc claim.Config, cfg Config) (*Reaper, error) {
 	}
 	r := &Reaper{
 		store: store, table: spec.Table, cols: spec.Scope, timeout: cfg.Timeout, limit: limit,
-		maxAtt: cfg.MaxAttempts, locker: cfg.Locker, key: cfg.LockKey,
+		maxAtt: maxAtt, locker: cfg.Locker, key: cfg.LockKey,
 		logger: logger(cfg.Logger).With("table", spec.Table), hooks: cfg.Hooks,
 	}
 	if len(spec.Scope) > 0 && !cfg.AllScopes {

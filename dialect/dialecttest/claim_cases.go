@@ -57,7 +57,7 @@ func strings64() string {
 func testBadSpecs(t *testing.T, h Harness) {
 	d, _ := h.Open(t)
 	good := dialect.ClaimTable{Table: "t", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
-		Pending: st(t, "P"), Processing: st(t, "R"), Done: st(t, "D")}
+		Pending: st(t, "P"), Processing: st(t, "R"), Done: st(t, "D"), Failed: st(t, "F")}
 	_, err := d.ClaimStore(good)
 	require.NoError(t, err)
 	bad := []func(*dialect.ClaimTable){
@@ -90,7 +90,7 @@ func testIndexes(t *testing.T, h Harness) {
 	d, _ := h.Open(t)
 	ctx := ctxT(t)
 	spec := dialect.ClaimTable{Table: "cl_idx", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
-		Scope: []string{"task_id"}, Pending: st(t, "P"), Processing: st(t, "R"), Done: st(t, "D")}
+		Scope: []string{"task_id"}, Pending: st(t, "P"), Processing: st(t, "R"), Done: st(t, "D"), Failed: st(t, "F")}
 	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
 	require.NoError(t, err)
 	require.NoError(t, d.ExecDDL(ctx, ddl))

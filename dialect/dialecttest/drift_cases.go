@@ -101,7 +101,7 @@ func testErrorText(t *testing.T, h Harness) {
 	check("lease acquire", err)
 	// An engine error keeps the operation prefix once too.
 	gone, err := f.d.ClaimStore(dialect.ClaimTable{Table: "cl_no_such_table", ID: "id", Status: "status", Token: "token",
-		ClaimedAt: "claimed_at", Pending: st(t, "P"), Processing: st(t, "R"), Done: st(t, "D")})
+		ClaimedAt: "claimed_at", Pending: st(t, "P"), Processing: st(t, "R"), Done: st(t, "D"), Failed: st(t, "F")})
 	require.NoError(t, err)
 	_, err = gone.Stats(ctx, nil)
 	check("stats", err)

@@ -32,7 +32,7 @@ func testVerifySchema(t *testing.T, h Harness) {
 	require.ErrorIs(t, s.VerifySchema(ctx), dialect.ErrInvalidConfig)
 
 	short := dialect.ClaimTable{Table: "cl_short_token", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
-		Pending: st(t, "P"), Processing: st(t, "R"), Done: st(t, "D")}
+		Pending: st(t, "P"), Processing: st(t, "R"), Done: st(t, "D"), Failed: st(t, "F")}
 	def := dialect.ClaimTableDef(short)
 	for i := range def.Columns {
 		if def.Columns[i].Name == "token" {

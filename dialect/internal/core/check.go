@@ -38,7 +38,7 @@ func checkAck(s dialect.ClaimTable, p *dialect.AckParams) error {
 	case p.Outcome < dialect.OutcomeDone || p.Outcome > dialect.OutcomeRetry:
 		return fmt.Errorf("%w: unknown outcome %d", dialect.ErrInvalidConfig, p.Outcome)
 	case p.MaxAttempts < 0:
-		return s.CheckMaxAttempts(p.MaxAttempts)
+		return checkMaxAttempts(s, p.MaxAttempts)
 	case p.Versions != nil && (len(p.Versions) != len(p.IDs) || s.Version == ""):
 		return fmt.Errorf("%w: versions need a Version column and one version per id", dialect.ErrInvalidConfig)
 	case p.Delay < 0:
@@ -49,7 +49,7 @@ func checkAck(s dialect.ClaimTable, p *dialect.AckParams) error {
 		return fmt.Errorf("%w: failing rows needs a Failed status", dialect.ErrInvalidConfig)
 	case p.Outcome == dialect.OutcomeRetry:
 		// Only a retry parks: MaxAttempts means nothing to other outcomes.
-		return s.CheckMaxAttempts(p.MaxAttempts)
+		return checkMaxAttempts(s, p.MaxAttempts)
 	}
 	return nil
 }
@@ -59,10 +59,23 @@ func checkReap(s dialect.ClaimTable, p *dialect.ReapParams) error {
 	switch {
 	case p.Timeout <= 0 || p.Limit <= 0:
 		return fmt.Errorf("%w: timeout and limit must be positive", dialect.ErrInvalidConfig)
-	case s.CheckMaxAttempts(p.MaxAttempts) != nil:
-		return s.CheckMaxAttempts(p.MaxAttempts)
+	case checkMaxAttempts(s, p.MaxAttempts) != nil:
+		return checkMaxAttempts(s, p.MaxAttempts)
 	case p.ScopeValues != nil:
 		return checkScope(s, len(p.ScopeValues))
+	}
+	return nil
+}
+
+// checkMaxAttempts checks a store operation's bound on attempts: zero never
+// parks; a positive bound needs the Attempts column. (Claimers and reapers
+// resolve their default with [dialect.ClaimTable.MaxAttempts] first.)
+func checkMaxAttempts(s dialect.ClaimTable, n int) error {
+	switch {
+	case n < 0:
+		return fmt.Errorf("%w: MaxAttempts: %d is negative", dialect.ErrInvalidConfig, n)
+	case n > 0 && s.Attempts == "":
+		return fmt.Errorf("%w: MaxAttempts: parking rows after a number of attempts needs an Attempts column", dialect.ErrInvalidConfig)
 	}
 	return nil
 }
