@@ -1,0 +1,231 @@
+package claim_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/sqlite"
+)
+
+// The tests in this file run the code snippets of the documentation
+// (README.md and the claim package's doc comments), verbatim between the
+// "snippet" markers; the repository's snippet test checks that the
+// documentation still holds exactly this code.
+
+// Msg is the row type of the documentation's snippets.
+type Msg struct{ OpenID string }
+
+// The README's claim section, on SQLite as it names.
+func TestSnippetReadmeClaim(t *testing.T) {
+	t.Chdir(t.TempDir())
+	ctx := context.Background()
+	var sent sync.Map
+	send := func(ctx context.Context, id any, openID string) {
+		require.NoError(t, ctx.Err())
+		_, again := sent.LoadOrStore(id, openID)
+		require.False(t, again, "sent twice: %v", id)
+	}
+	{
+		db, err := sqlite.Open("app.db")
+		require.NoError(t, err)
+		defer db.Close()
+		_, err = db.Exec(`CREATE TABLE xxx_task_target (id INTEGER PRIMARY KEY, task_id INTEGER NOT NULL,
+			openid TEXT NOT NULL, status INTEGER NOT NULL DEFAULT 0, cron_token VARCHAR(40), send_at INTEGER,
+			attempts INTEGER NOT NULL DEFAULT 0)`)
+		require.NoError(t, err)
+		for i := range 150 {
+			_, err = db.Exec("INSERT INTO xxx_task_target (task_id, openid) VALUES (42, ?)", fmt.Sprintf("o%d", i))
+			require.NoError(t, err)
+		}
+	}
+	// snippet: readme-claim
+	db, _ := sqlite.Open("app.db")                 // or mysql.Open / pgxpool.New
+	d, _ := sqlite.New(ctx, db, dialect.Options{}) // mysql.New, postgres.New, postgres.NewStdlib
+
+	type Target struct{ OpenID string }
+	c, err := claim.New(d, claim.Config{
+		ClaimTable: dialect.ClaimTable{ // the table, described once (the reaper reuses it)
+			Table: "xxx_task_target", Token: "cron_token", ClaimedAt: "send_at", Attempts: "attempts",
+			Columns: []string{"openid"},
+			Scope:   []string{"task_id"},
+			// The cron story's TINYINT statuses. String statuses work too, and
+			// default to PENDING, PROCESSING, DONE and FAILED.
+			Pending: dialect.StatusInt(0), Processing: dialect.StatusInt(1),
+			Done: dialect.StatusInt(2), Failed: dialect.StatusInt(3),
+		},
+		ScopeValues: []any{42}, // task_id = 42
+		MaxAttempts: 5,
+		BatchSize:   100,
+		ReapTimeout: time.Minute, // the reaper's timeout: gives batches a local deadline
+	}, func(t *Target) []any { return []any{&t.OpenID} })
+
+	b, err := c.Claim(ctx)                   // rows are PROCESSING under b.Token() now
+	stop := b.KeepAlive(ctx, 10*time.Second) // heartbeat while sending
+	wctx, cancel := b.Context(ctx)           // cancelled if the rows are lost
+	for _, r := range b.Rows() {
+		send(wctx, r.ID, r.Value.OpenID) // idempotent on (task, r.ID)
+	}
+	err = b.AckAll(ctx) // one statement; errors.Is(err, claim.ErrClaimLost) for reaped rows
+	cancel()
+	stop() // the heartbeat stops last
+	// end snippet
+	require.NoError(t, err)
+	defer db.Close()
+	st, err := c.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{50, 100}, [2]int64{st.Pending, st.Done})
+}
+
+// The README's failure settings and the claim.Config doc example describe
+// valid configurations.
+func TestSnippetConfigs(t *testing.T) {
+	e := open(t, engines[0])
+	fields := func(t *Target) []any { return []any{&t.OpenID} }
+	cfgs := []claim.Config{
+		// snippet: readme-failures
+		claim.Config{
+			ClaimTable: dialect.ClaimTable{ /* ... */ Attempts: "attempts",
+				RunAt: "run_at",     // nullable time: NULL means now
+				Error: "last_error", // nullable text: the last failure's message
+			},
+			MaxAttempts: 5,
+			Backoff:     claim.ExponentialBackoff(5*time.Second, 10*time.Minute), // default: 1 s doubling to 1 h, ±25% jitter
+		},
+		// end snippet
+		// snippet: godoc-claim-config
+		claim.Config{
+			ClaimTable: dialect.ClaimTable{
+				Table: "xxx_task_target", Token: "cron_token", ClaimedAt: "send_at",
+				Attempts: "attempts", Columns: []string{"openid"},
+				Scope: []string{"task_id"}, Done: dialect.StatusString("SENT"),
+			},
+			ScopeValues: []any{42},
+			MaxAttempts: 5,
+		},
+		// end snippet
+	}
+	cfgs[0].Table, cfgs[0].Columns = "jobs", []string{"openid"}
+	for _, cfg := range cfgs {
+		createTable(t, e, cfg)
+		c, err := claim.New(e.d, cfg, fields)
+		require.NoError(t, err)
+		require.NoError(t, c.Verify(context.Background()))
+	}
+	// The fields function of the claim.New doc.
+	type Target struct{ OpenID, Payload string }
+	fn :=
+		// snippet: godoc-fields
+		func(r *Target) []any { return []any{&r.OpenID, &r.Payload} }
+	// end snippet
+	require.Len(t, fn(&Target{}), 2)
+}
+
+// Target is the row type of the configuration snippets.
+type Target struct{ OpenID string }
+
+// The package doc's idempotency key for a send.
+func TestSnippetSendKey(t *testing.T) {
+	row := claim.Row[Msg]{ID: int64(7)}
+	// snippet: godoc-send-key
+	key := fmt.Sprintf("%s:%v", "task-42", row.ID) // one send per row, ever
+	// end snippet
+	require.Equal(t, "task-42:7", key)
+}
+
+// The claim.AckTx doc's handler, as a new user writes a service with it:
+// on every engine, 1,000 rows, four workers, the send log and the ack in
+// one transaction begun on the handler's context. Every row is logged
+// exactly once, no commit fails and no row is claimed twice.
+func TestSnippetAckTxService(t *testing.T) {
+	t.Parallel()
+	for _, en := range engines {
+		t.Run(en.kind, func(t *testing.T) {
+			t.Parallel()
+			e := open(t, en)
+			ctx := context.Background()
+			const rows = 1000
+			cfg := claim.Config{ClaimTable: dialect.ClaimTable{Table: tableName("outbox"), Columns: []string{"openid"}}, BatchSize: 20}
+			createTable(t, e, cfg)
+			insertRows(t, e, cfg.Table, []string{"openid"}, rows, func(i int) []any { return []any{fmt.Sprintf("o%d", i)} })
+			e.exec(t, "CREATE TABLE send_log (msg_id BIGINT NOT NULL)")
+			c, err := claim.New(e.d, cfg, func(m *Msg) []any { return []any{&m.OpenID} })
+			require.NoError(t, err)
+			logs := &recordingHandler{}
+			c2, err := claim.New(e.d, func() claim.Config { cfg.Logger = slog.New(logs); return cfg }(), func(m *Msg) []any { return []any{&m.OpenID} })
+			require.NoError(t, err)
+			_ = c
+
+			db, insertLog := e.raw, e.rebind("INSERT INTO send_log (msg_id) VALUES (?)")
+			var calls, commitErrs atomic.Int64
+			seen := sync.Map{}
+			var reclaims atomic.Int64
+			runCtx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				done <- c2.Run(runCtx, claim.WorkerConfig[Msg]{Workers: 4, PollMin: 2 * time.Millisecond, PollMax: 20 * time.Millisecond,
+					Handler: countCommits(&calls, &commitErrs, &reclaims, &seen, func() func(ctx context.Context, r claim.Row[Msg]) error {
+						return claim.WorkerConfig[Msg]{
+							// snippet: godoc-acktx-handler
+							Handler: func(ctx context.Context, r claim.Row[Msg]) error {
+								tx, err := db.BeginTx(ctx, nil)
+								if err != nil {
+									return err
+								}
+								defer tx.Rollback()
+								if _, err := tx.ExecContext(ctx, insertLog, r.ID); err != nil {
+									return err
+								}
+								if err := claim.AckTx(ctx, tx, r); err != nil {
+									return err // lost: someone else has the row now; roll back
+								}
+								return tx.Commit()
+							},
+							// end snippet
+						}.Handler
+					}()),
+				})
+			}()
+			require.Eventually(t, func() bool {
+				st, err := c2.Stats(ctx)
+				return err == nil && st.Done == rows
+			}, 2*time.Minute, 10*time.Millisecond)
+			cancel()
+			require.NoError(t, <-done)
+			var total, distinct int
+			require.NoError(t, e.raw.QueryRowContext(ctx, "SELECT COUNT(*), COUNT(DISTINCT msg_id) FROM send_log").Scan(&total, &distinct))
+			require.Equal(t, [2]int{rows, rows}, [2]int{total, distinct}, "one send_log row per row")
+			require.Zero(t, commitErrs.Load(), "failed commits")
+			require.Zero(t, reclaims.Load(), "rows handled twice")
+			require.EqualValues(t, rows, calls.Load())
+			require.Empty(t, logs.atLeast(slog.LevelWarn), "nothing logged at Warn or above")
+			t.Logf("%s: %d rows, %d handler calls, %d failed commits, %d re-claims", e.kind, rows, calls.Load(), commitErrs.Load(), reclaims.Load())
+		})
+	}
+}
+
+// countCommits wraps a handler, counting its calls, the rows handled more
+// than once and its errors (the doc's handler returns the commit's error
+// last).
+func countCommits(calls, errs, reclaims *atomic.Int64, seen *sync.Map, h func(context.Context, claim.Row[Msg]) error) func(context.Context, claim.Row[Msg]) error {
+	return func(ctx context.Context, r claim.Row[Msg]) error {
+		calls.Add(1)
+		if _, again := seen.LoadOrStore(r.ID, true); again {
+			reclaims.Add(1)
+		}
+		err := h(ctx, r)
+		if err != nil {
+			errs.Add(1)
+		}
+		return err
+	}
+}
