@@ -367,7 +367,11 @@ type leaseOut struct {
 	DBClock          bool    `json:"remaining_on_db_clock"`
 }
 
-func inspect(ctx context.Context, k *tasklock.Locker, key any) (leaseOut, error) {
+// inspect reads the lease of key in lt. Its state is absent (no row),
+// free, held, expired (past its expiry, neither taken again nor reaped), or,
+// in a table without an expiry column, locked: a holder's TTL is its own,
+// so whether it has passed is unknown.
+func inspect(ctx context.Context, lt dialect.LeaseTable, k *tasklock.Locker, key any) (leaseOut, error) {
 	st, err := k.Inspect(ctx, key)
 	if err != nil {
 		return leaseOut{}, err
@@ -376,8 +380,10 @@ func inspect(ctx context.Context, k *tasklock.Locker, key any) (leaseOut, error)
 	switch {
 	case !st.Exists:
 		l.State = "absent"
-	case st.Owner == "" && st.ExpiresAt.IsZero():
+	case st.Owner == "":
 		l.State = "free"
+	case lt.ExpiresAt == "":
+		l.State = "locked"
 	case st.Expired:
 		l.State = "expired"
 	default:
@@ -430,7 +436,7 @@ func cmdLeases(ctx context.Context, e *env) error {
 		if err := k.CheckKey(key); err != nil {
 			return usageErr("-key %q: %v", s, err)
 		}
-		l, err := inspect(ctx, k, key)
+		l, err := inspect(ctx, lt, k, key)
 		if err != nil {
 			return fmt.Errorf("leases: %w", err)
 		}
@@ -474,15 +480,22 @@ func cmdForceRelease(ctx context.Context, e *env) error {
 	if err := k.CheckKey(key); err != nil {
 		return usageErr("-key %q: %v", e.o.Keys[0], err)
 	}
-	l, err := inspect(ctx, k, key)
+	l, err := inspect(ctx, lt, k, key)
 	if err != nil {
 		return fmt.Errorf("force release: %w", err)
 	}
-	if l.State != "held" && l.State != "expired" {
+	if l.State == "absent" || l.State == "free" {
 		return e.report(actionResult{Action: "force-release", Table: lt.Table}, fmt.Sprintf("lease %v is %s; nothing changed", key, l.State))
 	}
 	q := fmt.Sprintf("Force-release lease %v of %s, %s by owner %s (fence %d). A live holder keeps working until its next renewal fails: do this only when fences guard its writes or the holder is dead.",
 		key, lt.Table, l.State, l.Owner, l.Fence)
+	if lt.Owner == "" {
+		// The holder is known by its stamp, the lock time it wrote; on a
+		// whole-second column a new holder in the same second gets the
+		// same stamp, and the old one would renew and release its lease.
+		q = fmt.Sprintf("Force-release lease %v of %s, %s with stamp %s (fence %d). The table has no owner column: a live holder keeps working, and on a lock time of whole seconds it can take over the stamp of the next holder: do this only when the holder is dead.",
+			key, lt.Table, l.State, l.Owner, l.Fence)
+	}
 	if err := e.confirm(q); err != nil {
 		return err
 	}

@@ -67,7 +67,9 @@ type options struct {
 	LeaseKind      string `json:"lease-kind"`
 	LeaseKey       string `json:"lease-key"`
 	LeaseKeyKind   string `json:"lease-key-kind"`
+	LeaseKeyLen    int    `json:"lease-key-len"`
 	LeaseOwner     string `json:"lease-owner"`
+	LeaseStatus    string `json:"lease-status"`
 	LeaseLockedAt  string `json:"lease-locked-at"`
 	LeaseExpiresAt string `json:"lease-expires-at"`
 	LeaseFence     string `json:"lease-fence"`
@@ -149,13 +151,15 @@ func parseOptions(cmd string, args []string) (*options, error) {
 	fs.BoolVar(&o.IntStatuses, "int-statuses", false, "status values are integers")
 	fs.BoolVar(&o.ScopeText, "scope-text", false, "pass scope values as text even when they look like integers")
 	fs.StringVar(&o.LeaseTable, "lease-table", "", "lease table")
-	fs.StringVar(&o.LeaseKind, "lease-kind", "", "key (a library key table, the default) or task (the user's task table)")
-	fs.StringVar(&o.LeaseKey, "lease-key", "", "task table: key column (default id)")
-	fs.StringVar(&o.LeaseKeyKind, "lease-key-kind", "", "task table: key type int (default) or text")
-	fs.StringVar(&o.LeaseOwner, "lease-owner", "", "task table: owner column (default lock_owner)")
-	fs.StringVar(&o.LeaseLockedAt, "lease-locked-at", "", "task table: lock time column (default lock_at)")
-	fs.StringVar(&o.LeaseExpiresAt, "lease-expires-at", "", "task table: expiry column (optional)")
-	fs.StringVar(&o.LeaseFence, "lease-fence", "", "task table: fence column (optional)")
+	fs.StringVar(&o.LeaseKind, "lease-kind", "", "the lease table's shape, whose columns the -lease-* flags below override: key (a library key table, the default), task (a task table with an owner column) or task-no-owner (a task table with only a lock time)")
+	fs.StringVar(&o.LeaseKey, "lease-key", "", "key column (key: lease_key; task: id)")
+	fs.StringVar(&o.LeaseKeyKind, "lease-key-kind", "", "key type: int or text (key: text; task: int)")
+	fs.IntVar(&o.LeaseKeyLen, "lease-key-len", 0, "length of a text key column (default 255)")
+	fs.StringVar(&o.LeaseOwner, "lease-owner", "", "owner column (key: owner; task: lock_owner; - for none)")
+	fs.StringVar(&o.LeaseStatus, "lease-status", "", "task status column (task-no-owner: status; - for none)")
+	fs.StringVar(&o.LeaseLockedAt, "lease-locked-at", "", "lock time column (default lock_at)")
+	fs.StringVar(&o.LeaseExpiresAt, "lease-expires-at", "", "expiry column (key: expires_at; - for none)")
+	fs.StringVar(&o.LeaseFence, "lease-fence", "", "fence column (key: fence; - for none)")
 	fs.Var(repeatFlag{&o.Scopes}, "scope", "scope values, comma-separated in -scope-cols order (repeatable)")
 	fs.Var(repeatFlag{&o.Keys}, "key", "lease key (repeatable)")
 	fs.StringVar(&o.IDs, "ids", "", "row keys, comma-separated (default: every row of the scope)")
@@ -217,6 +221,8 @@ func (o *options) loadFile(set map[string]bool) error {
 			*d = *src.(*string)
 		case *bool:
 			*d = *src.(*bool)
+		case *int:
+			*d = *src.(*int)
 		case *[]string:
 			*d = *src.(*[]string)
 		}
@@ -244,7 +250,9 @@ func (o *options) loadFile(set map[string]bool) error {
 	apply("lease-kind", &o.LeaseKind, &f.LeaseKind)
 	apply("lease-key", &o.LeaseKey, &f.LeaseKey)
 	apply("lease-key-kind", &o.LeaseKeyKind, &f.LeaseKeyKind)
+	apply("lease-key-len", &o.LeaseKeyLen, &f.LeaseKeyLen)
 	apply("lease-owner", &o.LeaseOwner, &f.LeaseOwner)
+	apply("lease-status", &o.LeaseStatus, &f.LeaseStatus)
 	apply("lease-locked-at", &o.LeaseLockedAt, &f.LeaseLockedAt)
 	apply("lease-expires-at", &o.LeaseExpiresAt, &f.LeaseExpiresAt)
 	apply("lease-fence", &o.LeaseFence, &f.LeaseFence)
@@ -366,36 +374,70 @@ func claimConfig(spec dialect.ClaimTable, scope []any) claim.Config {
 	return claim.Config{ClaimTable: spec, ScopeValues: scope}
 }
 
-// leaseTable builds the lease table description.
+// leaseKinds are the lease table shapes -lease-kind names: the library's
+// own descriptions, whose columns the -lease-* flags then override.
+var leaseKinds = map[string]func(table string) dialect.LeaseTable{
+	"key":           tasklock.KeyTable,
+	"task":          tasklock.TaskTable,
+	"task-no-owner": tasklock.TaskTableNoOwner,
+}
+
+// noColumn as a column flag's value says the table has no such column.
+const noColumn = "-"
+
+// leaseTable builds the lease table description: the shape -lease-kind
+// names, with the columns the -lease-* flags give ("-" for an optional
+// column the table lacks), validated.
 func (o *options) leaseTable() (dialect.LeaseTable, error) {
 	if o.LeaseTable == "" {
 		return dialect.LeaseTable{}, usageErr("-lease-table is required")
 	}
-	var t dialect.LeaseTable
-	switch o.LeaseKind {
-	case "", "key":
-		t = tasklock.KeyTable(o.LeaseTable)
-	case "task":
-		t = tasklock.TaskTable(o.LeaseTable)
-		set := func(dst *string, v string) {
-			if v != "" {
-				*dst = v
-			}
-		}
-		set(&t.Key, o.LeaseKey)
-		set(&t.Owner, o.LeaseOwner)
-		set(&t.LockedAt, o.LeaseLockedAt)
-		set(&t.ExpiresAt, o.LeaseExpiresAt)
-		set(&t.Fence, o.LeaseFence)
-		switch o.LeaseKeyKind {
-		case "", "int":
-		case "text":
-			t.KeyKind = dialect.IDText
+	kind := o.LeaseKind
+	if kind == "" {
+		kind = "key"
+	}
+	shape, ok := leaseKinds[kind]
+	if !ok {
+		return dialect.LeaseTable{}, usageErr("-lease-kind %q: want key, task or task-no-owner", o.LeaseKind)
+	}
+	t := shape(o.LeaseTable)
+	for _, c := range []struct {
+		flag     string
+		dst      *string
+		v        string
+		optional bool
+	}{
+		{"-lease-key", &t.Key, o.LeaseKey, false},
+		{"-lease-owner", &t.Owner, o.LeaseOwner, true},
+		{"-lease-status", &t.Status, o.LeaseStatus, true},
+		{"-lease-locked-at", &t.LockedAt, o.LeaseLockedAt, false},
+		{"-lease-expires-at", &t.ExpiresAt, o.LeaseExpiresAt, true},
+		{"-lease-fence", &t.Fence, o.LeaseFence, true},
+	} {
+		switch {
+		case c.v == "":
+		case c.v != noColumn:
+			*c.dst = c.v
+		case c.optional:
+			*c.dst = ""
 		default:
-			return t, usageErr("-lease-key-kind %q: want int or text", o.LeaseKeyKind)
+			return t, usageErr("%s: the lease table needs this column; %q names none", c.flag, noColumn)
 		}
+	}
+	switch o.LeaseKeyKind {
+	case "":
+	case "int":
+		t.KeyKind = dialect.IDInt
+	case "text":
+		t.KeyKind = dialect.IDText
 	default:
-		return t, usageErr("-lease-kind %q: want key or task", o.LeaseKind)
+		return t, usageErr("-lease-key-kind %q: want int or text", o.LeaseKeyKind)
+	}
+	if o.LeaseKeyLen < 0 {
+		return t, usageErr("-lease-key-len %d: must not be negative", o.LeaseKeyLen)
+	}
+	if o.LeaseKeyLen > 0 {
+		t.KeyMaxLen = o.LeaseKeyLen
 	}
 	if err := t.Validate(); err != nil {
 		return t, usageErr("lease table description: %v", err)
