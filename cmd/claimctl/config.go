@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -26,17 +25,28 @@ const (
 	defaultLimit = 50
 )
 
-// exitError is an error with its exit code.
+// exitError is an error with its exit code and, for a usage error of the
+// command line, the usage to print after it.
 type exitError struct {
-	code int
-	err  error
+	code  int
+	err   error
+	usage string
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 func usageErr(format string, args ...any) error {
-	return &exitError{exitUsage, fmt.Errorf(format, args...)}
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// withUsage attaches the usage to print after a usage error.
+func withUsage(err error, usage string) error {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		ee.usage = usage
+	}
+	return err
 }
 
 // options are every flag; the JSON config file uses the same names.
@@ -87,114 +97,6 @@ type options struct {
 	JSON          bool          `json:"-"`
 	Yes           bool          `json:"-"`
 	Timeout       time.Duration `json:"-"`
-}
-
-// listFlag is a comma-separated list.
-type listFlag struct{ p *[]string }
-
-func (l listFlag) String() string {
-	if l.p == nil {
-		return ""
-	}
-	return strings.Join(*l.p, ",")
-}
-
-func (l listFlag) Set(s string) error {
-	*l.p = nil
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			*l.p = append(*l.p, v)
-		}
-	}
-	return nil
-}
-
-// repeatFlag collects every use of a flag.
-type repeatFlag struct{ p *[]string }
-
-func (r repeatFlag) String() string {
-	if r.p == nil {
-		return ""
-	}
-	return strings.Join(*r.p, " ")
-}
-
-func (r repeatFlag) Set(s string) error {
-	*r.p = append(*r.p, s)
-	return nil
-}
-
-// parseOptions reads the flags (and the config file they name) of a
-// command.
-func parseOptions(cmd string, args []string) (*options, error) {
-	o := &options{}
-	fs := flag.NewFlagSet("claimctl "+cmd, flag.ContinueOnError)
-	fs.SetOutput(discard{})
-	fs.StringVar(&o.Config, "config", "", "JSON file with the connection and table description (keys are flag names)")
-	fs.StringVar(&o.Driver, "driver", "", "postgres, mysql or sqlite")
-	fs.StringVar(&o.DSN, "dsn", "", "data source name (default $CLAIMCTL_DSN)")
-	fs.StringVar(&o.Table, "table", "", "claim table")
-	fs.StringVar(&o.ID, "id", "", "key column (default id)")
-	fs.StringVar(&o.IDKind, "id-kind", "", "key type: int (default) or text")
-	fs.StringVar(&o.Status, "status", "", "status column (default status)")
-	fs.StringVar(&o.Token, "token", "", "token column (default token)")
-	fs.StringVar(&o.ClaimedAt, "claimed-at", "", "claim time column (default claimed_at)")
-	fs.StringVar(&o.Attempts, "attempts", "", "attempts column (optional)")
-	fs.StringVar(&o.Version, "version", "", "version column (optional)")
-	fs.StringVar(&o.CreatedAt, "created-at", "", "creation time column (optional)")
-	fs.StringVar(&o.RunAt, "run-at", "", "run-at column (optional)")
-	fs.StringVar(&o.Error, "error", "", "error column (optional)")
-	fs.BoolVar(&o.TextTimes, "text-times", false, "SQLite: times stored as text")
-	fs.BoolVar(&o.ClearClaimedAt, "clear-claimed-at", false, "the table clears the claim time of pending rows")
-	fs.Var(listFlag{&o.ScopeCols}, "scope-cols", "scope columns, comma-separated")
-	fs.Var(listFlag{&o.Statuses}, "statuses", "pending,processing,done[,failed] status values (default PENDING,PROCESSING,DONE,FAILED)")
-	fs.BoolVar(&o.IntStatuses, "int-statuses", false, "status values are integers")
-	fs.BoolVar(&o.ScopeText, "scope-text", false, "pass scope values as text even when they look like integers")
-	fs.StringVar(&o.LeaseTable, "lease-table", "", "lease table")
-	fs.StringVar(&o.LeaseKind, "lease-kind", "", "the lease table's shape, whose columns the -lease-* flags below override: key (a library key table, the default), task (a task table with an owner column) or task-no-owner (a task table with only a lock time)")
-	fs.StringVar(&o.LeaseKey, "lease-key", "", "key column (key: lease_key; task: id)")
-	fs.StringVar(&o.LeaseKeyKind, "lease-key-kind", "", "key type: int or text (key: text; task: int)")
-	fs.IntVar(&o.LeaseKeyLen, "lease-key-len", 0, "length of a text key column (default 255)")
-	fs.StringVar(&o.LeaseOwner, "lease-owner", "", "owner column (key: owner; task: lock_owner; - for none)")
-	fs.StringVar(&o.LeaseStatus, "lease-status", "", "task status column (task-no-owner: status; - for none)")
-	fs.StringVar(&o.LeaseLockedAt, "lease-locked-at", "", "lock time column (default lock_at)")
-	fs.StringVar(&o.LeaseExpiresAt, "lease-expires-at", "", "expiry column (key: expires_at; - for none)")
-	fs.StringVar(&o.LeaseFence, "lease-fence", "", "fence column (key: fence; - for none)")
-	fs.Var(repeatFlag{&o.Scopes}, "scope", "scope values, comma-separated in -scope-cols order (repeatable)")
-	fs.Var(repeatFlag{&o.Keys}, "key", "lease key (repeatable)")
-	fs.StringVar(&o.IDs, "ids", "", "row keys, comma-separated (default: every row of the scope)")
-	fs.DurationVar(&o.Older, "older", 5*time.Minute, "stuck/reap: processing for longer than this")
-	fs.IntVar(&o.Limit, "limit", defaultLimit, "most rows listed")
-	fs.IntVar(&o.MaxAttempts, "max-attempts", 0, "reap: park stale rows whose attempts reached this (needs -attempts)")
-	fs.BoolVar(&o.AllScopes, "all-scopes", false, "reap: sweep every scope (default: the -scope given)")
-	fs.BoolVar(&o.ResetAttempts, "reset-attempts", false, "unpark: reset attempts to zero")
-	fs.BoolVar(&o.AllIndexes, "all-indexes", false, "ddl: print every recommended index, not only the missing ones")
-	fs.BoolVar(&o.JSON, "json", false, "print JSON")
-	fs.BoolVar(&o.Yes, "yes", false, "do not ask for confirmation")
-	fs.DurationVar(&o.Timeout, "timeout", 30*time.Second, "bound on the whole command")
-	if err := fs.Parse(args); err != nil {
-		return nil, usageErr("%s: %v", cmd, err)
-	}
-	if fs.NArg() > 0 {
-		return nil, usageErr("%s: unexpected argument %q (flags come after the command)", cmd, fs.Arg(0))
-	}
-	if o.Config != "" {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if err := o.loadFile(set); err != nil {
-			return nil, err
-		}
-	}
-	if o.DSN == "" {
-		o.DSN = os.Getenv("CLAIMCTL_DSN")
-	}
-	if o.Limit < 1 || o.Limit > dialect.MaxListLimit {
-		return nil, usageErr("-limit %d is outside 1..%d", o.Limit, dialect.MaxListLimit)
-	}
-	if o.Timeout <= 0 {
-		return nil, usageErr("-timeout must be positive")
-	}
-	return o, nil
 }
 
 // loadFile fills the options the command line did not set from the JSON
@@ -456,11 +358,5 @@ func leaseKey(t dialect.LeaseTable, k string) (any, error) {
 	}
 	return n, nil
 }
-
-// discard swallows the flag package's own messages: claimctl prints one
-// line per error itself.
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 var errNotConfirmed = errors.New("not confirmed; nothing changed (use -yes to skip the question)")

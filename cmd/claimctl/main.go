@@ -68,7 +68,11 @@
 //	4  connection: the database could not be reached or is not supported
 //	5  refused: an action was not confirmed (nothing changed)
 //
-// Errors are one line on standard error, prefixed "claimctl: ".
+// Errors are one line on standard error, prefixed "claimctl: "; an error in
+// the command line itself (no or an unknown command, a flag the command
+// does not take, a bad flag value) is followed by the usage. claimctl -h
+// and claimctl help list the commands; claimctl COMMAND -h and claimctl
+// help COMMAND print what a command does and its flags.
 package main
 
 import (
