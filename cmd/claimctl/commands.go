@@ -70,7 +70,7 @@ func cmdStats(ctx context.Context, e *env) error {
 	for _, sv := range scopes {
 		st, err := store.Stats(ctx, sv)
 		if err != nil {
-			return fmt.Errorf("stats: %w", err)
+			return err
 		}
 		label := scopeLabel(spec.Scope, sv)
 		if sv == nil {
@@ -116,7 +116,7 @@ func (e *env) listRows(ctx context.Context, set dialect.RowSet, olderThan time.D
 		return err
 	}
 	if set == dialect.SetScheduled && spec.RunAt == "" {
-		return usageErr("scheduled: needs the -run-at column")
+		return usageErr("needs the -run-at column")
 	}
 	scope, err := e.o.oneScope(spec)
 	if err != nil {
@@ -124,7 +124,7 @@ func (e *env) listRows(ctx context.Context, set dialect.RowSet, olderThan time.D
 	}
 	rows, err := store.List(ctx, &dialect.ListParams{Set: set, ScopeValues: scope, OlderThan: olderThan, Limit: e.o.Limit})
 	if err != nil {
-		return fmt.Errorf("list: %w", err)
+		return err
 	}
 	out := make([]rowOut, len(rows))
 	for i, r := range rows {
@@ -237,7 +237,7 @@ func cmdUnpark(ctx context.Context, e *env) error {
 	if len(ids) == 0 {
 		st, err := store.Stats(ctx, scope)
 		if err != nil {
-			return fmt.Errorf("unpark: %w", err)
+			return err
 		}
 		if st.Failed == 0 {
 			return e.report(actionResult{Action: "unpark", Table: spec.Table, Scope: scopeLabel(spec.Scope, scope)}, "no parked rows; nothing changed")
@@ -251,7 +251,7 @@ func cmdUnpark(ctx context.Context, e *env) error {
 	}
 	n, err := store.Unpark(ctx, &dialect.UnparkParams{RowFilter: dialect.RowFilter{ScopeValues: scope, IDs: ids}, ResetAttempts: e.o.ResetAttempts})
 	if err != nil {
-		return fmt.Errorf("unpark: %w (%d row(s) unparked before the error)", err, n)
+		return fmt.Errorf("%w (%d row(s) unparked before the error)", err, n)
 	}
 	return e.report(actionResult{Action: "unpark", Table: spec.Table, Scope: scopeLabel(spec.Scope, scope), Rows: n}, fmt.Sprintf("unparked %d row(s)", n))
 }
@@ -262,7 +262,7 @@ func cmdRetryNow(ctx context.Context, e *env) error {
 		return err
 	}
 	if spec.RunAt == "" {
-		return usageErr("retry-now: needs the -run-at column")
+		return usageErr("needs the -run-at column")
 	}
 	scope, err := e.o.oneScope(spec)
 	if err != nil {
@@ -277,7 +277,7 @@ func cmdRetryNow(ctx context.Context, e *env) error {
 	}
 	n, err := store.RetryNow(ctx, dialect.RowFilter{ScopeValues: scope, IDs: ids})
 	if err != nil {
-		return fmt.Errorf("retry now: %w (%d row(s) changed before the error)", err, n)
+		return fmt.Errorf("%w (%d row(s) changed before the error)", err, n)
 	}
 	return e.report(actionResult{Action: "retry-now", Table: spec.Table, Scope: scopeLabel(spec.Scope, scope), Rows: n}, fmt.Sprintf("%d row(s) claimable now", n))
 }
@@ -306,7 +306,7 @@ func cmdReap(ctx context.Context, e *env) error {
 	}
 	r, err := zombie.New(e.d, claimConfig(spec, scope), zombie.Config{Timeout: e.o.Older, MaxAttempts: e.o.MaxAttempts, AllScopes: e.o.AllScopes})
 	if err != nil {
-		return usageErr("reap: %v", err)
+		return usageErr("%v", err)
 	}
 	listScope := scope
 	label := scopeLabel(spec.Scope, scope)
@@ -315,7 +315,7 @@ func cmdReap(ctx context.Context, e *env) error {
 	}
 	stale, err := store.List(ctx, &dialect.ListParams{Set: dialect.SetProcessing, ScopeValues: listScope, OlderThan: e.o.Older, Limit: dialect.MaxListLimit})
 	if err != nil {
-		return fmt.Errorf("reap: %w", err)
+		return err
 	}
 	if len(stale) == 0 {
 		return e.report(actionResult{Action: "reap", Table: spec.Table, Scope: label}, "no row has been processing longer than "+e.o.Older.String()+"; nothing changed")
@@ -329,7 +329,7 @@ func cmdReap(ctx context.Context, e *env) error {
 	}
 	res, err := r.Sweep(ctx)
 	if err != nil {
-		return fmt.Errorf("reap: %w (%d returned, %d parked before the error)", err, res.Returned, res.Parked)
+		return fmt.Errorf("%w (%d returned, %d parked before the error)", err, res.Returned, res.Parked)
 	}
 	return e.report(actionResult{Action: "reap", Table: spec.Table, Scope: label, Rows: res.Returned, Parked: res.Parked},
 		fmt.Sprintf("returned %d row(s) to pending, parked %d", res.Returned, res.Parked))
@@ -414,10 +414,10 @@ func cmdLeases(ctx context.Context, e *env) error {
 		}
 		holders, err := store.Held(ctx, e.o.Limit)
 		if errors.Is(err, dialect.ErrNotSupported) {
-			return usageErr("leases: the lease table has no expiry column to list holders by; give each lease with -key (repeatable)")
+			return usageErr("the lease table has no expiry column to list holders by; give each lease with -key (repeatable)")
 		}
 		if err != nil {
-			return fmt.Errorf("leases: %w", err)
+			return err
 		}
 		for _, h := range holders {
 			t := h.ExpiresAt.UTC()
@@ -438,7 +438,7 @@ func cmdLeases(ctx context.Context, e *env) error {
 		}
 		l, err := inspect(ctx, lt, k, key)
 		if err != nil {
-			return fmt.Errorf("leases: %w", err)
+			return err
 		}
 		out = append(out, l)
 	}
@@ -471,7 +471,7 @@ func cmdForceRelease(ctx context.Context, e *env) error {
 		return err
 	}
 	if len(e.o.Keys) != 1 {
-		return usageErr("force-release: give exactly one -key")
+		return usageErr("give exactly one -key")
 	}
 	key, err := leaseKey(lt, e.o.Keys[0])
 	if err != nil {
@@ -482,7 +482,7 @@ func cmdForceRelease(ctx context.Context, e *env) error {
 	}
 	l, err := inspect(ctx, lt, k, key)
 	if err != nil {
-		return fmt.Errorf("force release: %w", err)
+		return err
 	}
 	if l.State == "absent" || l.State == "free" {
 		return e.report(actionResult{Action: "force-release", Table: lt.Table}, fmt.Sprintf("lease %v is %s; nothing changed", key, l.State))
@@ -501,7 +501,7 @@ func cmdForceRelease(ctx context.Context, e *env) error {
 	}
 	ok, err := k.ForceRelease(ctx, key)
 	if err != nil {
-		return fmt.Errorf("force release: %w", err)
+		return err
 	}
 	n := int64(0)
 	msg := fmt.Sprintf("lease %v was freed meanwhile; nothing changed", key)

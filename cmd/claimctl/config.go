@@ -206,6 +206,9 @@ func (o *options) claimTable() (dialect.ClaimTable, error) {
 // scopeValues parses the -scope values: one list per flag use, each with
 // one value per scope column. Integers pass as int64 unless -scope-text.
 func (o *options) scopeValues(spec dialect.ClaimTable) ([][]any, error) {
+	if len(o.Scopes) > 0 && len(spec.Scope) == 0 {
+		return nil, usageErr("-scope given, but the table has no scope columns (-scope-cols)")
+	}
 	var out [][]any
 	for _, s := range o.Scopes {
 		parts := strings.Split(s, ",")

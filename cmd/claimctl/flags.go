@@ -151,10 +151,10 @@ func parseOptions(name string, args []string) (*options, error) {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, errHelp
 		}
-		return nil, withUsage(usageErr("%s: %v", name, err), cmd.help())
+		return nil, withUsage(usageErr("%v", err), cmd.help())
 	}
 	if fs.NArg() > 0 {
-		return nil, withUsage(usageErr("%s: unexpected argument %q (flags come after the command)", name, fs.Arg(0)), cmd.help())
+		return nil, withUsage(usageErr("unexpected argument %q (flags come after the command)", fs.Arg(0)), cmd.help())
 	}
 	if o.Config != "" {
 		set := map[string]bool{}

@@ -156,17 +156,40 @@ func runErr(ctx context.Context, args []string, stdin io.Reader, stdout io.Write
 		return err
 	}
 	if err != nil {
-		return err
+		return inCommand(cmd.name, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	d, closeFn, err := connect(ctx, o)
 	if err != nil {
-		return err
+		return inCommand(cmd.name, err)
 	}
 	defer closeFn()
-	return cmd.run(ctx, &env{o: o, d: d, in: bufio.NewReader(stdin), out: stdout})
+	return inCommand(cmd.name, cmd.run(ctx, &env{o: o, d: d, in: bufio.NewReader(stdin), out: stdout}))
 }
+
+// inCommand names the command in err's message, once: the library's
+// errors name their operation, which is often the command's ("stats:
+// <cause>", "retry now: <cause>"), and is then not named again.
+func inCommand(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if strings.HasPrefix(msg, name+": ") || strings.HasPrefix(msg, strings.ReplaceAll(name, "-", " ")+": ") {
+		return err
+	}
+	return &commandError{name: name, err: err}
+}
+
+// commandError is an error of a command, named in its message.
+type commandError struct {
+	name string
+	err  error
+}
+
+func (e *commandError) Error() string { return e.name + ": " + e.err.Error() }
+func (e *commandError) Unwrap() error { return e.err }
 
 // lookup returns the command called name, nil if there is none.
 func lookup(name string) *command {
