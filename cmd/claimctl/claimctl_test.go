@@ -27,10 +27,13 @@ func ctl(t *testing.T, stdin string, args ...string) (code int, stdout, stderr s
 	var out, errOut bytes.Buffer
 	code = run(context.Background(), args, strings.NewReader(stdin), &out, &errOut)
 	if code != exitOK {
-		line := errOut.String()
+		line, usage, _ := strings.Cut(errOut.String(), "\n")
 		require.True(t, strings.HasPrefix(line, "claimctl: "), "%q", line)
-		require.Equal(t, 1, strings.Count(line, "\n"), "one line: %q", line)
 		require.NotContains(t, line, "goroutine")
+		if usage != "" {
+			require.Equal(t, exitUsage, code, "only a usage error is followed by more than its line: %q", errOut.String())
+			require.True(t, strings.HasPrefix(usage, "\nusage: claimctl "), "the usage follows the error: %q", usage)
+		}
 	} else {
 		require.Empty(t, errOut.String())
 	}

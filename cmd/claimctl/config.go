@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -26,17 +25,28 @@ const (
 	defaultLimit = 50
 )
 
-// exitError is an error with its exit code.
+// exitError is an error with its exit code and, for a usage error of the
+// command line, the usage to print after it.
 type exitError struct {
-	code int
-	err  error
+	code  int
+	err   error
+	usage string
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 func usageErr(format string, args ...any) error {
-	return &exitError{exitUsage, fmt.Errorf(format, args...)}
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// withUsage attaches the usage to print after a usage error.
+func withUsage(err error, usage string) error {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		ee.usage = usage
+	}
+	return err
 }
 
 // options are every flag; the JSON config file uses the same names.
@@ -67,7 +77,9 @@ type options struct {
 	LeaseKind      string `json:"lease-kind"`
 	LeaseKey       string `json:"lease-key"`
 	LeaseKeyKind   string `json:"lease-key-kind"`
+	LeaseKeyLen    int    `json:"lease-key-len"`
 	LeaseOwner     string `json:"lease-owner"`
+	LeaseStatus    string `json:"lease-status"`
 	LeaseLockedAt  string `json:"lease-locked-at"`
 	LeaseExpiresAt string `json:"lease-expires-at"`
 	LeaseFence     string `json:"lease-fence"`
@@ -85,112 +97,6 @@ type options struct {
 	JSON          bool          `json:"-"`
 	Yes           bool          `json:"-"`
 	Timeout       time.Duration `json:"-"`
-}
-
-// listFlag is a comma-separated list.
-type listFlag struct{ p *[]string }
-
-func (l listFlag) String() string {
-	if l.p == nil {
-		return ""
-	}
-	return strings.Join(*l.p, ",")
-}
-
-func (l listFlag) Set(s string) error {
-	*l.p = nil
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			*l.p = append(*l.p, v)
-		}
-	}
-	return nil
-}
-
-// repeatFlag collects every use of a flag.
-type repeatFlag struct{ p *[]string }
-
-func (r repeatFlag) String() string {
-	if r.p == nil {
-		return ""
-	}
-	return strings.Join(*r.p, " ")
-}
-
-func (r repeatFlag) Set(s string) error {
-	*r.p = append(*r.p, s)
-	return nil
-}
-
-// parseOptions reads the flags (and the config file they name) of a
-// command.
-func parseOptions(cmd string, args []string) (*options, error) {
-	o := &options{}
-	fs := flag.NewFlagSet("claimctl "+cmd, flag.ContinueOnError)
-	fs.SetOutput(discard{})
-	fs.StringVar(&o.Config, "config", "", "JSON file with the connection and table description (keys are flag names)")
-	fs.StringVar(&o.Driver, "driver", "", "postgres, mysql or sqlite")
-	fs.StringVar(&o.DSN, "dsn", "", "data source name (default $CLAIMCTL_DSN)")
-	fs.StringVar(&o.Table, "table", "", "claim table")
-	fs.StringVar(&o.ID, "id", "", "key column (default id)")
-	fs.StringVar(&o.IDKind, "id-kind", "", "key type: int (default) or text")
-	fs.StringVar(&o.Status, "status", "", "status column (default status)")
-	fs.StringVar(&o.Token, "token", "", "token column (default token)")
-	fs.StringVar(&o.ClaimedAt, "claimed-at", "", "claim time column (default claimed_at)")
-	fs.StringVar(&o.Attempts, "attempts", "", "attempts column (optional)")
-	fs.StringVar(&o.Version, "version", "", "version column (optional)")
-	fs.StringVar(&o.CreatedAt, "created-at", "", "creation time column (optional)")
-	fs.StringVar(&o.RunAt, "run-at", "", "run-at column (optional)")
-	fs.StringVar(&o.Error, "error", "", "error column (optional)")
-	fs.BoolVar(&o.TextTimes, "text-times", false, "SQLite: times stored as text")
-	fs.BoolVar(&o.ClearClaimedAt, "clear-claimed-at", false, "the table clears the claim time of pending rows")
-	fs.Var(listFlag{&o.ScopeCols}, "scope-cols", "scope columns, comma-separated")
-	fs.Var(listFlag{&o.Statuses}, "statuses", "pending,processing,done[,failed] status values (default PENDING,PROCESSING,DONE,FAILED)")
-	fs.BoolVar(&o.IntStatuses, "int-statuses", false, "status values are integers")
-	fs.BoolVar(&o.ScopeText, "scope-text", false, "pass scope values as text even when they look like integers")
-	fs.StringVar(&o.LeaseTable, "lease-table", "", "lease table")
-	fs.StringVar(&o.LeaseKind, "lease-kind", "", "key (a library key table, the default) or task (the user's task table)")
-	fs.StringVar(&o.LeaseKey, "lease-key", "", "task table: key column (default id)")
-	fs.StringVar(&o.LeaseKeyKind, "lease-key-kind", "", "task table: key type int (default) or text")
-	fs.StringVar(&o.LeaseOwner, "lease-owner", "", "task table: owner column (default lock_owner)")
-	fs.StringVar(&o.LeaseLockedAt, "lease-locked-at", "", "task table: lock time column (default lock_at)")
-	fs.StringVar(&o.LeaseExpiresAt, "lease-expires-at", "", "task table: expiry column (optional)")
-	fs.StringVar(&o.LeaseFence, "lease-fence", "", "task table: fence column (optional)")
-	fs.Var(repeatFlag{&o.Scopes}, "scope", "scope values, comma-separated in -scope-cols order (repeatable)")
-	fs.Var(repeatFlag{&o.Keys}, "key", "lease key (repeatable)")
-	fs.StringVar(&o.IDs, "ids", "", "row keys, comma-separated (default: every row of the scope)")
-	fs.DurationVar(&o.Older, "older", 5*time.Minute, "stuck/reap: processing for longer than this")
-	fs.IntVar(&o.Limit, "limit", defaultLimit, "most rows listed")
-	fs.IntVar(&o.MaxAttempts, "max-attempts", 0, "reap: park stale rows whose attempts reached this (needs -attempts)")
-	fs.BoolVar(&o.AllScopes, "all-scopes", false, "reap: sweep every scope (default: the -scope given)")
-	fs.BoolVar(&o.ResetAttempts, "reset-attempts", false, "unpark: reset attempts to zero")
-	fs.BoolVar(&o.AllIndexes, "all-indexes", false, "ddl: print every recommended index, not only the missing ones")
-	fs.BoolVar(&o.JSON, "json", false, "print JSON")
-	fs.BoolVar(&o.Yes, "yes", false, "do not ask for confirmation")
-	fs.DurationVar(&o.Timeout, "timeout", 30*time.Second, "bound on the whole command")
-	if err := fs.Parse(args); err != nil {
-		return nil, usageErr("%s: %v", cmd, err)
-	}
-	if fs.NArg() > 0 {
-		return nil, usageErr("%s: unexpected argument %q (flags come after the command)", cmd, fs.Arg(0))
-	}
-	if o.Config != "" {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if err := o.loadFile(set); err != nil {
-			return nil, err
-		}
-	}
-	if o.DSN == "" {
-		o.DSN = os.Getenv("CLAIMCTL_DSN")
-	}
-	if o.Limit < 1 || o.Limit > dialect.MaxListLimit {
-		return nil, usageErr("-limit %d is outside 1..%d", o.Limit, dialect.MaxListLimit)
-	}
-	if o.Timeout <= 0 {
-		return nil, usageErr("-timeout must be positive")
-	}
-	return o, nil
 }
 
 // loadFile fills the options the command line did not set from the JSON
@@ -217,6 +123,8 @@ func (o *options) loadFile(set map[string]bool) error {
 			*d = *src.(*string)
 		case *bool:
 			*d = *src.(*bool)
+		case *int:
+			*d = *src.(*int)
 		case *[]string:
 			*d = *src.(*[]string)
 		}
@@ -244,7 +152,9 @@ func (o *options) loadFile(set map[string]bool) error {
 	apply("lease-kind", &o.LeaseKind, &f.LeaseKind)
 	apply("lease-key", &o.LeaseKey, &f.LeaseKey)
 	apply("lease-key-kind", &o.LeaseKeyKind, &f.LeaseKeyKind)
+	apply("lease-key-len", &o.LeaseKeyLen, &f.LeaseKeyLen)
 	apply("lease-owner", &o.LeaseOwner, &f.LeaseOwner)
+	apply("lease-status", &o.LeaseStatus, &f.LeaseStatus)
 	apply("lease-locked-at", &o.LeaseLockedAt, &f.LeaseLockedAt)
 	apply("lease-expires-at", &o.LeaseExpiresAt, &f.LeaseExpiresAt)
 	apply("lease-fence", &o.LeaseFence, &f.LeaseFence)
@@ -296,6 +206,9 @@ func (o *options) claimTable() (dialect.ClaimTable, error) {
 // scopeValues parses the -scope values: one list per flag use, each with
 // one value per scope column. Integers pass as int64 unless -scope-text.
 func (o *options) scopeValues(spec dialect.ClaimTable) ([][]any, error) {
+	if len(o.Scopes) > 0 && len(spec.Scope) == 0 {
+		return nil, usageErr("-scope given, but the table has no scope columns (-scope-cols)")
+	}
 	var out [][]any
 	for _, s := range o.Scopes {
 		parts := strings.Split(s, ",")
@@ -366,36 +279,70 @@ func claimConfig(spec dialect.ClaimTable, scope []any) claim.Config {
 	return claim.Config{ClaimTable: spec, ScopeValues: scope}
 }
 
-// leaseTable builds the lease table description.
+// leaseKinds are the lease table shapes -lease-kind names: the library's
+// own descriptions, whose columns the -lease-* flags then override.
+var leaseKinds = map[string]func(table string) dialect.LeaseTable{
+	"key":           tasklock.KeyTable,
+	"task":          tasklock.TaskTable,
+	"task-no-owner": tasklock.TaskTableNoOwner,
+}
+
+// noColumn as a column flag's value says the table has no such column.
+const noColumn = "-"
+
+// leaseTable builds the lease table description: the shape -lease-kind
+// names, with the columns the -lease-* flags give ("-" for an optional
+// column the table lacks), validated.
 func (o *options) leaseTable() (dialect.LeaseTable, error) {
 	if o.LeaseTable == "" {
 		return dialect.LeaseTable{}, usageErr("-lease-table is required")
 	}
-	var t dialect.LeaseTable
-	switch o.LeaseKind {
-	case "", "key":
-		t = tasklock.KeyTable(o.LeaseTable)
-	case "task":
-		t = tasklock.TaskTable(o.LeaseTable)
-		set := func(dst *string, v string) {
-			if v != "" {
-				*dst = v
-			}
-		}
-		set(&t.Key, o.LeaseKey)
-		set(&t.Owner, o.LeaseOwner)
-		set(&t.LockedAt, o.LeaseLockedAt)
-		set(&t.ExpiresAt, o.LeaseExpiresAt)
-		set(&t.Fence, o.LeaseFence)
-		switch o.LeaseKeyKind {
-		case "", "int":
-		case "text":
-			t.KeyKind = dialect.IDText
+	kind := o.LeaseKind
+	if kind == "" {
+		kind = "key"
+	}
+	shape, ok := leaseKinds[kind]
+	if !ok {
+		return dialect.LeaseTable{}, usageErr("-lease-kind %q: want key, task or task-no-owner", o.LeaseKind)
+	}
+	t := shape(o.LeaseTable)
+	for _, c := range []struct {
+		flag     string
+		dst      *string
+		v        string
+		optional bool
+	}{
+		{"-lease-key", &t.Key, o.LeaseKey, false},
+		{"-lease-owner", &t.Owner, o.LeaseOwner, true},
+		{"-lease-status", &t.Status, o.LeaseStatus, true},
+		{"-lease-locked-at", &t.LockedAt, o.LeaseLockedAt, false},
+		{"-lease-expires-at", &t.ExpiresAt, o.LeaseExpiresAt, true},
+		{"-lease-fence", &t.Fence, o.LeaseFence, true},
+	} {
+		switch {
+		case c.v == "":
+		case c.v != noColumn:
+			*c.dst = c.v
+		case c.optional:
+			*c.dst = ""
 		default:
-			return t, usageErr("-lease-key-kind %q: want int or text", o.LeaseKeyKind)
+			return t, usageErr("%s: the lease table needs this column; %q names none", c.flag, noColumn)
 		}
+	}
+	switch o.LeaseKeyKind {
+	case "":
+	case "int":
+		t.KeyKind = dialect.IDInt
+	case "text":
+		t.KeyKind = dialect.IDText
 	default:
-		return t, usageErr("-lease-kind %q: want key or task", o.LeaseKind)
+		return t, usageErr("-lease-key-kind %q: want int or text", o.LeaseKeyKind)
+	}
+	if o.LeaseKeyLen < 0 {
+		return t, usageErr("-lease-key-len %d: must not be negative", o.LeaseKeyLen)
+	}
+	if o.LeaseKeyLen > 0 {
+		t.KeyMaxLen = o.LeaseKeyLen
 	}
 	if err := t.Validate(); err != nil {
 		return t, usageErr("lease table description: %v", err)
@@ -414,11 +361,5 @@ func leaseKey(t dialect.LeaseTable, k string) (any, error) {
 	}
 	return n, nil
 }
-
-// discard swallows the flag package's own messages: claimctl prints one
-// line per error itself.
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 var errNotConfirmed = errors.New("not confirmed; nothing changed (use -yes to skip the question)")

@@ -15,7 +15,8 @@
 //	           first, with token and age on the database clock
 //	parked     parked (failed) rows with their attempts and stored error
 //	scheduled  pending rows waiting for a future run-at (needs -run-at)
-//	leases     held leases, soonest expiry first (or the lease of each -key): owner, fence, expiry, remaining TTL
+//	leases     held leases, soonest expiry first (or the lease of each -key):
+//	           owner, fence, expiry, remaining TTL
 //	ddl        the SQL to paste into a migration: columns the claim table
 //	           lacks (or CREATE TABLE when it does not exist), the missing
 //	           recommended indexes (all with -all-indexes), and the lease
@@ -32,13 +33,27 @@
 //	               -older) back to pending, parked at -max-attempts
 //	force-release  free the lease of -key whoever holds it
 //
-// The table is described by flags (-table, -id, -status, -token,
+// The claim table is described by flags (-table, -id, -status, -token,
 // -claimed-at, -attempts, -run-at, -error, -created-at, -scope-cols,
 // -statuses, ...) or by a JSON file (-config), whose fields are the flags'
-// names; flags given on the command line override the file. -driver is
-// postgres, mysql or sqlite; -dsn is the data source name (or the
-// CLAIMCTL_DSN environment variable, which keeps passwords out of the
-// process list). Output is a human table; -json prints JSON for scripts.
+// names; flags given on the command line override the file. The lease
+// table is described the same way: -lease-table, and -lease-kind for its
+// shape (key: a key table of tasklock.CreateTable, the default; task: a
+// task table with an owner column, tasklock.TaskTable; task-no-owner: a
+// task table with only a lock time, tasklock.TaskTableNoOwner), whose
+// column names the -lease-key, -lease-owner, -lease-locked-at,
+// -lease-expires-at, -lease-fence and -lease-status flags override ("-"
+// for an optional column the table lacks), so that every lease table the
+// library accepts can be described. -driver is postgres, mysql or sqlite;
+// -dsn is the data source name (or the CLAIMCTL_DSN environment variable,
+// which keeps passwords out of the process list). Output is a human table;
+// -json prints JSON for scripts.
+//
+// A lease's state is absent (no row has the key), free, held, expired
+// (past its expiry, neither taken again nor reaped) or, in a table without
+// an expiry column, locked: each holder's TTL is its own, so whether it has
+// passed is unknown. Listing every holder (leases without -key) needs an
+// expiry column.
 //
 // Before it reads or changes anything, claimctl checks the table and the
 // configured columns against the database catalog, so a wrong name is
@@ -53,7 +68,11 @@
 //	4  connection: the database could not be reached or is not supported
 //	5  refused: an action was not confirmed (nothing changed)
 //
-// Errors are one line on standard error, prefixed "claimctl: ".
+// Errors are one line on standard error, prefixed "claimctl: "; an error in
+// the command line itself (no or an unknown command, a flag the command
+// does not take, a bad flag value) is followed by the usage. claimctl -h
+// and claimctl help list the commands; claimctl COMMAND -h and claimctl
+// help COMMAND print what a command does and its flags.
 package main
 
 import (

@@ -22,7 +22,7 @@ func connect(ctx context.Context, o *options) (dialect.Dialect, func(), error) {
 	if o.DSN == "" {
 		return nil, nil, usageErr("-dsn is required (or set CLAIMCTL_DSN)")
 	}
-	conn := func(err error) error { return &exitError{exitConnect, err} }
+	conn := func(err error) error { return &exitError{code: exitConnect, err: err} }
 	switch o.Driver {
 	case "postgres", "postgresql":
 		cfg, err := pgxpool.ParseConfig(o.DSN)
@@ -81,7 +81,7 @@ func connect(ctx context.Context, o *options) (dialect.Dialect, func(), error) {
 // description and the database is a schema error, anything else a failure.
 func schemaErr(err error) error {
 	if errors.Is(err, dialect.ErrInvalidConfig) {
-		return &exitError{exitSchema, err}
+		return &exitError{code: exitSchema, err: err}
 	}
 	return err
 }

@@ -54,3 +54,21 @@ func cut(s string, n int) string {
 	}
 	return s
 }
+
+// actionResult is the JSON of an action.
+type actionResult struct {
+	Action string `json:"action"`
+	Table  string `json:"table"`
+	Scope  string `json:"scope,omitempty"`
+	Rows   int64  `json:"rows"`
+	Parked int64  `json:"parked,omitempty"`
+}
+
+// report prints an action's result: r with -json, else the human line.
+func (e *env) report(r actionResult, human string) error {
+	if e.o.JSON {
+		return printJSON(e.out, r)
+	}
+	_, err := fmt.Fprintln(e.out, human)
+	return err
+}

@@ -13,10 +13,24 @@ import (
 
 // command is one claimctl command.
 type command struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, e *env) error
+	name string
+	// summary is its line in the command list; about says what it does,
+	// for its help.
+	summary, about string
+	// tables are the table descriptions it reads; flags are its own
+	// flags.
+	tables tableSet
+	flags  []string
+	run    func(ctx context.Context, e *env) error
 }
+
+// tableSet says which table descriptions a command reads.
+type tableSet int
+
+const (
+	claimTable tableSet = 1 << iota
+	leaseTable
+)
 
 // env is what a command works with.
 type env struct {
@@ -27,20 +41,74 @@ type env struct {
 }
 
 var commands = []command{
-	{"stats", "rows by status and oldest ages, per -scope", cmdStats},
-	{"stuck", "rows processing for longer than -older", cmdStuck},
-	{"parked", "parked rows with attempts and error", cmdParked},
-	{"scheduled", "pending rows waiting for a future run-at", cmdScheduled},
-	{"leases", "held leases, soonest expiry first (or the lease of each -key)", cmdLeases},
-	{"unpark", "return parked rows to pending", cmdUnpark},
-	{"retry-now", "make rows waiting for their run-at claimable now", cmdRetryNow},
-	{"reap", "run one reaper sweep", cmdReap},
-	{"force-release", "free the lease of -key whoever holds it", cmdForceRelease},
-	{"ddl", "print the SQL for a migration", cmdDDL},
+	{
+		name: "stats", summary: "rows by status and oldest ages, per -scope", tables: claimTable, flags: []string{"scope"},
+		about: "Rows by status (pending, processing, done, failed, other) and the ages of the oldest pending row\n" +
+			"(by its creation time: needs -created-at) and of the oldest processing row, on the database clock,\n" +
+			"for each -scope given, or for the whole table.",
+		run: cmdStats,
+	},
+	{
+		name: "stuck", summary: "rows processing for longer than -older", tables: claimTable, flags: []string{"scope", "older", "limit"},
+		about: "Rows of the -scope processing for longer than -older, oldest first, with their token, attempts\n" +
+			"and the time since their claim or last heartbeat on the database clock.",
+		run: cmdStuck,
+	},
+	{
+		name: "parked", summary: "parked rows with attempts and error", tables: claimTable, flags: []string{"scope", "limit"},
+		about: "Parked (failed) rows of the -scope with their attempts, the time since their last claim and\n" +
+			"their stored error (needs -error).",
+		run: cmdParked,
+	},
+	{
+		name: "scheduled", summary: "pending rows waiting for a future run-at", tables: claimTable, flags: []string{"scope", "limit"},
+		about: "Pending rows of the -scope waiting for a run-at in the future (needs -run-at), soonest first.",
+		run:   cmdScheduled,
+	},
+	{
+		name: "leases", summary: "held leases, soonest expiry first (or the lease of each -key)", tables: leaseTable, flags: []string{"key", "limit"},
+		about: "Leases of the lease table: every held one, soonest expiry first, with the time left on the\n" +
+			"database clock (needs an expiry column), or the lease of each -key given: state (absent,\n" +
+			"free, held, expired, or locked in a table without an expiry column), owner, fence and expiry.",
+		run: cmdLeases,
+	},
+	{
+		name: "unpark", summary: "return parked rows to pending", tables: claimTable, flags: []string{"scope", "ids", "reset-attempts", "yes"},
+		about: "Return parked rows (every one of the -scope, or those of -ids) to pending; -reset-attempts gives\n" +
+			"them fresh attempts. Asks for confirmation unless -yes.",
+		run: cmdUnpark,
+	},
+	{
+		name: "retry-now", summary: "make rows waiting for their run-at claimable now", tables: claimTable, flags: []string{"scope", "ids", "yes"},
+		about: "Make pending rows of the -scope (or those of -ids) that wait for a future run-at claimable now\n" +
+			"(needs -run-at). Asks for confirmation unless -yes.",
+		run: cmdRetryNow,
+	},
+	{
+		name: "reap", summary: "run one reaper sweep", tables: claimTable, flags: []string{"scope", "all-scopes", "older", "max-attempts", "yes"},
+		about: "Run one reaper sweep: rows processing for longer than -older go back to pending (those with\n" +
+			"-max-attempts attempts or more are parked), in the -scope or in every scope with -all-scopes.\n" +
+			"Their workers are presumed dead. Asks for confirmation unless -yes.",
+		run: cmdReap,
+	},
+	{
+		name: "force-release", summary: "free the lease of -key whoever holds it", tables: leaseTable, flags: []string{"key", "yes"},
+		about: "Free the lease of one -key whoever holds it. A live holder keeps working until its next renewal\n" +
+			"fails. Asks for confirmation unless -yes.",
+		run: cmdForceRelease,
+	},
+	{
+		name: "ddl", summary: "print the SQL for a migration", tables: claimTable | leaseTable, flags: []string{"all-indexes"},
+		about: "Print the SQL a migration needs on the connected engine: the columns the claim table lacks (or\n" +
+			"CREATE TABLE when it does not exist), its missing recommended indexes (all with -all-indexes),\n" +
+			"and the lease table (CREATE TABLE for a key table, the columns a task table lacks).",
+		run: cmdDDL,
+	},
 }
 
 // run is claimctl's main logic: it returns the exit code and writes the
-// output to stdout and one line per error to stderr.
+// output to stdout, and to stderr one line per error (followed by the
+// usage, for a usage error of the command line).
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	err := runErr(ctx, args, stdin, stdout)
 	if err == nil {
@@ -52,47 +120,96 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		code = ee.code
 	}
 	fmt.Fprintf(stderr, "claimctl: %s\n", oneLine(err.Error()))
+	if ee != nil && ee.usage != "" {
+		fmt.Fprintf(stderr, "\n%s", ee.usage)
+	}
 	return code
 }
 
 func runErr(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "help" {
-		fmt.Fprint(stdout, usage())
-		if len(args) == 0 {
-			return usageErr("no command given")
-		}
-		return nil
+	if len(args) == 0 {
+		return withUsage(usageErr("no command given"), usage())
 	}
-	var cmd *command
-	for i := range commands {
-		if commands[i].name == args[0] {
-			cmd = &commands[i]
+	switch args[0] {
+	case "-h", "-help", "--help":
+		_, err := fmt.Fprint(stdout, usage())
+		return err
+	case "help":
+		if len(args) == 1 {
+			_, err := fmt.Fprint(stdout, usage())
+			return err
 		}
+		cmd := lookup(args[1])
+		if cmd == nil || len(args) > 2 {
+			return withUsage(usageErr("help: want one command, got %q", strings.Join(args[1:], " ")), usage())
+		}
+		_, err := fmt.Fprint(stdout, cmd.help())
+		return err
 	}
+	cmd := lookup(args[0])
 	if cmd == nil {
-		return usageErr("unknown command %q (run claimctl help)", args[0])
+		return withUsage(usageErr("unknown command %q", args[0]), usage())
 	}
 	o, err := parseOptions(cmd.name, args[1:])
-	if err != nil {
+	if errors.Is(err, errHelp) {
+		_, err := fmt.Fprint(stdout, cmd.help())
 		return err
+	}
+	if err != nil {
+		return inCommand(cmd.name, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	d, closeFn, err := connect(ctx, o)
 	if err != nil {
-		return err
+		return inCommand(cmd.name, err)
 	}
 	defer closeFn()
-	return cmd.run(ctx, &env{o: o, d: d, in: bufio.NewReader(stdin), out: stdout})
+	return inCommand(cmd.name, cmd.run(ctx, &env{o: o, d: d, in: bufio.NewReader(stdin), out: stdout}))
 }
 
+// inCommand names the command in err's message, once: the library's
+// errors name their operation, which is often the command's ("stats:
+// <cause>", "retry now: <cause>"), and is then not named again.
+func inCommand(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if strings.HasPrefix(msg, name+": ") || strings.HasPrefix(msg, strings.ReplaceAll(name, "-", " ")+": ") {
+		return err
+	}
+	return &commandError{name: name, err: err}
+}
+
+// commandError is an error of a command, named in its message.
+type commandError struct {
+	name string
+	err  error
+}
+
+func (e *commandError) Error() string { return e.name + ": " + e.err.Error() }
+func (e *commandError) Unwrap() error { return e.err }
+
+// lookup returns the command called name, nil if there is none.
+func lookup(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
+		}
+	}
+	return nil
+}
+
+// usage is claimctl's help: its usage line and the commands.
 func usage() string {
 	var b strings.Builder
-	b.WriteString("usage: claimctl COMMAND -driver postgres|mysql|sqlite -dsn DSN (-config FILE | -table T ...) [flags]\n\ncommands:\n")
+	b.WriteString("usage: claimctl COMMAND -driver postgres|mysql|sqlite -dsn DSN (-config FILE | -table T ... | -lease-table T ...) [flags]\n\ncommands:\n")
 	for _, c := range commands {
 		fmt.Fprintf(&b, "  %-14s %s\n", c.name, c.summary)
 	}
-	b.WriteString("\nexit codes: 0 ok, 1 failed, 2 usage, 3 schema mismatch, 4 cannot connect, 5 not confirmed\n")
+	b.WriteString("\nRun claimctl COMMAND -h (or claimctl help COMMAND) for what a command does and its flags.\n")
+	b.WriteString("exit codes: 0 ok, 1 failed, 2 usage, 3 schema mismatch, 4 cannot connect, 5 not confirmed\n")
 	return b.String()
 }
 
@@ -109,5 +226,5 @@ func (e *env) confirm(what string) error {
 		return nil
 	}
 	fmt.Fprintln(e.out)
-	return &exitError{exitRefused, errNotConfirmed}
+	return &exitError{code: exitRefused, err: errNotConfirmed}
 }

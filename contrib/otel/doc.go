@@ -25,6 +25,12 @@
 // starts a new trace linked to the span that started it, so that a lease held
 // for hours does not grow one trace without end.
 //
+// A claim that found nothing pending makes no span: an idle service polls
+// all the time, and a span per empty poll would bury the traces that matter.
+// It is counted in claimlock.claims.empty instead, and its latency recorded
+// in claimlock.claim.duration. A claim that fails makes a span with its
+// error, as every failed operation does.
+//
 // Attributes an operator filters on: claimlock.table, claimlock.scope
 // ("task_id=42"), claimlock.token, the row counts (claimlock.rows.claimed,
 // .acked, .requeued, .failed, .parked, .lost, .held, .released),
@@ -38,7 +44,8 @@
 // Instruments (meter "github.com/claimlock/claimlock/contrib/otel"):
 //
 //   - claimlock.claim.duration (histogram, seconds): claim latency,
-//     including the wait for a claim slot.
+//     including the wait for a claim slot (empty claims too).
+//   - claimlock.claims.empty (counter): claims that found nothing pending.
 //   - claimlock.rows.claimed, .acked, .failed, .requeued, .lost, .reaped,
 //     .parked (counters, rows): parked counts rows parked by a fail and by
 //     the reaper; reaped counts stale rows the reaper returned to pending.

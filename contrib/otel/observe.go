@@ -13,9 +13,23 @@ import (
 	"github.com/claimlock/claimlock/zombie"
 )
 
-// ObserveClaim records a claimer's operation as a span and metrics.
+// ObserveClaim records a claimer's operation as a span and metrics. A claim
+// that found nothing (an idle poll) makes no span: it is counted in
+// claimlock.claims.empty and its latency recorded.
 func (o *Observer) ObserveClaim(ctx context.Context, e claim.Event) {
 	scope := ScopeString(e.Scope, e.ScopeValues)
+	mattrs := []attribute.KeyValue{attrTable.String(e.Table)}
+	if o.scopeMetric && scope != "" {
+		mattrs = append(mattrs, attrScope.String(scope))
+	}
+	set := metric.WithAttributeSet(attribute.NewSet(mattrs...))
+	if e.Op == claim.OpClaim && e.Err == nil && e.Claimed == 0 {
+		// An idle service polls all the time: a span per empty claim
+		// would flood its traces with nothing.
+		o.claimDur.Record(ctx, e.Duration.Seconds(), set)
+		o.emptyClaims.Add(ctx, 1, set)
+		return
+	}
 	attrs := []attribute.KeyValue{attrTable.String(e.Table)}
 	if scope != "" {
 		attrs = append(attrs, attrScope.String(scope))
@@ -45,11 +59,6 @@ func (o *Observer) ObserveClaim(ctx context.Context, e claim.Event) {
 	span := o.startSpan(ctx, "claimlock."+string(e.Op), spanTiming{start: e.Start, background: e.Background}, attrs...)
 	endSpan(span, e.Start.Add(e.Duration), e.Err)
 
-	mattrs := []attribute.KeyValue{attrTable.String(e.Table)}
-	if o.scopeMetric && scope != "" {
-		mattrs = append(mattrs, attrScope.String(scope))
-	}
-	set := metric.WithAttributeSet(attribute.NewSet(mattrs...))
 	if e.Err != nil {
 		o.errs.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(append(mattrs, attrOp.String(string(e.Op)))...)))
 		if e.Op == claim.OpClaim {

@@ -30,7 +30,7 @@ type Observer struct {
 
 	claimDur                                             metric.Float64Histogram
 	claimed, acked, failed, requeued, lost, reaped, park metric.Int64Counter
-	leasesAcquired, leasesLost, errs                     metric.Int64Counter
+	leasesAcquired, leasesLost, errs, emptyClaims        metric.Int64Counter
 }
 
 var (
@@ -104,6 +104,7 @@ func New(opts ...Option) (*Observer, error) {
 	o.leasesAcquired = counter("claimlock.leases.acquired", "{lease}", "Leases acquired.")
 	o.leasesLost = counter("claimlock.leases.lost", "{lease}", "Leases lost (taken over, force-released, or past their local deadline).")
 	o.errs = counter("claimlock.errors", "{error}", "Failed operations.")
+	o.emptyClaims = counter("claimlock.claims.empty", "{claim}", "Claims that found nothing pending (idle polls, which make no span).")
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("claimotel: %w", err)
 	}

@@ -250,3 +250,47 @@ func TestBackgroundLinkAndScopeMetrics(t *testing.T) {
 	}
 	require.True(t, found)
 }
+
+// An idle service's claims that find nothing make no spans: they are
+// counted in claimlock.claims.empty and their latency recorded. A claim
+// that fails still makes a span with the error.
+func TestEmptyClaimsMakeNoSpan(t *testing.T) {
+	t.Parallel()
+	f := obstest.New(t, testengine.All[0], 2, 0)
+	b := setup(t)
+	ctx, root := b.tp.Tracer("test").Start(context.Background(), "worker")
+	cfg := f.Config
+	cfg.Hooks = claim.Hooks{Observer: b.obs}
+	c, err := claim.New[struct{ Payload string }](f.Dialect, cfg, func(r *struct{ Payload string }) []any { return []any{&r.Payload} })
+	require.NoError(t, err)
+	batch, err := c.Claim(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, batch.Len())
+	for range 3 { // idle polls
+		empty, err := c.Claim(ctx)
+		require.NoError(t, err)
+		require.Zero(t, empty.Len())
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = c.Claim(cancelled)
+	require.Error(t, err)
+	root.End()
+
+	var claims []sdktrace.ReadOnlySpan
+	for _, s := range b.spans.GetSpans().Snapshots() {
+		if s.Name() == "claimlock.claim" {
+			claims = append(claims, s)
+		}
+	}
+	require.Len(t, claims, 2, "the claim that took rows and the one that failed; no span for the idle polls")
+	v, _ := attr(claims[0], "claimlock.rows.claimed")
+	require.EqualValues(t, 2, v.AsInt64())
+	require.Equal(t, codes.Error, claims[1].Status().Code, "a failed claim still makes a span, with its error")
+
+	sums, durations := b.sums(t)
+	require.EqualValues(t, 3, sums["claimlock.claims.empty"])
+	require.EqualValues(t, 2, sums["claimlock.rows.claimed"])
+	require.EqualValues(t, 1, sums["claimlock.errors"])
+	require.EqualValues(t, 4, durations, "every successful claim's latency, empty ones included")
+}

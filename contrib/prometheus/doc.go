@@ -10,6 +10,7 @@
 //	m := claimprom.New()
 //	m.Watch(d, cfg)                   // cfg's scope: task_id=42
 //	m.WatchTable(d, cfg)              // the whole table
+//	m.InitLeases(lockCfg.Table)       // a lease table
 //	prometheus.MustRegister(m)
 //	cfg.Hooks.Observer = m            // and tasklock / zombie Hooks
 //
@@ -18,7 +19,7 @@
 // From Stats, per table and scope (scope "" for a whole table):
 //
 //	claimlock_rows{table,scope,status}                  pending, processing, done, failed, other
-//	claimlock_oldest_pending_age_seconds{table,scope}   needs a CreatedAt column (else 0)
+//	claimlock_oldest_pending_age_seconds{table,scope}   only for a table with a CreatedAt column
 //	claimlock_oldest_processing_age_seconds{table,scope}
 //	claimlock_stats_up{table,scope}                     0 when the last read failed
 //
@@ -29,6 +30,26 @@
 //	_lost_total, _reaped_total, _parked_total{table}
 //	claimlock_leases_acquired_total, claimlock_leases_lost_total{lease_table}
 //	claimlock_errors_total{table,op}
+//
+// A table without a CreatedAt column has no
+// claimlock_oldest_pending_age_seconds series: the age cannot be known
+// there, and a 0 would read as an empty, healthy queue. Prometheus's
+// instrumentation guide offers NaN for a value that 0 would misrepresent,
+// but that suits a value unknown for the moment; this one is never known,
+// and leaving out what a system cannot provide is what exporters do. An
+// alert on the age (which is 0 when nothing is pending) therefore needs the
+// column; absent() tells a table without it.
+//
+// # Series before their first event
+//
+// Every event series of a table exists from the moment the table is known,
+// at zero: rate() and increase() then see the first claim or the first
+// error, and an alert on a series' absence means that nothing reports, not
+// that nothing happened yet. Watch and WatchTable create the series of
+// their claim table; [Metrics.InitClaims] does it for a claim table a
+// process observes without watching its Stats, and [Metrics.InitLeases]
+// for a lease table, which Metrics cannot otherwise know before its first
+// event.
 //
 // Stats counts rows (see [dialect.ClaimStore.Stats]): scoped, it reads the
 // scope's rows through an index; for a whole table it reads the table. Watch

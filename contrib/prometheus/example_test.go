@@ -4,6 +4,7 @@ import (
 	"context"
 	"log"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -12,10 +13,12 @@ import (
 	claimprom "github.com/claimlock/claimlock/contrib/prometheus"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/sqlite"
+	"github.com/claimlock/claimlock/tasklock"
 )
 
-// Watch a claim table's scope (Stats at each scrape) and count what the
-// claimer does (as its Observer); serve both on /metrics.
+// Watch a claim table's scope (Stats at each scrape), count what the
+// claimer and a lease locker do (as their Observer), with every series at
+// zero from the start; serve them on /metrics.
 func ExampleNew() {
 	ctx := context.Background()
 	db, err := sqlite.Open("app.db")
@@ -33,6 +36,10 @@ func ExampleNew() {
 		Hooks:       claim.Hooks{Observer: m},
 	}
 	if err := m.Watch(d, cfg); err != nil {
+		log.Fatal(err)
+	}
+	lockCfg := tasklock.Config{Table: tasklock.TaskTableNoOwner("xxx_task"), TTL: time.Minute, Hooks: tasklock.Hooks{Observer: m}}
+	if err := m.InitLeases(lockCfg.Table); err != nil {
 		log.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()

@@ -49,6 +49,9 @@ type target struct {
 	table  string
 	scope  string
 	values []any
+	// created: the table has a CreatedAt column, so the age of its
+	// oldest pending row is known.
+	created bool
 }
 
 // Option configures [New].
@@ -69,7 +72,7 @@ func New(opts ...Option) *Metrics {
 	ts := []string{"table", "scope"}
 	m.rows = prometheus.NewDesc("claimlock_rows", "Rows of a claim table by status, from Stats.", append(ts, "status"), nil)
 	m.oldestPending = prometheus.NewDesc("claimlock_oldest_pending_age_seconds",
-		"Age of the oldest pending row by its CreatedAt column, on the database clock (0 without the column or without pending rows).", ts, nil)
+		"Age of the oldest pending row by its CreatedAt column, on the database clock (0 without pending rows; no series for a table without the column).", ts, nil)
 	m.oldestProcessing = prometheus.NewDesc("claimlock_oldest_processing_age_seconds",
 		"Age of the oldest processing row's claim or last heartbeat, on the database clock (0 without processing rows).", ts, nil)
 	m.up = prometheus.NewDesc("claimlock_stats_up", "1 when the last Stats read of the table and scope succeeded.", ts, nil)
@@ -94,15 +97,17 @@ func New(opts ...Option) *Metrics {
 }
 
 // Watch adds cc's table, restricted to cc's scope (cc.ScopeValues), to the
-// tables whose Stats each scrape reads. cc is validated as [claim.New]
-// would; errors wrap [dialect.ErrInvalidConfig].
+// tables whose Stats each scrape reads, and creates the table's event
+// series at zero as [Metrics.InitClaims] does. cc is validated as
+// [claim.New] would; errors wrap [dialect.ErrInvalidConfig].
 func (m *Metrics) Watch(d dialect.Dialect, cc claim.Config) error {
 	return m.watch(d, cc, false)
 }
 
 // WatchTable adds cc's whole table (every scope, label scope="") to the
-// tables whose Stats each scrape reads. A whole-table count reads every
-// row: keep it for small tables or long scrape intervals.
+// tables whose Stats each scrape reads, and creates the table's event
+// series at zero as [Metrics.InitClaims] does. A whole-table count reads
+// every row: keep it for small tables or long scrape intervals.
 func (m *Metrics) WatchTable(d dialect.Dialect, cc claim.Config) error {
 	return m.watch(d, cc, true)
 }
@@ -119,7 +124,7 @@ func (m *Metrics) watch(d dialect.Dialect, cc claim.Config, all bool) error {
 	if err != nil {
 		return fmt.Errorf("claimprom: watch: %w", err)
 	}
-	t := target{store: store, table: spec.Table}
+	t := target{store: store, table: spec.Table, created: spec.CreatedAt != ""}
 	if !all && len(cc.ScopeValues) > 0 {
 		t.values = cc.ScopeValues
 		t.scope = ScopeString(spec.Scope, cc.ScopeValues)
@@ -132,6 +137,66 @@ func (m *Metrics) watch(d dialect.Dialect, cc claim.Config, all bool) error {
 		}
 	}
 	m.targets = append(m.targets, t)
+	m.initClaims(spec.Table)
+	return nil
+}
+
+// claimErrorOps are the operations on a claim table whose failures
+// claimlock_errors_total counts.
+var claimErrorOps = []string{
+	string(claim.OpClaim), string(claim.OpAck), string(claim.OpFail), string(claim.OpSnooze),
+	string(claim.OpHeartbeat), string(claim.OpRelease), string(zombie.OpSweep),
+}
+
+// leaseErrorOps are the operations on a lease table whose failures
+// claimlock_errors_total counts.
+var leaseErrorOps = []string{
+	"lease." + string(tasklock.OpAcquire), "lease." + string(tasklock.OpRenew), "lease." + string(tasklock.OpRelease),
+	"lease." + string(tasklock.OpFinish), "lease." + string(tasklock.OpForceRelease), string(zombie.OpLeaseSweep),
+}
+
+// InitClaims creates the event series of cc's claim table at zero: the row
+// counters, the claim latency histogram and claimlock_errors_total for each
+// operation of a claimer and a reaper. A series that first appears with
+// its first event hides that event from rate() and increase(), and an
+// alert on a series' absence cannot tell "nothing happened" from "nothing
+// is reported"; [Metrics.Watch] and [Metrics.WatchTable] do this too, so
+// call InitClaims for the tables a process observes without watching their
+// Stats. It is idempotent; errors wrap [dialect.ErrInvalidConfig].
+func (m *Metrics) InitClaims(cc claim.Config) error {
+	spec, err := cc.Resolve()
+	if err != nil {
+		return fmt.Errorf("claimprom: init claims: %w", err)
+	}
+	m.initClaims(spec.Table)
+	return nil
+}
+
+func (m *Metrics) initClaims(table string) {
+	m.claimDur.WithLabelValues(table)
+	for _, c := range []*prometheus.CounterVec{m.claimed, m.acked, m.failed, m.requeued, m.lost, m.reaped, m.parked} {
+		c.WithLabelValues(table)
+	}
+	for _, op := range claimErrorOps {
+		m.errs.WithLabelValues(table, op)
+	}
+}
+
+// InitLeases creates the series of lease table lt at zero:
+// claimlock_leases_acquired_total, claimlock_leases_lost_total, and
+// claimlock_errors_total for each lease operation and the lease reaper's
+// sweep. The lease table is known to Metrics only through this call (or
+// its first event): call it for every lease table a process locks in. It
+// is idempotent; errors wrap [dialect.ErrInvalidConfig].
+func (m *Metrics) InitLeases(lt dialect.LeaseTable) error {
+	if err := lt.Validate(); err != nil {
+		return fmt.Errorf("claimprom: init leases: %w", err)
+	}
+	m.leasesAcquired.WithLabelValues(lt.Table)
+	m.leasesLost.WithLabelValues(lt.Table)
+	for _, op := range leaseErrorOps {
+		m.errs.WithLabelValues(lt.Table, op)
+	}
 	return nil
 }
 
@@ -193,7 +258,11 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		}{{"pending", st.Pending}, {"processing", st.Processing}, {"done", st.Done}, {"failed", st.Failed}, {"other", st.Other}} {
 			ch <- prometheus.MustNewConstMetric(m.rows, prometheus.GaugeValue, float64(s.n), t.table, t.scope, s.status)
 		}
-		ch <- prometheus.MustNewConstMetric(m.oldestPending, prometheus.GaugeValue, st.OldestPending.Seconds(), t.table, t.scope)
+		if t.created {
+			// Without a creation time the age is unknown: no series,
+			// rather than a 0 that reads as a healthy queue.
+			ch <- prometheus.MustNewConstMetric(m.oldestPending, prometheus.GaugeValue, st.OldestPending.Seconds(), t.table, t.scope)
+		}
 		ch <- prometheus.MustNewConstMetric(m.oldestProcessing, prometheus.GaugeValue, st.OldestProcessing.Seconds(), t.table, t.scope)
 	}
 }

@@ -90,6 +90,7 @@ func TestScriptedRun(t *testing.T) {
 			require.NoError(t, err)
 
 			require.NoError(t, tasklock.CreateTable(ctx, f.Dialect, "leases"))
+			require.NoError(t, m.InitLeases(tasklock.KeyTable("leases")))
 			k, err := tasklock.New(f.Dialect, tasklock.Config{Table: tasklock.KeyTable("leases"), TTL: 5 * time.Second, Hooks: tasklock.Hooks{Observer: m}})
 			require.NoError(t, err)
 			l, err := k.Acquire(ctx, "nightly")
@@ -127,7 +128,19 @@ claimlock_leases_acquired_total{lease_table="leases"} 1
 claimlock_leases_lost_total{lease_table="leases"} 1
 # HELP claimlock_errors_total Failed operations.
 # TYPE claimlock_errors_total counter
+claimlock_errors_total{op="ack",table="jobs"} 0
+claimlock_errors_total{op="claim",table="jobs"} 0
+claimlock_errors_total{op="fail",table="jobs"} 0
+claimlock_errors_total{op="heartbeat",table="jobs"} 0
+claimlock_errors_total{op="release",table="jobs"} 0
+claimlock_errors_total{op="snooze",table="jobs"} 0
+claimlock_errors_total{op="sweep",table="jobs"} 0
+claimlock_errors_total{op="lease.acquire",table="leases"} 0
+claimlock_errors_total{op="lease.finish",table="leases"} 0
+claimlock_errors_total{op="lease.force_release",table="leases"} 0
+claimlock_errors_total{op="lease.release",table="leases"} 0
 claimlock_errors_total{op="lease.renew",table="leases"} 1
+claimlock_errors_total{op="lease_sweep",table="leases"} 0
 `), "claimlock_rows_acked_total", "claimlock_rows_claimed_total", "claimlock_rows_failed_total", "claimlock_rows_lost_total",
 				"claimlock_rows_parked_total", "claimlock_rows_reaped_total", "claimlock_leases_acquired_total",
 				"claimlock_leases_lost_total", "claimlock_errors_total"))
@@ -191,4 +204,118 @@ func claimCount(t *testing.T, reg *prometheus.Registry) uint64 {
 		}
 	}
 	return 0
+}
+
+// series gathers reg and returns every sample's value (a histogram's
+// count), keyed by name and labels.
+func series(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			v := m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
+			out[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = v
+		}
+	}
+	return out
+}
+
+// A watched table's event series exist at zero before its first event, so
+// that rate() sees the first claim and an alert on absence means absence.
+func TestSeriesBeforeFirstEvent(t *testing.T) {
+	t.Parallel()
+	f := obstest.New(t, testengine.All[0], 3, 0)
+	m := claimprom.New()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	cfg := f.Config
+	cfg.Hooks = claim.Hooks{Observer: m}
+	require.NoError(t, m.Watch(f.Dialect, cfg))
+
+	got := series(t, reg)
+	for _, name := range []string{"claimed", "acked", "failed", "requeued", "lost", "reaped", "parked"} {
+		v, ok := got["claimlock_rows_"+name+"_total{table=jobs}"]
+		require.True(t, ok, "claimlock_rows_%s_total{table=jobs} exists before any event", name)
+		require.Zero(t, v)
+	}
+	v, ok := got["claimlock_claim_duration_seconds{table=jobs}"]
+	require.True(t, ok, "the claim latency histogram exists before the first claim")
+	require.Zero(t, v)
+	for _, op := range []string{"claim", "ack", "fail", "snooze", "heartbeat", "release", "sweep"} {
+		v, ok := got["claimlock_errors_total{op="+op+",table=jobs}"]
+		require.True(t, ok, "claimlock_errors_total{op=%s} exists before any error", op)
+		require.Zero(t, v)
+	}
+
+	// The first claim moves the series from 0, which rate() sees.
+	c, err := claim.New(f.Dialect, cfg, fields)
+	require.NoError(t, err)
+	_, err = c.Claim(context.Background())
+	require.NoError(t, err)
+	got = series(t, reg)
+	require.EqualValues(t, 3, got["claimlock_rows_claimed_total{table=jobs}"])
+	require.EqualValues(t, 1, got["claimlock_claim_duration_seconds{table=jobs}"])
+}
+
+// A lease table's series exist at zero once InitLeases names it; InitClaims
+// does the same for a claim table a process observes without watching its
+// Stats. Both validate their argument.
+func TestInitSeries(t *testing.T) {
+	t.Parallel()
+	m := claimprom.New()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	require.NoError(t, m.InitLeases(tasklock.TaskTableNoOwner("xxx_task")))
+	require.NoError(t, m.InitLeases(tasklock.TaskTableNoOwner("xxx_task")), "idempotent")
+	require.NoError(t, m.InitClaims(obstest.Config()))
+	require.ErrorIs(t, m.InitLeases(dialect.LeaseTable{Table: "x; DROP"}), dialect.ErrInvalidConfig)
+	require.ErrorIs(t, m.InitClaims(claim.Config{}), dialect.ErrInvalidConfig)
+
+	got := series(t, reg)
+	want := map[string]float64{}
+	for _, k := range []string{
+		"claimlock_leases_acquired_total{lease_table=xxx_task}", "claimlock_leases_lost_total{lease_table=xxx_task}",
+		"claimlock_errors_total{op=lease.acquire,table=xxx_task}", "claimlock_errors_total{op=lease.renew,table=xxx_task}",
+		"claimlock_errors_total{op=lease.release,table=xxx_task}", "claimlock_errors_total{op=lease.finish,table=xxx_task}",
+		"claimlock_errors_total{op=lease.force_release,table=xxx_task}", "claimlock_errors_total{op=lease_sweep,table=xxx_task}",
+		"claimlock_claim_duration_seconds{table=jobs}",
+	} {
+		want[k] = 0
+	}
+	for _, name := range []string{"claimed", "acked", "failed", "requeued", "lost", "reaped", "parked"} {
+		want["claimlock_rows_"+name+"_total{table=jobs}"] = 0
+	}
+	for _, op := range []string{"claim", "ack", "fail", "snooze", "heartbeat", "release", "sweep"} {
+		want["claimlock_errors_total{op="+op+",table=jobs}"] = 0
+	}
+	require.Equal(t, want, got, "every series at zero, no Stats series (nothing watched)")
+}
+
+// Without a CreatedAt column the age of the oldest pending row is unknown:
+// it has no series (a 0 would read as an empty, healthy queue); with one it
+// is the age on the database clock.
+func TestOldestPendingNeedsCreatedAt(t *testing.T) {
+	t.Parallel()
+	f := obstest.New(t, testengine.All[0], 2, 1)
+	m := claimprom.New()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	without := f.Config
+	without.CreatedAt = ""
+	require.NoError(t, m.Watch(f.Dialect, without))
+	require.NoError(t, m.WatchTable(f.Dialect, f.Config))
+
+	got := gauges(t, reg)
+	_, ok := got["claimlock_oldest_pending_age_seconds{scope=task_id=42,table=jobs}"]
+	require.False(t, ok, "no oldest pending age without a CreatedAt column")
+	require.Equal(t, 2.0, got["claimlock_rows{scope=task_id=42,status=pending,table=jobs}"], "the other gauges are there")
+	_, ok = got["claimlock_oldest_processing_age_seconds{scope=task_id=42,table=jobs}"]
+	require.True(t, ok)
+	require.InDelta(t, 3, got["claimlock_oldest_pending_age_seconds{scope=,table=jobs}"], 2, "rows created 1 to 3 s ago")
 }

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/testengine"
+	"github.com/claimlock/claimlock/tasklock"
+)
+
+// leaseShape is one lease table shape the library supports, how claimctl
+// is told about it, and a key held in it.
+type leaseShape struct {
+	name string
+	// def creates the table (nil: tasklock.CreateTable).
+	def *dialect.TableDef
+	// insert adds the row of key to a task table.
+	insert string
+	// spec is the library's description; conf is claimctl's, as config
+	// file fields.
+	spec dialect.LeaseTable
+	conf map[string]any
+	key  any
+}
+
+func leaseShapes() []leaseShape {
+	col := func(name string, typ dialect.ColumnType) dialect.ColumnDef {
+		return dialect.ColumnDef{Name: name, Type: typ}
+	}
+	intKey := dialect.ColumnDef{Name: "id", Type: dialect.TypeInt, NotNull: true}
+	zero := dialect.StatusInt(0)
+	custom := dialect.LeaseTable{
+		Table: "job_lock", Key: "job", KeyKind: dialect.IDText, KeyMaxLen: 64, Owner: "holder", LockedAt: "taken_at",
+		ExpiresAt: "until_at", Fence: "generation",
+	}
+	return []leaseShape{
+		{
+			name: "key table", spec: tasklock.KeyTable("lease_keys"), key: "nightly",
+			conf: map[string]any{"lease-table": "lease_keys"},
+		},
+		{
+			name: "task table",
+			def: &dialect.TableDef{Table: "xxx_task", PrimaryKey: []string{"id"}, Columns: []dialect.ColumnDef{
+				intKey, col("status", dialect.TypeInt), col("lock_at", dialect.TypeTime),
+				{Name: "lock_owner", Type: dialect.TypeText, Len: dialect.MaxTokenLen},
+				{Name: "lock_fence", Type: dialect.TypeInt, NotNull: true, Default: &zero},
+			}},
+			insert: "INSERT INTO xxx_task (id, status) VALUES (7, 0)",
+			spec: func() dialect.LeaseTable {
+				t := tasklock.TaskTable("xxx_task")
+				t.Fence = "lock_fence"
+				return t
+			}(),
+			conf: map[string]any{"lease-table": "xxx_task", "lease-kind": "task", "lease-fence": "lock_fence"},
+			key:  int64(7),
+		},
+		{
+			// The cron story's task table as it is: xxx_task(id, status,
+			// lock_at) with whole-second lock times.
+			name: "task table without owner",
+			def: &dialect.TableDef{Table: "xxx_task", PrimaryKey: []string{"id"}, Columns: []dialect.ColumnDef{
+				intKey, col("status", dialect.TypeInt), col("lock_at", dialect.TypeTimeSeconds),
+			}},
+			insert: "INSERT INTO xxx_task (id, status) VALUES (7, 0)",
+			spec:   tasklock.TaskTableNoOwner("xxx_task"),
+			conf:   map[string]any{"lease-table": "xxx_task", "lease-kind": "task-no-owner"},
+			key:    int64(7),
+		},
+		{
+			name: "custom table",
+			def: &dialect.TableDef{Table: "job_lock", PrimaryKey: []string{"job"}, Columns: []dialect.ColumnDef{
+				{Name: "job", Type: dialect.TypeText, Len: 64, NotNull: true},
+				{Name: "holder", Type: dialect.TypeText, Len: dialect.MaxTokenLen},
+				col("taken_at", dialect.TypeTime), col("until_at", dialect.TypeTime),
+				{Name: "generation", Type: dialect.TypeInt, NotNull: true, Default: &zero},
+			}},
+			insert: "INSERT INTO job_lock (job) VALUES ('export')",
+			spec:   custom,
+			conf: map[string]any{
+				"lease-table": "job_lock", "lease-kind": "task", "lease-key": "job", "lease-key-kind": "text", "lease-key-len": 64,
+				"lease-owner": "holder", "lease-locked-at": "taken_at", "lease-expires-at": "until_at", "lease-fence": "generation",
+			},
+			key: "export",
+		},
+	}
+}
+
+// Every lease command works on every lease table shape the library
+// supports (a key table, a task table with and without an owner column, a
+// custom table), described in the config file like the claim table, on
+// every engine: inspection matches the holder, listing needs an expiry
+// column, force-release frees the lease (the holder's renewal then finds it
+// lost) and asks first.
+func TestLeaseShapes(t *testing.T) {
+	t.Parallel()
+	for _, e := range testengine.All {
+		for _, s := range leaseShapes() {
+			t.Run(e.Name+"/"+s.name, func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				c := testengine.Open(t, e, 4)
+				if s.def == nil {
+					require.NoError(t, tasklock.CreateTable(ctx, c.Dialect, s.spec.Table))
+				} else {
+					ddl, err := c.Dialect.CreateTableDDL(*s.def)
+					require.NoError(t, err)
+					require.NoError(t, c.Dialect.ExecDDL(ctx, ddl))
+					_, err = c.DB.ExecContext(ctx, s.insert)
+					require.NoError(t, err)
+				}
+				cfg := map[string]any{"driver": e.Name, "dsn": c.DSN}
+				for k, v := range s.conf {
+					cfg[k] = v
+				}
+				data, err := json.Marshal(cfg)
+				require.NoError(t, err)
+				conf := filepath.Join(t.TempDir(), "claimctl.json")
+				require.NoError(t, os.WriteFile(conf, data, 0o600))
+
+				// claimctl's description is the library's.
+				o, err := parseOptions("leases", []string{"-config", conf})
+				require.NoError(t, err)
+				lt, err := o.leaseTable()
+				require.NoError(t, err)
+				require.Equal(t, s.spec, lt)
+
+				k, err := tasklock.New(c.Dialect, tasklock.Config{Table: s.spec, TTL: time.Minute})
+				require.NoError(t, err)
+				l, err := k.Acquire(ctx, s.key)
+				require.NoError(t, err)
+				key := fmt.Sprint(s.key)
+
+				code, out, stderr := ctl(t, "", "leases", "-config", conf, "-key", key, "-json")
+				require.Equal(t, exitOK, code, stderr)
+				var leases []leaseOut
+				require.NoError(t, json.Unmarshal([]byte(out), &leases))
+				require.Len(t, leases, 1)
+				require.Equal(t, l.Owner(), leases[0].Owner)
+				require.Equal(t, l.Fence(), leases[0].Fence)
+				if s.spec.ExpiresAt != "" {
+					require.Equal(t, "held", leases[0].State)
+					require.InDelta(t, 60, leases[0].RemainingSeconds, 10)
+				} else {
+					require.Equal(t, "locked", leases[0].State, "without an expiry column the holder's TTL is unknown")
+					require.Nil(t, leases[0].ExpiresAt)
+				}
+				code, out, stderr = ctl(t, "", "leases", "-config", conf, "-key", key)
+				require.Equal(t, exitOK, code, stderr)
+				require.Equal(t, []string{"KEY", "STATE", "OWNER", "FENCE", "EXPIRES", "AT", "(DB", "CLOCK)", "REMAINING"}, fields(out)[0])
+				require.Equal(t, []string{key, leases[0].State, l.Owner()}, fields(out)[1][:3])
+
+				code, out, stderr = ctl(t, "", "leases", "-config", conf, "-json")
+				if s.spec.ExpiresAt != "" {
+					require.Equal(t, exitOK, code, stderr)
+					var holders []leaseOut
+					require.NoError(t, json.Unmarshal([]byte(out), &holders))
+					require.Len(t, holders, 1)
+					require.Equal(t, l.Owner(), holders[0].Owner)
+					require.True(t, holders[0].DBClock)
+				} else {
+					require.Equal(t, exitUsage, code)
+					require.Contains(t, stderr, "no expiry column")
+				}
+
+				code, out, _ = ctl(t, "n\n", "force-release", "-config", conf, "-key", key)
+				require.Equal(t, exitRefused, code)
+				require.Contains(t, out, "Force-release lease "+key+" of "+s.spec.Table)
+				require.NoError(t, l.Renew(ctx), "refused: still held")
+				code, out, stderr = ctl(t, "", "force-release", "-config", conf, "-key", key, "-yes", "-json")
+				require.Equal(t, exitOK, code, stderr)
+				var res actionResult
+				require.NoError(t, json.Unmarshal([]byte(out), &res))
+				require.Equal(t, actionResult{Action: "force-release", Table: s.spec.Table, Rows: 1}, res)
+				require.ErrorIs(t, l.Renew(ctx), tasklock.ErrLeaseLost)
+
+				code, out, stderr = ctl(t, "", "leases", "-config", conf, "-key", key, "-json")
+				require.Equal(t, exitOK, code, stderr)
+				require.NoError(t, json.Unmarshal([]byte(out), &leases))
+				require.Equal(t, "free", leases[0].State)
+				code, out, stderr = ctl(t, "", "force-release", "-config", conf, "-key", key, "-yes")
+				require.Equal(t, exitOK, code, stderr)
+				require.Contains(t, out, "is free; nothing changed")
+
+				// The lease table passes ddl with nothing to add.
+				code, out, stderr = ctl(t, "", "ddl", "-config", conf)
+				require.Equal(t, exitOK, code, stderr)
+				if s.def != nil {
+					require.Contains(t, out, "(nothing to do)")
+				}
+			})
+		}
+	}
+}
+
+// A lease table's optional columns are dropped with "-"; a required one
+// cannot be, and an unknown kind is named.
+func TestLeaseTableFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want dialect.LeaseTable
+		err  string
+	}{
+		{args: []string{"-lease-kind", "task", "-lease-owner", "-"}, want: func() dialect.LeaseTable {
+			t := tasklock.TaskTable("t")
+			t.Owner = ""
+			return t
+		}()},
+		{args: []string{"-lease-kind", "task-no-owner", "-lease-status", "-", "-lease-key", "task_id"}, want: dialect.LeaseTable{
+			Table: "t", Key: "task_id", LockedAt: "lock_at",
+		}},
+		{args: []string{"-lease-fence", "-", "-lease-key-len", "100"}, want: func() dialect.LeaseTable {
+			t := tasklock.KeyTable("t")
+			t.Fence, t.KeyMaxLen = "", 100
+			return t
+		}()},
+		{args: []string{"-lease-kind", "task", "-lease-locked-at", "-"}, err: "-lease-locked-at: the lease table needs"},
+		{args: []string{"-lease-kind", "cron"}, err: `-lease-kind "cron": want key, task or task-no-owner`},
+		{args: []string{"-lease-owner", "-"}, err: "Owner"},
+		{args: []string{"-lease-key-len", "-1"}, err: "-lease-key-len"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			o, err := parseOptions("leases", append([]string{"-lease-table", "t"}, tc.args...))
+			require.NoError(t, err)
+			lt, err := o.leaseTable()
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				var ee *exitError
+				require.ErrorAs(t, err, &ee)
+				require.Equal(t, exitUsage, ee.code)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, lt)
+		})
+	}
+}

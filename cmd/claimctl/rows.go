@@ -1,0 +1,351 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/zombie"
+)
+
+// claimStore builds and verifies the claim table's store: the table and
+// every configured column must exist before anything is read or changed.
+// check, if not nil, vets the description first (the columns a command
+// needs, its flags), so that a usage error never waits for the database.
+func (e *env) claimStore(ctx context.Context, check func(dialect.ClaimTable) error) (dialect.ClaimTable, dialect.ClaimStore, error) {
+	spec, err := e.o.claimTable()
+	if err != nil {
+		return spec, nil, err
+	}
+	if check != nil {
+		if err := check(spec); err != nil {
+			return spec, nil, err
+		}
+	}
+	store, err := e.d.ClaimStore(spec)
+	if err != nil {
+		return spec, nil, usageErr("table description: %v", err)
+	}
+	if err := store.VerifySchema(ctx); err != nil {
+		return spec, nil, schemaErr(err)
+	}
+	return spec, store, nil
+}
+
+// scopeLabel renders scope values as "col=value,...", "" for none.
+func scopeLabel(cols []string, values []any) string {
+	parts := make([]string, len(values))
+	for i, v := range values {
+		parts[i] = fmt.Sprintf("%s=%v", cols[i], v)
+	}
+	return strings.Join(parts, ",")
+}
+
+// statsRow is one line of the stats command.
+type statsRow struct {
+	Table                   string  `json:"table"`
+	Scope                   string  `json:"scope"`
+	Pending                 int64   `json:"pending"`
+	Processing              int64   `json:"processing"`
+	Done                    int64   `json:"done"`
+	Failed                  int64   `json:"failed"`
+	Other                   int64   `json:"other"`
+	OldestPendingSeconds    float64 `json:"oldest_pending_seconds"`
+	OldestProcessingSeconds float64 `json:"oldest_processing_seconds"`
+
+	oldestPending, oldestProcessing time.Duration
+}
+
+func cmdStats(ctx context.Context, e *env) error {
+	var scopes [][]any
+	spec, store, err := e.claimStore(ctx, func(spec dialect.ClaimTable) (err error) {
+		scopes, err = e.o.scopeValues(spec)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if len(scopes) == 0 {
+		scopes = [][]any{nil} // the whole table
+	}
+	var rows []statsRow
+	for _, sv := range scopes {
+		st, err := store.Stats(ctx, sv)
+		if err != nil {
+			return err
+		}
+		label := scopeLabel(spec.Scope, sv)
+		if sv == nil {
+			label = "(all)"
+		}
+		rows = append(rows, statsRow{
+			Table: spec.Table, Scope: label, Pending: st.Pending, Processing: st.Processing, Done: st.Done,
+			Failed: st.Failed, Other: st.Other, OldestPendingSeconds: seconds(st.OldestPending),
+			OldestProcessingSeconds: seconds(st.OldestProcessing), oldestPending: st.OldestPending, oldestProcessing: st.OldestProcessing,
+		})
+	}
+	if e.o.JSON {
+		return printJSON(e.out, rows)
+	}
+	var cells [][]string
+	for _, r := range rows {
+		op := age(r.oldestPending)
+		if spec.CreatedAt == "" {
+			op = "n/a" // no creation time to measure it by
+		}
+		cells = append(cells, []string{r.Table, r.Scope, itoa(r.Pending), itoa(r.Processing), itoa(r.Done), itoa(r.Failed), itoa(r.Other),
+			op, age(r.oldestProcessing)})
+	}
+	return printTable(e.out, []string{"TABLE", "SCOPE", "PENDING", "PROCESSING", "DONE", "FAILED", "OTHER", "OLDEST PENDING", "OLDEST PROCESSING"}, cells)
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// rowOut is one listed row.
+type rowOut struct {
+	ID                any     `json:"id"`
+	Token             string  `json:"token,omitempty"`
+	Attempts          int64   `json:"attempts"`
+	ClaimedAgeSeconds float64 `json:"claimed_age_seconds"`
+	RunInSeconds      float64 `json:"run_in_seconds"`
+	Error             string  `json:"error,omitempty"`
+}
+
+// listRows lists set in the one scope given and prints the rows.
+func (e *env) listRows(ctx context.Context, set dialect.RowSet, olderThan time.Duration) error {
+	var scope []any
+	_, store, err := e.claimStore(ctx, func(spec dialect.ClaimTable) (err error) {
+		if set == dialect.SetScheduled && spec.RunAt == "" {
+			return usageErr("needs the -run-at column")
+		}
+		scope, err = e.o.oneScope(spec)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	rows, err := store.List(ctx, &dialect.ListParams{Set: set, ScopeValues: scope, OlderThan: olderThan, Limit: e.o.Limit})
+	if err != nil {
+		return err
+	}
+	out := make([]rowOut, len(rows))
+	for i, r := range rows {
+		ca := seconds(r.ClaimedAge)
+		if r.ClaimedAge < 0 {
+			ca = -1
+		}
+		out[i] = rowOut{ID: r.ID, Token: r.Token, Attempts: r.Attempts, ClaimedAgeSeconds: ca, RunInSeconds: seconds(r.RunIn), Error: r.Error}
+	}
+	if e.o.JSON {
+		return printJSON(e.out, out)
+	}
+	var cells [][]string
+	for _, r := range rows {
+		tok := r.Token
+		if tok == "" {
+			tok = "-"
+		}
+		errText := r.Error
+		if errText == "" {
+			errText = "-"
+		}
+		switch set {
+		case dialect.SetProcessing:
+			cells = append(cells, []string{fmt.Sprint(r.ID), tok, itoa(r.Attempts), age(r.ClaimedAge)})
+		case dialect.SetFailed:
+			cells = append(cells, []string{fmt.Sprint(r.ID), itoa(r.Attempts), age(r.ClaimedAge), cut(errText, 60)})
+		default:
+			cells = append(cells, []string{fmt.Sprint(r.ID), itoa(r.Attempts), age(r.RunIn), cut(errText, 60)})
+		}
+	}
+	switch set {
+	case dialect.SetProcessing:
+		err = printTable(e.out, []string{"ID", "TOKEN", "ATTEMPTS", "CLAIMED AGO"}, cells)
+	case dialect.SetFailed:
+		err = printTable(e.out, []string{"ID", "ATTEMPTS", "LAST CLAIM AGO", "ERROR"}, cells)
+	default:
+		err = printTable(e.out, []string{"ID", "ATTEMPTS", "RUNS IN", "ERROR"}, cells)
+	}
+	if err == nil && len(rows) == e.o.Limit {
+		fmt.Fprintf(e.out, "(first %d rows; raise -limit for more)\n", e.o.Limit)
+	}
+	return err
+}
+
+func cmdStuck(ctx context.Context, e *env) error {
+	if e.o.Older <= 0 {
+		return usageErr("-older must be positive")
+	}
+	return e.listRows(ctx, dialect.SetProcessing, e.o.Older)
+}
+
+func cmdParked(ctx context.Context, e *env) error {
+	return e.listRows(ctx, dialect.SetFailed, 0)
+}
+
+func cmdScheduled(ctx context.Context, e *env) error {
+	return e.listRows(ctx, dialect.SetScheduled, 0)
+}
+
+// rowTarget is what a command that changes rows acts on: the verified
+// claim table, the -scope and the -ids.
+type rowTarget struct {
+	spec       dialect.ClaimTable
+	store      dialect.ClaimStore
+	scope, ids []any
+}
+
+// rowTarget reads the target of a row command from the flags, then builds
+// and verifies the store; check, if not nil, vets the description first.
+func (e *env) rowTarget(ctx context.Context, check func(dialect.ClaimTable) error) (*rowTarget, error) {
+	t := &rowTarget{}
+	var err error
+	t.spec, t.store, err = e.claimStore(ctx, func(spec dialect.ClaimTable) error {
+		if check != nil {
+			if err := check(spec); err != nil {
+				return err
+			}
+		}
+		if t.scope, err = e.o.oneScope(spec); err != nil {
+			return err
+		}
+		t.ids, err = e.o.ids(spec)
+		return err
+	})
+	return t, err
+}
+
+// filter selects the target's rows.
+func (t *rowTarget) filter() dialect.RowFilter {
+	return dialect.RowFilter{ScopeValues: t.scope, IDs: t.ids}
+}
+
+// String describes the target's rows for a confirmation question.
+func (t *rowTarget) String() string {
+	where := t.spec.Table
+	if len(t.scope) > 0 {
+		where += " where " + scopeLabel(t.spec.Scope, t.scope)
+	}
+	if len(t.ids) > 0 {
+		parts := make([]string, len(t.ids))
+		for i, id := range t.ids {
+			parts[i] = fmt.Sprint(id)
+		}
+		return fmt.Sprintf("rows %s of %s", strings.Join(parts, ","), where)
+	}
+	return "every such row of " + where
+}
+
+// report prints the result of action on the target: rows changed, and the
+// human line.
+func (t *rowTarget) report(e *env, action string, rows int64, human string) error {
+	return e.report(actionResult{Action: action, Table: t.spec.Table, Scope: scopeLabel(t.spec.Scope, t.scope), Rows: rows}, human)
+}
+
+func cmdUnpark(ctx context.Context, e *env) error {
+	t, err := e.rowTarget(ctx, func(spec dialect.ClaimTable) error {
+		if e.o.ResetAttempts && spec.Attempts == "" {
+			return usageErr("-reset-attempts needs the -attempts column")
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	question := fmt.Sprintf("Unpark the parked ones among %s.", t)
+	if len(t.ids) == 0 {
+		st, err := t.store.Stats(ctx, t.scope)
+		if err != nil {
+			return err
+		}
+		if st.Failed == 0 {
+			return t.report(e, "unpark", 0, "no parked rows; nothing changed")
+		}
+		question = fmt.Sprintf("Unpark %d parked row(s): %s goes back to pending.", st.Failed, t)
+	}
+	if err := e.confirm(question); err != nil {
+		return err
+	}
+	n, err := t.store.Unpark(ctx, &dialect.UnparkParams{RowFilter: t.filter(), ResetAttempts: e.o.ResetAttempts})
+	if err != nil {
+		return fmt.Errorf("%w (%d row(s) unparked before the error)", err, n)
+	}
+	return t.report(e, "unpark", n, fmt.Sprintf("unparked %d row(s)", n))
+}
+
+func cmdRetryNow(ctx context.Context, e *env) error {
+	t, err := e.rowTarget(ctx, func(spec dialect.ClaimTable) error {
+		if spec.RunAt == "" {
+			return usageErr("needs the -run-at column")
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := e.confirm(fmt.Sprintf("Make pending rows waiting for their run-at claimable now: %s.", t)); err != nil {
+		return err
+	}
+	n, err := t.store.RetryNow(ctx, t.filter())
+	if err != nil {
+		return fmt.Errorf("%w (%d row(s) changed before the error)", err, n)
+	}
+	return t.report(e, "retry-now", n, fmt.Sprintf("%d row(s) claimable now", n))
+}
+
+func cmdReap(ctx context.Context, e *env) error {
+	var scope []any
+	spec, store, err := e.claimStore(ctx, func(spec dialect.ClaimTable) (err error) {
+		switch {
+		case e.o.Older <= 0:
+			return usageErr("-older must be positive")
+		case !e.o.AllScopes:
+			scope, err = e.o.oneScope(spec)
+			return err
+		case len(e.o.Scopes) > 0:
+			return usageErr("give -scope or -all-scopes, not both")
+		}
+		// The reaper ignores these values with AllScopes; the claim
+		// configuration it is built from needs one per scope column.
+		scope = make([]any, len(spec.Scope))
+		for i := range scope {
+			scope[i] = int64(0)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	r, err := zombie.New(e.d, claimConfig(spec, scope), zombie.Config{Timeout: e.o.Older, MaxAttempts: e.o.MaxAttempts, AllScopes: e.o.AllScopes})
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	listScope := scope
+	label := scopeLabel(spec.Scope, scope)
+	if e.o.AllScopes {
+		listScope, label = nil, ""
+	}
+	stale, err := store.List(ctx, &dialect.ListParams{Set: dialect.SetProcessing, ScopeValues: listScope, OlderThan: e.o.Older, Limit: dialect.MaxListLimit})
+	if err != nil {
+		return err
+	}
+	if len(stale) == 0 {
+		return e.report(actionResult{Action: "reap", Table: spec.Table, Scope: label}, "no row has been processing longer than "+e.o.Older.String()+"; nothing changed")
+	}
+	what := fmt.Sprintf("Return %d row(s) processing for longer than %v to pending", len(stale), e.o.Older)
+	if e.o.MaxAttempts > 0 {
+		what += fmt.Sprintf(" (parking those with %d attempts or more)", e.o.MaxAttempts)
+	}
+	if err := e.confirm(what + ": their workers are presumed dead, and a live one will find its claim lost."); err != nil {
+		return err
+	}
+	res, err := r.Sweep(ctx)
+	if err != nil {
+		return fmt.Errorf("%w (%d returned, %d parked before the error)", err, res.Returned, res.Parked)
+	}
+	return e.report(actionResult{Action: "reap", Table: spec.Table, Scope: label, Rows: res.Returned, Parked: res.Parked},
+		fmt.Sprintf("returned %d row(s) to pending, parked %d", res.Returned, res.Parked))
+}
