@@ -8,11 +8,13 @@
 // claim, tasklock and zombie Hooks, it counts what the processes did:
 //
 //	m := claimprom.New()
-//	m.Watch(d, cfg)                   // cfg's scope: task_id=42
-//	m.WatchTable(d, cfg)              // the whole table
-//	m.InitLeases(lockCfg.Table)       // a lease table
+//	err := errors.Join(
+//		m.Watch(d, cfg),             // cfg's scope: task_id=42
+//		m.WatchTable(d, cfg),        // the whole table
+//		m.InitLeases(lockCfg.Table), // a lease table
+//	)
 //	prometheus.MustRegister(m)
-//	cfg.Hooks.Observer = m            // and tasklock / zombie Hooks
+//	cfg.Hooks.Observer = m // and tasklock / zombie Hooks
 //
 // # Metrics
 //
