@@ -119,7 +119,7 @@ type Options struct {
 	// failures.
 	Retry RetryPolicy
 	// Logger receives warnings (a missing recommended index, a
-	// statement-based binlog) and retry notices. Nil discards them.
+	// statement-based binlog) and retry notices. Nil means slog.Default().
 	Logger *slog.Logger
 }
 

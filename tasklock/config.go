@@ -68,7 +68,7 @@ type Config struct {
 	MaxPollInterval time.Duration
 
 	// Logger receives debug records for acquisitions and renewals and
-	// warnings for failed renewals and lost leases. Nil discards them.
+	// warnings for failed renewals and lost leases. Nil means slog.Default().
 	Logger *slog.Logger
 
 	// Hooks are optional callbacks for metrics.
@@ -134,7 +134,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, configError("MaxPollInterval", "%v is below PollInterval %v", c.MaxPollInterval, c.PollInterval)
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = slog.Default()
 	}
 	if c.Now == nil {
 		c.Now = time.Now

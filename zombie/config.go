@@ -56,7 +56,7 @@ type Config struct {
 	AllScopes bool
 
 	// Logger receives a record per sweep that returned or parked rows, and
-	// warnings for failures. Nil discards them.
+	// warnings for failures. Nil means slog.Default().
 	Logger *slog.Logger
 
 	// Hooks are optional metric callbacks.
@@ -78,7 +78,7 @@ type LeaseConfig struct {
 	// [DefaultBatchLimit].
 	BatchLimit int
 	// Logger receives a record per sweep that cleared leases and warnings
-	// for failures. Nil discards them.
+	// for failures. Nil means slog.Default().
 	Logger *slog.Logger
 	// Hooks are optional metric callbacks; [Result.Returned] counts the
 	// leases cleared.
@@ -104,7 +104,7 @@ func batchLimit(field string, n int) (int, error) {
 
 func logger(l *slog.Logger) *slog.Logger {
 	if l == nil {
-		return slog.New(slog.DiscardHandler)
+		return slog.Default()
 	}
 	return l
 }

@@ -114,7 +114,7 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 	}
 	logger := opts.Logger
 	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+		logger = slog.Default()
 	}
 	var raw, comment string
 	if err := db.QueryRowContext(ctx, "SELECT VERSION(), @@version_comment").Scan(&raw, &comment); err != nil {

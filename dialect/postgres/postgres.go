@@ -77,7 +77,7 @@ func newDialect(ctx context.Context, h core.DB, opts dialect.Options) (*Dialect,
 	}
 	logger := opts.Logger
 	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+		logger = slog.Default()
 	}
 	var num int
 	var version string

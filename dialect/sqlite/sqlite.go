@@ -86,7 +86,7 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 	}
 	logger := opts.Logger
 	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+		logger = slog.Default()
 	}
 	var version string
 	if err := db.QueryRowContext(ctx, "SELECT sqlite_version()").Scan(&version); err != nil {
