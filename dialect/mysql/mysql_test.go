@@ -532,7 +532,7 @@ func TestStatusColumnChecks(t *testing.T) {
 	require.NoError(t, db.QueryRowContext(ctx, "SELECT status FROM short_status").Scan(&stored))
 	require.Equal(t, "PROCESSI", stored)
 	spec := dialect.ClaimTable{Table: "short_status", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
-		Pending: st(t, "PENDING"), Processing: st(t, "PROCESSING"), Done: st(t, "DONE")}
+		Pending: st(t, "PENDING"), Processing: st(t, "PROCESSING"), Done: st(t, "DONE"), Failed: st(t, "FAILED")}
 	cs, err := d.ClaimStore(spec)
 	require.NoError(t, err)
 	err = cs.VerifySchema(ctx)

@@ -89,7 +89,7 @@ func TestTimestampWithoutTimeZoneIsRefused(t *testing.T) {
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	require.ErrorContains(t, err, "LockedAt: column naive_task.lock_at is timestamp without time zone")
 	cs, err := d.ClaimStore(dialect.ClaimTable{Table: "naive_target", ID: "id", Status: "status", Token: "cron_token", ClaimedAt: "send_at",
-		Pending: status(t, 0), Processing: status(t, 1), Done: status(t, 2)})
+		Pending: status(t, 0), Processing: status(t, 1), Done: status(t, 2), Failed: status(t, 3)})
 	require.NoError(t, err)
 	err = cs.VerifySchema(ctx)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)

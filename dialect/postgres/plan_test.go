@@ -165,7 +165,7 @@ func TestClaimSkipsWaitingRowsInIndex(t *testing.T) {
 	require.NoError(t, err)
 	spec := dialect.ClaimTable{Table: "waiting", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 		Attempts: "attempts", RunAt: "run_at", Scope: []string{"task_id"}, Pending: dialect.StatusString("PENDING"),
-		Processing: dialect.StatusString("PROCESSING"), Done: dialect.StatusString("DONE")}
+		Processing: dialect.StatusString("PROCESSING"), Done: dialect.StatusString("DONE"), Failed: dialect.StatusString("FAILED")}
 	st := dialecttest.CreateClaimTable(t, d, spec)
 	const waiting, runnable = 20_000, 100
 	_, err = pool.Exec(ctx, fmt.Sprintf(`INSERT INTO waiting (task_id, run_at)

@@ -90,7 +90,8 @@ func TestClassify(t *testing.T) {
 	t.Parallel()
 	for code, want := range map[string]dialect.ErrorClass{
 		"40001": dialect.ClassSerialization, "40P01": dialect.ClassDeadlock, "55P03": dialect.ClassLockTimeout,
-		"23505": dialect.ClassDuplicate, "25006": dialect.ClassReadOnly, "42P01": dialect.ClassOther,
+		"23505": dialect.ClassDuplicate, "25006": dialect.ClassReadOnly, "42P01": dialect.ClassPermanent,
+		"42703": dialect.ClassPermanent, "22003": dialect.ClassPermanent, "53300": dialect.ClassOther,
 	} {
 		wrapped := fmt.Errorf("op: %w", &pgconn.PgError{Code: code})
 		require.Equal(t, want, classify(wrapped), code)

@@ -101,7 +101,7 @@ func hostileIdentifiers(t *testing.T, d *db) {
 func hostileScopeValues(t *testing.T, d *db) {
 	ctx := context.Background()
 	spec := dialect.ClaimTable{Table: "chaos_text_scope", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
-		Pending: mustStatus("PENDING"), Processing: mustStatus("PROCESSING"), Done: mustStatus("DONE")}
+		Pending: mustStatus("PENDING"), Processing: mustStatus("PROCESSING"), Done: mustStatus("DONE"), Failed: mustStatus("FAILED")}
 	def := dialect.ClaimTableDef(spec)
 	def.Columns = append(def.Columns, dialect.ColumnDef{Name: "task_id", Type: dialect.TypeText, Len: 64, NotNull: true})
 	ddl, err := d.d.CreateTableDDL(def)

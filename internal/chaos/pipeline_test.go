@@ -33,7 +33,7 @@ func TestAckAndClaimUnknownOutcome(t *testing.T) {
 			ctx := context.Background()
 			spec := dialect.ClaimTable{Table: "stall_pipe", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 				Scope: []string{"task_id"}, Pending: dialect.StatusString("PENDING"),
-				Processing: dialect.StatusString("PROCESSING"), Done: dialect.StatusString("SENT")}
+				Processing: dialect.StatusString("PROCESSING"), Done: dialect.StatusString("SENT"), Failed: dialect.StatusString("FAILED")}
 			direct, pc, p := stallSetup(t, name, spec)
 			const rows, batch = 30, 10
 			for i := range rows {

@@ -163,7 +163,7 @@ func TestStalledReplies(t *testing.T) {
 			ctx := context.Background()
 			spec := dialect.ClaimTable{Table: "stall", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 				Version: "version", Columns: []string{"payload"}, Scope: []string{"task_id"},
-				Pending: dialect.StatusString("PENDING"), Processing: dialect.StatusString("PROCESSING"), Done: dialect.StatusString("SENT")}
+				Pending: dialect.StatusString("PENDING"), Processing: dialect.StatusString("PROCESSING"), Done: dialect.StatusString("SENT"), Failed: dialect.StatusString("FAILED")}
 			direct, pc, p := stallSetup(t, name, spec)
 			for i := range 20 {
 				_, err := direct.DB.ExecContext(ctx, fmt.Sprintf("INSERT INTO stall (task_id, payload) VALUES (1, 'p%d')", i))
@@ -271,7 +271,7 @@ func TestStalledLeaseAcquire(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			spec := dialect.ClaimTable{Table: "stall_lease_items", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
-				Pending: dialect.StatusString("PENDING"), Processing: dialect.StatusString("PROCESSING"), Done: dialect.StatusString("SENT")}
+				Pending: dialect.StatusString("PENDING"), Processing: dialect.StatusString("PROCESSING"), Done: dialect.StatusString("SENT"), Failed: dialect.StatusString("FAILED")}
 			direct, pc, p := stallSetup(t, name, spec)
 			ctx := context.Background()
 			ddl, err := direct.Dialect.CreateTableDDL(dialect.LeaseTableDef("stall_leases", 64))
@@ -312,7 +312,7 @@ func TestStalledNotify(t *testing.T) {
 			t.Parallel()
 			spec := dialect.ClaimTable{Table: "stall_notify", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 				Scope: []string{"task_id"}, Pending: dialect.StatusString("PENDING"),
-				Processing: dialect.StatusString("PROCESSING"), Done: dialect.StatusString("SENT")}
+				Processing: dialect.StatusString("PROCESSING"), Done: dialect.StatusString("SENT"), Failed: dialect.StatusString("FAILED")}
 			direct, pc, p := stallSetup(t, name, spec)
 			ctx := context.Background()
 			_, err := direct.DB.ExecContext(ctx, "INSERT INTO stall_notify (task_id) SELECT 1 FROM generate_series(1, 5)")
