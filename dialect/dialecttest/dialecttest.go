@@ -73,6 +73,8 @@ func Run(t *testing.T, h Harness) {
 		{"BadParams", testBadParams},
 		{"Indexes", testIndexes},
 		{"VerifySchema", testVerifySchema},
+		{"NarrowColumns", testNarrowColumns},
+		{"NarrowLeaseColumns", testNarrowLeaseColumns},
 		{"Claim", perStrategy(testClaim)},
 		{"ClaimTextKeys", perStrategy(testClaimTextKeys)},
 		{"ClaimIntegerStatus", perStrategy(testClaimIntegerStatus)},

@@ -12,6 +12,7 @@ import "github.com/claimlock/claimlock/dialect/internal/core"
 
 const common = `
 {{- define "now"}}UTC_TIMESTAMP(6){{end}}
+{{- define "maxatt"}}{{arg "max_attempts"}}{{end}}
 {{- define "us"}}TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {{.}}){{end}}
 {{- define "held"}}{{if .Owner}}{{.Owner}} = {{arg "owner"}}{{else}}{{template "us" .LockedAt}} = {{arg "stamp"}}{{end}}{{end}}
 {{- define "free"}}{{if .Owner}}{{.Owner}} = NULL{{else}}{{.LockedAt}} = NULL{{end}}{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}{{end}}
@@ -24,7 +25,7 @@ const common = `
 {{- define "claimset"}}{{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = UTC_TIMESTAMP(6)
   {{- if .Attempts}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}{{end}}
 {{- define "stale"}}{{.Status}} = {{.Processing}} AND {{.ClaimedAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "timeout"}} MICROSECOND
-  {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}}{{else if .Attempts}} AND COALESCE({{.Attempts}}, 0) < {{arg "below"}}{{end}}
+  {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{template "maxatt" .}}{{else if .Below}} AND COALESCE({{.Attempts}}, 0) < {{arg "below"}}{{end}}
   {{- if .Scoped}}{{scope .Scope}}{{end}}{{end}}
 {{- define "reapset"}}{{.Status}} = {{if .Park}}{{.Failed}}{{else}}{{.Pending}}{{end}}, {{.Token}} = NULL{{if not .Park}}{{template "cleartime" .}}{{end}}{{end}}
 {{- define "undo"}}{{if .Attempts}}, {{.Attempts}} = GREATEST({{.Attempts}}, 1) - 1{{end}}{{end}}
@@ -160,10 +161,10 @@ SELECT COALESCE(SUM({{.Status}} = {{.Pending}}), 0),
 FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
 
 	Columns: `
-SELECT column_name, COALESCE(character_maximum_length, 0), data_type, COALESCE(datetime_precision, -1),
-       COALESCE(collation_name, ''), is_nullable = 'YES'
-FROM information_schema.columns
-WHERE table_schema = COALESCE({{arg "schema"}}, DATABASE()) AND table_name = {{arg "table"}}`,
+SELECT c.column_name, COALESCE(c.character_maximum_length, 0), c.data_type, COALESCE(c.datetime_precision, -1),
+       COALESCE(c.collation_name, ''), c.is_nullable = 'YES', c.column_type
+FROM information_schema.columns c
+WHERE c.table_schema = COALESCE({{arg "schema"}}, DATABASE()) AND c.table_name = {{arg "table"}}`,
 
 	IndexExists: `
 SELECT COUNT(*) FROM information_schema.statistics

@@ -11,6 +11,7 @@ import "github.com/claimlock/claimlock/dialect/internal/core"
 
 const common = `
 {{- define "now"}}CAST(unixepoch('subsec') * 1000 AS INTEGER){{end}}
+{{- define "maxatt"}}{{arg "max_attempts"}}{{end}}
 {{- define "claimnow"}}{{if .TextTimes}}strftime('%Y-%m-%d %H:%M:%f', 'now'){{else}}{{template "now"}}{{end}}{{end}}
 {{- define "agepre"}}{{if .TextTimes}}CAST((julianday('now') - julianday({{else}}({{template "now"}} - ({{end}}{{end}}
 {{- define "agepost"}}{{if .TextTimes}})) * 86400000000 AS INTEGER){{else}})) * 1000{{end}}{{end}}
@@ -26,7 +27,7 @@ const common = `
 {{- define "expired"}}{{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}}{{else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} < {{template "now"}} - {{arg "ttl"}} - {{arg "slack"}}{{end}}{{end}}
 {{- define "stale"}}{{.Status}} = {{.Processing}} AND {{.ClaimedAt}} <
   {{- if .TextTimes}} strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || ({{arg "timeout"}} / 1000.0) || ' seconds'){{else}} {{template "now"}} - {{arg "timeout"}}{{end}}
-  {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}}{{else if .Attempts}} AND COALESCE({{.Attempts}}, 0) < {{arg "below"}}{{end}}
+  {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{template "maxatt" .}}{{else if .Below}} AND COALESCE({{.Attempts}}, 0) < {{arg "below"}}{{end}}
   {{- if .Scoped}}{{scope .Scope}}{{end}}{{end}}
 `
 
@@ -49,10 +50,10 @@ SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}}{{if
 
 	Ack: `
 UPDATE {{.Table}}
-SET {{.Status}} = {{if .ParkAt}}CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}} THEN {{.Failed}} ELSE {{.Pending}} END{{else}}{{.Target}}{{end}},
+SET {{.Status}} = {{if .ParkAt}}CASE WHEN COALESCE({{.Attempts}}, 0) >= {{template "maxatt" .}} THEN {{.Failed}} ELSE {{.Pending}} END{{else}}{{.Target}}{{end}},
     {{.Token}} = NULL{{if and .Undo .Attempts}}, {{.Attempts}} = MAX({{.Attempts}} - 1, 0){{end}}
     {{- if eq .Target .Pending}}{{template "cleartime" .}}{{end}}
-    {{- if and .ParkAt .ClearClaimedAt}}, {{.ClaimedAt}} = CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}} THEN {{.ClaimedAt}} END{{end}}
+    {{- if and .ParkAt .ClearClaimedAt}}, {{.ClaimedAt}} = CASE WHEN COALESCE({{.Attempts}}, 0) >= {{template "maxatt" .}} THEN {{.ClaimedAt}} END{{end}}
     {{- template "ackmark" .}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}
 RETURNING {{.ID}}, {{if .ParkAt}}{{.Status}} = {{.Failed}}{{else}}false{{end}}`,
@@ -126,7 +127,7 @@ FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
 	// are written as integer milliseconds whatever the declared type: a
 	// precision of 3.
 	Columns: `
-SELECT name, 0, type, 3, '', "notnull" = 0 AND pk = 0 FROM pragma_table_info({{arg "table"}}, COALESCE({{arg "schema"}}, 'main'))`,
+SELECT name, 0, type, 3, '', "notnull" = 0 AND pk = 0, type FROM pragma_table_info({{arg "table"}}, COALESCE({{arg "schema"}}, 'main'))`,
 
 	IndexExists: `
 SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = {{arg "index"}}`,

@@ -120,7 +120,7 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 			ClaimConcurrency:  claimConcurrency,
 			PipelineAckClaim:  pipelineAckClaim,
 		},
-		CheckTime: checkTime, TextTimes: true,
+		CheckTime: checkTime, TextTimes: true, WideInts: true,
 		DDL: core.DDL{Int: "INTEGER", Time: "INTEGER", TimeSeconds: "INTEGER", Text: "TEXT", Serial: "INTEGER PRIMARY KEY AUTOINCREMENT", SerialIsKey: true},
 	}
 	d.Claims, d.Leases = claimSQL, leaseSQL

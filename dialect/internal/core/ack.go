@@ -83,6 +83,11 @@ func (s *Claims) ackPrep(ctx context.Context, p *dialect.AckParams) ([]any, *key
 	if err := checkAck(s.Spec, p); err != nil {
 		return nil, nil, nil, err
 	}
+	if p.Outcome == dialect.OutcomeRetry {
+		if err := s.checkMaxAttempts(p.MaxAttempts); err != nil {
+			return nil, nil, nil, err
+		}
+	}
 	keys, err := normalizeKeys(s.Spec.IDKind, p.IDs)
 	if err != nil {
 		return nil, nil, nil, err

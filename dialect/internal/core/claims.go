@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math"
 	"sync/atomic"
 	"time"
 
@@ -14,8 +13,11 @@ import (
 // ClaimSQL are an engine's claim-table statements as text/template sources
 // over [Names]. Values are placeholders: {{arg "token"}}, {{arg "limit"}},
 // {{arg "timeout"}} (a duration in the engine's time unit),
-// {{arg "max_attempts"}}, {{scope .Scope}} for " AND col = ?" per scope
-// column, and {{keys}} for the condition on a list of keys.
+// {{arg "max_attempts"}} (through {{template "maxatt" .}}, which every
+// engine defines: its placeholder, typed where the engine would otherwise
+// take the Attempts column's type for it), {{scope .Scope}} for
+// " AND col = ?" per scope column, and {{keys}} for the condition on a list
+// of keys.
 type ClaimSQL struct {
 	// Claim marks up to "limit" pending rows in scope under "token" and,
 	// on a Returning engine, returns Names.Returned. It serves both
@@ -83,7 +85,9 @@ type ClaimSQL struct {
 	// Columns lists the table's columns of "schema" (NULL: the current
 	// one) and "table", one row each: name, character length (0 when not
 	// bounded), data type, fractional-second precision (-1 when not a time
-	// column), collation ("" when unknown) and whether it is nullable.
+	// column), collation ("" when unknown), whether it is nullable and the
+	// full declared type ([ColumnInfo.ColumnType]; "" when the data type
+	// says it all).
 	Columns string
 	// IndexExists counts the indexes named "index" of "schema"."table".
 	IndexExists string
@@ -112,13 +116,14 @@ type ClaimSQL struct {
 // column, a failure stores "error" and a done clears it (a requeue leaves
 // it); with a RunAt column, a retry sets it to {{template "delayed" .}},
 // which every engine defines as its clock's now plus "delay", and a
-// parking retry sets it to NULL on the rows it parks.
+// parking retry sets it to NULL on the rows it parks (where attempts
+// reached {{template "maxatt" .}}, which every engine defines too).
 const coreDefines = `{{define "cleartime"}}{{if .ClearClaimedAt}}, {{.ClaimedAt}} = NULL{{end}}{{end}}
 {{- define "ackmark"}}
   {{- if and .Error (not .Undo)}}, {{.Error}} = {{if eq .Target .Done}}NULL{{else}}{{arg "error"}}{{end}}{{end}}
   {{- if and .RunAt (not .Undo) (eq .Target .Pending)}}, {{.RunAt}} = {{template "delayed" .}}{{end}}
   {{- if and .RunAt .Failed (eq .Target .Failed)}}, {{.RunAt}} = NULL{{end}}
-  {{- if and .RunAt .ParkAt}}, {{.RunAt}} = CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}} THEN NULL ELSE {{template "delayed" .}} END{{end}}
+  {{- if and .RunAt .ParkAt}}, {{.RunAt}} = CASE WHEN COALESCE({{.Attempts}}, 0) >= {{template "maxatt" .}} THEN NULL ELSE {{template "delayed" .}} END{{end}}
 {{- end}}`
 
 // ClaimFunc runs one claim with params the store validated already.
@@ -139,8 +144,8 @@ type Claims struct {
 	ackRequeue, ackPark, ackLock         Stmt
 	heartbeat, heartbeatHeld             Stmt
 	release, releaseKeys                 Stmt
-	reap                                 [2][2]Stmt // [park][scoped]
-	reapLock, reapKeys                   [2][2]Stmt // [park][scoped], optional
+	reap, reapLock                       [3][2]Stmt // [reapAll, reapPark, reapBelow][scoped]; reapLock optional
+	reapKeys                             [2][2]Stmt // [park][scoped], optional
 	stats                                [2]Stmt    // [scoped]
 	snooze                               Stmt
 	unpark, retryNow                     [2][2][2]Stmt // [reset][scoped][byKeys] (retryNow: reset 0)
@@ -156,25 +161,61 @@ type Claims struct {
 	Ext any
 	// slack is added to the reap timeout: see [Slack].
 	slack atomic.Int64
-	// scopeKinds are the kinds of the scope columns, learnt by
-	// VerifySchema; nil before.
-	scopeKinds atomic.Pointer[[]columnKind]
+	// types are the types of the columns whose values calls pass or
+	// bound, learnt by VerifySchema; nil before.
+	types atomic.Pointer[claimTypes]
 	// errorWidth is the Error column's width in characters, learnt by
 	// VerifySchema (0: not learnt yet; -1: unbounded).
 	errorWidth atomic.Int64
 }
 
+// The reap statements of a sweep: the return of every stale row (no
+// MaxAttempts), the park of the stale rows whose attempts reached
+// MaxAttempts, and the return of the others (fewer attempts than "below").
+// A sweep without MaxAttempts binds no attempts bound at all, so that
+// nothing larger than the Attempts column's type is ever passed.
+const (
+	reapAll = iota
+	reapPark
+	reapBelow
+)
+
+// keysOf returns the index in Claims.reapKeys of the update that follows
+// the reap lock of mode: the park's, or the return's.
+func keysOf(mode int) int {
+	if mode == reapPark {
+		return 1
+	}
+	return 0
+}
+
+// claimTypes are the column types a claim store checks values against.
+type claimTypes struct {
+	scope    []colType
+	attempts colType
+}
+
 // checkScopeValues refuses scope values that the scope columns would
-// convert lossily, once the store knows the columns' types.
+// convert lossily or cannot hold, once the store knows the columns' types.
 func (s *Claims) checkScopeValues(values []any) error {
-	kinds := s.scopeKinds.Load()
-	if kinds == nil {
+	types := s.types.Load()
+	if types == nil {
 		return nil
 	}
 	for i, v := range values {
-		if err := (*kinds)[i].checkValue(fmt.Sprintf("scope value %d (%s)", i, s.Spec.Scope[i]), v); err != nil {
+		if err := types.scope[i].checkValue(fmt.Sprintf("scope value %d (%s)", i, s.Spec.Scope[i]), v); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkMaxAttempts refuses a MaxAttempts that the Attempts column cannot
+// reach, once the store knows its type: no row would ever be parked, and
+// PostgreSQL could not even compare the column with it.
+func (s *Claims) checkMaxAttempts(n int) error {
+	if types := s.types.Load(); types != nil && n > 0 {
+		return types.attempts.checkInt("MaxAttempts", int64(n))
 	}
 	return nil
 }
@@ -216,16 +257,18 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 	s.heartbeatHeld = r.stmt("heartbeat held", t(sqls.HeartbeatHeld), nil)
 	s.release = r.stmt("release", t(sqls.Release), nil)
 	s.releaseKeys = r.stmt("release keys", t(sqls.Release), func(n *Names) { n.ByKeys = true })
-	for park := range 2 {
+	for mode := range 3 {
 		for scoped := range 2 {
-			if park == 1 && (s.Names.Attempts == "" || s.Names.Failed == "") {
+			if mode != reapAll && s.Names.Attempts == "" || mode == reapPark && s.Names.Failed == "" {
 				continue
 			}
-			vary := func(n *Names) { n.Park, n.Scoped = park == 1, scoped == 1 }
-			s.reap[park][scoped] = r.stmt("reap", t(sqls.Reap), vary)
+			vary := func(n *Names) { n.Park, n.Below, n.Scoped = mode == reapPark, mode == reapBelow, scoped == 1 }
+			s.reap[mode][scoped] = r.stmt("reap", t(sqls.Reap), vary)
 			if e.Caps.SkipLocked {
-				s.reapLock[park][scoped] = r.stmt("reap lock", t(sqls.ReapLock), vary)
-				s.reapKeys[park][scoped] = r.stmt("reap keys", t(sqls.ReapKeys), vary)
+				s.reapLock[mode][scoped] = r.stmt("reap lock", t(sqls.ReapLock), vary)
+				if mode != reapBelow {
+					s.reapKeys[keysOf(mode)][scoped] = r.stmt("reap keys", t(sqls.ReapKeys), vary)
+				}
 			}
 		}
 	}
@@ -453,6 +496,9 @@ func (s *Claims) Reap(ctx context.Context, p *dialect.ReapParams) (dialect.ReapR
 	if err := checkReap(s.Spec, p); err != nil {
 		return res, wrap("reap", err)
 	}
+	if err := s.checkMaxAttempts(p.MaxAttempts); err != nil {
+		return res, wrap("reap", err)
+	}
 	if err := s.checkScopeValues(p.ScopeValues); err != nil {
 		return res, wrap("reap", err)
 	}
@@ -464,18 +510,15 @@ func (s *Claims) Reap(ctx context.Context, p *dialect.ReapParams) (dialect.ReapR
 	// the column's resolution, so a time stored rounded down never makes a
 	// row look stale early.
 	timeout := p.Timeout + time.Duration(s.slack.Load())
-	a := &Args{Timeout: timeout, Limit: p.Limit, MaxAttempts: p.MaxAttempts, Scope: p.ScopeValues, Below: math.MaxInt64}
-	if p.MaxAttempts > 0 {
-		a.Below = int64(p.MaxAttempts)
-	}
-	step := func(park int) (int64, error) {
-		st := s.reap[park][scoped]
+	a := &Args{Timeout: timeout, Limit: p.Limit, MaxAttempts: p.MaxAttempts, Scope: p.ScopeValues, Below: int64(p.MaxAttempts)}
+	step := func(mode int) (int64, error) {
+		st := s.reap[mode][scoped]
 		var n int64
 		err := s.E.Do(ctx, "reap", false, func() error {
-			if lock := s.reapLock[park][scoped]; lock.SQL != "" {
+			if lock := s.reapLock[mode][scoped]; lock.SQL != "" {
 				return s.E.InTx(ctx, func(tx Querier) error {
 					var err error
-					n, err = s.reapSkipping(ctx, tx, lock, s.reapKeys[park][scoped], a)
+					n, err = s.reapSkipping(ctx, tx, lock, s.reapKeys[keysOf(mode)][scoped], a)
 					return err
 				})
 			}
@@ -493,12 +536,14 @@ func (s *Claims) Reap(ctx context.Context, p *dialect.ReapParams) (dialect.ReapR
 		return n, err
 	}
 	var err error
+	ret := reapAll
 	if p.MaxAttempts > 0 {
-		if res.Parked, err = step(1); err != nil {
+		if res.Parked, err = step(reapPark); err != nil {
 			return res, wrap("reap", err)
 		}
+		ret = reapBelow
 	}
-	res.Returned, err = step(0)
+	res.Returned, err = step(ret)
 	s.pending(ctx, p.ScopeValues, res.Returned)
 	return res, wrap("reap", err)
 }
@@ -584,8 +629,10 @@ func (s *Claims) named() map[string]Stmt {
 		"read back keys": s.readKeys, "ack requeue": s.ackRequeue, "ack park": s.ackPark,
 		"ack lock": s.ackLock, "heartbeat": s.heartbeat, "heartbeat held": s.heartbeatHeld,
 		"release": s.release, "release keys": s.releaseKeys,
-		"reap": s.reap[0][0], "reap scoped": s.reap[0][1], "reap park": s.reap[1][0], "reap park scoped": s.reap[1][1],
-		"reap lock": s.reapLock[0][0], "reap lock scoped": s.reapLock[0][1], "reap lock park": s.reapLock[1][0], "reap lock park scoped": s.reapLock[1][1],
+		"reap": s.reap[reapAll][0], "reap scoped": s.reap[reapAll][1], "reap park": s.reap[reapPark][0], "reap park scoped": s.reap[reapPark][1],
+		"reap below": s.reap[reapBelow][0], "reap below scoped": s.reap[reapBelow][1],
+		"reap lock": s.reapLock[reapAll][0], "reap lock scoped": s.reapLock[reapAll][1], "reap lock park": s.reapLock[reapPark][0], "reap lock park scoped": s.reapLock[reapPark][1],
+		"reap lock below": s.reapLock[reapBelow][0], "reap lock below scoped": s.reapLock[reapBelow][1],
 		"reap keys": s.reapKeys[0][0], "reap keys scoped": s.reapKeys[0][1], "reap keys park": s.reapKeys[1][0], "reap keys park scoped": s.reapKeys[1][1],
 		"stats": s.stats[0], "stats scoped": s.stats[1], "snooze": s.snooze,
 		"unpark": s.unpark[0][0][0], "unpark scoped": s.unpark[0][1][0], "unpark keys": s.unpark[0][0][1], "unpark reset scoped": s.unpark[1][1][0],

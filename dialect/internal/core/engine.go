@@ -92,6 +92,10 @@ type Engine struct {
 	CheckTime func(c ColumnInfo, textTimes bool) error
 	// TextTimes is true where ClaimTable.TextTimes is supported (SQLite).
 	TextTimes bool
+	// WideInts is true where every integer column holds any 64-bit value
+	// whatever its declared width (SQLite); otherwise the catalog's type
+	// names bound them (TINYINT, smallint, INT UNSIGNED, ...).
+	WideInts bool
 	// CallerTx, if set, adapts a transaction of the engine's own driver
 	// that the caller passes to the ...Tx operations, reporting false for
 	// another type; a *sql.Tx is always taken. TxType names what it takes,

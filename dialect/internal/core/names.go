@@ -42,6 +42,7 @@ type Names struct {
 	// Variant flags set by the store for the statement being rendered.
 	Scoped    bool   // reap, stats: restricted to the scope
 	Park      bool   // reap: park stale rows at MaxAttempts instead of returning them
+	Below     bool   // reap: return only rows with fewer attempts than "below"
 	ByKeys    bool   // release: only the listed keys
 	Undo      bool   // ack, release: undo the claim's attempts increment
 	ParkAt    bool   // ack: park rows whose attempts reached MaxAttempts

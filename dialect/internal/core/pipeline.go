@@ -90,6 +90,11 @@ func (s *Claims) AckAndClaim(ctx context.Context, p *dialect.AckClaimParams, sca
 	if err := checkAck(s.Spec, ap); err != nil {
 		return res, 0, wrap(op, err)
 	}
+	if ap.Outcome == dialect.OutcomeRetry {
+		if err := s.checkMaxAttempts(ap.MaxAttempts); err != nil {
+			return res, 0, wrap(op, err)
+		}
+	}
 	keys, err := normalizeKeys(s.Spec.IDKind, ap.IDs)
 	if err != nil {
 		return res, 0, wrap(op, err)

@@ -117,16 +117,20 @@ func (e *Engine) catalogColumns(ctx context.Context, st Stmt, name string) (Colu
 	err := e.Do(ctx, "verify schema", true, func() error {
 		cols.ByName = map[string]ColumnInfo{}
 		return Query(ctx, e.DB, e.Dialect, st, a, func(r Rows) error {
-			var n, typ, coll string
+			var n, typ, coll, full string
 			var l, p int64
 			var nullable bool
-			if err := r.Scan(&n, &l, &typ, &p, &coll, &nullable); err != nil {
+			if err := r.Scan(&n, &l, &typ, &p, &coll, &nullable, &full); err != nil {
 				return err
 			}
 			if e.FoldCase {
 				n = strings.ToLower(n)
 			}
-			cols.ByName[n] = ColumnInfo{MaxLen: int(l), Type: strings.ToLower(typ), Precision: int(p), Collation: strings.ToLower(coll), Nullable: nullable}
+			if full == "" {
+				full = typ
+			}
+			cols.ByName[n] = ColumnInfo{MaxLen: int(l), Type: strings.ToLower(typ), Precision: int(p), Collation: strings.ToLower(coll),
+				Nullable: nullable, ColumnType: full}
 			return nil
 		})
 	})
@@ -140,7 +144,7 @@ func (s *Claims) VerifySchema(ctx context.Context) error {
 	if err != nil {
 		return wrap("verify schema", err)
 	}
-	if err := checkClaimColumns(s.Spec, cols); err != nil {
+	if err := s.E.checkClaimColumns(s.Spec, cols); err != nil {
 		return err
 	}
 	slack, err := s.E.timeSlack(s.Spec.Table, cols, s.Spec.TextTimes, timeCol{"ClaimedAt", s.Spec.ClaimedAt}, timeCol{"CreatedAt", s.Spec.CreatedAt})
@@ -152,12 +156,14 @@ func (s *Claims) VerifySchema(ctx context.Context) error {
 	}
 	s.slack.Store(int64(slack))
 	s.learnErrorWidth(cols)
-	kinds := make([]columnKind, len(s.Spec.Scope))
+	types := &claimTypes{scope: make([]colType, len(s.Spec.Scope))}
 	for i, c := range s.Spec.Scope {
-		col, _ := cols.Get(c)
-		kinds[i] = col.kind()
+		types.scope[i] = s.E.learnType(s.Spec.Table, c, cols)
 	}
-	s.scopeKinds.Store(&kinds)
+	if s.Spec.Attempts != "" {
+		types.attempts = s.E.learnType(s.Spec.Table, s.Spec.Attempts, cols)
+	}
+	s.types.Store(types)
 	return nil
 }
 
