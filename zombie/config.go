@@ -42,7 +42,14 @@ type Config struct {
 	// a poison row whose handler crashes its worker every time ends as
 	// failed, with its attempts, instead of crashing workers forever. It
 	// needs the claim table's Attempts column and a Failed status (the same
-	// rule as [claim.Config.MaxAttempts]). Zero never parks.
+	// rule as [claim.Config.MaxAttempts]). Zero takes the claim config's
+	// MaxAttempts, so that the table's rule is stated once; a positive value
+	// that differs from a positive claim config's is an error. When both
+	// are zero, sweeps never park.
+	//
+	// A value the Attempts column cannot hold (300 for a TINYINT column)
+	// is refused by the first sweep, when the reaper reads the column's
+	// type, before any row changes.
 	MaxAttempts int
 
 	// AllScopes makes sweeps cover the whole table even when the claim

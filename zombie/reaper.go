@@ -71,7 +71,15 @@ func New(d dialect.Dialect, cc claim.Config, cfg Config) (*Reaper, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := spec.CheckMaxAttempts(cfg.MaxAttempts); err != nil {
+	maxAtt := cfg.MaxAttempts
+	switch {
+	case maxAtt == 0:
+		maxAtt = cc.MaxAttempts
+	case cc.MaxAttempts > 0 && maxAtt > 0 && maxAtt != cc.MaxAttempts:
+		return nil, invalid("Config.MaxAttempts", "%d differs from the claim config's MaxAttempts %d (leave it zero to take the claim config's)",
+			maxAtt, cc.MaxAttempts)
+	}
+	if err := spec.CheckMaxAttempts(maxAtt); err != nil {
 		return nil, fmt.Errorf("zombie: %w", err)
 	}
 	if cfg.Locker != nil && cfg.LockKey == nil {
@@ -91,7 +99,7 @@ func New(d dialect.Dialect, cc claim.Config, cfg Config) (*Reaper, error) {
 	}
 	r := &Reaper{
 		store: store, table: spec.Table, cols: spec.Scope, timeout: cfg.Timeout, limit: limit,
-		maxAtt: cfg.MaxAttempts, locker: cfg.Locker, key: cfg.LockKey,
+		maxAtt: maxAtt, locker: cfg.Locker, key: cfg.LockKey,
 		logger: logger(cfg.Logger).With("table", spec.Table), hooks: cfg.Hooks,
 	}
 	if len(spec.Scope) > 0 && !cfg.AllScopes {
