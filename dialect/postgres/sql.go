@@ -177,7 +177,8 @@ SELECT COUNT(*) FILTER (WHERE {{.Status}} = {{.Pending}}),
        {{if .CreatedAt}}{{template "age" (printf "MIN(%s) FILTER (WHERE %s = %s)" .CreatedAt .Status .Pending)}}{{else}}NULL::bigint{{end}}
 FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
 
-	// Columns gives an enum column's labels in MySQL's enum('a','b') form.
+	// Columns gives an enum column's labels in MySQL's enum('a','b') form,
+	// and finds the first column of the primary key through pg_index.
 	Columns: `
 SELECT c.column_name::text, COALESCE(c.character_maximum_length, 0)::bigint,
        c.data_type::text, COALESCE(c.datetime_precision, -1)::bigint, COALESCE(c.collation_name, '')::text, c.is_nullable = 'YES',
@@ -185,7 +186,11 @@ SELECT c.column_name::text, COALESCE(c.character_maximum_length, 0)::bigint,
                  FROM pg_catalog.pg_enum e
                  JOIN pg_catalog.pg_type t ON t.oid = e.enumtypid
                  JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
-                 WHERE t.typname = c.udt_name AND n.nspname = c.udt_schema), '')::text
+                 WHERE t.typname = c.udt_name AND n.nspname = c.udt_schema), '')::text,
+       COALESCE((SELECT a.attname = c.column_name
+                 FROM pg_catalog.pg_index i
+                 JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+                 WHERE i.indisprimary AND i.indrelid = to_regclass(quote_ident(c.table_schema) || '.' || quote_ident(c.table_name))), false)
 FROM information_schema.columns c
 WHERE c.table_schema = COALESCE({{arg "schema"}}::text, current_schema()) AND c.table_name = {{arg "table"}}::text`,
 

@@ -127,7 +127,7 @@ FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
 	// are written as integer milliseconds whatever the declared type: a
 	// precision of 3.
 	Columns: `
-SELECT name, 0, type, 3, '', "notnull" = 0 AND pk = 0, type FROM pragma_table_info({{arg "table"}}, COALESCE({{arg "schema"}}, 'main'))`,
+SELECT name, 0, type, 3, '', "notnull" = 0 AND pk = 0, type, pk = 1 FROM pragma_table_info({{arg "table"}}, COALESCE({{arg "schema"}}, 'main'))`,
 
 	IndexExists: `
 SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = {{arg "index"}}`,

@@ -61,8 +61,8 @@ type ClaimSQL struct {
 	// SKIP LOCKED (engines whose Reap is an UPDATE ... LIMIT that would wait
 	// for locked rows: MySQL). In one transaction ReapLock selects and locks
 	// the keys of at most "limit" stale rows, skipping rows locked now, and
-	// ReapKeys updates those {{keys}} rows as Reap would (still checking
-	// that they are stale).
+	// ReapKeys updates those {{keys}} rows as Reap would: they are locked,
+	// so they are still stale.
 	ReapLock, ReapKeys string
 	// Unpark returns at most "limit" failed rows (Scoped: in scope;
 	// ByKeys: of the {{keys}}) to pending, clearing token, Error and RunAt
@@ -85,9 +85,9 @@ type ClaimSQL struct {
 	// Columns lists the table's columns of "schema" (NULL: the current
 	// one) and "table", one row each: name, character length (0 when not
 	// bounded), data type, fractional-second precision (-1 when not a time
-	// column), collation ("" when unknown), whether it is nullable and the
+	// column), collation ("" when unknown), whether it is nullable, the
 	// full declared type ([ColumnInfo.ColumnType]; "" when the data type
-	// says it all).
+	// says it all) and whether it is the first column of the primary key.
 	Columns string
 	// IndexExists counts the indexes named "index" of "schema"."table".
 	IndexExists string
@@ -140,10 +140,10 @@ type Claims struct {
 	Names Names
 
 	claim, claimSkip, readBack, readKeys Stmt
-	ackTo                                map[string]Stmt // by target literal
-	ackRequeue, ackPark, ackLock         Stmt
+	keyed                                [2]keyStmts // [Names.KeyHint]: see key()
+	ackPark                              Stmt
 	heartbeat, heartbeatHeld             Stmt
-	release, releaseKeys                 Stmt
+	release                              Stmt
 	reap, reapLock                       [3][2]Stmt // [reapAll, reapPark, reapBelow][scoped]; reapLock optional
 	reapKeys                             [2][2]Stmt // [park][scoped], optional
 	stats                                [2]Stmt    // [scoped]
@@ -164,6 +164,10 @@ type Claims struct {
 	// types are the types of the columns whose values calls pass or
 	// bound, learnt by VerifySchema; nil before.
 	types atomic.Pointer[claimTypes]
+	// keyHint is set by VerifySchema when the key column leads the
+	// primary key on an [Engine.KeyHint] engine: the key-list statements
+	// then name it.
+	keyHint atomic.Bool
 	// errorWidth is the Error column's width in characters, learnt by
 	// VerifySchema (0: not learnt yet; -1: unbounded).
 	errorWidth atomic.Int64
@@ -179,6 +183,22 @@ const (
 	reapPark
 	reapBelow
 )
+
+// keyStmts are the statements that find rows by a list of keys, rendered
+// without and (on a [Engine.KeyHint] engine) with Names.KeyHint.
+type keyStmts struct {
+	ackTo                            map[string]Stmt // by target literal
+	ackRequeue, ackLock, releaseKeys Stmt
+}
+
+// key returns the key-list statements to use: those naming the primary
+// key once VerifySchema found the key column leading it.
+func (s *Claims) key() *keyStmts {
+	if s.keyHint.Load() {
+		return &s.keyed[1]
+	}
+	return &s.keyed[0]
+}
 
 // keysOf returns the index in Claims.reapKeys of the update that follows
 // the reap lock of mode: the park's, or the return's.
@@ -229,7 +249,7 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 	if spec.TextTimes && !e.TextTimes {
 		return nil, fmt.Errorf("%w: TextTimes: only SQLite keeps times as text; %s has time types", dialect.ErrInvalidConfig, e.Name)
 	}
-	s := &Claims{E: e, Spec: spec, Names: e.claimNames(spec), ackTo: map[string]Stmt{}}
+	s := &Claims{E: e, Spec: spec, Names: e.claimNames(spec)}
 	r := &renderer{e: e, n: s.Names}
 	t := func(src string) string {
 		if src == "" {
@@ -243,20 +263,33 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 	}
 	s.readBack = r.stmt("read back", t(sqls.ReadBack), nil)
 	s.readKeys = r.stmt("read back keys", t(sqls.ReadBack), func(n *Names) { n.ByKeys = true })
-	for _, target := range []string{s.Names.Done, s.Names.Pending, s.Names.Failed} {
-		if target != "" {
-			s.ackTo[target] = r.stmt("ack", t(sqls.Ack), func(n *Names) { n.Target = target })
+	for hint := range 2 {
+		if hint == 1 && !e.KeyHint {
+			break
 		}
+		k := &s.keyed[hint]
+		k.ackTo = map[string]Stmt{}
+		hinted := func(vary func(*Names)) func(*Names) {
+			return func(n *Names) {
+				vary(n)
+				n.KeyHint = hint == 1
+			}
+		}
+		for _, target := range []string{s.Names.Done, s.Names.Pending, s.Names.Failed} {
+			if target != "" {
+				k.ackTo[target] = r.stmt("ack", t(sqls.Ack), hinted(func(n *Names) { n.Target = target }))
+			}
+		}
+		k.ackRequeue = r.stmt("ack requeue", t(sqls.Ack), hinted(func(n *Names) { n.Target, n.Undo = n.Pending, true }))
+		k.ackLock = r.stmt("ack lock", t(sqls.AckLock), hinted(func(*Names) {}))
+		k.releaseKeys = r.stmt("release keys", t(sqls.Release), hinted(func(n *Names) { n.ByKeys = true }))
 	}
-	s.ackRequeue = r.stmt("ack requeue", t(sqls.Ack), func(n *Names) { n.Target, n.Undo = n.Pending, true })
 	if e.Returning && s.Names.Attempts != "" && s.Names.Failed != "" {
 		s.ackPark = r.stmt("ack park", t(sqls.Ack), func(n *Names) { n.ParkAt = true })
 	}
-	s.ackLock = r.stmt("ack lock", t(sqls.AckLock), nil)
 	s.heartbeat = r.stmt("heartbeat", t(sqls.Heartbeat), nil)
 	s.heartbeatHeld = r.stmt("heartbeat held", t(sqls.HeartbeatHeld), nil)
 	s.release = r.stmt("release", t(sqls.Release), nil)
-	s.releaseKeys = r.stmt("release keys", t(sqls.Release), func(n *Names) { n.ByKeys = true })
 	for mode := range 3 {
 		for scoped := range 2 {
 			if mode != reapAll && s.Names.Attempts == "" || mode == reapPark && s.Names.Failed == "" {
@@ -476,7 +509,7 @@ func (s *Claims) Release(ctx context.Context, token string, ids []any) (int64, e
 		if err != nil {
 			return 0, wrap("release", err)
 		}
-		a.Keys, st = keys, s.releaseKeys
+		a.Keys, st = keys, s.key().releaseKeys
 	}
 	var n int64
 	err := s.E.Do(ctx, "release", false, func() error {
@@ -626,9 +659,9 @@ func (s *Claims) Bind(name string, a *Args) (query string, args []any, ok bool) 
 func (s *Claims) named() map[string]Stmt {
 	m := map[string]Stmt{
 		"claim": s.claim, "claim skip locked": s.claimSkip, "read back": s.readBack,
-		"read back keys": s.readKeys, "ack requeue": s.ackRequeue, "ack park": s.ackPark,
-		"ack lock": s.ackLock, "heartbeat": s.heartbeat, "heartbeat held": s.heartbeatHeld,
-		"release": s.release, "release keys": s.releaseKeys,
+		"read back keys": s.readKeys, "ack requeue": s.keyed[0].ackRequeue, "ack park": s.ackPark,
+		"ack lock": s.keyed[0].ackLock, "heartbeat": s.heartbeat, "heartbeat held": s.heartbeatHeld,
+		"release": s.release, "release keys": s.keyed[0].releaseKeys,
 		"reap": s.reap[reapAll][0], "reap scoped": s.reap[reapAll][1], "reap park": s.reap[reapPark][0], "reap park scoped": s.reap[reapPark][1],
 		"reap below": s.reap[reapBelow][0], "reap below scoped": s.reap[reapBelow][1],
 		"reap lock": s.reapLock[reapAll][0], "reap lock scoped": s.reapLock[reapAll][1], "reap lock park": s.reapLock[reapPark][0], "reap lock park scoped": s.reapLock[reapPark][1],
@@ -639,7 +672,11 @@ func (s *Claims) named() map[string]Stmt {
 		"retry now": s.retryNow[0][0][0], "retry now scoped": s.retryNow[0][1][0], "retry now keys": s.retryNow[0][0][1],
 		"list failed": s.list[0][0], "list failed scoped": s.list[0][1], "list processing": s.list[1][0],
 		"list processing scoped": s.list[1][1], "list scheduled": s.list[2][0], "list scheduled scoped": s.list[2][1],
-		"ack done": s.ackTo[s.Names.Done], "ack pending": s.ackTo[s.Names.Pending], "ack failed": s.ackTo[s.Names.Failed],
+		"ack done": s.keyed[0].ackTo[s.Names.Done], "ack pending": s.keyed[0].ackTo[s.Names.Pending], "ack failed": s.keyed[0].ackTo[s.Names.Failed],
+	}
+	if h := s.keyed[1]; h.ackLock.SQL != "" {
+		m["ack done by key"], m["ack pending by key"], m["ack failed by key"] = h.ackTo[s.Names.Done], h.ackTo[s.Names.Pending], h.ackTo[s.Names.Failed]
+		m["ack requeue by key"], m["ack lock by key"], m["release keys by key"] = h.ackRequeue, h.ackLock, h.releaseKeys
 	}
 	s.pipe.name(m)
 	for k, v := range m {

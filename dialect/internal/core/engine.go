@@ -96,6 +96,13 @@ type Engine struct {
 	// whatever its declared width (SQLite); otherwise the catalog's type
 	// names bound them (TINYINT, smallint, INT UNSIGNED, ...).
 	WideInts bool
+	// KeyHint is true where the statements that find rows by a list of
+	// keys (acks, their row locks, releases of listed rows) are also
+	// rendered with Names.KeyHint, naming the primary key: they are used
+	// once VerifySchema found that the key column leads the primary key
+	// (MySQL, whose optimizer otherwise scans a small table whole and
+	// locks every row it reads in a REPEATABLE READ transaction).
+	KeyHint bool
 	// CallerTx, if set, adapts a transaction of the engine's own driver
 	// that the caller passes to the ...Tx operations, reporting false for
 	// another type; a *sql.Tx is always taken. TxType names what it takes,

@@ -43,6 +43,7 @@ type Names struct {
 	Scoped    bool   // reap, stats: restricted to the scope
 	Park      bool   // reap: park stale rows at MaxAttempts instead of returning them
 	Below     bool   // reap: return only rows with fewer attempts than "below"
+	KeyHint   bool   // key-list statements: read the primary key (Engine.KeyHint)
 	ByKeys    bool   // release: only the listed keys
 	Undo      bool   // ack, release: undo the claim's attempts increment
 	ParkAt    bool   // ack: park rows whose attempts reached MaxAttempts

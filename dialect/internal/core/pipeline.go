@@ -178,7 +178,7 @@ func (s *Claims) ackIn(ctx context.Context, tx Querier, p *dialect.AckParams, a 
 	parkAt := p.Outcome == dialect.OutcomeRetry && p.MaxAttempts > 0
 	st := s.ackPark
 	if !parkAt {
-		st = s.ackTo[s.target(p.Outcome)]
+		st = s.key().ackTo[s.target(p.Outcome)]
 	}
 	switch {
 	case fast && s.E.Returning:

@@ -207,7 +207,8 @@ func Cases() []Case {
 		}, Budget: small, Why: "the locked keys"})
 	}
 	for _, name := range []string{"read back", "read back keys", "ack done", "ack pending", "ack failed", "ack requeue", "ack park", "ack lock",
-		"heartbeat", "heartbeat held", "release", "release keys"} {
+		"heartbeat", "heartbeat held", "release", "release keys", "ack done by key", "ack pending by key", "ack failed by key",
+		"ack requeue by key", "ack lock by key", "release keys by key"} {
 		out = append(out, Case{Store: Claims, Name: name, Args: held, Budget: small, Why: "one token's rows"})
 	}
 	// Ack+claim (PostgreSQL's one statement): the held token's rows and a
