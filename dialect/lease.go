@@ -48,6 +48,18 @@ type LeaseTable struct {
 	Fence string
 	// Keyed makes acquire insert a row for a missing key first.
 	Keyed bool
+	// TextTimes (SQLite only) stores and compares LockedAt and ExpiresAt
+	// as text in SQLite's own format, 'YYYY-MM-DD HH:MM:SS.SSS' in UTC, as
+	// [ClaimTable.TextTimes] does for claim tables: for task tables whose
+	// code already keeps its lock time there as text (the cron story's
+	// xxx_task.lock_at DATETIME). Without it claimlock writes integer
+	// milliseconds; verification refuses a column declared as a date or
+	// text type unless TextTimes is set, and one declared INTEGER if it is.
+	// The application's own text dates (datetime('now'),
+	// CURRENT_TIMESTAMP) hold whole seconds, so every expiry test on text
+	// dates allows a whole second more: a lease is never taken before its
+	// expiry, and may be taken up to a second after it.
+	TextTimes bool
 }
 
 // Validate checks identifiers and lengths, returning an error wrapping

@@ -449,3 +449,18 @@ func TestColumnTypes(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, [2]int64{math.MinInt64, math.MaxInt64}, [2]int64{lo, hi}, "SQLite")
 }
+
+// TextTimes is refused for lease tables too by engines with real time
+// types.
+func TestLeaseTextTimesOnlyWhereSupported(t *testing.T) {
+	t.Parallel()
+	spec := dialect.LeaseTable{Table: "xxx_task", Key: "id", LockedAt: "lock_at", TextTimes: true}
+	sqls := LeaseSQL{Common: `{{define "held"}}1 = 1{{end}}{{define "free"}}x = NULL{{end}}{{define "hold"}}x = NULL{{end}}`}
+	_, err := NewLeases(fakeEngine(&fakeDB{}, true), sqls, spec)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	require.ErrorContains(t, err, "TextTimes: only SQLite keeps times as text")
+	e := fakeEngine(&fakeDB{}, true)
+	e.TextTimes = true
+	_, err = NewLeases(e, sqls, spec)
+	require.NoError(t, err)
+}

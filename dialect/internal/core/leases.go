@@ -122,10 +122,14 @@ func NewLeases(e *Engine, sqls LeaseSQL, spec dialect.LeaseTable) (*Leases, erro
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
+	if spec.TextTimes && !e.TextTimes {
+		return nil, fmt.Errorf("%w: TextTimes: only SQLite keeps times as text; %s has time types", dialect.ErrInvalidConfig, e.Name)
+	}
 	q := e.quoteOpt
 	n := Names{
 		Table: e.QuoteName(spec.Table), Key: q(spec.Key), Owner: q(spec.Owner), LockedAt: q(spec.LockedAt),
 		ExpiresAt: q(spec.ExpiresAt), Fence: q(spec.Fence), TaskStatus: q(spec.Status), TextKey: spec.KeyKind == dialect.IDText,
+		TextTimes: spec.TextTimes,
 	}
 	r := &renderer{e: e, n: n}
 	t := func(src string) string {
@@ -587,9 +591,14 @@ func (l *Leases) VerifySchema(ctx context.Context) error {
 	if l.spec.Status != "" {
 		types.status = l.e.learnType(l.spec.Table, l.spec.Status, cols)
 	}
-	slack, err := l.e.timeSlack(l.spec.Table, cols, false, timeCol{"LockedAt", l.spec.LockedAt}, timeCol{"ExpiresAt", l.spec.ExpiresAt})
+	slack, err := l.e.timeSlack(l.spec.Table, cols, l.spec.TextTimes, timeCol{"LockedAt", l.spec.LockedAt}, timeCol{"ExpiresAt", l.spec.ExpiresAt})
 	if err != nil {
 		return err
+	}
+	if l.spec.TextTimes {
+		// Text dates written by the application hold whole seconds: see
+		// dialect.LeaseTable.TextTimes.
+		slack = max(slack, TextSlack)
 	}
 	l.slack.Store(int64(slack))
 	l.types.Store(types)

@@ -28,7 +28,9 @@ type Names struct {
 	// ClearClaimedAt: rows going back to pending get a NULL ClaimedAt
 	// ({{template "cleartime" .}}).
 	ClearClaimedAt bool
-	// TextTimes: ClaimedAt and CreatedAt hold text dates (SQLite).
+	// TextTimes: the time columns hold text dates (SQLite): ClaimedAt,
+	// CreatedAt and RunAt of a claim table, LockedAt and ExpiresAt of a
+	// lease table.
 	TextTimes bool
 	// ClaimIndex, TokenIndex, ReapIndex, ScopeIndex (scoped tables only)
 	// and SchedIndex (tables with RunAt only) are the recommended indexes' quoted names; IndexCols the current
