@@ -419,10 +419,15 @@ type ClaimStore interface {
 	// table ([ClaimTable.Indexes]): the claim index, the token index, the
 	// reaper's (status, claimed_at) index and, for a scoped table on the
 	// engines that use it, the scope index (scope..., status, claimed_at).
+	// They block writes to the table while they build: for a table in use,
+	// build them online ([IndexDDLer], [IndexOptions]).
 	IndexDDL() []string
 
 	// MissingIndexes returns the recommended indexes (as DDL) that the
-	// database does not have, so callers can warn at start-up.
+	// database does not have, so callers can warn at start-up. An index
+	// that exists but that queries cannot use (PostgreSQL's INVALID index,
+	// left by a failed CREATE INDEX CONCURRENTLY) is missing too, its DDL
+	// preceded by the DROP INDEX that removes it.
 	MissingIndexes(ctx context.Context) ([]string, error)
 
 	// VerifySchema reads the table's columns from the catalog and returns

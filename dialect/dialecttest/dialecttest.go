@@ -72,6 +72,7 @@ func Run(t *testing.T, h Harness) {
 		{"BadSpecs", testBadSpecs},
 		{"BadParams", testBadParams},
 		{"Indexes", testIndexes},
+		{"OnlineIndexes", testOnlineIndexes},
 		{"VerifySchema", testVerifySchema},
 		{"NarrowColumns", testNarrowColumns},
 		{"NarrowLeaseColumns", testNarrowLeaseColumns},

@@ -13,6 +13,7 @@ import "github.com/claimlock/claimlock/dialect/internal/core"
 const common = `
 {{- define "now"}}UTC_TIMESTAMP(6){{end}}
 {{- define "maxatt"}}{{arg "max_attempts"}}{{end}}
+{{- define "online"}}{{if .Online}} ALGORITHM=INPLACE LOCK=NONE{{end}}{{end}}
 {{- define "us"}}TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {{.}}){{end}}
 {{- define "held"}}{{if .Owner}}{{.Owner}} = {{arg "owner"}}{{else}}{{template "us" .LockedAt}} = {{arg "stamp"}}{{end}}{{end}}
 {{- define "free"}}{{if .Owner}}{{.Owner}} = NULL{{else}}{{.LockedAt}} = NULL{{end}}{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}{{end}}
@@ -190,7 +191,7 @@ FROM information_schema.columns c
 WHERE c.table_schema = COALESCE({{arg "schema"}}, DATABASE()) AND c.table_name = {{arg "table"}}`,
 
 	IndexExists: `
-SELECT COUNT(*) FROM information_schema.statistics
+SELECT COUNT(*), COUNT(*) FROM information_schema.statistics
 WHERE table_schema = COALESCE({{arg "schema"}}, DATABASE()) AND table_name = {{arg "table"}} AND index_name = {{arg "index"}}`,
 
 	// MySQL has no CREATE INDEX IF NOT EXISTS; ExecDDL skips an index that
@@ -201,12 +202,15 @@ WHERE table_schema = COALESCE({{arg "schema"}}, DATABASE()) AND table_name = {{a
 	// index and sorted them (to its UPDATE optimizer both ranges hold the
 	// same rows), while the unhinted claim took the new index instead of
 	// the claim index and sorted every pending row of the scope.
+	//
+	// Online builds with InnoDB's online DDL (dialect.IndexOptions.Online),
+	// which fails rather than locking the table where it cannot build so.
 	Indexes: [5]string{
-		`CREATE INDEX {{.ClaimIndex}} ON {{.Table}} ({{.IndexCols}})`,
-		`CREATE INDEX {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}})`,
-		`CREATE INDEX {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		`CREATE INDEX {{.ClaimIndex}} ON {{.Table}} ({{.IndexCols}}){{template "online" .}}`,
+		`CREATE INDEX {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}}){{template "online" .}}`,
+		`CREATE INDEX {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}}){{template "online" .}}`,
 		"",
-		`CREATE INDEX {{.SchedIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		`CREATE INDEX {{.SchedIndex}} ON {{.Table}} ({{.IndexCols}}){{template "online" .}}`,
 	},
 }
 

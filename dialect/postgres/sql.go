@@ -12,6 +12,7 @@ import "github.com/claimlock/claimlock/dialect/internal/core"
 // and could re-run its LIMIT subquery.
 const common = `
 {{- define "maxatt"}}{{arg "max_attempts"}}::bigint{{end}}
+{{- define "concurrently"}}{{if .Online}}CONCURRENTLY {{end}}{{end}}
 {{- define "order"}}{{if .TextKey}}({{.ID}} || ''){{else}}{{.ID}} + 0{{end}}{{end}}
 {{- define "us"}}CAST(EXTRACT(EPOCH FROM {{.}}) * 1000000 AS bigint){{end}}
 {{- define "age"}}GREATEST(CAST(EXTRACT(EPOCH FROM (now() - {{.}})) * 1000000 AS bigint), 0){{end}}
@@ -194,18 +195,28 @@ SELECT c.column_name::text, COALESCE(c.character_maximum_length, 0)::bigint,
 FROM information_schema.columns c
 WHERE c.table_schema = COALESCE({{arg "schema"}}::text, current_schema()) AND c.table_name = {{arg "table"}}::text`,
 
+	// IndexExists counts valid indexes apart: a CREATE INDEX CONCURRENTLY
+	// that failed or was cancelled leaves an INVALID one, which no query
+	// uses and which CREATE INDEX ... IF NOT EXISTS skips (DropIndex).
 	IndexExists: `
-SELECT COUNT(*) FROM pg_indexes
-WHERE schemaname = COALESCE({{arg "schema"}}::text, current_schema())
-  AND tablename = {{arg "table"}}::text AND indexname = {{arg "index"}}::text`,
+SELECT COUNT(*) FILTER (WHERE i.indisvalid), COUNT(*)
+FROM pg_catalog.pg_index i
+JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid
+JOIN pg_catalog.pg_class tc ON tc.oid = i.indrelid
+JOIN pg_catalog.pg_namespace n ON n.oid = tc.relnamespace
+WHERE n.nspname = COALESCE({{arg "schema"}}::text, current_schema())
+  AND tc.relname = {{arg "table"}}::text AND ic.relname = {{arg "index"}}::text`,
 
+	// Online builds indexes with CONCURRENTLY (dialect.IndexOptions.Online:
+	// writes go on while it builds; never inside a transaction block).
 	Indexes: [5]string{
-		`CREATE INDEX IF NOT EXISTS {{.ClaimIndex}} ON {{.Table}} ({{range .Scope}}{{.}}, {{end}}({{template "order" .}}){{if .RunAt}}, ({{template "runat" .}}){{end}}) WHERE {{.Status}} = {{.Pending}}`,
-		`CREATE INDEX IF NOT EXISTS {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}})`,
-		`CREATE INDEX IF NOT EXISTS {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}})`,
-		`CREATE INDEX IF NOT EXISTS {{.ScopeIndex}} ON {{.Table}} ({{.IndexCols}})`,
-		`CREATE INDEX IF NOT EXISTS {{.SchedIndex}} ON {{.Table}} ({{.RunAt}}) WHERE {{.Status}} = {{.Pending}} AND {{.RunAt}} IS NOT NULL`,
+		`CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.ClaimIndex}} ON {{.Table}} ({{range .Scope}}{{.}}, {{end}}({{template "order" .}}){{if .RunAt}}, ({{template "runat" .}}){{end}}) WHERE {{.Status}} = {{.Pending}}`,
+		`CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		`CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		`CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.ScopeIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		`CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.SchedIndex}} ON {{.Table}} ({{.RunAt}}) WHERE {{.Status}} = {{.Pending}} AND {{.RunAt}} IS NOT NULL`,
 	},
+	DropIndex: `DROP INDEX {{template "concurrently" .}}IF EXISTS {{.IndexName}}`,
 }
 
 // leaseSQL: every operation is one autocommit statement on the database

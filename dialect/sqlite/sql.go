@@ -141,8 +141,10 @@ FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
 	Columns: `
 SELECT name, 0, type, 3, '', "notnull" = 0 AND pk = 0, type, pk = 1 FROM pragma_table_info({{arg "table"}}, COALESCE({{arg "schema"}}, 'main'))`,
 
+	// SQLite has no online form of CREATE INDEX: Online renders the same
+	// statements (dialect.IndexOptions.Online).
 	IndexExists: `
-SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = {{arg "index"}}`,
+SELECT COUNT(*), COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = {{arg "index"}}`,
 
 	Indexes: [5]string{
 		`CREATE INDEX IF NOT EXISTS {{.ClaimIndex}} ON {{.Table}} ({{.IndexCols}})`,

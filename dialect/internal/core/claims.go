@@ -89,15 +89,24 @@ type ClaimSQL struct {
 	// full declared type ([ColumnInfo.ColumnType]; "" when the data type
 	// says it all) and whether it is the first column of the primary key.
 	Columns string
-	// IndexExists counts the indexes named "index" of "schema"."table".
+	// IndexExists counts the indexes named "index" of "schema"."table" in
+	// one row: those queries can use, then all of them (an engine whose
+	// indexes are never invalid counts the same ones twice).
 	IndexExists string
 	// Indexes are the recommended indexes' DDL by kind: claim, token,
 	// reap, scope (scoped tables) and sched (tables with RunAt), each
 	// rendered with IndexCols set to the portable definition's columns
-	// ([dialect.ClaimTable.Indexes]). An engine leaves the scope index empty
+	// ([dialect.ClaimTable.Indexes]), and with Online for the form of
+	// [dialect.IndexOptions.Online]. An engine leaves the scope index empty
 	// when its claim index serves scoped Stats: it is then neither created
 	// nor reported missing.
 	Indexes [5]string
+	// DropIndex, if set, drops the index IndexName (quoted, qualified by
+	// the table's schema), with Online as for Indexes: MissingIndexes puts
+	// it before the CREATE INDEX of an index IndexExists found invalid
+	// (PostgreSQL: left by a failed CREATE INDEX CONCURRENTLY), which the
+	// CREATE INDEX ... IF NOT EXISTS would skip.
+	DropIndex string
 	// AckClaim, if set, is the ack of Ack (rendered with Pipelined: its
 	// token is "ack_token"; Target and ParkAt as for Ack) and the claim of
 	// Claim in one statement (see pipeline.go). Engines without it run the
@@ -151,7 +160,7 @@ type Claims struct {
 	unpark, retryNow                     [2][2][2]Stmt // [reset][scoped][byKeys] (retryNow: reset 0)
 	list                                 [3][2]Stmt    // [set][scoped]
 	columns, indexExists                 Stmt
-	indexes                              [5]Stmt
+	indexes, dropIndexes                 [2][5]Stmt // [online][kind position]
 	override                             ClaimFunc
 	pipe                                 pipeStmts
 	// ClaimInTx, set by a [Claimer] override, runs the override's claim
@@ -342,7 +351,19 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 		if kind < 0 {
 			return nil, fmt.Errorf("%s: no template for the recommended index %s", e.Name, ix.Name)
 		}
-		s.indexes[i] = r.stmt("index", t(sqls.Indexes[kind]), func(n *Names) { n.IndexCols = joinCols(cols) })
+		schema, _ := SplitName(spec.Table)
+		name := e.Quote(ix.Name)
+		if schema != "" {
+			name = e.Quote(schema) + "." + name
+		}
+		for online := range 2 {
+			s.indexes[online][i] = r.stmt("index", t(sqls.Indexes[kind]), func(n *Names) {
+				n.IndexCols, n.Online = joinCols(cols), online == 1
+			})
+			s.dropIndexes[online][i] = r.stmt("drop index", t(sqls.DropIndex), func(n *Names) {
+				n.IndexName, n.Online = name, online == 1
+			})
+		}
 	}
 	s.renderPipeline(r, t(sqls.AckClaim))
 	if r.err != nil {
@@ -380,7 +401,10 @@ func joinCols(cols []string) string {
 	return out
 }
 
-var _ dialect.ClaimStore = (*Claims)(nil)
+var (
+	_ dialect.ClaimStore = (*Claims)(nil)
+	_ dialect.IndexDDLer = (*Claims)(nil)
+)
 
 // Claim implements [dialect.ClaimStore].
 func (s *Claims) Claim(ctx context.Context, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error) {

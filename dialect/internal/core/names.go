@@ -57,6 +57,8 @@ type Names struct {
 	From      bool   // mysql claim: above the key cursor
 	Pipelined bool   // ack+claim: the ack's token is {{arg "ack_token"}}
 	IndexCols string // index DDL: the quoted columns
+	IndexName string // index DDL: the quoted index name, qualified by the table's schema
+	Online    bool   // index DDL: build without blocking writes (dialect.IndexOptions.Online)
 }
 
 // quoteOpt quotes an optional column name ("" stays "").

@@ -219,9 +219,12 @@ func (e *Engine) timeSlack(table string, cols Columns, textTimes bool, tcs ...ti
 }
 
 // IndexDDL implements [dialect.ClaimStore].
-func (s *Claims) IndexDDL() []string {
+func (s *Claims) IndexDDL() []string { return s.IndexDDLWith(dialect.IndexOptions{}) }
+
+// IndexDDLWith implements [dialect.IndexDDLer].
+func (s *Claims) IndexDDLWith(opts dialect.IndexOptions) []string {
 	var out []string
-	for _, ix := range s.indexes {
+	for _, ix := range s.indexes[online(opts)] {
 		if ix.SQL != "" {
 			out = append(out, ix.SQL)
 		}
@@ -229,30 +232,50 @@ func (s *Claims) IndexDDL() []string {
 	return out
 }
 
-// MissingIndexes implements [dialect.ClaimStore]: it looks the recommended
-// indexes up by name in the table's schema.
+func online(opts dialect.IndexOptions) int {
+	if opts.Online {
+		return 1
+	}
+	return 0
+}
+
+// MissingIndexes implements [dialect.ClaimStore].
 func (s *Claims) MissingIndexes(ctx context.Context) ([]string, error) {
+	return s.MissingIndexesWith(ctx, dialect.IndexOptions{})
+}
+
+// MissingIndexesWith implements [dialect.IndexDDLer]: it looks the
+// recommended indexes up by name in the table's schema. An index that
+// exists but that queries cannot use (PostgreSQL's INVALID index, left by
+// a CREATE INDEX CONCURRENTLY that failed) is missing too: its DDL is the
+// engine's DROP INDEX, then the CREATE INDEX.
+func (s *Claims) MissingIndexesWith(ctx context.Context, opts dialect.IndexOptions) ([]string, error) {
 	schema, table := SplitName(s.Spec.Table)
 	var out []string
+	on := online(opts)
 	for i, ix := range s.Spec.Indexes() {
-		if s.indexes[i].SQL == "" {
+		if s.indexes[on][i].SQL == "" {
 			continue // an index the engine does not use
 		}
 		a := &Args{Table: table, Index: ix.Name}
 		if schema != "" {
 			a.Schema = schema
 		}
-		var n int64
+		var usable, present int64
 		err := s.E.Do(ctx, "missing indexes", true, func() error {
-			_, err := QueryRow(ctx, s.E.DB, s.E.Dialect, s.indexExists, a, &n)
+			_, err := QueryRow(ctx, s.E.DB, s.E.Dialect, s.indexExists, a, &usable, &present)
 			return err
 		})
 		if err != nil {
 			return nil, wrap("missing indexes", err)
 		}
-		if n == 0 {
-			out = append(out, s.indexes[i].SQL)
+		if usable > 0 {
+			continue
 		}
+		if drop := s.dropIndexes[on][i].SQL; present > 0 && drop != "" {
+			out = append(out, drop)
+		}
+		out = append(out, s.indexes[on][i].SQL)
 	}
 	return out, nil
 }
