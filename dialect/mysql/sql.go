@@ -71,7 +71,7 @@ SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}}{{if
 	//
 	// The statements that find rows by a list of keys (Ack, AckLock and
 	// Release of listed rows) name the primary key (KeyHint) once
-	// VerifySchema found the key column leading it. Without the hint
+	// VerifySchema found the key column to be the primary key. Without the hint
 	// MariaDB 10.11 read a small table whole for an ack of ten rows (35
 	// rows: a scan of the primary key rather than ten lookups), and an ack
 	// in a caller's REPEATABLE READ transaction (AckTx) keeps a lock on
@@ -181,13 +181,16 @@ SELECT COALESCE(SUM({{.Status}} = {{.Pending}}), 0),
        {{if .CreatedAt}}TIMESTAMPDIFF(MICROSECOND, MIN(CASE WHEN {{.Status}} = {{.Pending}} THEN {{.CreatedAt}} END), UTC_TIMESTAMP(6)){{else}}NULL{{end}}
 FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
 
+	// Columns reads the table's columns, and whether the primary key is
+	// one column, by the table's name only: a subquery correlated with the
+	// columns made MariaDB 10.11 read the catalog of every database (138
+	// ms instead of 25 with 150 small databases on the server).
 	Columns: `
 SELECT c.column_name, COALESCE(c.character_maximum_length, 0), c.data_type, COALESCE(c.datetime_precision, -1),
-       COALESCE(c.collation_name, ''), c.is_nullable = 'YES', c.column_type,
-       EXISTS (SELECT 1 FROM information_schema.statistics s
-               WHERE s.table_schema = c.table_schema AND s.table_name = c.table_name
-                 AND s.index_name = 'PRIMARY' AND s.seq_in_index = 1 AND s.column_name = c.column_name)
+       COALESCE(c.collation_name, ''), c.is_nullable = 'YES', c.column_type, c.column_key = 'PRI' AND pk.n = 1
 FROM information_schema.columns c
+CROSS JOIN (SELECT COUNT(*) AS n FROM information_schema.columns
+            WHERE table_schema = COALESCE({{arg "schema"}}, DATABASE()) AND table_name = {{arg "table"}} AND column_key = 'PRI') pk
 WHERE c.table_schema = COALESCE({{arg "schema"}}, DATABASE()) AND c.table_name = {{arg "table"}}`,
 
 	IndexExists: `

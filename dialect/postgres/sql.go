@@ -179,7 +179,7 @@ SELECT COUNT(*) FILTER (WHERE {{.Status}} = {{.Pending}}),
 FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
 
 	// Columns gives an enum column's labels in MySQL's enum('a','b') form,
-	// and finds the first column of the primary key through pg_index.
+	// and finds a primary key of one column through pg_index.
 	Columns: `
 SELECT c.column_name::text, COALESCE(c.character_maximum_length, 0)::bigint,
        c.data_type::text, COALESCE(c.datetime_precision, -1)::bigint, COALESCE(c.collation_name, '')::text, c.is_nullable = 'YES',
@@ -188,7 +188,7 @@ SELECT c.column_name::text, COALESCE(c.character_maximum_length, 0)::bigint,
                  JOIN pg_catalog.pg_type t ON t.oid = e.enumtypid
                  JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
                  WHERE t.typname = c.udt_name AND n.nspname = c.udt_schema), '')::text,
-       COALESCE((SELECT a.attname = c.column_name
+       COALESCE((SELECT a.attname = c.column_name AND i.indnatts = 1
                  FROM pg_catalog.pg_index i
                  JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
                  WHERE i.indisprimary AND i.indrelid = to_regclass(quote_ident(c.table_schema) || '.' || quote_ident(c.table_name))), false)

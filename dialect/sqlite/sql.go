@@ -139,7 +139,9 @@ FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
 	// are written as integer milliseconds whatever the declared type: a
 	// precision of 3.
 	Columns: `
-SELECT name, 0, type, 3, '', "notnull" = 0 AND pk = 0, type, pk = 1 FROM pragma_table_info({{arg "table"}}, COALESCE({{arg "schema"}}, 'main'))`,
+SELECT name, 0, type, 3, '', "notnull" = 0 AND pk = 0, type,
+       pk = 1 AND (SELECT COUNT(*) FROM pragma_table_info({{arg "table"}}, COALESCE({{arg "schema"}}, 'main')) WHERE pk > 0) = 1
+FROM pragma_table_info({{arg "table"}}, COALESCE({{arg "schema"}}, 'main'))`,
 
 	// SQLite has no online form of CREATE INDEX: Online renders the same
 	// statements (dialect.IndexOptions.Online).

@@ -31,8 +31,9 @@ type ColumnInfo struct {
 	// PostgreSQL enum's labels in the same enum('a','b') form, SQLite's
 	// declared type. It is Type where the engine has nothing more to say.
 	ColumnType string
-	// LeadsKey is true for the first column of the table's primary key.
-	LeadsKey bool
+	// PrimaryKey is true for a column that is the table's primary key by
+	// itself.
+	PrimaryKey bool
 }
 
 // Resolution returns the smallest step between two values the column can

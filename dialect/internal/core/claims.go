@@ -87,7 +87,7 @@ type ClaimSQL struct {
 	// bounded), data type, fractional-second precision (-1 when not a time
 	// column), collation ("" when unknown), whether it is nullable, the
 	// full declared type ([ColumnInfo.ColumnType]; "" when the data type
-	// says it all) and whether it is the first column of the primary key.
+	// says it all) and whether it is the table's primary key by itself.
 	Columns string
 	// IndexExists counts the indexes named "index" of "schema"."table" in
 	// one row: those queries can use, then all of them (an engine whose
@@ -201,7 +201,7 @@ type keyStmts struct {
 }
 
 // key returns the key-list statements to use: those naming the primary
-// key once VerifySchema found the key column leading it.
+// key once VerifySchema found the key column to be the primary key.
 func (s *Claims) key() *keyStmts {
 	if s.keyHint.Load() {
 		return &s.keyed[1]

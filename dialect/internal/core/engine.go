@@ -100,7 +100,7 @@ type Engine struct {
 	// KeyHint is true where the statements that find rows by a list of
 	// keys (acks, their row locks, releases of listed rows) are also
 	// rendered with Names.KeyHint, naming the primary key: they are used
-	// once VerifySchema found that the key column leads the primary key
+	// once VerifySchema found that the key column is the primary key
 	// (MySQL, whose optimizer otherwise scans a small table whole and
 	// locks every row it reads in a REPEATABLE READ transaction).
 	KeyHint bool

@@ -119,8 +119,8 @@ func (e *Engine) catalogColumns(ctx context.Context, st Stmt, name string) (Colu
 		return Query(ctx, e.DB, e.Dialect, st, a, func(r Rows) error {
 			var n, typ, coll, full string
 			var l, p int64
-			var nullable, leads bool
-			if err := r.Scan(&n, &l, &typ, &p, &coll, &nullable, &full, &leads); err != nil {
+			var nullable, key bool
+			if err := r.Scan(&n, &l, &typ, &p, &coll, &nullable, &full, &key); err != nil {
 				return err
 			}
 			if e.FoldCase {
@@ -130,7 +130,7 @@ func (e *Engine) catalogColumns(ctx context.Context, st Stmt, name string) (Colu
 				full = typ
 			}
 			cols.ByName[n] = ColumnInfo{MaxLen: int(l), Type: strings.ToLower(typ), Precision: int(p), Collation: strings.ToLower(coll),
-				Nullable: nullable, ColumnType: full, LeadsKey: leads}
+				Nullable: nullable, ColumnType: full, PrimaryKey: key}
 			return nil
 		})
 	})
@@ -165,7 +165,7 @@ func (s *Claims) VerifySchema(ctx context.Context) error {
 	}
 	s.types.Store(types)
 	id, _ := cols.Get(s.Spec.ID)
-	s.keyHint.Store(s.E.KeyHint && id.LeadsKey)
+	s.keyHint.Store(s.E.KeyHint && id.PrimaryKey)
 	return nil
 }
 
