@@ -229,6 +229,11 @@ type LeaseStore interface {
 
 	// VerifySchema reads the table's columns from the catalog and returns
 	// an error wrapping [ErrInvalidConfig] when the table or a configured
-	// column is missing or the owner column is shorter than a token.
+	// column is missing, the owner column is shorter than a token, the
+	// fence column holds text, or the key column's kind contradicts
+	// KeyKind. It also learns the key and status columns' types: later,
+	// a key outside the key column's range and a Finish status the status
+	// column cannot hold are errors wrapping [ErrInvalidConfig] before any
+	// statement runs.
 	VerifySchema(ctx context.Context) error
 }
