@@ -240,8 +240,8 @@ func (s *Claims) checkScopeValues(values []any) error {
 }
 
 // checkMaxAttempts refuses a MaxAttempts that the Attempts column cannot
-// reach, once the store knows its type: no row would ever be parked, and
-// PostgreSQL could not even compare the column with it.
+// reach, once the store knows its type: no row would ever be parked (a
+// claim would fail on the column's overflow first).
 func (s *Claims) checkMaxAttempts(n int) error {
 	if types := s.types.Load(); types != nil && n > 0 {
 		return types.attempts.checkInt("MaxAttempts", int64(n))
