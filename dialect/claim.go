@@ -417,16 +417,30 @@ type ClaimStore interface {
 	// table ([ClaimTable.Indexes]): the claim index, the token index, the
 	// reaper's (status, claimed_at) index and, for a scoped table on the
 	// engines that use it, the scope index (scope..., status, claimed_at).
+	// They block writes to the table while they build: for a table in use,
+	// build them online ([IndexDDLer], [IndexOptions]).
 	IndexDDL() []string
 
 	// MissingIndexes returns the recommended indexes (as DDL) that the
-	// database does not have, so callers can warn at start-up.
+	// database does not have, so callers can warn at start-up. An index
+	// that exists but that queries cannot use (PostgreSQL's INVALID index,
+	// left by a failed CREATE INDEX CONCURRENTLY) is missing too, its DDL
+	// preceded by the DROP INDEX that removes it.
 	MissingIndexes(ctx context.Context) ([]string, error)
 
 	// VerifySchema reads the table's columns from the catalog and returns
 	// an error wrapping [ErrInvalidConfig] when the table or a configured
-	// column is missing or the token column is shorter than a token (a
+	// column is missing, the token column is shorter than a token (a
 	// non-strict MySQL would truncate tokens silently and strand the rows
-	// it claimed). Claimers call it once before their first claim.
+	// it claimed), or the status column cannot hold a status value as it
+	// is: an integer out of the column's range, a string too long, not a
+	// member of an enum type, or of the other kind than the column's (an
+	// integer in a text column, a string in an integer one). Claimers,
+	// reapers and lockers call it once before their first statement.
+	//
+	// It also learns the column types against which later calls check
+	// their values before any statement runs: a MaxAttempts the Attempts
+	// column cannot hold, and scope values outside their column's range or
+	// of the other kind, are errors wrapping [ErrInvalidConfig].
 	VerifySchema(ctx context.Context) error
 }

@@ -48,6 +48,18 @@ type LeaseTable struct {
 	Fence string
 	// Keyed makes acquire insert a row for a missing key first.
 	Keyed bool
+	// TextTimes (SQLite only) stores and compares LockedAt and ExpiresAt
+	// as text in SQLite's own format, 'YYYY-MM-DD HH:MM:SS.SSS' in UTC, as
+	// [ClaimTable.TextTimes] does for claim tables: for task tables whose
+	// code already keeps its lock time there as text (the cron story's
+	// xxx_task.lock_at DATETIME). Without it claimlock writes integer
+	// milliseconds; verification refuses a column declared as a date or
+	// text type unless TextTimes is set, and one declared INTEGER if it is.
+	// The application's own text dates (datetime('now'),
+	// CURRENT_TIMESTAMP) hold whole seconds, so every expiry test on text
+	// dates allows a whole second more: a lease is never taken before its
+	// expiry, and may be taken up to a second after it.
+	TextTimes bool
 }
 
 // Validate checks identifiers and lengths, returning an error wrapping
@@ -217,6 +229,11 @@ type LeaseStore interface {
 
 	// VerifySchema reads the table's columns from the catalog and returns
 	// an error wrapping [ErrInvalidConfig] when the table or a configured
-	// column is missing or the owner column is shorter than a token.
+	// column is missing, the owner column is shorter than a token, the
+	// fence column holds text, or the key column's kind contradicts
+	// KeyKind. It also learns the key and status columns' types: later,
+	// a key outside the key column's range and a Finish status the status
+	// column cannot hold are errors wrapping [ErrInvalidConfig] before any
+	// statement runs.
 	VerifySchema(ctx context.Context) error
 }

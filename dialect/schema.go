@@ -268,3 +268,39 @@ type ColumnAdder interface {
 	// [ErrInvalidConfig].
 	AddColumnsDDL(ctx context.Context, table string, cols []ColumnDef) ([]string, error)
 }
+
+// IndexOptions change how the recommended indexes of a claim table are
+// built ([IndexDDLer]). The zero value is IndexDDL's plain form.
+type IndexOptions struct {
+	// Online builds each index without blocking writes to the table while
+	// it is built, for a table in use:
+	//
+	//   - PostgreSQL: CREATE INDEX CONCURRENTLY. It cannot run inside a
+	//     transaction block: a migration tool must run such statements
+	//     outside one (goose: a "-- +goose NO TRANSACTION" file), and
+	//     [Dialect.ExecDDL] does. It waits for the transactions that may
+	//     write the table to end, twice, and reads the table twice. A build
+	//     that fails or is interrupted leaves an INVALID index, which no
+	//     query uses and which CREATE INDEX ... IF NOT EXISTS then skips:
+	//     [IndexDDLer.MissingIndexesWith] (and [ClaimStore.MissingIndexes])
+	//     report it as missing, its CREATE INDEX preceded by the DROP INDEX
+	//     that removes it.
+	//   - MySQL and MariaDB: ALGORITHM=INPLACE, LOCK=NONE, InnoDB's online
+	//     DDL, which lets writes run while the index is built; a server
+	//     that cannot build the index so fails the statement rather than
+	//     locking the table. Like any DDL it waits for the transactions
+	//     that used the table to end, and commits on its own.
+	//   - SQLite: no effect. CREATE INDEX holds the database's write lock
+	//     while it runs: build indexes while the table is small, or when
+	//     writers can wait.
+	Online bool
+}
+
+// IndexDDLer is an optional interface of a [ClaimStore] (the stores of this
+// module implement it): the recommended indexes' DDL with [IndexOptions].
+type IndexDDLer interface {
+	// IndexDDLWith is [ClaimStore.IndexDDL] built with opts.
+	IndexDDLWith(opts IndexOptions) []string
+	// MissingIndexesWith is [ClaimStore.MissingIndexes] built with opts.
+	MissingIndexesWith(ctx context.Context, opts IndexOptions) ([]string, error)
+}

@@ -46,6 +46,10 @@ type Config struct {
 	// [dialect.DefaultMaxAttempts]); a different non-zero value from the
 	// claim config's is an error. Without an Attempts column claims are not
 	// counted and stale rows are returned, never parked.
+	//
+	// A value the Attempts column cannot hold (300 for a TINYINT column)
+	// is refused by the first sweep, when the reaper reads the column's
+	// type, before any row changes.
 	MaxAttempts int
 
 	// AllScopes makes sweeps cover the whole table even when the claim

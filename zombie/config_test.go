@@ -25,6 +25,12 @@ func memDialect(t *testing.T) dialect.Dialect {
 	return d
 }
 
+// withMax returns cc with MaxAttempts n.
+func withMax(cc claim.Config, n int) claim.Config {
+	cc.MaxAttempts = n
+	return cc
+}
+
 func TestNewRejectsBadInput(t *testing.T) {
 	t.Parallel()
 	d := memDialect(t)
@@ -57,6 +63,8 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"scope without values", d, noScopeValue, zombie.Config{Timeout: time.Second}, "ScopeValues"},
 		{"bad claim table", d, claim.Config{ClaimTable: dialect.ClaimTable{Table: "jobs; drop"}}, zombie.Config{Timeout: time.Second}, "Table"},
 		{"nil dialect", nil, good, zombie.Config{Timeout: time.Second}, "Dialect: is nil"},
+		{"max attempts differing from the claim config's", d, withMax(good, 5), zombie.Config{Timeout: time.Second, MaxAttempts: 3},
+			"Config.MaxAttempts: 3 differs from the claim config's MaxAttempts 5"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -72,6 +80,8 @@ func TestNewRejectsBadInput(t *testing.T) {
 	// The valid variants of the same configs are accepted.
 	_, err = zombie.New(d, good, zombie.Config{Timeout: time.Second, MaxAttempts: 3, Locker: lk, LockKey: "zombie:jobs"})
 	require.NoError(t, err)
+	_, err = zombie.New(d, withMax(good, 3), zombie.Config{Timeout: time.Second, MaxAttempts: 3})
+	require.NoError(t, err, "the claim config's MaxAttempts, stated twice")
 	_, err = zombie.New(d, scoped, zombie.Config{Timeout: time.Second})
 	require.NoError(t, err)
 	_, err = zombie.New(d, scoped, zombie.Config{Timeout: time.Second, AllScopes: true})

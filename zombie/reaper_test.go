@@ -141,18 +141,33 @@ func scopedTo(base claim.Config, task int) claim.Config {
 }
 
 // TestPoisonRowParked: a row whose worker dies every time (claimed, never
-// acked, reaped, again) ends FAILED after MaxAttempts, with its attempts.
+// acked, reaped, again) ends FAILED after MaxAttempts, with its attempts,
+// whether the reaper's config or the claim config (the table's rule,
+// stated once) says MaxAttempts.
 func TestPoisonRowParked(t *testing.T) {
 	t.Parallel()
+	for _, fromClaim := range []bool{false, true} {
+		t.Run(map[bool]string{false: "reaper config", true: "claim config"}[fromClaim], func(t *testing.T) {
+			t.Parallel()
+			testPoisonRowParked(t, fromClaim)
+		})
+	}
+}
+
+func testPoisonRowParked(t *testing.T, fromClaim bool) {
 	forEachEngine(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		cc := jobsConfig(1)
 		store := createTable(t, e, cc, false)
 		insertRows(t, e, cc.Table, "PENDING", 1, 10)
+		const maxAttempts = 3
+		cfg := zombie.Config{Timeout: 50 * time.Millisecond, MaxAttempts: maxAttempts}
+		if fromClaim {
+			cc.MaxAttempts, cfg.MaxAttempts = maxAttempts, 0
+		}
 		c, err := claim.New[struct{}](e.d, cc, nil)
 		require.NoError(t, err)
-		const maxAttempts = 3
-		r, err := zombie.New(e.d, cc, zombie.Config{Timeout: 50 * time.Millisecond, MaxAttempts: maxAttempts})
+		r, err := zombie.New(e.d, cc, cfg)
 		require.NoError(t, err)
 		for attempt := 1; ; attempt++ {
 			b, err := c.Claim(ctx)

@@ -67,7 +67,10 @@ func cmdDDL(ctx context.Context, e *env) error {
 
 // claimDDL returns the claim table's sections: CREATE TABLE and every
 // recommended index when the table does not exist; otherwise the columns it
-// lacks and the recommended indexes it lacks (all with -all-indexes).
+// lacks and the recommended indexes it lacks (all with -all-indexes), built
+// online where the engine can ([dialect.IndexOptions.Online]), since an
+// existing table may be in use: PostgreSQL's CREATE INDEX CONCURRENTLY
+// does not block writes, but cannot run inside a transaction block.
 func (e *env) claimDDL(ctx context.Context, adder dialect.ColumnAdder) ([]ddlSection, error) {
 	spec, err := e.o.claimTable()
 	if err != nil {
@@ -105,11 +108,19 @@ func (e *env) claimDDL(ctx context.Context, adder dialect.ColumnAdder) ([]ddlSec
 	if err != nil {
 		return nil, fmt.Errorf("ddl: %w", err)
 	}
+	indexDDL, missingIndexes := store.IndexDDL, store.MissingIndexes
+	onlineNote := ""
+	if ix, ok := store.(dialect.IndexDDLer); ok {
+		online := dialect.IndexOptions{Online: true}
+		indexDDL = func() []string { return ix.IndexDDLWith(online) }
+		missingIndexes = func(ctx context.Context) ([]string, error) { return ix.MissingIndexesWith(ctx, online) }
+		onlineNote = ", built online where the engine can: run them outside a transaction block"
+	}
 	var idx []string
-	title := "recommended indexes " + spec.Table + " lacks"
+	title := "recommended indexes " + spec.Table + " lacks" + onlineNote
 	if e.o.AllIndexes {
-		idx, title = store.IndexDDL(), "recommended indexes of "+spec.Table
-	} else if idx, err = store.MissingIndexes(ctx); err != nil {
+		idx, title = indexDDL(), "recommended indexes of "+spec.Table+onlineNote
+	} else if idx, err = missingIndexes(ctx); err != nil {
 		return nil, fmt.Errorf("ddl: %w", err)
 	}
 	return []ddlSection{

@@ -175,6 +175,7 @@ func build(db *sql.DB, v Version, raw string, opts dialect.Options, logger *slog
 		Retry:         core.NewRetrier(opts.Retry),
 		Logger:        logger,
 		IsolateWrites: !rcSession,
+		KeyHint:       true,
 		Caps: dialect.Capabilities{
 			Engine: v.Engine, Version: raw,
 			SkipLocked: v.SkipLocked(), Returning: false,

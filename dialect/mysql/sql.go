@@ -12,6 +12,8 @@ import "github.com/claimlock/claimlock/dialect/internal/core"
 
 const common = `
 {{- define "now"}}UTC_TIMESTAMP(6){{end}}
+{{- define "maxatt"}}{{arg "max_attempts"}}{{end}}
+{{- define "online"}}{{if .Online}} ALGORITHM=INPLACE LOCK=NONE{{end}}{{end}}
 {{- define "us"}}TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {{.}}){{end}}
 {{- define "held"}}{{if .Owner}}{{.Owner}} = {{arg "owner"}}{{else}}{{template "us" .LockedAt}} = {{arg "stamp"}}{{end}}{{end}}
 {{- define "free"}}{{if .Owner}}{{.Owner}} = NULL{{else}}{{.LockedAt}} = NULL{{end}}{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}{{end}}
@@ -21,10 +23,11 @@ const common = `
 {{- define "until"}}('1970-01-01 00:00:00' + INTERVAL {{arg "hold"}} MICROSECOND){{end}}
 {{- define "hold"}}{{.Owner}} = IF({{template "until"}} > UTC_TIMESTAMP(6), {{.Owner}}, NULL), {{.ExpiresAt}} = IF({{template "until"}} > UTC_TIMESTAMP(6), {{template "until"}}, NULL){{end}}
 {{- define "hint"}}{{if .Hint}} FORCE INDEX ({{.ClaimIndex}}){{end}}{{end}}
+{{- define "keyhint"}}{{if .KeyHint}} FORCE INDEX (PRIMARY){{end}}{{end}}
 {{- define "claimset"}}{{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = UTC_TIMESTAMP(6)
   {{- if .Attempts}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}{{end}}
 {{- define "stale"}}{{.Status}} = {{.Processing}} AND {{.ClaimedAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "timeout"}} MICROSECOND
-  {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}}{{else if .Attempts}} AND COALESCE({{.Attempts}}, 0) < {{arg "below"}}{{end}}
+  {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{template "maxatt" .}}{{else if .Below}} AND COALESCE({{.Attempts}}, 0) < {{arg "below"}}{{end}}
   {{- if .Scoped}}{{scope .Scope}}{{end}}{{end}}
 {{- define "reapset"}}{{.Status}} = {{if .Park}}{{.Failed}}{{else}}{{.Pending}}{{end}}, {{.Token}} = NULL{{if not .Park}}{{template "cleartime" .}}{{end}}{{end}}
 {{- define "undo"}}{{if .Attempts}}, {{.Attempts}} = GREATEST({{.Attempts}}, 1) - 1{{end}}{{end}}
@@ -65,12 +68,21 @@ SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}}{{if
 
 	// Every ack clears the token of each row it matches, so its affected
 	// rows are matched rows whatever the DSN's clientFoundRows.
+	//
+	// The statements that find rows by a list of keys (Ack, AckLock and
+	// Release of listed rows) name the primary key (KeyHint) once
+	// VerifySchema found the key column to be the primary key. Without the hint
+	// MariaDB 10.11 read a small table whole for an ack of ten rows (35
+	// rows: a scan of the primary key rather than ten lookups), and an ack
+	// in a caller's REPEATABLE READ transaction (AckTx) keeps a lock on
+	// every row it reads until the caller commits: the dead worker's stale
+	// rows too, which a sweep then skipped (TestReapBehindLiveBatch).
 	Ack: `
-UPDATE {{.Table}} SET {{.Status}} = {{.Target}}, {{.Token}} = NULL{{if .Undo}}{{template "undo" .}}{{end}}{{if eq .Target .Pending}}{{template "cleartime" .}}{{end}}{{template "ackmark" .}}
+UPDATE {{.Table}}{{template "keyhint" .}} SET {{.Status}} = {{.Target}}, {{.Token}} = NULL{{if .Undo}}{{template "undo" .}}{{end}}{{if eq .Target .Pending}}{{template "cleartime" .}}{{end}}{{template "ackmark" .}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}`,
 
 	AckLock: `
-SELECT {{.ID}}, {{or .Version "0"}}, {{or .Attempts "0"}} FROM {{.Table}}
+SELECT {{.ID}}, {{or .Version "0"}}, {{or .Attempts "0"}} FROM {{.Table}}{{template "keyhint" .}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}
 FOR UPDATE`,
 
@@ -85,7 +97,7 @@ WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}`,
 SELECT COUNT(*) FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}`,
 
 	Release: `
-UPDATE {{.Table}} SET {{.Status}} = {{.Pending}}, {{.Token}} = NULL{{template "undo" .}}{{template "cleartime" .}}{{if .Snooze}}, {{.RunAt}} = {{template "delayed" .}}{{end}}
+UPDATE {{.Table}}{{if .ByKeys}}{{template "keyhint" .}}{{end}} SET {{.Status}} = {{.Pending}}, {{.Token}} = NULL{{template "undo" .}}{{template "cleartime" .}}{{if .Snooze}}, {{.RunAt}} = {{template "delayed" .}}{{end}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}}`,
 
 	// Operator actions take at most "limit" rows per statement, in no
@@ -145,9 +157,19 @@ WHERE {{template "stale" .}}
 ORDER BY {{.ClaimedAt}} LIMIT {{arg "limit"}}
 FOR UPDATE SKIP LOCKED`,
 
+	// ReapKeys updates the rows ReapLock locked by their keys alone. With
+	// the staleness test repeated here MariaDB 10.11 read them through the
+	// reap index instead of the primary key once the table had a history
+	// of done rows, and an UPDATE reading a range locks the record after
+	// it: the live batch's (status, claimed_at) entry, which its ack or
+	// heartbeat in flight holds. The sweep then waited for that lock (1205
+	// after innodb_lock_wait_timeout) and returned none of the stale rows
+	// (TestReapBehindLiveBatch). The test is not needed: ReapLock's locking
+	// read found these rows stale in their latest version, and its locks
+	// keep them so until this transaction ends.
 	ReapKeys: `
 UPDATE {{.Table}} SET {{template "reapset" .}}
-WHERE {{.ID}} {{keys}} AND {{template "stale" .}}`,
+WHERE {{.ID}} {{keys}}`,
 
 	Stats: `
 SELECT COALESCE(SUM({{.Status}} = {{.Pending}}), 0),
@@ -159,14 +181,20 @@ SELECT COALESCE(SUM({{.Status}} = {{.Pending}}), 0),
        {{if .CreatedAt}}TIMESTAMPDIFF(MICROSECOND, MIN(CASE WHEN {{.Status}} = {{.Pending}} THEN {{.CreatedAt}} END), UTC_TIMESTAMP(6)){{else}}NULL{{end}}
 FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
 
+	// Columns reads the table's columns, and whether the primary key is
+	// one column, by the table's name only: a subquery correlated with the
+	// columns made MariaDB 10.11 read the catalog of every database (138
+	// ms instead of 25 with 150 small databases on the server).
 	Columns: `
-SELECT column_name, COALESCE(character_maximum_length, 0), data_type, COALESCE(datetime_precision, -1),
-       COALESCE(collation_name, ''), is_nullable = 'YES'
-FROM information_schema.columns
-WHERE table_schema = COALESCE({{arg "schema"}}, DATABASE()) AND table_name = {{arg "table"}}`,
+SELECT c.column_name, COALESCE(c.character_maximum_length, 0), c.data_type, COALESCE(c.datetime_precision, -1),
+       COALESCE(c.collation_name, ''), c.is_nullable = 'YES', c.column_type, c.column_key = 'PRI' AND pk.n = 1
+FROM information_schema.columns c
+CROSS JOIN (SELECT COUNT(*) AS n FROM information_schema.columns
+            WHERE table_schema = COALESCE({{arg "schema"}}, DATABASE()) AND table_name = {{arg "table"}} AND column_key = 'PRI') pk
+WHERE c.table_schema = COALESCE({{arg "schema"}}, DATABASE()) AND c.table_name = {{arg "table"}}`,
 
 	IndexExists: `
-SELECT COUNT(*) FROM information_schema.statistics
+SELECT COUNT(*), COUNT(*) FROM information_schema.statistics
 WHERE table_schema = COALESCE({{arg "schema"}}, DATABASE()) AND table_name = {{arg "table"}} AND index_name = {{arg "index"}}`,
 
 	// MySQL has no CREATE INDEX IF NOT EXISTS; ExecDDL skips an index that
@@ -177,12 +205,15 @@ WHERE table_schema = COALESCE({{arg "schema"}}, DATABASE()) AND table_name = {{a
 	// index and sorted them (to its UPDATE optimizer both ranges hold the
 	// same rows), while the unhinted claim took the new index instead of
 	// the claim index and sorted every pending row of the scope.
+	//
+	// Online builds with InnoDB's online DDL (dialect.IndexOptions.Online),
+	// which fails rather than locking the table where it cannot build so.
 	Indexes: [5]string{
-		`CREATE INDEX {{.ClaimIndex}} ON {{.Table}} ({{.IndexCols}})`,
-		`CREATE INDEX {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}})`,
-		`CREATE INDEX {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		`CREATE INDEX {{.ClaimIndex}} ON {{.Table}} ({{.IndexCols}}){{template "online" .}}`,
+		`CREATE INDEX {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}}){{template "online" .}}`,
+		`CREATE INDEX {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}}){{template "online" .}}`,
 		"",
-		`CREATE INDEX {{.SchedIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		`CREATE INDEX {{.SchedIndex}} ON {{.Table}} ({{.IndexCols}}){{template "online" .}}`,
 	},
 }
 

@@ -122,9 +122,15 @@ func TestClaimStatements(t *testing.T) {
 		`CREATE INDEX IF NOT EXISTS "jobs_cl_reap" ON "jobs" ("status", "claimed_at")`,
 		`CREATE INDEX IF NOT EXISTS "jobs_cl_scope" ON "jobs" ("task_id", "status", "claimed_at")`,
 	}, st.IndexDDL())
+	// A sweep without MaxAttempts binds no attempts bound; with one, the
+	// bounds are bigint whatever the Attempts column's type.
 	require.Equal(t, `WITH cl_c AS MATERIALIZED ( SELECT "id" FROM "jobs" WHERE "status" = 'PROCESSING' AND "claimed_at" < now() - ($1::bigint * interval '1 microsecond') `+
-		`AND COALESCE("attempts", 0) < $2 ORDER BY "claimed_at" LIMIT $3 FOR UPDATE SKIP LOCKED) `+
+		`ORDER BY "claimed_at" LIMIT $2 FOR UPDATE SKIP LOCKED) `+
 		`UPDATE "jobs" SET "status" = 'PENDING', "token" = NULL WHERE "id" = ANY(ARRAY(SELECT "id" FROM cl_c)) AND "status" = 'PROCESSING'`, s["reap"])
+	require.Equal(t, `WITH cl_c AS MATERIALIZED ( SELECT "id" FROM "jobs" WHERE "status" = 'PROCESSING' AND "claimed_at" < now() - ($1::bigint * interval '1 microsecond') `+
+		`AND COALESCE("attempts", 0) < $2::bigint ORDER BY "claimed_at" LIMIT $3 FOR UPDATE SKIP LOCKED) `+
+		`UPDATE "jobs" SET "status" = 'PENDING', "token" = NULL WHERE "id" = ANY(ARRAY(SELECT "id" FROM cl_c)) AND "status" = 'PROCESSING'`, s["reap below"])
+	require.Contains(t, s["reap park"], `AND COALESCE("attempts", 0) >= $2::bigint ORDER BY`)
 	require.Equal(t, `UPDATE "jobs" SET "claimed_at" = GREATEST(now(), "claimed_at" + interval '1 microsecond') WHERE "token" = $1 AND "status" = 'PROCESSING'`, s["heartbeat"])
 	require.Equal(t, `UPDATE "jobs" SET "status" = 'SENT', "token" = NULL WHERE "token" = $1 AND "id" = ANY($2::bigint[]) RETURNING "id", false`,
 		s["ack done"])

@@ -11,6 +11,8 @@ import "github.com/claimlock/claimlock/dialect/internal/core"
 // defined per server (see New): PostgreSQL 12+ would otherwise inline a CTE
 // and could re-run its LIMIT subquery.
 const common = `
+{{- define "maxatt"}}{{arg "max_attempts"}}::bigint{{end}}
+{{- define "concurrently"}}{{if .Online}}CONCURRENTLY {{end}}{{end}}
 {{- define "order"}}{{if .TextKey}}({{.ID}} || ''){{else}}{{.ID}} + 0{{end}}{{end}}
 {{- define "us"}}CAST(EXTRACT(EPOCH FROM {{.}}) * 1000000 AS bigint){{end}}
 {{- define "age"}}GREATEST(CAST(EXTRACT(EPOCH FROM (now() - {{.}})) * 1000000 AS bigint), 0){{end}}
@@ -41,10 +43,10 @@ WHERE {{template "locked" .ID}} AND {{.Status}} = {{.Pending}}
 RETURNING {{join .Returned}}{{end}}
 {{- define "ackrows"}}
 UPDATE {{.Table}}
-SET {{.Status}} = {{if .ParkAt}}CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}} THEN {{.Failed}} ELSE {{.Pending}} END{{else}}{{.Target}}{{end}},
+SET {{.Status}} = {{if .ParkAt}}CASE WHEN COALESCE({{.Attempts}}, 0) >= {{template "maxatt" .}} THEN {{.Failed}} ELSE {{.Pending}} END{{else}}{{.Target}}{{end}},
     {{.Token}} = NULL{{if and .Undo .Attempts}}, {{.Attempts}} = GREATEST({{.Attempts}} - 1, 0){{end}}
     {{- if eq .Target .Pending}}{{template "cleartime" .}}{{end}}
-    {{- if and .ParkAt .ClearClaimedAt}}, {{.ClaimedAt}} = CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}} THEN {{.ClaimedAt}} END{{end}}
+    {{- if and .ParkAt .ClearClaimedAt}}, {{.ClaimedAt}} = CASE WHEN COALESCE({{.Attempts}}, 0) >= {{template "maxatt" .}} THEN {{.ClaimedAt}} END{{end}}
     {{- template "ackmark" .}}
 WHERE {{.Token}} = {{if .Pipelined}}{{arg "ack_token"}}{{else}}{{arg "token"}}{{end}} AND {{.ID}} {{keys}}
 RETURNING {{.ID}}, {{if .ParkAt}}{{.Status}} = {{.Failed}}{{else}}false{{end}}{{end}}
@@ -158,7 +160,7 @@ WITH cl_c AS {{template "materialized"}}(
   SELECT {{.ID}} FROM {{.Table}}
   WHERE {{.Status}} = {{.Processing}}
     AND {{.ClaimedAt}} < now() - ({{arg "timeout"}}::bigint * interval '1 microsecond')
-    {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}}{{else if .Attempts}} AND COALESCE({{.Attempts}}, 0) < {{arg "below"}}{{end}}
+    {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{template "maxatt" .}}{{else if .Below}} AND COALESCE({{.Attempts}}, 0) < {{arg "below"}}::bigint{{end}}
     {{- if .Scoped}}{{scope .Scope}}{{end}}
   ORDER BY {{.ClaimedAt}} LIMIT {{arg "limit"}}
   FOR UPDATE SKIP LOCKED)
@@ -176,24 +178,45 @@ SELECT COUNT(*) FILTER (WHERE {{.Status}} = {{.Pending}}),
        {{if .CreatedAt}}{{template "age" (printf "MIN(%s) FILTER (WHERE %s = %s)" .CreatedAt .Status .Pending)}}{{else}}NULL::bigint{{end}}
 FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
 
+	// Columns gives an enum column's labels in MySQL's enum('a','b') form,
+	// and finds a primary key of one column through pg_index.
 	Columns: `
-SELECT column_name::text, COALESCE(character_maximum_length, 0)::bigint,
-       data_type::text, COALESCE(datetime_precision, -1)::bigint, COALESCE(collation_name, '')::text, is_nullable = 'YES'
-FROM information_schema.columns
-WHERE table_schema = COALESCE({{arg "schema"}}::text, current_schema()) AND table_name = {{arg "table"}}::text`,
+SELECT c.column_name::text, COALESCE(c.character_maximum_length, 0)::bigint,
+       c.data_type::text, COALESCE(c.datetime_precision, -1)::bigint, COALESCE(c.collation_name, '')::text, c.is_nullable = 'YES',
+       COALESCE((SELECT 'enum(' || string_agg(quote_nullable(e.enumlabel::text), ',' ORDER BY e.enumsortorder) || ')'
+                 FROM pg_catalog.pg_enum e
+                 JOIN pg_catalog.pg_type t ON t.oid = e.enumtypid
+                 JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+                 WHERE t.typname = c.udt_name AND n.nspname = c.udt_schema), '')::text,
+       COALESCE((SELECT a.attname = c.column_name AND i.indnatts = 1
+                 FROM pg_catalog.pg_index i
+                 JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+                 WHERE i.indisprimary AND i.indrelid = to_regclass(quote_ident(c.table_schema) || '.' || quote_ident(c.table_name))), false)
+FROM information_schema.columns c
+WHERE c.table_schema = COALESCE({{arg "schema"}}::text, current_schema()) AND c.table_name = {{arg "table"}}::text`,
 
+	// IndexExists counts valid indexes apart: a CREATE INDEX CONCURRENTLY
+	// that failed or was cancelled leaves an INVALID one, which no query
+	// uses and which CREATE INDEX ... IF NOT EXISTS skips (DropIndex).
 	IndexExists: `
-SELECT COUNT(*) FROM pg_indexes
-WHERE schemaname = COALESCE({{arg "schema"}}::text, current_schema())
-  AND tablename = {{arg "table"}}::text AND indexname = {{arg "index"}}::text`,
+SELECT COUNT(*) FILTER (WHERE i.indisvalid), COUNT(*)
+FROM pg_catalog.pg_index i
+JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid
+JOIN pg_catalog.pg_class tc ON tc.oid = i.indrelid
+JOIN pg_catalog.pg_namespace n ON n.oid = tc.relnamespace
+WHERE n.nspname = COALESCE({{arg "schema"}}::text, current_schema())
+  AND tc.relname = {{arg "table"}}::text AND ic.relname = {{arg "index"}}::text`,
 
+	// Online builds indexes with CONCURRENTLY (dialect.IndexOptions.Online:
+	// writes go on while it builds; never inside a transaction block).
 	Indexes: [5]string{
-		`CREATE INDEX IF NOT EXISTS {{.ClaimIndex}} ON {{.Table}} ({{range .Scope}}{{.}}, {{end}}({{template "order" .}}){{if .RunAt}}, ({{template "runat" .}}){{end}}) WHERE {{.Status}} = {{.Pending}}`,
-		`CREATE INDEX IF NOT EXISTS {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}})`,
-		`CREATE INDEX IF NOT EXISTS {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}})`,
-		`CREATE INDEX IF NOT EXISTS {{.ScopeIndex}} ON {{.Table}} ({{.IndexCols}})`,
-		`CREATE INDEX IF NOT EXISTS {{.SchedIndex}} ON {{.Table}} ({{.RunAt}}) WHERE {{.Status}} = {{.Pending}} AND {{.RunAt}} IS NOT NULL`,
+		`CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.ClaimIndex}} ON {{.Table}} ({{range .Scope}}{{.}}, {{end}}({{template "order" .}}){{if .RunAt}}, ({{template "runat" .}}){{end}}) WHERE {{.Status}} = {{.Pending}}`,
+		`CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		`CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		`CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.ScopeIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		`CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.SchedIndex}} ON {{.Table}} ({{.RunAt}}) WHERE {{.Status}} = {{.Pending}} AND {{.RunAt}} IS NOT NULL`,
 	},
+	DropIndex: `DROP INDEX {{template "concurrently" .}}IF EXISTS {{.IndexName}}`,
 }
 
 // leaseSQL: every operation is one autocommit statement on the database

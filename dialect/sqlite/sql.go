@@ -7,10 +7,13 @@ import "github.com/claimlock/claimlock/dialect/internal/core"
 // milliseconds since the Unix epoch from SQLite's own clock; ages and
 // expiries are reported in microseconds. With ClaimTable.TextTimes the
 // claimed-at and created-at columns hold SQLite's text dates instead
-// ('YYYY-MM-DD HH:MM:SS.SSS', UTC), which compare in time order as text.
+// ('YYYY-MM-DD HH:MM:SS.SSS', UTC), which compare in time order as text;
+// with LeaseTable.TextTimes the lock and expiry columns do. "claimnow" is
+// the time now as the table's time columns hold it.
 
 const common = `
 {{- define "now"}}CAST(unixepoch('subsec') * 1000 AS INTEGER){{end}}
+{{- define "maxatt"}}{{arg "max_attempts"}}{{end}}
 {{- define "claimnow"}}{{if .TextTimes}}strftime('%Y-%m-%d %H:%M:%f', 'now'){{else}}{{template "now"}}{{end}}{{end}}
 {{- define "agepre"}}{{if .TextTimes}}CAST((julianday('now') - julianday({{else}}({{template "now"}} - ({{end}}{{end}}
 {{- define "agepost"}}{{if .TextTimes}})) * 86400000000 AS INTEGER){{else}})) * 1000{{end}}{{end}}
@@ -18,15 +21,25 @@ const common = `
 {{- define "delayed"}}{{if .TextTimes}}strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || ({{arg "delay"}} / 1000.0) || ' seconds'){{else}}{{template "now"}} + {{arg "delay"}}{{end}}{{end}}
 {{- define "filter"}}{{if .Scoped}}{{scope .Scope}}{{end}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}}{{end}}
 {{- define "future"}}{{.RunAt}} > {{template "claimnow" .}}{{end}}
-{{- define "held"}}{{if .Owner}}{{.Owner}} = {{arg "owner"}}{{else}}{{.LockedAt}} = {{arg "stamp"}}{{end}}{{end}}
+{{- define "ms"}}CAST(ROUND(unixepoch({{.}}, 'subsec') * 1000) AS INTEGER){{end}}
+{{- define "lockms"}}{{if .TextTimes}}{{template "ms" .LockedAt}}{{else}}{{.LockedAt}}{{end}}{{end}}
+{{- define "expms"}}{{if .TextTimes}}{{template "ms" .ExpiresAt}}{{else}}{{.ExpiresAt}}{{end}}{{end}}
+{{- define "later"}}{{if .TextTimes}}strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || ({{arg "ttl"}} / 1000.0) || ' seconds'){{else}}{{template "now"}} + {{arg "ttl"}}{{end}}{{end}}
+{{- define "graced"}}{{if .TextTimes}}strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || ({{arg "slack"}} / 1000.0) || ' seconds'){{else}}{{template "now"}} - {{arg "slack"}}{{end}}{{end}}
+{{- define "held"}}{{if .Owner}}{{.Owner}} = {{arg "owner"}}{{else}}{{template "lockms" .}} = {{arg "stamp"}}{{end}}{{end}}
 {{- define "free"}}{{if .Owner}}{{.Owner}} = NULL{{else}}{{.LockedAt}} = NULL{{end}}{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}{{end}}
-{{- define "hold"}}{{.Owner}} = CASE WHEN {{arg "hold"}} > {{template "now"}} THEN {{.Owner}} END, {{.ExpiresAt}} = CASE WHEN {{arg "hold"}} > {{template "now"}} THEN {{arg "hold"}} END{{end}}
+{{- define "hold"}}{{.Owner}} = CASE WHEN {{arg "hold"}} > {{template "now"}} THEN {{.Owner}} END, {{.ExpiresAt}} = CASE WHEN {{arg "hold"}} > {{template "now"}} THEN
+  {{- if .TextTimes}} strftime('%Y-%m-%d %H:%M:%f', {{arg "hold"}} / 1000.0, 'unixepoch'){{else}} {{arg "hold"}}{{end}} END{{end}}
 {{- define "fence"}}{{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}}{{end}}
-{{- define "expiry"}}{{if .ExpiresAt}}{{.ExpiresAt}} * 1000{{else}}({{.LockedAt}} + {{arg "ttl"}}) * 1000{{end}}{{end}}
-{{- define "expired"}}{{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}}{{else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} < {{template "now"}} - {{arg "ttl"}} - {{arg "slack"}}{{end}}{{end}}
+{{- define "expiry"}}{{if .ExpiresAt}}{{template "expms" .}} * 1000{{else}}({{template "lockms" .}} + {{arg "ttl"}}) * 1000{{end}}{{end}}
+{{- define "expired"}}{{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < {{template "graced" .}}
+  {{- else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} <
+  {{- if .TextTimes}} strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (({{arg "ttl"}} + {{arg "slack"}}) / 1000.0) || ' seconds'){{else}} {{template "now"}} - {{arg "ttl"}} - {{arg "slack"}}{{end}}{{end}}{{end}}
+{{- define "bumpexp"}}{{if .TextTimes}}strftime('%Y-%m-%d %H:%M:%f', {{.ExpiresAt}}, '+0.001 seconds'){{else}}{{.ExpiresAt}} + 1{{end}}{{end}}
+{{- define "bumplock"}}{{if .TextTimes}}strftime('%Y-%m-%d %H:%M:%f', {{.LockedAt}}, '+0.001 seconds'){{else}}{{.LockedAt}} + 1{{end}}{{end}}
 {{- define "stale"}}{{.Status}} = {{.Processing}} AND {{.ClaimedAt}} <
   {{- if .TextTimes}} strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || ({{arg "timeout"}} / 1000.0) || ' seconds'){{else}} {{template "now"}} - {{arg "timeout"}}{{end}}
-  {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}}{{else if .Attempts}} AND COALESCE({{.Attempts}}, 0) < {{arg "below"}}{{end}}
+  {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{template "maxatt" .}}{{else if .Below}} AND COALESCE({{.Attempts}}, 0) < {{arg "below"}}{{end}}
   {{- if .Scoped}}{{scope .Scope}}{{end}}{{end}}
 `
 
@@ -49,10 +62,10 @@ SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}}{{if
 
 	Ack: `
 UPDATE {{.Table}}
-SET {{.Status}} = {{if .ParkAt}}CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}} THEN {{.Failed}} ELSE {{.Pending}} END{{else}}{{.Target}}{{end}},
+SET {{.Status}} = {{if .ParkAt}}CASE WHEN COALESCE({{.Attempts}}, 0) >= {{template "maxatt" .}} THEN {{.Failed}} ELSE {{.Pending}} END{{else}}{{.Target}}{{end}},
     {{.Token}} = NULL{{if and .Undo .Attempts}}, {{.Attempts}} = MAX({{.Attempts}} - 1, 0){{end}}
     {{- if eq .Target .Pending}}{{template "cleartime" .}}{{end}}
-    {{- if and .ParkAt .ClearClaimedAt}}, {{.ClaimedAt}} = CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}} THEN {{.ClaimedAt}} END{{end}}
+    {{- if and .ParkAt .ClearClaimedAt}}, {{.ClaimedAt}} = CASE WHEN COALESCE({{.Attempts}}, 0) >= {{template "maxatt" .}} THEN {{.ClaimedAt}} END{{end}}
     {{- template "ackmark" .}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}
 RETURNING {{.ID}}, {{if .ParkAt}}{{.Status}} = {{.Failed}}{{else}}false{{end}}`,
@@ -126,10 +139,14 @@ FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
 	// are written as integer milliseconds whatever the declared type: a
 	// precision of 3.
 	Columns: `
-SELECT name, 0, type, 3, '', "notnull" = 0 AND pk = 0 FROM pragma_table_info({{arg "table"}}, COALESCE({{arg "schema"}}, 'main'))`,
+SELECT name, 0, type, 3, '', "notnull" = 0 AND pk = 0, type,
+       pk = 1 AND (SELECT COUNT(*) FROM pragma_table_info({{arg "table"}}, COALESCE({{arg "schema"}}, 'main')) WHERE pk > 0) = 1
+FROM pragma_table_info({{arg "table"}}, COALESCE({{arg "schema"}}, 'main'))`,
 
+	// SQLite has no online form of CREATE INDEX: Online renders the same
+	// statements (dialect.IndexOptions.Online).
 	IndexExists: `
-SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = {{arg "index"}}`,
+SELECT COUNT(*), COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = {{arg "index"}}`,
 
 	Indexes: [5]string{
 		`CREATE INDEX IF NOT EXISTS {{.ClaimIndex}} ON {{.Table}} ({{.IndexCols}})`,
@@ -140,48 +157,53 @@ SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = {{arg "index"
 	},
 }
 
+// leaseSQL: with LeaseTable.TextTimes the lock and expiry columns hold
+// SQLite's text dates, written by strftime in milliseconds and compared as
+// text (a whole-second date the application wrote compares in time order
+// with them); stamps and expiries are read back as integer milliseconds
+// ("lockms", "expms").
 var leaseSQL = core.LeaseSQL{
 	Common: common,
 	Acquire: `
 UPDATE {{.Table}}
-SET {{if .Owner}}{{.Owner}} = {{arg "owner"}}, {{end}}{{.LockedAt}} = {{template "now"}}
-    {{- if .ExpiresAt}}, {{.ExpiresAt}} = {{template "now"}} + {{arg "ttl"}}{{end}}
+SET {{if .Owner}}{{.Owner}} = {{arg "owner"}}, {{end}}{{.LockedAt}} = {{template "claimnow" .}}
+    {{- if .ExpiresAt}}, {{.ExpiresAt}} = {{template "later" .}}{{end}}
     {{- if .Fence}}, {{.Fence}} = COALESCE({{.Fence}}, 0) + 1{{end}}
 WHERE {{.Key}} = {{arg "key"}} AND ({{if .Owner}}{{.Owner}} IS NULL OR {{end}}{{template "expired" .}})
-RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{.LockedAt}}`,
+RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{template "lockms" .}}`,
 
 	Insert: `
 INSERT INTO {{.Table}} ({{.Key}}, {{.Owner}}, {{.LockedAt}}{{if .ExpiresAt}}, {{.ExpiresAt}}{{end}}{{if .Fence}}, {{.Fence}}{{end}})
-VALUES ({{arg "key"}}, {{arg "owner"}}, {{template "now"}}{{if .ExpiresAt}}, {{template "now"}} + {{arg "ttl"}}{{end}}{{if .Fence}}, 1{{end}})
+VALUES ({{arg "key"}}, {{arg "owner"}}, {{template "claimnow" .}}{{if .ExpiresAt}}, {{template "later" .}}{{end}}{{if .Fence}}, 1{{end}})
 ON CONFLICT ({{.Key}}) DO NOTHING
-RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{.LockedAt}}`,
+RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{template "lockms" .}}`,
 
 	Renew: `
 UPDATE {{.Table}}
 SET {{if .ExpiresAt -}}
-      {{.LockedAt}} = {{template "now"}}, {{.ExpiresAt}} = MAX({{template "now"}} + {{arg "ttl"}}, {{.ExpiresAt}} + 1)
+      {{.LockedAt}} = {{template "claimnow" .}}, {{.ExpiresAt}} = MAX({{template "later" .}}, {{template "bumpexp" .}})
     {{- else -}}
-      {{.LockedAt}} = MAX({{template "now"}}, {{.LockedAt}} + 1)
+      {{.LockedAt}} = MAX({{template "claimnow" .}}, {{template "bumplock" .}})
     {{- end}}
 WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}
-RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{.LockedAt}}`,
+RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{template "lockms" .}}`,
 
 	Inspect: `
-SELECT {{if .Owner}}{{.Owner}}{{else}}CAST({{.LockedAt}} AS TEXT){{end}}, {{template "fence" .}},
-       {{if .ExpiresAt}}{{.ExpiresAt}} * 1000, {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}}{{else}}NULL, false{{end}}
+SELECT {{if .Owner}}{{.Owner}}{{else}}CAST({{template "lockms" .}} AS TEXT){{end}}, {{template "fence" .}},
+       {{if .ExpiresAt}}{{template "expms" .}} * 1000, {{.ExpiresAt}} < {{template "graced" .}}{{else}}NULL, false{{end}}
 FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
 
 	Held: `
-SELECT {{.Key}}, {{if .Owner}}{{.Owner}}{{else}}CAST({{.LockedAt}} AS TEXT){{end}}, {{template "fence" .}},
-       {{.ExpiresAt}} * 1000, MAX(({{.ExpiresAt}} - {{template "now"}}) * 1000, 0),
-       {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}}
+SELECT {{.Key}}, {{if .Owner}}{{.Owner}}{{else}}CAST({{template "lockms" .}} AS TEXT){{end}}, {{template "fence" .}},
+       {{template "expms" .}} * 1000, MAX(({{template "expms" .}} - {{template "now"}}) * 1000, 0),
+       {{.ExpiresAt}} < {{template "graced" .}}
 FROM {{.Table}} WHERE {{.ExpiresAt}} IS NOT NULL{{if .Owner}} AND {{.Owner}} IS NOT NULL{{end}}
 ORDER BY {{.ExpiresAt}} LIMIT {{arg "limit"}}`,
 
 	Reap: `
 UPDATE {{.Table}} SET {{.Owner}} = NULL, {{.ExpiresAt}} = NULL
-WHERE {{.Key}} IN (SELECT {{.Key}} FROM {{.Table}} WHERE {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}} ORDER BY {{.ExpiresAt}} LIMIT {{arg "limit"}})
-  AND {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < {{template "now"}} - {{arg "slack"}}`,
+WHERE {{.Key}} IN (SELECT {{.Key}} FROM {{.Table}} WHERE {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < {{template "graced" .}} ORDER BY {{.ExpiresAt}} LIMIT {{arg "limit"}})
+  AND {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < {{template "graced" .}}`,
 
 	Columns: claimSQL.Columns,
 }

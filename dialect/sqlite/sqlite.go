@@ -120,7 +120,7 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 			ClaimConcurrency:  claimConcurrency,
 			PipelineAckClaim:  pipelineAckClaim,
 		},
-		CheckTime: checkTime, TextTimes: true,
+		CheckTime: checkTime, TextTimes: true, WideInts: true,
 		DDL: core.DDL{Int: "INTEGER", Time: "INTEGER", TimeSeconds: "INTEGER", Text: "TEXT", Serial: "INTEGER PRIMARY KEY AUTOINCREMENT", SerialIsKey: true},
 	}
 	d.Claims, d.Leases = claimSQL, leaseSQL
@@ -160,15 +160,15 @@ var quote = core.QuoteWith('`')
 
 // checkTime keeps the two time conventions apart: a column declared as a
 // date or text type holds text dates in the application's code, and gets
-// claimlock's text dates only with ClaimTable.TextTimes; any other column
-// gets integer milliseconds.
+// claimlock's text dates only with TextTimes (ClaimTable.TextTimes,
+// LeaseTable.TextTimes); any other column gets integer milliseconds.
 func checkTime(c core.ColumnInfo, textTimes bool) error {
 	t := strings.ToUpper(c.Type)
 	textual := strings.Contains(t, "DATE") || strings.Contains(t, "TIME") || strings.Contains(t, "CHAR") ||
 		strings.Contains(t, "TEXT") || strings.Contains(t, "CLOB")
 	switch {
 	case textual && !textTimes:
-		return fmt.Errorf("is declared %s, for text dates, and claimlock would write integer milliseconds into it: set ClaimTable.TextTimes (claims only) or declare it INTEGER", c.Type)
+		return fmt.Errorf("is declared %s, for text dates, and claimlock would write integer milliseconds into it: set TextTimes (ClaimTable.TextTimes, LeaseTable.TextTimes) or declare it INTEGER", c.Type)
 	case !textual && textTimes && t != "":
 		return fmt.Errorf("is declared %s, not a date or text type, but TextTimes writes text dates into it", c.Type)
 	}

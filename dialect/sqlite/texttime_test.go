@@ -2,6 +2,8 @@ package sqlite_test
 
 import (
 	"context"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,4 +82,205 @@ func TestTextTimes(t *testing.T) {
 	res, err = st.Reap(ctx, reap)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, res.Returned, "stale after the timeout")
+}
+
+// TestLeaseTextTimes: the cron story's task table as it is on SQLite,
+// xxx_task(id, status, lock_at DATETIME), its lock_at holding the text
+// dates the application's own code writes. Verification refused it for
+// leases (no text-date convention); with LeaseTable.TextTimes the lease
+// writes and compares SQLite's text dates, so the application's queries
+// on lock_at keep working, and stamps (the lease's identity without an
+// owner column) are the text dates read back as integer milliseconds.
+func TestLeaseTextTimes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.SQLite(t)
+	d, err := sqlite.New(ctx, db, dialect.Options{})
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `CREATE TABLE xxx_task (id INTEGER PRIMARY KEY, status INTEGER NOT NULL DEFAULT 0, lock_at DATETIME)`)
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `INSERT INTO xxx_task (id) VALUES (1), (2)`)
+	require.NoError(t, err)
+	spec := dialect.LeaseTable{Table: "xxx_task", Key: "id", LockedAt: "lock_at", Status: "status"}
+	plain, err := d.LeaseStore(spec)
+	require.NoError(t, err)
+	err = plain.VerifySchema(ctx)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	require.ErrorContains(t, err, "LeaseTable.TextTimes")
+
+	spec.TextTimes = true
+	ls, err := d.LeaseStore(spec)
+	require.NoError(t, err)
+	require.NoError(t, ls.VerifySchema(ctx))
+	info, err := ls.Acquire(ctx, 1, "", time.Minute)
+	require.NoError(t, err)
+	var typ, written string
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT typeof(lock_at), lock_at || '' FROM xxx_task WHERE id = 1`).Scan(&typ, &written))
+	require.Equal(t, "text", typ)
+	at, err := time.Parse("2006-01-02 15:04:05.000", written)
+	require.NoError(t, err, "SQLite's own text date format: %q", written)
+	require.WithinDuration(t, time.Now().UTC(), at, time.Minute)
+	require.Equal(t, strconv.FormatInt(at.UnixMilli(), 10), info.Owner, "the stamp is the text date as integer milliseconds")
+	require.WithinDuration(t, at.Add(time.Minute), info.ExpiresAt, time.Millisecond)
+	var locked int
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT COUNT(*) FROM xxx_task WHERE lock_at > datetime('now', '-1 minute')`).Scan(&locked))
+	require.Equal(t, 1, locked, "the application's own date queries read it")
+
+	_, err = ls.Acquire(ctx, 1, "", time.Minute)
+	require.ErrorIs(t, err, dialect.ErrLeaseHeld)
+	time.Sleep(5 * time.Millisecond)
+	renewed, err := ls.Renew(ctx, 1, info.Owner, time.Minute)
+	require.NoError(t, err)
+	require.NotEqual(t, info.Owner, renewed.Owner, "a renewal moves the stamp")
+	_, err = ls.Renew(ctx, 1, info.Owner, time.Minute)
+	require.ErrorIs(t, err, dialect.ErrLeaseLost, "the old stamp no longer holds it")
+	st, err := ls.Inspect(ctx, 1)
+	require.NoError(t, err)
+	require.Equal(t, renewed.Owner, st.Owner)
+	done, err := ls.Finish(ctx, 1, renewed.Owner, 2, time.Time{})
+	require.NoError(t, err)
+	require.True(t, done)
+	var status int
+	var lockAt *string
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT status, lock_at FROM xxx_task WHERE id = 1`).Scan(&status, &lockAt))
+	require.Equal(t, 2, status)
+	require.Nil(t, lockAt)
+}
+
+// TestLeaseTextTimesWholeSeconds: the application's own code writes its
+// lock times with datetime('now'), in whole seconds, up to a second before
+// the real time. A lease on text dates must not be taken before the TTL
+// has passed since the application's lock, wherever in a second it was
+// taken: text dates get a whole second of margin.
+func TestLeaseTextTimesWholeSeconds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.SQLite(t)
+	d, err := sqlite.New(ctx, db, dialect.Options{})
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `CREATE TABLE xxx_task (id INTEGER PRIMARY KEY, status INTEGER NOT NULL DEFAULT 0, lock_at DATETIME)`)
+	require.NoError(t, err)
+	ls, err := d.LeaseStore(dialect.LeaseTable{Table: "xxx_task", Key: "id", LockedAt: "lock_at", TextTimes: true})
+	require.NoError(t, err)
+	require.NoError(t, ls.VerifySchema(ctx))
+	const ttl = 500 * time.Millisecond
+	offsets := []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 950 * time.Millisecond}
+	var wg sync.WaitGroup
+	for i, off := range offsets {
+		_, err = db.ExecContext(ctx, `INSERT INTO xxx_task (id) VALUES (?)`, i)
+		require.NoError(t, err)
+		wg.Go(func() {
+			// The application locks the task at off into a second.
+			now := time.Now()
+			next := now.Truncate(time.Second).Add(off)
+			if !next.After(now) {
+				next = next.Add(time.Second)
+			}
+			time.Sleep(time.Until(next))
+			start := time.Now()
+			_, err := db.ExecContext(ctx, `UPDATE xxx_task SET lock_at = datetime('now') WHERE id = ?`, i)
+			require.NoError(t, err)
+			for {
+				_, err := ls.Acquire(ctx, i, "", ttl)
+				if err == nil {
+					break
+				}
+				require.ErrorIs(t, err, dialect.ErrLeaseHeld)
+				require.Less(t, time.Since(start), ttl+3*time.Second, "the lock must expire eventually")
+				time.Sleep(5 * time.Millisecond)
+			}
+			got := time.Since(start)
+			require.GreaterOrEqual(t, got, ttl, "locked at +%v into a second: taken after %v, before the TTL", off, got)
+		})
+	}
+	wg.Wait()
+}
+
+// TestKeyedLeaseTextTimes: a key table whose lock and expiry columns are
+// declared DATETIME, with LeaseTable.TextTimes: insert-if-absent, renewal,
+// a minimum hold, the listing of held leases and the reaper all write and
+// read text dates, and report expiries on the database clock.
+func TestKeyedLeaseTextTimes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.SQLite(t)
+	d, err := sqlite.New(ctx, db, dialect.Options{})
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `CREATE TABLE leases (lease_key TEXT NOT NULL PRIMARY KEY, owner TEXT, lock_at DATETIME,
+		expires_at DATETIME, fence INTEGER NOT NULL DEFAULT 0)`)
+	require.NoError(t, err)
+	spec := dialect.KeyedLeaseTable("leases", 64)
+	spec.TextTimes = true
+	ls, err := d.LeaseStore(spec)
+	require.NoError(t, err)
+	require.NoError(t, ls.VerifySchema(ctx))
+	textDate := func(key, col string) time.Time {
+		t.Helper()
+		var typ, v string
+		require.NoError(t, db.QueryRowContext(ctx, `SELECT typeof(`+col+`), `+col+` || '' FROM leases WHERE lease_key = ?`, key).Scan(&typ, &v))
+		require.Equal(t, "text", typ, col)
+		at, err := time.Parse("2006-01-02 15:04:05.000", v)
+		require.NoError(t, err, "%s: %q", col, v)
+		return at
+	}
+
+	a := dialect.NewToken()
+	info, err := ls.Acquire(ctx, "job", a, time.Minute)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, info.Fence)
+	require.Equal(t, info.ExpiresAt, textDate("job", "expires_at"), "the expiry is the text date")
+	require.Equal(t, time.Minute, textDate("job", "expires_at").Sub(textDate("job", "lock_at")))
+	_, err = ls.Acquire(ctx, "job", dialect.NewToken(), time.Minute)
+	require.ErrorIs(t, err, dialect.ErrLeaseHeld)
+	renewed, err := ls.Renew(ctx, "job", a, 2*time.Minute)
+	require.NoError(t, err)
+	require.True(t, renewed.ExpiresAt.After(info.ExpiresAt))
+	held, err := ls.Held(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, held, 1)
+	require.Equal(t, a, held[0].Owner)
+	require.Equal(t, renewed.ExpiresAt, held[0].ExpiresAt)
+	require.InDelta(t, float64(2*time.Minute), float64(held[0].Remaining), float64(10*time.Second))
+
+	// A minimum hold keeps the key past the release, by the hold plus the
+	// text dates' whole second.
+	hold := time.Now().Add(time.Minute)
+	released, err := ls.Release(ctx, "job", a, hold)
+	require.NoError(t, err)
+	require.True(t, released)
+	st, err := ls.Inspect(ctx, "job")
+	require.NoError(t, err)
+	require.Equal(t, a, st.Owner)
+	require.False(t, st.Expired)
+	require.WithinDuration(t, hold.Add(time.Second), st.ExpiresAt, 2*time.Millisecond)
+	forced, err := ls.ForceRelease(ctx, "job")
+	require.NoError(t, err)
+	require.True(t, forced)
+
+	// An expired lease is reported expired and reaped only a second after
+	// its expiry (checked when the calls ran within that second).
+	start := time.Now()
+	_, err = ls.Acquire(ctx, "short", dialect.NewToken(), 10*time.Millisecond)
+	require.NoError(t, err)
+	time.Sleep(100 * time.Millisecond)
+	n, err := ls.ReapExpired(ctx, 10)
+	require.NoError(t, err)
+	st, err = ls.Inspect(ctx, "short")
+	require.NoError(t, err)
+	if time.Since(start) < time.Second {
+		require.Zero(t, n, "within the whole second of margin")
+		require.False(t, st.Expired)
+	}
+	time.Sleep(time.Until(start.Add(1100 * time.Millisecond)))
+	if n == 0 {
+		st, err = ls.Inspect(ctx, "short")
+		require.NoError(t, err)
+		require.True(t, st.Expired)
+		n, err = ls.ReapExpired(ctx, 10)
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, 1, n)
+	info, err = ls.Acquire(ctx, "short", a, time.Minute)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, info.Fence, "the reaped row keeps its fence")
 }

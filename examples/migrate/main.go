@@ -7,6 +7,17 @@
 // take the same files. It uses database/sql only, so the example adds no
 // dependency.
 //
+// 0002 builds its indexes online, for tables in use (see
+// dialect.IndexOptions): on PostgreSQL with CREATE INDEX CONCURRENTLY,
+// which does not block writes but cannot run inside a transaction block,
+// so a migration tool must run that file outside one, statement by
+// statement (goose: a "-- +goose NO TRANSACTION" annotation), as this
+// program does; on MySQL and MariaDB with ALGORITHM=INPLACE LOCK=NONE. A
+// CONCURRENTLY build that fails or is interrupted leaves an INVALID index
+// that IF NOT EXISTS skips when the file runs again: run `claimctl ddl`
+// again, which prints the DROP INDEX that removes it before its CREATE
+// INDEX.
+//
 //	go run ./examples/migrate -driver sqlite -dsn cron.db
 //	go run ./examples/migrate -driver postgres -dsn postgres://...
 //	go run ./examples/migrate -driver mysql -dsn 'user:pw@tcp(host:3306)/db'

@@ -40,7 +40,7 @@ func (s *Claims) ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResu
 	if !versioned && (!parkAt || s.E.Returning) {
 		st := s.ackPark
 		if !parkAt {
-			st = s.ackTo[s.target(p.Outcome)]
+			st = s.key().ackTo[s.target(p.Outcome)]
 		}
 		done := false
 		err := s.E.Do(ctx, "ack", false, func() error {
@@ -82,6 +82,11 @@ func (s *Claims) ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResu
 func (s *Claims) ackPrep(ctx context.Context, p *dialect.AckParams) ([]any, *keyIndex, *Args, error) {
 	if err := checkAck(s.Spec, p); err != nil {
 		return nil, nil, nil, err
+	}
+	if p.Outcome == dialect.OutcomeRetry {
+		if err := s.checkMaxAttempts(p.MaxAttempts); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	keys, err := normalizeKeys(s.Spec.IDKind, p.IDs)
 	if err != nil {
@@ -226,7 +231,8 @@ func (s *Claims) ackByRow(ctx context.Context, tx Querier, p *dialect.AckParams,
 		version, attempts int64
 	}
 	var hs []held
-	err := Query(ctx, tx, s.E.Dialect, s.ackLock, a, func(r Rows) error {
+	k := s.key()
+	err := Query(ctx, tx, s.E.Dialect, k.ackLock, a, func(r Rows) error {
 		var v, at sql.NullInt64
 		if err := r.Scan(idx.dest(), &v, &at); err != nil {
 			return err
@@ -266,8 +272,8 @@ func (s *Claims) ackByRow(ctx context.Context, tx Querier, p *dialect.AckParams,
 		st   Stmt
 		keys []any
 	}{
-		{s.ackTo[s.Names.Done], done}, {s.ackRequeue, requeue},
-		{s.ackTo[s.Names.Failed], failed}, {s.ackTo[s.Names.Pending], pending},
+		{k.ackTo[s.Names.Done], done}, {k.ackRequeue, requeue},
+		{k.ackTo[s.Names.Failed], failed}, {k.ackTo[s.Names.Pending], pending},
 	}
 	for _, g := range groups {
 		if len(g.keys) == 0 {

@@ -27,6 +27,13 @@ type ColumnInfo struct {
 	// DATETIME(6) or timestamptz), or -1 when the column is not a time
 	// column or the engine does not say.
 	Precision int
+	// ColumnType is the full declared type, with what Type leaves out: MySQL's "tinyint(3) unsigned" or "enum('a','b')", a
+	// PostgreSQL enum's labels in the same enum('a','b') form, SQLite's
+	// declared type. It is Type where the engine has nothing more to say.
+	ColumnType string
+	// PrimaryKey is true for a column that is the table's primary key by
+	// itself.
+	PrimaryKey bool
 }
 
 // Resolution returns the smallest step between two values the column can
@@ -80,9 +87,10 @@ func (c Columns) check(table string, cols []struct{ field, name string }, tokenF
 }
 
 // checkClaimColumns verifies the table described by s against its catalog
-// columns: every configured column exists and the token column can hold a
-// token.
-func checkClaimColumns(s dialect.ClaimTable, c Columns) error {
+// columns: every configured column exists, the token column can hold a
+// token, the counters hold numbers and the status column every status
+// value.
+func (e *Engine) checkClaimColumns(s dialect.ClaimTable, c Columns) error {
 	cols := []struct{ field, name string }{
 		{"ID", s.ID}, {"Status", s.Status}, {"Token", s.Token}, {"ClaimedAt", s.ClaimedAt},
 		{"Attempts", s.Attempts}, {"Version", s.Version}, {"CreatedAt", s.CreatedAt},
@@ -110,30 +118,37 @@ func checkClaimColumns(s dialect.ClaimTable, c Columns) error {
 	if col, _ := c.Get(s.Error); s.Error != "" && col.kind() != kindText {
 		return fmt.Errorf("%w: Error: column %s.%s has type %s; it needs a text type", dialect.ErrInvalidConfig, s.Table, s.Error, col.Type)
 	}
-	return checkStatusColumn(s, c)
+	for _, cc := range []struct{ field, name string }{{"Attempts", s.Attempts}, {"Version", s.Version}} {
+		if cc.name == "" {
+			continue
+		}
+		if err := e.learnType(s.Table, cc.name, c).needInt(cc.field); err != nil {
+			return err
+		}
+	}
+	return e.checkStatusColumn(s, c)
 }
 
 // checkStatusColumn verifies that the status column can hold every status
-// value the library writes, and tell them apart. A non-strict MySQL stores
-// a value too long for the column cut short ('PROCESSI'), and a row so
-// marked can then neither be heartbeaten, released nor reaped; on a
-// case-insensitive collation 'done' and 'DONE' are one value, and done rows
-// would be claimed again.
-func checkStatusColumn(s dialect.ClaimTable, c Columns) error {
+// value the library writes, and tell them apart, before any row changes: a
+// status value the column cannot hold fails the statement that writes it
+// (an ack, leaving its rows processing) or, in a non-strict MySQL, is
+// stored changed (cut short as 'PROCESSI', 'DONE' as 0 in an integer
+// column, 300 as 127 in a TINYINT), and a row so marked can then neither be
+// heartbeaten, released nor reaped. On a case-insensitive collation 'done'
+// and 'DONE' are one value, and done rows would be claimed again.
+func (e *Engine) checkStatusColumn(s dialect.ClaimTable, c Columns) error {
 	col, _ := c.Get(s.Status)
+	typ := e.learnType(s.Table, s.Status, c)
 	all := []struct {
 		field string
 		v     dialect.Status
 	}{{"Pending", s.Pending}, {"Processing", s.Processing}, {"Done", s.Done}, {"Failed", s.Failed}}
 	for i, a := range all {
-		if !a.v.IsSet() || a.v.IsNumeric() {
-			continue
+		if err := typ.checkStatus(a.field, a.v); err != nil {
+			return err
 		}
-		if col.MaxLen > 0 && len(a.v.String()) > col.MaxLen {
-			return fmt.Errorf("%w: %s: status %q does not fit column %s.%s, which holds %d characters",
-				dialect.ErrInvalidConfig, a.field, a.v.String(), s.Table, s.Status, col.MaxLen)
-		}
-		if !caseInsensitive(col.Collation) {
+		if !a.v.IsSet() || a.v.IsNumeric() || !caseInsensitive(col.Collation) {
 			continue
 		}
 		for _, b := range all[:i] {
@@ -162,7 +177,7 @@ func (c ColumnInfo) kind() columnKind {
 	case t == "int" || t == "integer" || t == "bigint" || t == "smallint" || t == "tinyint" || t == "mediumint":
 		return kindInt
 	case t == "varchar" || t == "char" || t == "text" || t == "character varying" || t == "character" ||
-		t == "tinytext" || t == "mediumtext" || t == "longtext":
+		t == "tinytext" || t == "mediumtext" || t == "longtext" || t == "enum":
 		return kindText
 	case strings.Contains(t, "int"):
 		return kindInt
@@ -170,24 +185,6 @@ func (c ColumnInfo) kind() columnKind {
 		return kindText
 	}
 	return kindOther
-}
-
-// checkValue refuses a value the database would convert lossily into a
-// column of kind k: a string or a fraction into an integer column ("42abc"
-// claims task 42 on MariaDB; 42.5 becomes 42 through pgx), a number into a
-// text column.
-func (k columnKind) checkValue(field string, v any) error {
-	switch k {
-	case kindInt:
-		if _, err := dialect.NormalizeKey(dialect.IDInt, v); err != nil {
-			return fmt.Errorf("%w: %s: value %v (%T) for an integer column; want a Go integer", dialect.ErrInvalidConfig, field, v, v)
-		}
-	case kindText:
-		if _, err := dialect.NormalizeKey(dialect.IDText, v); err != nil {
-			return fmt.Errorf("%w: %s: value %v (%T) for a text column; want a string", dialect.ErrInvalidConfig, field, v, v)
-		}
-	}
-	return nil
 }
 
 // caseInsensitive reports a collation that compares letters regardless of

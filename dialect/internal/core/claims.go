@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math"
 	"sync/atomic"
 	"time"
 
@@ -14,8 +13,11 @@ import (
 // ClaimSQL are an engine's claim-table statements as text/template sources
 // over [Names]. Values are placeholders: {{arg "token"}}, {{arg "limit"}},
 // {{arg "timeout"}} (a duration in the engine's time unit),
-// {{arg "max_attempts"}}, {{scope .Scope}} for " AND col = ?" per scope
-// column, and {{keys}} for the condition on a list of keys.
+// {{arg "max_attempts"}} (through {{template "maxatt" .}}, which every
+// engine defines: its placeholder, typed where the engine would otherwise
+// take the Attempts column's type for it), {{scope .Scope}} for
+// " AND col = ?" per scope column, and {{keys}} for the condition on a list
+// of keys.
 type ClaimSQL struct {
 	// Claim marks up to "limit" pending rows in scope under "token" and,
 	// on a Returning engine, returns Names.Returned. It serves both
@@ -59,8 +61,8 @@ type ClaimSQL struct {
 	// SKIP LOCKED (engines whose Reap is an UPDATE ... LIMIT that would wait
 	// for locked rows: MySQL). In one transaction ReapLock selects and locks
 	// the keys of at most "limit" stale rows, skipping rows locked now, and
-	// ReapKeys updates those {{keys}} rows as Reap would (still checking
-	// that they are stale).
+	// ReapKeys updates those {{keys}} rows as Reap would: they are locked,
+	// so they are still stale.
 	ReapLock, ReapKeys string
 	// Unpark returns at most "limit" failed rows (Scoped: in scope;
 	// ByKeys: of the {{keys}}) to pending, clearing token, Error and RunAt
@@ -83,17 +85,28 @@ type ClaimSQL struct {
 	// Columns lists the table's columns of "schema" (NULL: the current
 	// one) and "table", one row each: name, character length (0 when not
 	// bounded), data type, fractional-second precision (-1 when not a time
-	// column), collation ("" when unknown) and whether it is nullable.
+	// column), collation ("" when unknown), whether it is nullable, the
+	// full declared type ([ColumnInfo.ColumnType]; "" when the data type
+	// says it all) and whether it is the table's primary key by itself.
 	Columns string
-	// IndexExists counts the indexes named "index" of "schema"."table".
+	// IndexExists counts the indexes named "index" of "schema"."table" in
+	// one row: those queries can use, then all of them (an engine whose
+	// indexes are never invalid counts the same ones twice).
 	IndexExists string
 	// Indexes are the recommended indexes' DDL by kind: claim, token,
 	// reap, scope (scoped tables) and sched (tables with RunAt), each
 	// rendered with IndexCols set to the portable definition's columns
-	// ([dialect.ClaimTable.Indexes]). An engine leaves the scope index empty
+	// ([dialect.ClaimTable.Indexes]), and with Online for the form of
+	// [dialect.IndexOptions.Online]. An engine leaves the scope index empty
 	// when its claim index serves scoped Stats: it is then neither created
 	// nor reported missing.
 	Indexes [5]string
+	// DropIndex, if set, drops the index IndexName (quoted, qualified by
+	// the table's schema), with Online as for Indexes: MissingIndexes puts
+	// it before the CREATE INDEX of an index IndexExists found invalid
+	// (PostgreSQL: left by a failed CREATE INDEX CONCURRENTLY), which the
+	// CREATE INDEX ... IF NOT EXISTS would skip.
+	DropIndex string
 	// AckClaim, if set, is the ack of Ack (rendered with Pipelined: its
 	// token is "ack_token"; Target and ParkAt as for Ack) and the claim of
 	// Claim in one statement (see pipeline.go). Engines without it run the
@@ -112,13 +125,14 @@ type ClaimSQL struct {
 // column, a failure stores "error" and a done clears it (a requeue leaves
 // it); with a RunAt column, a retry sets it to {{template "delayed" .}},
 // which every engine defines as its clock's now plus "delay", and a
-// parking retry sets it to NULL on the rows it parks.
+// parking retry sets it to NULL on the rows it parks (where attempts
+// reached {{template "maxatt" .}}, which every engine defines too).
 const coreDefines = `{{define "cleartime"}}{{if .ClearClaimedAt}}, {{.ClaimedAt}} = NULL{{end}}{{end}}
 {{- define "ackmark"}}
   {{- if and .Error (not .Undo)}}, {{.Error}} = {{if eq .Target .Done}}NULL{{else}}{{arg "error"}}{{end}}{{end}}
   {{- if and .RunAt (not .Undo) (eq .Target .Pending)}}, {{.RunAt}} = {{template "delayed" .}}{{end}}
   {{- if and .RunAt .Failed (eq .Target .Failed)}}, {{.RunAt}} = NULL{{end}}
-  {{- if and .RunAt .ParkAt}}, {{.RunAt}} = CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg "max_attempts"}} THEN NULL ELSE {{template "delayed" .}} END{{end}}
+  {{- if and .RunAt .ParkAt}}, {{.RunAt}} = CASE WHEN COALESCE({{.Attempts}}, 0) >= {{template "maxatt" .}} THEN NULL ELSE {{template "delayed" .}} END{{end}}
 {{- end}}`
 
 // ClaimFunc runs one claim with params the store validated already.
@@ -135,18 +149,18 @@ type Claims struct {
 	Names Names
 
 	claim, claimSkip, readBack, readKeys Stmt
-	ackTo                                map[string]Stmt // by target literal
-	ackRequeue, ackPark, ackLock         Stmt
+	keyed                                [2]keyStmts // [Names.KeyHint]: see key()
+	ackPark                              Stmt
 	heartbeat, heartbeatHeld             Stmt
-	release, releaseKeys                 Stmt
-	reap                                 [2][2]Stmt // [park][scoped]
-	reapLock, reapKeys                   [2][2]Stmt // [park][scoped], optional
+	release                              Stmt
+	reap, reapLock                       [3][2]Stmt // [reapAll, reapPark, reapBelow][scoped]; reapLock optional
+	reapKeys                             [2][2]Stmt // [park][scoped], optional
 	stats                                [2]Stmt    // [scoped]
 	snooze                               Stmt
 	unpark, retryNow                     [2][2][2]Stmt // [reset][scoped][byKeys] (retryNow: reset 0)
 	list                                 [3][2]Stmt    // [set][scoped]
 	columns, indexExists                 Stmt
-	indexes                              [5]Stmt
+	indexes, dropIndexes                 [2][5]Stmt // [online][kind position]
 	override                             ClaimFunc
 	pipe                                 pipeStmts
 	// ClaimInTx, set by a [Claimer] override, runs the override's claim
@@ -156,25 +170,81 @@ type Claims struct {
 	Ext any
 	// slack is added to the reap timeout: see [Slack].
 	slack atomic.Int64
-	// scopeKinds are the kinds of the scope columns, learnt by
-	// VerifySchema; nil before.
-	scopeKinds atomic.Pointer[[]columnKind]
+	// types are the types of the columns whose values calls pass or
+	// bound, learnt by VerifySchema; nil before.
+	types atomic.Pointer[claimTypes]
+	// keyHint is set by VerifySchema when the key column leads the
+	// primary key on an [Engine.KeyHint] engine: the key-list statements
+	// then name it.
+	keyHint atomic.Bool
 	// errorWidth is the Error column's width in characters, learnt by
 	// VerifySchema (0: not learnt yet; -1: unbounded).
 	errorWidth atomic.Int64
 }
 
+// The reap statements of a sweep: the return of every stale row (no
+// MaxAttempts), the park of the stale rows whose attempts reached
+// MaxAttempts, and the return of the others (fewer attempts than "below").
+// A sweep without MaxAttempts binds no attempts bound at all, so that
+// nothing larger than the Attempts column's type is ever passed.
+const (
+	reapAll = iota
+	reapPark
+	reapBelow
+)
+
+// keyStmts are the statements that find rows by a list of keys, rendered
+// without and (on a [Engine.KeyHint] engine) with Names.KeyHint.
+type keyStmts struct {
+	ackTo                            map[string]Stmt // by target literal
+	ackRequeue, ackLock, releaseKeys Stmt
+}
+
+// key returns the key-list statements to use: those naming the primary
+// key once VerifySchema found the key column to be the primary key.
+func (s *Claims) key() *keyStmts {
+	if s.keyHint.Load() {
+		return &s.keyed[1]
+	}
+	return &s.keyed[0]
+}
+
+// keysOf returns the index in Claims.reapKeys of the update that follows
+// the reap lock of mode: the park's, or the return's.
+func keysOf(mode int) int {
+	if mode == reapPark {
+		return 1
+	}
+	return 0
+}
+
+// claimTypes are the column types a claim store checks values against.
+type claimTypes struct {
+	scope    []colType
+	attempts colType
+}
+
 // checkScopeValues refuses scope values that the scope columns would
-// convert lossily, once the store knows the columns' types.
+// convert lossily or cannot hold, once the store knows the columns' types.
 func (s *Claims) checkScopeValues(values []any) error {
-	kinds := s.scopeKinds.Load()
-	if kinds == nil {
+	types := s.types.Load()
+	if types == nil {
 		return nil
 	}
 	for i, v := range values {
-		if err := (*kinds)[i].checkValue(fmt.Sprintf("scope value %d (%s)", i, s.Spec.Scope[i]), v); err != nil {
+		if err := types.scope[i].checkValue(fmt.Sprintf("scope value %d (%s)", i, s.Spec.Scope[i]), v); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkMaxAttempts refuses a MaxAttempts that the Attempts column cannot
+// reach, once the store knows its type: no row would ever be parked (a
+// claim would fail on the column's overflow first).
+func (s *Claims) checkMaxAttempts(n int) error {
+	if types := s.types.Load(); types != nil && n > 0 {
+		return types.attempts.checkInt("MaxAttempts", int64(n))
 	}
 	return nil
 }
@@ -188,7 +258,7 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 	if spec.TextTimes && !e.TextTimes {
 		return nil, fmt.Errorf("%w: TextTimes: only SQLite keeps times as text; %s has time types", dialect.ErrInvalidConfig, e.Name)
 	}
-	s := &Claims{E: e, Spec: spec, Names: e.claimNames(spec), ackTo: map[string]Stmt{}}
+	s := &Claims{E: e, Spec: spec, Names: e.claimNames(spec)}
 	r := &renderer{e: e, n: s.Names}
 	t := func(src string) string {
 		if src == "" {
@@ -202,30 +272,45 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 	}
 	s.readBack = r.stmt("read back", t(sqls.ReadBack), nil)
 	s.readKeys = r.stmt("read back keys", t(sqls.ReadBack), func(n *Names) { n.ByKeys = true })
-	for _, target := range []string{s.Names.Done, s.Names.Pending, s.Names.Failed} {
-		if target != "" {
-			s.ackTo[target] = r.stmt("ack", t(sqls.Ack), func(n *Names) { n.Target = target })
+	for hint := range 2 {
+		if hint == 1 && !e.KeyHint {
+			break
 		}
+		k := &s.keyed[hint]
+		k.ackTo = map[string]Stmt{}
+		hinted := func(vary func(*Names)) func(*Names) {
+			return func(n *Names) {
+				vary(n)
+				n.KeyHint = hint == 1
+			}
+		}
+		for _, target := range []string{s.Names.Done, s.Names.Pending, s.Names.Failed} {
+			if target != "" {
+				k.ackTo[target] = r.stmt("ack", t(sqls.Ack), hinted(func(n *Names) { n.Target = target }))
+			}
+		}
+		k.ackRequeue = r.stmt("ack requeue", t(sqls.Ack), hinted(func(n *Names) { n.Target, n.Undo = n.Pending, true }))
+		k.ackLock = r.stmt("ack lock", t(sqls.AckLock), hinted(func(*Names) {}))
+		k.releaseKeys = r.stmt("release keys", t(sqls.Release), hinted(func(n *Names) { n.ByKeys = true }))
 	}
-	s.ackRequeue = r.stmt("ack requeue", t(sqls.Ack), func(n *Names) { n.Target, n.Undo = n.Pending, true })
 	if e.Returning && s.Names.Attempts != "" && s.Names.Failed != "" {
 		s.ackPark = r.stmt("ack park", t(sqls.Ack), func(n *Names) { n.ParkAt = true })
 	}
-	s.ackLock = r.stmt("ack lock", t(sqls.AckLock), nil)
 	s.heartbeat = r.stmt("heartbeat", t(sqls.Heartbeat), nil)
 	s.heartbeatHeld = r.stmt("heartbeat held", t(sqls.HeartbeatHeld), nil)
 	s.release = r.stmt("release", t(sqls.Release), nil)
-	s.releaseKeys = r.stmt("release keys", t(sqls.Release), func(n *Names) { n.ByKeys = true })
-	for park := range 2 {
+	for mode := range 3 {
 		for scoped := range 2 {
-			if park == 1 && (s.Names.Attempts == "" || s.Names.Failed == "") {
+			if mode != reapAll && s.Names.Attempts == "" || mode == reapPark && s.Names.Failed == "" {
 				continue
 			}
-			vary := func(n *Names) { n.Park, n.Scoped = park == 1, scoped == 1 }
-			s.reap[park][scoped] = r.stmt("reap", t(sqls.Reap), vary)
+			vary := func(n *Names) { n.Park, n.Below, n.Scoped = mode == reapPark, mode == reapBelow, scoped == 1 }
+			s.reap[mode][scoped] = r.stmt("reap", t(sqls.Reap), vary)
 			if e.Caps.SkipLocked {
-				s.reapLock[park][scoped] = r.stmt("reap lock", t(sqls.ReapLock), vary)
-				s.reapKeys[park][scoped] = r.stmt("reap keys", t(sqls.ReapKeys), vary)
+				s.reapLock[mode][scoped] = r.stmt("reap lock", t(sqls.ReapLock), vary)
+				if mode != reapBelow {
+					s.reapKeys[keysOf(mode)][scoped] = r.stmt("reap keys", t(sqls.ReapKeys), vary)
+				}
 			}
 		}
 	}
@@ -266,7 +351,19 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 		if kind < 0 {
 			return nil, fmt.Errorf("%s: no template for the recommended index %s", e.Name, ix.Name)
 		}
-		s.indexes[i] = r.stmt("index", t(sqls.Indexes[kind]), func(n *Names) { n.IndexCols = joinCols(cols) })
+		schema, _ := SplitName(spec.Table)
+		name := e.Quote(ix.Name)
+		if schema != "" {
+			name = e.Quote(schema) + "." + name
+		}
+		for online := range 2 {
+			s.indexes[online][i] = r.stmt("index", t(sqls.Indexes[kind]), func(n *Names) {
+				n.IndexCols, n.Online = joinCols(cols), online == 1
+			})
+			s.dropIndexes[online][i] = r.stmt("drop index", t(sqls.DropIndex), func(n *Names) {
+				n.IndexName, n.Online = name, online == 1
+			})
+		}
 	}
 	s.renderPipeline(r, t(sqls.AckClaim))
 	if r.err != nil {
@@ -304,7 +401,10 @@ func joinCols(cols []string) string {
 	return out
 }
 
-var _ dialect.ClaimStore = (*Claims)(nil)
+var (
+	_ dialect.ClaimStore = (*Claims)(nil)
+	_ dialect.IndexDDLer = (*Claims)(nil)
+)
 
 // Claim implements [dialect.ClaimStore].
 func (s *Claims) Claim(ctx context.Context, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error) {
@@ -433,7 +533,7 @@ func (s *Claims) Release(ctx context.Context, token string, ids []any) (int64, e
 		if err != nil {
 			return 0, wrap("release", err)
 		}
-		a.Keys, st = keys, s.releaseKeys
+		a.Keys, st = keys, s.key().releaseKeys
 	}
 	var n int64
 	err := s.E.Do(ctx, "release", false, func() error {
@@ -453,6 +553,9 @@ func (s *Claims) Reap(ctx context.Context, p *dialect.ReapParams) (dialect.ReapR
 	if err := checkReap(s.Spec, p); err != nil {
 		return res, wrap("reap", err)
 	}
+	if err := s.checkMaxAttempts(p.MaxAttempts); err != nil {
+		return res, wrap("reap", err)
+	}
 	if err := s.checkScopeValues(p.ScopeValues); err != nil {
 		return res, wrap("reap", err)
 	}
@@ -464,18 +567,15 @@ func (s *Claims) Reap(ctx context.Context, p *dialect.ReapParams) (dialect.ReapR
 	// the column's resolution, so a time stored rounded down never makes a
 	// row look stale early.
 	timeout := p.Timeout + time.Duration(s.slack.Load())
-	a := &Args{Timeout: timeout, Limit: p.Limit, MaxAttempts: p.MaxAttempts, Scope: p.ScopeValues, Below: math.MaxInt64}
-	if p.MaxAttempts > 0 {
-		a.Below = int64(p.MaxAttempts)
-	}
-	step := func(park int) (int64, error) {
-		st := s.reap[park][scoped]
+	a := &Args{Timeout: timeout, Limit: p.Limit, MaxAttempts: p.MaxAttempts, Scope: p.ScopeValues, Below: int64(p.MaxAttempts)}
+	step := func(mode int) (int64, error) {
+		st := s.reap[mode][scoped]
 		var n int64
 		err := s.E.Do(ctx, "reap", false, func() error {
-			if lock := s.reapLock[park][scoped]; lock.SQL != "" {
+			if lock := s.reapLock[mode][scoped]; lock.SQL != "" {
 				return s.E.InTx(ctx, func(tx Querier) error {
 					var err error
-					n, err = s.reapSkipping(ctx, tx, lock, s.reapKeys[park][scoped], a)
+					n, err = s.reapSkipping(ctx, tx, lock, s.reapKeys[keysOf(mode)][scoped], a)
 					return err
 				})
 			}
@@ -493,12 +593,14 @@ func (s *Claims) Reap(ctx context.Context, p *dialect.ReapParams) (dialect.ReapR
 		return n, err
 	}
 	var err error
+	ret := reapAll
 	if p.MaxAttempts > 0 {
-		if res.Parked, err = step(1); err != nil {
+		if res.Parked, err = step(reapPark); err != nil {
 			return res, wrap("reap", err)
 		}
+		ret = reapBelow
 	}
-	res.Returned, err = step(0)
+	res.Returned, err = step(ret)
 	s.pending(ctx, p.ScopeValues, res.Returned)
 	return res, wrap("reap", err)
 }
@@ -581,18 +683,24 @@ func (s *Claims) Bind(name string, a *Args) (query string, args []any, ok bool) 
 func (s *Claims) named() map[string]Stmt {
 	m := map[string]Stmt{
 		"claim": s.claim, "claim skip locked": s.claimSkip, "read back": s.readBack,
-		"read back keys": s.readKeys, "ack requeue": s.ackRequeue, "ack park": s.ackPark,
-		"ack lock": s.ackLock, "heartbeat": s.heartbeat, "heartbeat held": s.heartbeatHeld,
-		"release": s.release, "release keys": s.releaseKeys,
-		"reap": s.reap[0][0], "reap scoped": s.reap[0][1], "reap park": s.reap[1][0], "reap park scoped": s.reap[1][1],
-		"reap lock": s.reapLock[0][0], "reap lock scoped": s.reapLock[0][1], "reap lock park": s.reapLock[1][0], "reap lock park scoped": s.reapLock[1][1],
+		"read back keys": s.readKeys, "ack requeue": s.keyed[0].ackRequeue, "ack park": s.ackPark,
+		"ack lock": s.keyed[0].ackLock, "heartbeat": s.heartbeat, "heartbeat held": s.heartbeatHeld,
+		"release": s.release, "release keys": s.keyed[0].releaseKeys,
+		"reap": s.reap[reapAll][0], "reap scoped": s.reap[reapAll][1], "reap park": s.reap[reapPark][0], "reap park scoped": s.reap[reapPark][1],
+		"reap below": s.reap[reapBelow][0], "reap below scoped": s.reap[reapBelow][1],
+		"reap lock": s.reapLock[reapAll][0], "reap lock scoped": s.reapLock[reapAll][1], "reap lock park": s.reapLock[reapPark][0], "reap lock park scoped": s.reapLock[reapPark][1],
+		"reap lock below": s.reapLock[reapBelow][0], "reap lock below scoped": s.reapLock[reapBelow][1],
 		"reap keys": s.reapKeys[0][0], "reap keys scoped": s.reapKeys[0][1], "reap keys park": s.reapKeys[1][0], "reap keys park scoped": s.reapKeys[1][1],
 		"stats": s.stats[0], "stats scoped": s.stats[1], "snooze": s.snooze,
 		"unpark": s.unpark[0][0][0], "unpark scoped": s.unpark[0][1][0], "unpark keys": s.unpark[0][0][1], "unpark reset scoped": s.unpark[1][1][0],
 		"retry now": s.retryNow[0][0][0], "retry now scoped": s.retryNow[0][1][0], "retry now keys": s.retryNow[0][0][1],
 		"list failed": s.list[0][0], "list failed scoped": s.list[0][1], "list processing": s.list[1][0],
 		"list processing scoped": s.list[1][1], "list scheduled": s.list[2][0], "list scheduled scoped": s.list[2][1],
-		"ack done": s.ackTo[s.Names.Done], "ack pending": s.ackTo[s.Names.Pending], "ack failed": s.ackTo[s.Names.Failed],
+		"ack done": s.keyed[0].ackTo[s.Names.Done], "ack pending": s.keyed[0].ackTo[s.Names.Pending], "ack failed": s.keyed[0].ackTo[s.Names.Failed],
+	}
+	if h := s.keyed[1]; h.ackLock.SQL != "" {
+		m["ack done by key"], m["ack pending by key"], m["ack failed by key"] = h.ackTo[s.Names.Done], h.ackTo[s.Names.Pending], h.ackTo[s.Names.Failed]
+		m["ack requeue by key"], m["ack lock by key"], m["release keys by key"] = h.ackRequeue, h.ackLock, h.releaseKeys
 	}
 	s.pipe.name(m)
 	for k, v := range m {

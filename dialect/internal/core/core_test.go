@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -401,5 +402,65 @@ func TestTextTimesOnlyWhereSupported(t *testing.T) {
 	e := fakeEngine(&fakeDB{}, true)
 	e.TextTimes = true
 	_, err = NewClaims(e, fakeClaimSQL, spec, nil)
+	require.NoError(t, err)
+}
+
+// The catalog's type text is read as MySQL and PostgreSQL write it: enum
+// members with quotes doubled (and PostgreSQL's escape strings), integer
+// widths signed and unsigned, and SQLite's integers all 64 bits wide.
+func TestColumnTypes(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string][]string{
+		"enum('a','b')":            {"a", "b"},
+		"ENUM('it''s','x')":        {"it's", "x"},
+		`enum(E'back\\slash','y')`: {`back\slash`, "y"},
+		"enum('')":                 {""},
+	} {
+		got, ok := enumMembers(in)
+		require.True(t, ok, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"varchar(8)", "enum('a'", "enum(a)", "enum('a'b)"} {
+		_, ok := enumMembers(in)
+		require.False(t, ok, in)
+	}
+	e := &Engine{}
+	for _, c := range []struct {
+		typ, full string
+		lo, hi    int64
+	}{
+		{"tinyint", "tinyint(4)", -128, 127},
+		{"tinyint", "tinyint(3) unsigned", 0, 255},
+		{"smallint", "smallint", -32768, 32767},
+		{"mediumint", "mediumint(8) unsigned", 0, 1<<24 - 1},
+		{"int", "int(11)", -1 << 31, 1<<31 - 1},
+		{"integer", "integer", -1 << 31, 1<<31 - 1},
+		{"bigint", "bigint(20) unsigned", 0, math.MaxInt64},
+		{"bigint", "bigint", math.MinInt64, math.MaxInt64},
+	} {
+		lo, hi, ok := e.intRange(ColumnInfo{Type: c.typ, ColumnType: c.full})
+		require.True(t, ok, c.full)
+		require.Equal(t, [2]int64{c.lo, c.hi}, [2]int64{lo, hi}, c.full)
+	}
+	_, _, ok := e.intRange(ColumnInfo{Type: "numeric", ColumnType: "numeric"})
+	require.False(t, ok, "no range for types claimlock does not know")
+	e.WideInts = true
+	lo, hi, ok := e.intRange(ColumnInfo{Type: "tinyint", ColumnType: "TINYINT"})
+	require.True(t, ok)
+	require.Equal(t, [2]int64{math.MinInt64, math.MaxInt64}, [2]int64{lo, hi}, "SQLite")
+}
+
+// TextTimes is refused for lease tables too by engines with real time
+// types.
+func TestLeaseTextTimesOnlyWhereSupported(t *testing.T) {
+	t.Parallel()
+	spec := dialect.LeaseTable{Table: "xxx_task", Key: "id", LockedAt: "lock_at", TextTimes: true}
+	sqls := LeaseSQL{Common: `{{define "held"}}1 = 1{{end}}{{define "free"}}x = NULL{{end}}{{define "hold"}}x = NULL{{end}}`}
+	_, err := NewLeases(fakeEngine(&fakeDB{}, true), sqls, spec)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	require.ErrorContains(t, err, "TextTimes: only SQLite keeps times as text")
+	e := fakeEngine(&fakeDB{}, true)
+	e.TextTimes = true
+	_, err = NewLeases(e, sqls, spec)
 	require.NoError(t, err)
 }

@@ -90,8 +90,20 @@ type Engine struct {
 	// compare safely with its clock, or that holds another convention than
 	// the one configured (textTimes: ClaimTable.TextTimes).
 	CheckTime func(c ColumnInfo, textTimes bool) error
-	// TextTimes is true where ClaimTable.TextTimes is supported (SQLite).
+	// TextTimes is true where ClaimTable.TextTimes and LeaseTable.TextTimes
+	// are supported (SQLite).
 	TextTimes bool
+	// WideInts is true where every integer column holds any 64-bit value
+	// whatever its declared width (SQLite); otherwise the catalog's type
+	// names bound them (TINYINT, smallint, INT UNSIGNED, ...).
+	WideInts bool
+	// KeyHint is true where the statements that find rows by a list of
+	// keys (acks, their row locks, releases of listed rows) are also
+	// rendered with Names.KeyHint, naming the primary key: they are used
+	// once VerifySchema found that the key column is the primary key
+	// (MySQL, whose optimizer otherwise scans a small table whole and
+	// locks every row it reads in a REPEATABLE READ transaction).
+	KeyHint bool
 	// CallerTx, if set, adapts a transaction of the engine's own driver
 	// that the caller passes to the ...Tx operations, reporting false for
 	// another type; a *sql.Tx is always taken. TxType names what it takes,
@@ -114,6 +126,12 @@ type Engine struct {
 // one resolution step late. After VerifySchema the slack is the columns'
 // actual resolution (zero for microsecond columns).
 const Slack = time.Second
+
+// TextSlack is the margin of every expiry test on text dates
+// (LeaseTable.TextTimes): the application's own text dates hold whole
+// seconds (SQLite's datetime('now') and CURRENT_TIMESTAMP), whatever the
+// column's declared type says.
+const TextSlack = time.Second
 
 // QuoteName quotes a validated, possibly schema-qualified name.
 func (e *Engine) QuoteName(name string) string {

@@ -107,7 +107,13 @@ type Leases struct {
 	stamped bool
 	// slack is added to expiry comparisons: see [Slack].
 	slack atomic.Int64
+	// types are the key and status columns' types, learnt by
+	// VerifySchema; nil before.
+	types atomic.Pointer[leaseTypes]
 }
+
+// leaseTypes are the column types a lease store checks values against.
+type leaseTypes struct{ key, status colType }
 
 var _ dialect.LeaseStore = (*Leases)(nil)
 
@@ -116,10 +122,14 @@ func NewLeases(e *Engine, sqls LeaseSQL, spec dialect.LeaseTable) (*Leases, erro
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
+	if spec.TextTimes && !e.TextTimes {
+		return nil, fmt.Errorf("%w: TextTimes: only SQLite keeps times as text; %s has time types", dialect.ErrInvalidConfig, e.Name)
+	}
 	q := e.quoteOpt
 	n := Names{
 		Table: e.QuoteName(spec.Table), Key: q(spec.Key), Owner: q(spec.Owner), LockedAt: q(spec.LockedAt),
 		ExpiresAt: q(spec.ExpiresAt), Fence: q(spec.Fence), TaskStatus: q(spec.Status), TextKey: spec.KeyKind == dialect.IDText,
+		TextTimes: spec.TextTimes,
 	}
 	r := &renderer{e: e, n: n}
 	t := func(src string) string {
@@ -176,6 +186,9 @@ func (l *Leases) args(key any, owner string, ttl time.Duration, needOwner, needT
 	k, err := dialect.NormalizeKey(l.spec.KeyKind, key)
 	if err == nil {
 		err = l.spec.CheckKey(k)
+	}
+	if types := l.types.Load(); err == nil && types != nil {
+		err = types.key.checkValue("key", k)
 	}
 	a := &Args{Key: k, Owner: owner, TTL: ttl, Slack: time.Duration(l.slack.Load())}
 	switch {
@@ -404,6 +417,11 @@ func (l *Leases) Finish(ctx context.Context, key any, owner string, status any, 
 	if err != nil {
 		return false, wrap("lease finish", err)
 	}
+	if types := l.types.Load(); types != nil {
+		if err := types.status.checkWritten("Status", "status", status); err != nil {
+			return false, wrap("lease finish", err)
+		}
+	}
 	a.Status = status
 	if holdUntil.IsZero() {
 		n, err := l.exec(ctx, "lease finish", l.finish, a)
@@ -561,10 +579,42 @@ func (l *Leases) VerifySchema(ctx context.Context) error {
 	if err := checkLeaseColumns(l.spec, cols); err != nil {
 		return err
 	}
-	slack, err := l.e.timeSlack(l.spec.Table, cols, false, timeCol{"LockedAt", l.spec.LockedAt}, timeCol{"ExpiresAt", l.spec.ExpiresAt})
+	types := &leaseTypes{key: l.e.learnType(l.spec.Table, l.spec.Key, cols)}
+	if err := l.checkKeyType(types.key); err != nil {
+		return err
+	}
+	if l.spec.Fence != "" {
+		if err := l.e.learnType(l.spec.Table, l.spec.Fence, cols).needInt("Fence"); err != nil {
+			return err
+		}
+	}
+	if l.spec.Status != "" {
+		types.status = l.e.learnType(l.spec.Table, l.spec.Status, cols)
+	}
+	slack, err := l.e.timeSlack(l.spec.Table, cols, l.spec.TextTimes, timeCol{"LockedAt", l.spec.LockedAt}, timeCol{"ExpiresAt", l.spec.ExpiresAt})
 	if err != nil {
 		return err
 	}
+	if l.spec.TextTimes {
+		// Text dates written by the application hold whole seconds: see
+		// dialect.LeaseTable.TextTimes.
+		slack = max(slack, TextSlack)
+	}
 	l.slack.Store(int64(slack))
+	l.types.Store(types)
+	return nil
+}
+
+// checkKeyType refuses a key column whose values are not of the kind the
+// table's KeyKind says: MySQL compares a text column with an integer key
+// as numbers (every key that is not a number equals 0), and PostgreSQL
+// refuses the comparison.
+func (l *Leases) checkKeyType(t colType) error {
+	switch {
+	case l.spec.KeyKind == dialect.IDText && t.kind == kindInt:
+		return fmt.Errorf("%w: KeyKind: text keys for column %s, which holds integers", dialect.ErrInvalidConfig, t.desc)
+	case l.spec.KeyKind == dialect.IDInt && t.kind == kindText:
+		return fmt.Errorf("%w: KeyKind: integer keys for column %s, which holds text (set KeyKind to dialect.IDText)", dialect.ErrInvalidConfig, t.desc)
+	}
 	return nil
 }

@@ -28,7 +28,9 @@ type Names struct {
 	// ClearClaimedAt: rows going back to pending get a NULL ClaimedAt
 	// ({{template "cleartime" .}}).
 	ClearClaimedAt bool
-	// TextTimes: ClaimedAt and CreatedAt hold text dates (SQLite).
+	// TextTimes: the time columns hold text dates (SQLite): ClaimedAt,
+	// CreatedAt and RunAt of a claim table, LockedAt and ExpiresAt of a
+	// lease table.
 	TextTimes bool
 	// ClaimIndex, TokenIndex, ReapIndex, ScopeIndex (scoped tables only)
 	// and SchedIndex (tables with RunAt only) are the recommended indexes' quoted names; IndexCols the current
@@ -42,6 +44,8 @@ type Names struct {
 	// Variant flags set by the store for the statement being rendered.
 	Scoped    bool   // reap, stats: restricted to the scope
 	Park      bool   // reap: park stale rows at MaxAttempts instead of returning them
+	Below     bool   // reap: return only rows with fewer attempts than "below"
+	KeyHint   bool   // key-list statements: read the primary key (Engine.KeyHint)
 	ByKeys    bool   // release: only the listed keys
 	Undo      bool   // ack, release: undo the claim's attempts increment
 	ParkAt    bool   // ack: park rows whose attempts reached MaxAttempts
@@ -53,6 +57,8 @@ type Names struct {
 	From      bool   // mysql claim: above the key cursor
 	Pipelined bool   // ack+claim: the ack's token is {{arg "ack_token"}}
 	IndexCols string // index DDL: the quoted columns
+	IndexName string // index DDL: the quoted index name, qualified by the table's schema
+	Online    bool   // index DDL: build without blocking writes (dialect.IndexOptions.Online)
 }
 
 // quoteOpt quotes an optional column name ("" stays "").

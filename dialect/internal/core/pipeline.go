@@ -90,6 +90,11 @@ func (s *Claims) AckAndClaim(ctx context.Context, p *dialect.AckClaimParams, sca
 	if err := checkAck(s.Spec, ap); err != nil {
 		return res, 0, wrap(op, err)
 	}
+	if ap.Outcome == dialect.OutcomeRetry {
+		if err := s.checkMaxAttempts(ap.MaxAttempts); err != nil {
+			return res, 0, wrap(op, err)
+		}
+	}
 	keys, err := normalizeKeys(s.Spec.IDKind, ap.IDs)
 	if err != nil {
 		return res, 0, wrap(op, err)
@@ -173,7 +178,7 @@ func (s *Claims) ackIn(ctx context.Context, tx Querier, p *dialect.AckParams, a 
 	parkAt := p.Outcome == dialect.OutcomeRetry && p.MaxAttempts > 0
 	st := s.ackPark
 	if !parkAt {
-		st = s.ackTo[s.target(p.Outcome)]
+		st = s.key().ackTo[s.target(p.Outcome)]
 	}
 	switch {
 	case fast && s.E.Returning:

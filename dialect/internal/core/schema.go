@@ -117,16 +117,20 @@ func (e *Engine) catalogColumns(ctx context.Context, st Stmt, name string) (Colu
 	err := e.Do(ctx, "verify schema", true, func() error {
 		cols.ByName = map[string]ColumnInfo{}
 		return Query(ctx, e.DB, e.Dialect, st, a, func(r Rows) error {
-			var n, typ, coll string
+			var n, typ, coll, full string
 			var l, p int64
-			var nullable bool
-			if err := r.Scan(&n, &l, &typ, &p, &coll, &nullable); err != nil {
+			var nullable, key bool
+			if err := r.Scan(&n, &l, &typ, &p, &coll, &nullable, &full, &key); err != nil {
 				return err
 			}
 			if e.FoldCase {
 				n = strings.ToLower(n)
 			}
-			cols.ByName[n] = ColumnInfo{MaxLen: int(l), Type: strings.ToLower(typ), Precision: int(p), Collation: strings.ToLower(coll), Nullable: nullable}
+			if full == "" {
+				full = typ
+			}
+			cols.ByName[n] = ColumnInfo{MaxLen: int(l), Type: strings.ToLower(typ), Precision: int(p), Collation: strings.ToLower(coll),
+				Nullable: nullable, ColumnType: full, PrimaryKey: key}
 			return nil
 		})
 	})
@@ -140,7 +144,7 @@ func (s *Claims) VerifySchema(ctx context.Context) error {
 	if err != nil {
 		return wrap("verify schema", err)
 	}
-	if err := checkClaimColumns(s.Spec, cols); err != nil {
+	if err := s.E.checkClaimColumns(s.Spec, cols); err != nil {
 		return err
 	}
 	slack, err := s.E.timeSlack(s.Spec.Table, cols, s.Spec.TextTimes, timeCol{"ClaimedAt", s.Spec.ClaimedAt}, timeCol{"CreatedAt", s.Spec.CreatedAt})
@@ -152,12 +156,16 @@ func (s *Claims) VerifySchema(ctx context.Context) error {
 	}
 	s.slack.Store(int64(slack))
 	s.learnErrorWidth(cols)
-	kinds := make([]columnKind, len(s.Spec.Scope))
+	types := &claimTypes{scope: make([]colType, len(s.Spec.Scope))}
 	for i, c := range s.Spec.Scope {
-		col, _ := cols.Get(c)
-		kinds[i] = col.kind()
+		types.scope[i] = s.E.learnType(s.Spec.Table, c, cols)
 	}
-	s.scopeKinds.Store(&kinds)
+	if s.Spec.Attempts != "" {
+		types.attempts = s.E.learnType(s.Spec.Table, s.Spec.Attempts, cols)
+	}
+	s.types.Store(types)
+	id, _ := cols.Get(s.Spec.ID)
+	s.keyHint.Store(s.E.KeyHint && id.PrimaryKey)
 	return nil
 }
 
@@ -211,9 +219,12 @@ func (e *Engine) timeSlack(table string, cols Columns, textTimes bool, tcs ...ti
 }
 
 // IndexDDL implements [dialect.ClaimStore].
-func (s *Claims) IndexDDL() []string {
+func (s *Claims) IndexDDL() []string { return s.IndexDDLWith(dialect.IndexOptions{}) }
+
+// IndexDDLWith implements [dialect.IndexDDLer].
+func (s *Claims) IndexDDLWith(opts dialect.IndexOptions) []string {
 	var out []string
-	for _, ix := range s.indexes {
+	for _, ix := range s.indexes[online(opts)] {
 		if ix.SQL != "" {
 			out = append(out, ix.SQL)
 		}
@@ -221,30 +232,50 @@ func (s *Claims) IndexDDL() []string {
 	return out
 }
 
-// MissingIndexes implements [dialect.ClaimStore]: it looks the recommended
-// indexes up by name in the table's schema.
+func online(opts dialect.IndexOptions) int {
+	if opts.Online {
+		return 1
+	}
+	return 0
+}
+
+// MissingIndexes implements [dialect.ClaimStore].
 func (s *Claims) MissingIndexes(ctx context.Context) ([]string, error) {
+	return s.MissingIndexesWith(ctx, dialect.IndexOptions{})
+}
+
+// MissingIndexesWith implements [dialect.IndexDDLer]: it looks the
+// recommended indexes up by name in the table's schema. An index that
+// exists but that queries cannot use (PostgreSQL's INVALID index, left by
+// a CREATE INDEX CONCURRENTLY that failed) is missing too: its DDL is the
+// engine's DROP INDEX, then the CREATE INDEX.
+func (s *Claims) MissingIndexesWith(ctx context.Context, opts dialect.IndexOptions) ([]string, error) {
 	schema, table := SplitName(s.Spec.Table)
 	var out []string
+	on := online(opts)
 	for i, ix := range s.Spec.Indexes() {
-		if s.indexes[i].SQL == "" {
+		if s.indexes[on][i].SQL == "" {
 			continue // an index the engine does not use
 		}
 		a := &Args{Table: table, Index: ix.Name}
 		if schema != "" {
 			a.Schema = schema
 		}
-		var n int64
+		var usable, present int64
 		err := s.E.Do(ctx, "missing indexes", true, func() error {
-			_, err := QueryRow(ctx, s.E.DB, s.E.Dialect, s.indexExists, a, &n)
+			_, err := QueryRow(ctx, s.E.DB, s.E.Dialect, s.indexExists, a, &usable, &present)
 			return err
 		})
 		if err != nil {
 			return nil, wrap("missing indexes", err)
 		}
-		if n == 0 {
-			out = append(out, s.indexes[i].SQL)
+		if usable > 0 {
+			continue
 		}
+		if drop := s.dropIndexes[on][i].SQL; present > 0 && drop != "" {
+			out = append(out, drop)
+		}
+		out = append(out, s.indexes[on][i].SQL)
 	}
 	return out, nil
 }

@@ -70,7 +70,7 @@ func (s *Claims) AckTx(ctx context.Context, tx any, p *dialect.AckParams) (diale
 	if s.E.Returning && !versioned {
 		st := s.ackPark
 		if !parkAt {
-			st = s.ackTo[s.target(p.Outcome)]
+			st = s.key().ackTo[s.target(p.Outcome)]
 		}
 		err = s.ackReturning(ctx, q, st, a, idx, len(keys), &res)
 	} else {
@@ -99,6 +99,6 @@ func (s *Claims) ReleaseTx(ctx context.Context, tx any, token string, ids []any)
 	if err != nil {
 		return 0, wrap("release", err)
 	}
-	n, err := Exec(ctx, q, s.E.Dialect, s.releaseKeys, &Args{Token: token, Keys: keys})
+	n, err := Exec(ctx, q, s.E.Dialect, s.key().releaseKeys, &Args{Token: token, Keys: keys})
 	return n, wrap("release", s.E.interpret(err))
 }

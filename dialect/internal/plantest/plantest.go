@@ -183,12 +183,16 @@ func Cases() []Case {
 		}, Budget: func(Phase) int64 { return 2 * TaskRows }, Why: "the scope's rows"},
 		{Store: Claims, Name: "reap", Args: reap(nil), Budget: small, Why: "a batch of stale rows"},
 		{Store: Claims, Name: "reap scoped", Args: reap([]any{int64(ReapTask)}), Budget: small, Why: "a batch of stale rows"},
+		{Store: Claims, Name: "reap below", Args: reap(nil), Budget: small, Why: "a batch of stale rows"},
+		{Store: Claims, Name: "reap below scoped", Args: reap([]any{int64(ReapTask)}), Budget: small, Why: "a batch of stale rows"},
 		{Store: Claims, Name: "reap park", Args: reap(nil), Budget: park, Why: "the stale rows"},
 		{Store: Claims, Name: "reap park scoped", Args: reap([]any{int64(ReapTask)}), Budget: park, Why: "the stale rows"},
 		{Store: Claims, Name: "reap lock", Args: reap(nil), Budget: small, Why: "a batch of stale rows"},
 		{Store: Claims, Name: "reap lock scoped", Args: reap([]any{int64(ReapTask)}), Budget: small, Why: "a batch of stale rows"},
 		{Store: Claims, Name: "reap lock park", Args: reap(nil), Budget: park, Why: "the stale rows"},
 		{Store: Claims, Name: "reap lock park scoped", Args: reap([]any{int64(ReapTask)}), Budget: park, Why: "the stale rows"},
+		{Store: Claims, Name: "reap lock below", Args: reap(nil), Budget: small, Why: "a batch of stale rows"},
+		{Store: Claims, Name: "reap lock below scoped", Args: reap([]any{int64(ReapTask)}), Budget: small, Why: "a batch of stale rows"},
 		{Store: Leases, Name: "reap", Args: lease, Budget: small, Why: "a batch of expired leases"},
 		{Store: Leases, Name: "held", Args: lease, Budget: small, Why: "a page of held leases, soonest expiry first"},
 	}
@@ -203,7 +207,8 @@ func Cases() []Case {
 		}, Budget: small, Why: "the locked keys"})
 	}
 	for _, name := range []string{"read back", "read back keys", "ack done", "ack pending", "ack failed", "ack requeue", "ack park", "ack lock",
-		"heartbeat", "heartbeat held", "release", "release keys"} {
+		"heartbeat", "heartbeat held", "release", "release keys", "ack done by key", "ack pending by key", "ack failed by key",
+		"ack requeue by key", "ack lock by key", "release keys by key"} {
 		out = append(out, Case{Store: Claims, Name: name, Args: held, Budget: small, Why: "one token's rows"})
 	}
 	// Ack+claim (PostgreSQL's one statement): the held token's rows and a
