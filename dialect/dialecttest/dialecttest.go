@@ -82,6 +82,7 @@ func Run(t *testing.T, h Harness) {
 		{"HeartbeatAndReap", perStrategy(testHeartbeatReap)},
 		{"ReapBoundedAndParks", perStrategy(testReapBounded)},
 		{"ReapOldestFirst", perStrategy(testReapOldestFirst)},
+		{"ReapReturnsOnlyBelowMax", perStrategy(testReapReturnsOnlyBelowMax)},
 		{"Release", perStrategy(testRelease)},
 		{"Stats", perStrategy(testStats)},
 		{"ConcurrentClaimsNeverOverlap", perStrategy(testConcurrentClaims)},
