@@ -84,6 +84,8 @@ func Run(t *testing.T, h Harness) {
 		{"ReapOldestFirst", perStrategy(testReapOldestFirst)},
 		{"ReapReturnsOnlyBelowMax", perStrategy(testReapReturnsOnlyBelowMax)},
 		{"Release", perStrategy(testRelease)},
+		{"Read", perStrategy(testRead)},
+		{"ClaimSkipsLockedRows", testClaimSkipsLockedRows},
 		{"Stats", perStrategy(testStats)},
 		{"ConcurrentClaimsNeverOverlap", perStrategy(testConcurrentClaims)},
 		{"LeaseKeyed", testLeaseKeyed},
