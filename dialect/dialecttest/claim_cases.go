@@ -257,10 +257,15 @@ func testHeartbeatReap(t *testing.T, h Harness, s dialect.Strategy) {
 	tokA, a := f.claim(s, 1, 2)
 	tokB, b := f.claim(s, 1, 2)
 	time.Sleep(700 * time.Millisecond)
+	// Nothing is a minute old: a reap that ignored its timeout (or compared
+	// the wrong way) would take rows claimed well within it.
+	res, err := f.store.Reap(ctx, &dialect.ReapParams{Timeout: time.Minute, Limit: 100})
+	require.NoError(t, err)
+	require.Equal(t, dialect.ReapResult{}, res, "rows claimed within the timeout are not stale")
 	n, err := f.store.Heartbeat(ctx, tokB)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n)
-	res, err := f.store.Reap(ctx, &dialect.ReapParams{Timeout: 500 * time.Millisecond, Limit: 100})
+	res, err = f.store.Reap(ctx, &dialect.ReapParams{Timeout: 500 * time.Millisecond, Limit: 100})
 	require.NoError(t, err)
 	require.EqualValues(t, 2, res.Returned, "only the batch that stopped heartbeating")
 	require.Zero(t, res.Parked)
