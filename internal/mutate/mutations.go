@@ -148,6 +148,12 @@ var mutations = []mutation{
 		To:   "{{end}}",
 		Pkg:  "./dialect/sqlite", Run: "^TestConformance$/ReapReturnsOnlyBelowMax"},
 
+	// --- retries bounded by the caller's context.
+	{Name: "dialect/retry-ignores-context", File: "dialect/retry.go",
+		From: "\t\tcase <-ctx.Done():\n\t\t\tt.Stop()\n\t\t\treturn err\n",
+		To:   "",
+		Pkg:  "./dialect", Run: "^TestRetrierStopsWithContext$"},
+
 	// --- local deadlines measured from the start of the statement that
 	// wrote the database's time, and losses that end the batch.
 	{Name: "claim/heartbeat-deadline-start", File: "claim/batch.go",
