@@ -239,7 +239,8 @@ func checkClean(root string, ms []mutation) error {
 func runBaseline(ctx context.Context, root string, ms []mutation, limit time.Duration) bool {
 	type key struct{ pkg, run string }
 	done := map[key]bool{}
-	ok := true
+	ok, ran := true, 0
+	start := time.Now()
 	for _, m := range ms {
 		k := key{m.Pkg, m.Run}
 		if done[k] || ctx.Err() != nil {
@@ -249,16 +250,20 @@ func runBaseline(ctx context.Context, root string, ms []mutation, limit time.Dur
 		if missing := m.missingEnv(); len(missing) > 0 {
 			continue // reported as untested later
 		}
-		start := time.Now()
+		ran++
+		one := time.Now()
 		r := runTests(ctx, root, m.Pkg, m.Run, limit)
 		if r.verdict != survived {
 			ok = false
-			fmt.Printf("%-9s %-34s %6.1fs  the unmutated code: %s\n", "BASELINE", m.Pkg+" "+m.Run, time.Since(start).Seconds(), r.detail)
+			fmt.Printf("%-9s %-34s %6.1fs  the unmutated code: %s\n", "BASELINE", m.Pkg+" "+m.Run, time.Since(one).Seconds(), r.detail)
 			fmt.Println(indent(r.output))
 		}
 	}
 	if !ok {
 		fmt.Println("mutate: the tests fail on the unmutated code: a kill would prove nothing")
+	} else if ctx.Err() == nil {
+		fmt.Printf("mutate: baseline: the tests of %d package and pattern pairs pass on the unmutated code (%s)\n",
+			ran, time.Since(start).Round(time.Second))
 	}
 	return ok && ctx.Err() == nil
 }
@@ -404,7 +409,7 @@ func runTests(ctx context.Context, root, pkg, pattern string, limit time.Duratio
 	out := tail(text.String(), 40)
 	switch {
 	case ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled):
-		return result{verdict: broken, detail: "interrupted", output: out}
+		return result{verdict: broken, detail: "interrupted"}
 	case buildFailed:
 		return result{verdict: broken, detail: "the mutated code does not build", output: out}
 	case len(failed) > 0:
