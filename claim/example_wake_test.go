@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/claimlock/claimlock/claim"
@@ -37,10 +37,15 @@ func ExampleClaimer_Wake() {
 	if err := d.ExecDDL(ctx, ddl); err != nil {
 		log.Fatal(err)
 	}
-	var empty sync.WaitGroup
-	empty.Add(1)
-	var once sync.Once
-	cfg.Hooks.OnEmpty = func() { once.Do(empty.Done) }
+	// Each loop's first claim finds nothing; then every loop is idle.
+	const workers = 4
+	var empties atomic.Int32
+	idle := make(chan struct{})
+	cfg.Hooks.OnEmpty = func() {
+		if empties.Add(1) == workers {
+			close(idle)
+		}
+	}
 	c, err := claim.New(d, cfg, func(m *Message) []any { return []any{&m.OpenID} })
 	if err != nil {
 		log.Fatal(err)
@@ -50,20 +55,25 @@ func ExampleClaimer_Wake() {
 	done := make(chan error)
 	go func() {
 		done <- c.Run(ctx, claim.WorkerConfig[Message]{
-			Workers: 4, PollMin: time.Hour, PollMax: time.Hour,
+			Workers: workers, PollMin: time.Hour, PollMax: time.Hour,
 			Handler: func(_ context.Context, r claim.Row[Message]) error {
 				handled <- r.Value.OpenID
 				return nil
 			},
 		})
 	}()
-	empty.Wait() // the loops found nothing and went idle
+	<-idle // every loop found nothing: none claims again for an hour
 
 	if _, err := db.Exec("INSERT INTO xxx_task_target (task_id, openid) VALUES (42, 'user-7')"); err != nil {
 		log.Fatal(err)
 	}
 	c.Wake()
-	fmt.Println("handled", <-handled)
+	select {
+	case id := <-handled:
+		fmt.Println("handled", id)
+	case <-time.After(time.Minute):
+		fmt.Println("not handled: no loop was woken")
+	}
 	cancel()
 	if err := <-done; err != nil {
 		log.Fatal(err)

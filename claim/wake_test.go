@@ -75,19 +75,32 @@ func TestWakeMakesIdleLoopsClaim(t *testing.T) {
 	})
 }
 
+// TestWakeWithoutIdleLoopIsRemembered: a Wake while no loop is idle makes
+// the next loop to go idle claim again at once. The row arrives only after
+// the loop's first claim found nothing (in that claim's OnEmpty hook, before
+// the loop goes idle), so only the remembered wake-up can bring it to the
+// loop before the hour-long poll interval.
 func TestWakeWithoutIdleLoopIsRemembered(t *testing.T) {
 	t.Parallel()
 	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
 		var empties atomic.Int64
-		c, cfg := jobSetup(t, e, s, 0, func(cfg *claim.Config) {
-			cfg.Hooks.OnEmpty = func() { empties.Add(1) }
+		var inserted atomic.Bool
+		insertErr := make(chan error, 1)
+		var table string
+		c, _ := jobSetup(t, e, s, 0, func(cfg *claim.Config) {
+			table = cfg.Table
+			cfg.Hooks.OnEmpty = func() {
+				if inserted.CompareAndSwap(false, true) {
+					_, err := e.raw.ExecContext(context.Background(), e.rebind("INSERT INTO "+table+" (task_id, payload) VALUES (?, ?)"), 42, "x")
+					insertErr <- err
+				}
+				empties.Add(1)
+			}
 		})
-		// Wake before any loop runs: the first loop to go idle claims again
-		// at once instead of sleeping for the hour.
-		c.Wake()
-		insertRows(t, e, cfg.Table, []string{"task_id", "payload"}, 1, func(int) []any { return []any{42, "x"} })
+		c.Wake() // no loop runs yet
 		seen := runIdle(t, c, &empties, 1)
-		waitFor(t, "the row", func() bool { return len(seen()) == 1 })
+		require.NoError(t, <-insertErr)
+		waitFor(t, "the row, claimed at once by the remembered wake-up", func() bool { return len(seen()) == 1 })
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,13 +51,25 @@ func TestRetrierRetriesOnlyRetryable(t *testing.T) {
 	require.Equal(t, 1, calls, "other errors are not retried")
 }
 
+// TestRetrierStopsWithContext: a Retry whose context ends during a backoff
+// of an hour returns the last attempt's error at once. Retry runs on its own
+// goroutine, so a Retry that ignored its context fails the test (after ten
+// seconds, far below the backoff) instead of hanging it.
 func TestRetrierStopsWithContext(t *testing.T) {
 	t.Parallel()
 	p := dialect.RetryPolicy{MaxAttempts: 100, BaseDelay: time.Hour, MaxDelay: time.Hour}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	err := dialect.Retry(ctx, p, "op", func() error { return errDeadlock })
-	require.True(t, dialect.IsRetryable(err))
+	var calls atomic.Int32
+	done := make(chan error, 1)
+	go func() { done <- dialect.Retry(ctx, p, "op", func() error { calls.Add(1); return errDeadlock }) }()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, errDeadlock, "the last attempt's error")
+		require.EqualValues(t, 1, calls.Load(), "no attempt after the context ended")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Retry is still sleeping out its backoff after its context ended")
+	}
 }
 
 // driverErr stands for a raw driver error that only a registered

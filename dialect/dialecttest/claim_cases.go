@@ -1,6 +1,7 @@
 package dialecttest
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -306,10 +307,15 @@ func testHeartbeatReap(t *testing.T, h Harness, s dialect.Strategy) {
 	tokA, a := f.claim(s, 1, 2)
 	tokB, b := f.claim(s, 1, 2)
 	time.Sleep(700 * time.Millisecond)
+	// Nothing is a minute old: a reap that ignored its timeout (or compared
+	// the wrong way) would take rows claimed well within it.
+	res, err := f.store.Reap(ctx, &dialect.ReapParams{Timeout: time.Minute, Limit: 100})
+	require.NoError(t, err)
+	require.Equal(t, dialect.ReapResult{}, res, "rows claimed within the timeout are not stale")
 	n, err := f.store.Heartbeat(ctx, tokB)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n)
-	res, err := f.store.Reap(ctx, &dialect.ReapParams{Timeout: 500 * time.Millisecond, Limit: 100})
+	res, err = f.store.Reap(ctx, &dialect.ReapParams{Timeout: 500 * time.Millisecond, Limit: 100})
 	require.NoError(t, err)
 	require.EqualValues(t, 2, res.Returned, "only the batch that stopped heartbeating")
 	require.Zero(t, res.Parked)
@@ -405,11 +411,17 @@ func testReapBounded(t *testing.T, h Harness, s dialect.Strategy) {
 
 func testRelease(t *testing.T, h Harness, s dialect.Strategy) {
 	f := newFixture(t, h)
-	f.insert(1, 3)
+	f.insert(1, 5)
 	ctx := ctxT(t)
 	tok, got := f.claim(s, 1, 3)
+	// Another worker's batch: no release of tok touches it.
+	other, theirs := f.claim(s, 1, 2)
+	require.Len(t, theirs, 2)
+	n, err := f.store.Release(ctx, tok, ids(theirs))
+	require.NoError(t, err)
+	require.Zero(t, n, "a release of another token's rows by key")
 	f.ack(tok, ids(got[:1]), dialect.OutcomeDone, 0)
-	n, err := f.store.Release(ctx, tok, nil)
+	n, err = f.store.Release(ctx, tok, nil)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n)
 	require.Equal(t, "SENT", f.row(got[0].ID).Status)
@@ -420,6 +432,87 @@ func testRelease(t *testing.T, h Harness, s dialect.Strategy) {
 	n, err = f.store.Release(ctx, tok, nil)
 	require.NoError(t, err)
 	require.Zero(t, n)
+	for _, c := range theirs {
+		r := f.row(c.ID)
+		require.Equal(t, "PROCESSING", r.Status, "another token's row")
+		require.Equal(t, other, r.Token, "another token's row")
+		require.EqualValues(t, 1, r.Attempts)
+	}
+}
+
+// testRead: Read returns only the rows its token holds (of ids, when
+// given), with the columns a claim returns, and changes nothing.
+func testRead(t *testing.T, h Harness, s dialect.Strategy) {
+	f := newFixture(t, h)
+	f.insert(1, 4)
+	ctx := ctxT(t)
+	tokA, a := f.claim(s, 1, 2)
+	_, b := f.claim(s, 1, 2)
+	require.Len(t, a, 2)
+	require.Len(t, b, 2)
+	read := func(tok string, keys []any) []claimed {
+		t.Helper()
+		var out []claimed
+		n, err := f.store.Read(ctx, tok, keys, func(sc dialect.Scanner) error {
+			var c claimed
+			var id any
+			if err := sc.Scan(&id, &c.Version, &c.Attempts, &c.Payload); err != nil {
+				return err
+			}
+			c.ID = norm(id)
+			out = append(out, c)
+			return nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, n, len(out))
+		return out
+	}
+	require.Equal(t, a, read(tokA, nil), "every row the token holds, in key order, as the claim returned them")
+	require.Equal(t, a[1:], read(tokA, []any{b[0].ID, a[1].ID, b[1].ID}), "of the keys given, only the token's")
+	require.Empty(t, read(tokA, []any{b[0].ID}))
+	require.Empty(t, read(dialect.NewToken(), nil), "a token that holds nothing")
+	for _, c := range append(a, b...) {
+		require.Equal(t, "PROCESSING", f.row(c.ID).Status, "Read changes nothing")
+	}
+}
+
+// testClaimSkipsLockedRows: with SKIP LOCKED, a claim passes over a pending
+// row another session has locked instead of waiting for it. The other
+// session holds its lock until the end of the case, so a claim that waits
+// never returns rows: its context ends it.
+func testClaimSkipsLockedRows(t *testing.T, h Harness) {
+	f := newFixture(t, h)
+	if !f.d.Capabilities().SkipLocked {
+		t.Logf("%s %s has no SKIP LOCKED", f.d.Capabilities().Engine, f.d.Capabilities().Version)
+		return
+	}
+	f.insert(1, 4)
+	ctx := ctxT(t)
+	first := f.rows()[0].ID
+	tx, err := f.db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	var locked any
+	require.NoError(t, tx.QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s = %v FOR UPDATE",
+		f.q(f.spec.ID), f.q(f.spec.Table), f.q(f.spec.ID), first)).Scan(&locked))
+
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var got []any
+	n, err := f.store.Claim(cctx, &dialect.ClaimParams{Token: dialect.NewToken(), Limit: 2, ScopeValues: []any{1}, Strategy: dialect.StrategySkipLocked},
+		func(sc dialect.Scanner) error {
+			var id any
+			var version, attempts int64
+			var payload string
+			err := sc.Scan(&id, &version, &attempts, &payload)
+			got = append(got, norm(id))
+			return err
+		})
+	require.NoError(t, err, "a SKIP LOCKED claim waited for a locked row")
+	require.Equal(t, 2, n)
+	require.NotContains(t, got, norm(first), "the locked row is passed over")
+	require.NoError(t, tx.Rollback())
+	require.Equal(t, "PENDING", f.row(first).Status)
 }
 
 func testStats(t *testing.T, h Harness, s dialect.Strategy) {

@@ -2,6 +2,7 @@ package dialecttest
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sort"
 	"strings"
@@ -17,28 +18,70 @@ import (
 
 func keyedLeases(t *testing.T, h Harness) (dialect.Dialect, dialect.LeaseStore) {
 	t.Helper()
-	d, _ := h.Open(t)
+	d, _, ls := keyedLeasesDB(t, h)
+	return d, ls
+}
+
+// keyedLeasesDB is keyedLeases that also returns the harness's handle.
+func keyedLeasesDB(t *testing.T, h Harness) (dialect.Dialect, *sql.DB, dialect.LeaseStore) {
+	t.Helper()
+	d, db := h.Open(t)
 	ddl, err := d.CreateTableDDL(dialect.LeaseTableDef("cl_lease", 64))
 	require.NoError(t, err)
 	require.NoError(t, d.ExecDDL(ctxT(t), ddl))
 	ls, err := d.LeaseStore(dialect.KeyedLeaseTable("cl_lease", 64))
 	require.NoError(t, err)
 	require.NoError(t, ls.VerifySchema(ctxT(t)))
-	return d, ls
+	return d, db, ls
+}
+
+// dbClock reads the database clock through the harness's handle, at
+// microsecond precision (SQLite: the millisecond the dialect's statements
+// see), as an instant to compare the expiries the dialect reports with.
+func dbClock(t *testing.T, d dialect.Dialect, db *sql.DB) time.Time {
+	t.Helper()
+	var q string
+	switch e := d.Capabilities().Engine; e {
+	case dialect.EnginePostgreSQL:
+		q = "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS bigint)"
+	case dialect.EngineMySQL, dialect.EngineMariaDB, dialect.EngineTiDB:
+		q = "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
+	case dialect.EngineSQLite:
+		q = "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER) * 1000"
+	default:
+		t.Fatalf("dialecttest: no clock query for engine %q", e)
+	}
+	var us int64
+	require.NoError(t, db.QueryRowContext(ctxT(t), q).Scan(&us))
+	return time.UnixMicro(us)
+}
+
+// requireExpiry checks that an expiry the dialect reported is ttl after an
+// instant of the database clock between before and after, the readings
+// taken around the statement that wrote it. The millisecond either side
+// covers the rounding of a clock read as a decimal number of seconds.
+func requireExpiry(t *testing.T, before, after time.Time, ttl time.Duration, got time.Time, what string) {
+	t.Helper()
+	const rounding = time.Millisecond
+	require.False(t, got.Before(before.Add(ttl-rounding)), "%s: expiry %v is %v earlier than the database's clock before the statement + TTL",
+		what, got, before.Add(ttl).Sub(got))
+	require.False(t, got.After(after.Add(ttl+rounding)), "%s: expiry %v is %v later than the database's clock after the statement + TTL",
+		what, got, got.Sub(after.Add(ttl)))
 }
 
 func testLeaseKeyed(t *testing.T, h Harness) {
-	_, ls := keyedLeases(t, h)
+	d, db, ls := keyedLeasesDB(t, h)
 	ctx := ctxT(t)
 	a, b := dialect.NewToken(), dialect.NewToken()
 	st0, err := ls.Inspect(ctx, "job")
 	require.NoError(t, err)
 	require.False(t, st0.Exists)
 
+	before := dbClock(t, d, db)
 	la, err := ls.Acquire(ctx, "job", a, 10*time.Second)
 	require.NoError(t, err)
+	requireExpiry(t, before, dbClock(t, d, db), 10*time.Second, la.ExpiresAt, "acquire (insert)")
 	require.EqualValues(t, 1, la.Fence)
-	require.WithinDuration(t, time.Now().Add(10*time.Second), la.ExpiresAt, 5*time.Second, "expiry on the database clock, UTC")
 
 	_, err = ls.Acquire(ctx, "job", b, 10*time.Second)
 	require.ErrorIs(t, err, dialect.ErrLeaseHeld)
@@ -50,8 +93,10 @@ func testLeaseKeyed(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.False(t, ok, "someone else's release is a no-op")
 
+	before = dbClock(t, d, db)
 	ra, err := ls.Renew(ctx, "job", a, 20*time.Second)
 	require.NoError(t, err)
+	requireExpiry(t, before, dbClock(t, d, db), 20*time.Second, ra.ExpiresAt, "renew")
 	require.Equal(t, la.Fence, ra.Fence)
 	require.True(t, ra.ExpiresAt.After(la.ExpiresAt))
 
@@ -70,8 +115,10 @@ func testLeaseKeyed(t *testing.T, h Harness) {
 	_, err = ls.Renew(ctx, "job", a, time.Second)
 	require.ErrorIs(t, err, dialect.ErrLeaseLost)
 
+	before = dbClock(t, d, db)
 	lb, err := ls.Acquire(ctx, "job", b, 10*time.Second)
 	require.NoError(t, err)
+	requireExpiry(t, before, dbClock(t, d, db), 10*time.Second, lb.ExpiresAt, "acquire (update)")
 	require.EqualValues(t, 2, lb.Fence, "the fence survives release")
 	ok, err = ls.ForceRelease(ctx, "job")
 	require.NoError(t, err)
@@ -178,7 +225,7 @@ func ptr[T any](v T) *T { return &v }
 // testLeaseKeyedNoExpiry covers a keyed table without an expires_at column:
 // inserts of new keys and expiry by lock_at + ttl.
 func testLeaseKeyedNoExpiry(t *testing.T, h Harness) {
-	d, _ := h.Open(t)
+	d, db := h.Open(t)
 	ctx := ctxT(t)
 	def := dialect.LeaseTableDef("cl_lease_noexp", 64)
 	def.Columns = append(def.Columns[:3], def.Columns[4:]...) // drop expires_at
@@ -194,15 +241,18 @@ func testLeaseKeyedNoExpiry(t *testing.T, h Harness) {
 	a, b := dialect.NewToken(), dialect.NewToken()
 	// A TTL a loaded CI machine cannot outlast between two statements.
 	const ttl = 2 * time.Second
+	before := dbClock(t, d, db)
 	la, err := ls.Acquire(ctx, "new-key", a, ttl)
 	require.NoError(t, err, "first acquisition inserts the key")
+	requireExpiry(t, before, dbClock(t, d, db), ttl, la.ExpiresAt, "acquire (insert), expiry lock_at + TTL")
 	require.EqualValues(t, 1, la.Fence)
-	require.WithinDuration(t, time.Now().Add(ttl), la.ExpiresAt, 5*time.Second)
 	_, err = ls.Acquire(ctx, "new-key", b, ttl)
 	require.ErrorIs(t, err, dialect.ErrLeaseHeld)
 	time.Sleep(ttl + 500*time.Millisecond)
+	before = dbClock(t, d, db)
 	lb, err := ls.Acquire(ctx, "new-key", b, ttl)
 	require.NoError(t, err)
+	requireExpiry(t, before, dbClock(t, d, db), ttl, lb.ExpiresAt, "acquire (update), expiry lock_at + TTL")
 	require.EqualValues(t, 2, lb.Fence)
 	_, err = ls.ReapExpired(ctx, 10)
 	require.ErrorIs(t, err, dialect.ErrNotSupported, "reaping needs expires_at")

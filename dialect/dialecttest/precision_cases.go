@@ -33,11 +33,14 @@ func atOffset(off time.Duration) time.Time {
 // them: a task table (id, status, lock_at DATETIME) with an owner column
 // added, and xxx_task_target (id, task_id, openid, status TINYINT,
 // cron_token VARCHAR(40), send_at DATETIME) with integer statuses and only
-// an index on (task_id, cron_token). Both time columns hold whole seconds.
-// Acquired or claimed at many points within a second, a lease must not be
-// taken by anyone else, and a claim not reaped, before the TTL or timeout
-// has passed since the call started: a second holder before the first's
-// local deadline would break exclusive claim.
+// an index on (task_id, cron_token); and a key table whose lock_at and
+// expires_at hold whole seconds (DATETIME, TIMESTAMPTZ(0)). Acquired or
+// claimed at many points within a second, a lease must not be taken by
+// anyone else, and a claim not reaped, before the TTL or timeout has passed
+// since the call started: a second holder before the first's local
+// deadline would break exclusive claim. A whole-second column stores a
+// time up to a second early (truncated by MariaDB, rounded by MySQL and
+// PostgreSQL), so each expiry test must allow the column's resolution.
 func testSecondPrecision(t *testing.T, h Harness) {
 	d, db := h.Open(t)
 	ctx := ctxT(t)
@@ -55,7 +58,13 @@ func testSecondPrecision(t *testing.T, h Harness) {
 		{Name: "cron_token", Type: dialect.TypeText, Len: 40},
 		{Name: "send_at", Type: dialect.TypeTimeSeconds},
 	}, Indexes: []dialect.IndexDef{{Name: "idx_task_token", Columns: []string{"task_id", "cron_token"}}}}
-	for _, def := range []dialect.TableDef{task, target} {
+	keys := dialect.LeaseTableDef("cl_lease_s", 64)
+	for i, c := range keys.Columns {
+		if c.Type == dialect.TypeTime {
+			keys.Columns[i].Type = dialect.TypeTimeSeconds
+		}
+	}
+	for _, def := range []dialect.TableDef{task, target, keys} {
 		ddl, err := d.CreateTableDDL(def)
 		require.NoError(t, err)
 		require.NoError(t, d.ExecDDL(ctx, ddl))
@@ -70,6 +79,9 @@ func testSecondPrecision(t *testing.T, h Harness) {
 	leases, err := d.LeaseStore(dialect.LeaseTable{Table: "xxx_task", Key: "id", Owner: "lock_owner", LockedAt: "lock_at"})
 	require.NoError(t, err)
 	require.NoError(t, leases.VerifySchema(ctx))
+	keyed, err := d.LeaseStore(dialect.KeyedLeaseTable("cl_lease_s", 64))
+	require.NoError(t, err)
+	require.NoError(t, keyed.VerifySchema(ctx))
 	claims, err := d.ClaimStore(dialect.ClaimTable{Table: "xxx_task_target", ID: "id", Status: "status", Token: "cron_token",
 		ClaimedAt: "send_at", Columns: []string{"openid"}, Scope: []string{"task_id"},
 		Pending: st(t, 0), Processing: st(t, 1), Done: st(t, 2), Failed: st(t, 3)})
@@ -79,22 +91,26 @@ func testSecondPrecision(t *testing.T, h Harness) {
 	const ttl = time.Second
 	var wg sync.WaitGroup
 	for i, off := range precisionOffsets {
-		wg.Go(func() {
+		// The task row's lease expires by lock_at + TTL; the key table's
+		// by its expires_at, written by the first acquisition's insert.
+		takeover := func(ls dialect.LeaseStore, key any, what string) {
 			start := atOffset(off)
-			_, err := leases.Acquire(ctx, i, dialect.NewToken(), ttl)
+			_, err := ls.Acquire(ctx, key, dialect.NewToken(), ttl)
 			require.NoError(t, err)
 			for {
-				_, err := leases.Acquire(ctx, i, dialect.NewToken(), ttl)
+				_, err := ls.Acquire(ctx, key, dialect.NewToken(), ttl)
 				if err == nil {
 					break
 				}
 				require.ErrorIs(t, err, dialect.ErrLeaseHeld)
-				require.Less(t, time.Since(start), ttl+3*time.Second, "the lease must expire eventually")
+				require.Less(t, time.Since(start), ttl+3*time.Second, "the %s must expire eventually", what)
 				time.Sleep(10 * time.Millisecond)
 			}
 			got := time.Since(start)
-			require.GreaterOrEqual(t, got, ttl, "acquired at +%v into a second: a second holder after %v, before the TTL", off, got)
-		})
+			require.GreaterOrEqual(t, got, ttl, "%s acquired at +%v into a second: a second holder after %v, before the TTL", what, off, got)
+		}
+		wg.Go(func() { takeover(leases, i, "task lease") })
+		wg.Go(func() { takeover(keyed, fmt.Sprintf("k%d", i), "keyed lease") })
 		wg.Go(func() {
 			time.Sleep(ttl / 2) // the lease goroutine takes the first points
 			start := atOffset(off)

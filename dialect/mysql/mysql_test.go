@@ -139,7 +139,17 @@ func TestBinlogFormatIsRead(t *testing.T) {
 	})
 	var logBin int
 	if err := db.QueryRowContext(ctx, "SELECT @@log_bin").Scan(&logBin); err != nil {
-		t.Skipf("SKIPPING: cannot set a session binlog_format here: %v", err)
+		// Setting a session's binlog_format needs a privilege (SUPER,
+		// BINLOG ADMIN or SESSION_VARIABLES_ADMIN) that a developer's test
+		// user may lack: error 1227. That alone is a reason to skip, and
+		// only where the servers are not required: under
+		// CLAIMLOCK_REQUIRE_DB=1 (CI, whose test user has every privilege)
+		// a skip would hide the check. Any other error is a failure.
+		var me *gomysql.MySQLError
+		if errors.As(err, &me) && me.Number == 1227 && !dbtest.Required() {
+			t.Skipf("SKIPPING: the test user may not set a session binlog_format: %v", err)
+		}
+		require.NoError(t, err, "connecting with a session binlog_format of STATEMENT")
 	}
 	d := newDialect(t, db, dialect.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	b := d.Binlog()

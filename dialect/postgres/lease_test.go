@@ -18,12 +18,36 @@ func TestKeyedLeaseWithoutExpiresAt(t *testing.T) {
 	for _, std := range []bool{false, true} {
 		var d *Dialect
 		var err error
+		var clock func() time.Time // the server's clock
+		const now = `SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS bigint)`
 		if std {
-			d, err = NewStdlib(ctx, dbtest.Postgres(t), dialect.Options{})
+			db := dbtest.Postgres(t)
+			d, err = NewStdlib(ctx, db, dialect.Options{})
+			clock = func() time.Time {
+				var us int64
+				require.NoError(t, db.QueryRowContext(ctx, now).Scan(&us))
+				return time.UnixMicro(us)
+			}
 		} else {
-			d, err = New(ctx, dbtest.PostgresPool(t), dialect.Options{})
+			pool := dbtest.PostgresPool(t)
+			d, err = New(ctx, pool, dialect.Options{})
+			clock = func() time.Time {
+				var us int64
+				require.NoError(t, pool.QueryRow(ctx, now).Scan(&us))
+				return time.UnixMicro(us)
+			}
 		}
 		require.NoError(t, err)
+		// An expiry is lock_at + ttl, lock_at being the statement's now():
+		// between the server's clock before and after the statement (a
+		// millisecond either side for a clock read as a decimal number of
+		// seconds).
+		requireExpiry := func(before, after, got time.Time, ttl time.Duration, what string) {
+			t.Helper()
+			const rounding = time.Millisecond
+			require.False(t, got.Before(before.Add(ttl-rounding)), "%s: expiry %v before the clock before the statement + ttl %v", what, got, before.Add(ttl))
+			require.False(t, got.After(after.Add(ttl+rounding)), "%s: expiry %v after the clock after the statement + ttl %v", what, got, after.Add(ttl))
+		}
 		def := dialect.LeaseTableDef("locks", 64)
 		def.Columns = append(def.Columns[:3], def.Columns[4]) // drop expires_at
 		def.Indexes = nil
@@ -37,15 +61,17 @@ func TestKeyedLeaseWithoutExpiresAt(t *testing.T) {
 		require.NoError(t, ls.VerifySchema(ctx))
 
 		a, b := dialect.NewToken(), dialect.NewToken()
-		before := time.Now()
+		before := clock()
 		la, err := ls.Acquire(ctx, "job", a, 200*time.Millisecond)
 		require.NoError(t, err)
+		requireExpiry(before, clock(), la.ExpiresAt, 200*time.Millisecond, "first acquisition (insert)")
 		require.EqualValues(t, 1, la.Fence)
-		require.WithinDuration(t, before.Add(200*time.Millisecond), la.ExpiresAt, 5*time.Second)
 		_, err = ls.Acquire(ctx, "job", b, 200*time.Millisecond)
 		require.ErrorIs(t, err, dialect.ErrLeaseHeld)
+		before = clock()
 		r1, err := ls.Renew(ctx, "job", a, 200*time.Millisecond)
 		require.NoError(t, err)
+		requireExpiry(before, clock(), r1.ExpiresAt, 200*time.Millisecond, "renewal")
 		r2, err := ls.Renew(ctx, "job", a, 200*time.Millisecond)
 		require.NoError(t, err)
 		require.True(t, r2.ExpiresAt.After(r1.ExpiresAt), "renewals move strictly forward")
@@ -54,8 +80,10 @@ func TestKeyedLeaseWithoutExpiresAt(t *testing.T) {
 		require.Equal(t, a, s.Owner)
 		require.True(t, s.Exists)
 		time.Sleep(400 * time.Millisecond)
+		before = clock()
 		lb, err := ls.Acquire(ctx, "job", b, 200*time.Millisecond) // every holder uses the same TTL
 		require.NoError(t, err, "expired by lock_at + ttl")
+		requireExpiry(before, clock(), lb.ExpiresAt, 200*time.Millisecond, "takeover (update)")
 		require.EqualValues(t, 2, lb.Fence)
 		ok, err := ls.Release(ctx, "job", a, time.Time{})
 		require.NoError(t, err)

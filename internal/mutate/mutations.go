@@ -1,0 +1,179 @@
+//go:build unix
+
+package main
+
+// Environment variables of internal/dbtest that the engines' tests need.
+const (
+	envPostgres = "CLAIMLOCK_POSTGRES_DSN"
+	envMySQL    = "CLAIMLOCK_MYSQL_DSN"
+)
+
+var (
+	pg = []string{envPostgres}
+	my = []string{envMySQL}
+)
+
+// mutations are the deliberate bugs, each anchored on a short snippet that
+// must occur exactly once in its file. Engine-neutral code is tested on
+// SQLite; an engine's SQL on that engine (PostgreSQL through pgxpool, MySQL
+// in the server's default isolation). When the code moves, update the
+// snippet (From) and its replacement (To) to the code's new text.
+var mutations = []mutation{
+	// --- token conditions: a statement that ignores the claim token writes
+	// rows another worker has claimed since.
+	{Name: "sqlite/ack-token", File: "dialect/sqlite/sql.go",
+		From: "WHERE {{.Token}} = {{arg \"token\"}} AND {{.ID}} {{keys}}\nRETURNING",
+		To:   "WHERE {{.ID}} {{keys}}\nRETURNING",
+		Pkg:  "./dialect/sqlite", Run: "^TestConformance$/AckLostAfterReclaim"},
+	{Name: "sqlite/heartbeat-token", File: "dialect/sqlite/sql.go",
+		From: "{{.ClaimedAt}} + 1){{end}}\nWHERE {{.Token}} = {{arg \"token\"}} AND ",
+		To:   "{{.ClaimedAt}} + 1){{end}}\nWHERE ",
+		Pkg:  "./dialect/sqlite", Run: "^TestConformance$/HeartbeatAndReap"},
+	{Name: "sqlite/release-token", File: "dialect/sqlite/sql.go",
+		From: "WHERE {{.Token}} = {{arg \"token\"}} AND {{.Status}} = {{.Processing}}{{if .ByKeys}}",
+		To:   "WHERE {{.Status}} = {{.Processing}}{{if .ByKeys}}",
+		Pkg:  "./dialect/sqlite", Run: "^TestConformance$/Release$"},
+	{Name: "sqlite/read-back-token", File: "dialect/sqlite/sql.go",
+		From: "FROM {{.Table}} WHERE {{.Token}} = {{arg \"token\"}}{{if .ByKeys}}",
+		To:   "FROM {{.Table}} WHERE {{.Token}} IS NOT NULL{{if .ByKeys}}",
+		Pkg:  "./dialect/sqlite", Run: "^TestConformance$/Read$"},
+	{Name: "postgres/ack-token", File: "dialect/postgres/sql.go",
+		From: "WHERE {{.Token}} = {{if .Pipelined}}{{arg \"ack_token\"}}{{else}}{{arg \"token\"}}{{end}} AND {{.ID}} {{keys}}",
+		To:   "WHERE {{.ID}} {{keys}}",
+		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/AckLostAfterReclaim", Env: pg},
+	{Name: "postgres/heartbeat-token", File: "dialect/postgres/sql.go",
+		From: "{{.ClaimedAt}} + interval '1 microsecond')\nWHERE {{.Token}} = {{arg \"token\"}} AND ",
+		To:   "{{.ClaimedAt}} + interval '1 microsecond')\nWHERE ",
+		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/HeartbeatAndReap", Env: pg},
+	{Name: "postgres/release-token", File: "dialect/postgres/sql.go",
+		From: "WHERE {{.Token}} = {{arg \"token\"}} AND {{.Status}} = {{.Processing}}{{if .ByKeys}}",
+		To:   "WHERE {{.Status}} = {{.Processing}}{{if .ByKeys}}",
+		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/Release$", Env: pg},
+	{Name: "postgres/read-back-token", File: "dialect/postgres/sql.go",
+		From: "FROM {{.Table}} WHERE {{.Token}} = {{arg \"token\"}}{{if .ByKeys}}",
+		To:   "FROM {{.Table}} WHERE {{.Token}} IS NOT NULL{{if .ByKeys}}",
+		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/Read$", Env: pg},
+	{Name: "mysql/ack-token", File: "dialect/mysql/sql.go",
+		From: "{{template \"ackmark\" .}}\nWHERE {{.Token}} = {{arg \"token\"}} AND ",
+		To:   "{{template \"ackmark\" .}}\nWHERE ",
+		Pkg:  "./dialect/mysql", Run: "^TestConformance$/AckLostAfterReclaim", Env: my},
+	{Name: "mysql/heartbeat-token", File: "dialect/mysql/sql.go",
+		From: "INTERVAL 1 MICROSECOND, UTC_TIMESTAMP(6)))\nWHERE {{.Token}} = {{arg \"token\"}} AND ",
+		To:   "INTERVAL 1 MICROSECOND, UTC_TIMESTAMP(6)))\nWHERE ",
+		Pkg:  "./dialect/mysql", Run: "^TestConformance$/HeartbeatAndReap", Env: my},
+	{Name: "mysql/release-token", File: "dialect/mysql/sql.go",
+		From: "WHERE {{.Token}} = {{arg \"token\"}} AND {{.Status}} = {{.Processing}}{{if .ByKeys}}",
+		To:   "WHERE {{.Status}} = {{.Processing}}{{if .ByKeys}}",
+		Pkg:  "./dialect/mysql", Run: "^TestConformance$/Release$", Env: my},
+	{Name: "mysql/read-back-token", File: "dialect/mysql/sql.go",
+		From: "FROM {{.Table}} WHERE {{.Token}} = {{arg \"token\"}}{{if .ByKeys}}",
+		To:   "FROM {{.Table}} WHERE {{.Token}} IS NOT NULL{{if .ByKeys}}",
+		Pkg:  "./dialect/mysql", Run: "^TestConformance$/Claim$", Env: my},
+
+	// --- SKIP LOCKED dropped: concurrent claims wait for each other's rows.
+	{Name: "postgres/claim-skip-locked", File: "dialect/postgres/sql.go",
+		From: "  FOR UPDATE SKIP LOCKED{{end}}",
+		To:   "  FOR UPDATE{{end}}",
+		Pkg:  "./dialect/postgres", Run: "TestClaimsNeverWaitForLocks", Env: pg},
+	{Name: "mysql/claim-skip-locked", File: "dialect/mysql/sql.go",
+		From: "ORDER BY {{.ID}} LIMIT {{arg \"limit\"}} FOR UPDATE SKIP LOCKED",
+		To:   "ORDER BY {{.ID}} LIMIT {{arg \"limit\"}} FOR UPDATE",
+		Pkg:  "./dialect/mysql", Run: "^TestConformance$/ClaimSkipsLockedRows$", Env: my},
+
+	// --- reap timeouts and the time columns' slack: rows and leases taken
+	// back before their holder's time is up.
+	{Name: "sqlite/reap-timeout", File: "dialect/sqlite/sql.go",
+		From: "{{else}} {{template \"now\"}} - {{arg \"timeout\"}}{{end}}",
+		To:   "{{else}} {{template \"now\"}}{{end}}",
+		Pkg:  "./dialect/sqlite", Run: "^TestConformance$/HeartbeatAndReap"},
+	{Name: "postgres/reap-timeout", File: "dialect/postgres/sql.go",
+		From: "AND {{.ClaimedAt}} < now() - ({{arg \"timeout\"}}::bigint * interval '1 microsecond')",
+		To:   "AND {{.ClaimedAt}} < now()",
+		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/HeartbeatAndReap", Env: pg},
+	{Name: "core/reap-slack", File: "dialect/internal/core/claims.go",
+		From: "timeout := p.Timeout + time.Duration(s.slack.Load())",
+		To:   "timeout := p.Timeout",
+		Pkg:  "./dialect/mysql", Run: "^TestConformance$/SecondPrecision", Env: my},
+	{Name: "mysql/lease-acquire-slack", File: "dialect/mysql/sql.go",
+		From: "- INTERVAL {{arg \"ttl\"}} MICROSECOND - INTERVAL {{arg \"slack\"}} MICROSECOND{{end}})",
+		To:   "- INTERVAL {{arg \"ttl\"}} MICROSECOND{{end}})",
+		Pkg:  "./dialect/mysql", Run: "^TestConformance$/SecondPrecision", Env: my},
+	// PostgreSQL's acquire without the rounding margin: a whole-second
+	// expires_at (TIMESTAMPTZ(0)) is rounded, up to half a second early.
+	{Name: "postgres/lease-acquire-slack", File: "dialect/postgres/sql.go",
+		From: "{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < now() - {{template \"slack\"}}{{else}}",
+		To:   "{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < now(){{else}}",
+		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/SecondPrecision", Env: pg},
+
+	// --- leases: owner checks and the fence.
+	{Name: "core/lease-release-owner", File: "dialect/internal/core/leases.go",
+		From: "UPDATE {{.Table}} SET {{template \"free\" .}}\nWHERE {{.Key}} = {{arg \"key\"}} AND {{template \"held\" .}}",
+		To:   "UPDATE {{.Table}} SET {{template \"free\" .}}\nWHERE {{.Key}} = {{arg \"key\"}}",
+		Pkg:  "./dialect/sqlite", Run: "^TestConformance$/LeaseKeyed$"},
+	{Name: "postgres/lease-renew-owner", File: "dialect/postgres/sql.go",
+		From: "WHERE {{.Key}} = {{arg \"key\"}} AND {{template \"held\" .}}",
+		To:   "WHERE {{.Key}} = {{arg \"key\"}}",
+		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/LeaseKeyed$", Env: pg},
+	{Name: "sqlite/lease-fence", File: "dialect/sqlite/sql.go",
+		From: "{{.Fence}} = COALESCE({{.Fence}}, 0) + 1",
+		To:   "{{.Fence}} = COALESCE({{.Fence}}, 0)",
+		Pkg:  "./dialect/sqlite", Run: "^TestConformance$/LeaseKeyed$"},
+
+	// --- the ack: lost rows reported, parking at MaxAttempts (not after).
+	{Name: "core/ack-lost-returning", File: "dialect/internal/core/ack.go",
+		From: "\tres.Lost = missing(got)\n\treturn err\n",
+		To:   "\treturn err\n",
+		Pkg:  "./dialect/sqlite", Run: "^TestConformance$/AckLostAfterReclaim"},
+	{Name: "core/ack-lost-partial", File: "dialect/internal/core/ack.go",
+		From: "if err == nil && n != int64(idx.distinct()) {",
+		To:   "if err == nil && n < 0 {",
+		Pkg:  "./dialect/mysql", Run: "^TestConformance$/AckLostAfterReclaim", Env: my},
+	{Name: "core/ack-park-off-by-one", File: "dialect/internal/core/ack.go",
+		From: "h.attempts >= int64(p.MaxAttempts)",
+		To:   "h.attempts > int64(p.MaxAttempts)",
+		Pkg:  "./dialect/mysql", Run: "^TestConformance$/AckFailAndRetry", Env: my},
+	{Name: "sqlite/ack-park-off-by-one", File: "dialect/sqlite/sql.go",
+		From: "CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg \"max_attempts\"}} THEN {{.Failed}}",
+		To:   "CASE WHEN COALESCE({{.Attempts}}, 0) > {{arg \"max_attempts\"}} THEN {{.Failed}}",
+		Pkg:  "./dialect/sqlite", Run: "^TestConformance$/AckFailAndRetry"},
+
+	// --- the reaper: parking at MaxAttempts, and its return step taking
+	// only rows below it (model/check.sh, REAP_RETURN_BELOW_MAX).
+	{Name: "sqlite/reap-park-off-by-one", File: "dialect/sqlite/sql.go",
+		From: "{{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{arg \"max_attempts\"}}",
+		To:   "{{- if .Park}} AND COALESCE({{.Attempts}}, 0) > {{arg \"max_attempts\"}}",
+		Pkg:  "./dialect/sqlite", Run: "^TestConformance$/ReapBoundedAndParks"},
+	{Name: "sqlite/reap-return-below-max", File: "dialect/sqlite/sql.go",
+		From: "{{else if .Attempts}} AND COALESCE({{.Attempts}}, 0) < {{arg \"below\"}}{{end}}",
+		To:   "{{end}}",
+		Pkg:  "./dialect/sqlite", Run: "^TestConformance$/ReapReturnsOnlyBelowMax"},
+
+	// --- retries bounded by the caller's context.
+	{Name: "dialect/retry-ignores-context", File: "dialect/retry.go",
+		From: "\t\tcase <-ctx.Done():\n\t\t\tt.Stop()\n\t\t\treturn err\n",
+		To:   "",
+		Pkg:  "./dialect", Run: "^TestRetrierStopsWithContext$"},
+
+	// --- local deadlines measured from the start of the statement that
+	// wrote the database's time, and losses that end the batch.
+	{Name: "claim/heartbeat-deadline-start", File: "claim/batch.go",
+		From: "\tstart := time.Now()\n\tn, err := b.core.store.Heartbeat(ctx, b.token)\n",
+		To:   "\tn, err := b.core.store.Heartbeat(ctx, b.token)\n\tstart := time.Now()\n",
+		Pkg:  "./claim", Run: "TestLocalDeadlineFromStatementStart"},
+	{Name: "claim/claim-deadline-start", File: "claim/claimer.go",
+		From: "\t\tclaimed = time.Now()\n\t\treturn run(",
+		To:   "\t\tdefer func() { claimed = time.Now() }()\n\t\treturn run(",
+		Pkg:  "./claim", Run: "TestLocalDeadlineFromStatementStart"},
+	{Name: "claim/heartbeat-partial-loss", File: "claim/batch.go",
+		From: "\t\tb.end(err)\n\t\treturn n, err\n",
+		To:   "\t\tif n == 0 {\n\t\t\tb.end(err)\n\t\t}\n\t\treturn n, err\n",
+		Pkg:  "./claim", Run: "TestHeartbeatPartialLossEndsBatch/sqlite"},
+	{Name: "tasklock/renew-deadline-start", File: "tasklock/lease.go",
+		From: "\tstart := cfg.Now()\n\tinfo, err := l.k.store.Renew(ctx, l.key, l.Owner(), cfg.TTL)\n",
+		To:   "\tinfo, err := l.k.store.Renew(ctx, l.key, l.Owner(), cfg.TTL)\n\tstart := cfg.Now()\n",
+		Pkg:  "./tasklock", Run: "TestLeaseDeadlineFromStatementStart"},
+	{Name: "tasklock/acquire-deadline-start", File: "tasklock/locker.go",
+		From: "\tstart := k.cfg.Now()\n\tinfo, err := k.store.Acquire(ctx, key, owner, k.cfg.TTL)\n",
+		To:   "\tinfo, err := k.store.Acquire(ctx, key, owner, k.cfg.TTL)\n\tstart := k.cfg.Now()\n",
+		Pkg:  "./tasklock", Run: "TestLeaseDeadlineFromStatementStart"},
+}
