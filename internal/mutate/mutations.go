@@ -133,18 +133,18 @@ var mutations = []mutation{
 		To:   "h.attempts > int64(p.MaxAttempts)",
 		Pkg:  "./dialect/mysql", Run: "^TestConformance$/AckFailAndRetry", Env: my},
 	{Name: "sqlite/ack-park-off-by-one", File: "dialect/sqlite/sql.go",
-		From: "CASE WHEN COALESCE({{.Attempts}}, 0) >= {{arg \"max_attempts\"}} THEN {{.Failed}}",
-		To:   "CASE WHEN COALESCE({{.Attempts}}, 0) > {{arg \"max_attempts\"}} THEN {{.Failed}}",
+		From: "CASE WHEN COALESCE({{.Attempts}}, 0) >= {{template \"maxatt\" .}} THEN {{.Failed}}",
+		To:   "CASE WHEN COALESCE({{.Attempts}}, 0) > {{template \"maxatt\" .}} THEN {{.Failed}}",
 		Pkg:  "./dialect/sqlite", Run: "^TestConformance$/AckFailAndRetry"},
 
 	// --- the reaper: parking at MaxAttempts, and its return step taking
 	// only rows below it (model/check.sh, REAP_RETURN_BELOW_MAX).
 	{Name: "sqlite/reap-park-off-by-one", File: "dialect/sqlite/sql.go",
-		From: "{{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{arg \"max_attempts\"}}",
-		To:   "{{- if .Park}} AND COALESCE({{.Attempts}}, 0) > {{arg \"max_attempts\"}}",
+		From: "{{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{template \"maxatt\" .}}",
+		To:   "{{- if .Park}} AND COALESCE({{.Attempts}}, 0) > {{template \"maxatt\" .}}",
 		Pkg:  "./dialect/sqlite", Run: "^TestConformance$/ReapBoundedAndParks"},
 	{Name: "sqlite/reap-return-below-max", File: "dialect/sqlite/sql.go",
-		From: "{{else if .Attempts}} AND COALESCE({{.Attempts}}, 0) < {{arg \"below\"}}{{end}}",
+		From: "{{else if .Below}} AND COALESCE({{.Attempts}}, 0) < {{arg \"below\"}}{{end}}",
 		To:   "{{end}}",
 		Pkg:  "./dialect/sqlite", Run: "^TestConformance$/ReapReturnsOnlyBelowMax"},
 
