@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/internal/core"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // claimer is the MySQL claim of one table: mark rows (token-update: UPDATE
@@ -16,10 +16,10 @@ import (
 // until the token is released or the reaper returns them.
 type claimer struct {
 	d *Dialect
-	s *core.Claims
+	s *store.Claims
 	// update and skip are the marking statements by [hinted][from].
-	update, skip [2][2]core.Stmt
-	skipUpdate   core.Stmt
+	update, skip [2][2]store.Stmt
+	skipUpdate   store.Stmt
 	// noHint is set once FORCE INDEX failed because the recommended claim
 	// index is missing (the claimer warns about it).
 	noHint atomic.Bool
@@ -27,13 +27,13 @@ type claimer struct {
 }
 
 // prepareClaim renders the claim statements of one table.
-func (d *Dialect) prepareClaim(s *core.Claims) (core.ClaimFunc, error) {
+func (d *Dialect) prepareClaim(s *store.Claims) (store.ClaimFunc, error) {
 	c := &claimer{d: d, s: s}
 	s.Ext = c
 	c.cursor.enabled = s.Spec.IDKind == dialect.IDInt
 	for hint := range 2 {
 		for from := range 2 {
-			vary := func(n *core.Names) { n.Hint, n.From = hint == 1, from == 1 }
+			vary := func(n *store.Names) { n.Hint, n.From = hint == 1, from == 1 }
 			var err error
 			if c.update[hint][from], err = d.E.Render("claim", common+claimUpdate, s.Names, vary); err != nil {
 				return nil, err
@@ -55,7 +55,7 @@ func (c *claimer) claim(ctx context.Context, p *dialect.ClaimParams, scan func(d
 	if p.Strategy == dialect.StrategySkipLocked {
 		marked, err = c.markSkipLocked(ctx, p)
 	} else {
-		marked, err = c.markTokenUpdate(ctx, p, true, func(hinted, plain core.Stmt, a *core.Args) (int64, error) {
+		marked, err = c.markTokenUpdate(ctx, p, true, func(hinted, plain store.Stmt, a *store.Args) (int64, error) {
 			return c.updateClaim(ctx, hinted, plain, a)
 		})
 	}
@@ -90,7 +90,7 @@ func (c *claimer) readBack(ctx context.Context, p *dialect.ClaimParams, marked i
 }
 
 // stmt picks the hinted statement unless the claim index is missing.
-func (c *claimer) stmt(set *[2][2]core.Stmt, from bool) (core.Stmt, core.Stmt) {
+func (c *claimer) stmt(set *[2][2]store.Stmt, from bool) (store.Stmt, store.Stmt) {
 	f := 0
 	if from {
 		f = 1
@@ -108,8 +108,8 @@ func (c *claimer) stmt(set *[2][2]core.Stmt, from bool) (core.Stmt, core.Stmt) {
 // exec runs one marking statement: on its own with retries (a claim,
 // standalone), or in the caller's transaction (ack+claim), where a failed
 // statement fails the whole transaction and nothing is handed over.
-func (c *claimer) markTokenUpdate(ctx context.Context, p *dialect.ClaimParams, standalone bool, exec func(hinted, plain core.Stmt, a *core.Args) (int64, error)) (int64, error) {
-	a := &core.Args{Token: p.Token, Scope: p.ScopeValues, Limit: p.Limit}
+func (c *claimer) markTokenUpdate(ctx context.Context, p *dialect.ClaimParams, standalone bool, exec func(hinted, plain store.Stmt, a *store.Args) (int64, error)) (int64, error) {
+	a := &store.Args{Token: p.Token, Scope: p.ScopeValues, Limit: p.Limit}
 	var n int64
 	if from, ok := c.cursor.from(); ok {
 		a.From = from
@@ -136,10 +136,10 @@ func (c *claimer) markTokenUpdate(ctx context.Context, p *dialect.ClaimParams, s
 
 // updateClaim runs one token-update claim statement (hinted, or unhinted
 // when the claim index is missing) and returns the rows it marked.
-func (c *claimer) updateClaim(ctx context.Context, hinted, plain core.Stmt, a *core.Args) (int64, error) {
+func (c *claimer) updateClaim(ctx context.Context, hinted, plain store.Stmt, a *store.Args) (int64, error) {
 	var n int64
 	err := c.d.E.Do(ctx, "claim", false, func() error {
-		return c.d.inReadCommitted(ctx, func(q core.Querier) error {
+		return c.d.inReadCommitted(ctx, func(q store.Querier) error {
 			var err error
 			n, err = c.updateOn(ctx, q, hinted, plain, a)
 			return err
@@ -149,11 +149,11 @@ func (c *claimer) updateClaim(ctx context.Context, hinted, plain core.Stmt, a *c
 }
 
 // updateOn runs one token-update claim statement on q.
-func (c *claimer) updateOn(ctx context.Context, q core.Querier, hinted, plain core.Stmt, a *core.Args) (int64, error) {
+func (c *claimer) updateOn(ctx context.Context, q store.Querier, hinted, plain store.Stmt, a *store.Args) (int64, error) {
 	var n int64
-	err := c.withHint(func(st core.Stmt) error {
+	err := c.withHint(func(st store.Stmt) error {
 		var err error
-		n, err = core.Exec(ctx, q, c.d.E.Dialect, st, a)
+		n, err = store.Exec(ctx, q, c.d.E.Dialect, st, a)
 		return err
 	}, hinted, plain)
 	return n, err
@@ -161,7 +161,7 @@ func (c *claimer) updateOn(ctx context.Context, q core.Querier, hinted, plain co
 
 // withHint runs fn with the hinted statement, falling back to the plain one
 // for good when the server reports the hinted index missing.
-func (c *claimer) withHint(fn func(core.Stmt) error, hinted, plain core.Stmt) error {
+func (c *claimer) withHint(fn func(store.Stmt) error, hinted, plain store.Stmt) error {
 	if c.noHint.Load() {
 		return fn(plain)
 	}
@@ -182,7 +182,7 @@ func (c *claimer) markSkipLocked(ctx context.Context, p *dialect.ClaimParams) (i
 	var n int64
 	var ids []any
 	err := c.d.E.Do(ctx, "claim", false, func() error {
-		return c.d.E.InTx(ctx, func(q core.Querier) error {
+		return c.d.E.InTx(ctx, func(q store.Querier) error {
 			var err error
 			n, ids, err = c.pickAndMark(ctx, q, p, from, useCursor)
 			return err
@@ -194,20 +194,20 @@ func (c *claimer) markSkipLocked(ctx context.Context, p *dialect.ClaimParams) (i
 
 // pickAndMark selects and marks up to p.Limit rows with SKIP LOCKED in the
 // transaction q, and returns how many it marked and the keys it selected.
-func (c *claimer) pickAndMark(ctx context.Context, q core.Querier, p *dialect.ClaimParams, from int64, useCursor bool) (int64, []any, error) {
+func (c *claimer) pickAndMark(ctx context.Context, q store.Querier, p *dialect.ClaimParams, from int64, useCursor bool) (int64, []any, error) {
 	var ids []any
 	var err error
 	if useCursor {
-		if ids, err = c.selectSkipping(ctx, q, true, &core.Args{Scope: p.ScopeValues, From: from, Limit: p.Limit}); err != nil {
+		if ids, err = c.selectSkipping(ctx, q, true, &store.Args{Scope: p.ScopeValues, From: from, Limit: p.Limit}); err != nil {
 			return 0, nil, err
 		}
 	}
 	if len(ids) < p.Limit {
-		if ids, err = c.selectSkipping(ctx, q, false, &core.Args{Scope: p.ScopeValues, Limit: p.Limit}); err != nil || len(ids) == 0 {
+		if ids, err = c.selectSkipping(ctx, q, false, &store.Args{Scope: p.ScopeValues, Limit: p.Limit}); err != nil || len(ids) == 0 {
 			return 0, nil, err
 		}
 	}
-	n, err := core.Exec(ctx, q, c.d.E.Dialect, c.skipUpdate, &core.Args{Token: p.Token, Keys: ids})
+	n, err := store.Exec(ctx, q, c.d.E.Dialect, c.skipUpdate, &store.Args{Token: p.Token, Keys: ids})
 	return n, ids, err
 }
 
@@ -223,12 +223,12 @@ func (c *claimer) skipCursor(p *dialect.ClaimParams, n int64, ids []any, err err
 }
 
 // selectSkipping runs one SKIP LOCKED select and returns the keys it locked.
-func (c *claimer) selectSkipping(ctx context.Context, q core.Querier, from bool, a *core.Args) ([]any, error) {
+func (c *claimer) selectSkipping(ctx context.Context, q store.Querier, from bool, a *store.Args) ([]any, error) {
 	hinted, plain := c.stmt(&c.skip, from)
 	var ids []any
-	err := c.withHint(func(st core.Stmt) error {
+	err := c.withHint(func(st store.Stmt) error {
 		ids = ids[:0]
-		return core.Query(ctx, q, c.d.E.Dialect, st, a, func(r core.Rows) error {
+		return store.Query(ctx, q, c.d.E.Dialect, st, a, func(r store.Rows) error {
 			var id any
 			if err := r.Scan(&id); err != nil {
 				return err

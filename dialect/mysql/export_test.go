@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/internal/core"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // DeferRescan makes the next claims of store start above its key cursor
@@ -12,6 +12,6 @@ import (
 // tests that need the cursor path whatever time a loaded machine took
 // since the last scan.
 func DeferRescan(store dialect.ClaimStore) {
-	c := store.(*core.Claims).Ext.(*claimer)
+	c := store.(*store.Claims).Ext.(*claimer)
 	c.cursor.scanned.Store(int64(time.Since(epoch)))
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/internal/core"
-	"github.com/claimlock/claimlock/dialect/internal/plantest"
+	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/internal/plantest"
 	"github.com/claimlock/claimlock/internal/dbtest"
 )
 
@@ -58,7 +58,7 @@ func TestEveryPlanReadsOnlyWhatItNeeds(t *testing.T) {
 	}
 	prepared := preparedPool(t, dsn, d.Version())
 	cs, ls := loadLargeLayout(ctx, t, db, d)
-	claims, leases := cs.(*core.Claims), ls.(*core.Leases)
+	claims, leases := cs.(*store.Claims), ls.(*store.Leases)
 	c := claims.Ext.(*claimer)
 
 	exec := func(q string) {
@@ -74,17 +74,17 @@ func TestEveryPlanReadsOnlyWhatItNeeds(t *testing.T) {
 	// The claimer's statements, by [hinted][above the cursor].
 	type own struct {
 		name string
-		st   core.Stmt
-		args *core.Args
+		st   store.Stmt
+		args *store.Args
 	}
 	pendingKeys := make([]any, plantest.Limit)
 	for i := range pendingKeys {
 		pendingKeys[i] = int64((plantest.ClaimTask-1)*plantest.TaskRows + 1 + i)
 	}
-	claimArgs := &core.Args{Token: "plan-tok", Scope: []any{int64(plantest.ClaimTask)}, Limit: plantest.Limit,
+	claimArgs := &store.Args{Token: "plan-tok", Scope: []any{int64(plantest.ClaimTask)}, Limit: plantest.Limit,
 		From: int64((plantest.ClaimTask-1)*plantest.TaskRows + plantest.TaskRows/2)}
 	// The hinted forms only: the others run when the claim index is missing.
-	owns := []own{{"claim skip locked update", c.skipUpdate, &core.Args{Token: "plan-tok", Keys: pendingKeys}}}
+	owns := []own{{"claim skip locked update", c.skipUpdate, &store.Args{Token: "plan-tok", Keys: pendingKeys}}}
 	for from, f := range []string{"", " above the cursor"} {
 		owns = append(owns,
 			own{"claim" + f, c.update[1][from], claimArgs},

@@ -12,7 +12,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/internal/core"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // preferredStrategy is what dialect.StrategyAuto resolves to on a
@@ -76,7 +76,7 @@ func (b Binlog) Unsafe() bool {
 
 // Dialect is the MySQL/MariaDB/TiDB implementation of [dialect.Dialect].
 type Dialect struct {
-	core.Base
+	store.Base
 	db      *sql.DB
 	version Version
 
@@ -168,11 +168,11 @@ func build(db *sql.DB, v Version, raw string, opts dialect.Options, logger *slog
 	if !rcSession {
 		begin = []string{"SET TRANSACTION ISOLATION LEVEL READ COMMITTED", "START TRANSACTION"}
 	}
-	d.E = &core.Engine{
-		Name: "mysql", DB: core.ConnDB{DB: db, BeginSQL: begin}, Classify: classify, FoldCase: true,
-		Dialect:       core.Dialect{TimeUnit: core.Microseconds},
+	d.E = &store.Engine{
+		Name: "mysql", DB: store.ConnDB{DB: db, BeginSQL: begin}, Classify: classify, FoldCase: true,
+		Dialect:       store.Dialect{TimeUnit: store.Microseconds},
 		Quote:         quote,
-		Retry:         core.NewRetrier(opts.Retry),
+		Retry:         store.NewRetrier(opts.Retry),
 		Logger:        logger,
 		IsolateWrites: !rcSession,
 		KeyHint:       true,
@@ -185,7 +185,7 @@ func build(db *sql.DB, v Version, raw string, opts dialect.Options, logger *slog
 		},
 		// Text columns use a binary utf8mb4 collation, so keys and tokens
 		// compare exactly as on the other engines.
-		DDL: core.DDL{
+		DDL: store.DDL{
 			Int: "BIGINT", Time: "DATETIME(6)", TimeSeconds: "DATETIME", Text: "VARCHAR(%d) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
 			Serial: "BIGINT NOT NULL AUTO_INCREMENT", InlineIndexes: true, Suffix: " ENGINE=InnoDB",
 		},
@@ -324,7 +324,7 @@ func (d *Dialect) Binlog() Binlog { return d.binlog }
 func (d *Dialect) Galera() Galera { return d.galera }
 
 // quote quotes one identifier part that was validated already.
-var quote = core.QuoteWith('`')
+var quote = store.QuoteWith('`')
 
 func isErrNumber(err error, n uint16) bool {
 	var me *gomysql.MySQLError
@@ -382,7 +382,7 @@ func classify(err error) dialect.ErrorClass {
 
 // inReadCommitted runs fn directly on the pool when its sessions are READ
 // COMMITTED, and in a READ COMMITTED transaction otherwise.
-func (d *Dialect) inReadCommitted(ctx context.Context, fn func(core.Querier) error) error {
+func (d *Dialect) inReadCommitted(ctx context.Context, fn func(store.Querier) error) error {
 	if d.rcSession {
 		return fn(d.E.DB)
 	}

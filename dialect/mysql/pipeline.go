@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/internal/core"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // claimTx is the claim of [claimer.claim] inside the transaction q that
@@ -12,7 +12,7 @@ import (
 // cursor, FORCE INDEX with its fallback, SKIP LOCKED select and update),
 // then the read-back by token, all on q, without retries of their own (the
 // store re-runs the whole transaction) and without a commit.
-func (c *claimer) claimTx(ctx context.Context, q core.Querier, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error) {
+func (c *claimer) claimTx(ctx context.Context, q store.Querier, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error) {
 	var marked int64
 	var err error
 	if p.Strategy == dialect.StrategySkipLocked {
@@ -21,7 +21,7 @@ func (c *claimer) claimTx(ctx context.Context, q core.Querier, p *dialect.ClaimP
 		marked, ids, err = c.pickAndMark(ctx, q, p, from, useCursor)
 		c.skipCursor(p, marked, ids, err)
 	} else {
-		marked, err = c.markTokenUpdate(ctx, p, false, func(hinted, plain core.Stmt, a *core.Args) (int64, error) {
+		marked, err = c.markTokenUpdate(ctx, p, false, func(hinted, plain store.Stmt, a *store.Args) (int64, error) {
 			return c.updateOn(ctx, q, hinted, plain, a)
 		})
 	}

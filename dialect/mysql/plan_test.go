@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/dialecttest"
-	"github.com/claimlock/claimlock/dialect/internal/core"
+	"github.com/claimlock/claimlock/internal/dialecttest"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/dbtest"
 )
 
@@ -56,7 +56,7 @@ func TestClaimPlansReadTheIndexInOrder(t *testing.T) {
 	_, err = db.ExecContext(ctx, "ANALYZE TABLE `plan_jobs`")
 	require.NoError(t, err)
 
-	c := cs.(*core.Claims).Ext.(*claimer)
+	c := cs.(*store.Claims).Ext.(*claimer)
 	claimIdx := dialect.IndexName(spec.Table, "claim")
 	for _, tc := range []struct {
 		name, query string

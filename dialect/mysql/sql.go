@@ -1,8 +1,8 @@
 package mysql
 
-import "github.com/claimlock/claimlock/dialect/internal/core"
+import "github.com/claimlock/claimlock/internal/store"
 
-// The statements below are text/template sources over core.Names (see
+// The statements below are text/template sources over store.Names (see
 // dialect/postgres/sql.go for the conventions). The database clock is
 // UTC_TIMESTAMP(6), whatever the session time_zone; times are read as
 // integer microseconds since the epoch, so the dialect depends neither on
@@ -61,7 +61,7 @@ ORDER BY {{.ID}} LIMIT {{arg "limit"}} FOR UPDATE SKIP LOCKED`
 UPDATE {{.Table}} SET {{template "claimset" .}} WHERE {{.Status}} = {{.Pending}} AND {{.ID}} {{keys}}`
 )
 
-var claimSQL = core.ClaimSQL{
+var claimSQL = store.ClaimSQL{
 	Common: common,
 	ReadBack: `
 SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}} ORDER BY {{.ID}}`,
@@ -220,7 +220,7 @@ WHERE table_schema = COALESCE({{arg "schema"}}, DATABASE()) AND table_name = {{a
 // leaseSQL: every write changes its row (a new owner, a later time, the
 // fence), so one affected row means written on any DSN; renewals are
 // decided by the read-back, not by affected rows.
-var leaseSQL = core.LeaseSQL{
+var leaseSQL = store.LeaseSQL{
 	Common: common,
 	Acquire: `
 UPDATE {{.Table}}
@@ -239,7 +239,7 @@ INSERT INTO {{.Table}} ({{.Key}}, {{.Owner}}, {{.LockedAt}}{{if .ExpiresAt}}, {{
 VALUES ({{arg "key"}}, {{arg "owner"}}, UTC_TIMESTAMP(6){{if .ExpiresAt}}, UTC_TIMESTAMP(6) + INTERVAL {{arg "ttl"}} MICROSECOND{{end}}{{if .Fence}}, 1{{end}})`,
 
 	// Without an Owner column the read-back runs in the acquiring or
-	// renewing transaction, which holds the row: see core.Leases.
+	// renewing transaction, which holds the row: see store.Leases.
 	ReadBack: `
 SELECT {{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}},
        {{if .ExpiresAt}}{{template "us" .ExpiresAt}}{{else}}TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {{.LockedAt}} + INTERVAL {{arg "ttl"}} MICROSECOND){{end}},

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/internal/core"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // offline returns a dialect with no connection, for statement-building
@@ -167,7 +167,7 @@ func TestClaimStoreStatements(t *testing.T) {
 	cs, err := d.ClaimStore(dialect.ClaimTable{Table: "t", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 		Attempts: "attempts", Scope: []string{"task_id"}, Pending: st("PENDING"), Processing: st("PROCESSING"), Done: st("SENT"), Failed: st("FAILED")})
 	require.NoError(t, err)
-	c := cs.(*core.Claims).Ext.(*claimer)
+	c := cs.(*store.Claims).Ext.(*claimer)
 	require.Equal(t, "UPDATE `t` FORCE INDEX (`t_cl_claim`) SET `status` = 'PROCESSING', `token` = ?, `claimed_at` = UTC_TIMESTAMP(6), `attempts` = COALESCE(`attempts`, 0) + 1 WHERE `status` = 'PENDING' AND `task_id` = ? ORDER BY `task_id`, `status`, `id` LIMIT ?", c.update[1][0].SQL)
 	require.Equal(t, "UPDATE `t` SET `status` = 'PROCESSING', `token` = ?, `claimed_at` = UTC_TIMESTAMP(6), `attempts` = COALESCE(`attempts`, 0) + 1 WHERE `status` = 'PENDING' AND `task_id` = ? ORDER BY `task_id`, `status`, `id` LIMIT ?", c.update[0][0].SQL)
 	require.Equal(t, "SELECT `id` FROM `t` FORCE INDEX (`t_cl_claim`) WHERE `status` = 'PENDING' AND `task_id` = ? ORDER BY `id` LIMIT ? FOR UPDATE SKIP LOCKED", c.skip[1][0].SQL)
@@ -209,7 +209,7 @@ func TestLeaseStoreStatements(t *testing.T) {
 	d := offline("8.0.36")
 	ls, err := d.LeaseStore(dialect.KeyedLeaseTable("cl_lease", 64))
 	require.NoError(t, err)
-	l := ls.(*core.Leases).Statements()
+	l := ls.(*store.Leases).Statements()
 	require.Equal(t, "UPDATE `cl_lease` SET `owner` = ?, `lock_at` = UTC_TIMESTAMP(6), `expires_at` = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, `fence` = COALESCE(`fence`, 0) + 1 WHERE `lease_key` = ? AND (`owner` IS NULL OR `expires_at` IS NULL OR `expires_at` < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND)", l["acquire"])
 	require.True(t, strings.HasPrefix(l["insert"], "INSERT INTO `cl_lease` (`lease_key`, `owner`, `lock_at`, `expires_at`, `fence`) VALUES (?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, 1)"))
 	require.NotContains(t, l["insert"], "DUPLICATE", "ON DUPLICATE KEY UPDATE is ambiguous under clientFoundRows")

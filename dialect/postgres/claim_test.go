@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/dialecttest"
+	"github.com/claimlock/claimlock/internal/dialecttest"
 	"github.com/claimlock/claimlock/internal/dbtest"
 )
 

@@ -6,7 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/claimlock/claimlock/dialect/internal/core"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // pgxPool runs statements on pgx's own protocol, without database/sql.
@@ -18,11 +18,11 @@ func (h pgxPool) Exec(ctx context.Context, q string, args ...any) (int64, error)
 	return tag.RowsAffected(), err
 }
 
-func (h pgxPool) Query(ctx context.Context, q string, args ...any) (core.Rows, error) {
+func (h pgxPool) Query(ctx context.Context, q string, args ...any) (store.Rows, error) {
 	return h.p.Query(ctx, q, args...)
 }
 
-func (h pgxPool) Begin(ctx context.Context) (core.Tx, error) {
+func (h pgxPool) Begin(ctx context.Context) (store.Tx, error) {
 	tx, err := h.p.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return nil, err
@@ -37,7 +37,7 @@ func (t pgxTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
 	return tag.RowsAffected(), err
 }
 
-func (t pgxTx) Query(ctx context.Context, q string, args ...any) (core.Rows, error) {
+func (t pgxTx) Query(ctx context.Context, q string, args ...any) (store.Rows, error) {
 	return t.tx.Query(ctx, q, args...)
 }
 

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/internal/core"
-	"github.com/claimlock/claimlock/dialect/internal/plantest"
+	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/internal/plantest"
 	"github.com/claimlock/claimlock/internal/dbtest"
 )
 
@@ -40,7 +40,7 @@ func TestEveryPlanReadsOnlyWhatItNeeds(t *testing.T) {
 	d, err := New(ctx, pool, dialect.Options{})
 	require.NoError(t, err)
 	cs, ls := loadLargeLayout(ctx, t, pool, d)
-	claims, leases := cs.(*core.Claims), ls.(*core.Leases)
+	claims, leases := cs.(*store.Claims), ls.(*store.Leases)
 
 	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)

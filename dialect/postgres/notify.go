@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/internal/core"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 var _ dialect.Notifier = (*Dialect)(nil)
@@ -370,7 +370,7 @@ func (n *notifier) session(ctx context.Context, c *pgx.Conn) error {
 	}
 }
 
-// notifyPending is the engine's [core.NotifyFunc]: it runs in its own
+// notifyPending is the engine's [store.NotifyFunc]: it runs in its own
 // statement, after the one that made the rows pending committed.
 func (d *Dialect) notifyPending(ctx context.Context, spec dialect.ClaimTable, scopeValues []any) error {
 	_, args, err := NotifyStatement(spec, scopeValues...)
@@ -432,7 +432,7 @@ func NotifyStatement(table dialect.ClaimTable, scopeValues ...any) (string, []an
 			return "", nil, fmt.Errorf("%w: postgres: notify: scope value %d is nil", dialect.ErrInvalidConfig, i)
 		}
 	}
-	schema, name := core.SplitName(table.Table)
+	schema, name := store.SplitName(table.Table)
 	var sch any
 	if schema != "" {
 		sch = schema
@@ -448,7 +448,7 @@ func tableKey(spec dialect.ClaimTable) string {
 // splitKey returns channelSQL's arguments for a tableKey.
 func splitKey(key string) (schema any, table, scope string) {
 	name, scope, _ := strings.Cut(key, "\x00")
-	sch, table := core.SplitName(name)
+	sch, table := store.SplitName(name)
 	if sch != "" {
 		schema = sch
 	}

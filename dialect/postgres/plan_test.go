@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/dialecttest"
-	"github.com/claimlock/claimlock/dialect/internal/core"
+	"github.com/claimlock/claimlock/internal/dialecttest"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/dbtest"
 )
 
@@ -113,7 +113,7 @@ func explainClaim(t *testing.T, pool *pgxpool.Pool, claim string) (custom, gener
 func TestClaimPlanUsesPartialIndex(t *testing.T) {
 	t.Parallel()
 	pool, d, st := setupJobs(t)
-	s := st.(*core.Claims).Statements()
+	s := st.(*store.Claims).Statements()
 	claimSkip := s["claim skip locked"]
 	ctx := ctxT(t)
 	// Keep autovacuum from analyzing behind the test's back.
@@ -187,7 +187,7 @@ func TestClaimSkipsWaitingRowsInIndex(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `ANALYZE waiting`)
 	require.NoError(t, err)
-	claim := st.(*core.Claims).Statements()["claim skip locked"]
+	claim := st.(*store.Claims).Statements()["claim skip locked"]
 	require.Contains(t, claim, `COALESCE("run_at", '-infinity') <= now()`)
 	claimIndex := dialect.IndexName("waiting", "claim")
 

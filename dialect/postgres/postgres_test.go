@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/internal/core"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/dbtest"
 )
 
@@ -106,7 +106,7 @@ func TestClaimStatements(t *testing.T) {
 	t.Parallel()
 	st, err := offline(150000).ClaimStore(jobSpec(t))
 	require.NoError(t, err)
-	s := st.(*core.Claims).Statements()
+	s := st.(*store.Claims).Statements()
 	require.Equal(t,
 		`WITH cl_c AS MATERIALIZED ( SELECT "id" FROM "jobs" WHERE "status" = 'PENDING' AND "task_id" = $1 ORDER BY "id" + 0 LIMIT $2 FOR UPDATE SKIP LOCKED) `+
 			`UPDATE "jobs" SET "status" = 'PROCESSING', "token" = $3, "claimed_at" = now(), "attempts" = COALESCE("attempts", 0) + 1 `+
@@ -145,7 +145,7 @@ func TestClaimStatementsTextKeysIntegerStatusOldServer(t *testing.T) {
 	spec.Pending, spec.Processing, spec.Done, spec.Failed = status(t, 0), status(t, 1), status(t, 2), status(t, 3)
 	st, err := offline(110000).ClaimStore(spec)
 	require.NoError(t, err)
-	s := st.(*core.Claims).Statements()
+	s := st.(*store.Claims).Statements()
 	require.Contains(t, s["claim skip locked"], `WITH cl_c AS ( SELECT "id" FROM "app"."jobs" WHERE "status" = 0 AND "task_id" = $1 ORDER BY ("id" || '') LIMIT $2`)
 	require.Equal(t, `CREATE INDEX IF NOT EXISTS "jobs_cl_claim" ON "app"."jobs" ("task_id", (("id" || ''))) WHERE "status" = 0`, st.IndexDDL()[0])
 	require.Contains(t, s["release keys"], `"id" = ANY($2::text[])`)

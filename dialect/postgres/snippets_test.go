@@ -11,7 +11,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/dialecttest"
+	"github.com/claimlock/claimlock/internal/dialecttest"
 	"github.com/claimlock/claimlock/dialect/postgres"
 	"github.com/claimlock/claimlock/internal/dbtest"
 )

@@ -1,8 +1,8 @@
 package postgres
 
-import "github.com/claimlock/claimlock/dialect/internal/core"
+import "github.com/claimlock/claimlock/internal/store"
 
-// The statements below are text/template sources over core.Names: quoted
+// The statements below are text/template sources over store.Names: quoted
 // identifiers ({{.Table}}, {{.ID}}, ...), status literals ({{.Pending}},
 // ...), variant flags, and values as placeholders ({{arg "token"}} renders
 // $n). They are rendered once per table, when its store is built.
@@ -74,7 +74,7 @@ RETURNING {{.ID}}, {{if .ParkAt}}{{.Status}} = {{.Failed}}{{else}}false{{end}}{{
 //     for a scoped reap the scope index, supplies: with ORDER BY id a
 //     generic plan, or statistics that think many rows are stale, walked
 //     the primary key through every row (454 ms per empty sweep).
-var claimSQL = core.ClaimSQL{
+var claimSQL = store.ClaimSQL{
 	Claim: `
 WITH cl_c AS {{template "materialized"}}({{template "claimpick" .}})
 {{template "claimmark" .}}`,
@@ -222,7 +222,7 @@ WHERE n.nspname = COALESCE({{arg "schema"}}::text, current_schema())
 // leaseSQL: every operation is one autocommit statement on the database
 // clock. Expiries are strictly increasing, so a write always changes its row.
 // Without an Owner column a lease is held by its stamp, the LockedAt value.
-var leaseSQL = core.LeaseSQL{
+var leaseSQL = store.LeaseSQL{
 	Acquire: `
 UPDATE {{.Table}}
 SET {{if .Owner}}{{.Owner}} = {{arg "owner"}}, {{end}}{{.LockedAt}} = now()

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/internal/core"
-	"github.com/claimlock/claimlock/dialect/internal/plantest"
+	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/internal/plantest"
 	"github.com/claimlock/claimlock/dialect/sqlite"
 	"github.com/claimlock/claimlock/internal/dbtest"
 )
@@ -47,7 +47,7 @@ func TestEveryPlanUsesAnIndex(t *testing.T) {
 	ls, err := d.LeaseStore(dialect.KeyedLeaseTable("leases", 64))
 	require.NoError(t, err)
 	require.NoError(t, d.ExecDDL(ctx, append(append(table, leaseDDL...), cs.IndexDDL()...)))
-	claims, leases := cs.(*core.Claims), ls.(*core.Leases)
+	claims, leases := cs.(*store.Claims), ls.(*store.Leases)
 
 	const day, hour = 86_400_000, 3_600_000
 	now := "CAST(unixepoch('subsec') * 1000 AS INTEGER)"

@@ -1,8 +1,8 @@
 package sqlite
 
-import "github.com/claimlock/claimlock/dialect/internal/core"
+import "github.com/claimlock/claimlock/internal/store"
 
-// The statements below are text/template sources over core.Names (see
+// The statements below are text/template sources over store.Names (see
 // dialect/postgres/sql.go for the conventions). Times are integer
 // milliseconds since the Unix epoch from SQLite's own clock; ages and
 // expiries are reported in microseconds. With ClaimTable.TextTimes the
@@ -47,7 +47,7 @@ const common = `
 // and reaps bound their rows with a key subquery; SQLite runs each
 // statement as one write transaction, so the subquery cannot be re-run
 // against other rows.
-var claimSQL = core.ClaimSQL{
+var claimSQL = store.ClaimSQL{
 	Common: common,
 	Claim: `
 UPDATE {{.Table}}
@@ -162,7 +162,7 @@ SELECT COUNT(*), COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = {{a
 // text (a whole-second date the application wrote compares in time order
 // with them); stamps and expiries are read back as integer milliseconds
 // ("lockms", "expms").
-var leaseSQL = core.LeaseSQL{
+var leaseSQL = store.LeaseSQL{
 	Common: common,
 	Acquire: `
 UPDATE {{.Table}}

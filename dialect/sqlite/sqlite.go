@@ -24,13 +24,13 @@ import (
 	"strings"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/internal/core"
+	"github.com/claimlock/claimlock/internal/store"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Dialect is the SQLite implementation of [dialect.Dialect].
-type Dialect struct{ core.Base }
+type Dialect struct{ store.Base }
 
 var _ dialect.Dialect = (*Dialect)(nil)
 
@@ -107,11 +107,11 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 	// Multi-statement operations run in BEGIN IMMEDIATE transactions,
 	// which take the write lock at once and so never fail later with
 	// SQLITE_BUSY_SNAPSHOT.
-	d.E = &core.Engine{
-		Name: "sqlite", DB: core.ConnDB{DB: db, BeginSQL: []string{"BEGIN IMMEDIATE"}}, Classify: classify, Returning: true, FoldCase: true,
-		Dialect: core.Dialect{TimeUnit: core.Milliseconds},
+	d.E = &store.Engine{
+		Name: "sqlite", DB: store.ConnDB{DB: db, BeginSQL: []string{"BEGIN IMMEDIATE"}}, Classify: classify, Returning: true, FoldCase: true,
+		Dialect: store.Dialect{TimeUnit: store.Milliseconds},
 		Quote:   quote,
-		Retry:   core.NewRetrier(opts.Retry),
+		Retry:   store.NewRetrier(opts.Retry),
 		Logger:  logger,
 		Caps: dialect.Capabilities{
 			Engine: dialect.EngineSQLite, Version: version,
@@ -121,7 +121,7 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 			PipelineAckClaim:  pipelineAckClaim,
 		},
 		CheckTime: checkTime, TextTimes: true, WideInts: true,
-		DDL: core.DDL{Int: "INTEGER", Time: "INTEGER", TimeSeconds: "INTEGER", Text: "TEXT", Serial: "INTEGER PRIMARY KEY AUTOINCREMENT", SerialIsKey: true},
+		DDL: store.DDL{Int: "INTEGER", Time: "INTEGER", TimeSeconds: "INTEGER", Text: "TEXT", Serial: "INTEGER PRIMARY KEY AUTOINCREMENT", SerialIsKey: true},
 	}
 	d.Claims, d.Leases = claimSQL, leaseSQL
 	return d, nil
@@ -156,13 +156,13 @@ func atLeast(version string, major, minor int) bool {
 // and `WHERE "status" = 'PENDING'` would compare two strings. A
 // backquoted name is always an identifier, so a missing column fails the
 // statement instead.
-var quote = core.QuoteWith('`')
+var quote = store.QuoteWith('`')
 
 // checkTime keeps the two time conventions apart: a column declared as a
 // date or text type holds text dates in the application's code, and gets
 // claimlock's text dates only with TextTimes (ClaimTable.TextTimes,
 // LeaseTable.TextTimes); any other column gets integer milliseconds.
-func checkTime(c core.ColumnInfo, textTimes bool) error {
+func checkTime(c store.ColumnInfo, textTimes bool) error {
 	t := strings.ToUpper(c.Type)
 	textual := strings.Contains(t, "DATE") || strings.Contains(t, "TIME") || strings.Contains(t, "CHAR") ||
 		strings.Contains(t, "TEXT") || strings.Contains(t, "CLOB")

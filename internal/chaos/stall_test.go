@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/dialecttest"
+	"github.com/claimlock/claimlock/internal/dialecttest"
 	"github.com/claimlock/claimlock/internal/testengine"
 	"github.com/claimlock/claimlock/tasklock"
 )

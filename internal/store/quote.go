@@ -1,4 +1,4 @@
-package core
+package store
 
 // QuoteWith returns a function that quotes one identifier part with q (the
 // engine's quote character: '"' or '`'), doubling any embedded quote

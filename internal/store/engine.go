@@ -14,7 +14,7 @@
 //
 // This package is not for users: its API changes whenever the engines need
 // it to.
-package core
+package store
 
 import (
 	"context"
