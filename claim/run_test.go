@@ -25,13 +25,13 @@ func TestMain(m *testing.M) {
 }
 
 // runFor runs Run until it returns or d passes (then it cancels it).
-func runFor(t *testing.T, c *claim.Claimer[job], w claim.WorkerConfig[job], d time.Duration) (error, time.Duration) {
+func runFor(t *testing.T, c *claim.Claimer[job], w claim.WorkerConfig[job], d time.Duration) (time.Duration, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	start := time.Now()
 	err := c.Run(ctx, w)
-	return err, time.Since(start)
+	return time.Since(start), err
 }
 
 // A misspelt column never lets Run start polling: it verifies the table
@@ -45,7 +45,7 @@ func TestRunStopsOnMisconfiguration(t *testing.T) {
 		cfg.Columns = []string{"paylod"} // misspelt
 		bad, err := claim.New(e.d, cfg, jobFields)
 		require.NoError(t, err, "New does not touch the database")
-		err, took := runFor(t, bad, claim.WorkerConfig[job]{
+		took, err := runFor(t, bad, claim.WorkerConfig[job]{
 			Handler: func(context.Context, claim.Row[job]) error { return nil },
 			PollMin: time.Millisecond, PollMax: 5 * time.Millisecond,
 		}, 30*time.Second)

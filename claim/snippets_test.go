@@ -37,7 +37,6 @@ func TestSnippetReadmeClaim(t *testing.T) {
 	{
 		db, err := sqlite.Open("app.db")
 		require.NoError(t, err)
-		defer db.Close()
 		_, err = db.Exec(`CREATE TABLE xxx_task_target (id INTEGER PRIMARY KEY, task_id INTEGER NOT NULL,
 			openid TEXT NOT NULL, status INTEGER NOT NULL DEFAULT 0, cron_token VARCHAR(40), send_at INTEGER,
 			attempts INTEGER NOT NULL DEFAULT 0)`)
@@ -46,43 +45,58 @@ func TestSnippetReadmeClaim(t *testing.T) {
 			_, err = db.Exec("INSERT INTO xxx_task_target (task_id, openid) VALUES (42, ?)", fmt.Sprintf("o%d", i))
 			require.NoError(t, err)
 		}
+		require.NoError(t, db.Close())
 	}
-	// snippet: readme-claim
-	db, _ := sqlite.Open("app.db")                 // or mysql.Open / pgxpool.New
-	d, _ := sqlite.New(ctx, db, dialect.Options{}) // mysql.New, postgres.New, postgres.NewStdlib
+	run := func() error {
+		// snippet: readme-claim
+		db, err := sqlite.Open("app.db") // or mysql.Open, pgxpool.New
+		if err != nil {
+			return err
+		}
+		d, err := sqlite.New(ctx, db, dialect.Options{}) // mysql.New, postgres.New, postgres.NewStdlib
+		if err != nil {
+			return err
+		}
+		c, err := claim.New(d, claim.Config{
+			ClaimTable: dialect.ClaimTable{ // the table, described once (the reaper reuses it)
+				Table: "xxx_task_target", Token: "cron_token", ClaimedAt: "send_at", Attempts: "attempts",
+				Columns: []string{"openid"},
+				Scope:   []string{"task_id"},
+				// The cron story's TINYINT statuses. String statuses work too, and
+				// default to PENDING, PROCESSING, DONE and FAILED.
+				Pending: dialect.StatusInt(0), Processing: dialect.StatusInt(1),
+				Done: dialect.StatusInt(2), Failed: dialect.StatusInt(3),
+			},
+			ScopeValues: []any{42}, // task_id = 42
+			MaxAttempts: 5,
+			BatchSize:   100,
+			ReapTimeout: time.Minute, // the reaper's timeout: gives batches a local deadline
+		}, func(m *Msg) []any { return []any{&m.OpenID} })
+		if err != nil {
+			return err
+		}
 
-	type Target struct{ OpenID string }
-	c, err := claim.New(d, claim.Config{
-		ClaimTable: dialect.ClaimTable{ // the table, described once (the reaper reuses it)
-			Table: "xxx_task_target", Token: "cron_token", ClaimedAt: "send_at", Attempts: "attempts",
-			Columns: []string{"openid"},
-			Scope:   []string{"task_id"},
-			// The cron story's TINYINT statuses. String statuses work too, and
-			// default to PENDING, PROCESSING, DONE and FAILED.
-			Pending: dialect.StatusInt(0), Processing: dialect.StatusInt(1),
-			Done: dialect.StatusInt(2), Failed: dialect.StatusInt(3),
-		},
-		ScopeValues: []any{42}, // task_id = 42
-		MaxAttempts: 5,
-		BatchSize:   100,
-		ReapTimeout: time.Minute, // the reaper's timeout: gives batches a local deadline
-	}, func(t *Target) []any { return []any{&t.OpenID} })
-
-	b, err := c.Claim(ctx)                   // rows are PROCESSING under b.Token() now
-	stop := b.KeepAlive(ctx, 10*time.Second) // heartbeat while sending
-	wctx, cancel := b.Context(ctx)           // cancelled if the rows are lost
-	for _, r := range b.Rows() {
-		send(wctx, r.ID, r.Value.OpenID) // idempotent on (task, r.ID)
+		b, err := c.Claim(ctx) // rows are PROCESSING under b.Token() now
+		if err != nil {
+			return err
+		}
+		stop := b.KeepAlive(ctx, 10*time.Second) // heartbeat while sending
+		defer stop()                             // the heartbeat stops last
+		wctx, cancel := b.Context(ctx)           // cancelled if the rows are lost
+		defer cancel()
+		for _, r := range b.Rows() {
+			send(wctx, r.ID, r.Value.OpenID) // idempotent on (task, r.ID)
+		}
+		return b.AckAll(ctx) // one statement; errors.Is(err, dialect.ErrClaimLost) for reaped rows
+		// end snippet
 	}
-	err = b.AckAll(ctx) // one statement; errors.Is(err, claim.ErrClaimLost) for reaped rows
-	cancel()
-	stop() // the heartbeat stops last
-	// end snippet
+	require.NoError(t, run())
+	db, err := sqlite.Open("app.db")
 	require.NoError(t, err)
 	defer db.Close()
-	st, err := c.Stats(ctx)
-	require.NoError(t, err)
-	require.Equal(t, [2]int64{50, 100}, [2]int64{st.Pending, st.Done})
+	var pending, done int
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FILTER (WHERE status = 0), COUNT(*) FILTER (WHERE status = 2) FROM xxx_task_target").Scan(&pending, &done))
+	require.Equal(t, [2]int{50, 100}, [2]int{pending, done})
 }
 
 // The README's failure settings and the claim.Config doc example describe

@@ -18,7 +18,10 @@
 // [Locker.Do]:
 //
 //	lk, err := tasklock.New(d, tasklock.Config{Table: tasklock.KeyTable("leases"), TTL: 30 * time.Second})
-//	err = lk.Do(ctx, "nightly-report", func(ctx context.Context, l *tasklock.Lease) error {
+//	if err != nil {
+//		return err
+//	}
+//	return lk.Do(ctx, "nightly-report", func(ctx context.Context, l *tasklock.Lease) error {
 //		return sendReport(ctx, l.Fence())
 //	})
 //

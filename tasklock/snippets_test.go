@@ -63,13 +63,18 @@ func TestSnippetGodocLease(t *testing.T) {
 			sent.Add(fence)
 			return nil
 		}
-		// snippet: godoc-tasklock
-		lk, err := tasklock.New(d, tasklock.Config{Table: tasklock.KeyTable("leases"), TTL: 30 * time.Second})
-		err = lk.Do(ctx, "nightly-report", func(ctx context.Context, l *tasklock.Lease) error {
-			return sendReport(ctx, l.Fence())
-		})
-		// end snippet
-		require.NoError(t, err)
+		run := func() error {
+			// snippet: godoc-tasklock
+			lk, err := tasklock.New(d, tasklock.Config{Table: tasklock.KeyTable("leases"), TTL: 30 * time.Second})
+			if err != nil {
+				return err
+			}
+			return lk.Do(ctx, "nightly-report", func(ctx context.Context, l *tasklock.Lease) error {
+				return sendReport(ctx, l.Fence())
+			})
+			// end snippet
+		}
+		require.NoError(t, run())
 		require.EqualValues(t, 1, sent.Load())
 	})
 }

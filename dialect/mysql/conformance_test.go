@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/dialecttest"
 	"github.com/claimlock/claimlock/dialect/mysql"
 	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/dialecttest"
 )
 
 // TestConformance runs the shared suite on a pool in the server's default

@@ -11,7 +11,7 @@ import (
 // for another cursorRescan, as if one had just scanned from the start: for
 // tests that need the cursor path whatever time a loaded machine took
 // since the last scan.
-func DeferRescan(store dialect.ClaimStore) {
-	c := store.(*store.Claims).Ext.(*claimer)
+func DeferRescan(cs dialect.ClaimStore) {
+	c := cs.(*store.Claims).Ext.(*claimer)
 	c.cursor.scanned.Store(int64(time.Since(epoch)))
 }

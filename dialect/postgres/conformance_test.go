@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/dialecttest"
 	"github.com/claimlock/claimlock/dialect/postgres"
 	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/dialecttest"
 )
 
 // TestConformancePool runs the shared suite on the pgx-native fast path.

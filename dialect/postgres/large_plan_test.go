@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/store"
-	"github.com/claimlock/claimlock/internal/plantest"
 	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/plantest"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // TestEveryPlanReadsOnlyWhatItNeeds explains (with ANALYZE, in a

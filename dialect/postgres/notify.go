@@ -416,7 +416,9 @@ func Notify(ctx context.Context, tx Execer, table dialect.ClaimTable, scopeValue
 // for handles that are not pgx's (a *sql.Tx of pgx's stdlib driver):
 //
 //	q, args, err := postgres.NotifyStatement(cfg.ClaimTable, cfg.ScopeValues...)
-//	_, err = tx.ExecContext(ctx, q, args...)
+//	if err == nil {
+//		_, err = tx.ExecContext(ctx, q, args...)
+//	}
 func NotifyStatement(table dialect.ClaimTable, scopeValues ...any) (string, []any, error) {
 	if err := dialect.ValidateIdent("Table", table.Table); err != nil {
 		return "", nil, fmt.Errorf("postgres: notify: %w", err)

@@ -11,9 +11,9 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/dialecttest"
 	"github.com/claimlock/claimlock/dialect/postgres"
 	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/dialecttest"
 )
 
 // The NotifyStatement doc's snippet, verbatim between the "snippet"
@@ -44,7 +44,9 @@ func TestSnippetNotifyStatement(t *testing.T) {
 	defer tx.Rollback()
 	// snippet: godoc-notify-statement
 	q, args, err := postgres.NotifyStatement(cfg.ClaimTable, cfg.ScopeValues...)
-	_, err = tx.ExecContext(ctx, q, args...)
+	if err == nil {
+		_, err = tx.ExecContext(ctx, q, args...)
+	}
 	// end snippet
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit())

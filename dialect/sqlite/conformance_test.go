@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/dialecttest"
 	"github.com/claimlock/claimlock/dialect/sqlite"
 	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/dialecttest"
 )
 
 func TestConformance(t *testing.T) {

@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/store"
-	"github.com/claimlock/claimlock/internal/plantest"
 	"github.com/claimlock/claimlock/dialect/sqlite"
 	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/plantest"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // sqliteScale shrinks plantest's layout for SQLite, whose plans this test
