@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // backgroundWriteTimeout bounds one background write of deferred acks.
@@ -19,7 +19,7 @@ const maxBackgroundFailures = 3
 // Ack marks the given rows done in one statement conditioned on the batch's
 // token, and returns once it is written. ids are keys from [Row.ID]; any Go
 // integer type is accepted for integer keys and []byte for text keys, each
-// normalised once with [dialect.NormalizeKey]. A key of another type, or an
+// normalised once with [store.NormalizeKey]. A key of another type, or an
 // unsigned key above math.MaxInt64, is an error wrapping [ErrInvalidConfig]
 // and nothing is written.
 //
@@ -237,7 +237,7 @@ func (b *Batch[T]) writeDeferred(ctx context.Context) error {
 	p := b.doneParams(idx)
 	b.mu.Unlock()
 
-	res, err := b.core.store.Ack(ctx, p)
+	res, err := b.core.cs.Ack(ctx, p)
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -288,7 +288,7 @@ func (b *Batch[T]) ackLocked(ctx context.Context, idx []int) error {
 // positions in idx of the lost ones. On error nothing changes in the batch.
 func (b *Batch[T]) writeDone(ctx context.Context, idx []int) ([]int, error) {
 	p := b.doneParams(idx)
-	res, err := b.core.store.Ack(ctx, p)
+	res, err := b.core.cs.Ack(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -297,8 +297,8 @@ func (b *Batch[T]) writeDone(ctx context.Context, idx []int) ([]int, error) {
 
 // doneParams builds the ack of rows idx. It reads only what the claim set,
 // so it needs no lock.
-func (b *Batch[T]) doneParams(idx []int) *dialect.AckParams {
-	p := &dialect.AckParams{Token: b.token, IDs: b.idsOf(idx), Outcome: dialect.OutcomeDone}
+func (b *Batch[T]) doneParams(idx []int) *store.AckParams {
+	p := &store.AckParams{Token: b.token, IDs: b.idsOf(idx), Outcome: store.OutcomeDone}
 	if b.core.spec.Version != "" {
 		p.Versions = make([]int64, len(idx))
 		for j, i := range idx {
@@ -311,7 +311,7 @@ func (b *Batch[T]) doneParams(idx []int) *dialect.AckParams {
 // recordDone records, with b.mu held, the committed ack p of rows idx: every
 // row is closed (acked, requeued or lost), hooks and logs are told, and the
 // positions in idx of the lost rows are returned.
-func (b *Batch[T]) recordDone(idx []int, p *dialect.AckParams, res dialect.AckResult) []int {
+func (b *Batch[T]) recordDone(idx []int, p *store.AckParams, res store.AckResult) []int {
 	k := b.core
 	if len(res.Lost) > 0 {
 		b.end(fmt.Errorf("claim: ack: lost %d rows: %w", len(res.Lost), ErrClaimLost)) // before closeRows ends it as done
@@ -391,7 +391,7 @@ func (b *Batch[T]) Snooze(ctx context.Context, id any, delay time.Duration) erro
 // snoozeLocked snoozes row i, with b.mu held.
 func (b *Batch[T]) snoozeLocked(ctx context.Context, i int, delay time.Duration) error {
 	idx := []int{i}
-	n, err := b.core.store.Snooze(ctx, b.token, b.idsOf(idx), delay)
+	n, err := b.core.cs.Snooze(ctx, b.token, b.idsOf(idx), delay)
 	if err != nil {
 		return storeError("snooze", err)
 	}
@@ -409,13 +409,13 @@ func (b *Batch[T]) snoozeLocked(ctx context.Context, i int, delay time.Duration)
 // failLocked fails rows idx in one statement, with b.mu held: retried after
 // delay (with a RunAt column) or parked, as mode says.
 func (b *Batch[T]) failLocked(ctx context.Context, idx []int, cause error, delay time.Duration, mode FailMode) error {
-	return b.failWith(ctx, idx, cause, delay, mode, b.core.store.Ack)
+	return b.failWith(ctx, idx, cause, delay, mode, b.core.cs.Ack)
 }
 
 // failWith fails rows idx with ack (the store's Ack, or its AckTx in a
 // caller's transaction), with b.mu held, and records the outcome.
 func (b *Batch[T]) failWith(ctx context.Context, idx []int, cause error, delay time.Duration, mode FailMode,
-	ack func(context.Context, *dialect.AckParams) (dialect.AckResult, error)) error {
+	ack func(context.Context, *store.AckParams) (store.AckResult, error)) error {
 	if len(idx) == 0 {
 		return nil
 	}

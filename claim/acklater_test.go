@@ -11,6 +11,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // ackCounter counts ack statements (one OnAck call per statement that acked
@@ -135,7 +136,7 @@ func TestAckLaterReportsLostRows(t *testing.T) {
 
 		// The worker stalls: a reaper returns its rows, another claims them.
 		time.Sleep(20 * time.Millisecond)
-		_, err = c.Store().Reap(ctx, &dialect.ReapParams{Timeout: time.Millisecond, Limit: 100})
+		_, err = c.Store().Reap(ctx, &store.ReapParams{Timeout: time.Millisecond, Limit: 100})
 		require.NoError(t, err)
 		fresh, err := c.Claim(ctx)
 		require.NoError(t, err)

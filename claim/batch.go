@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // Row is one claimed row.
@@ -169,7 +169,7 @@ func (b *Batch[T]) closeRows(idx []int) {
 }
 
 // lookup maps caller ids to open row indexes. Each id is normalised once,
-// here, with [dialect.NormalizeKey]: a key of the wrong type or out of range
+// here, with [store.NormalizeKey]: a key of the wrong type or out of range
 // is an error wrapping [ErrInvalidConfig]; an unknown, closed, deferred or
 // repeated one is [ErrNotHeld]. op names the calling method in errors.
 func (b *Batch[T]) lookup(op string, ids []any) ([]int, error) {
@@ -179,7 +179,7 @@ func (b *Batch[T]) lookup(op string, ids []any) ([]int, error) {
 		seen = make(map[int]bool, len(ids))
 	}
 	for j, id := range ids {
-		key, err := dialect.NormalizeKey(b.core.spec.IDKind, id)
+		key, err := store.NormalizeKey(b.core.spec.IDKind, id)
 		if err != nil {
 			return nil, fmt.Errorf("claim: %s: %w", op, err)
 		}
@@ -222,7 +222,7 @@ func (b *Batch[T]) Release(ctx context.Context) (int64, error) {
 	if len(all) == 0 {
 		return 0, flushErr
 	}
-	n, err := b.core.store.Release(ctx, b.token, b.idsOf(all))
+	n, err := b.core.cs.Release(ctx, b.token, b.idsOf(all))
 	if err != nil {
 		return 0, storeError("release", err)
 	}
@@ -251,7 +251,7 @@ func (b *Batch[T]) Heartbeat(ctx context.Context) (int64, error) {
 	// caller's transaction holds ([Batch.AckTx]), and that caller may call
 	// the batch meanwhile.
 	start := time.Now()
-	n, err := b.core.store.Heartbeat(ctx, b.token)
+	n, err := b.core.cs.Heartbeat(ctx, b.token)
 	if err != nil {
 		return 0, storeError("heartbeat", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // slowDialect wraps a dialect so that its claim stores record the keys of
@@ -42,25 +43,24 @@ func (s *slowDialect) holdNextAck() (let func()) {
 	return func() { once.Do(func() { close(ch) }) }
 }
 
-func (s *slowDialect) ClaimStore(spec dialect.ClaimTable) (dialect.ClaimStore, error) {
-	st, err := s.Dialect.ClaimStore(spec)
-	if err != nil {
-		return nil, err
-	}
-	return &slowStore{ClaimStore: st, s: s}, nil
+func (s *slowDialect) WrapClaims(st store.ClaimStore) store.ClaimStore {
+	return &slowStore{ClaimStore: st, s: s}
 }
 
+// Inner implements the store's test wrapping.
+func (s *slowDialect) Inner() dialect.Dialect { return s.Dialect }
+
 type slowStore struct {
-	dialect.ClaimStore
+	store.ClaimStore
 	s *slowDialect
 }
 
-func (st *slowStore) Ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResult, error) {
+func (st *slowStore) Ack(ctx context.Context, p *store.AckParams) (store.AckResult, error) {
 	s := st.s
 	s.mu.Lock()
 	hold := s.hold
 	s.hold = nil
-	if p.Outcome == dialect.OutcomeDone {
+	if p.Outcome == store.OutcomeDone {
 		for _, id := range p.IDs {
 			s.written[id]++
 		}
@@ -219,7 +219,7 @@ func TestBackgroundWriteLostRowsReportedOnce(t *testing.T) {
 
 	// The worker stalls: a reaper returns its rows, another claims them.
 	time.Sleep(20 * time.Millisecond)
-	_, err = c.Store().Reap(ctx, &dialect.ReapParams{Timeout: time.Millisecond, Limit: 100})
+	_, err = c.Store().Reap(ctx, &store.ReapParams{Timeout: time.Millisecond, Limit: 100})
 	require.NoError(t, err)
 	fresh, err := c.Claim(ctx)
 	require.NoError(t, err)
@@ -260,7 +260,7 @@ func written(sd *slowDialect, id any) bool {
 }
 
 // TestKeysNormalisedOnce: keys passed to a batch are normalised with
-// dialect.NormalizeKey; one that does not fit the key column is an error,
+// store.NormalizeKey; one that does not fit the key column is an error,
 // never a wrapped value that might name another row.
 func TestKeysNormalisedOnce(t *testing.T) {
 	t.Parallel()
@@ -328,7 +328,7 @@ func TestBatchErrorMessages(t *testing.T) {
 	require.EqualError(t, old.Fail(ctx, 99, nil), "claim: fail: id 99 (int) is not held by this batch")
 
 	time.Sleep(20 * time.Millisecond)
-	_, err = c.Store().Reap(ctx, &dialect.ReapParams{Timeout: time.Millisecond, Limit: 100})
+	_, err = c.Store().Reap(ctx, &store.ReapParams{Timeout: time.Millisecond, Limit: 100})
 	require.NoError(t, err)
 	require.EqualError(t, old.Ack(ctx, ids[:3]...), "claim: ack: lost 3 rows [1 2 3]: reaped or released, possibly re-claimed")
 	require.EqualError(t, old.Fail(ctx, ids[3], errors.New("x")), "claim: fail: lost 1 row [4]: reaped or released, possibly re-claimed")

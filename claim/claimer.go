@@ -14,6 +14,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/detach"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // Claimer claims batches of pending rows from one table (and scope). It is
@@ -28,7 +29,7 @@ type Claimer[T any] struct {
 // core is the part of a claimer that does not depend on the row type.
 type core struct {
 	d           dialect.Dialect
-	store       dialect.ClaimStore
+	cs       store.ClaimStore
 	spec        dialect.ClaimTable
 	scope       []any
 	strategy    dialect.Strategy
@@ -84,7 +85,7 @@ func New[T any](d dialect.Dialect, cfg Config, fields func(*T) []any) (*Claimer[
 	if err != nil {
 		return nil, fmt.Errorf("claim: Strategy: %w", err)
 	}
-	store, err := d.ClaimStore(spec)
+	cs, err := store.OpenClaims(d, spec)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
@@ -94,28 +95,28 @@ func New[T any](d dialect.Dialect, cfg Config, fields func(*T) []any) (*Claimer[
 		logger = slog.Default()
 	}
 	k := &core{
-		d: d, store: store, spec: spec, scope: slices.Clone(cfg.ScopeValues), strategy: strategy,
+		d: d, cs: cs, spec: spec, scope: slices.Clone(cfg.ScopeValues), strategy: strategy,
 		limit: cfg.batchSize(), maxAttempts: maxAttempts, failMode: cfg.failMode(spec), backoff: cfg.backoff(spec),
 		ackDelay: cfg.ackDelay(), ackBuffer: cfg.ackBuffer(), gate: cfg.claimGate(caps),
 		reapTimeout: cfg.ReapTimeout, margin: cfg.safetyMargin(),
 		logger: logger.With("table", spec.Table), hooks: cfg.Hooks,
 	}
-	k.store = observe(store, k)
+	k.cs = observe(cs, k)
 	return &Claimer[T]{core: k, fields: fields, nfields: len(cfg.Columns)}, nil
 }
 
 // Strategy returns the resolved claim strategy.
 func (c *Claimer[T]) Strategy() dialect.Strategy { return c.core.strategy }
 
-// Store returns the dialect store the claimer uses, for the reaper and for
-// schema set-up ([dialect.ClaimStore.IndexDDL]).
-func (c *Claimer[T]) Store() dialect.ClaimStore { return c.core.store }
+// Store returns the dialect cs the claimer uses, for the reaper and for
+// schema set-up ([store.ClaimStore.IndexDDL]).
+func (c *Claimer[T]) Store() store.ClaimStore { return c.core.cs }
 
 // MissingIndexes returns the CREATE INDEX statements of the recommended
 // indexes that the table lacks. Without them claims scan and lock more rows
 // than they take; on MySQL, SKIP LOCKED workers may get empty batches.
 func (c *Claimer[T]) MissingIndexes(ctx context.Context) ([]string, error) {
-	return c.core.store.MissingIndexes(ctx)
+	return c.core.cs.MissingIndexes(ctx)
 }
 
 // Verify checks the table against the database catalog unless a check
@@ -130,7 +131,7 @@ func (k *core) verify(ctx context.Context) error {
 	if k.verified.Load() {
 		return nil
 	}
-	if err := k.store.VerifySchema(ctx); err != nil {
+	if err := k.cs.VerifySchema(ctx); err != nil {
 		return storeError("verify schema", err)
 	}
 	k.verified.Store(true)
@@ -155,7 +156,7 @@ func (k *core) checkIndexes(ctx context.Context) {
 		if _, seen := indexChecks.LoadOrStore(key, struct{}{}); seen {
 			return
 		}
-		missing, err := k.store.MissingIndexes(ctx)
+		missing, err := k.cs.MissingIndexes(ctx)
 		if err != nil {
 			indexChecks.Delete(key) // try again with the next claimer
 			k.logger.Debug("claimlock: could not check for recommended indexes", "err", err)
@@ -198,13 +199,13 @@ func (k *core) scopeValues() []any {
 // returns, or in the background once ctx has ended, so that a stalled
 // server never holds the call past ctx's deadline.
 func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
-	return c.claimVia(ctx, c.core.store.Claim)
+	return c.claimVia(ctx, c.core.cs.Claim)
 }
 
 // claimRun runs the claim statement(s) of one batch.
-type claimRun func(ctx context.Context, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error)
+type claimRun func(ctx context.Context, p *store.ClaimParams, scan func(store.Scanner) error) (int, error)
 
-// claimVia is [Claimer.Claim] with run in place of the store's Claim (an
+// claimVia is [Claimer.Claim] with run in place of the cs's Claim (an
 // ack+claim in pipeline.go); it reports the claim to the observer.
 func (c *Claimer[T]) claimVia(ctx context.Context, run claimRun) (*Batch[T], error) {
 	start := time.Now()
@@ -227,7 +228,7 @@ const failedClaimRelease = 30 * time.Second
 // stalls; past that the release finishes in the background.
 func (k *core) releaseFailedClaim(ctx context.Context, token string) {
 	detach.Run(ctx, failedClaimRelease, func(ctx context.Context) {
-		if _, err := k.store.Release(ctx, token, nil); err != nil {
+		if _, err := k.cs.Release(ctx, token, nil); err != nil {
 			k.logger.Warn("claimlock: could not release rows of a failed claim; the reaper will", "token", token, "err", err)
 		}
 	})
@@ -240,10 +241,10 @@ func (c *Claimer[T]) claimWith(ctx context.Context, run claimRun) (*Batch[T], er
 		return nil, err
 	}
 	k.checkIndexes(ctx)
-	token := dialect.NewToken()
+	token := store.NewToken()
 	var scanned []Row[T]
 	start := time.Now()
-	p := &dialect.ClaimParams{Token: token, Limit: k.limit, ScopeValues: k.scope, Strategy: k.strategy}
+	p := &store.ClaimParams{Token: token, Limit: k.limit, ScopeValues: k.scope, Strategy: k.strategy}
 	release, err := k.claimSlot(ctx)
 	if err != nil {
 		return nil, err
@@ -252,7 +253,7 @@ func (c *Claimer[T]) claimWith(ctx context.Context, run claimRun) (*Batch[T], er
 	n, err := func() (int, error) {
 		defer release()
 		claimed = time.Now()
-		return run(ctx, p, func(s dialect.Scanner) error {
+		return run(ctx, p, func(s store.Scanner) error {
 			r, err := c.scan(s)
 			if err != nil {
 				return &scanError{err}
@@ -302,7 +303,7 @@ func (e *scanError) Unwrap() error { return e.err }
 // key order and the unreadable ones.
 func (c *Claimer[T]) salvage(ctx context.Context, token string) ([]Row[T], []RowError, error) {
 	var keys []any
-	_, err := c.core.store.Read(ctx, token, nil, func(s dialect.Scanner) error {
+	_, err := c.core.cs.Read(ctx, token, nil, func(s store.Scanner) error {
 		id, err := c.scanKey(s)
 		keys = append(keys, id)
 		return err
@@ -314,7 +315,7 @@ func (c *Claimer[T]) salvage(ctx context.Context, token string) ([]Row[T], []Row
 	var bad []RowError
 	for _, id := range keys {
 		var got []Row[T]
-		_, err := c.core.store.Read(ctx, token, []any{id}, func(s dialect.Scanner) error {
+		_, err := c.core.cs.Read(ctx, token, []any{id}, func(s store.Scanner) error {
 			r, err := c.scan(s)
 			if err != nil {
 				return &scanError{err}
@@ -347,7 +348,7 @@ func (k *core) failUnreadable(ctx context.Context, token string, rows []RowError
 		ids[i] = r.ID
 	}
 	p := k.failParams(token, ids, fmt.Errorf("claimlock: the row could not be read into the row type: %w", rows[0].Err), 0, FailPark)
-	res, err := k.store.Ack(ctx, p)
+	res, err := k.cs.Ack(ctx, p)
 	k.hooks.fail(len(rows) - len(res.Lost))
 	for _, r := range rows {
 		k.logger.Error("claimlock: a claimed row could not be read into the row type; parked it", "token", token, "id", r.ID, "err", r.Err)
@@ -377,7 +378,7 @@ func sortRows[T any](rows []Row[T]) {
 }
 
 // scanKey reads the key of the current row alone.
-func (c *Claimer[T]) scanKey(s dialect.Scanner) (any, error) {
+func (c *Claimer[T]) scanKey(s store.Scanner) (any, error) {
 	var id any
 	dest := []any{&id}
 	if c.core.spec.Version != "" {
@@ -392,10 +393,10 @@ func (c *Claimer[T]) scanKey(s dialect.Scanner) (any, error) {
 	if err := s.Scan(dest...); err != nil {
 		return nil, err
 	}
-	return dialect.NormalizeKey(c.core.spec.IDKind, id)
+	return store.NormalizeKey(c.core.spec.IDKind, id)
 }
 
-func (c *Claimer[T]) scan(s dialect.Scanner) (Row[T], error) {
+func (c *Claimer[T]) scan(s store.Scanner) (Row[T], error) {
 	var r Row[T]
 	var idInt int64
 	var idStr string
@@ -431,8 +432,8 @@ func (c *Claimer[T]) scan(s dialect.Scanner) (Row[T], error) {
 
 // Stats counts the rows in the claimer's scope by status, with the ages of
 // the oldest pending and processing rows on the database clock.
-func (c *Claimer[T]) Stats(ctx context.Context) (dialect.Stats, error) {
-	st, err := c.core.store.Stats(ctx, c.core.scopeValues())
+func (c *Claimer[T]) Stats(ctx context.Context) (store.Stats, error) {
+	st, err := c.core.cs.Stats(ctx, c.core.scopeValues())
 	if err != nil {
 		return st, storeError("stats", err)
 	}

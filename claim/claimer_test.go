@@ -11,6 +11,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 type job struct{ Payload string }
@@ -67,7 +68,7 @@ func TestClaimAckScopeAndColumns(t *testing.T) {
 		b1, err := c.Claim(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 10, b1.Len())
-		require.Len(t, b1.Token(), dialect.TokenLen)
+		require.Len(t, b1.Token(), store.TokenLen)
 		for i, r := range b1.Rows() {
 			require.IsType(t, int64(0), r.ID)
 			require.Equal(t, "p"+string(rune('a'+i%26)), r.Value.Payload, "columns are read in key order")
@@ -115,7 +116,7 @@ func TestLateAckIsLost(t *testing.T) {
 		// The old worker stalls; a reaper with a tiny timeout takes its rows
 		// back and another worker claims them.
 		time.Sleep(30 * time.Millisecond)
-		res, err := c.Store().Reap(ctx, &dialect.ReapParams{Timeout: time.Millisecond, Limit: 100})
+		res, err := c.Store().Reap(ctx, &store.ReapParams{Timeout: time.Millisecond, Limit: 100})
 		require.NoError(t, err)
 		require.EqualValues(t, 10, res.Returned)
 		fresh, err := c.Claim(ctx)
@@ -230,14 +231,14 @@ func TestReleaseAndKeepAlive(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 7, b.Len())
 		stop := b.KeepAlive(ctx, 50*time.Millisecond)
-		time.Sleep(600 * time.Millisecond)
-		reap := &dialect.ReapParams{Timeout: 400 * time.Millisecond, Limit: 100}
+		time.Sleep(1500 * time.Millisecond)
+		reap := &store.ReapParams{Timeout: time.Second, Limit: 100}
 		res, err := c.Store().Reap(ctx, reap)
 		require.NoError(t, err)
 		require.Zero(t, res.Returned, "heartbeats keep the rows")
 		stop()
 		stop() // idempotent
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(1200 * time.Millisecond)
 		res, err = c.Store().Reap(ctx, reap)
 		require.NoError(t, err)
 		require.EqualValues(t, 7, res.Returned)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/ident"
 )
 
 func TestConfigRejectsBadInput(t *testing.T) {
@@ -49,7 +50,7 @@ func TestConfigRejectsBadInput(t *testing.T) {
 		{"double quote", func(c *claim.Config) { c.Table = `a"b` }, "Table"},
 		{"backtick", func(c *claim.Config) { c.Status = "a`b" }, "Status"},
 		{"empty table", func(c *claim.Config) { c.Table = "" }, "Table"},
-		{"too long", func(c *claim.Config) { c.ID = strings.Repeat("x", dialect.MaxIdentLen+1) }, "ID"},
+		{"too long", func(c *claim.Config) { c.ID = strings.Repeat("x", ident.MaxLen+1) }, "ID"},
 		{"qualified column", func(c *claim.Config) { c.Token = "s.token" }, "Token"},
 		{"bad extra column", func(c *claim.Config) { c.Columns = []string{"ok", "no pe"} }, "Columns[1]"},
 		{"bad scope column", func(c *claim.Config) { c.Scope[0] = "task-id" }, "Scope[0]"},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // cronFixture is the cron story's schema as users have it: a task table
@@ -28,15 +29,15 @@ func newCronFixture(t *testing.T, e *env, targets int) *cronFixture {
 	f := &cronFixture{e: e, task: tableName("xxx_task"), target: tableName("xxx_task_target"),
 		sends: map[string]int{}, sendTime: 20 * time.Millisecond}
 	ctx := context.Background()
-	ddl, err := e.d.CreateTableDDL(dialect.TableDef{Table: f.task, PrimaryKey: []string{"id"}, Columns: []dialect.ColumnDef{
-		{Name: "id", Type: dialect.TypeInt, NotNull: true},
-		{Name: "status", Type: dialect.TypeText, Len: 16, NotNull: true},
-		{Name: "lock_at", Type: dialect.TypeTime},
+	ddl, err := store.CreateTableDDL(e.d, store.TableDef{Table: f.task, PrimaryKey: []string{"id"}, Columns: []store.ColumnDef{
+		{Name: "id", Type: store.TypeInt, NotNull: true},
+		{Name: "status", Type: store.TypeText, Len: 16, NotNull: true},
+		{Name: "lock_at", Type: store.TypeTime},
 	}})
 	require.NoError(t, err)
-	require.NoError(t, e.d.ExecDDL(ctx, ddl))
+	require.NoError(t, store.ExecDDL(ctx, e.d, ddl))
 	insertRows(t, e, f.task, []string{"id", "status"}, 1, func(int) []any { return []any{42, "IDLE"} })
-	createTable(t, e, f.config(dialect.StrategyAuto), dialect.ColumnDef{Name: "openid", Type: dialect.TypeText, Len: 64, NotNull: true})
+	createTable(t, e, f.config(dialect.StrategyAuto), store.ColumnDef{Name: "openid", Type: store.TypeText, Len: 64, NotNull: true})
 	insertRows(t, e, f.target, []string{"task_id", "openid"}, targets, func(i int) []any {
 		return []any{42, fmt.Sprintf("openid-%04d", i)}
 	})

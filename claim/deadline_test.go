@@ -9,6 +9,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // lateReplyDialect wraps a dialect so that, once armed, the next claim or
@@ -44,20 +45,19 @@ func (l *lateReplyDialect) wait() {
 	}
 }
 
-func (l *lateReplyDialect) ClaimStore(spec dialect.ClaimTable) (dialect.ClaimStore, error) {
-	st, err := l.Dialect.ClaimStore(spec)
-	if err != nil {
-		return nil, err
-	}
-	return &lateReplyStore{ClaimStore: st, l: l}, nil
+func (l *lateReplyDialect) WrapClaims(st store.ClaimStore) store.ClaimStore {
+	return &lateReplyStore{ClaimStore: st, l: l}
 }
 
+// Inner implements the store's test wrapping.
+func (l *lateReplyDialect) Inner() dialect.Dialect { return l.Dialect }
+
 type lateReplyStore struct {
-	dialect.ClaimStore
+	store.ClaimStore
 	l *lateReplyDialect
 }
 
-func (s *lateReplyStore) Claim(ctx context.Context, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error) {
+func (s *lateReplyStore) Claim(ctx context.Context, p *store.ClaimParams, scan func(store.Scanner) error) (int, error) {
 	n, err := s.ClaimStore.Claim(ctx, p, scan)
 	s.l.wait()
 	return n, err

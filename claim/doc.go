@@ -23,7 +23,7 @@
 // Nothing lost: every row ends acked (done), failed (back to pending, or
 // parked with the failed status after Config.MaxAttempts), released, or — if
 // its worker died — processing until a reaper returns it to pending. Run a
-// reaper (the reaper package, or [dialect.ClaimStore.Reap]) with a timeout
+// reaper (the reaper package, or [store.ClaimStore.Reap]) with a timeout
 // longer than your processing time, and keep long batches alive with
 // [Batch.KeepAlive] (WorkerConfig.HeartbeatInterval in [Claimer.Run]).
 //
@@ -104,7 +104,7 @@
 //
 // # Indexes
 //
-// Create the indexes that [dialect.ClaimStore.IndexDDL] returns (from
+// Create the indexes that [store.ClaimStore.IndexDDL] returns (from
 // [Claimer.Store]): the claim index (scope columns, status, key), the token
 // index, the reaper's (status, claimed_at) index and, for a scoped table on
 // PostgreSQL and SQLite, the scope index (scope columns, status,

@@ -13,6 +13,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testengine"
 )
 
@@ -97,17 +98,17 @@ func (e *env) exec(t testing.TB, q string, args ...any) int64 {
 }
 
 // createTable creates cfg's table with the recommended indexes.
-func createTable(t testing.TB, e *env, cfg claim.Config, extra ...dialect.ColumnDef) {
+func createTable(t testing.TB, e *env, cfg claim.Config, extra ...store.ColumnDef) {
 	t.Helper()
 	ctx := context.Background()
 	spec, err := cfg.Resolve()
 	require.NoError(t, err)
-	ddl, err := e.d.CreateTableDDL(dialect.ClaimTableDef(spec, extra...))
+	ddl, err := store.CreateTableDDL(e.d, store.ClaimTableDef(spec, extra...))
 	require.NoError(t, err)
-	require.NoError(t, e.d.ExecDDL(ctx, ddl))
-	store, err := e.d.ClaimStore(spec)
+	require.NoError(t, store.ExecDDL(ctx, e.d, ddl))
+	cs, err := store.OpenClaims(e.d, spec)
 	require.NoError(t, err)
-	require.NoError(t, e.d.ExecDDL(ctx, store.IndexDDL()))
+	require.NoError(t, store.ExecDDL(ctx, e.d, cs.IndexDDL()))
 }
 
 // insertRows inserts rows (values for cols) in multi-row statements inside

@@ -10,6 +10,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // lifecycleSetup opens an in-memory SQLite database with cfg's jobs table
@@ -51,7 +52,7 @@ func ExampleBatch_Fail_backoff() {
 	again, _ := c.Claim(ctx)
 	fmt.Println("claimable now:", again.Len())
 
-	waiting, _ := c.List(ctx, dialect.SetScheduled, 0, 10)
+	waiting, _ := c.List(ctx, store.SetScheduled, 0, 10)
 	for _, r := range waiting {
 		fmt.Printf("row %v: attempt %d failed with %q, retried in about a minute: %v\n",
 			r.ID, r.Attempts, r.Error, r.RunIn > 40*time.Second && r.RunIn < 80*time.Second)

@@ -11,6 +11,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/sqlite"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // Message is what a worker reads from each claimed row.
@@ -47,15 +48,15 @@ func exampleTable(cfg claim.Config) (dialect.Dialect, *sql.DB) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	ddl, err := store.CreateTableDDL(d, store.ClaimTableDef(spec))
 	if err != nil {
 		log.Fatal(err)
 	}
-	store, err := d.ClaimStore(spec)
+	cs, err := store.OpenClaims(d, spec)
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := d.ExecDDL(ctx, append(ddl, store.IndexDDL()...)); err != nil {
+	if err := store.ExecDDL(ctx, d, append(ddl, cs.IndexDDL()...)); err != nil {
 		log.Fatal(err)
 	}
 	return d, db
@@ -122,7 +123,7 @@ func ExampleBatch_Ack_lost() {
 
 	stalled, _ := c.Claim(ctx)
 	time.Sleep(10 * time.Millisecond) // the worker stalls; a reaper returns its rows
-	_, _ = c.Store().Reap(ctx, &dialect.ReapParams{Timeout: time.Millisecond, Limit: 100})
+	_, _ = c.Store().Reap(ctx, &store.ReapParams{Timeout: time.Millisecond, Limit: 100})
 	fresh, _ := c.Claim(ctx)
 
 	err := stalled.AckAll(ctx)

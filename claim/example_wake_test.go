@@ -10,6 +10,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/sqlite"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // An application that inserts work in the same process wakes the claimer's
@@ -30,11 +31,11 @@ func ExampleClaimer_Wake() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	ddl, err := store.CreateTableDDL(d, store.ClaimTableDef(spec))
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := d.ExecDDL(ctx, ddl); err != nil {
+	if err := store.ExecDDL(ctx, d, ddl); err != nil {
 		log.Fatal(err)
 	}
 	// Each loop's first claim finds nothing; then every loop is idle.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // gateDialect wraps a dialect so that its claim stores record how many
@@ -34,20 +35,19 @@ func (g *gateDialect) Capabilities() dialect.Capabilities {
 	return c
 }
 
-func (g *gateDialect) ClaimStore(spec dialect.ClaimTable) (dialect.ClaimStore, error) {
-	s, err := g.Dialect.ClaimStore(spec)
-	if err != nil {
-		return nil, err
-	}
-	return &gateStore{ClaimStore: s, g: g}, nil
+func (g *gateDialect) WrapClaims(s store.ClaimStore) store.ClaimStore {
+	return &gateStore{ClaimStore: s, g: g}
 }
 
+// Inner implements the store's test wrapping.
+func (g *gateDialect) Inner() dialect.Dialect { return g.Dialect }
+
 type gateStore struct {
-	dialect.ClaimStore
+	store.ClaimStore
 	g *gateDialect
 }
 
-func (s *gateStore) Claim(ctx context.Context, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error) {
+func (s *gateStore) Claim(ctx context.Context, p *store.ClaimParams, scan func(store.Scanner) error) (int, error) {
 	n := s.g.inFlight.Add(1)
 	defer s.g.inFlight.Add(-1)
 	for {

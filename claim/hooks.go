@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // Hooks are optional observability callbacks. Each may be nil. They are
@@ -148,7 +148,7 @@ type Event struct {
 	// snoozed, released, or still held by the token.
 	Rows int64
 	// Tx is set for an ack or release written in the caller's transaction
-	// (dialect.ClaimStore.AckTx, ReleaseTx): it counts only if the caller
+	// (store.ClaimStore.AckTx, ReleaseTx): it counts only if the caller
 	// commits.
 	Tx bool
 	// Background is set when the operation ran on a goroutine of the
@@ -221,37 +221,37 @@ func isBackground(ctx context.Context) bool {
 	return b
 }
 
-// observedStore reports the statements a claimer makes through its store to
+// observedStore reports the statements a claimer makes through its cs to
 // the observer: every write of a batch goes through it, so the batch's code
 // needs no hook calls of its own. Methods it does not override pass
 // through.
 type observedStore struct {
-	dialect.ClaimStore
+	store.ClaimStore
 	k *core
 }
 
-// observe wraps store when hooks has an observer.
-func observe(store dialect.ClaimStore, k *core) dialect.ClaimStore {
+// observe wraps cs when hooks has an observer.
+func observe(cs store.ClaimStore, k *core) store.ClaimStore {
 	if k.hooks.Observer == nil {
-		return store
+		return cs
 	}
-	o := &observedStore{ClaimStore: store, k: k}
-	if ac, ok := store.(dialect.AckClaimer); ok {
+	o := &observedStore{ClaimStore: cs, k: k}
+	if ac, ok := cs.(store.AckClaimer); ok {
 		return &observedPipeStore{observedStore: o, ac: ac}
 	}
 	return o
 }
 
-// observedPipeStore is an observed store whose store also acks and claims
-// in one round trip ([dialect.AckClaimer]): the wrapper keeps that visible.
+// observedPipeStore is an observed cs whose cs also acks and claims
+// in one round trip ([store.AckClaimer]): the wrapper keeps that visible.
 type observedPipeStore struct {
 	*observedStore
-	ac dialect.AckClaimer
+	ac store.AckClaimer
 }
 
 // AckAndClaim reports the ack part of an ack+claim (the claim part is
 // reported by the claimer, as every claim is).
-func (s *observedPipeStore) AckAndClaim(ctx context.Context, p *dialect.AckClaimParams, scan func(dialect.Scanner) error) (dialect.AckResult, int, error) {
+func (s *observedPipeStore) AckAndClaim(ctx context.Context, p *store.AckClaimParams, scan func(store.Scanner) error) (store.AckResult, int, error) {
 	start := time.Now()
 	res, n, err := s.ac.AckAndClaim(ctx, p, scan)
 	if len(p.Ack.IDs) > 0 {
@@ -265,8 +265,8 @@ func (s *observedStore) report(ctx context.Context, e Event) {
 	s.k.hooks.Observer.ObserveClaim(ctx, e)
 }
 
-func (s *observedStore) ackEvent(p *dialect.AckParams, res dialect.AckResult, start time.Time, err error) Event {
-	if p.Outcome == dialect.OutcomeDone {
+func (s *observedStore) ackEvent(p *store.AckParams, res store.AckResult, start time.Time, err error) Event {
+	if p.Outcome == store.OutcomeDone {
 		e := s.k.event(OpAck, p.Token, start, err)
 		if err == nil {
 			e.Lost, e.Requeued = len(res.Lost), len(res.Requeued)
@@ -279,7 +279,7 @@ func (s *observedStore) ackEvent(p *dialect.AckParams, res dialect.AckResult, st
 		e.Lost = len(res.Lost)
 		e.Failed = len(p.IDs) - e.Lost
 		e.Parked = len(res.Parked)
-		if p.Outcome == dialect.OutcomeFailed {
+		if p.Outcome == store.OutcomeFailed {
 			e.Parked = e.Failed
 		}
 		if e.Parked < e.Failed {
@@ -290,7 +290,7 @@ func (s *observedStore) ackEvent(p *dialect.AckParams, res dialect.AckResult, st
 }
 
 // Ack reports an ack or fail.
-func (s *observedStore) Ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResult, error) {
+func (s *observedStore) Ack(ctx context.Context, p *store.AckParams) (store.AckResult, error) {
 	start := time.Now()
 	res, err := s.ClaimStore.Ack(ctx, p)
 	s.report(ctx, s.ackEvent(p, res, start, err))
@@ -298,7 +298,7 @@ func (s *observedStore) Ack(ctx context.Context, p *dialect.AckParams) (dialect.
 }
 
 // AckTx reports an ack or fail in the caller's transaction.
-func (s *observedStore) AckTx(ctx context.Context, tx any, p *dialect.AckParams) (dialect.AckResult, error) {
+func (s *observedStore) AckTx(ctx context.Context, tx any, p *store.AckParams) (store.AckResult, error) {
 	start := time.Now()
 	res, err := s.ClaimStore.AckTx(ctx, tx, p)
 	e := s.ackEvent(p, res, start, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 type syncBuffer struct {
@@ -42,9 +43,9 @@ func TestMissingIndexWarning(t *testing.T) {
 			Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 		spec, err := cfg.Resolve()
 		require.NoError(t, err)
-		ddl, err := e.d.CreateTableDDL(dialect.ClaimTableDef(spec))
+		ddl, err := store.CreateTableDDL(e.d, store.ClaimTableDef(spec))
 		require.NoError(t, err)
-		require.NoError(t, e.d.ExecDDL(ctx, ddl))
+		require.NoError(t, store.ExecDDL(ctx, e.d, ddl))
 
 		c, err := claim.New[struct{}](e.d, cfg, nil)
 		require.NoError(t, err)
@@ -64,7 +65,7 @@ func TestMissingIndexWarning(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, strings.Count(logs.String(), "recommended indexes are missing"), "one warning per configuration")
 
-		require.NoError(t, e.d.ExecDDL(ctx, c.Store().IndexDDL()))
+		require.NoError(t, store.ExecDDL(ctx, e.d, c.Store().IndexDDL()))
 		c, err = claim.New[struct{}](e.d, cfg, nil)
 		require.NoError(t, err)
 		_, err = c.Claim(ctx)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // Default retry backoff of [DefaultBackoff].
@@ -86,8 +87,8 @@ func (k *core) checkDelay(op string, delay time.Duration) error {
 
 // failParams builds the ack that fails ids: retried after delay (parked at
 // MaxAttempts) or parked at once, as mode says, storing cause's text.
-func (k *core) failParams(token string, ids []any, cause error, delay time.Duration, mode FailMode) *dialect.AckParams {
-	p := &dialect.AckParams{Token: token, IDs: ids, Outcome: dialect.OutcomeRetry, MaxAttempts: k.maxAttempts}
+func (k *core) failParams(token string, ids []any, cause error, delay time.Duration, mode FailMode) *store.AckParams {
+	p := &store.AckParams{Token: token, IDs: ids, Outcome: store.OutcomeRetry, MaxAttempts: k.maxAttempts}
 	if k.spec.RunAt != "" {
 		p.Delay = delay
 	}
@@ -95,7 +96,7 @@ func (k *core) failParams(token string, ids []any, cause error, delay time.Durat
 		p.Error = cause.Error()
 	}
 	if mode == FailPark {
-		p.Outcome, p.MaxAttempts, p.Delay = dialect.OutcomeFailed, 0, 0
+		p.Outcome, p.MaxAttempts, p.Delay = store.OutcomeFailed, 0, 0
 	}
 	return p
 }
@@ -103,7 +104,7 @@ func (k *core) failParams(token string, ids []any, cause error, delay time.Durat
 // logFailed logs a committed fail p of the batch token: the rows failed
 // (their keys, up to ten), which of them were parked, and the delay of those
 // retried.
-func (k *core) logFailed(token string, p *dialect.AckParams, res dialect.AckResult, cause error) {
+func (k *core) logFailed(token string, p *store.AckParams, res store.AckResult, cause error) {
 	lost := make(map[int]bool, len(res.Lost))
 	for _, j := range res.Lost {
 		lost[j] = true
@@ -116,7 +117,7 @@ func (k *core) logFailed(token string, p *dialect.AckParams, res dialect.AckResu
 	for j, id := range p.IDs {
 		switch {
 		case lost[j]:
-		case p.Outcome == dialect.OutcomeFailed || parkedAt[j]:
+		case p.Outcome == store.OutcomeFailed || parkedAt[j]:
 			parked = append(parked, id)
 		default:
 			retried = append(retried, id)
@@ -218,8 +219,8 @@ func (b *Batch[T]) settleFailure(ctx context.Context, i int, err error, log *slo
 // that parked rows which would now succeed. Large scopes are unparked in
 // bounded statements, not atomically.
 func (c *Claimer[T]) Unpark(ctx context.Context, resetAttempts bool, ids ...any) (int64, error) {
-	p := &dialect.UnparkParams{RowFilter: c.filter(ids), ResetAttempts: resetAttempts}
-	n, err := c.core.store.Unpark(ctx, p)
+	p := &store.UnparkParams{RowFilter: c.filter(ids), ResetAttempts: resetAttempts}
+	n, err := c.core.cs.Unpark(ctx, p)
 	if err != nil {
 		return n, storeError("unpark", err)
 	}
@@ -231,7 +232,7 @@ func (c *Claimer[T]) Unpark(ctx context.Context, resetAttempts bool, ids ...any)
 // only ids when given. It returns how many it changed. It needs a RunAt
 // column.
 func (c *Claimer[T]) RetryNow(ctx context.Context, ids ...any) (int64, error) {
-	n, err := c.core.store.RetryNow(ctx, c.filter(ids))
+	n, err := c.core.cs.RetryNow(ctx, c.filter(ids))
 	if err != nil {
 		return n, storeError("retry now", err)
 	}
@@ -242,16 +243,16 @@ func (c *Claimer[T]) RetryNow(ctx context.Context, ids ...any) (int64, error) {
 // with their attempts and stored error, stuck rows (processing for longer
 // than olderThan, oldest first) or rows scheduled for later. Ages are on
 // the database clock. It is for operators and reports.
-func (c *Claimer[T]) List(ctx context.Context, set dialect.RowSet, olderThan time.Duration, limit int) ([]dialect.RowInfo, error) {
-	rows, err := c.core.store.List(ctx, &dialect.ListParams{Set: set, ScopeValues: c.core.scopeValues(), OlderThan: olderThan, Limit: limit})
+func (c *Claimer[T]) List(ctx context.Context, set store.RowSet, olderThan time.Duration, limit int) ([]store.RowInfo, error) {
+	rows, err := c.core.cs.List(ctx, &store.ListParams{Set: set, ScopeValues: c.core.scopeValues(), OlderThan: olderThan, Limit: limit})
 	if err != nil {
 		return nil, storeError("list", err)
 	}
 	return rows, nil
 }
 
-func (c *Claimer[T]) filter(ids []any) dialect.RowFilter {
-	f := dialect.RowFilter{ScopeValues: c.core.scopeValues()}
+func (c *Claimer[T]) filter(ids []any) store.RowFilter {
+	f := store.RowFilter{ScopeValues: c.core.scopeValues()}
 	if len(ids) > 0 {
 		f.IDs = ids
 	}

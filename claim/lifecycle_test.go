@@ -12,6 +12,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // withLifecycle gives a job table run-at and error columns.
@@ -19,9 +20,9 @@ func withLifecycle(cfg *claim.Config) { cfg.RunAt, cfg.Error = "run_at", "last_e
 
 // scheduledIn returns how long until the row's run-at, on the database
 // clock, from the claimer's listing.
-func scheduledIn(t *testing.T, c *claim.Claimer[job], id any) (time.Duration, dialect.RowInfo) {
+func scheduledIn(t *testing.T, c *claim.Claimer[job], id any) (time.Duration, store.RowInfo) {
 	t.Helper()
-	rows, err := c.List(context.Background(), dialect.SetScheduled, 0, 100)
+	rows, err := c.List(context.Background(), store.SetScheduled, 0, 100)
 	require.NoError(t, err)
 	for _, r := range rows {
 		if r.ID == id {
@@ -29,7 +30,7 @@ func scheduledIn(t *testing.T, c *claim.Claimer[job], id any) (time.Duration, di
 		}
 	}
 	t.Fatalf("row %v is not scheduled: %+v", id, rows)
-	return 0, dialect.RowInfo{}
+	return 0, store.RowInfo{}
 }
 
 // A row failing again and again is retried at the backoff's delays,
@@ -70,10 +71,10 @@ func TestRetryBackoffOnDatabaseClock(t *testing.T) {
 			require.EqualValues(t, 1, n)
 		}
 		requireStats(t, c, 0, 0, 0, 1)
-		parked, err := c.List(ctx, dialect.SetFailed, 0, 10)
+		parked, err := c.List(ctx, store.SetFailed, 0, 10)
 		require.NoError(t, err)
 		require.Len(t, parked, 1)
-		require.Equal(t, dialect.RowInfo{ID: id, Attempts: 3, ClaimedAge: parked[0].ClaimedAge, Error: "send API down (attempt 3)"}, parked[0])
+		require.Equal(t, store.RowInfo{ID: id, Attempts: 3, ClaimedAge: parked[0].ClaimedAge, Error: "send API down (attempt 3)"}, parked[0])
 
 		n, err := c.Unpark(ctx, true)
 		require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // TestLossDeadlineBeforeReclaim freezes a worker (no heartbeat, no ack) past
@@ -44,7 +45,7 @@ func TestLossDeadlineBeforeReclaim(t *testing.T) {
 		var second *claim.Batch[job]
 		var ctxEnded, errSet bool
 		for second == nil {
-			_, err := c.Store().Reap(ctx, &dialect.ReapParams{Timeout: timeout, Limit: 100, ScopeValues: cfg.ScopeValues})
+			_, err := c.Store().Reap(ctx, &store.ReapParams{Timeout: timeout, Limit: 100, ScopeValues: cfg.ScopeValues})
 			require.NoError(t, err)
 			b, err := other.Claim(ctx)
 			require.NoError(t, err)
@@ -137,7 +138,7 @@ func TestRunHandlerSeesLoss(t *testing.T) {
 // reaper with a far too short timeout would, under a batch that heartbeats.
 func steal(t *testing.T, c *claim.Claimer[job], cfg claim.Config) {
 	t.Helper()
-	p := &dialect.ReapParams{Timeout: time.Millisecond, Limit: 100, ScopeValues: cfg.ScopeValues}
+	p := &store.ReapParams{Timeout: time.Millisecond, Limit: 100, ScopeValues: cfg.ScopeValues}
 	waitFor(t, "the rows to be reaped", func() bool {
 		_, err := c.Store().Reap(context.Background(), p)
 		require.NoError(t, err)

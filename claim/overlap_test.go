@@ -19,6 +19,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // Environment of the helper processes of the multi-process tests.
@@ -150,7 +151,7 @@ func TestHelperProcess(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(os.Getenv(envOut)+".ready", nil, 0o600))
 	rep := overlapWorkers(ctx, c, 4)
-	rep.Retries = e.d.Retries()
+	rep.Retries = store.Retries(e.d)
 	out, err := json.Marshal(rep)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(os.Getenv(envOut), out, 0o600))
@@ -261,8 +262,8 @@ func TestNeverOverlap(t *testing.T) {
 		}
 		st, err := c.Stats(ctx)
 		require.NoError(t, err)
-		require.Equal(t, dialect.Stats{Done: int64(n)}, dialect.Stats{Pending: st.Pending, Processing: st.Processing, Done: st.Done, Failed: st.Failed, Other: st.Other})
+		require.Equal(t, store.Stats{Done: int64(n)}, store.Stats{Pending: st.Pending, Processing: st.Processing, Done: st.Done, Failed: st.Failed, Other: st.Other})
 		t.Logf("%s/%s: %d rows, %d claims (%d re-claims after release) by 16 goroutines + 2 processes in %v: %.0f rows/s; %d internal retries",
-			e.kind, s, n, rep.Claims, reclaimed, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), rep.Retries+e.d.Retries())
+			e.kind, s, n, rep.Claims, reclaimed, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), rep.Retries+store.Retries(e.d))
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // Pipeline says whether the loops of [Claimer.Run] ack a batch and claim
@@ -19,7 +20,7 @@ const (
 	// measured faster ([dialect.Capabilities.PipelineAckClaim]).
 	PipelineAuto Pipeline = iota
 	// PipelineOn always pipelines; Run refuses it (ErrNotSupported) with a
-	// store that does not implement [dialect.AckClaimer].
+	// store that does not implement [store.AckClaimer].
 	PipelineOn
 	// PipelineOff never pipelines: an ack statement, then a claim.
 	PipelineOff
@@ -43,15 +44,15 @@ func (k *core) checkPipeline(p Pipeline) error {
 	if p < PipelineAuto || p > PipelineOff {
 		return invalid("WorkerConfig.Pipeline", "unknown value %d", int(p))
 	}
-	if _, ok := k.store.(dialect.AckClaimer); p == PipelineOn && !ok {
-		return fmt.Errorf("claim: WorkerConfig.Pipeline: %w: the claim store does not implement dialect.AckClaimer", ErrNotSupported)
+	if _, ok := k.cs.(store.AckClaimer); p == PipelineOn && !ok {
+		return fmt.Errorf("claim: WorkerConfig.Pipeline: %w: the claim store does not implement store.AckClaimer", ErrNotSupported)
 	}
 	return nil
 }
 
 // pipelines reports whether Run's loops pipeline under p.
 func (k *core) pipelines(p Pipeline) bool {
-	if _, ok := k.store.(dialect.AckClaimer); !ok || p == PipelineOff {
+	if _, ok := k.cs.(store.AckClaimer); !ok || p == PipelineOff {
 		return false
 	}
 	return p == PipelineOn || k.d.Capabilities().PipelineAckClaim
@@ -138,7 +139,7 @@ func (c *Claimer[T]) ackAndClaimLocked(ctx context.Context, b *Batch[T], own []i
 	if d := b.later; !all && d != nil && len(d.wait) > 0 {
 		idx = append(own[:len(own):len(own)], d.wait...)
 	}
-	ac, ok := c.core.store.(dialect.AckClaimer)
+	ac, ok := c.core.cs.(store.AckClaimer)
 	if !ok || len(idx) == 0 {
 		// Nothing to pipeline with: an ack statement (if any), then a claim.
 		var err error
@@ -157,10 +158,10 @@ func (c *Claimer[T]) ackAndClaimLocked(ctx context.Context, b *Batch[T], own []i
 		return next, err
 	}
 	p := b.doneParams(idx)
-	var res dialect.AckResult
+	var res store.AckResult
 	written := false
-	next, err := c.claimVia(ctx, func(ctx context.Context, cp *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error) {
-		r, n, err := ac.AckAndClaim(ctx, &dialect.AckClaimParams{Ack: *p, Claim: *cp}, scan)
+	next, err := c.claimVia(ctx, func(ctx context.Context, cp *store.ClaimParams, scan func(store.Scanner) error) (int, error) {
+		r, n, err := ac.AckAndClaim(ctx, &store.AckClaimParams{Ack: *p, Claim: *cp}, scan)
 		// A scan error comes after both parts committed (the claimer then
 		// reads the claimed rows again): the ack's result holds.
 		if se := (*scanError)(nil); err == nil || errors.As(err, &se) {
@@ -207,7 +208,7 @@ func (b *Batch[T]) ackAllLocked(ctx context.Context, idx []int) error {
 // includes. It returns the lost keys to report: those not deferred, and
 // with all every lost deferred ack not reported yet (the others are kept
 // for Flush).
-func (b *Batch[T]) recordDeferredDone(idx []int, p *dialect.AckParams, res dialect.AckResult, all bool) []any {
+func (b *Batch[T]) recordDeferredDone(idx []int, p *store.AckParams, res store.AckResult, all bool) []any {
 	d := b.later
 	deferred := map[int]bool{}
 	if d != nil {

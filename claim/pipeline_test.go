@@ -12,32 +12,35 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // pipeDialect wraps a dialect so that its claim stores count ack+claim
-// calls, or (hide) do not implement dialect.AckClaimer at all.
+// calls, or (hide) do not implement store.AckClaimer at all.
 type pipeDialect struct {
 	dialect.Dialect
 	hide  bool
 	calls atomic.Int64
 }
 
-func (p *pipeDialect) ClaimStore(spec dialect.ClaimTable) (dialect.ClaimStore, error) {
-	s, err := p.Dialect.ClaimStore(spec)
-	if err != nil || p.hide {
-		return struct{ dialect.ClaimStore }{s}, err
+func (p *pipeDialect) WrapClaims(s store.ClaimStore) store.ClaimStore {
+	if p.hide {
+		return struct{ store.ClaimStore }{s}
 	}
-	return &pipeStore{ClaimStore: s, p: p}, nil
+	return &pipeStore{ClaimStore: s, p: p}
 }
 
+// Inner implements the store's test wrapping.
+func (p *pipeDialect) Inner() dialect.Dialect { return p.Dialect }
+
 type pipeStore struct {
-	dialect.ClaimStore
+	store.ClaimStore
 	p *pipeDialect
 }
 
-func (s *pipeStore) AckAndClaim(ctx context.Context, p *dialect.AckClaimParams, scan func(dialect.Scanner) error) (dialect.AckResult, int, error) {
+func (s *pipeStore) AckAndClaim(ctx context.Context, p *store.AckClaimParams, scan func(store.Scanner) error) (store.AckResult, int, error) {
 	s.p.calls.Add(1)
-	return s.ClaimStore.(dialect.AckClaimer).AckAndClaim(ctx, p, scan)
+	return s.ClaimStore.(store.AckClaimer).AckAndClaim(ctx, p, scan)
 }
 
 // TestAckAllAndClaimLoop drains a scope with a hand-written loop: each
@@ -253,7 +256,7 @@ func TestObservedStoreKeepsPipeline(t *testing.T) {
 				}
 			})
 		})
-		_, ok := c.Store().(dialect.AckClaimer)
+		_, ok := c.Store().(store.AckClaimer)
 		require.True(t, ok, "the observed store still acks and claims in one round trip")
 		b, err := c.Claim(ctx)
 		require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/errclass"
 	"github.com/claimlock/claimlock/internal/testengine"
 )
 
@@ -90,7 +91,7 @@ func TestRunStopsOnPermanentError(t *testing.T) {
 		case err := <-done:
 			require.Error(t, err)
 			require.True(t, dialect.IsPermanent(err), "%v", err)
-			require.Equal(t, dialect.ClassPermanent, dialect.ClassifyError(err), "%v", err)
+			require.Equal(t, errclass.Permanent, errclass.Of(err), "%v", err)
 			require.Contains(t, err.Error(), "Run stopped")
 			require.Equal(t, 1, strings.Count(err.Error(), "claim: "), "the package is named once: %v", err)
 		case <-time.After(30 * time.Second):

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // AckTx acks ids in the caller's transaction tx, so that the caller's own
@@ -40,7 +40,7 @@ func (b *Batch[T]) AckTx(ctx context.Context, tx any, ids ...any) error {
 		return err
 	}
 	p := b.doneParams(idx)
-	res, err := b.core.store.AckTx(ctx, tx, p)
+	res, err := b.core.cs.AckTx(ctx, tx, p)
 	if err != nil {
 		return storeError("ack", err)
 	}
@@ -68,8 +68,8 @@ func (b *Batch[T]) FailTx(ctx context.Context, tx any, id any, cause error) erro
 	}
 	k := b.core
 	err = b.failWith(ctx, idx, cause, k.retryDelay(b.rows[idx[0]].Attempts), k.failMode,
-		func(ctx context.Context, p *dialect.AckParams) (dialect.AckResult, error) {
-			return k.store.AckTx(ctx, tx, p)
+		func(ctx context.Context, p *store.AckParams) (store.AckResult, error) {
+			return k.cs.AckTx(ctx, tx, p)
 		})
 	if err == nil {
 		b.rememberTx(idx, nil)
@@ -92,7 +92,7 @@ func (b *Batch[T]) ReleaseTx(ctx context.Context, tx any, ids ...any) error {
 	if err != nil {
 		return err
 	}
-	n, err := b.core.store.ReleaseTx(ctx, tx, b.token, b.idsOf(idx))
+	n, err := b.core.cs.ReleaseTx(ctx, tx, b.token, b.idsOf(idx))
 	if err != nil {
 		return storeError("release", err)
 	}

@@ -15,18 +15,19 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // createEffects creates a table of effect rows with no key at all, so that
 // a duplicate effect would be counted, never hidden by a unique index.
 func createEffects(t *testing.T, e *env, table string) {
 	t.Helper()
-	ddl, err := e.d.CreateTableDDL(dialect.TableDef{Table: table, Columns: []dialect.ColumnDef{
-		{Name: "src", Type: dialect.TypeInt, NotNull: true},
-		{Name: "tok", Type: dialect.TypeText, Len: dialect.MaxTokenLen, NotNull: true},
+	ddl, err := store.CreateTableDDL(e.d, store.TableDef{Table: table, Columns: []store.ColumnDef{
+		{Name: "src", Type: store.TypeInt, NotNull: true},
+		{Name: "tok", Type: store.TypeText, Len: store.MaxTokenLen, NotNull: true},
 	}})
 	require.NoError(t, err)
-	require.NoError(t, e.d.ExecDDL(context.Background(), ddl))
+	require.NoError(t, store.ExecDDL(context.Background(), e.d, ddl))
 }
 
 // Run handlers that write their effect and ack in one transaction leave

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // Wake tells the claimer's idle [Claimer.Run] loops that rows may be
@@ -19,7 +19,7 @@ import (
 // again at once), never queued.
 //
 // Rows made pending by other processes reach idle loops through the
-// dialect's notifications where it has them ([dialect.Notifier]: PostgreSQL
+// dialect's notifications where it has them ([store.Notifier]: PostgreSQL
 // with its notifier running), and through polling everywhere.
 func (c *Claimer[T]) Wake() { c.core.wake.kick() }
 
@@ -82,7 +82,7 @@ func (w *waker) idle(ctx context.Context, pollMin, pollMax time.Duration) (done 
 	}
 	free := func() { w.poll <- struct{}{} }
 	n := int(w.empty.Add(1)) - 1
-	t := time.NewTimer(dialect.Backoff(n, pollMin, pollMax))
+	t := time.NewTimer(store.Backoff(n, pollMin, pollMax))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
@@ -92,12 +92,12 @@ func (w *waker) idle(ctx context.Context, pollMin, pollMax time.Duration) (done 
 	return free
 }
 
-// subscribe asks the dialect, if it is a [dialect.Notifier], to wake the
+// subscribe asks the dialect's notifier, where it has one, to wake the
 // claimer when another process makes rows of its scope pending. It returns
 // the function that ends the subscription.
 func (k *core) subscribe() (cancel func()) {
-	n, ok := k.d.(dialect.Notifier)
-	if !ok {
+	n := store.NotifierOf(k.d)
+	if n == nil {
 		return func() {}
 	}
 	return n.Subscribe(k.spec, k.scopeValues(), k.wake.kick)

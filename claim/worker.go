@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // ShutdownMode says what [Claimer.Run] does with claimed rows when its
@@ -331,7 +332,7 @@ func (r *runner[T]) handle(ctx context.Context, b *Batch[T], i int) error {
 		if err == nil || n+1 >= handlerCalls || !dialect.IsRetryable(err) || ctx.Err() != nil || b.lost() || b.settledRow(i) {
 			return err
 		}
-		t := time.NewTimer(dialect.Backoff(n, 5*time.Millisecond, 500*time.Millisecond))
+		t := time.NewTimer(store.Backoff(n, 5*time.Millisecond, 500*time.Millisecond))
 		select {
 		case <-ctx.Done():
 			t.Stop()

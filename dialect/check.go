@@ -48,7 +48,7 @@ func (s ClaimTable) checkStatuses() error {
 	for _, x := range st {
 		switch {
 		case x.v.bad != "" || x.v.set:
-			if err := x.v.check(x.f); err != nil {
+			if err := x.v.Check(x.f); err != nil {
 				return err
 			}
 		case x.f == "Failed" && s.numericStatuses():
@@ -56,7 +56,7 @@ func (s ClaimTable) checkStatuses() error {
 		case s.numericStatuses():
 			return fmt.Errorf("%w: %s: status value is not set (integer status values have no default)", ErrInvalidConfig, x.f)
 		default:
-			return x.v.check(x.f)
+			return x.v.Check(x.f)
 		}
 	}
 	return nil

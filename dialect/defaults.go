@@ -2,27 +2,26 @@ package dialect
 
 import "slices"
 
-// Default column names and string status values of a [ClaimTable], filled in
-// by [ClaimTable.WithDefaults].
+// The default column names and string status values of a [ClaimTable],
+// filled in by [ClaimTable.WithDefaults].
 const (
-	DefaultID         = "id"
-	DefaultStatus     = "status"
-	DefaultToken      = "token"
-	DefaultClaimedAt  = "claimed_at"
-	DefaultPending    = "PENDING"
-	DefaultProcessing = "PROCESSING"
-	DefaultDone       = "DONE"
-	DefaultFailed     = "FAILED"
+	defaultID         = "id"
+	defaultStatus     = "status"
+	defaultToken      = "token"
+	defaultClaimedAt  = "claimed_at"
+	defaultPending    = "PENDING"
+	defaultProcessing = "PROCESSING"
+	defaultDone       = "DONE"
+	defaultFailed     = "FAILED"
 )
 
 // WithDefaults returns t with every unset required field given its default,
 // the one place these defaults are decided:
 //
-//   - ID, Status, Token and ClaimedAt default to [DefaultID],
-//     [DefaultStatus], [DefaultToken] and [DefaultClaimedAt];
+//   - ID, Status, Token and ClaimedAt default to "id", "status", "token"
+//     and "claimed_at";
 //   - when no status value is an integer, unset Pending, Processing, Done
-//     and Failed default to [DefaultPending], [DefaultProcessing],
-//     [DefaultDone] and [DefaultFailed];
+//     and Failed default to "PENDING", "PROCESSING", "DONE" and "FAILED";
 //   - when one is an integer, none is defaulted: all four are then
 //     required.
 //
@@ -39,10 +38,10 @@ func (t ClaimTable) WithDefaults() ClaimTable {
 			*v = def
 		}
 	}
-	orName(&t.ID, DefaultID)
-	orName(&t.Status, DefaultStatus)
-	orName(&t.Token, DefaultToken)
-	orName(&t.ClaimedAt, DefaultClaimedAt)
+	orName(&t.ID, defaultID)
+	orName(&t.Status, defaultStatus)
+	orName(&t.Token, defaultToken)
+	orName(&t.ClaimedAt, defaultClaimedAt)
 	if t.numericStatuses() {
 		return t
 	}
@@ -51,10 +50,10 @@ func (t ClaimTable) WithDefaults() ClaimTable {
 			*v = StatusString(def)
 		}
 	}
-	orStatus(&t.Pending, DefaultPending)
-	orStatus(&t.Processing, DefaultProcessing)
-	orStatus(&t.Done, DefaultDone)
-	orStatus(&t.Failed, DefaultFailed)
+	orStatus(&t.Pending, defaultPending)
+	orStatus(&t.Processing, defaultProcessing)
+	orStatus(&t.Done, defaultDone)
+	orStatus(&t.Failed, defaultFailed)
 	return t
 }
 

@@ -1,7 +1,6 @@
 package dialect
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 )
@@ -123,35 +122,20 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Dialect is one engine's implementation of claimlock's storage operations.
-// Engine packages construct it; it is safe for concurrent use.
+// Dialect is a connection to one database engine, made by an engine
+// package from a handle the caller already has: [github.com/claimlock/claimlock/dialect/mysql].New,
+// [github.com/claimlock/claimlock/dialect/postgres].New or NewStdlib,
+// [github.com/claimlock/claimlock/dialect/sqlite].New. Claimers, lockers
+// and reapers take it and build their statements on it; it is safe for
+// concurrent use.
+//
+// Only this module's engine packages make Dialects: a value of another
+// type passed where a Dialect is expected is refused with an error
+// wrapping [ErrInvalidConfig]. Nothing of a Dialect but its capabilities
+// is visible, so no caller can change the statements or capabilities the
+// library relies on.
 type Dialect interface {
-	// Capabilities returns what the server can do, detected at construction.
+	// Capabilities returns what the server can do, detected when the
+	// Dialect was made.
 	Capabilities() Capabilities
-
-	// QuoteIdent validates name with [ValidateIdent] and quotes it for this
-	// engine (each part of schema.table separately).
-	QuoteIdent(field, name string) (string, error)
-
-	// ClaimStore validates spec and returns the claim, ack, heartbeat,
-	// release, reap and stats operations on that table, with their
-	// statements built once. Errors wrap [ErrInvalidConfig].
-	ClaimStore(spec ClaimTable) (ClaimStore, error)
-
-	// LeaseStore validates spec and returns the lease operations on that
-	// table. Errors wrap [ErrInvalidConfig].
-	LeaseStore(spec LeaseTable) (LeaseStore, error)
-
-	// CreateTableDDL renders CREATE TABLE IF NOT EXISTS (plus its indexes)
-	// for def in this engine's syntax. It is how tests, examples and the
-	// schema helpers create tables without holding SQL of their own.
-	CreateTableDDL(def TableDef) ([]string, error)
-
-	// ExecDDL runs statements produced by this dialect's DDL methods, in
-	// order. It is not a general query interface.
-	ExecDDL(ctx context.Context, stmts []string) error
-
-	// Retries returns how many times this dialect re-ran a statement or
-	// transaction after a deadlock or serialization failure.
-	Retries() int64
 }

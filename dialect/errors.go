@@ -2,7 +2,8 @@ package dialect
 
 import (
 	"errors"
-	"sync"
+
+	"github.com/claimlock/claimlock/internal/errclass"
 )
 
 // Sentinel errors shared by every dialect and re-exported by the orchestration
@@ -55,103 +56,15 @@ var ErrOutcomeUnknown = errors.New("claimlock: outcome unknown: the connection b
 // point the connection at the primary.
 var ErrReadOnly = errors.New("claimlock: database is read-only")
 
-// ErrorClass sorts an engine error by what the caller can do about it.
-// Engine packages classify their driver's errors; [ClassifyError] and
-// [IsRetryable] accept raw driver errors of every engine package linked into
-// the program, as well as errors returned by claimlock.
-type ErrorClass int
-
-// The error classes.
-const (
-	// ClassOther is every error the classes below do not name.
-	ClassOther ErrorClass = iota
-	// ClassDeadlock: MySQL 1213, PostgreSQL 40P01.
-	ClassDeadlock
-	// ClassLockTimeout: MySQL 1205, PostgreSQL 55P03.
-	ClassLockTimeout
-	// ClassSerialization: PostgreSQL 40001.
-	ClassSerialization
-	// ClassBusy: SQLITE_BUSY and SQLITE_LOCKED.
-	ClassBusy
-	// ClassReadOnly: a write on a read-only server ([ErrReadOnly]).
-	ClassReadOnly
-	// ClassDuplicate: a unique key violation.
-	ClassDuplicate
-	// ClassConnection: the connection broke; the statement may or may not
-	// have run.
-	ClassConnection
-	// ClassUnavailable: the server refused the statement before running it,
-	// because it cannot serve writes or consistent reads at the moment:
-	// MySQL 1047 from a Galera node outside the primary component. Nothing
-	// ran, so it is retried like a conflict (on another node, through
-	// mysql.OpenCluster, which drops such connections).
-	ClassUnavailable
-	// ClassPermanent: the statement cannot succeed against this database
-	// as it stands, and running it again fails the same way until someone
-	// changes the schema, the grants or the configuration: a missing table
-	// or column, a permission denied, a value its column cannot hold.
-	// Claim loops stop on it ([IsPermanent]) instead of retrying forever.
-	ClassPermanent
-)
-
-// Retryable reports whether the whole statement or transaction that failed
-// with an error of this class can be run again: deadlocks, lock-wait
-// timeouts, serialization failures, SQLite's busy errors and statements an
-// unavailable server refused.
-func (c ErrorClass) Retryable() bool {
-	switch c {
-	case ClassDeadlock, ClassLockTimeout, ClassSerialization, ClassBusy, ClassUnavailable:
-		return true
-	}
-	return false
-}
-
 // IsPermanent reports whether err cannot go away by running the operation
 // again: an error wrapping [ErrInvalidConfig] or [ErrNotSupported], or an
-// engine error of [ClassPermanent]. Loops that retry failed operations (the
+// engine error that running it again fails the same way (a missing table or
+// column, a permission denied, a value its column cannot hold). Loops that retry failed operations (the
 // claimer's Run) stop on it and return it, so that a misconfiguration is
 // reported once instead of logged at every poll.
 func IsPermanent(err error) bool {
-	return errors.Is(err, ErrInvalidConfig) || errors.Is(err, ErrNotSupported) || ClassifyError(err) == ClassPermanent
+	return errors.Is(err, ErrInvalidConfig) || errors.Is(err, ErrNotSupported) || errclass.Of(err) == errclass.Permanent
 }
-
-var (
-	classifiersMu sync.RWMutex
-	classifiers   []func(error) ErrorClass
-)
-
-// RegisterClassifier adds an engine's error classifier to the ones
-// [ClassifyError] consults. Engine packages call it from init; a classifier
-// must return [ClassOther] for errors that are not its driver's.
-func RegisterClassifier(f func(error) ErrorClass) {
-	classifiersMu.Lock()
-	defer classifiersMu.Unlock()
-	classifiers = append(classifiers, f)
-}
-
-// ClassifyError returns the class of err: an error returned by claimlock,
-// or a raw driver error from the caller's own statements, of any engine
-// package linked into the program.
-func ClassifyError(err error) ErrorClass {
-	if err == nil {
-		return ClassOther
-	}
-	var c classified
-	if errors.As(err, &c) {
-		return c.ErrorClass()
-	}
-	classifiersMu.RLock()
-	defer classifiersMu.RUnlock()
-	for _, f := range classifiers {
-		if c := f(err); c != ClassOther {
-			return c
-		}
-	}
-	return ClassOther
-}
-
-// classified is implemented by errors that carry their class.
-type classified interface{ ErrorClass() ErrorClass }
 
 // IsRetryable reports whether err is a deadlock, lock-wait timeout,
 // serialization failure or busy error: the whole statement or transaction
@@ -160,5 +73,5 @@ type classified interface{ ErrorClass() ErrorClass }
 // [RetryPolicy]) and raw driver errors from the caller's own statements, so
 // [Retry] can retry the caller's transactions too.
 func IsRetryable(err error) bool {
-	return errors.Is(err, ErrRetryable) || ClassifyError(err).Retryable()
+	return errors.Is(err, ErrRetryable) || errclass.Of(err).Retryable()
 }

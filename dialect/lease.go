@@ -1,14 +1,8 @@
 package dialect
 
 import (
-	"context"
 	"fmt"
-	"time"
 )
-
-// MaxTokenLen is the shortest owner/token column claimlock accepts: tokens
-// from [NewToken] are shorter, and the design fixes VARCHAR(40).
-const MaxTokenLen = 40
 
 // LeaseTable describes the table leases live in: the user's own task table
 // (Keyed false: rows exist already, keyed by their id) or a library-managed
@@ -65,11 +59,11 @@ type LeaseTable struct {
 // Validate checks identifiers and lengths, returning an error wrapping
 // [ErrInvalidConfig] that names the first bad field.
 func (s LeaseTable) Validate() error {
-	if err := ValidateIdent("Table", s.Table); err != nil {
+	if err := validateIdent("Table", s.Table); err != nil {
 		return err
 	}
 	for _, c := range []struct{ f, v string }{{"Key", s.Key}, {"LockedAt", s.LockedAt}} {
-		if err := ValidateColumn(c.f, c.v); err != nil {
+		if err := validateColumn(c.f, c.v); err != nil {
 			return err
 		}
 	}
@@ -80,7 +74,7 @@ func (s LeaseTable) Validate() error {
 		if c.v == "" {
 			continue
 		}
-		if err := ValidateColumn(c.f, c.v); err != nil {
+		if err := validateColumn(c.f, c.v); err != nil {
 			return err
 		}
 	}
@@ -124,116 +118,4 @@ func (s LeaseTable) CheckKey(key any) error {
 		}
 	}
 	return nil
-}
-
-// LeaseInfo is the state of a lease as written by an acquire or renew.
-type LeaseInfo struct {
-	// Fence is the fencing token: the Fence column after this acquisition
-	// (0 without one). Renew returns the same fence.
-	Fence int64
-	// ExpiresAt is the expiry on the database clock, for display; holders
-	// must use a local monotonic deadline instead.
-	ExpiresAt time.Time
-	// Owner is the token that renewals, releases and Finish must present
-	// from now on: the owner passed to Acquire, or, in a table without an
-	// Owner column, the lease's stamp (the LockedAt value written, as a
-	// decimal integer), which a renewal may move.
-	Owner string
-}
-
-// LeaseState is a lease row as read by Inspect.
-type LeaseState struct {
-	// Owner is the owner token, "" when free.
-	Owner string
-	// Fence is the fence column (0 without one).
-	Fence int64
-	// ExpiresAt is the expiry on the database clock (zero when free).
-	ExpiresAt time.Time
-	// Expired is true when the lease has an owner but its expiry passed, by
-	// the database clock.
-	Expired bool
-	// Exists is false when no row has the key.
-	Exists bool
-}
-
-// LeaseHolder is one lease [LeaseStore.Held] lists.
-type LeaseHolder struct {
-	// Key is the lease's key: a string for text keys, an int64 otherwise.
-	Key any
-	// LeaseState is its owner, fence, expiry and whether it expired.
-	LeaseState
-	// Remaining is the time left until the expiry on the database clock
-	// (zero once expired).
-	Remaining time.Duration
-}
-
-// MaxHeldLimit bounds the limit of [LeaseStore.Held].
-const MaxHeldLimit = 10000
-
-// LeaseStore holds one lease table's prepared statements. Each method is one
-// short autocommit statement (plus a read-back where the engine has no
-// RETURNING), retried on deadlocks.
-type LeaseStore interface {
-	// Acquire takes key for owner for ttl if it is free or expired, by one
-	// compare-and-set on the database clock, incrementing the fence. A
-	// lease held by anyone, the same owner included, is [ErrLeaseHeld]; a
-	// missing row of a non-keyed table is [ErrKeyNotFound].
-	Acquire(ctx context.Context, key any, owner string, ttl time.Duration) (LeaseInfo, error)
-
-	// Renew extends the lease to now + ttl on the database clock while owner
-	// still holds it, even if it has just expired and nobody took it yet.
-	// Otherwise it returns [ErrLeaseLost]. The new expiry is always later
-	// than the old one, so the write changes the row even within one
-	// microsecond (MySQL reports changed, not matched, rows).
-	Renew(ctx context.Context, key any, owner string, ttl time.Duration) (LeaseInfo, error)
-
-	// Release frees the lease if owner still holds it and reports whether it
-	// did. Releasing someone else's lease is a no-op (false, nil).
-	//
-	// A non-zero holdUntil is a minimum hold: a time on the database clock
-	// (the acquisition time, as the acquire statement wrote it, plus the
-	// hold) before which the key must not be acquired again. While it is
-	// ahead of the database's now, Release leaves owner in place and moves
-	// the expiry to holdUntil (plus the resolution of the time columns)
-	// instead of freeing the lease, so that acquisitions are refused until
-	// then, whatever the callers' clocks; past it, Release frees the lease
-	// as with a zero holdUntil. A minimum hold needs Owner and ExpiresAt
-	// columns; without them it is [ErrInvalidConfig]. ForceRelease and
-	// ReapExpired end a hold like any lease.
-	Release(ctx context.Context, key any, owner string, holdUntil time.Time) (bool, error)
-
-	// Finish sets the table's Status column to status and frees the lease,
-	// in one statement conditioned on owner still holding it, and reports
-	// whether it did: a task is marked done only by its current holder. It
-	// needs LeaseTable.Status. holdUntil is a minimum hold, as for Release.
-	Finish(ctx context.Context, key any, owner string, status any, holdUntil time.Time) (bool, error)
-
-	// ForceRelease frees the lease whoever holds it (an operator's tool),
-	// and reports whether it was held.
-	ForceRelease(ctx context.Context, key any) (bool, error)
-
-	// Inspect reads the lease of key.
-	Inspect(ctx context.Context, key any) (LeaseState, error)
-
-	// Held lists up to limit leases that are held (or expired but not yet
-	// freed or reaped), soonest expiry first, through the expiry index:
-	// key, owner (the stamp without an Owner column), fence, expiry and
-	// the time left until it, both on the database clock. It needs an
-	// ExpiresAt column ([ErrNotSupported] without one). It is for
-	// operators, not for loops.
-	Held(ctx context.Context, limit int) ([]LeaseHolder, error)
-
-	// ReapExpired clears the owner of at most limit expired leases (the row
-	// and its fence stay, so fences keep increasing) and returns how many.
-	ReapExpired(ctx context.Context, limit int) (int64, error)
-
-	// VerifySchema reads the table's columns from the catalog and returns
-	// an error wrapping [ErrInvalidConfig] when the table or a configured
-	// column is missing, the owner column is shorter than a token, the
-	// fence column holds text, or the key column's kind contradicts
-	// KeyKind. It also learns the key and status columns' types: later,
-	// a key outside the key column's range and a Finish status the status
-	// column cannot hold are errors wrapping [ErrInvalidConfig] before any
-	// statement runs.
-	VerifySchema(ctx context.Context) error
 }

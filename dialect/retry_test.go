@@ -11,14 +11,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/errclass"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // deadlockErr is an error that carries its class, as the errors returned by
 // claimlock's stores do.
 type deadlockErr struct{}
 
-func (deadlockErr) Error() string                  { return "deadlock found" }
-func (deadlockErr) ErrorClass() dialect.ErrorClass { return dialect.ClassDeadlock }
+func (deadlockErr) Error() string              { return "deadlock found" }
+func (deadlockErr) ErrorClass() errclass.Class { return errclass.Deadlock }
 
 var errDeadlock error = deadlockErr{}
 
@@ -80,15 +82,15 @@ func (e driverErr) Error() string { return "driver error" }
 
 func TestClassifyRawDriverErrors(t *testing.T) {
 	t.Parallel()
-	dialect.RegisterClassifier(func(err error) dialect.ErrorClass {
+	errclass.Register(func(err error) errclass.Class {
 		var d driverErr
 		if errors.As(err, &d) && d.code == 4242 {
-			return dialect.ClassSerialization
+			return errclass.Serialization
 		}
-		return dialect.ClassOther
+		return errclass.Other
 	})
 	raw := fmt.Errorf("my own statement: %w", driverErr{4242})
-	require.Equal(t, dialect.ClassSerialization, dialect.ClassifyError(raw))
+	require.Equal(t, errclass.Serialization, errclass.Of(raw))
 	require.True(t, dialect.IsRetryable(raw), "the caller's own raw driver errors are recognised")
 	require.False(t, dialect.IsRetryable(driverErr{1}))
 	calls := 0
@@ -102,10 +104,10 @@ func TestClassifyRawDriverErrors(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, calls, "Retry re-runs the caller's transaction on a raw driver error")
 	require.False(t, dialect.IsRetryable(nil))
-	require.Equal(t, dialect.ClassOther, dialect.ClassifyError(errors.New("plain")))
-	for c, want := range map[dialect.ErrorClass]bool{
-		dialect.ClassDeadlock: true, dialect.ClassLockTimeout: true, dialect.ClassSerialization: true, dialect.ClassBusy: true,
-		dialect.ClassReadOnly: false, dialect.ClassDuplicate: false, dialect.ClassConnection: false, dialect.ClassOther: false,
+	require.Equal(t, errclass.Other, errclass.Of(errors.New("plain")))
+	for c, want := range map[errclass.Class]bool{
+		errclass.Deadlock: true, errclass.LockTimeout: true, errclass.Serialization: true, errclass.Busy: true,
+		errclass.ReadOnly: false, errclass.Duplicate: false, errclass.Connection: false, errclass.Other: false,
 	} {
 		require.Equal(t, want, c.Retryable(), "%d", c)
 	}
@@ -114,10 +116,10 @@ func TestClassifyRawDriverErrors(t *testing.T) {
 func TestBackoffBounds(t *testing.T) {
 	t.Parallel()
 	for n := 0; n < 20; n++ {
-		d := dialect.Backoff(n, 10*time.Millisecond, 80*time.Millisecond)
+		d := store.Backoff(n, 10*time.Millisecond, 80*time.Millisecond)
 		require.GreaterOrEqual(t, d, 5*time.Millisecond)
 		require.LessOrEqual(t, d, 80*time.Millisecond)
 	}
-	require.Zero(t, dialect.Backoff(3, 0, time.Second))
+	require.Zero(t, store.Backoff(3, 0, time.Second))
 	require.ErrorIs(t, dialect.RetryPolicy{MaxAttempts: -1}.Validate(), dialect.ErrInvalidConfig)
 }

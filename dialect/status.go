@@ -10,7 +10,7 @@ import (
 // value can be used by a generic plan), which is why strings are limited to
 // the alphabet [A-Za-z0-9_.:-] and 64 bytes.
 //
-// Build one with [StatusString], [StatusInt] or [StatusOf]. The zero value is
+// Build one with [StatusString] or [StatusInt]. The zero value is
 // "not set" (a [ClaimTable] default applies, see [ClaimTable.WithDefaults]).
 type Status struct {
 	str   string
@@ -19,46 +19,8 @@ type Status struct {
 	set   bool
 	// bad says why [StatusString] refused its value. Such a status holds
 	// no value (its literal can never reach SQL); [ClaimTable.Validate]
-	// and [StatusOf] report it.
+	// reports it.
 	bad string
-}
-
-// StatusOf converts a configured status value: a string, or any Go integer
-// type. Other types, empty strings and strings outside the safe alphabet are
-// errors wrapping [ErrInvalidConfig], naming field.
-func StatusOf(field string, v any) (Status, error) {
-	switch x := v.(type) {
-	case nil:
-		return Status{}, fmt.Errorf("%w: %s: status value is not set", ErrInvalidConfig, field)
-	case string:
-		if why := statusStringProblem(x); why != "" {
-			return Status{}, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, why)
-		}
-		return Status{str: x, set: true}, nil
-	case int:
-		return Status{num: int64(x), isNum: true, set: true}, nil
-	case int8:
-		return Status{num: int64(x), isNum: true, set: true}, nil
-	case int16:
-		return Status{num: int64(x), isNum: true, set: true}, nil
-	case int32:
-		return Status{num: int64(x), isNum: true, set: true}, nil
-	case int64:
-		return Status{num: x, isNum: true, set: true}, nil
-	case uint8:
-		return Status{num: int64(x), isNum: true, set: true}, nil
-	case uint16:
-		return Status{num: int64(x), isNum: true, set: true}, nil
-	case uint32:
-		return Status{num: int64(x), isNum: true, set: true}, nil
-	case Status:
-		if err := x.check(field); err != nil {
-			return Status{}, err
-		}
-		return x, nil
-	default:
-		return Status{}, fmt.Errorf("%w: %s: status value %v has type %T; want a string or an integer", ErrInvalidConfig, field, v, v)
-	}
 }
 
 // statusStringProblem says why x cannot be a status string, or returns "".
@@ -77,7 +39,7 @@ func statusStringProblem(x string) string {
 
 // check returns an error wrapping [ErrInvalidConfig] and naming field when s
 // is not set or was refused by [StatusString].
-func (s Status) check(field string) error {
+func (s Status) Check(field string) error {
 	switch {
 	case s.bad != "":
 		return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, s.bad)

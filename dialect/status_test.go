@@ -6,30 +6,31 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 func TestStatusOf(t *testing.T) {
 	t.Parallel()
-	s, err := dialect.StatusOf("Pending", "PENDING")
+	s, err := store.StatusOf("Pending", "PENDING")
 	require.NoError(t, err)
 	require.Equal(t, "'PENDING'", s.Literal())
-	n, err := dialect.StatusOf("Pending", int8(3))
+	n, err := store.StatusOf("Pending", int8(3))
 	require.NoError(t, err)
 	require.Equal(t, "3", n.Literal())
 	require.True(t, n.IsNumeric())
 	for _, bad := range []any{nil, "", "a'b", "a b", 1.5, true, []byte("x"), string(make([]byte, 65))} {
-		_, err := dialect.StatusOf("Pending", bad)
+		_, err := store.StatusOf("Pending", bad)
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "%v", bad)
 	}
 }
 
 func TestClaimTableValidate(t *testing.T) {
 	t.Parallel()
-	p, _ := dialect.StatusOf("p", "P")
-	r, _ := dialect.StatusOf("p", "R")
-	d, _ := dialect.StatusOf("p", "D")
-	f, _ := dialect.StatusOf("p", "F")
-	i, _ := dialect.StatusOf("p", 4)
+	p, _ := store.StatusOf("p", "P")
+	r, _ := store.StatusOf("p", "R")
+	d, _ := store.StatusOf("p", "D")
+	f, _ := store.StatusOf("p", "F")
+	i, _ := store.StatusOf("p", 4)
 	ok := dialect.ClaimTable{Table: "t", ID: "id", Status: "s", Token: "tok", ClaimedAt: "c", Pending: p, Processing: r, Done: d, Failed: f}
 	require.NoError(t, ok.Validate())
 	noFailed := ok
@@ -47,9 +48,9 @@ func TestNewToken(t *testing.T) {
 	t.Parallel()
 	seen := map[string]bool{}
 	for i := 0; i < 1000; i++ {
-		tok := dialect.NewToken()
-		require.Len(t, tok, dialect.TokenLen)
-		require.LessOrEqual(t, len(tok), dialect.MaxTokenLen)
+		tok := store.NewToken()
+		require.Len(t, tok, store.TokenLen)
+		require.LessOrEqual(t, len(tok), store.MaxTokenLen)
 		require.False(t, seen[tok])
 		seen[tok] = true
 	}
@@ -63,7 +64,7 @@ func TestStatusConstructors(t *testing.T) {
 	n := dialect.StatusInt(3)
 	require.True(t, n.IsNumeric())
 	require.Equal(t, "3", n.Literal())
-	via, err := dialect.StatusOf("Done", s)
+	via, err := store.StatusOf("Done", s)
 	require.NoError(t, err)
 	require.Equal(t, s, via)
 
@@ -75,7 +76,7 @@ func TestStatusConstructors(t *testing.T) {
 		require.NotPanics(t, func() { st = dialect.StatusString(bad) })
 		require.False(t, st.IsSet(), "%q", bad)
 		require.Equal(t, "''", st.Literal(), "%q", bad)
-		_, err := dialect.StatusOf("Done", st)
+		_, err := store.StatusOf("Done", st)
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "%q", bad)
 		tbl := ok
 		tbl.Failed = st

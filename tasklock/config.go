@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // MinTTL is the shortest TTL accepted. A lease on a table whose time
@@ -172,5 +173,5 @@ func TaskTableNoOwner(table string) dialect.LeaseTable {
 // KeyTable describes the library-managed key table [CreateTable] creates:
 // text keys of up to 255 bytes, with owner, lock_at, expires_at and fence.
 func KeyTable(table string) dialect.LeaseTable {
-	return dialect.KeyedLeaseTable(table, 0)
+	return store.KeyedLeaseTable(table, 0)
 }

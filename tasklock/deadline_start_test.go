@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -35,26 +36,25 @@ func (l *lateLeaseDialect) wait() {
 	}
 }
 
-func (l *lateLeaseDialect) LeaseStore(spec dialect.LeaseTable) (dialect.LeaseStore, error) {
-	s, err := l.Dialect.LeaseStore(spec)
-	if err != nil {
-		return nil, err
-	}
-	return lateLeaseStore{LeaseStore: s, l: l}, nil
+func (l *lateLeaseDialect) WrapLeases(s store.LeaseStore) store.LeaseStore {
+	return lateLeaseStore{LeaseStore: s, l: l}
 }
 
+// Inner implements the store's test wrapping.
+func (l *lateLeaseDialect) Inner() dialect.Dialect { return l.Dialect }
+
 type lateLeaseStore struct {
-	dialect.LeaseStore
+	store.LeaseStore
 	l *lateLeaseDialect
 }
 
-func (s lateLeaseStore) Acquire(ctx context.Context, key any, owner string, ttl time.Duration) (dialect.LeaseInfo, error) {
+func (s lateLeaseStore) Acquire(ctx context.Context, key any, owner string, ttl time.Duration) (store.LeaseInfo, error) {
 	info, err := s.LeaseStore.Acquire(ctx, key, owner, ttl)
 	s.l.wait()
 	return info, err
 }
 
-func (s lateLeaseStore) Renew(ctx context.Context, key any, owner string, ttl time.Duration) (dialect.LeaseInfo, error) {
+func (s lateLeaseStore) Renew(ctx context.Context, key any, owner string, ttl time.Duration) (store.LeaseInfo, error) {
 	info, err := s.LeaseStore.Renew(ctx, key, owner, ttl)
 	s.l.wait()
 	return info, err

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -90,19 +91,18 @@ type hangingDialect struct {
 }
 
 type hangingStore struct {
-	dialect.LeaseStore
+	store.LeaseStore
 	h *hangingDialect
 }
 
-func (h *hangingDialect) LeaseStore(spec dialect.LeaseTable) (dialect.LeaseStore, error) {
-	s, err := h.Dialect.LeaseStore(spec)
-	if err != nil {
-		return nil, err
-	}
-	return hangingStore{LeaseStore: s, h: h}, nil
+func (h *hangingDialect) WrapLeases(s store.LeaseStore) store.LeaseStore {
+	return hangingStore{LeaseStore: s, h: h}
 }
 
-func (s hangingStore) Renew(ctx context.Context, key any, owner string, ttl time.Duration) (dialect.LeaseInfo, error) {
+// Inner implements the store's test wrapping.
+func (h *hangingDialect) Inner() dialect.Dialect { return h.Dialect }
+
+func (s hangingStore) Renew(ctx context.Context, key any, owner string, ttl time.Duration) (store.LeaseInfo, error) {
 	s.h.once.Do(func() { close(s.h.hung) })
 	<-s.h.unblock
 	return s.LeaseStore.Renew(ctx, key, owner, ttl)

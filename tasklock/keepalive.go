@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // keepAlive is a running background renewal loop.
@@ -78,7 +78,7 @@ func (l *Lease) keepAliveLoop(ctx context.Context, done chan<- struct{}) {
 			due := l.Deadline().Add(-cfg.TTL + cfg.SafetyMargin + cfg.RenewInterval)
 			wait = due.Sub(cfg.Now())
 		} else {
-			wait = dialect.Backoff(failures-1, cfg.RenewInterval/8, cfg.RenewInterval/2)
+			wait = store.Backoff(failures-1, cfg.RenewInterval/8, cfg.RenewInterval/2)
 		}
 		if wait > 0 {
 			t := time.NewTimer(wait)

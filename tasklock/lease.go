@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // Lease is one acquisition of a key. Its owner token is fresh for every
@@ -41,7 +41,7 @@ type Lease struct {
 	released  bool        // a Release already freed the row
 }
 
-func newLease(ctx context.Context, k *Locker, key any, owner string, info dialect.LeaseInfo, start time.Time) *Lease {
+func newLease(ctx context.Context, k *Locker, key any, owner string, info store.LeaseInfo, start time.Time) *Lease {
 	l := &Lease{k: k, key: key, owner: owner, fence: info.Fence, expiresAt: info.ExpiresAt}
 	if k.cfg.MinHold > 0 {
 		// The acquire statement wrote expiry = its now + TTL: its now is
@@ -190,7 +190,7 @@ func (l *Lease) renew(ctx context.Context) error {
 	}
 	cfg := l.k.cfg
 	start := cfg.Now()
-	info, err := l.k.store.Renew(ctx, l.key, l.Owner(), cfg.TTL)
+	info, err := l.k.cs.Renew(ctx, l.key, l.Owner(), cfg.TTL)
 	took := cfg.Now().Sub(start)
 	if err != nil {
 		if isLost(err) {
@@ -267,7 +267,7 @@ func (l *Lease) lostErr(cause error) error {
 // it still reports (true, nil), and [Lease.HoldUntil] says until when.
 func (l *Lease) Release(ctx context.Context) (bool, error) {
 	start := time.Now()
-	ok, ran, err := l.free(ctx, "release", func() (bool, error) { return l.k.store.Release(ctx, l.key, l.Owner(), l.holdUntil) })
+	ok, ran, err := l.free(ctx, "release", func() (bool, error) { return l.k.cs.Release(ctx, l.key, l.Owner(), l.holdUntil) })
 	if h := l.k.cfg.Hooks.Released; h != nil && ran && err == nil {
 		h(l.key, l.fence, ok)
 	}
@@ -312,7 +312,7 @@ func (l *Lease) free(ctx context.Context, op string, write func() (bool, error))
 // once.
 func (l *Lease) Finish(ctx context.Context, status any) (bool, error) {
 	start := time.Now()
-	ok, ran, err := l.free(ctx, "finish", func() (bool, error) { return l.k.store.Finish(ctx, l.key, l.Owner(), status, l.holdUntil) })
+	ok, ran, err := l.free(ctx, "finish", func() (bool, error) { return l.k.cs.Finish(ctx, l.key, l.Owner(), status, l.holdUntil) })
 	l.observeFree(ctx, OpFinish, ok, ran, err, start)
 	return ok, err
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -25,7 +26,7 @@ func TestAcquireRenewRelease(t *testing.T) {
 		l, err := k.Acquire(ctx, "job")
 		require.NoError(t, err)
 		require.Equal(t, "job", l.Key())
-		require.Len(t, l.Owner(), dialect.TokenLen)
+		require.Len(t, l.Owner(), store.TokenLen)
 		require.Equal(t, int64(1), l.Fence())
 		require.False(t, l.ExpiresAt().IsZero())
 		require.NoError(t, l.Err())

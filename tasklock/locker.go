@@ -9,6 +9,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/detach"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // releaseTimeout bounds the clean-up statements the library runs on its own
@@ -19,7 +20,7 @@ const releaseTimeout = 5 * time.Second
 // concurrent use; a process usually holds one per table.
 type Locker struct {
 	cfg      Config
-	store    dialect.LeaseStore
+	cs    store.LeaseStore
 	verified atomic.Bool // the table passed VerifySchema once
 }
 
@@ -36,11 +37,11 @@ func New(d dialect.Dialect, cfg Config) (*Locker, error) {
 	if err := cfg.Table.Validate(); err != nil {
 		return nil, fmt.Errorf("tasklock: Config.Table: %w", err)
 	}
-	store, err := d.LeaseStore(cfg.Table)
+	cs, err := store.OpenLeases(d, cfg.Table)
 	if err != nil {
 		return nil, fmt.Errorf("tasklock: Config.Table: %w", err)
 	}
-	return &Locker{cfg: cfg, store: store}, nil
+	return &Locker{cfg: cfg, cs: cs}, nil
 }
 
 // TTL returns the configured TTL.
@@ -74,7 +75,7 @@ func (k *Locker) checkKey(key any) error {
 // ctx's deadline.
 //
 // Until one succeeds, each Acquire first checks the table against the
-// catalog ([dialect.LeaseStore.VerifySchema]): a missing table or column,
+// catalog ([store.LeaseStore.VerifySchema]): a missing table or column,
 // or an owner column too short for a token, is an error wrapping
 // [dialect.ErrInvalidConfig] before any lease is written.
 func (k *Locker) Acquire(ctx context.Context, key any) (*Lease, error) {
@@ -91,13 +92,13 @@ func (k *Locker) acquire(ctx context.Context, key any) (*Lease, error) {
 	if err := k.Verify(ctx); err != nil {
 		return nil, err
 	}
-	owner := dialect.NewToken()
+	owner := store.NewToken()
 	stamped := k.cfg.Table.Owner == ""
 	if stamped {
-		owner = "" // the store reads the lease's stamp back instead
+		owner = "" // the cs reads the lease's stamp back instead
 	}
 	start := k.cfg.Now()
-	info, err := k.store.Acquire(ctx, key, owner, k.cfg.TTL)
+	info, err := k.cs.Acquire(ctx, key, owner, k.cfg.TTL)
 	if err != nil {
 		// An acquisition of unknown outcome is released by its owner; a
 		// stamped one cannot be (its stamp never came back) and expires.
@@ -122,13 +123,13 @@ func (k *Locker) acquire(ctx context.Context, key any) (*Lease, error) {
 }
 
 // Verify checks the lease table against the database catalog (see
-// [dialect.LeaseStore.VerifySchema]) unless a check already passed. Acquire
+// [store.LeaseStore.VerifySchema]) unless a check already passed. Acquire
 // calls it; call it at start-up to fail fast.
 func (k *Locker) Verify(ctx context.Context) error {
 	if k.verified.Load() {
 		return nil
 	}
-	if err := k.store.VerifySchema(ctx); err != nil {
+	if err := k.cs.VerifySchema(ctx); err != nil {
 		return fmt.Errorf("tasklock: %w", err)
 	}
 	k.verified.Store(true)
@@ -142,7 +143,7 @@ func (k *Locker) Verify(ctx context.Context) error {
 // past that the release finishes in the background.
 func (k *Locker) cleanup(ctx context.Context, key any, owner string) {
 	detach.Run(ctx, releaseTimeout, func(ctx context.Context) {
-		if _, err := k.store.Release(ctx, key, owner, time.Time{}); err != nil {
+		if _, err := k.cs.Release(ctx, key, owner, time.Time{}); err != nil {
 			k.cfg.Logger.Warn("tasklock: could not release an acquisition of unknown outcome; it expires after the TTL", "key", key, "err", err)
 		}
 	})
@@ -166,7 +167,7 @@ func (k *Locker) AcquireWait(ctx context.Context, key any) (*Lease, error) {
 			}
 			return nil, err
 		}
-		t := time.NewTimer(dialect.Backoff(n, k.cfg.PollInterval, k.cfg.MaxPollInterval))
+		t := time.NewTimer(store.Backoff(n, k.cfg.PollInterval, k.cfg.MaxPollInterval))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -185,7 +186,7 @@ func (k *Locker) ForceRelease(ctx context.Context, key any) (bool, error) {
 		return false, err
 	}
 	start := time.Now()
-	ok, err := k.store.ForceRelease(ctx, key)
+	ok, err := k.cs.ForceRelease(ctx, key)
 	k.observe(ctx, OpForceRelease, key, "", 0, ok, err, start)
 	if err != nil {
 		return false, fmt.Errorf("tasklock: force release %v: %w", key, err)
@@ -195,11 +196,11 @@ func (k *Locker) ForceRelease(ctx context.Context, key any) (bool, error) {
 }
 
 // Inspect reads the lease row of key as the database sees it now.
-func (k *Locker) Inspect(ctx context.Context, key any) (dialect.LeaseState, error) {
+func (k *Locker) Inspect(ctx context.Context, key any) (store.LeaseState, error) {
 	if err := k.checkKey(key); err != nil {
-		return dialect.LeaseState{}, err
+		return store.LeaseState{}, err
 	}
-	st, err := k.store.Inspect(ctx, key)
+	st, err := k.cs.Inspect(ctx, key)
 	if err != nil {
 		return st, fmt.Errorf("tasklock: inspect %v: %w", key, err)
 	}

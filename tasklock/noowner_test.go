@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testengine"
 	"github.com/claimlock/claimlock/tasklock"
 )
@@ -26,14 +26,14 @@ func TestTaskTableWithoutOwner(t *testing.T) {
 			t.Parallel()
 			ctx := ctxT(t)
 			c := testengine.Open(t, te, 0)
-			def := dialect.TableDef{Table: "xxx_task", PrimaryKey: []string{"id"}, Columns: []dialect.ColumnDef{
-				{Name: "id", Type: dialect.TypeInt, NotNull: true},
-				{Name: "status", Type: dialect.TypeInt, NotNull: true},
-				{Name: "lock_at", Type: dialect.TypeTimeSeconds},
+			def := store.TableDef{Table: "xxx_task", PrimaryKey: []string{"id"}, Columns: []store.ColumnDef{
+				{Name: "id", Type: store.TypeInt, NotNull: true},
+				{Name: "status", Type: store.TypeInt, NotNull: true},
+				{Name: "lock_at", Type: store.TypeTimeSeconds},
 			}}
-			ddl, err := c.Dialect.CreateTableDDL(def)
+			ddl, err := store.CreateTableDDL(c.Dialect, def)
 			require.NoError(t, err)
-			require.NoError(t, c.Dialect.ExecDDL(ctx, ddl))
+			require.NoError(t, store.ExecDDL(ctx, c.Dialect, ddl))
 			_, err = c.DB.ExecContext(ctx, "INSERT INTO xxx_task (id, status) VALUES (7, 0)")
 			require.NoError(t, err)
 			cfg := tasklock.Config{Table: tasklock.TaskTableNoOwner("xxx_task"), TTL: 1500 * time.Millisecond}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // CreateTableDDL returns the statements that create the library-managed key
@@ -14,7 +15,7 @@ func CreateTableDDL(d dialect.Dialect, table string) ([]string, error) {
 	if d == nil {
 		return nil, fmt.Errorf("%w: tasklock: nil dialect", dialect.ErrInvalidConfig)
 	}
-	stmts, err := d.CreateTableDDL(dialect.LeaseTableDef(table, 0))
+	stmts, err := store.CreateTableDDL(d, store.LeaseTableDef(table, 0))
 	if err != nil {
 		return nil, fmt.Errorf("tasklock: create table: %w", err)
 	}
@@ -28,7 +29,7 @@ func CreateTable(ctx context.Context, d dialect.Dialect, table string) error {
 	if err != nil {
 		return err
 	}
-	if err := d.ExecDDL(ctx, stmts); err != nil {
+	if err := store.ExecDDL(ctx, d, stmts); err != nil {
 		return fmt.Errorf("tasklock: create table %s: %w", table, err)
 	}
 	return nil
@@ -51,11 +52,11 @@ func AlterTaskTableDDL(d dialect.Dialect, spec dialect.LeaseTable) ([]string, er
 		return nil, fmt.Errorf("tasklock: alter task table: %w", err)
 	}
 	q := func(field, name string) string {
-		s, _ := d.QuoteIdent(field, name) // validated above
+		s, _ := store.QuoteIdent(d, field, name) // validated above
 		return s
 	}
 	t := q("Table", spec.Table)
-	out := []string{fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s VARCHAR(%d)", t, q("Owner", spec.Owner), dialect.MaxTokenLen)}
+	out := []string{fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s VARCHAR(%d)", t, q("Owner", spec.Owner), store.MaxTokenLen)}
 	if spec.ExpiresAt != "" {
 		out = append(out, fmt.Sprintf("-- ALTER TABLE %s ADD COLUMN %s <the type of %s>", t, q("ExpiresAt", spec.ExpiresAt), q("LockedAt", spec.LockedAt)))
 	}

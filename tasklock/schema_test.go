@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -19,16 +20,16 @@ import (
 func createTaskTable(t *testing.T, d dialect.Dialect, withExpiry bool) dialect.LeaseTable {
 	t.Helper()
 	ctx := ctxT(t)
-	pending, err := dialect.StatusOf("Pending", "PENDING")
+	pending, err := store.StatusOf("Pending", "PENDING")
 	require.NoError(t, err)
-	def := dialect.TableDef{
+	def := store.TableDef{
 		Table: "xxx_task",
-		Columns: []dialect.ColumnDef{
-			{Name: "id", Type: dialect.TypeSerial, NotNull: true},
-			{Name: "status", Type: dialect.TypeText, Len: 32, NotNull: true, Default: &pending},
-			{Name: "lock_at", Type: dialect.TypeTime},
+		Columns: []store.ColumnDef{
+			{Name: "id", Type: store.TypeSerial, NotNull: true},
+			{Name: "status", Type: store.TypeText, Len: 32, NotNull: true, Default: &pending},
+			{Name: "lock_at", Type: store.TypeTime},
 			// Used only by seedTasks, see there.
-			{Name: "seed_expires_at", Type: dialect.TypeTime},
+			{Name: "seed_expires_at", Type: store.TypeTime},
 		},
 		PrimaryKey: []string{"id"},
 	}
@@ -37,12 +38,12 @@ func createTaskTable(t *testing.T, d dialect.Dialect, withExpiry bool) dialect.L
 	if withExpiry {
 		// The expiry column must have lock_at's type, which the advice
 		// leaves to the table's owner: create it with the table.
-		def.Columns = append(def.Columns, dialect.ColumnDef{Name: "lock_expires_at", Type: dialect.TypeTime})
+		def.Columns = append(def.Columns, store.ColumnDef{Name: "lock_expires_at", Type: store.TypeTime})
 		spec.ExpiresAt = "lock_expires_at"
 	}
-	stmts, err := d.CreateTableDDL(def)
+	stmts, err := store.CreateTableDDL(d, def)
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, stmts))
+	require.NoError(t, store.ExecDDL(ctx, d, stmts))
 
 	advice, err := tasklock.AlterTaskTableDDL(d, spec)
 	require.NoError(t, err)
@@ -53,7 +54,7 @@ func createTaskTable(t *testing.T, d dialect.Dialect, withExpiry bool) dialect.L
 		}
 	}
 	require.Len(t, run, 2, "owner and fence")
-	require.NoError(t, d.ExecDDL(ctx, run), "the advice runs as printed")
+	require.NoError(t, store.ExecDDL(ctx, d, run), "the advice runs as printed")
 	return spec
 }
 
@@ -146,7 +147,7 @@ func TestSchemaHelpers(t *testing.T) {
 		stmts, err := tasklock.CreateTableDDL(d, "my_leases")
 		require.NoError(t, err)
 		require.NotEmpty(t, stmts)
-		q, err := d.QuoteIdent("Table", "my_leases")
+		q, err := store.QuoteIdent(d, "Table", "my_leases")
 		require.NoError(t, err)
 		require.Contains(t, stmts[0], q)
 		require.NoError(t, tasklock.CreateTable(ctx, d, "my_leases"))
@@ -164,7 +165,7 @@ func TestSchemaHelpers(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, advice, 3)
 		for i, col := range []string{"lock_owner", "expires_at", "fence"} {
-			qc, err := d.QuoteIdent("Column", col)
+			qc, err := store.QuoteIdent(d, "Column", col)
 			require.NoError(t, err)
 			require.Contains(t, advice[i], qc)
 		}

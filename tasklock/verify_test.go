@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -19,15 +20,15 @@ func TestAcquireVerifiesTheTable(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e engine) {
 		d := e.open(t)
 		ctx := ctxT(t)
-		def := dialect.LeaseTableDef("short_owner", 64)
+		def := store.LeaseTableDef("short_owner", 64)
 		for i := range def.Columns {
 			if def.Columns[i].Name == "owner" {
 				def.Columns[i].Len = 8
 			}
 		}
-		ddl, err := d.CreateTableDDL(def)
+		ddl, err := store.CreateTableDDL(d, def)
 		require.NoError(t, err)
-		require.NoError(t, d.ExecDDL(ctx, ddl))
+		require.NoError(t, store.ExecDDL(ctx, d, ddl))
 		k, err := tasklock.New(d, tasklock.Config{Table: tasklock.KeyTable("short_owner"), TTL: time.Second})
 		require.NoError(t, err)
 		_, err = k.Acquire(ctx, "job")

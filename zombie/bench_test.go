@@ -15,6 +15,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/mysql"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testengine"
 	"github.com/claimlock/claimlock/zombie"
 )
@@ -112,7 +113,7 @@ func loadSweepTable(b *testing.B, e *env, cc claim.Config, n int) {
 	createTable(b, e, cc, false)
 	processingTo := 100 + n/10
 	status := fmt.Sprintf(`CASE WHEN g <= 100 THEN '%s' WHEN g <= %d THEN '%s' ELSE '%s' END`,
-		dialect.DefaultPending, processingTo, dialect.DefaultProcessing, dialect.DefaultDone)
+		"PENDING", processingTo, "PROCESSING", "DONE")
 	token := fmt.Sprintf(`CASE WHEN g > 100 AND g <= %d THEN 'live-' || ((g - 1) / 100) END`, processingTo)
 	var load, analyze string
 	switch e.kind {
@@ -135,7 +136,7 @@ func loadSweepTable(b *testing.B, e *env, cc claim.Config, n int) {
 	e.exec(b, analyze)
 }
 
-// BenchmarkStatements measures the claim store's other statements on the
+// BenchmarkStatements measures the claim cs's other statements on the
 // tables of BenchmarkSweep, in the same plan modes: a claim of the 100
 // pending rows (the engine's preferred strategy; on MySQL/MariaDB with its
 // read-back), a heartbeat, an ack and a release of those 100 rows, and
@@ -166,14 +167,14 @@ func benchStatement(b *testing.B, e *env, cc claim.Config, op string) {
 	ctx := context.Background()
 	spec, err := cc.Resolve()
 	require.NoError(b, err)
-	store, err := e.d.ClaimStore(spec)
+	cs, err := store.OpenClaims(e.d, spec)
 	require.NoError(b, err)
 	strategy, err := e.d.Capabilities().Resolve(dialect.StrategyAuto)
 	require.NoError(b, err)
 	take := func() (string, []any) {
-		tok := dialect.NewToken()
+		tok := store.NewToken()
 		var ids []any
-		n, err := store.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: 100, Strategy: strategy}, func(r dialect.Scanner) error {
+		n, err := cs.Claim(ctx, &store.ClaimParams{Token: tok, Limit: 100, Strategy: strategy}, func(r store.Scanner) error {
 			var id int64
 			err := r.Scan(&id, new(any)) // key, attempts
 			ids = append(ids, id)
@@ -198,34 +199,34 @@ func benchStatement(b *testing.B, e *env, cc claim.Config, op string) {
 		case "claim":
 			var tok string
 			timed(func() { tok, _ = take() })
-			_, err = store.Release(ctx, tok, nil)
+			_, err = cs.Release(ctx, tok, nil)
 		case "heartbeat":
 			tok, _ := take()
 			timed(func() {
 				var n int64
-				n, err = store.Heartbeat(ctx, tok)
+				n, err = cs.Heartbeat(ctx, tok)
 				require.EqualValues(b, 100, n)
 			})
 			require.NoError(b, err)
-			_, err = store.Release(ctx, tok, nil)
+			_, err = cs.Release(ctx, tok, nil)
 		case "ack":
 			tok, ids := take()
 			timed(func() {
-				var res dialect.AckResult
-				res, err = store.Ack(ctx, &dialect.AckParams{Token: tok, IDs: ids, Outcome: dialect.OutcomeDone})
+				var res store.AckResult
+				res, err = cs.Ack(ctx, &store.AckParams{Token: tok, IDs: ids, Outcome: store.OutcomeDone})
 				require.Empty(b, res.Lost)
 			})
 			require.NoError(b, err)
-			e.exec(b, fmt.Sprintf("UPDATE %s SET status = '%s' WHERE id <= 100", cc.Table, dialect.DefaultPending))
+			e.exec(b, fmt.Sprintf("UPDATE %s SET status = '%s' WHERE id <= 100", cc.Table, "PENDING"))
 		case "release":
 			tok, _ := take()
 			timed(func() {
 				var n int64
-				n, err = store.Release(ctx, tok, nil)
+				n, err = cs.Release(ctx, tok, nil)
 				require.EqualValues(b, 100, n)
 			})
 		case "stats":
-			timed(func() { _, err = store.Stats(ctx, nil) })
+			timed(func() { _, err = cs.Stats(ctx, nil) })
 		}
 		require.NoError(b, err)
 	}

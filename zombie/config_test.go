@@ -64,7 +64,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"bad claim table", d, claim.Config{ClaimTable: dialect.ClaimTable{Table: "jobs; drop"}}, zombie.Config{Timeout: time.Second}, "Table"},
 		{"nil dialect", nil, good, zombie.Config{Timeout: time.Second}, "Dialect: is nil"},
 		{"max attempts differing from the claim config's", d, withMax(good, 5), zombie.Config{Timeout: time.Second, MaxAttempts: 3},
-			"Config.MaxAttempts: 3 differs from the claim config's MaxAttempts 5"},
+			"Config.MaxAttempts: 3 differs from the claim config's 5"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

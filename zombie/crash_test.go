@@ -19,6 +19,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/zombie"
 )
 
@@ -154,13 +155,13 @@ func startWorker(t *testing.T, e *env, table string, s dialect.Strategy) *worker
 	return w
 }
 
-func logTableDef(table string) dialect.TableDef {
-	return dialect.TableDef{
+func logTableDef(table string) store.TableDef {
+	return store.TableDef{
 		Table: table,
-		Columns: []dialect.ColumnDef{
-			{Name: "id", Type: dialect.TypeSerial, NotNull: true},
-			{Name: "row_id", Type: dialect.TypeInt, NotNull: true},
-			{Name: "pid", Type: dialect.TypeInt, NotNull: true},
+		Columns: []store.ColumnDef{
+			{Name: "id", Type: store.TypeSerial, NotNull: true},
+			{Name: "row_id", Type: store.TypeInt, NotNull: true},
+			{Name: "pid", Type: store.TypeInt, NotNull: true},
 		},
 		PrimaryKey: []string{"id"},
 	}
@@ -195,11 +196,11 @@ func crashRecovery(t *testing.T, e *env, s dialect.Strategy) {
 	defer cancel()
 	cc := jobsConfig(15)
 	cc.Strategy = s
-	store := createTable(t, e, cc, false)
+	cs := createTable(t, e, cc, false)
 	for _, suffix := range []string{"_sends", "_acks"} {
-		ddl, err := e.d.CreateTableDDL(logTableDef(cc.Table + suffix))
+		ddl, err := store.CreateTableDDL(e.d, logTableDef(cc.Table+suffix))
 		require.NoError(t, err)
-		require.NoError(t, e.d.ExecDDL(ctx, ddl))
+		require.NoError(t, store.ExecDDL(ctx, e.d, ddl))
 	}
 	insertRows(t, e, cc.Table, "PENDING", rows, 500)
 
@@ -233,7 +234,7 @@ func crashRecovery(t *testing.T, e *env, s dialect.Strategy) {
 	// a replacement, until wantKills kills.
 	for len(killed) < wantKills {
 		require.Less(t, time.Since(start), 2*time.Minute, "could not kill %d workers mid-batch", wantKills)
-		st, err := store.Stats(ctx, nil)
+		st, err := cs.Stats(ctx, nil)
 		require.NoError(t, err)
 		require.NotZero(t, st.Pending, "all rows were claimed after only %d kills; add rows", len(killed))
 		var busy []*worker
@@ -275,7 +276,7 @@ func crashRecovery(t *testing.T, e *env, s dialect.Strategy) {
 	require.NoError(t, <-reaperDone)
 	require.Empty(t, reapErrs)
 
-	st, err := store.Stats(ctx, nil)
+	st, err := cs.Stats(ctx, nil)
 	require.NoError(t, err)
 	require.Zero(t, st.Pending)
 	require.Zero(t, st.Processing)
@@ -316,5 +317,5 @@ func crashRecovery(t *testing.T, e *env, s dialect.Strategy) {
 	}
 	require.GreaterOrEqual(t, int64(len(sends)), st.Done, "every done row was sent")
 	t.Logf("%s %s: %d rows, %d processes (%d killed), %d rows reaped, %d rows sent more than once, %d parked, %d dialect retries, %v",
-		e.kind, s, rows, len(all), len(killed), reaped.Load(), resent, st.Failed, e.d.Retries(), time.Since(start).Round(time.Millisecond))
+		e.kind, s, rows, len(all), len(killed), reaped.Load(), resent, st.Failed, store.Retries(e.d), time.Since(start).Round(time.Millisecond))
 }

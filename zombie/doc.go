@@ -57,7 +57,7 @@
 //
 // Each statement finds stale rows by status and claim time, in the order of
 // an index on (status, claimed_at): the claim store's
-// [dialect.ClaimStore.IndexDDL] creates it with the claim and token indexes
+// [store.ClaimStore.IndexDDL] creates it with the claim and token indexes
 // (and, for a scoped reaper on PostgreSQL and SQLite, the scope index), and
 // claimers warn at start-up when it is missing. With it a sweep that finds
 // nothing reads nothing, whatever the table's size, statistics or plan

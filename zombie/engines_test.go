@@ -12,6 +12,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testengine"
 )
 
@@ -94,20 +95,20 @@ func jobsConfig(batch int) claim.Config {
 
 // createTable creates cc's table, with the recommended indexes unless
 // noIndexes.
-func createTable(t testing.TB, e *env, cc claim.Config, noIndexes bool) dialect.ClaimStore {
+func createTable(t testing.TB, e *env, cc claim.Config, noIndexes bool) store.ClaimStore {
 	t.Helper()
 	ctx := context.Background()
 	spec, err := cc.Resolve()
 	require.NoError(t, err)
-	ddl, err := e.d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	ddl, err := store.CreateTableDDL(e.d, store.ClaimTableDef(spec))
 	require.NoError(t, err)
-	require.NoError(t, e.d.ExecDDL(ctx, ddl))
-	store, err := e.d.ClaimStore(spec)
+	require.NoError(t, store.ExecDDL(ctx, e.d, ddl))
+	cs, err := store.OpenClaims(e.d, spec)
 	require.NoError(t, err)
 	if !noIndexes {
-		require.NoError(t, e.d.ExecDDL(ctx, store.IndexDDL()))
+		require.NoError(t, store.ExecDDL(ctx, e.d, cs.IndexDDL()))
 	}
-	return store
+	return cs
 }
 
 // insertRows inserts n rows with the given status (ids 1..n on a fresh

@@ -9,6 +9,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/sqlite"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
@@ -35,15 +36,15 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	ddl, err := store.CreateTableDDL(d, store.ClaimTableDef(spec))
 	if err != nil {
 		panic(err)
 	}
-	store, err := d.ClaimStore(spec)
+	cs, err := store.OpenClaims(d, spec)
 	if err != nil {
 		panic(err)
 	}
-	if err := d.ExecDDL(ctx, append(ddl, store.IndexDDL()...)); err != nil {
+	if err := store.ExecDDL(ctx, d, append(ddl, cs.IndexDDL()...)); err != nil {
 		panic(err)
 	}
 	if _, err := db.ExecContext(ctx, "INSERT INTO jobs (status) VALUES ('PENDING'), ('PENDING'), ('PENDING')"); err != nil {

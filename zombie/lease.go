@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // LeaseReaper clears expired leases of a lease table, so that tables of
@@ -16,7 +17,7 @@ import (
 // acquisitions. It is optional: an expired lease can be acquired whether or
 // not it was reaped. It is safe for concurrent use.
 type LeaseReaper struct {
-	store  dialect.LeaseStore
+	cs  store.LeaseStore
 	table  string
 	limit  int
 	logger *slog.Logger
@@ -43,12 +44,12 @@ func NewLeaseReaper(d dialect.Dialect, table dialect.LeaseTable, cfg LeaseConfig
 	if err != nil {
 		return nil, err
 	}
-	store, err := d.LeaseStore(table)
+	cs, err := store.OpenLeases(d, table)
 	if err != nil {
 		return nil, fmt.Errorf("zombie: lease table: %w", err)
 	}
 	return &LeaseReaper{
-		store: store, table: table.Table, limit: limit,
+		cs: cs, table: table.Table, limit: limit,
 		logger: logger(cfg.Logger).With("table", table.Table), hooks: cfg.Hooks,
 	}, nil
 }
@@ -62,11 +63,11 @@ func (r *LeaseReaper) Sweep(ctx context.Context) (int64, error) {
 	start := time.Now()
 	var res Result
 	var err error
-	// The first sweep verifies the table, which also tells the store the
+	// The first sweep verifies the table, which also tells the cs the
 	// precision of its time columns; until then every expiry test errs a
 	// second towards "still held".
 	if !r.verified.Load() {
-		if err = r.store.VerifySchema(ctx); err == nil {
+		if err = r.cs.VerifySchema(ctx); err == nil {
 			r.verified.Store(true)
 		}
 	}
@@ -76,7 +77,7 @@ func (r *LeaseReaper) Sweep(ctx context.Context) (int64, error) {
 			break
 		}
 		var n int64
-		n, err = r.store.ReapExpired(ctx, r.limit)
+		n, err = r.cs.ReapExpired(ctx, r.limit)
 		res.Statements++
 		res.Returned += n
 		if err != nil || n < int64(r.limit) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -36,7 +37,7 @@ type Result struct {
 // Reaper returns stale claims of one claim table to pending and parks poison
 // rows. It is safe for concurrent use.
 type Reaper struct {
-	store   dialect.ClaimStore
+	cs   store.ClaimStore
 	table   string
 	cols    []string // scope columns
 	scope   []any
@@ -95,12 +96,12 @@ func New(d dialect.Dialect, cc claim.Config, cfg Config) (*Reaper, error) {
 	if cfg.Locker == nil && cfg.LockKey != nil {
 		return nil, invalid("Config.LockKey", "is set but Locker is nil")
 	}
-	store, err := d.ClaimStore(spec)
+	cs, err := store.OpenClaims(d, spec)
 	if err != nil {
 		return nil, fmt.Errorf("zombie: %w", err)
 	}
 	r := &Reaper{
-		store: store, table: spec.Table, cols: spec.Scope, timeout: cfg.Timeout, limit: limit,
+		cs: cs, table: spec.Table, cols: spec.Scope, timeout: cfg.Timeout, limit: limit,
 		maxAtt: maxAtt, locker: cfg.Locker, key: cfg.LockKey,
 		logger: logger(cfg.Logger).With("table", spec.Table), hooks: cfg.Hooks,
 	}
@@ -151,16 +152,16 @@ func (r *Reaper) Sweep(ctx context.Context) (Result, error) {
 
 func (r *Reaper) sweep(ctx context.Context) (Result, error) {
 	var res Result
-	// The first sweep verifies the table, which also tells the store the
+	// The first sweep verifies the table, which also tells the cs the
 	// precision of the claimed-at column; until then every staleness test
 	// errs a second towards "still held".
 	if !r.verified.Load() {
-		if err := r.store.VerifySchema(ctx); err != nil {
+		if err := r.cs.VerifySchema(ctx); err != nil {
 			return res, err
 		}
 		r.verified.Store(true)
 	}
-	p := &dialect.ReapParams{Timeout: r.timeout, Limit: r.limit, MaxAttempts: r.maxAtt, ScopeValues: r.scope}
+	p := &store.ReapParams{Timeout: r.timeout, Limit: r.limit, MaxAttempts: r.maxAtt, ScopeValues: r.scope}
 	perCall := 1
 	if r.maxAtt > 0 {
 		perCall = 2 // park, then return
@@ -169,7 +170,7 @@ func (r *Reaper) sweep(ctx context.Context) (Result, error) {
 		if err := ctx.Err(); err != nil {
 			return res, context.Cause(ctx)
 		}
-		rr, err := r.store.Reap(ctx, p)
+		rr, err := r.cs.Reap(ctx, p)
 		res.Statements += perCall
 		res.Returned += rr.Returned
 		res.Parked += rr.Parked

@@ -28,7 +28,7 @@ func TestSweepBounded(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		cc := jobsConfig(5)
-		store := createTable(t, e, cc, false)
+		cs := createTable(t, e, cc, false)
 		insertRows(t, e, cc.Table, "PENDING", 10, 100)
 		c, err := claim.New[struct{}](e.d, cc, nil)
 		require.NoError(t, err)
@@ -59,7 +59,7 @@ func TestSweepBounded(t *testing.T) {
 		require.Positive(t, res.Elapsed)
 		require.Equal(t, []zombie.Result{res}, swept)
 
-		st, err := store.Stats(ctx, nil)
+		st, err := cs.Stats(ctx, nil)
 		require.NoError(t, err)
 		require.EqualValues(t, 7, st.Pending)
 		require.EqualValues(t, 3, st.Processing)
@@ -158,7 +158,7 @@ func testPoisonRowParked(t *testing.T, fromClaim bool) {
 	forEachEngine(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		cc := jobsConfig(1)
-		store := createTable(t, e, cc, false)
+		cs := createTable(t, e, cc, false)
 		insertRows(t, e, cc.Table, "PENDING", 1, 10)
 		const maxAttempts = 3
 		cfg := zombie.Config{Timeout: 50 * time.Millisecond, MaxAttempts: maxAttempts}
@@ -191,7 +191,7 @@ func testPoisonRowParked(t *testing.T, fromClaim bool) {
 		status, attempts := rowState(t, e, cc.Table, 1)
 		require.Equal(t, "FAILED", status)
 		require.EqualValues(t, maxAttempts, attempts)
-		st, err := store.Stats(ctx, nil)
+		st, err := cs.Stats(ctx, nil)
 		require.NoError(t, err)
 		require.EqualValues(t, 1, st.Failed)
 		require.Zero(t, st.Pending+st.Processing+st.Done)
@@ -207,7 +207,7 @@ func TestHeartbeatNeverReaped(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		cc := jobsConfig(5)
-		store := createTable(t, e, cc, false)
+		cs := createTable(t, e, cc, false)
 		insertRows(t, e, cc.Table, "PENDING", 10, 100)
 		c, err := claim.New[struct{}](e.d, cc, nil)
 		require.NoError(t, err)
@@ -257,7 +257,7 @@ func TestHeartbeatNeverReaped(t *testing.T) {
 		require.ElementsMatch(t, late.IDs(), lost.IDs)
 		require.NoError(t, next.AckAll(ctx), "the late ack did not touch the new owner's rows")
 
-		st, err := store.Stats(ctx, nil)
+		st, err := cs.Stats(ctx, nil)
 		require.NoError(t, err)
 		require.EqualValues(t, 10, st.Done)
 	})

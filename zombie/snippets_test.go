@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testengine"
 	"github.com/claimlock/claimlock/zombie"
 )
@@ -43,10 +44,10 @@ func pendingSoon(t *testing.T, e *env, cc claim.Config, n int64) {
 	t.Helper()
 	spec, err := cc.Resolve()
 	require.NoError(t, err)
-	store, err := e.d.ClaimStore(spec)
+	cs, err := store.OpenClaims(e.d, spec)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		st, err := store.Stats(context.Background(), nil)
+		st, err := cs.Stats(context.Background(), nil)
 		return err == nil && st.Pending == n
 	}, 30*time.Second, 10*time.Millisecond)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -268,8 +269,8 @@ func (o *options) ids(spec dialect.ClaimTable) ([]any, error) {
 		}
 		out = append(out, n)
 	}
-	if len(out) > dialect.MaxFilterIDs {
-		return nil, usageErr("-ids: %d keys; at most %d", len(out), dialect.MaxFilterIDs)
+	if len(out) > store.MaxFilterIDs {
+		return nil, usageErr("-ids: %d keys; at most %d", len(out), store.MaxFilterIDs)
 	}
 	return out, nil
 }

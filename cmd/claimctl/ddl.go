@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -20,9 +21,9 @@ type ddlSection struct {
 // the lease table, when one is described) on the connected engine: what
 // the database lacks, so that the output applies cleanly as it is.
 func cmdDDL(ctx context.Context, e *env) error {
-	adder, ok := e.d.(dialect.ColumnAdder)
-	if !ok {
-		return fmt.Errorf("ddl: the %s dialect cannot advise on columns", e.d.Capabilities().Engine)
+	adder, err := store.Of(e.d)
+	if err != nil {
+		return err
 	}
 	var sections []ddlSection
 	if e.o.Table != "" {
@@ -61,26 +62,26 @@ func cmdDDL(ctx context.Context, e *env) error {
 			b.WriteString(st + ";\n")
 		}
 	}
-	_, err := fmt.Fprint(e.out, b.String())
+	_, err = fmt.Fprint(e.out, b.String())
 	return err
 }
 
 // claimDDL returns the claim table's sections: CREATE TABLE and every
 // recommended index when the table does not exist; otherwise the columns it
 // lacks and the recommended indexes it lacks (all with -all-indexes), built
-// online where the engine can ([dialect.IndexOptions.Online]), since an
+// online where the engine can ([store.IndexOptions.Online]), since an
 // existing table may be in use: PostgreSQL's CREATE INDEX CONCURRENTLY
 // does not block writes, but cannot run inside a transaction block.
-func (e *env) claimDDL(ctx context.Context, adder dialect.ColumnAdder) ([]ddlSection, error) {
+func (e *env) claimDDL(ctx context.Context, adder store.ColumnAdder) ([]ddlSection, error) {
 	spec, err := e.o.claimTable()
 	if err != nil {
 		return nil, err
 	}
-	store, err := e.d.ClaimStore(spec)
+	cs, err := store.OpenClaims(e.d, spec)
 	if err != nil {
 		return nil, usageErr("table description: %v", err)
 	}
-	def := dialect.ClaimTableDef(spec)
+	def := store.ClaimTableDef(spec)
 	// Columns a migration can add: the library's own, not the key, the
 	// scope columns or the payload columns, whose types only the table's
 	// owner knows.
@@ -88,7 +89,7 @@ func (e *env) claimDDL(ctx context.Context, adder dialect.ColumnAdder) ([]ddlSec
 	for _, c := range append(append([]string{}, spec.Scope...), spec.Columns...) {
 		skip[c] = true
 	}
-	var addable []dialect.ColumnDef
+	var addable []store.ColumnDef
 	for _, c := range def.Columns {
 		if !skip[c.Name] {
 			addable = append(addable, c)
@@ -96,22 +97,22 @@ func (e *env) claimDDL(ctx context.Context, adder dialect.ColumnAdder) ([]ddlSec
 	}
 	alter, err := adder.AddColumnsDDL(ctx, spec.Table, addable)
 	if errors.Is(err, dialect.ErrInvalidConfig) && strings.Contains(err.Error(), "not found") {
-		create, err := e.d.CreateTableDDL(def)
+		create, err := store.CreateTableDDL(e.d, def)
 		if err != nil {
 			return nil, usageErr("ddl: %v", err)
 		}
 		return []ddlSection{
 			{Title: fmt.Sprintf("claim table %s does not exist: create it (scope columns as BIGINT, payload columns as text: adjust)", spec.Table), Statements: create},
-			{Title: "recommended indexes of " + spec.Table, Statements: store.IndexDDL()},
+			{Title: "recommended indexes of " + spec.Table, Statements: cs.IndexDDL()},
 		}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ddl: %w", err)
 	}
-	indexDDL, missingIndexes := store.IndexDDL, store.MissingIndexes
+	indexDDL, missingIndexes := cs.IndexDDL, cs.MissingIndexes
 	onlineNote := ""
-	if ix, ok := store.(dialect.IndexDDLer); ok {
-		online := dialect.IndexOptions{Online: true}
+	if ix, ok := cs.(store.IndexDDLer); ok {
+		online := store.IndexOptions{Online: true}
 		indexDDL = func() []string { return ix.IndexDDLWith(online) }
 		missingIndexes = func(ctx context.Context) ([]string, error) { return ix.MissingIndexesWith(ctx, online) }
 		onlineNote = ", built online where the engine can: run them outside a transaction block"
@@ -131,7 +132,7 @@ func (e *env) claimDDL(ctx context.Context, adder dialect.ColumnAdder) ([]ddlSec
 
 // leaseDDL returns the lease table's section: CREATE TABLE IF NOT EXISTS
 // for a library key table, the columns a task table lacks otherwise.
-func (e *env) leaseDDL(ctx context.Context, adder dialect.ColumnAdder) (ddlSection, error) {
+func (e *env) leaseDDL(ctx context.Context, adder store.ColumnAdder) (ddlSection, error) {
 	lt, err := e.o.leaseTable()
 	if err != nil {
 		return ddlSection{}, err
@@ -144,15 +145,15 @@ func (e *env) leaseDDL(ctx context.Context, adder dialect.ColumnAdder) (ddlSecti
 		return ddlSection{Title: "lease key table " + lt.Table + " (created if it does not exist)", Statements: stmts}, nil
 	}
 	zero := dialect.StatusInt(0)
-	var cols []dialect.ColumnDef
+	var cols []store.ColumnDef
 	if lt.Owner != "" {
-		cols = append(cols, dialect.ColumnDef{Name: lt.Owner, Type: dialect.TypeText, Len: dialect.MaxTokenLen})
+		cols = append(cols, store.ColumnDef{Name: lt.Owner, Type: store.TypeText, Len: store.MaxTokenLen})
 	}
 	if lt.Fence != "" {
-		cols = append(cols, dialect.ColumnDef{Name: lt.Fence, Type: dialect.TypeInt, NotNull: true, Default: &zero})
+		cols = append(cols, store.ColumnDef{Name: lt.Fence, Type: store.TypeInt, NotNull: true, Default: &zero})
 	}
 	if lt.ExpiresAt != "" {
-		cols = append(cols, dialect.ColumnDef{Name: lt.ExpiresAt, Type: dialect.TypeTime})
+		cols = append(cols, store.ColumnDef{Name: lt.ExpiresAt, Type: store.TypeTime})
 	}
 	stmts, err := adder.AddColumnsDDL(ctx, lt.Table, cols)
 	if err != nil {
@@ -169,7 +170,7 @@ func (e *env) leaseDDL(ctx context.Context, adder dialect.ColumnAdder) (ddlSecti
 }
 
 func quoted(d dialect.Dialect, name string) string {
-	q, err := d.QuoteIdent("name", name)
+	q, err := store.QuoteIdent(d, "name", name)
 	if err != nil {
 		return name
 	}

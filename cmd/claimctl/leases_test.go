@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testengine"
 	"github.com/claimlock/claimlock/tasklock"
 )
@@ -22,7 +23,7 @@ import (
 type leaseShape struct {
 	name string
 	// def creates the table (nil: tasklock.CreateTable).
-	def *dialect.TableDef
+	def *store.TableDef
 	// insert adds the row of key to a task table.
 	insert string
 	// spec is the library's description; conf is claimctl's, as config
@@ -33,10 +34,10 @@ type leaseShape struct {
 }
 
 func leaseShapes() []leaseShape {
-	col := func(name string, typ dialect.ColumnType) dialect.ColumnDef {
-		return dialect.ColumnDef{Name: name, Type: typ}
+	col := func(name string, typ store.ColumnType) store.ColumnDef {
+		return store.ColumnDef{Name: name, Type: typ}
 	}
-	intKey := dialect.ColumnDef{Name: "id", Type: dialect.TypeInt, NotNull: true}
+	intKey := store.ColumnDef{Name: "id", Type: store.TypeInt, NotNull: true}
 	zero := dialect.StatusInt(0)
 	custom := dialect.LeaseTable{
 		Table: "job_lock", Key: "job", KeyKind: dialect.IDText, KeyMaxLen: 64, Owner: "holder", LockedAt: "taken_at",
@@ -49,10 +50,10 @@ func leaseShapes() []leaseShape {
 		},
 		{
 			name: "task table",
-			def: &dialect.TableDef{Table: "xxx_task", PrimaryKey: []string{"id"}, Columns: []dialect.ColumnDef{
-				intKey, col("status", dialect.TypeInt), col("lock_at", dialect.TypeTime),
-				{Name: "lock_owner", Type: dialect.TypeText, Len: dialect.MaxTokenLen},
-				{Name: "lock_fence", Type: dialect.TypeInt, NotNull: true, Default: &zero},
+			def: &store.TableDef{Table: "xxx_task", PrimaryKey: []string{"id"}, Columns: []store.ColumnDef{
+				intKey, col("status", store.TypeInt), col("lock_at", store.TypeTime),
+				{Name: "lock_owner", Type: store.TypeText, Len: store.MaxTokenLen},
+				{Name: "lock_fence", Type: store.TypeInt, NotNull: true, Default: &zero},
 			}},
 			insert: "INSERT INTO xxx_task (id, status) VALUES (7, 0)",
 			spec: func() dialect.LeaseTable {
@@ -67,8 +68,8 @@ func leaseShapes() []leaseShape {
 			// The cron story's task table as it is: xxx_task(id, status,
 			// lock_at) with whole-second lock times.
 			name: "task table without owner",
-			def: &dialect.TableDef{Table: "xxx_task", PrimaryKey: []string{"id"}, Columns: []dialect.ColumnDef{
-				intKey, col("status", dialect.TypeInt), col("lock_at", dialect.TypeTimeSeconds),
+			def: &store.TableDef{Table: "xxx_task", PrimaryKey: []string{"id"}, Columns: []store.ColumnDef{
+				intKey, col("status", store.TypeInt), col("lock_at", store.TypeTimeSeconds),
 			}},
 			insert: "INSERT INTO xxx_task (id, status) VALUES (7, 0)",
 			spec:   tasklock.TaskTableNoOwner("xxx_task"),
@@ -77,11 +78,11 @@ func leaseShapes() []leaseShape {
 		},
 		{
 			name: "custom table",
-			def: &dialect.TableDef{Table: "job_lock", PrimaryKey: []string{"job"}, Columns: []dialect.ColumnDef{
-				{Name: "job", Type: dialect.TypeText, Len: 64, NotNull: true},
-				{Name: "holder", Type: dialect.TypeText, Len: dialect.MaxTokenLen},
-				col("taken_at", dialect.TypeTime), col("until_at", dialect.TypeTime),
-				{Name: "generation", Type: dialect.TypeInt, NotNull: true, Default: &zero},
+			def: &store.TableDef{Table: "job_lock", PrimaryKey: []string{"job"}, Columns: []store.ColumnDef{
+				{Name: "job", Type: store.TypeText, Len: 64, NotNull: true},
+				{Name: "holder", Type: store.TypeText, Len: store.MaxTokenLen},
+				col("taken_at", store.TypeTime), col("until_at", store.TypeTime),
+				{Name: "generation", Type: store.TypeInt, NotNull: true, Default: &zero},
 			}},
 			insert: "INSERT INTO job_lock (job) VALUES ('export')",
 			spec:   custom,
@@ -111,9 +112,9 @@ func TestLeaseShapes(t *testing.T) {
 				if s.def == nil {
 					require.NoError(t, tasklock.CreateTable(ctx, c.Dialect, s.spec.Table))
 				} else {
-					ddl, err := c.Dialect.CreateTableDDL(*s.def)
+					ddl, err := store.CreateTableDDL(c.Dialect, *s.def)
 					require.NoError(t, err)
-					require.NoError(t, c.Dialect.ExecDDL(ctx, ddl))
+					require.NoError(t, store.ExecDDL(ctx, c.Dialect, ddl))
 					_, err = c.DB.ExecContext(ctx, s.insert)
 					require.NoError(t, err)
 				}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testengine"
 	"github.com/claimlock/claimlock/tasklock"
 )
@@ -80,10 +81,10 @@ func TestMigrationDDL(t *testing.T) {
 			require.NoError(t, err)
 			spec, err := o.claimTable()
 			require.NoError(t, err)
-			store, err := c.Dialect.ClaimStore(spec)
+			cs, err := store.OpenClaims(c.Dialect, spec)
 			require.NoError(t, err)
-			require.NoError(t, store.VerifySchema(ctx))
-			missing, err := store.MissingIndexes(ctx)
+			require.NoError(t, cs.VerifySchema(ctx))
+			missing, err := cs.MissingIndexes(ctx)
 			require.NoError(t, err)
 			require.Empty(t, missing)
 			lt, err := o.leaseTable()

@@ -8,14 +8,15 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/zombie"
 )
 
-// claimStore builds and verifies the claim table's store: the table and
+// claimStore builds and verifies the claim table's cs: the table and
 // every configured column must exist before anything is read or changed.
 // check, if not nil, vets the description first (the columns a command
 // needs, its flags), so that a usage error never waits for the database.
-func (e *env) claimStore(ctx context.Context, check func(dialect.ClaimTable) error) (dialect.ClaimTable, dialect.ClaimStore, error) {
+func (e *env) claimStore(ctx context.Context, check func(dialect.ClaimTable) error) (dialect.ClaimTable, store.ClaimStore, error) {
 	spec, err := e.o.claimTable()
 	if err != nil {
 		return spec, nil, err
@@ -25,14 +26,14 @@ func (e *env) claimStore(ctx context.Context, check func(dialect.ClaimTable) err
 			return spec, nil, err
 		}
 	}
-	store, err := e.d.ClaimStore(spec)
+	cs, err := store.OpenClaims(e.d, spec)
 	if err != nil {
 		return spec, nil, usageErr("table description: %v", err)
 	}
-	if err := store.VerifySchema(ctx); err != nil {
+	if err := cs.VerifySchema(ctx); err != nil {
 		return spec, nil, schemaErr(err)
 	}
-	return spec, store, nil
+	return spec, cs, nil
 }
 
 // scopeLabel renders scope values as "col=value,...", "" for none.
@@ -61,7 +62,7 @@ type statsRow struct {
 
 func cmdStats(ctx context.Context, e *env) error {
 	var scopes [][]any
-	spec, store, err := e.claimStore(ctx, func(spec dialect.ClaimTable) (err error) {
+	spec, cs, err := e.claimStore(ctx, func(spec dialect.ClaimTable) (err error) {
 		scopes, err = e.o.scopeValues(spec)
 		return err
 	})
@@ -73,7 +74,7 @@ func cmdStats(ctx context.Context, e *env) error {
 	}
 	var rows []statsRow
 	for _, sv := range scopes {
-		st, err := store.Stats(ctx, sv)
+		st, err := cs.Stats(ctx, sv)
 		if err != nil {
 			return err
 		}
@@ -115,10 +116,10 @@ type rowOut struct {
 }
 
 // listRows lists set in the one scope given and prints the rows.
-func (e *env) listRows(ctx context.Context, set dialect.RowSet, olderThan time.Duration) error {
+func (e *env) listRows(ctx context.Context, set store.RowSet, olderThan time.Duration) error {
 	var scope []any
-	_, store, err := e.claimStore(ctx, func(spec dialect.ClaimTable) (err error) {
-		if set == dialect.SetScheduled && spec.RunAt == "" {
+	_, cs, err := e.claimStore(ctx, func(spec dialect.ClaimTable) (err error) {
+		if set == store.SetScheduled && spec.RunAt == "" {
 			return usageErr("needs the -run-at column")
 		}
 		scope, err = e.o.oneScope(spec)
@@ -127,7 +128,7 @@ func (e *env) listRows(ctx context.Context, set dialect.RowSet, olderThan time.D
 	if err != nil {
 		return err
 	}
-	rows, err := store.List(ctx, &dialect.ListParams{Set: set, ScopeValues: scope, OlderThan: olderThan, Limit: e.o.Limit})
+	rows, err := cs.List(ctx, &store.ListParams{Set: set, ScopeValues: scope, OlderThan: olderThan, Limit: e.o.Limit})
 	if err != nil {
 		return err
 	}
@@ -153,18 +154,18 @@ func (e *env) listRows(ctx context.Context, set dialect.RowSet, olderThan time.D
 			errText = "-"
 		}
 		switch set {
-		case dialect.SetProcessing:
+		case store.SetProcessing:
 			cells = append(cells, []string{fmt.Sprint(r.ID), tok, itoa(r.Attempts), age(r.ClaimedAge)})
-		case dialect.SetFailed:
+		case store.SetFailed:
 			cells = append(cells, []string{fmt.Sprint(r.ID), itoa(r.Attempts), age(r.ClaimedAge), cut(errText, 60)})
 		default:
 			cells = append(cells, []string{fmt.Sprint(r.ID), itoa(r.Attempts), age(r.RunIn), cut(errText, 60)})
 		}
 	}
 	switch set {
-	case dialect.SetProcessing:
+	case store.SetProcessing:
 		err = printTable(e.out, []string{"ID", "TOKEN", "ATTEMPTS", "CLAIMED AGO"}, cells)
-	case dialect.SetFailed:
+	case store.SetFailed:
 		err = printTable(e.out, []string{"ID", "ATTEMPTS", "LAST CLAIM AGO", "ERROR"}, cells)
 	default:
 		err = printTable(e.out, []string{"ID", "ATTEMPTS", "RUNS IN", "ERROR"}, cells)
@@ -179,31 +180,31 @@ func cmdStuck(ctx context.Context, e *env) error {
 	if e.o.Older <= 0 {
 		return usageErr("-older must be positive")
 	}
-	return e.listRows(ctx, dialect.SetProcessing, e.o.Older)
+	return e.listRows(ctx, store.SetProcessing, e.o.Older)
 }
 
 func cmdParked(ctx context.Context, e *env) error {
-	return e.listRows(ctx, dialect.SetFailed, 0)
+	return e.listRows(ctx, store.SetFailed, 0)
 }
 
 func cmdScheduled(ctx context.Context, e *env) error {
-	return e.listRows(ctx, dialect.SetScheduled, 0)
+	return e.listRows(ctx, store.SetScheduled, 0)
 }
 
 // rowTarget is what a command that changes rows acts on: the verified
 // claim table, the -scope and the -ids.
 type rowTarget struct {
 	spec       dialect.ClaimTable
-	store      dialect.ClaimStore
+	cs      store.ClaimStore
 	scope, ids []any
 }
 
 // rowTarget reads the target of a row command from the flags, then builds
-// and verifies the store; check, if not nil, vets the description first.
+// and verifies the cs; check, if not nil, vets the description first.
 func (e *env) rowTarget(ctx context.Context, check func(dialect.ClaimTable) error) (*rowTarget, error) {
 	t := &rowTarget{}
 	var err error
-	t.spec, t.store, err = e.claimStore(ctx, func(spec dialect.ClaimTable) error {
+	t.spec, t.cs, err = e.claimStore(ctx, func(spec dialect.ClaimTable) error {
 		if check != nil {
 			if err := check(spec); err != nil {
 				return err
@@ -219,8 +220,8 @@ func (e *env) rowTarget(ctx context.Context, check func(dialect.ClaimTable) erro
 }
 
 // filter selects the target's rows.
-func (t *rowTarget) filter() dialect.RowFilter {
-	return dialect.RowFilter{ScopeValues: t.scope, IDs: t.ids}
+func (t *rowTarget) filter() store.RowFilter {
+	return store.RowFilter{ScopeValues: t.scope, IDs: t.ids}
 }
 
 // String describes the target's rows for a confirmation question.
@@ -257,7 +258,7 @@ func cmdUnpark(ctx context.Context, e *env) error {
 	}
 	question := fmt.Sprintf("Unpark the parked ones among %s.", t)
 	if len(t.ids) == 0 {
-		st, err := t.store.Stats(ctx, t.scope)
+		st, err := t.cs.Stats(ctx, t.scope)
 		if err != nil {
 			return err
 		}
@@ -269,7 +270,7 @@ func cmdUnpark(ctx context.Context, e *env) error {
 	if err := e.confirm(question); err != nil {
 		return err
 	}
-	n, err := t.store.Unpark(ctx, &dialect.UnparkParams{RowFilter: t.filter(), ResetAttempts: e.o.ResetAttempts})
+	n, err := t.cs.Unpark(ctx, &store.UnparkParams{RowFilter: t.filter(), ResetAttempts: e.o.ResetAttempts})
 	if err != nil {
 		return fmt.Errorf("%w (%d row(s) unparked before the error)", err, n)
 	}
@@ -289,7 +290,7 @@ func cmdRetryNow(ctx context.Context, e *env) error {
 	if err := e.confirm(fmt.Sprintf("Make pending rows waiting for their run-at claimable now: %s.", t)); err != nil {
 		return err
 	}
-	n, err := t.store.RetryNow(ctx, t.filter())
+	n, err := t.cs.RetryNow(ctx, t.filter())
 	if err != nil {
 		return fmt.Errorf("%w (%d row(s) changed before the error)", err, n)
 	}
@@ -298,7 +299,7 @@ func cmdRetryNow(ctx context.Context, e *env) error {
 
 func cmdReap(ctx context.Context, e *env) error {
 	var scope []any
-	spec, store, err := e.claimStore(ctx, func(spec dialect.ClaimTable) (err error) {
+	spec, cs, err := e.claimStore(ctx, func(spec dialect.ClaimTable) (err error) {
 		switch {
 		case e.o.Older <= 0:
 			return usageErr("-older must be positive")
@@ -328,7 +329,7 @@ func cmdReap(ctx context.Context, e *env) error {
 	if e.o.AllScopes {
 		listScope, label = nil, ""
 	}
-	stale, err := store.List(ctx, &dialect.ListParams{Set: dialect.SetProcessing, ScopeValues: listScope, OlderThan: e.o.Older, Limit: dialect.MaxListLimit})
+	stale, err := cs.List(ctx, &store.ListParams{Set: store.SetProcessing, ScopeValues: listScope, OlderThan: e.o.Older, Limit: store.MaxListLimit})
 	if err != nil {
 		return err
 	}

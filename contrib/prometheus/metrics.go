@@ -12,6 +12,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
@@ -45,7 +46,7 @@ var (
 
 // target is one table (and scope) whose Stats a scrape reads.
 type target struct {
-	store  dialect.ClaimStore
+	cs  store.ClaimStore
 	table  string
 	scope  string
 	values []any
@@ -120,11 +121,11 @@ func (m *Metrics) watch(d dialect.Dialect, cc claim.Config, all bool) error {
 	if err != nil {
 		return fmt.Errorf("claimprom: watch: %w", err)
 	}
-	store, err := d.ClaimStore(spec)
+	cs, err := store.OpenClaims(d, spec)
 	if err != nil {
 		return fmt.Errorf("claimprom: watch: %w", err)
 	}
-	t := target{store: store, table: spec.Table, created: spec.CreatedAt != ""}
+	t := target{cs: cs, table: spec.Table, created: spec.CreatedAt != ""}
 	if !all && len(cc.ScopeValues) > 0 {
 		t.values = cc.ScopeValues
 		t.scope = ScopeString(spec.Scope, cc.ScopeValues)
@@ -246,7 +247,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
 	defer cancel()
 	for _, t := range targets {
-		st, err := t.store.Stats(ctx, t.values)
+		st, err := t.cs.Stats(ctx, t.values)
 		if err != nil {
 			ch <- prometheus.MustNewConstMetric(m.up, prometheus.GaugeValue, 0, t.table, t.scope)
 			continue

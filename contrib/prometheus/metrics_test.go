@@ -15,6 +15,7 @@ import (
 	claimprom "github.com/claimlock/claimlock/contrib/prometheus"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/obstest"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testengine"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
@@ -150,13 +151,13 @@ claimlock_errors_total{op="lease_sweep",table="leases"} 0
 			got := gauges(t, reg)
 			spec, err := cfg.Resolve()
 			require.NoError(t, err)
-			store, err := f.Dialect.ClaimStore(spec)
+			cs, err := store.OpenClaims(f.Dialect, spec)
 			require.NoError(t, err)
 			for _, w := range []struct {
 				scope  string
 				values []any
 			}{{"task_id=42", []any{42}}, {"", nil}} {
-				want, err := store.Stats(ctx, w.values)
+				want, err := cs.Stats(ctx, w.values)
 				require.NoError(t, err)
 				l := "scope=" + w.scope + ",table=jobs"
 				require.Equal(t, 1.0, got["claimlock_stats_up{"+l+"}"])

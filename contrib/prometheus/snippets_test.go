@@ -14,6 +14,7 @@ import (
 	claimprom "github.com/claimlock/claimlock/contrib/prometheus"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/sqlite"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -51,8 +52,8 @@ func snippetSetup(t *testing.T) (dialect.Dialect, claim.Config, tasklock.Config)
 	cfg := claim.Config{ClaimTable: dialect.ClaimTable{Table: "jobs", Scope: []string{"task_id"}}, ScopeValues: []any{42}}
 	spec, err := cfg.Resolve()
 	require.NoError(t, err)
-	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	ddl, err := store.CreateTableDDL(d, store.ClaimTableDef(spec))
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, ddl))
+	require.NoError(t, store.ExecDDL(ctx, d, ddl))
 	return d, cfg, tasklock.Config{Table: tasklock.TaskTableNoOwner("xxx_task"), TTL: time.Minute}
 }

@@ -35,21 +35,21 @@ func (d *Dialect) prepareClaim(s *store.Claims) (store.ClaimFunc, error) {
 		for from := range 2 {
 			vary := func(n *store.Names) { n.Hint, n.From = hint == 1, from == 1 }
 			var err error
-			if c.update[hint][from], err = d.E.Render("claim", common+claimUpdate, s.Names, vary); err != nil {
+			if c.update[hint][from], err = d.b.E.Render("claim", common+claimUpdate, s.Names, vary); err != nil {
 				return nil, err
 			}
-			if c.skip[hint][from], err = d.E.Render("claim skip locked", common+claimSkipSelect, s.Names, vary); err != nil {
+			if c.skip[hint][from], err = d.b.E.Render("claim skip locked", common+claimSkipSelect, s.Names, vary); err != nil {
 				return nil, err
 			}
 		}
 	}
 	var err error
-	c.skipUpdate, err = d.E.Render("claim skip locked update", common+claimSkipUpdate, s.Names, nil)
+	c.skipUpdate, err = d.b.E.Render("claim skip locked update", common+claimSkipUpdate, s.Names, nil)
 	s.ClaimInTx = c.claimTx
 	return c.claim, err
 }
 
-func (c *claimer) claim(ctx context.Context, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error) {
+func (c *claimer) claim(ctx context.Context, p *store.ClaimParams, scan func(store.Scanner) error) (int, error) {
 	var marked int64
 	var err error
 	if p.Strategy == dialect.StrategySkipLocked {
@@ -59,14 +59,14 @@ func (c *claimer) claim(ctx context.Context, p *dialect.ClaimParams, scan func(d
 			return c.updateClaim(ctx, hinted, plain, a)
 		})
 	}
-	return c.readBack(ctx, p, marked, err, scan, func(scan func(dialect.Scanner) error, wrapScan func(dialect.Scanner) dialect.Scanner) (int, error) {
+	return c.readBack(ctx, p, marked, err, scan, func(scan func(store.Scanner) error, wrapScan func(store.Scanner) store.Scanner) (int, error) {
 		return c.s.ReadBack(ctx, p.Token, scan, wrapScan)
 	})
 }
 
 // readBack reads back the marked rows with read and moves the key cursor.
-func (c *claimer) readBack(ctx context.Context, p *dialect.ClaimParams, marked int64, err error, scan func(dialect.Scanner) error,
-	read func(func(dialect.Scanner) error, func(dialect.Scanner) dialect.Scanner) (int, error)) (int, error) {
+func (c *claimer) readBack(ctx context.Context, p *store.ClaimParams, marked int64, err error, scan func(store.Scanner) error,
+	read func(func(store.Scanner) error, func(store.Scanner) store.Scanner) (int, error)) (int, error) {
 	if err != nil || marked == 0 {
 		if err == nil && p.Strategy == dialect.StrategyTokenUpdate {
 			c.cursor.reset()
@@ -74,7 +74,7 @@ func (c *claimer) readBack(ctx context.Context, p *dialect.ClaimParams, marked i
 		return 0, err
 	}
 	var last lastKey
-	wrapScan := func(r dialect.Scanner) dialect.Scanner { last.rows = r; return &last }
+	wrapScan := func(r store.Scanner) store.Scanner { last.rows = r; return &last }
 	n, err := read(scan, wrapScan)
 	if err != nil {
 		return n, err
@@ -108,7 +108,7 @@ func (c *claimer) stmt(set *[2][2]store.Stmt, from bool) (store.Stmt, store.Stmt
 // exec runs one marking statement: on its own with retries (a claim,
 // standalone), or in the caller's transaction (ack+claim), where a failed
 // statement fails the whole transaction and nothing is handed over.
-func (c *claimer) markTokenUpdate(ctx context.Context, p *dialect.ClaimParams, standalone bool, exec func(hinted, plain store.Stmt, a *store.Args) (int64, error)) (int64, error) {
+func (c *claimer) markTokenUpdate(ctx context.Context, p *store.ClaimParams, standalone bool, exec func(hinted, plain store.Stmt, a *store.Args) (int64, error)) (int64, error) {
 	a := &store.Args{Token: p.Token, Scope: p.ScopeValues, Limit: p.Limit}
 	var n int64
 	if from, ok := c.cursor.from(); ok {
@@ -128,7 +128,7 @@ func (c *claimer) markTokenUpdate(ctx context.Context, p *dialect.ClaimParams, s
 		// have marked) rather than strand them until a reaper returns
 		// them. On Galera a statement can exhaust its retries on
 		// certification conflicts while the first one went through.
-		c.d.E.Logger.Debug("claimlock: mysql claim from the start of the scope failed; returning the rows claimed above the cursor", "rows", n, "err", err)
+		c.d.b.E.Logger.Debug("claimlock: mysql claim from the start of the scope failed; returning the rows claimed above the cursor", "rows", n, "err", err)
 		return n, nil
 	}
 	return n + m, err
@@ -138,7 +138,7 @@ func (c *claimer) markTokenUpdate(ctx context.Context, p *dialect.ClaimParams, s
 // when the claim index is missing) and returns the rows it marked.
 func (c *claimer) updateClaim(ctx context.Context, hinted, plain store.Stmt, a *store.Args) (int64, error) {
 	var n int64
-	err := c.d.E.Do(ctx, "claim", false, func() error {
+	err := c.d.b.E.Do(ctx, "claim", false, func() error {
 		return c.d.inReadCommitted(ctx, func(q store.Querier) error {
 			var err error
 			n, err = c.updateOn(ctx, q, hinted, plain, a)
@@ -153,7 +153,7 @@ func (c *claimer) updateOn(ctx context.Context, q store.Querier, hinted, plain s
 	var n int64
 	err := c.withHint(func(st store.Stmt) error {
 		var err error
-		n, err = store.Exec(ctx, q, c.d.E.Dialect, st, a)
+		n, err = store.Exec(ctx, q, c.d.b.E.Dialect, st, a)
 		return err
 	}, hinted, plain)
 	return n, err
@@ -177,12 +177,12 @@ func (c *claimer) withHint(fn func(store.Stmt) error, hinted, plain store.Stmt) 
 // With a key cursor it selects above the cursor first and, when that comes
 // back short, selects again from the start of the scope (in the same
 // transaction: rows it locked but does not mark stay pending).
-func (c *claimer) markSkipLocked(ctx context.Context, p *dialect.ClaimParams) (int64, error) {
+func (c *claimer) markSkipLocked(ctx context.Context, p *store.ClaimParams) (int64, error) {
 	from, useCursor := c.cursor.from()
 	var n int64
 	var ids []any
-	err := c.d.E.Do(ctx, "claim", false, func() error {
-		return c.d.E.InTx(ctx, func(q store.Querier) error {
+	err := c.d.b.E.Do(ctx, "claim", false, func() error {
+		return c.d.b.E.InTx(ctx, func(q store.Querier) error {
 			var err error
 			n, ids, err = c.pickAndMark(ctx, q, p, from, useCursor)
 			return err
@@ -194,7 +194,7 @@ func (c *claimer) markSkipLocked(ctx context.Context, p *dialect.ClaimParams) (i
 
 // pickAndMark selects and marks up to p.Limit rows with SKIP LOCKED in the
 // transaction q, and returns how many it marked and the keys it selected.
-func (c *claimer) pickAndMark(ctx context.Context, q store.Querier, p *dialect.ClaimParams, from int64, useCursor bool) (int64, []any, error) {
+func (c *claimer) pickAndMark(ctx context.Context, q store.Querier, p *store.ClaimParams, from int64, useCursor bool) (int64, []any, error) {
 	var ids []any
 	var err error
 	if useCursor {
@@ -207,12 +207,12 @@ func (c *claimer) pickAndMark(ctx context.Context, q store.Querier, p *dialect.C
 			return 0, nil, err
 		}
 	}
-	n, err := store.Exec(ctx, q, c.d.E.Dialect, c.skipUpdate, &store.Args{Token: p.Token, Keys: ids})
+	n, err := store.Exec(ctx, q, c.d.b.E.Dialect, c.skipUpdate, &store.Args{Token: p.Token, Keys: ids})
 	return n, ids, err
 }
 
 // skipCursor moves the key cursor after a SKIP LOCKED claim.
-func (c *claimer) skipCursor(p *dialect.ClaimParams, n int64, ids []any, err error) {
+func (c *claimer) skipCursor(p *store.ClaimParams, n int64, ids []any, err error) {
 	if err == nil && n == int64(p.Limit) && len(ids) > 0 {
 		if last, isInt := ids[len(ids)-1].(int64); isInt {
 			c.cursor.advance(last)
@@ -228,12 +228,12 @@ func (c *claimer) selectSkipping(ctx context.Context, q store.Querier, from bool
 	var ids []any
 	err := c.withHint(func(st store.Stmt) error {
 		ids = ids[:0]
-		return store.Query(ctx, q, c.d.E.Dialect, st, a, func(r store.Rows) error {
+		return store.Query(ctx, q, c.d.b.E.Dialect, st, a, func(r store.Rows) error {
 			var id any
 			if err := r.Scan(&id); err != nil {
 				return err
 			}
-			k, err := dialect.NormalizeKey(c.s.Spec.IDKind, id)
+			k, err := store.NormalizeKey(c.s.Spec.IDKind, id)
 			ids = append(ids, k)
 			return err
 		})

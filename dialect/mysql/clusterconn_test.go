@@ -9,10 +9,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/claimlock/claimlock/internal/errclass"
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
-
-	"github.com/claimlock/claimlock/dialect"
 )
 
 // fakeNodeConn answers every statement with err (nil: success).
@@ -66,8 +65,8 @@ func TestClusterConnDropsRefusingNode(t *testing.T) {
 		var me *gomysql.MySQLError
 		require.True(t, errors.As(err, &me), "the server's error stays reachable")
 		require.EqualValues(t, errNotPrimary, me.Number)
-		require.Equal(t, dialect.ClassUnavailable, classify(err), "nothing ran: retried like a conflict")
-		require.True(t, dialect.ClassUnavailable.Retryable())
+		require.Equal(t, errclass.Unavailable, classify(err), "nothing ran: retried like a conflict")
+		require.True(t, errclass.Unavailable.Retryable())
 		require.Contains(t, err.Error(), "WSREP has not yet prepared node")
 		require.False(t, c.IsValid())
 		require.ErrorIs(t, c.ResetSession(context.Background()), driver.ErrBadConn)

@@ -4,7 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // cursorRescan is how long claims may start above the key cursor before one
@@ -65,15 +65,15 @@ func (c *keyCursor) reset() {
 	c.scanned.Store(int64(time.Since(epoch)))
 }
 
-// lastKey is a [dialect.Scanner] that remembers the integer key (the first
+// lastKey is a [store.Scanner] that remembers the integer key (the first
 // column) of the last row it scanned.
 type lastKey struct {
-	rows dialect.Scanner
+	rows store.Scanner
 	key  int64
 	ok   bool
 }
 
-// Scan implements [dialect.Scanner].
+// Scan implements [store.Scanner].
 func (l *lastKey) Scan(dest ...any) error {
 	if err := l.rows.Scan(dest...); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/mysql"
 	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // TestClaimKeyCursorFindsRowsBelowIt: claims start above the last key of
@@ -30,12 +31,12 @@ func TestClaimKeyCursorFindsRowsBelowIt(t *testing.T) {
 		t.Run(s.String(), func(t *testing.T) {
 			spec := claimSpec(t)
 			spec.Table = "cur_" + map[dialect.Strategy]string{dialect.StrategyTokenUpdate: "tu", dialect.StrategySkipLocked: "sl"}[s]
-			store := createClaimTable(t, d, spec)
+			cs := createClaimTable(t, d, spec)
 			insertRows(t, db, spec.Table, 1, 50)
 			claim := func(tok string, limit int) []int64 {
 				var ids []int64
-				n, err := store.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: limit, ScopeValues: []any{1}, Strategy: s},
-					func(sc dialect.Scanner) error {
+				n, err := cs.Claim(ctx, &store.ClaimParams{Token: tok, Limit: limit, ScopeValues: []any{1}, Strategy: s},
+					func(sc store.Scanner) error {
 						var id int64
 						var payload string
 						if err := sc.Scan(&id, new(any), &payload); err != nil {
@@ -55,7 +56,7 @@ func TestClaimKeyCursorFindsRowsBelowIt(t *testing.T) {
 			require.Len(t, second, 10)
 			require.Greater(t, second[0], first[9])
 			// Rows of the first batch go back to pending, below the cursor.
-			n, err := store.Release(ctx, "t1", []any{first[2], first[5]})
+			n, err := cs.Release(ctx, "t1", []any{first[2], first[5]})
 			require.NoError(t, err)
 			require.EqualValues(t, 2, n)
 			seen := map[int64]int{}

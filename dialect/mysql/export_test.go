@@ -3,7 +3,6 @@ package mysql
 import (
 	"time"
 
-	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -11,7 +10,7 @@ import (
 // for another cursorRescan, as if one had just scanned from the start: for
 // tests that need the cursor path whatever time a loaded machine took
 // since the last scan.
-func DeferRescan(cs dialect.ClaimStore) {
+func DeferRescan(cs store.ClaimStore) {
 	c := cs.(*store.Claims).Ext.(*claimer)
 	c.cursor.scanned.Store(int64(time.Since(epoch)))
 }

@@ -160,7 +160,7 @@ func TestEveryPlanReadsOnlyWhatItNeeds(t *testing.T) {
 					check(plantest.Name(stats, ph, mode, tc), key, pool, q, args, budget, tc.FullScan, sortOK, why)
 				}
 				for _, o := range owns {
-					q, args := o.st.Bind(d.E.Dialect, o.args)
+					q, args := o.st.Bind(d.b.E.Dialect, o.args)
 					check(fmt.Sprintf("%s, %s, %s: claimer %s", stats, ph.Name, mode, o.name), "claimer "+o.name, pool, q, args,
 						plantest.Small, false, false, "a batch of pending rows")
 				}
@@ -271,18 +271,18 @@ func seq(n int) string {
 // recommended indexes and persistent statistics that are not recalculated
 // automatically, takes statistics of the "then" rows, deletes them and
 // loads the layout.
-func loadLargeLayout(ctx context.Context, t *testing.T, db *sql.DB, d *Dialect) (dialect.ClaimStore, dialect.LeaseStore) {
+func loadLargeLayout(ctx context.Context, t *testing.T, db *sql.DB, d *Dialect) (store.ClaimStore, store.LeaseStore) {
 	t.Helper()
 	spec := plantest.Spec("jobs")
-	table, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	table, err := store.CreateTableDDL(d, store.ClaimTableDef(spec))
 	require.NoError(t, err)
-	leaseDDL, err := d.CreateTableDDL(dialect.LeaseTableDef("leases", 64))
+	leaseDDL, err := store.CreateTableDDL(d, store.LeaseTableDef("leases", 64))
 	require.NoError(t, err)
-	cs, err := d.ClaimStore(spec)
+	cs, err := store.OpenClaims(d, spec)
 	require.NoError(t, err)
-	ls, err := d.LeaseStore(dialect.KeyedLeaseTable("leases", 64))
+	ls, err := store.OpenLeases(d, store.KeyedLeaseTable("leases", 64))
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, append(append(table, leaseDDL...), cs.IndexDDL()...)))
+	require.NoError(t, store.ExecDDL(ctx, d, append(append(table, leaseDDL...), cs.IndexDDL()...)))
 
 	start := time.Now()
 	for _, q := range []string{

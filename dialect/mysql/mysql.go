@@ -12,6 +12,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/errclass"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -74,9 +75,14 @@ func (b Binlog) Unsafe() bool {
 	return b.Enabled && strings.EqualFold(b.Format, "STATEMENT")
 }
 
+// handle carries the engine inside Dialect; its field name is unexported,
+// so users cannot reach it.
+type handle = store.Handle
+
 // Dialect is the MySQL/MariaDB/TiDB implementation of [dialect.Dialect].
 type Dialect struct {
-	store.Base
+	handle
+	b *store.Base // the engine the handle carries
 	db      *sql.DB
 	version Version
 
@@ -92,7 +98,7 @@ type Dialect struct {
 
 var _ dialect.Dialect = (*Dialect)(nil)
 
-func init() { dialect.RegisterClassifier(classify) }
+func init() { errclass.Register(classify) }
 
 // New returns the dialect for db, a database/sql handle opened with the
 // "mysql" driver of github.com/go-sql-driver/mysql. It reads the server
@@ -163,12 +169,13 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 // build assembles the dialect for a server of version v whose sessions are
 // (rcSession) or are not READ COMMITTED.
 func build(db *sql.DB, v Version, raw string, opts dialect.Options, logger *slog.Logger, rcSession bool) *Dialect {
-	d := &Dialect{db: db, version: v, rcSession: rcSession}
+	d := &Dialect{db: db, version: v, rcSession: rcSession, b: &store.Base{}}
+	d.handle = store.NewHandle(d.b)
 	begin := []string{"START TRANSACTION"}
 	if !rcSession {
 		begin = []string{"SET TRANSACTION ISOLATION LEVEL READ COMMITTED", "START TRANSACTION"}
 	}
-	d.E = &store.Engine{
+	d.b.E = &store.Engine{
 		Name: "mysql", DB: store.ConnDB{DB: db, BeginSQL: begin}, Classify: classify, FoldCase: true,
 		Dialect:       store.Dialect{TimeUnit: store.Microseconds},
 		Quote:         quote,
@@ -190,7 +197,7 @@ func build(db *sql.DB, v Version, raw string, opts dialect.Options, logger *slog
 			Serial: "BIGINT NOT NULL AUTO_INCREMENT", InlineIndexes: true, Suffix: " ENGINE=InnoDB",
 		},
 	}
-	d.Claims, d.Leases, d.Override = claimSQL, leaseSQL, d.prepareClaim
+	d.b.Claims, d.b.Leases, d.b.Override = claimSQL, leaseSQL, d.prepareClaim
 	return d
 }
 
@@ -354,37 +361,37 @@ var permanentErrors = map[uint16]bool{
 	4025: true, // a check constraint is violated (MariaDB)
 }
 
-func classify(err error) dialect.ErrorClass {
+func classify(err error) errclass.Class {
 	var me *gomysql.MySQLError
 	if errors.As(err, &me) {
 		switch me.Number {
 		case errDeadlock:
-			return dialect.ClassDeadlock
+			return errclass.Deadlock
 		case errLockWaitTimeout:
-			return dialect.ClassLockTimeout
+			return errclass.LockTimeout
 		case errDupEntry, errDupKeyName:
-			return dialect.ClassDuplicate
+			return errclass.Duplicate
 		case errReadOnly, errReadOnlyTx:
-			return dialect.ClassReadOnly
+			return errclass.ReadOnly
 		case errNotPrimary:
-			return dialect.ClassUnavailable
+			return errclass.Unavailable
 		}
 		if permanentErrors[me.Number] {
-			return dialect.ClassPermanent
+			return errclass.Permanent
 		}
-		return dialect.ClassOther
+		return errclass.Other
 	}
 	if errors.Is(err, gomysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) {
-		return dialect.ClassConnection
+		return errclass.Connection
 	}
-	return dialect.ClassOther
+	return errclass.Other
 }
 
 // inReadCommitted runs fn directly on the pool when its sessions are READ
 // COMMITTED, and in a READ COMMITTED transaction otherwise.
 func (d *Dialect) inReadCommitted(ctx context.Context, fn func(store.Querier) error) error {
 	if d.rcSession {
-		return fn(d.E.DB)
+		return fn(d.b.E.DB)
 	}
-	return d.E.InTx(ctx, fn)
+	return d.b.E.InTx(ctx, fn)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/claimlock/claimlock/dialect/mysql"
 	"github.com/claimlock/claimlock/internal/dbtest"
 	"github.com/claimlock/claimlock/internal/dialecttest"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 func ctxT(t *testing.T) context.Context {
@@ -54,7 +55,7 @@ func newDialect(t *testing.T, db *sql.DB, opts dialect.Options) *mysql.Dialect {
 }
 
 func st(t *testing.T, v any) dialect.Status {
-	s, err := dialect.StatusOf("status", v)
+	s, err := store.StatusOf("status", v)
 	require.NoError(t, err)
 	return s
 }
@@ -67,7 +68,7 @@ func claimSpec(t *testing.T) dialect.ClaimTable {
 	}
 }
 
-func createClaimTable(t *testing.T, d *mysql.Dialect, spec dialect.ClaimTable) dialect.ClaimStore {
+func createClaimTable(t *testing.T, d *mysql.Dialect, spec dialect.ClaimTable) store.ClaimStore {
 	t.Helper()
 	return dialecttest.CreateClaimTable(t, d, spec)
 }
@@ -172,13 +173,13 @@ func TestRenewSameMicrosecond(t *testing.T) {
 	require.False(t, cfg.ClientFoundRows)
 	d := newDialect(t, db, dialect.Options{})
 	ctx := ctxT(t)
-	ddl, err := d.CreateTableDDL(dialect.LeaseTableDef("cl_lease", 64))
+	ddl, err := store.CreateTableDDL(d, store.LeaseTableDef("cl_lease", 64))
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, ddl))
-	ls, err := d.LeaseStore(dialect.KeyedLeaseTable("cl_lease", 64))
+	require.NoError(t, store.ExecDDL(ctx, d, ddl))
+	ls, err := store.OpenLeases(d, store.KeyedLeaseTable("cl_lease", 64))
 	require.NoError(t, err)
 
-	owner := dialect.NewToken()
+	owner := store.NewToken()
 	prev, err := ls.Acquire(ctx, "tight", owner, time.Hour)
 	require.NoError(t, err)
 	const n = 500
@@ -217,14 +218,14 @@ func TestCoarseDatetimeColumns(t *testing.T) {
 	require.NoError(t, err)
 	_, err = db.ExecContext(ctx, "INSERT INTO xxx_task_target (task_id, openid) VALUES (1, 'a'), (1, 'b'), (1, 'c')")
 	require.NoError(t, err)
-	store, err := d.ClaimStore(dialect.ClaimTable{Table: "xxx_task_target", ID: "id", Status: "status", Token: "cron_token",
+	cs, err := store.OpenClaims(d, dialect.ClaimTable{Table: "xxx_task_target", ID: "id", Status: "status", Token: "cron_token",
 		ClaimedAt: "send_at", Columns: []string{"openid"}, Scope: []string{"task_id"},
 		Pending: st(t, "PENDING"), Processing: st(t, "PROCESSING"), Done: st(t, "SENT"), Failed: st(t, "FAILED")})
 	require.NoError(t, err)
-	tok := dialect.NewToken()
+	tok := store.NewToken()
 	var got []any
-	n, err := store.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: 10, ScopeValues: []any{1}, Strategy: dialect.StrategyTokenUpdate},
-		func(s dialect.Scanner) error {
+	n, err := cs.Claim(ctx, &store.ClaimParams{Token: tok, Limit: 10, ScopeValues: []any{1}, Strategy: dialect.StrategyTokenUpdate},
+		func(s store.Scanner) error {
 			var id int64
 			var openid string
 			if err := s.Scan(&id, &openid); err != nil {
@@ -236,11 +237,11 @@ func TestCoarseDatetimeColumns(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 	for i := 0; i < 200; i++ {
-		held, err := store.Heartbeat(ctx, tok)
+		held, err := cs.Heartbeat(ctx, tok)
 		require.NoError(t, err)
 		require.EqualValues(t, 3, held, "heartbeat %d", i)
 	}
-	res, err := store.Ack(ctx, &dialect.AckParams{Token: tok, IDs: got, Outcome: dialect.OutcomeDone})
+	res, err := cs.Ack(ctx, &store.AckParams{Token: tok, IDs: got, Outcome: store.OutcomeDone})
 	require.NoError(t, err)
 	require.Empty(t, res.Lost)
 
@@ -253,16 +254,16 @@ func TestCoarseDatetimeColumns(t *testing.T) {
 		{Table: "xxx_task", Key: "id", Owner: "lock_owner", LockedAt: "lock_at"},
 		{Table: "xxx_task", Key: "id", Owner: "lock_owner", LockedAt: "lock_at", ExpiresAt: "lock_expires"},
 	} {
-		ls, err := d.LeaseStore(spec)
+		ls, err := store.OpenLeases(d, spec)
 		require.NoError(t, err)
-		owner := dialect.NewToken()
+		owner := store.NewToken()
 		_, err = ls.Acquire(ctx, 1, owner, time.Minute)
 		require.NoError(t, err)
 		for i := 0; i < 200; i++ {
 			_, err := ls.Renew(ctx, 1, owner, time.Minute)
 			require.NoError(t, err, "renew %d (expires_at %q)", i, spec.ExpiresAt)
 		}
-		_, err = ls.Renew(ctx, 1, dialect.NewToken(), time.Minute)
+		_, err = ls.Renew(ctx, 1, store.NewToken(), time.Minute)
 		require.ErrorIs(t, err, dialect.ErrLeaseLost)
 		ok, err := ls.Release(ctx, 1, owner, time.Time{})
 		require.NoError(t, err)
@@ -278,12 +279,12 @@ func TestKeyedAcquireClientFoundRows(t *testing.T) {
 	db, _ := openWith(t, func(c *gomysql.Config) { c.ClientFoundRows = true })
 	d := newDialect(t, db, dialect.Options{})
 	ctx := ctxT(t)
-	ddl, err := d.CreateTableDDL(dialect.LeaseTableDef("cl_lease", 64))
+	ddl, err := store.CreateTableDDL(d, store.LeaseTableDef("cl_lease", 64))
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, ddl))
-	ls, err := d.LeaseStore(dialect.KeyedLeaseTable("cl_lease", 64))
+	require.NoError(t, store.ExecDDL(ctx, d, ddl))
+	ls, err := store.OpenLeases(d, store.KeyedLeaseTable("cl_lease", 64))
 	require.NoError(t, err)
-	owner := dialect.NewToken()
+	owner := store.NewToken()
 	_, err = ls.Acquire(ctx, "k", owner, time.Minute)
 	require.NoError(t, err)
 	_, err = ls.Acquire(ctx, "k", owner, time.Minute)
@@ -304,7 +305,7 @@ func TestKeyedAcquireClientFoundRows(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				info, err := ls.Acquire(ctx, key, dialect.NewToken(), time.Minute)
+				info, err := ls.Acquire(ctx, key, store.NewToken(), time.Minute)
 				switch {
 				case err == nil:
 					wins.Add(1)
@@ -352,7 +353,7 @@ func TestMixedStrategiesWithReaper(t *testing.T) {
 				strategies = append(strategies, dialect.StrategySkipLocked)
 			}
 			spec := claimSpec(t)
-			store := createClaimTable(t, d, spec)
+			cs := createClaimTable(t, d, spec)
 			const rows = 600
 			insertRows(t, db, spec.Table, 1, rows)
 
@@ -373,7 +374,7 @@ func TestMixedStrategiesWithReaper(t *testing.T) {
 						return
 					case <-time.After(5 * time.Millisecond):
 					}
-					res, err := store.Reap(ctx, &dialect.ReapParams{Timeout: 15 * time.Millisecond, Limit: 50})
+					res, err := cs.Reap(ctx, &store.ReapParams{Timeout: 15 * time.Millisecond, Limit: 50})
 					if err != nil {
 						fail(err)
 						return
@@ -388,10 +389,10 @@ func TestMixedStrategiesWithReaper(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					for ctx.Err() == nil {
-						tok := dialect.NewToken()
+						tok := store.NewToken()
 						var ids []any
-						_, err := store.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: 10, ScopeValues: []any{1}, Strategy: s},
-							func(sc dialect.Scanner) error {
+						_, err := cs.Claim(ctx, &store.ClaimParams{Token: tok, Limit: 10, ScopeValues: []any{1}, Strategy: s},
+							func(sc store.Scanner) error {
 								var id int64
 								var p string
 								if err := sc.Scan(&id, new(any), &p); err != nil {
@@ -405,7 +406,7 @@ func TestMixedStrategiesWithReaper(t *testing.T) {
 							return
 						}
 						if len(ids) == 0 {
-							stats, err := store.Stats(ctx, []any{1})
+							stats, err := cs.Stats(ctx, []any{1})
 							if err != nil {
 								fail(err)
 								return
@@ -417,7 +418,7 @@ func TestMixedStrategiesWithReaper(t *testing.T) {
 							continue
 						}
 						time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond) // the work
-						res, err := store.Ack(ctx, &dialect.AckParams{Token: tok, IDs: ids, Outcome: dialect.OutcomeDone})
+						res, err := cs.Ack(ctx, &store.AckParams{Token: tok, IDs: ids, Outcome: store.OutcomeDone})
 						if err != nil {
 							fail(err)
 							return
@@ -448,10 +449,10 @@ func TestMixedStrategiesWithReaper(t *testing.T) {
 			}
 			require.Positive(t, lost, "the reaper must have taken rows from slow workers")
 			require.Positive(t, reaped.Load())
-			stats, err := store.Stats(ctx, nil)
+			stats, err := cs.Stats(ctx, nil)
 			require.NoError(t, err)
 			require.EqualValues(t, rows, stats.Done)
-			t.Logf("%s: %d claims, %d rows reaped, %d acks lost, %d retries", mode, claims, reaped.Load(), lost, d.Retries())
+			t.Logf("%s: %d claims, %d rows reaped, %d acks lost, %d retries", mode, claims, reaped.Load(), lost, store.Retries(d))
 		})
 	}
 }
@@ -471,12 +472,12 @@ func TestLockWaitTimeoutIsRetried(t *testing.T) {
 		}
 	}}})
 	spec := claimSpec(t)
-	store := createClaimTable(t, d, spec)
+	cs := createClaimTable(t, d, spec)
 	insertRows(t, db, spec.Table, 1, 1)
 	ctx := ctxT(t)
-	tok := dialect.NewToken()
-	n, err := store.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: 1, ScopeValues: []any{1}, Strategy: dialect.StrategyTokenUpdate},
-		func(s dialect.Scanner) error { var id, v any; return s.Scan(&id, &v, new(any)) })
+	tok := store.NewToken()
+	n, err := cs.Claim(ctx, &store.ClaimParams{Token: tok, Limit: 1, ScopeValues: []any{1}, Strategy: dialect.StrategyTokenUpdate},
+		func(s store.Scanner) error { var id, v any; return s.Scan(&id, &v, new(any)) })
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 
@@ -488,11 +489,11 @@ func TestLockWaitTimeoutIsRetried(t *testing.T) {
 		time.Sleep(1500 * time.Millisecond)
 		_ = tx.Rollback()
 	}()
-	released, err := store.Release(ctx, tok, nil)
+	released, err := cs.Release(ctx, tok, nil)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, released)
 	require.Positive(t, retried.Load())
-	require.Positive(t, d.Retries())
+	require.Positive(t, store.Retries(d))
 }
 
 func TestMissingIndexesSchemaQualified(t *testing.T) {
@@ -502,22 +503,22 @@ func TestMissingIndexesSchemaQualified(t *testing.T) {
 	ctx := ctxT(t)
 	spec := claimSpec(t)
 	spec.Table = cfg.DBName + ".cl_q"
-	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	ddl, err := store.CreateTableDDL(d, store.ClaimTableDef(spec))
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, ddl))
-	store, err := d.ClaimStore(spec)
+	require.NoError(t, store.ExecDDL(ctx, d, ddl))
+	cs, err := store.OpenClaims(d, spec)
 	require.NoError(t, err)
-	missing, err := store.MissingIndexes(ctx)
+	missing, err := cs.MissingIndexes(ctx)
 	require.NoError(t, err)
-	require.Equal(t, store.IndexDDL(), missing)
-	require.NoError(t, d.ExecDDL(ctx, store.IndexDDL()))
-	require.NoError(t, d.ExecDDL(ctx, store.IndexDDL()), "existing indexes are skipped")
-	missing, err = store.MissingIndexes(ctx)
+	require.Equal(t, cs.IndexDDL(), missing)
+	require.NoError(t, store.ExecDDL(ctx, d, cs.IndexDDL()))
+	require.NoError(t, store.ExecDDL(ctx, d, cs.IndexDDL()), "existing indexes are skipped")
+	missing, err = cs.MissingIndexes(ctx)
 	require.NoError(t, err)
 	require.Empty(t, missing)
 	// Another schema's table of the same name has none of them.
 	spec.Table = "information_schema.cl_q"
-	other, err := d.ClaimStore(spec)
+	other, err := store.OpenClaims(d, spec)
 	require.NoError(t, err)
 	missing, err = other.MissingIndexes(ctx)
 	require.NoError(t, err)
@@ -543,7 +544,7 @@ func TestStatusColumnChecks(t *testing.T) {
 	require.Equal(t, "PROCESSI", stored)
 	spec := dialect.ClaimTable{Table: "short_status", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 		Pending: st(t, "PENDING"), Processing: st(t, "PROCESSING"), Done: st(t, "DONE"), Failed: st(t, "FAILED")}
-	cs, err := d.ClaimStore(spec)
+	cs, err := store.OpenClaims(d, spec)
 	require.NoError(t, err)
 	err = cs.VerifySchema(ctx)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
@@ -556,13 +557,13 @@ func TestStatusColumnChecks(t *testing.T) {
 	require.Equal(t, 1, same, "one value under the column's collation")
 	spec = dialect.ClaimTable{Table: "ci_status", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 		Pending: st(t, "pending"), Processing: st(t, "processing"), Done: st(t, "done"), Failed: st(t, "DONE")}
-	cs, err = d.ClaimStore(spec)
+	cs, err = store.OpenClaims(d, spec)
 	require.NoError(t, err)
 	err = cs.VerifySchema(ctx)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	require.ErrorContains(t, err, `Failed: status "DONE" equals Done "done" under the collation utf8mb4_general_ci`)
 	spec.Failed = st(t, "failed")
-	cs, err = d.ClaimStore(spec)
+	cs, err = store.OpenClaims(d, spec)
 	require.NoError(t, err)
 	require.NoError(t, cs.VerifySchema(ctx), "distinct values are fine on a case-insensitive column")
 }
@@ -590,12 +591,12 @@ func TestReapSkipsLockedRows(t *testing.T) {
 	d := newDialect(t, db, dialect.Options{})
 	ctx := ctxT(t)
 	spec := claimSpec(t)
-	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	ddl, err := store.CreateTableDDL(d, store.ClaimTableDef(spec))
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, ddl))
-	store, err := d.ClaimStore(spec)
+	require.NoError(t, store.ExecDDL(ctx, d, ddl))
+	cs, err := store.OpenClaims(d, spec)
 	require.NoError(t, err)
-	require.NoError(t, store.VerifySchema(ctx))
+	require.NoError(t, cs.VerifySchema(ctx))
 	insertRows(t, db, "cl_target", 1, 11)
 	// Rows 1-10: a dead worker's claim, an hour old. Row 11: fresh, its
 	// holder's session has it locked (an ack or heartbeat in flight).
@@ -612,7 +613,7 @@ func TestReapSkipsLockedRows(t *testing.T) {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	start := time.Now()
-	res, err := store.Reap(rctx, &dialect.ReapParams{Timeout: time.Minute, Limit: 100})
+	res, err := cs.Reap(rctx, &store.ReapParams{Timeout: time.Minute, Limit: 100})
 	took := time.Since(start)
 	require.NoError(t, err)
 	require.EqualValues(t, 10, res.Returned, "every stale row")

@@ -10,6 +10,7 @@ import (
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/mysql"
 	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // TestClaimKeepsRowsOfItsFirstStatement: a token-update claim with a key
@@ -27,12 +28,12 @@ func TestClaimKeepsRowsOfItsFirstStatement(t *testing.T) {
 	d := newDialect(t, db, dialect.Options{})
 	spec := claimSpec(t)
 	spec.Table = "partial_claim"
-	store := createClaimTable(t, d, spec)
+	cs := createClaimTable(t, d, spec)
 	insertRows(t, db, spec.Table, 1, 15)
 	claim := func(tok string, limit int) ([]int64, error) {
 		var ids []int64
-		_, err := store.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: limit, ScopeValues: []any{1}, Strategy: dialect.StrategyTokenUpdate},
-			func(sc dialect.Scanner) error {
+		_, err := cs.Claim(ctx, &store.ClaimParams{Token: tok, Limit: limit, ScopeValues: []any{1}, Strategy: dialect.StrategyTokenUpdate},
+			func(sc store.Scanner) error {
 				var id int64
 				var payload string
 				if err := sc.Scan(&id, new(any), &payload); err != nil { // key, attempts, payload
@@ -49,7 +50,7 @@ func TestClaimKeepsRowsOfItsFirstStatement(t *testing.T) {
 	// Three rows go back to pending below the cursor, and a trigger refuses
 	// to claim them.
 	back := []any{first[0], first[1], first[2]}
-	n, err := store.Release(ctx, "t1", back)
+	n, err := cs.Release(ctx, "t1", back)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, n)
 	_, err = db.ExecContext(ctx, fmt.Sprintf("CREATE TRIGGER `partial_claim_refuse` BEFORE UPDATE ON `%s` FOR EACH ROW BEGIN "+
@@ -61,7 +62,7 @@ func TestClaimKeepsRowsOfItsFirstStatement(t *testing.T) {
 	// the start: refused. (The cursor is used unless a second has passed
 	// since the last scan from the start, which a loaded machine can take
 	// since the first claim.)
-	mysql.DeferRescan(store)
+	mysql.DeferRescan(cs)
 	second, err := claim("t2", 10)
 	require.NoError(t, err)
 	require.Len(t, second, 5)

@@ -12,7 +12,7 @@ import (
 // cursor, FORCE INDEX with its fallback, SKIP LOCKED select and update),
 // then the read-back by token, all on q, without retries of their own (the
 // store re-runs the whole transaction) and without a commit.
-func (c *claimer) claimTx(ctx context.Context, q store.Querier, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error) {
+func (c *claimer) claimTx(ctx context.Context, q store.Querier, p *store.ClaimParams, scan func(store.Scanner) error) (int, error) {
 	var marked int64
 	var err error
 	if p.Strategy == dialect.StrategySkipLocked {
@@ -25,7 +25,7 @@ func (c *claimer) claimTx(ctx context.Context, q store.Querier, p *dialect.Claim
 			return c.updateOn(ctx, q, hinted, plain, a)
 		})
 	}
-	return c.readBack(ctx, p, marked, err, scan, func(scan func(dialect.Scanner) error, wrapScan func(dialect.Scanner) dialect.Scanner) (int, error) {
+	return c.readBack(ctx, p, marked, err, scan, func(scan func(store.Scanner) error, wrapScan func(store.Scanner) store.Scanner) (int, error) {
 		return c.s.ReadBackTx(ctx, q, p.Token, scan, wrapScan)
 	})
 }

@@ -33,7 +33,7 @@ func TestClaimPlansReadTheIndexInOrder(t *testing.T) {
 	t.Cleanup(func() { db.Close() })
 	d, err := New(ctx, db, dialect.Options{})
 	require.NoError(t, err)
-	st := func(v string) dialect.Status { s, err := dialect.StatusOf("s", v); require.NoError(t, err); return s }
+	st := func(v string) dialect.Status { s, err := store.StatusOf("s", v); require.NoError(t, err); return s }
 	spec := dialect.ClaimTable{Table: "plan_jobs", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 		Attempts: "attempts", Scope: []string{"task_id"},
 		Pending: st("PENDING"), Processing: st("PROCESSING"), Done: st("DONE"), Failed: st("FAILED")}
@@ -57,7 +57,7 @@ func TestClaimPlansReadTheIndexInOrder(t *testing.T) {
 	require.NoError(t, err)
 
 	c := cs.(*store.Claims).Ext.(*claimer)
-	claimIdx := dialect.IndexName(spec.Table, "claim")
+	claimIdx := store.IndexName(spec.Table, "claim")
 	for _, tc := range []struct {
 		name, query string
 		args        []any

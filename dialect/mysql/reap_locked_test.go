@@ -13,6 +13,7 @@ import (
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/mysql"
 	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // lockWaitTimeout is the sessions' innodb_lock_wait_timeout in the tests
@@ -112,12 +113,12 @@ func reapBehindLiveBatch(t *testing.T, db *sql.DB, d *mysql.Dialect, table strin
 	spec := dialect.ClaimTable{Table: table, ID: "id", Status: "status", Token: "cron_token", ClaimedAt: "send_at",
 		Attempts: "attempts", Columns: []string{"openid"}, Scope: []string{"task_id"},
 		Pending: dialect.StatusInt(0), Processing: dialect.StatusInt(1), Done: dialect.StatusInt(2), Failed: dialect.StatusInt(3)}
-	store, err := d.ClaimStore(spec)
+	cs, err := store.OpenClaims(d, spec)
 	require.NoError(t, err)
 	if v.indexed {
-		require.NoError(t, d.ExecDDL(ctx, store.IndexDDL()))
+		require.NoError(t, store.ExecDDL(ctx, d, cs.IndexDDL()))
 	}
-	require.NoError(t, store.VerifySchema(ctx))
+	require.NoError(t, cs.VerifySchema(ctx))
 	// Task 1: rows 1-30; task 2: rows 101-105. With history, rows
 	// 1001-3000 of both tasks were sent long ago.
 	var vals []string
@@ -139,10 +140,10 @@ func reapBehindLiveBatch(t *testing.T, db *sql.DB, d *mysql.Dialect, table strin
 		require.NoError(t, err)
 	}
 	claim := func(task, limit int) (string, []any) {
-		tok := dialect.NewToken()
+		tok := store.NewToken()
 		var ids []any
-		_, err := store.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: limit, ScopeValues: []any{task}, Strategy: s},
-			func(sc dialect.Scanner) error {
+		_, err := cs.Claim(ctx, &store.ClaimParams{Token: tok, Limit: limit, ScopeValues: []any{task}, Strategy: s},
+			func(sc store.Scanner) error {
 				var id, attempts int64
 				var openid string
 				if err := sc.Scan(&id, &attempts, &openid); err != nil {
@@ -170,7 +171,7 @@ func reapBehindLiveBatch(t *testing.T, db *sql.DB, d *mysql.Dialect, table strin
 	require.NoError(t, err)
 	defer holder.Rollback() //nolint:errcheck // committed below
 	if v.ackTx {
-		res, err := store.AckTx(ctx, holder, &dialect.AckParams{Token: live, IDs: liveIDs, Outcome: dialect.OutcomeDone})
+		res, err := cs.AckTx(ctx, holder, &store.AckParams{Token: live, IDs: liveIDs, Outcome: store.OutcomeDone})
 		require.NoError(t, err)
 		require.Empty(t, res.Lost)
 	} else {
@@ -178,7 +179,7 @@ func reapBehindLiveBatch(t *testing.T, db *sql.DB, d *mysql.Dialect, table strin
 		require.NoError(t, err)
 	}
 
-	p := &dialect.ReapParams{Timeout: 10 * time.Minute, Limit: 100, MaxAttempts: v.maxAttempts}
+	p := &store.ReapParams{Timeout: 10 * time.Minute, Limit: 100, MaxAttempts: v.maxAttempts}
 	wantReturned, wantParked := int64(15), int64(0)
 	if v.scoped {
 		p.ScopeValues = []any{1}
@@ -187,9 +188,9 @@ func reapBehindLiveBatch(t *testing.T, db *sql.DB, d *mysql.Dialect, table strin
 	if v.maxAttempts > 0 {
 		wantReturned, wantParked = wantReturned-3, 3
 	}
-	res, err := store.Reap(ctx, p)
+	res, err := cs.Reap(ctx, p)
 	require.NoError(t, err, "the sweep must not wait for the live batch's locks")
-	require.Equal(t, dialect.ReapResult{Returned: wantReturned, Parked: wantParked}, res, "every stale row of the dead worker")
+	require.Equal(t, store.ReapResult{Returned: wantReturned, Parked: wantParked}, res, "every stale row of the dead worker")
 	require.NoError(t, holder.Commit())
 
 	var pending, processing, failed int

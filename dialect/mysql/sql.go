@@ -206,7 +206,7 @@ WHERE table_schema = COALESCE({{arg "schema"}}, DATABASE()) AND table_name = {{a
 	// same rows), while the unhinted claim took the new index instead of
 	// the claim index and sorted every pending row of the scope.
 	//
-	// Online builds with InnoDB's online DDL (dialect.IndexOptions.Online),
+	// Online builds with InnoDB's online DDL (store.IndexOptions.Online),
 	// which fails rather than locking the table where it cannot build so.
 	Indexes: [5]string{
 		`CREATE INDEX {{.ClaimIndex}} ON {{.Table}} ({{.IndexCols}}){{template "online" .}}`,

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // TestStatusColumnTypes checks the status values against MySQL's integer
@@ -59,9 +60,9 @@ func TestStatusColumnTypes(t *testing.T) {
 		require.NoError(t, err)
 		spec := dialect.ClaimTable{Table: table, ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 			Pending: c.statuses[0], Processing: c.statuses[1], Done: c.statuses[2], Failed: c.statuses[3]}
-		store, err := d.ClaimStore(spec)
+		cs, err := store.OpenClaims(d, spec)
 		require.NoError(t, err)
-		err = store.VerifySchema(ctx)
+		err = cs.VerifySchema(ctx)
 		if c.want == nil {
 			require.NoError(t, err, c.column)
 			continue
@@ -88,9 +89,9 @@ func TestTinyintStatusAck(t *testing.T) {
 	spec := dialect.ClaimTable{Table: "xxx_task_target", ID: "id", Status: "status", Token: "cron_token", ClaimedAt: "send_at",
 		Columns: []string{"openid"}, Scope: []string{"task_id"},
 		Pending: dialect.StatusInt(0), Processing: dialect.StatusInt(1), Done: dialect.StatusInt(300), Failed: dialect.StatusInt(3)}
-	store, err := d.ClaimStore(spec)
+	cs, err := store.OpenClaims(d, spec)
 	require.NoError(t, err)
-	err = store.VerifySchema(ctx)
+	err = cs.VerifySchema(ctx)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	require.ErrorContains(t, err, "Done: 300 is outside the range of column xxx_task_target.status (tinyint")
 	require.ErrorContains(t, err, "), -128 to 127")

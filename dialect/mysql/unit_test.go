@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/errclass"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -25,11 +26,11 @@ func offline(version string) *Dialect {
 func TestQuoteIdent(t *testing.T) {
 	t.Parallel()
 	d := offline("8.0.36")
-	q, err := d.QuoteIdent("Table", "myschema.task_target")
+	q, err := store.QuoteIdent(d, "Table", "myschema.task_target")
 	require.NoError(t, err)
 	require.Equal(t, "`myschema`.`task_target`", q)
 	for _, bad := range []string{"", "a`b", "a;b", "a b", "x.y.z", "1a", "a'b", `a"b`, "a\\b"} {
-		_, err := d.QuoteIdent("Table", bad)
+		_, err := store.QuoteIdent(d, "Table", bad)
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "%q", bad)
 		require.Contains(t, err.Error(), "Table")
 	}
@@ -45,17 +46,17 @@ func TestNewRejectsBadInput(t *testing.T) {
 
 func TestClassify(t *testing.T) {
 	t.Parallel()
-	for n, want := range map[uint16]dialect.ErrorClass{
-		1213: dialect.ClassDeadlock, 1205: dialect.ClassLockTimeout, 1062: dialect.ClassDuplicate,
-		1061: dialect.ClassDuplicate, 1290: dialect.ClassReadOnly, 1792: dialect.ClassReadOnly, 1146: dialect.ClassPermanent, 1054: dialect.ClassPermanent, 1264: dialect.ClassPermanent, 1040: dialect.ClassOther,
+	for n, want := range map[uint16]errclass.Class{
+		1213: errclass.Deadlock, 1205: errclass.LockTimeout, 1062: errclass.Duplicate,
+		1061: errclass.Duplicate, 1290: errclass.ReadOnly, 1792: errclass.ReadOnly, 1146: errclass.Permanent, 1054: errclass.Permanent, 1264: errclass.Permanent, 1040: errclass.Other,
 	} {
 		raw := fmt.Errorf("wrapped: %w", &gomysql.MySQLError{Number: n})
 		require.Equal(t, want, classify(raw), "%d", n)
 		// The one public predicate accepts the raw driver error.
 		require.Equal(t, want.Retryable(), dialect.IsRetryable(raw), "%d", n)
 	}
-	require.Equal(t, dialect.ClassConnection, classify(gomysql.ErrInvalidConn))
-	require.Equal(t, dialect.ClassConnection, classify(driver.ErrBadConn))
+	require.Equal(t, errclass.Connection, classify(gomysql.ErrInvalidConn))
+	require.Equal(t, errclass.Connection, classify(driver.ErrBadConn))
 	require.False(t, dialect.IsRetryable(gomysql.ErrInvalidConn))
 	require.False(t, dialect.IsRetryable(nil))
 }
@@ -64,7 +65,7 @@ func TestClassify(t *testing.T) {
 // idempotent operations, once.
 func TestBrokenConnectionRetry(t *testing.T) {
 	t.Parallel()
-	d := offline("8.0.36").E
+	d := offline("8.0.36").b.E
 	ctx := context.Background()
 	for _, connErr := range []error{gomysql.ErrInvalidConn, driver.ErrBadConn} {
 		calls := 0
@@ -130,11 +131,11 @@ func TestConfigureDSN(t *testing.T) {
 func TestCreateTableDDL(t *testing.T) {
 	t.Parallel()
 	d := offline("8.0.36")
-	pending, err := dialect.StatusOf("Pending", "PENDING")
+	pending, err := store.StatusOf("Pending", "PENDING")
 	require.NoError(t, err)
 	spec := dialect.ClaimTable{Table: "app.cl_t", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 		Attempts: "attempts", Scope: []string{"task_id"}, Columns: []string{"openid"}, Pending: pending}
-	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	ddl, err := store.CreateTableDDL(d, store.ClaimTableDef(spec))
 	require.NoError(t, err)
 	require.Len(t, ddl, 1)
 	s := ddl[0]
@@ -152,19 +153,19 @@ func TestCreateTableDDL(t *testing.T) {
 	} {
 		require.Contains(t, s, want)
 	}
-	ddl, err = d.CreateTableDDL(dialect.LeaseTableDef("cl_lease", 0))
+	ddl, err = store.CreateTableDDL(d, store.LeaseTableDef("cl_lease", 0))
 	require.NoError(t, err)
 	require.Contains(t, ddl[0], "PRIMARY KEY (`lease_key`), INDEX `cl_lease_cl_exp` (`expires_at`)")
 
-	_, err = d.CreateTableDDL(dialect.TableDef{Table: "t", Columns: []dialect.ColumnDef{{Name: "a`b"}}})
+	_, err = store.CreateTableDDL(d, store.TableDef{Table: "t", Columns: []store.ColumnDef{{Name: "a`b"}}})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 }
 
 func TestClaimStoreStatements(t *testing.T) {
 	t.Parallel()
 	d := offline("8.0.11-TiDB-v7.5.1")
-	st := func(v any) dialect.Status { s, err := dialect.StatusOf("s", v); require.NoError(t, err); return s }
-	cs, err := d.ClaimStore(dialect.ClaimTable{Table: "t", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
+	st := func(v any) dialect.Status { s, err := store.StatusOf("s", v); require.NoError(t, err); return s }
+	cs, err := store.OpenClaims(d, dialect.ClaimTable{Table: "t", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 		Attempts: "attempts", Scope: []string{"task_id"}, Pending: st("PENDING"), Processing: st("PROCESSING"), Done: st("SENT"), Failed: st("FAILED")})
 	require.NoError(t, err)
 	c := cs.(*store.Claims).Ext.(*claimer)
@@ -181,22 +182,22 @@ func TestClaimStoreStatements(t *testing.T) {
 	// SKIP LOCKED on a server without it, bad params: refused before any
 	// statement runs (d has no database).
 	ctx := context.Background()
-	scan := func(dialect.Scanner) error { return nil }
-	_, err = cs.Claim(ctx, &dialect.ClaimParams{Token: "x", Limit: 1, ScopeValues: []any{1}, Strategy: dialect.StrategySkipLocked}, scan)
+	scan := func(store.Scanner) error { return nil }
+	_, err = cs.Claim(ctx, &store.ClaimParams{Token: "x", Limit: 1, ScopeValues: []any{1}, Strategy: dialect.StrategySkipLocked}, scan)
 	require.ErrorIs(t, err, dialect.ErrNotSupported)
-	_, err = cs.Claim(ctx, &dialect.ClaimParams{Token: "x", Limit: 1, ScopeValues: nil, Strategy: dialect.StrategyTokenUpdate}, scan)
+	_, err = cs.Claim(ctx, &store.ClaimParams{Token: "x", Limit: 1, ScopeValues: nil, Strategy: dialect.StrategyTokenUpdate}, scan)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
-	_, err = cs.Claim(ctx, &dialect.ClaimParams{Token: "x", Limit: 0, ScopeValues: []any{1}, Strategy: dialect.StrategyTokenUpdate}, scan)
+	_, err = cs.Claim(ctx, &store.ClaimParams{Token: "x", Limit: 0, ScopeValues: []any{1}, Strategy: dialect.StrategyTokenUpdate}, scan)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
-	_, err = cs.Claim(ctx, &dialect.ClaimParams{Token: "x", Limit: 1, ScopeValues: []any{1}, Strategy: dialect.StrategyAuto}, scan)
+	_, err = cs.Claim(ctx, &store.ClaimParams{Token: "x", Limit: 1, ScopeValues: []any{1}, Strategy: dialect.StrategyAuto}, scan)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
-	_, err = cs.Ack(ctx, &dialect.AckParams{Token: "x", IDs: []any{1}, Versions: []int64{1}})
+	_, err = cs.Ack(ctx, &store.AckParams{Token: "x", IDs: []any{1}, Versions: []int64{1}})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "no Version column")
-	_, err = cs.Reap(ctx, &dialect.ReapParams{Timeout: 1, Limit: 1, MaxAttempts: -1})
+	_, err = cs.Reap(ctx, &store.ReapParams{Timeout: 1, Limit: 1, MaxAttempts: -1})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "a negative bound")
 	_, err = cs.Stats(ctx, []any{1, 2})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
-	res, err := cs.Ack(ctx, &dialect.AckParams{Token: "x"})
+	res, err := cs.Ack(ctx, &store.AckParams{Token: "x"})
 	require.NoError(t, err)
 	require.Empty(t, res.Lost)
 	n, err := cs.Release(ctx, "x", []any{})
@@ -207,7 +208,7 @@ func TestClaimStoreStatements(t *testing.T) {
 func TestLeaseStoreStatements(t *testing.T) {
 	t.Parallel()
 	d := offline("8.0.36")
-	ls, err := d.LeaseStore(dialect.KeyedLeaseTable("cl_lease", 64))
+	ls, err := store.OpenLeases(d, store.KeyedLeaseTable("cl_lease", 64))
 	require.NoError(t, err)
 	l := ls.(*store.Leases).Statements()
 	require.Equal(t, "UPDATE `cl_lease` SET `owner` = ?, `lock_at` = UTC_TIMESTAMP(6), `expires_at` = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, `fence` = COALESCE(`fence`, 0) + 1 WHERE `lease_key` = ? AND (`owner` IS NULL OR `expires_at` IS NULL OR `expires_at` < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND)", l["acquire"])
@@ -223,13 +224,13 @@ func TestLeaseStoreStatements(t *testing.T) {
 	_, err = ls.ReapExpired(ctx, 0)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 
-	task, err := d.LeaseStore(dialect.LeaseTable{Table: "task", Key: "id", Owner: "owner", LockedAt: "lock_at"})
+	task, err := store.OpenLeases(d, dialect.LeaseTable{Table: "task", Key: "id", Owner: "owner", LockedAt: "lock_at"})
 	require.NoError(t, err)
 	_, err = task.ReapExpired(ctx, 1)
 	require.ErrorIs(t, err, dialect.ErrNotSupported)
 	_, err = task.Inspect(ctx, "1")
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
-	_, err = d.LeaseStore(dialect.LeaseTable{Table: "task", Key: "id", Owner: "o`", LockedAt: "lock_at"})
+	_, err = store.OpenLeases(d, dialect.LeaseTable{Table: "task", Key: "id", Owner: "o`", LockedAt: "lock_at"})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	require.True(t, errors.Is(err, dialect.ErrInvalidConfig))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/dbtest"
 	"github.com/claimlock/claimlock/internal/dialecttest"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 func ctxT(t *testing.T) context.Context {
@@ -23,7 +24,7 @@ func ctxT(t *testing.T) context.Context {
 
 // setupJobs creates the jobs table of jobSpec with its recommended indexes
 // on a fresh schema and returns the pool, the dialect and the store.
-func setupJobs(t *testing.T) (*pgxpool.Pool, *Dialect, dialect.ClaimStore) {
+func setupJobs(t *testing.T) (*pgxpool.Pool, *Dialect, store.ClaimStore) {
 	t.Helper()
 	ctx := ctxT(t)
 	pool := dbtest.PostgresPool(t)
@@ -32,12 +33,12 @@ func setupJobs(t *testing.T) (*pgxpool.Pool, *Dialect, dialect.ClaimStore) {
 	return pool, d, dialecttest.CreateClaimTable(t, d, jobSpec(t))
 }
 
-func claimIDs(t *testing.T, st dialect.ClaimStore, s dialect.Strategy, task, limit int) (string, []int64) {
+func claimIDs(t *testing.T, st store.ClaimStore, s dialect.Strategy, task, limit int) (string, []int64) {
 	t.Helper()
-	tok := dialect.NewToken()
+	tok := store.NewToken()
 	var ids []int64
-	_, err := st.Claim(ctxT(t), &dialect.ClaimParams{Token: tok, Limit: limit, ScopeValues: []any{task}, Strategy: s},
-		func(sc dialect.Scanner) error {
+	_, err := st.Claim(ctxT(t), &store.ClaimParams{Token: tok, Limit: limit, ScopeValues: []any{task}, Strategy: s},
+		func(sc store.Scanner) error {
 			var id, version int64
 			var payload string
 			if err := sc.Scan(&id, &version, new(any), &payload); err != nil {
@@ -67,7 +68,7 @@ func TestClaimsNeverWaitForLocks(t *testing.T) {
 			ctx := ctxT(t)
 			_, err := pool.Exec(ctx, `INSERT INTO jobs (task_id, payload) SELECT 1, 'p' || g FROM generate_series(1, 5) g`)
 			require.NoError(t, err)
-			tokB := dialect.NewToken()
+			tokB := store.NewToken()
 			b, err := pool.Begin(ctx)
 			require.NoError(t, err)
 			defer b.Rollback(ctx) //nolint:errcheck // no-op after commit
@@ -88,8 +89,8 @@ func TestClaimsNeverWaitForLocks(t *testing.T) {
 				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				defer cancel()
 				var ids []int64
-				_, err := st.Claim(cctx, &dialect.ClaimParams{Token: dialect.NewToken(), Limit: 2, ScopeValues: []any{1}, Strategy: s},
-					func(sc dialect.Scanner) error {
+				_, err := st.Claim(cctx, &store.ClaimParams{Token: store.NewToken(), Limit: 2, ScopeValues: []any{1}, Strategy: s},
+					func(sc store.Scanner) error {
 						var id, version int64
 						var payload string
 						err := sc.Scan(&id, &version, new(any), &payload)
@@ -127,7 +128,7 @@ func TestAckTypedIDs(t *testing.T) {
 	require.NoError(t, err)
 	tok, ids := claimIDs(t, st, dialect.StrategySkipLocked, 1, 3)
 	require.Equal(t, []int64{1, 2, 3}, ids)
-	res, err := st.Ack(ctx, &dialect.AckParams{Token: tok, IDs: []any{int32(2), uint8(9), 3}, Outcome: dialect.OutcomeDone})
+	res, err := st.Ack(ctx, &store.AckParams{Token: tok, IDs: []any{int32(2), uint8(9), 3}, Outcome: store.OutcomeDone})
 	require.NoError(t, err)
 	require.Equal(t, []int{1}, res.Lost)
 	var sent int
@@ -152,7 +153,7 @@ func TestMissingIndexesSchemaAware(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema))
 	spec := jobSpec(t)
 	spec.Table = schema + ".jobs"
-	qualified, err := d.ClaimStore(spec)
+	qualified, err := store.OpenClaims(d, spec)
 	require.NoError(t, err)
 	missing, err = qualified.MissingIndexes(ctx)
 	require.NoError(t, err)
@@ -164,12 +165,12 @@ func TestMissingIndexesSchemaAware(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP SCHEMA `+other+` CASCADE`) })
 	spec.Table = other + ".jobs"
-	elsewhere, err := d.ClaimStore(spec)
+	elsewhere, err := store.OpenClaims(d, spec)
 	require.NoError(t, err)
 	missing, err = elsewhere.MissingIndexes(ctx)
 	require.NoError(t, err)
 	require.Equal(t, elsewhere.IndexDDL(), missing)
-	require.NoError(t, d.ExecDDL(ctx, missing))
+	require.NoError(t, store.ExecDDL(ctx, d, missing))
 	missing, err = elsewhere.MissingIndexes(ctx)
 	require.NoError(t, err)
 	require.Empty(t, missing)
@@ -209,10 +210,10 @@ func TestRetriesLockTimeout(t *testing.T) {
 	d, err := New(ctx, pool, dialect.Options{Retry: dialect.RetryPolicy{MaxAttempts: 100, BaseDelay: 10 * time.Millisecond, MaxDelay: 40 * time.Millisecond}})
 	require.NoError(t, err)
 	spec := jobSpec(t)
-	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	ddl, err := store.CreateTableDDL(d, store.ClaimTableDef(spec))
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, ddl))
-	st, err := d.ClaimStore(spec)
+	require.NoError(t, store.ExecDDL(ctx, d, ddl))
+	st, err := store.OpenClaims(d, spec)
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `INSERT INTO jobs (task_id, payload) VALUES (1, 'a')`)
 	require.NoError(t, err)
@@ -236,7 +237,7 @@ func TestRetriesLockTimeout(t *testing.T) {
 	// Hold the lock until the heartbeat has hit lock_timeout and retried at
 	// least once (waiting on the retry counter, not on a fixed sleep that a
 	// loaded machine can outrun).
-	retried := assert.Eventually(t, func() bool { return d.Retries() > 0 }, 20*time.Second, 5*time.Millisecond,
+	retried := assert.Eventually(t, func() bool { return store.Retries(d) > 0 }, 20*time.Second, 5*time.Millisecond,
 		"the heartbeat never retried a lock timeout")
 	select {
 	case r := <-done:
@@ -270,7 +271,7 @@ func TestAckTxTakesPgxTx(t *testing.T) {
 		require.NoError(t, err)
 		_, err = tx.Exec(ctx, `INSERT INTO effects VALUES ($1)`, ids[i])
 		require.NoError(t, err)
-		res, err := st.AckTx(ctx, tx, &dialect.AckParams{Token: tok, IDs: []any{ids[i]}, Outcome: dialect.OutcomeDone})
+		res, err := st.AckTx(ctx, tx, &store.AckParams{Token: tok, IDs: []any{ids[i]}, Outcome: store.OutcomeDone})
 		require.NoError(t, err)
 		require.Empty(t, res.Lost)
 		if commit {

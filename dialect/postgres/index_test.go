@@ -14,6 +14,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // TestConcurrentIndexes builds the recommended indexes of a table in use
@@ -36,16 +37,16 @@ func TestConcurrentIndexes(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, "SELECT current_schema()").Scan(&schema))
 	spec := jobSpec(t)
 	spec.Table = schema + ".jobs" // qualified, as the DROP INDEX must be
-	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	ddl, err := store.CreateTableDDL(d, store.ClaimTableDef(spec))
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, ddl))
+	require.NoError(t, store.ExecDDL(ctx, d, ddl))
 	_, err = pool.Exec(ctx, `INSERT INTO jobs (task_id, payload) SELECT g % 10, 'p' FROM generate_series(1, 1000) g`)
 	require.NoError(t, err)
-	cs, err := d.ClaimStore(spec)
+	cs, err := store.OpenClaims(d, spec)
 	require.NoError(t, err)
-	store := cs.(dialect.IndexDDLer)
-	online := dialect.IndexOptions{Online: true}
-	stmts := store.IndexDDLWith(online)
+	ix := cs.(store.IndexDDLer)
+	online := store.IndexOptions{Online: true}
+	stmts := ix.IndexDDLWith(online)
 	require.Len(t, stmts, len(cs.IndexDDL()))
 	for i, s := range stmts {
 		require.Equal(t, strings.Replace(cs.IndexDDL()[i], "CREATE INDEX IF NOT EXISTS", "CREATE INDEX CONCURRENTLY IF NOT EXISTS", 1), s)
@@ -82,7 +83,7 @@ func TestConcurrentIndexes(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			release := writer()
 			done := make(chan error, 1)
-			go func() { done <- d.ExecDDL(ctx, []string{c.stmt}) }()
+			go func() { done <- store.ExecDDL(ctx, d, []string{c.stmt}) }()
 			waitForIndexBuild(ctx, t, pool, c.stmt)
 			err := insert()
 			if c.blocked {
@@ -93,7 +94,7 @@ func TestConcurrentIndexes(t *testing.T) {
 			}
 			release()
 			require.NoError(t, <-done)
-			_, err = pool.Exec(ctx, fmt.Sprintf(`DROP INDEX %q.%q`, schema, dialect.IndexName(spec.Table, "token")))
+			_, err = pool.Exec(ctx, fmt.Sprintf(`DROP INDEX %q.%q`, schema, store.IndexName(spec.Table, "token")))
 			require.NoError(t, err)
 		})
 	}
@@ -120,24 +121,24 @@ func TestConcurrentIndexes(t *testing.T) {
 	release()
 	var valid bool
 	require.NoError(t, pool.QueryRow(ctx, `SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)`,
-		schema+"."+dialect.IndexName(spec.Table, "reap")).Scan(&valid))
+		schema+"."+store.IndexName(spec.Table, "reap")).Scan(&valid))
 	require.False(t, valid, "the cancelled build left an INVALID index")
-	require.NoError(t, d.ExecDDL(ctx, stmts[2:3]), "IF NOT EXISTS skips the INVALID index")
+	require.NoError(t, store.ExecDDL(ctx, d, stmts[2:3]), "IF NOT EXISTS skips the INVALID index")
 
-	reap := fmt.Sprintf(`%q.%q`, schema, dialect.IndexName(spec.Table, "reap"))
-	missing, err := store.MissingIndexesWith(ctx, online)
+	reap := fmt.Sprintf(`%q.%q`, schema, store.IndexName(spec.Table, "reap"))
+	missing, err := ix.MissingIndexesWith(ctx, online)
 	require.NoError(t, err)
 	require.Contains(t, missing, `DROP INDEX CONCURRENTLY IF EXISTS `+reap)
 	require.Contains(t, missing, stmts[2])
 	plain, err := cs.MissingIndexes(ctx)
 	require.NoError(t, err)
 	require.Contains(t, plain, `DROP INDEX IF EXISTS `+reap)
-	require.NoError(t, d.ExecDDL(ctx, missing))
-	missing, err = store.MissingIndexesWith(ctx, online)
+	require.NoError(t, store.ExecDDL(ctx, d, missing))
+	missing, err = ix.MissingIndexesWith(ctx, online)
 	require.NoError(t, err)
 	require.Empty(t, missing)
 	require.NoError(t, pool.QueryRow(ctx, `SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)`,
-		schema+"."+dialect.IndexName(spec.Table, "reap")).Scan(&valid))
+		schema+"."+store.IndexName(spec.Table, "reap")).Scan(&valid))
 	require.True(t, valid)
 }
 

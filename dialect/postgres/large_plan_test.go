@@ -165,17 +165,17 @@ func TestEveryPlanReadsOnlyWhatItNeeds(t *testing.T) {
 // loadLargeLayout creates plantest's claim and lease tables with
 // autovacuum off, takes statistics of the "then" rows, and loads the layout
 // and the recommended indexes.
-func loadLargeLayout(ctx context.Context, t *testing.T, pool *pgxpool.Pool, d *Dialect) (dialect.ClaimStore, dialect.LeaseStore) {
+func loadLargeLayout(ctx context.Context, t *testing.T, pool *pgxpool.Pool, d *Dialect) (store.ClaimStore, store.LeaseStore) {
 	t.Helper()
 	spec := plantest.Spec("jobs")
-	table, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	table, err := store.CreateTableDDL(d, store.ClaimTableDef(spec))
 	require.NoError(t, err)
-	leaseDDL, err := d.CreateTableDDL(dialect.LeaseTableDef("leases", 64))
+	leaseDDL, err := store.CreateTableDDL(d, store.LeaseTableDef("leases", 64))
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, append(table, leaseDDL[0])))
-	cs, err := d.ClaimStore(spec)
+	require.NoError(t, store.ExecDDL(ctx, d, append(table, leaseDDL[0])))
+	cs, err := store.OpenClaims(d, spec)
 	require.NoError(t, err)
-	ls, err := d.LeaseStore(dialect.KeyedLeaseTable("leases", 64))
+	ls, err := store.OpenLeases(d, store.KeyedLeaseTable("leases", 64))
 	require.NoError(t, err)
 
 	start := time.Now()
@@ -212,7 +212,7 @@ func loadLargeLayout(ctx context.Context, t *testing.T, pool *pgxpool.Pool, d *D
 		_, err := pool.Exec(ctx, q)
 		require.NoError(t, err, q)
 	}
-	require.NoError(t, d.ExecDDL(ctx, append(cs.IndexDDL(), leaseDDL[1:]...)))
+	require.NoError(t, store.ExecDDL(ctx, d, append(cs.IndexDDL(), leaseDDL[1:]...)))
 	t.Logf("loaded %d claim rows and %d leases with their indexes in %v", plantest.Rows, plantest.Rows, time.Since(start).Round(time.Millisecond))
 	return cs, ls
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // A keyed table without an expires_at column: the expiry is lock_at + ttl,
@@ -48,19 +49,19 @@ func TestKeyedLeaseWithoutExpiresAt(t *testing.T) {
 			require.False(t, got.Before(before.Add(ttl-rounding)), "%s: expiry %v before the clock before the statement + ttl %v", what, got, before.Add(ttl))
 			require.False(t, got.After(after.Add(ttl+rounding)), "%s: expiry %v after the clock after the statement + ttl %v", what, got, after.Add(ttl))
 		}
-		def := dialect.LeaseTableDef("locks", 64)
+		def := store.LeaseTableDef("locks", 64)
 		def.Columns = append(def.Columns[:3], def.Columns[4]) // drop expires_at
 		def.Indexes = nil
-		ddl, err := d.CreateTableDDL(def)
+		ddl, err := store.CreateTableDDL(d, def)
 		require.NoError(t, err)
-		require.NoError(t, d.ExecDDL(ctx, ddl))
-		spec := dialect.KeyedLeaseTable("locks", 64)
+		require.NoError(t, store.ExecDDL(ctx, d, ddl))
+		spec := store.KeyedLeaseTable("locks", 64)
 		spec.ExpiresAt = ""
-		ls, err := d.LeaseStore(spec)
+		ls, err := store.OpenLeases(d, spec)
 		require.NoError(t, err)
 		require.NoError(t, ls.VerifySchema(ctx))
 
-		a, b := dialect.NewToken(), dialect.NewToken()
+		a, b := store.NewToken(), store.NewToken()
 		before := clock()
 		la, err := ls.Acquire(ctx, "job", a, 200*time.Millisecond)
 		require.NoError(t, err)
@@ -111,12 +112,12 @@ func TestTimestampWithoutTimeZoneIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `CREATE TABLE naive_target (id bigserial PRIMARY KEY, task_id bigint, status smallint, cron_token varchar(40), send_at timestamp)`)
 	require.NoError(t, err)
-	ls, err := d.LeaseStore(dialect.LeaseTable{Table: "naive_task", Key: "id", Owner: "lock_owner", LockedAt: "lock_at"})
+	ls, err := store.OpenLeases(d, dialect.LeaseTable{Table: "naive_task", Key: "id", Owner: "lock_owner", LockedAt: "lock_at"})
 	require.NoError(t, err)
 	err = ls.VerifySchema(ctx)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	require.ErrorContains(t, err, "LockedAt: column naive_task.lock_at is timestamp without time zone")
-	cs, err := d.ClaimStore(dialect.ClaimTable{Table: "naive_target", ID: "id", Status: "status", Token: "cron_token", ClaimedAt: "send_at",
+	cs, err := store.OpenClaims(d, dialect.ClaimTable{Table: "naive_target", ID: "id", Status: "status", Token: "cron_token", ClaimedAt: "send_at",
 		Pending: status(t, 0), Processing: status(t, 1), Done: status(t, 2), Failed: status(t, 3)})
 	require.NoError(t, err)
 	err = cs.VerifySchema(ctx)

@@ -23,7 +23,7 @@ import (
 	"github.com/claimlock/claimlock/internal/store"
 )
 
-var _ dialect.Notifier = (*Dialect)(nil)
+var _ store.Notifier = (*notifier)(nil)
 
 // channelExpr computes a table's notification channel on the server, from
 // $1 its schema (NULL: the session's current schema), $2 its name and $3
@@ -159,12 +159,11 @@ func newNotifier(logger *slog.Logger) *notifier {
 	return &notifier{logger: logger, subs: map[string]map[*subscription]struct{}{}, changed: make(chan struct{}, 1)}
 }
 
-// Subscribe implements [dialect.Notifier]: wake is called for the
+// Subscribe implements [store.Notifier]: wake is called for the
 // notifications of spec's table and scope (see [NotifyStatement]) that
-// reach this dialect's listener ([Dialect.Listen]). Without a running
+// reach the dialect's listener ([Dialect.Listen]). Without a running
 // listener nothing arrives, and claimers poll.
-func (d *Dialect) Subscribe(spec dialect.ClaimTable, scopeValues []any, wake func()) (cancel func()) {
-	n := d.n
+func (n *notifier) Subscribe(spec dialect.ClaimTable, scopeValues []any, wake func()) (cancel func()) {
 	ch := tableKey(spec)
 	s := &subscription{payload: scopePayload(scopeValues), wake: wake}
 	n.mu.Lock()
@@ -288,7 +287,7 @@ func (d *Dialect) Listen(ctx context.Context, cfg ListenConfig) error {
 			break
 		}
 		n.logger.Warn("claimlock: postgres listener disconnected; claimers poll until it reconnects", "err", err)
-		t := time.NewTimer(dialect.Backoff(attempt, cfg.ReconnectMin, cfg.ReconnectMax))
+		t := time.NewTimer(store.Backoff(attempt, cfg.ReconnectMin, cfg.ReconnectMax))
 		select {
 		case <-ctx.Done():
 		case <-t.C:
@@ -377,7 +376,7 @@ func (d *Dialect) notifyPending(ctx context.Context, spec dialect.ClaimTable, sc
 	if err != nil {
 		return err
 	}
-	_, err = d.E.DB.Exec(ctx, notifySQL, args...)
+	_, err = d.b.E.DB.Exec(ctx, notifySQL, args...)
 	return err
 }
 
@@ -420,14 +419,14 @@ func Notify(ctx context.Context, tx Execer, table dialect.ClaimTable, scopeValue
 //		_, err = tx.ExecContext(ctx, q, args...)
 //	}
 func NotifyStatement(table dialect.ClaimTable, scopeValues ...any) (string, []any, error) {
-	if err := dialect.ValidateIdent("Table", table.Table); err != nil {
+	if err := store.ValidateIdent("Table", table.Table); err != nil {
 		return "", nil, fmt.Errorf("postgres: notify: %w", err)
 	}
 	if len(scopeValues) != len(table.Scope) && len(scopeValues) > 0 {
 		return "", nil, fmt.Errorf("%w: postgres: notify: %d scope value(s) for %d Scope column(s)", dialect.ErrInvalidConfig, len(scopeValues), len(table.Scope))
 	}
 	for i, v := range scopeValues {
-		if err := dialect.ValidateColumn(fmt.Sprintf("Scope[%d]", i), table.Scope[i]); err != nil {
+		if err := store.ValidateColumn(fmt.Sprintf("Scope[%d]", i), table.Scope[i]); err != nil {
 			return "", nil, fmt.Errorf("postgres: notify: %w", err)
 		}
 		if v == nil {

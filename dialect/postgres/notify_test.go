@@ -11,6 +11,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // eventually polls cond every few milliseconds for up to 30 s.
@@ -28,7 +29,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func listening(t *testing.T, d *Dialect, spec dialect.ClaimTable) *atomic.Int64 {
 	t.Helper()
 	var wakes atomic.Int64
-	cancelSub := d.Subscribe(spec, []any{1}, func() { wakes.Add(1) })
+	cancelSub := d.n.Subscribe(spec, []any{1}, func() { wakes.Add(1) })
 	t.Cleanup(cancelSub)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -55,7 +56,7 @@ func TestListenWakesOnNotifyReleaseAndReap(t *testing.T) {
 	t.Cleanup(other.Close)
 	od, err := New(ctx, other, dialect.Options{})
 	require.NoError(t, err)
-	ost, err := od.ClaimStore(spec)
+	ost, err := store.OpenClaims(od, spec)
 	require.NoError(t, err)
 	require.NoError(t, ost.VerifySchema(ctx))
 	wakes := listening(t, d, spec)
@@ -91,7 +92,7 @@ func TestListenWakesOnNotifyReleaseAndReap(t *testing.T) {
 	_, ids = claimIDs(t, ost, dialect.StrategySkipLocked, 1, 10)
 	require.Len(t, ids, 1)
 	time.Sleep(5 * time.Millisecond) // older than the reap's timeout below
-	res, err := ost.Reap(ctx, &dialect.ReapParams{Timeout: time.Millisecond, Limit: 10})
+	res, err := ost.Reap(ctx, &store.ReapParams{Timeout: time.Millisecond, Limit: 10})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, res.Returned)
 	eventually(t, "the reap's notification", func() bool { return wakes.Load() == 4 })

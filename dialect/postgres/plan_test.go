@@ -123,7 +123,7 @@ func TestClaimPlanUsesPartialIndex(t *testing.T) {
 	_, err = pool.Exec(ctx, fmt.Sprintf(`INSERT INTO jobs (task_id, status, payload)
 		SELECT 1, CASE WHEN g <= %d THEN 'SENT' ELSE 'PENDING' END, 'payload ' || g FROM generate_series(1, %d) g`, processed, rows))
 	require.NoError(t, err)
-	claimIndex := dialect.IndexName("jobs", "claim")
+	claimIndex := store.IndexName("jobs", "claim")
 
 	custom, generic := explainClaim(t, pool, claimSkip)
 	checkClaimPlan(t, "stale statistics, custom plan", custom, claimIndex)
@@ -189,7 +189,7 @@ func TestClaimSkipsWaitingRowsInIndex(t *testing.T) {
 	require.NoError(t, err)
 	claim := st.(*store.Claims).Statements()["claim skip locked"]
 	require.Contains(t, claim, `COALESCE("run_at", '-infinity') <= now()`)
-	claimIndex := dialect.IndexName("waiting", "claim")
+	claimIndex := store.IndexName("waiting", "claim")
 
 	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/errclass"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -24,7 +25,7 @@ func offline(versionNum int) *Dialect {
 
 func status(t *testing.T, v any) dialect.Status {
 	t.Helper()
-	s, err := dialect.StatusOf("status", v)
+	s, err := store.StatusOf("status", v)
 	require.NoError(t, err)
 	return s
 }
@@ -77,34 +78,34 @@ func TestCapabilities(t *testing.T) {
 func TestQuoteIdent(t *testing.T) {
 	t.Parallel()
 	d := offline(150000)
-	q, err := d.QuoteIdent("Table", "app.Jobs_1")
+	q, err := store.QuoteIdent(d, "Table", "app.Jobs_1")
 	require.NoError(t, err)
 	require.Equal(t, `"app"."Jobs_1"`, q)
 	for _, bad := range []string{"", `a"b`, "a;b", "a b", "a.b.c", "1a", "a--", "tа" /* Cyrillic a */, "a`b"} {
-		_, err := d.QuoteIdent("Table", bad)
+		_, err := store.QuoteIdent(d, "Table", bad)
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "%q", bad)
 	}
 }
 
 func TestClassify(t *testing.T) {
 	t.Parallel()
-	for code, want := range map[string]dialect.ErrorClass{
-		"40001": dialect.ClassSerialization, "40P01": dialect.ClassDeadlock, "55P03": dialect.ClassLockTimeout,
-		"23505": dialect.ClassDuplicate, "25006": dialect.ClassReadOnly, "42P01": dialect.ClassPermanent,
-		"42703": dialect.ClassPermanent, "22003": dialect.ClassPermanent, "53300": dialect.ClassOther,
+	for code, want := range map[string]errclass.Class{
+		"40001": errclass.Serialization, "40P01": errclass.Deadlock, "55P03": errclass.LockTimeout,
+		"23505": errclass.Duplicate, "25006": errclass.ReadOnly, "42P01": errclass.Permanent,
+		"42703": errclass.Permanent, "22003": errclass.Permanent, "53300": errclass.Other,
 	} {
 		wrapped := fmt.Errorf("op: %w", &pgconn.PgError{Code: code})
 		require.Equal(t, want, classify(wrapped), code)
 		// The one public predicate accepts the raw driver error.
 		require.Equal(t, want.Retryable(), dialect.IsRetryable(wrapped), code)
-		require.Equal(t, want, dialect.ClassifyError(wrapped), code)
+		require.Equal(t, want, errclass.Of(wrapped), code)
 	}
 	require.False(t, dialect.IsRetryable(errors.New("plain")))
 }
 
 func TestClaimStatements(t *testing.T) {
 	t.Parallel()
-	st, err := offline(150000).ClaimStore(jobSpec(t))
+	st, err := store.OpenClaims(offline(150000), jobSpec(t))
 	require.NoError(t, err)
 	s := st.(*store.Claims).Statements()
 	require.Equal(t,
@@ -143,7 +144,7 @@ func TestClaimStatementsTextKeysIntegerStatusOldServer(t *testing.T) {
 	spec := jobSpec(t)
 	spec.Table, spec.IDKind = "app.jobs", dialect.IDText
 	spec.Pending, spec.Processing, spec.Done, spec.Failed = status(t, 0), status(t, 1), status(t, 2), status(t, 3)
-	st, err := offline(110000).ClaimStore(spec)
+	st, err := store.OpenClaims(offline(110000), spec)
 	require.NoError(t, err)
 	s := st.(*store.Claims).Statements()
 	require.Contains(t, s["claim skip locked"], `WITH cl_c AS ( SELECT "id" FROM "app"."jobs" WHERE "status" = 0 AND "task_id" = $1 ORDER BY ("id" || '') LIMIT $2`)
@@ -156,40 +157,40 @@ func TestBadSpecsAndParams(t *testing.T) {
 	d := offline(150000)
 	spec := jobSpec(t)
 	spec.Token = `token"; DROP TABLE jobs; --`
-	_, err := d.ClaimStore(spec)
+	_, err := store.OpenClaims(d, spec)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
-	_, err = d.LeaseStore(dialect.LeaseTable{Table: "t", Key: "k", Owner: "o o", LockedAt: "l"})
+	_, err = store.OpenLeases(d, dialect.LeaseTable{Table: "t", Key: "k", Owner: "o o", LockedAt: "l"})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
-	_, err = d.CreateTableDDL(dialect.TableDef{Table: "t;"})
+	_, err = store.CreateTableDDL(d, store.TableDef{Table: "t;"})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 
 	// Every check below fails before any statement runs (the offline
 	// dialect has no connection and would panic otherwise).
-	st, err := d.ClaimStore(jobSpec(t))
+	st, err := store.OpenClaims(d, jobSpec(t))
 	require.NoError(t, err)
 	ctx := context.Background()
-	noScan := func(dialect.Scanner) error { return nil }
-	_, err = st.Claim(ctx, &dialect.ClaimParams{Token: "t", Limit: 1}, noScan)
+	noScan := func(store.Scanner) error { return nil }
+	_, err = st.Claim(ctx, &store.ClaimParams{Token: "t", Limit: 1}, noScan)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "missing scope value")
-	_, err = st.Claim(ctx, &dialect.ClaimParams{Token: "t", Limit: 0, ScopeValues: []any{1}}, noScan)
+	_, err = st.Claim(ctx, &store.ClaimParams{Token: "t", Limit: 0, ScopeValues: []any{1}}, noScan)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "zero limit")
-	_, err = st.Ack(ctx, &dialect.AckParams{Token: "t", IDs: []any{"1"}})
+	_, err = st.Ack(ctx, &store.AckParams{Token: "t", IDs: []any{"1"}})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "string id for an integer key")
-	_, err = st.Ack(ctx, &dialect.AckParams{Token: "t", IDs: []any{uint64(1) << 63}})
+	_, err = st.Ack(ctx, &store.AckParams{Token: "t", IDs: []any{uint64(1) << 63}})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "overflowing id")
-	_, err = st.Ack(ctx, &dialect.AckParams{Token: "t", IDs: []any{1, 2}, Versions: []int64{1}})
+	_, err = st.Ack(ctx, &store.AckParams{Token: "t", IDs: []any{1, 2}, Versions: []int64{1}})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "one version per id")
 	_, err = st.Release(ctx, "t", []any{1.5})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
-	_, err = st.Reap(ctx, &dialect.ReapParams{Timeout: 0, Limit: 1})
+	_, err = st.Reap(ctx, &store.ReapParams{Timeout: 0, Limit: 1})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	_, err = st.Stats(ctx, []any{1, 2})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
-	res, err := st.Ack(ctx, &dialect.AckParams{Token: "t"})
+	res, err := st.Ack(ctx, &store.AckParams{Token: "t"})
 	require.NoError(t, err, "an empty ack is a no-op")
 	require.Empty(t, res.Lost)
 
-	ls, err := d.LeaseStore(dialect.KeyedLeaseTable("leases", 64))
+	ls, err := store.OpenLeases(d, store.KeyedLeaseTable("leases", 64))
 	require.NoError(t, err)
 	_, err = ls.Acquire(ctx, "k", "", time.Second)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "empty owner")
@@ -197,7 +198,7 @@ func TestBadSpecsAndParams(t *testing.T) {
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	_, err = ls.ReapExpired(ctx, 0)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
-	plain, err := d.LeaseStore(dialect.LeaseTable{Table: "t", Key: "id", Owner: "o", LockedAt: "l"})
+	plain, err := store.OpenLeases(d, dialect.LeaseTable{Table: "t", Key: "id", Owner: "o", LockedAt: "l"})
 	require.NoError(t, err)
 	_, err = plain.ReapExpired(ctx, 10)
 	require.ErrorIs(t, err, dialect.ErrNotSupported)
@@ -205,16 +206,16 @@ func TestBadSpecsAndParams(t *testing.T) {
 
 func TestCreateTableDDL(t *testing.T) {
 	t.Parallel()
-	def := dialect.ClaimTableDef(jobSpec(t))
-	ddl, err := offline(150000).CreateTableDDL(def)
+	def := store.ClaimTableDef(jobSpec(t))
+	ddl, err := store.CreateTableDDL(offline(150000), def)
 	require.NoError(t, err)
 	require.Equal(t, `CREATE TABLE IF NOT EXISTS "jobs" ("id" BIGINT GENERATED BY DEFAULT AS IDENTITY NOT NULL, "task_id" BIGINT NOT NULL, `+
 		`"status" VARCHAR(32) NOT NULL DEFAULT 'PENDING', "token" VARCHAR(40), "claimed_at" TIMESTAMPTZ, "attempts" BIGINT NOT NULL DEFAULT 0, `+
 		`"version" BIGINT NOT NULL DEFAULT 0, "created_at" TIMESTAMPTZ, "payload" VARCHAR(255), PRIMARY KEY ("id"))`, ddl[0])
-	old, err := offline(90600).CreateTableDDL(def)
+	old, err := store.CreateTableDDL(offline(90600), def)
 	require.NoError(t, err)
 	require.Contains(t, old[0], `"id" BIGSERIAL NOT NULL`)
-	lease, err := offline(150000).CreateTableDDL(dialect.LeaseTableDef("app.leases", 64))
+	lease, err := store.CreateTableDDL(offline(150000), store.LeaseTableDef("app.leases", 64))
 	require.NoError(t, err)
 	require.Equal(t, []string{
 		`CREATE TABLE IF NOT EXISTS "app"."leases" ("lease_key" VARCHAR(64) NOT NULL, "owner" VARCHAR(40), "lock_at" TIMESTAMPTZ, "expires_at" TIMESTAMPTZ, "fence" BIGINT NOT NULL DEFAULT 0, PRIMARY KEY ("lease_key"))`,

@@ -14,6 +14,7 @@ import (
 	"github.com/claimlock/claimlock/dialect/postgres"
 	"github.com/claimlock/claimlock/internal/dbtest"
 	"github.com/claimlock/claimlock/internal/dialecttest"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // The NotifyStatement doc's snippet, verbatim between the "snippet"
@@ -31,7 +32,7 @@ func TestSnippetNotifyStatement(t *testing.T) {
 	require.NoError(t, err)
 	dialecttest.CreateClaimTable(t, d, spec)
 	var wakes atomic.Int64
-	defer d.Subscribe(spec, []any{1}, func() { wakes.Add(1) })()
+	defer store.NotifierOf(d).Subscribe(spec, []any{1}, func() { wakes.Add(1) })()
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() { _ = d.Listen(lctx, postgres.ListenConfig{}) }()

@@ -207,7 +207,7 @@ JOIN pg_catalog.pg_namespace n ON n.oid = tc.relnamespace
 WHERE n.nspname = COALESCE({{arg "schema"}}::text, current_schema())
   AND tc.relname = {{arg "table"}}::text AND ic.relname = {{arg "index"}}::text`,
 
-	// Online builds indexes with CONCURRENTLY (dialect.IndexOptions.Online:
+	// Online builds indexes with CONCURRENTLY (store.IndexOptions.Online:
 	// writes go on while it builds; never inside a transaction block).
 	Indexes: [5]string{
 		`CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.ClaimIndex}} ON {{.Table}} ({{range .Scope}}{{.}}, {{end}}({{template "order" .}}){{if .RunAt}}, ({{template "runat" .}}){{end}}) WHERE {{.Status}} = {{.Pending}}`,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // TestEnumStatusColumn: a status column of an enum type is checked against
@@ -37,7 +38,7 @@ func TestEnumStatusColumn(t *testing.T) {
 		Attempts: "attempts", Scope: []string{"task_id"},
 		Pending: status(t, "PENDING"), Processing: status(t, "PROCESSING"), Done: status(t, "DONE"), Failed: status(t, "FAILED")}
 	verify := func(s dialect.ClaimTable) error {
-		st, err := d.ClaimStore(s)
+		st, err := store.OpenClaims(d, s)
 		require.NoError(t, err)
 		return st.VerifySchema(ctx)
 	}
@@ -51,13 +52,13 @@ func TestEnumStatusColumn(t *testing.T) {
 	require.ErrorContains(t, err, "Pending: status 0 (int64) for column jobs.status (enum(")
 
 	spec.Done = status(t, "SENT")
-	store, err := d.ClaimStore(spec)
+	cs, err := store.OpenClaims(d, spec)
 	require.NoError(t, err)
-	require.NoError(t, store.VerifySchema(ctx))
-	tok := dialect.NewToken()
+	require.NoError(t, cs.VerifySchema(ctx))
+	tok := store.NewToken()
 	var ids []any
-	n, err := store.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: 10, ScopeValues: []any{1}, Strategy: dialect.StrategySkipLocked},
-		func(sc dialect.Scanner) error {
+	n, err := cs.Claim(ctx, &store.ClaimParams{Token: tok, Limit: 10, ScopeValues: []any{1}, Strategy: dialect.StrategySkipLocked},
+		func(sc store.Scanner) error {
 			var id, attempts int64
 			err := sc.Scan(&id, &attempts)
 			ids = append(ids, id)
@@ -65,13 +66,13 @@ func TestEnumStatusColumn(t *testing.T) {
 		})
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
-	_, err = store.Reap(ctx, &dialect.ReapParams{Timeout: time.Hour, Limit: 10, MaxAttempts: 1 << 20})
+	_, err = cs.Reap(ctx, &store.ReapParams{Timeout: time.Hour, Limit: 10, MaxAttempts: 1 << 20})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "the SMALLINT attempts column never reaches 1<<20")
 	require.ErrorContains(t, err, "MaxAttempts: 1048576 is outside the range of column jobs.attempts (smallint), -32768 to 32767")
-	res, err := store.Reap(ctx, &dialect.ReapParams{Timeout: time.Hour, Limit: 10})
+	res, err := cs.Reap(ctx, &store.ReapParams{Timeout: time.Hour, Limit: 10})
 	require.NoError(t, err)
 	require.Zero(t, res.Returned)
-	ack, err := store.Ack(ctx, &dialect.AckParams{Token: tok, IDs: ids, Outcome: dialect.OutcomeDone})
+	ack, err := cs.Ack(ctx, &store.AckParams{Token: tok, IDs: ids, Outcome: store.OutcomeDone})
 	require.NoError(t, err)
 	require.Empty(t, ack.Lost)
 	var sent int

@@ -9,6 +9,7 @@ import (
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/sqlite"
 	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // TestOnlineIndexDDL: SQLite has no online CREATE INDEX (it holds the
@@ -18,8 +19,8 @@ func TestOnlineIndexDDL(t *testing.T) {
 	t.Parallel()
 	d, err := sqlite.New(context.Background(), dbtest.SQLite(t), dialect.Options{})
 	require.NoError(t, err)
-	cs, err := d.ClaimStore(dialect.ClaimTable{Table: "jobs", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
-		Pending: dialect.StatusString("PENDING"), Processing: dialect.StatusString("PROCESSING"), Done: dialect.StatusString("DONE")})
+	cs, err := store.OpenClaims(d, dialect.ClaimTable{Table: "jobs", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
+		Pending: dialect.StatusString("PENDING"), Processing: dialect.StatusString("PROCESSING"), Done: dialect.StatusString("DONE"), Failed: dialect.StatusString("FAILED")})
 	require.NoError(t, err)
-	require.Equal(t, cs.IndexDDL(), cs.(dialect.IndexDDLer).IndexDDLWith(dialect.IndexOptions{Online: true}))
+	require.Equal(t, cs.IndexDDL(), cs.(store.IndexDDLer).IndexDDLWith(store.IndexOptions{Online: true}))
 }

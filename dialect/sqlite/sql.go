@@ -144,7 +144,7 @@ SELECT name, 0, type, 3, '', "notnull" = 0 AND pk = 0, type,
 FROM pragma_table_info({{arg "table"}}, COALESCE({{arg "schema"}}, 'main'))`,
 
 	// SQLite has no online form of CREATE INDEX: Online renders the same
-	// statements (dialect.IndexOptions.Online).
+	// statements (store.IndexOptions.Online).
 	IndexExists: `
 SELECT COUNT(*), COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = {{arg "index"}}`,
 

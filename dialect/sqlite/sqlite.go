@@ -24,17 +24,25 @@ import (
 	"strings"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/errclass"
 	"github.com/claimlock/claimlock/internal/store"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
+// handle carries the engine inside Dialect; its field name is unexported,
+// so users cannot reach it.
+type handle = store.Handle
+
 // Dialect is the SQLite implementation of [dialect.Dialect].
-type Dialect struct{ store.Base }
+type Dialect struct {
+	handle
+	b *store.Base // the engine the handle carries
+}
 
 var _ dialect.Dialect = (*Dialect)(nil)
 
-func init() { dialect.RegisterClassifier(classify) }
+func init() { errclass.Register(classify) }
 
 // Open opens (creating if needed) the SQLite database at path with the
 // settings claimlock wants: WAL journal, a 10 s busy_timeout, synchronous
@@ -44,7 +52,7 @@ func init() { dialect.RegisterClassifier(classify) }
 //
 // Transactions begun on the handle (BeginTx) are write transactions, BEGIN
 // IMMEDIATE (modernc's _txlock=immediate): one that reads and then writes,
-// such as a handler's effect with its ack ([dialect.ClaimStore.AckTx]),
+// such as a handler's effect with its ack ([store.ClaimStore.AckTx]),
 // waits for the write lock at BEGIN, up to the busy timeout, instead of
 // failing with SQLITE_BUSY when another connection wrote first (waiting
 // cannot help a deferred transaction that read an older snapshot). Begin
@@ -103,11 +111,12 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 	if err := db.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&busy); err == nil && busy == 0 {
 		logger.Warn("claimlock: sqlite busy_timeout is 0; concurrent writers will see SQLITE_BUSY at once (open with sqlite.Open or add _pragma=busy_timeout(10000))")
 	}
-	d := &Dialect{}
+	d := &Dialect{b: &store.Base{}}
+	d.handle = store.NewHandle(d.b)
 	// Multi-statement operations run in BEGIN IMMEDIATE transactions,
 	// which take the write lock at once and so never fail later with
 	// SQLITE_BUSY_SNAPSHOT.
-	d.E = &store.Engine{
+	d.b.E = &store.Engine{
 		Name: "sqlite", DB: store.ConnDB{DB: db, BeginSQL: []string{"BEGIN IMMEDIATE"}}, Classify: classify, Returning: true, FoldCase: true,
 		Dialect: store.Dialect{TimeUnit: store.Milliseconds},
 		Quote:   quote,
@@ -123,7 +132,7 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 		CheckTime: checkTime, TextTimes: true, WideInts: true,
 		DDL: store.DDL{Int: "INTEGER", Time: "INTEGER", TimeSeconds: "INTEGER", Text: "TEXT", Serial: "INTEGER PRIMARY KEY AUTOINCREMENT", SerialIsKey: true},
 	}
-	d.Claims, d.Leases = claimSQL, leaseSQL
+	d.b.Claims, d.b.Leases = claimSQL, leaseSQL
 	return d, nil
 }
 
@@ -178,29 +187,29 @@ func checkTime(c store.ColumnInfo, textTimes bool) error {
 // classify sorts modernc's errors: SQLITE_BUSY and SQLITE_LOCKED (any
 // extended code) are busy, constraint violations of a unique key or primary
 // key duplicates, SQLITE_READONLY read-only.
-func classify(err error) dialect.ErrorClass {
+func classify(err error) errclass.Class {
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
 		if errors.Is(err, driver.ErrBadConn) {
-			return dialect.ClassConnection
+			return errclass.Connection
 		}
-		return dialect.ClassOther
+		return errclass.Other
 	}
 	switch se.Code() & 0xff {
 	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-		return dialect.ClassBusy
+		return errclass.Busy
 	case sqlite3.SQLITE_READONLY:
-		return dialect.ClassReadOnly
+		return errclass.ReadOnly
 	}
 	switch se.Code() {
 	case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
-		return dialect.ClassDuplicate
+		return errclass.Duplicate
 	}
 	switch se.Code() & 0xff {
 	// SQLITE_ERROR is a statement SQLite refuses as written (no such table
 	// or column, a syntax error); the others refuse the data or the access.
 	case sqlite3.SQLITE_ERROR, sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_MISMATCH, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH:
-		return dialect.ClassPermanent
+		return errclass.Permanent
 	}
-	return dialect.ClassOther
+	return errclass.Other
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/sqlite"
 	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // The cron story's target table on SQLite, with send_at declared DATETIME
@@ -35,19 +36,19 @@ func TestTextTimes(t *testing.T) {
 	spec := dialect.ClaimTable{Table: "xxx_task_target", ID: "id", Status: "status", Token: "cron_token", ClaimedAt: "send_at",
 		Columns: []string{"openid"}, Scope: []string{"task_id"},
 		Pending: dialect.StatusInt(0), Processing: dialect.StatusInt(1), Done: dialect.StatusInt(2), Failed: dialect.StatusInt(3)}
-	plain, err := d.ClaimStore(spec)
+	plain, err := store.OpenClaims(d, spec)
 	require.NoError(t, err)
 	err = plain.VerifySchema(ctx)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	require.ErrorContains(t, err, "TextTimes")
 
 	spec.TextTimes = true
-	st, err := d.ClaimStore(spec)
+	st, err := store.OpenClaims(d, spec)
 	require.NoError(t, err)
 	require.NoError(t, st.VerifySchema(ctx))
-	tok := dialect.NewToken()
-	n, err := st.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: 10, ScopeValues: []any{1}, Strategy: dialect.StrategyTokenUpdate},
-		func(sc dialect.Scanner) error { var id int64; var o string; return sc.Scan(&id, &o) })
+	tok := store.NewToken()
+	n, err := st.Claim(ctx, &store.ClaimParams{Token: tok, Limit: 10, ScopeValues: []any{1}, Strategy: dialect.StrategyTokenUpdate},
+		func(sc store.Scanner) error { var id int64; var o string; return sc.Scan(&id, &o) })
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	var typ, first string
@@ -74,7 +75,7 @@ func TestTextTimes(t *testing.T) {
 	require.Greater(t, stats.OldestProcessing, time.Duration(0))
 	require.Less(t, stats.OldestProcessing, time.Minute)
 
-	reap := &dialect.ReapParams{Timeout: 400 * time.Millisecond, Limit: 10}
+	reap := &store.ReapParams{Timeout: 400 * time.Millisecond, Limit: 10}
 	res, err := st.Reap(ctx, reap)
 	require.NoError(t, err)
 	require.Zero(t, res.Returned, "fresh claims are not stale")
@@ -102,14 +103,14 @@ func TestLeaseTextTimes(t *testing.T) {
 	_, err = db.ExecContext(ctx, `INSERT INTO xxx_task (id) VALUES (1), (2)`)
 	require.NoError(t, err)
 	spec := dialect.LeaseTable{Table: "xxx_task", Key: "id", LockedAt: "lock_at", Status: "status"}
-	plain, err := d.LeaseStore(spec)
+	plain, err := store.OpenLeases(d, spec)
 	require.NoError(t, err)
 	err = plain.VerifySchema(ctx)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	require.ErrorContains(t, err, "LeaseTable.TextTimes")
 
 	spec.TextTimes = true
-	ls, err := d.LeaseStore(spec)
+	ls, err := store.OpenLeases(d, spec)
 	require.NoError(t, err)
 	require.NoError(t, ls.VerifySchema(ctx))
 	info, err := ls.Acquire(ctx, 1, "", time.Minute)
@@ -160,7 +161,7 @@ func TestLeaseTextTimesWholeSeconds(t *testing.T) {
 	require.NoError(t, err)
 	_, err = db.ExecContext(ctx, `CREATE TABLE xxx_task (id INTEGER PRIMARY KEY, status INTEGER NOT NULL DEFAULT 0, lock_at DATETIME)`)
 	require.NoError(t, err)
-	ls, err := d.LeaseStore(dialect.LeaseTable{Table: "xxx_task", Key: "id", LockedAt: "lock_at", TextTimes: true})
+	ls, err := store.OpenLeases(d, dialect.LeaseTable{Table: "xxx_task", Key: "id", LockedAt: "lock_at", TextTimes: true})
 	require.NoError(t, err)
 	require.NoError(t, ls.VerifySchema(ctx))
 	const ttl = 500 * time.Millisecond
@@ -209,9 +210,9 @@ func TestKeyedLeaseTextTimes(t *testing.T) {
 	_, err = db.ExecContext(ctx, `CREATE TABLE leases (lease_key TEXT NOT NULL PRIMARY KEY, owner TEXT, lock_at DATETIME,
 		expires_at DATETIME, fence INTEGER NOT NULL DEFAULT 0)`)
 	require.NoError(t, err)
-	spec := dialect.KeyedLeaseTable("leases", 64)
+	spec := store.KeyedLeaseTable("leases", 64)
 	spec.TextTimes = true
-	ls, err := d.LeaseStore(spec)
+	ls, err := store.OpenLeases(d, spec)
 	require.NoError(t, err)
 	require.NoError(t, ls.VerifySchema(ctx))
 	textDate := func(key, col string) time.Time {
@@ -224,13 +225,13 @@ func TestKeyedLeaseTextTimes(t *testing.T) {
 		return at
 	}
 
-	a := dialect.NewToken()
+	a := store.NewToken()
 	info, err := ls.Acquire(ctx, "job", a, time.Minute)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, info.Fence)
 	require.Equal(t, info.ExpiresAt, textDate("job", "expires_at"), "the expiry is the text date")
 	require.Equal(t, time.Minute, textDate("job", "expires_at").Sub(textDate("job", "lock_at")))
-	_, err = ls.Acquire(ctx, "job", dialect.NewToken(), time.Minute)
+	_, err = ls.Acquire(ctx, "job", store.NewToken(), time.Minute)
 	require.ErrorIs(t, err, dialect.ErrLeaseHeld)
 	renewed, err := ls.Renew(ctx, "job", a, 2*time.Minute)
 	require.NoError(t, err)
@@ -260,7 +261,7 @@ func TestKeyedLeaseTextTimes(t *testing.T) {
 	// An expired lease is reported expired and reaped only a second after
 	// its expiry (checked when the calls ran within that second).
 	start := time.Now()
-	_, err = ls.Acquire(ctx, "short", dialect.NewToken(), 10*time.Millisecond)
+	_, err = ls.Acquire(ctx, "short", store.NewToken(), 10*time.Millisecond)
 	require.NoError(t, err)
 	time.Sleep(100 * time.Millisecond)
 	n, err := ls.ReapExpired(ctx, 10)

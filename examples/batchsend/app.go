@@ -14,6 +14,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/examples/internal/exdb"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
@@ -93,34 +94,34 @@ func (a *app) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defs := []dialect.TableDef{
-		{Table: taskTable, PrimaryKey: []string{"id"}, Columns: []dialect.ColumnDef{
-			{Name: "id", Type: dialect.TypeInt, NotNull: true},
-			{Name: "status", Type: dialect.TypeInt, NotNull: true},
-			{Name: "lock_at", Type: dialect.TypeTime},
-			{Name: "lock_owner", Type: dialect.TypeText, Len: dialect.MaxTokenLen},
-			{Name: "lock_fence", Type: dialect.TypeInt, NotNull: true, Default: zero()},
+	defs := []store.TableDef{
+		{Table: taskTable, PrimaryKey: []string{"id"}, Columns: []store.ColumnDef{
+			{Name: "id", Type: store.TypeInt, NotNull: true},
+			{Name: "status", Type: store.TypeInt, NotNull: true},
+			{Name: "lock_at", Type: store.TypeTime},
+			{Name: "lock_owner", Type: store.TypeText, Len: store.MaxTokenLen},
+			{Name: "lock_fence", Type: store.TypeInt, NotNull: true, Default: zero()},
 		}},
-		dialect.ClaimTableDef(spec, dialect.ColumnDef{Name: "openid", Type: dialect.TypeText, Len: 64, NotNull: true}),
-		{Table: sendsTable, PrimaryKey: []string{"id"}, Columns: []dialect.ColumnDef{
-			{Name: "id", Type: dialect.TypeSerial},
-			{Name: "task_id", Type: dialect.TypeInt, NotNull: true},
-			{Name: "target_id", Type: dialect.TypeInt, NotNull: true},
-			{Name: "worker", Type: dialect.TypeText, Len: 80, NotNull: true},
-		}, Indexes: []dialect.IndexDef{{Name: "xxx_sends_target", Columns: []string{"task_id", "target_id"}}}},
-		{Table: callsTable, PrimaryKey: []string{"id"}, Columns: []dialect.ColumnDef{
-			{Name: "id", Type: dialect.TypeSerial},
-			{Name: "task_id", Type: dialect.TypeInt, NotNull: true},
-			{Name: "target_id", Type: dialect.TypeInt, NotNull: true},
-			{Name: "worker", Type: dialect.TypeText, Len: 80, NotNull: true},
-		}, Indexes: []dialect.IndexDef{{Name: "xxx_calls_target", Columns: []string{"task_id", "target_id"}}}},
+		store.ClaimTableDef(spec, store.ColumnDef{Name: "openid", Type: store.TypeText, Len: 64, NotNull: true}),
+		{Table: sendsTable, PrimaryKey: []string{"id"}, Columns: []store.ColumnDef{
+			{Name: "id", Type: store.TypeSerial},
+			{Name: "task_id", Type: store.TypeInt, NotNull: true},
+			{Name: "target_id", Type: store.TypeInt, NotNull: true},
+			{Name: "worker", Type: store.TypeText, Len: 80, NotNull: true},
+		}, Indexes: []store.IndexDef{{Name: "xxx_sends_target", Columns: []string{"task_id", "target_id"}}}},
+		{Table: callsTable, PrimaryKey: []string{"id"}, Columns: []store.ColumnDef{
+			{Name: "id", Type: store.TypeSerial},
+			{Name: "task_id", Type: store.TypeInt, NotNull: true},
+			{Name: "target_id", Type: store.TypeInt, NotNull: true},
+			{Name: "worker", Type: store.TypeText, Len: 80, NotNull: true},
+		}, Indexes: []store.IndexDef{{Name: "xxx_calls_target", Columns: []string{"task_id", "target_id"}}}},
 	}
 	for _, def := range defs {
-		ddl, err := d.CreateTableDDL(def)
+		ddl, err := store.CreateTableDDL(d, def)
 		if err != nil {
 			return err
 		}
-		if err := d.ExecDDL(ctx, ddl); err != nil {
+		if err := store.ExecDDL(ctx, d, ddl); err != nil {
 			return err
 		}
 	}
@@ -128,14 +129,14 @@ func (a *app) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := d.ExecDDL(ctx, missing); err != nil {
+	if err := store.ExecDDL(ctx, d, missing); err != nil {
 		return err
 	}
 	return a.createTask(ctx)
 }
 
 func zero() *dialect.Status {
-	s, _ := dialect.StatusOf("default", 0)
+	s, _ := store.StatusOf("default", 0)
 	return &s
 }
 
@@ -255,7 +256,7 @@ func (a *app) claimWorker(ctx context.Context, name string) error {
 			if done, err := a.finished(ctx); err != nil || done {
 				return err
 			}
-			sleep(ctx, dialect.Backoff(polls, 5*time.Millisecond, 200*time.Millisecond))
+			sleep(ctx, store.Backoff(polls, 5*time.Millisecond, 200*time.Millisecond))
 			continue
 		}
 		if err != nil {
@@ -282,7 +283,7 @@ func (a *app) claimWorker(ctx context.Context, name string) error {
 		if done, err := a.finished(ctx); err != nil || done {
 			return err
 		}
-		sleep(ctx, dialect.Backoff(polls, 20*time.Millisecond, 500*time.Millisecond))
+		sleep(ctx, store.Backoff(polls, 20*time.Millisecond, 500*time.Millisecond))
 	}
 	return nil
 }

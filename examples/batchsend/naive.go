@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -26,7 +26,7 @@ func (a *app) naiveWorker(ctx context.Context, name string) error {
 			if done, err := a.finished(ctx); err != nil || done {
 				return err
 			}
-			sleep(ctx, dialect.Backoff(polls, 2*time.Millisecond, 50*time.Millisecond))
+			sleep(ctx, store.Backoff(polls, 2*time.Millisecond, 50*time.Millisecond))
 			continue
 		}
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/mysql"
 	"github.com/claimlock/claimlock/examples/internal/exdb"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // Measure names what a result measured.
@@ -255,18 +256,18 @@ func (b *bench) fixtureTable(ctx context.Context, table string, rows int, task f
 	if _, err := b.sql.ExecContext(ctx, "DROP TABLE IF EXISTS "+b.db.Q(table)); err != nil {
 		return 0, err
 	}
-	ddl, err := b.d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	ddl, err := store.CreateTableDDL(b.d, store.ClaimTableDef(spec))
 	if err != nil {
 		return 0, err
 	}
-	if err := b.d.ExecDDL(ctx, ddl); err != nil {
+	if err := store.ExecDDL(ctx, b.d, ddl); err != nil {
 		return 0, err
 	}
-	store, err := b.d.ClaimStore(spec)
+	cs, err := store.OpenClaims(b.d, spec)
 	if err != nil {
 		return 0, err
 	}
-	if err := b.d.ExecDDL(ctx, store.IndexDDL()); err != nil {
+	if err := store.ExecDDL(ctx, b.d, cs.IndexDDL()); err != nil {
 		return 0, err
 	}
 	tx, err := b.sql.BeginTx(ctx, nil)
@@ -330,7 +331,7 @@ func (b *bench) ceiling(ctx context.Context, workers int) (result, error) {
 	for range workers {
 		wg.Go(func() {
 			args := make([]any, 1+b.o.batch)
-			args[0] = dialect.DefaultDone
+			args[0] = "DONE"
 			for {
 				lo := next.Add(int64(b.o.batch)) - int64(b.o.batch)
 				if lo >= int64(rows) {
@@ -429,7 +430,7 @@ func (b *bench) claimlockRun(ctx context.Context, measure string, s dialect.Stra
 	r := b.base(measure, workers, rows)
 	r.Strategy = c.Strategy().String()
 	t := newTracker(first, rows)
-	retries0 := b.d.Retries()
+	retries0 := store.Retries(b.d)
 	lat := make([][]time.Duration, workers)
 	errs := make(chan error, workers)
 	start := time.Now()
@@ -448,7 +449,7 @@ func (b *bench) claimlockRun(ctx context.Context, measure string, s dialect.Stra
 		return r, err
 	}
 	r.RowsPerS = float64(rows) / r.Seconds
-	r.Retries = b.d.Retries() - retries0
+	r.Retries = store.Retries(b.d) - retries0
 	r.Overlaps = t.overlaps.Load()
 	r.Missing, r.Duplicates = t.check()
 	all := slices.Concat(lat...)

@@ -8,7 +8,7 @@
 // dependency.
 //
 // 0002 builds its indexes online, for tables in use (see
-// dialect.IndexOptions): on PostgreSQL with CREATE INDEX CONCURRENTLY,
+// store.IndexOptions): on PostgreSQL with CREATE INDEX CONCURRENTLY,
 // which does not block writes but cannot run inside a transaction block,
 // so a migration tool must run that file outside one, statement by
 // statement (goose: a "-- +goose NO TRANSACTION" annotation), as this

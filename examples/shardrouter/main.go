@@ -26,6 +26,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/examples/internal/exdb"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 const table = "shard_jobs"
@@ -164,11 +165,11 @@ func createTable(ctx context.Context, db *exdb.DB) error {
 	if err != nil {
 		return err
 	}
-	ddl, err := db.Dialect.CreateTableDDL(dialect.ClaimTableDef(spec))
+	ddl, err := store.CreateTableDDL(db.Dialect, store.ClaimTableDef(spec))
 	if err != nil {
 		return err
 	}
-	if err := db.Dialect.ExecDDL(ctx, ddl); err != nil {
+	if err := store.ExecDDL(ctx, db.Dialect, ddl); err != nil {
 		return err
 	}
 	c, err := claim.New(db.Dialect, config(1), func(*struct{}) []any { return nil })
@@ -179,7 +180,7 @@ func createTable(ctx context.Context, db *exdb.DB) error {
 	if err != nil {
 		return err
 	}
-	return db.Dialect.ExecDDL(ctx, missing)
+	return store.ExecDDL(ctx, db.Dialect, missing)
 }
 
 // insertRows adds n pending rows of task.

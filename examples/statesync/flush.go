@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/claim"
-	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // flusher claims dirty users and folds each one's unapplied events into one
@@ -39,7 +39,7 @@ func (a *app) flusher(ctx context.Context, writersDone <-chan struct{}) error {
 				}
 			default:
 			}
-			sleep(ctx, dialect.Backoff(idle, time.Millisecond, 50*time.Millisecond))
+			sleep(ctx, store.Backoff(idle, time.Millisecond, 50*time.Millisecond))
 			idle++
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -86,7 +86,7 @@ func (a *app) flusher(ctx context.Context, writersDone <-chan struct{}) error {
 // one user ever overlapped.
 func (a *app) fold(ctx context.Context, user int64) error {
 	return a.inTx(ctx, func(tx *sql.Tx) error {
-		token := dialect.NewToken()
+		token := store.NewToken()
 		res, err := tx.ExecContext(ctx, a.sq.markEvents, token, user)
 		if err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/examples/internal/exdb"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // The program's tables.
@@ -82,42 +83,42 @@ func open(ctx context.Context, o options) (*app, error) {
 func (a *app) close() { a.db.Close() }
 
 func status(v any) *dialect.Status {
-	s, err := dialect.StatusOf("default", v)
+	s, err := store.StatusOf("default", v)
 	if err != nil {
 		panic(err)
 	}
 	return &s
 }
 
-func tableDefs() []dialect.TableDef {
-	return []dialect.TableDef{
-		{Table: eventsTable, PrimaryKey: []string{"event_id"}, Columns: []dialect.ColumnDef{
-			{Name: "event_id", Type: dialect.TypeInt, NotNull: true},
-			{Name: "user_id", Type: dialect.TypeInt, NotNull: true},
-			{Name: "seq", Type: dialect.TypeInt, NotNull: true},
-			{Name: "delta", Type: dialect.TypeInt, NotNull: true},
-			{Name: "flush", Type: dialect.TypeText, Len: dialect.MaxTokenLen},
-		}, Indexes: []dialect.IndexDef{
+func tableDefs() []store.TableDef {
+	return []store.TableDef{
+		{Table: eventsTable, PrimaryKey: []string{"event_id"}, Columns: []store.ColumnDef{
+			{Name: "event_id", Type: store.TypeInt, NotNull: true},
+			{Name: "user_id", Type: store.TypeInt, NotNull: true},
+			{Name: "seq", Type: store.TypeInt, NotNull: true},
+			{Name: "delta", Type: store.TypeInt, NotNull: true},
+			{Name: "flush", Type: store.TypeText, Len: store.MaxTokenLen},
+		}, Indexes: []store.IndexDef{
 			// The flusher marks a user's unapplied events (user_id, flush IS
 			// NULL), then reads them back by flush token.
 			{Name: "ss_events_user_flush", Columns: []string{"user_id", "flush"}},
 			{Name: "ss_events_flush", Columns: []string{"flush"}},
 		}},
 		// The claim table, written by hand rather than with
-		// dialect.ClaimTableDef because its key is the user id, not a serial.
-		{Table: dirtyTable, PrimaryKey: []string{"user_id"}, Columns: []dialect.ColumnDef{
-			{Name: "user_id", Type: dialect.TypeInt, NotNull: true},
-			{Name: "status", Type: dialect.TypeText, Len: 32, NotNull: true, Default: status(statusClean)},
-			{Name: "token", Type: dialect.TypeText, Len: dialect.MaxTokenLen},
-			{Name: "claimed_at", Type: dialect.TypeTime},
-			{Name: "version", Type: dialect.TypeInt, NotNull: true, Default: status(0)},
-			{Name: "flush_version", Type: dialect.TypeInt, NotNull: true, Default: status(0)},
+		// store.ClaimTableDef because its key is the user id, not a serial.
+		{Table: dirtyTable, PrimaryKey: []string{"user_id"}, Columns: []store.ColumnDef{
+			{Name: "user_id", Type: store.TypeInt, NotNull: true},
+			{Name: "status", Type: store.TypeText, Len: 32, NotNull: true, Default: status(statusClean)},
+			{Name: "token", Type: store.TypeText, Len: store.MaxTokenLen},
+			{Name: "claimed_at", Type: store.TypeTime},
+			{Name: "version", Type: store.TypeInt, NotNull: true, Default: status(0)},
+			{Name: "flush_version", Type: store.TypeInt, NotNull: true, Default: status(0)},
 		}},
-		{Table: stateTable, PrimaryKey: []string{"user_id"}, Columns: []dialect.ColumnDef{
-			{Name: "user_id", Type: dialect.TypeInt, NotNull: true},
-			{Name: "total", Type: dialect.TypeInt, NotNull: true, Default: status(0)},
-			{Name: "last_seq", Type: dialect.TypeInt, NotNull: true, Default: status(0)},
-			{Name: "writes", Type: dialect.TypeInt, NotNull: true, Default: status(0)},
+		{Table: stateTable, PrimaryKey: []string{"user_id"}, Columns: []store.ColumnDef{
+			{Name: "user_id", Type: store.TypeInt, NotNull: true},
+			{Name: "total", Type: store.TypeInt, NotNull: true, Default: status(0)},
+			{Name: "last_seq", Type: store.TypeInt, NotNull: true, Default: status(0)},
+			{Name: "writes", Type: store.TypeInt, NotNull: true, Default: status(0)},
 		}},
 	}
 }
@@ -128,11 +129,11 @@ func tableDefs() []dialect.TableDef {
 func (a *app) setup(ctx context.Context) error {
 	d := a.db.Dialect
 	for _, def := range tableDefs() {
-		ddl, err := d.CreateTableDDL(def)
+		ddl, err := store.CreateTableDDL(d, def)
 		if err != nil {
 			return err
 		}
-		if err := d.ExecDDL(ctx, ddl); err != nil {
+		if err := store.ExecDDL(ctx, d, ddl); err != nil {
 			return err
 		}
 	}
@@ -140,7 +141,7 @@ func (a *app) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := d.ExecDDL(ctx, missing); err != nil {
+	if err := store.ExecDDL(ctx, d, missing); err != nil {
 		return err
 	}
 	tx, err := a.db.SQL.BeginTx(ctx, nil)

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // simulate runs the writers (and, in coalesce mode, the flushers) until
@@ -108,7 +110,7 @@ wait:
 	s := summary{
 		Mode: a.o.mode, Driver: a.db.Driver, Writers: a.o.writers, Flushers: a.o.flushers, Users: a.o.users,
 		Events: int64(len(evs)), Accepted: accepted.Load(), DuplicatesIgnored: ignored.Load(),
-		Requeues: a.requeues.Load(), EmptyFlushes: a.emptyFlushes.Load(), Retries: a.retries.Load() + a.db.Dialect.Retries(),
+		Requeues: a.requeues.Load(), EmptyFlushes: a.emptyFlushes.Load(), Retries: a.retries.Load() + store.Retries(a.db.Dialect),
 		DirtyWrites: a.dirtyWrites.Load(), DirtyConflicts: a.dirtyConflicts.Load(),
 		WriteSeconds: writeElapsed.Seconds(), TotalSeconds: elapsed.Seconds(),
 	}

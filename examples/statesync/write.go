@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // hotUser receives the -hot fraction of the events.
@@ -62,7 +63,7 @@ func (a *app) withRetry(ctx context.Context, fn func() error) error {
 			return err
 		}
 		a.retries.Add(1)
-		t := time.NewTimer(dialect.Backoff(attempt, retryBase, retryMax))
+		t := time.NewTimer(store.Backoff(attempt, retryBase, retryMax))
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -41,7 +42,7 @@ func TestHotContention(t *testing.T) {
 			setup(t, d, rows)
 			ctx, cancel := context.WithTimeout(context.Background(), drainLimit())
 			defer cancel()
-			retries0 := d.d.Retries()
+			retries0 := store.Retries(d.d)
 
 			// Claims.
 			c, err := claim.New(d.d, itemsConfig(1), itemFields)
@@ -93,7 +94,7 @@ func TestHotContention(t *testing.T) {
 			wg.Wait()
 			claimTime := time.Since(start)
 			require.Empty(t, errs, "errors reached the claimers")
-			claimRetries := d.d.Retries() - retries0
+			claimRetries := store.Retries(d.d) - retries0
 			overlaps := 0
 			for id, hs := range claims {
 				require.Len(t, hs, 1, "row %d claimed more than once", id)
@@ -111,7 +112,7 @@ func TestHotContention(t *testing.T) {
 			var taken atomic.Int64
 			var leases []held
 			var notAcquired atomic.Int64
-			retries1 := d.d.Retries()
+			retries1 := store.Retries(d.d)
 			start = time.Now()
 			for range contenders {
 				wg.Add(1)
@@ -162,7 +163,7 @@ func TestHotContention(t *testing.T) {
 			rep.drain = claimTime
 			rep.log(t, "hot-contention", e.name)
 			line := fmt.Sprintf("chaos-detail: scenario=hot-contention engine=%s claimers=%d rows=%d claim-retries=%d claim-time=%v lease-contenders=%d leases=%d not-acquired=%d lease-retries=%d lease-time=%v overlaps=%d errors=0",
-				e.name, contenders, rows, claimRetries, claimTime.Round(time.Millisecond), contenders, len(leases), notAcquired.Load(), d.d.Retries()-retries1, leaseTime.Round(time.Millisecond), rep.overlaps)
+				e.name, contenders, rows, claimRetries, claimTime.Round(time.Millisecond), contenders, len(leases), notAcquired.Load(), store.Retries(d.d)-retries1, leaseTime.Round(time.Millisecond), rep.overlaps)
 			t.Log(line)
 			fmt.Fprintln(os.Stdout, line)
 			require.Zero(t, rep.lost)

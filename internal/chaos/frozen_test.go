@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/claim"
-	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
@@ -24,7 +24,7 @@ const (
 )
 
 func lockerConfig(ttl time.Duration) tasklock.Config {
-	return tasklock.Config{Table: dialect.KeyedLeaseTable(leaseTable, 64), TTL: ttl}
+	return tasklock.Config{Table: store.KeyedLeaseTable(leaseTable, 64), TTL: ttl}
 }
 
 // fencedWrite is the protected write a lease holder makes: it lands only if

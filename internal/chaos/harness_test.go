@@ -15,6 +15,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testengine"
 )
 
@@ -100,7 +101,7 @@ func (d *db) ph(n int) string {
 
 // q quotes a constant identifier through the dialect.
 func (d *db) q(name string) string {
-	s, err := d.d.QuoteIdent("name", name)
+	s, err := store.QuoteIdent(d.d, "name", name)
 	if err != nil {
 		panic(err)
 	}
@@ -178,7 +179,7 @@ func setup(t *testing.T, d *db, rows int) {
 	ctx := context.Background()
 	spec, err := itemsConfig(10).Resolve()
 	require.NoError(t, err)
-	itemsDef := dialect.ClaimTableDef(spec)
+	itemsDef := store.ClaimTableDef(spec)
 	for i := range itemsDef.Columns {
 		if itemsDef.Columns[i].Name == "attempts" {
 			// Columns lists attempts too, so it appears twice.
@@ -186,39 +187,39 @@ func setup(t *testing.T, d *db, rows int) {
 			break
 		}
 	}
-	defs := []dialect.TableDef{
+	defs := []store.TableDef{
 		itemsDef,
-		{Table: sendsTable, PrimaryKey: []string{"row_id", "token"}, Columns: []dialect.ColumnDef{
-			{Name: "row_id", Type: dialect.TypeInt, NotNull: true},
-			{Name: "token", Type: dialect.TypeText, Len: dialect.MaxTokenLen, NotNull: true},
-			{Name: "pid", Type: dialect.TypeInt, NotNull: true},
-			{Name: "attempt", Type: dialect.TypeInt, NotNull: true},
+		{Table: sendsTable, PrimaryKey: []string{"row_id", "token"}, Columns: []store.ColumnDef{
+			{Name: "row_id", Type: store.TypeInt, NotNull: true},
+			{Name: "token", Type: store.TypeText, Len: store.MaxTokenLen, NotNull: true},
+			{Name: "pid", Type: store.TypeInt, NotNull: true},
+			{Name: "attempt", Type: store.TypeInt, NotNull: true},
 		}},
-		dialect.LeaseTableDef(leaseTable, 64),
-		{Table: fenceTable, PrimaryKey: []string{"k"}, Columns: []dialect.ColumnDef{
-			{Name: "k", Type: dialect.TypeText, Len: 64, NotNull: true},
-			{Name: "fence", Type: dialect.TypeInt, NotNull: true},
-			{Name: "writer", Type: dialect.TypeText, Len: 64, NotNull: true},
+		store.LeaseTableDef(leaseTable, 64),
+		{Table: fenceTable, PrimaryKey: []string{"k"}, Columns: []store.ColumnDef{
+			{Name: "k", Type: store.TypeText, Len: 64, NotNull: true},
+			{Name: "fence", Type: store.TypeInt, NotNull: true},
+			{Name: "writer", Type: store.TypeText, Len: 64, NotNull: true},
 		}},
 	}
 	for _, def := range defs {
-		ddl, err := d.d.CreateTableDDL(def)
+		ddl, err := store.CreateTableDDL(d.d, def)
 		require.NoError(t, err)
-		require.NoError(t, d.d.ExecDDL(ctx, ddl))
+		require.NoError(t, store.ExecDDL(ctx, d.d, ddl))
 	}
 	c, err := claim.New(d.d, itemsConfig(10), itemFields)
 	require.NoError(t, err)
 	missing, err := c.MissingIndexes(ctx)
 	require.NoError(t, err)
-	require.NoError(t, d.d.ExecDDL(ctx, missing))
+	require.NoError(t, store.ExecDDL(ctx, d.d, missing))
 	insertItems(t, d, taskID, rows)
 	insertItems(t, d, taskID+1, 3)
 	_, err = d.sql.ExecContext(ctx, d.sqlf("INSERT INTO {chaos_fenced} ({k}, {fence}, {writer}) VALUES ('job', 0, 'none')"))
 	require.NoError(t, err)
 }
 
-func dedupe(cols []dialect.ColumnDef, name string) []dialect.ColumnDef {
-	var out []dialect.ColumnDef
+func dedupe(cols []store.ColumnDef, name string) []store.ColumnDef {
+	var out []store.ColumnDef
 	for _, c := range cols {
 		if c.Name != name {
 			out = append(out, c)
@@ -249,10 +250,10 @@ func insertItems(t *testing.T, d *db, task, n int) {
 }
 
 // stats counts the task's rows by status.
-func stats(ctx context.Context, d *db) (dialect.Stats, error) {
+func stats(ctx context.Context, d *db) (store.Stats, error) {
 	c, err := claim.New(d.d, itemsConfig(1), itemFields)
 	if err != nil {
-		return dialect.Stats{}, err
+		return store.Stats{}, err
 	}
 	return c.Stats(ctx)
 }
@@ -262,7 +263,7 @@ func stats(ctx context.Context, d *db) (dialect.Stats, error) {
 func waitDrained(t *testing.T, d *db, limit time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	var last dialect.Stats
+	var last store.Stats
 	var lastErr error
 	for time.Since(start) < limit {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -15,6 +15,8 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/ident"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
@@ -23,7 +25,7 @@ import (
 var hostileNames = []string{
 	`it"ems`, "it`ems", "it'ems", "items; DROP TABLE chaos_items", "items -- x", "items/*x*/",
 	"items\x00", "ite ms", " items", "itеms" /* Cyrillic e */, "ıtems" /* dotless i */, "ｉtems", /* fullwidth */
-	strings.Repeat("a", dialect.MaxIdentLen+1), "a.b.c", "", "1items", "items.",
+	strings.Repeat("a", ident.MaxLen+1), "a.b.c", "", "1items", "items.",
 }
 
 // TestHostileInput feeds hostile configuration and values to every
@@ -102,11 +104,11 @@ func hostileScopeValues(t *testing.T, d *db) {
 	ctx := context.Background()
 	spec := dialect.ClaimTable{Table: "chaos_text_scope", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 		Pending: mustStatus("PENDING"), Processing: mustStatus("PROCESSING"), Done: mustStatus("DONE"), Failed: mustStatus("FAILED")}
-	def := dialect.ClaimTableDef(spec)
-	def.Columns = append(def.Columns, dialect.ColumnDef{Name: "task_id", Type: dialect.TypeText, Len: 64, NotNull: true})
-	ddl, err := d.d.CreateTableDDL(def)
+	def := store.ClaimTableDef(spec)
+	def.Columns = append(def.Columns, store.ColumnDef{Name: "task_id", Type: store.TypeText, Len: 64, NotNull: true})
+	ddl, err := store.CreateTableDDL(d.d, def)
 	require.NoError(t, err)
-	require.NoError(t, d.d.ExecDDL(ctx, ddl))
+	require.NoError(t, store.ExecDDL(ctx, d.d, ddl))
 	evil := []string{"1; DROP TABLE chaos_text_scope; --", "' OR '1'='1", `" OR "1"="1`, "1) OR (1=1", "x'); DELETE FROM chaos_text_scope; --"}
 	scopes := append([]string{"plain"}, evil...)
 	for _, s := range scopes {
@@ -170,7 +172,7 @@ func hostileScopeValues(t *testing.T, d *db) {
 }
 
 func mustStatus(v any) dialect.Status {
-	s, err := dialect.StatusOf("status", v)
+	s, err := store.StatusOf("status", v)
 	if err != nil {
 		panic(err)
 	}
@@ -210,7 +212,7 @@ func hostileStatusTypes(t *testing.T, d *db) {
 	}
 	for _, v := range []any{1.5, float32(2), true, struct{ A int }{1}, []byte("PENDING"), uint64(1), map[string]int{}} {
 		var err error
-		require.NotPanics(t, func() { _, err = dialect.StatusOf("Pending", v) }, "%#v", v)
+		require.NotPanics(t, func() { _, err = store.StatusOf("Pending", v) }, "%#v", v)
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "%#v (%T)", v, v)
 	}
 }
@@ -238,15 +240,15 @@ func shortTokenColumn(t *testing.T, e engine, d *db, dsn string) {
 			cfg := claim.Config{ClaimTable: dialect.ClaimTable{Table: table}, BatchSize: 10}
 			spec, err := cfg.Resolve()
 			require.NoError(t, err)
-			def := dialect.ClaimTableDef(spec)
+			def := store.ClaimTableDef(spec)
 			for j := range def.Columns {
 				if def.Columns[j].Name == "token" {
 					def.Columns[j].Len = 8
 				}
 			}
-			ddl, err := v.d.d.CreateTableDDL(def)
+			ddl, err := store.CreateTableDDL(v.d.d, def)
 			require.NoError(t, err)
-			require.NoError(t, v.d.d.ExecDDL(ctx, ddl))
+			require.NoError(t, store.ExecDDL(ctx, v.d.d, ddl))
 			for range 4 {
 				_, err := v.d.sql.ExecContext(ctx, v.d.sqlf("INSERT INTO {"+table+"} ({status}) VALUES ('PENDING')"))
 				require.NoError(t, err)
@@ -315,9 +317,9 @@ func missingIndexes(t *testing.T, d *db) {
 	}
 	spec, err := cfg.Resolve()
 	require.NoError(t, err)
-	ddl, err := d.d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	ddl, err := store.CreateTableDDL(d.d, store.ClaimTableDef(spec))
 	require.NoError(t, err)
-	require.NoError(t, d.d.ExecDDL(ctx, ddl))
+	require.NoError(t, store.ExecDDL(ctx, d.d, ddl))
 	for range 6 {
 		_, err := d.sql.ExecContext(ctx, d.sqlf("INSERT INTO {chaos_no_index} ({task_id}, {status}) VALUES (7, 'PENDING')"))
 		require.NoError(t, err)

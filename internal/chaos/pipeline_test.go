@@ -11,6 +11,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testengine"
 )
 
@@ -49,10 +50,10 @@ func TestAckAndClaimUnknownOutcome(t *testing.T) {
 
 			c, err := claim.New[struct{}](pc.Dialect, claim.Config{ClaimTable: spec, ScopeValues: []any{1}, BatchSize: batch}, nil)
 			require.NoError(t, err)
-			store, err := pc.Dialect.ClaimStore(spec)
+			cs, err := store.OpenClaims(pc.Dialect, spec)
 			require.NoError(t, err)
-			_, piped := store.(dialect.AckClaimer)
-			require.True(t, piped, "the store pipelines ack+claim, so the test does not measure the fallback")
+			_, piped := cs.(store.AckClaimer)
+			require.True(t, piped, "the cs pipelines ack+claim, so the test does not measure the fallback")
 
 			b, err := c.Claim(ctx)
 			require.NoError(t, err)

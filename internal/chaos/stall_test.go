@@ -17,6 +17,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/dialecttest"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testengine"
 	"github.com/claimlock/claimlock/tasklock"
 )
@@ -177,15 +178,15 @@ func TestStalledReplies(t *testing.T) {
 				_, err := direct.DB.ExecContext(ctx, fmt.Sprintf("INSERT INTO stall (task_id, payload) VALUES (1, 'p%d')", i))
 				require.NoError(t, err)
 			}
-			store, err := pc.Dialect.ClaimStore(spec)
+			cs, err := store.OpenClaims(pc.Dialect, spec)
 			require.NoError(t, err)
-			require.NoError(t, store.VerifySchema(ctx))
+			require.NoError(t, cs.VerifySchema(ctx))
 
-			tok := dialect.NewToken()
+			tok := store.NewToken()
 			var ids []any
 			var versions []int64
-			_, err = store.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: 10, ScopeValues: []any{1}, Strategy: dialect.StrategyTokenUpdate},
-				func(sc dialect.Scanner) error {
+			_, err = cs.Claim(ctx, &store.ClaimParams{Token: tok, Limit: 10, ScopeValues: []any{1}, Strategy: dialect.StrategyTokenUpdate},
+				func(sc store.Scanner) error {
 					var id, v int64
 					var payload string
 					err := sc.Scan(&id, &v, &payload)
@@ -198,7 +199,7 @@ func TestStalledReplies(t *testing.T) {
 			// The ack's COMMIT reaches the server; its reply does not.
 			p.mode.Store(holdAfterCommit)
 			err = within(t, 1500*time.Millisecond, func(ctx context.Context) error {
-				_, err := store.Ack(ctx, &dialect.AckParams{Token: tok, IDs: ids, Versions: versions})
+				_, err := cs.Ack(ctx, &store.AckParams{Token: tok, IDs: ids, Versions: versions})
 				return err
 			})
 			require.Error(t, err)
@@ -207,8 +208,8 @@ func TestStalledReplies(t *testing.T) {
 			// Every reply held: a claim returns by its deadline too.
 			p.mode.Store(holdReplies)
 			err = within(t, 2*time.Second, func(ctx context.Context) error {
-				_, err := store.Claim(ctx, &dialect.ClaimParams{Token: dialect.NewToken(), Limit: 5, ScopeValues: []any{1},
-					Strategy: pc.Dialect.Capabilities().PreferredStrategy}, func(dialect.Scanner) error { return nil })
+				_, err := cs.Claim(ctx, &store.ClaimParams{Token: store.NewToken(), Limit: 5, ScopeValues: []any{1},
+					Strategy: pc.Dialect.Capabilities().PreferredStrategy}, func(store.Scanner) error { return nil })
 				return err
 			})
 			require.Error(t, err)
@@ -221,7 +222,7 @@ func TestStalledReplies(t *testing.T) {
 			require.NoError(t, direct.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM stall WHERE token = '"+tok+"'").Scan(&held))
 			require.Equal(t, [2]int{10, 0}, [2]int{sent, held}, "rows sent and still held after an ack whose COMMIT reached the server")
 			// The pool recovers once replies flow again.
-			_, err = store.Stats(ctx, nil)
+			_, err = cs.Stats(ctx, nil)
 			require.NoError(t, err)
 		})
 	}
@@ -282,10 +283,10 @@ func TestStalledLeaseAcquire(t *testing.T) {
 				Pending: dialect.StatusString("PENDING"), Processing: dialect.StatusString("PROCESSING"), Done: dialect.StatusString("SENT"), Failed: dialect.StatusString("FAILED")}
 			direct, pc, p := stallSetup(t, name, spec)
 			ctx := context.Background()
-			ddl, err := direct.Dialect.CreateTableDDL(dialect.LeaseTableDef("stall_leases", 64))
+			ddl, err := store.CreateTableDDL(direct.Dialect, store.LeaseTableDef("stall_leases", 64))
 			require.NoError(t, err)
-			require.NoError(t, direct.Dialect.ExecDDL(ctx, ddl))
-			k, err := tasklock.New(pc.Dialect, tasklock.Config{Table: dialect.KeyedLeaseTable("stall_leases", 64), TTL: 2 * time.Second})
+			require.NoError(t, store.ExecDDL(ctx, direct.Dialect, ddl))
+			k, err := tasklock.New(pc.Dialect, tasklock.Config{Table: store.KeyedLeaseTable("stall_leases", 64), TTL: 2 * time.Second})
 			require.NoError(t, err)
 			require.NoError(t, k.Verify(ctx))
 
@@ -325,18 +326,18 @@ func TestStalledNotify(t *testing.T) {
 			ctx := context.Background()
 			_, err := direct.DB.ExecContext(ctx, "INSERT INTO stall_notify (task_id) SELECT 1 FROM generate_series(1, 5)")
 			require.NoError(t, err)
-			store, err := pc.Dialect.ClaimStore(spec)
+			cs, err := store.OpenClaims(pc.Dialect, spec)
 			require.NoError(t, err)
-			tok := dialect.NewToken()
-			n, err := store.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: 5, ScopeValues: []any{1}, Strategy: dialect.StrategySkipLocked},
-				func(dialect.Scanner) error { return nil })
+			tok := store.NewToken()
+			n, err := cs.Claim(ctx, &store.ClaimParams{Token: tok, Limit: 5, ScopeValues: []any{1}, Strategy: dialect.StrategySkipLocked},
+				func(store.Scanner) error { return nil })
 			require.NoError(t, err)
 			require.Equal(t, 5, n)
 
 			p.match = []byte("pg_notify")
 			p.mode.Store(holdAfterMatch)
 			err = within(t, time.Second, func(ctx context.Context) error {
-				_, err := store.Release(ctx, tok, nil)
+				_, err := cs.Release(ctx, tok, nil)
 				return err
 			})
 			p.mode.Store(passReplies)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 func testCapabilities(t *testing.T, h Harness) {
@@ -36,12 +37,12 @@ func testCapabilities(t *testing.T, h Harness) {
 func testIdentifiers(t *testing.T, h Harness) {
 	d, _ := h.Open(t)
 	for _, bad := range []string{"", "t; DROP TABLE x", `a"b`, "a`b", "a'b", "a b", "a--b", "1abc", "a.b.c", "a..b", "tаble" /* Cyrillic a */, strings64()} {
-		_, err := d.QuoteIdent("Table", bad)
+		_, err := store.QuoteIdent(d, "Table", bad)
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "%q", bad)
 		require.Contains(t, err.Error(), "Table")
 	}
 	for _, good := range []string{"t", "task_target", "_x9", "myschema.t"} {
-		q, err := d.QuoteIdent("Table", good)
+		q, err := store.QuoteIdent(d, "Table", good)
 		require.NoError(t, err)
 		require.NotEqual(t, good, q, "quoted")
 	}
@@ -59,7 +60,7 @@ func testBadSpecs(t *testing.T, h Harness) {
 	d, _ := h.Open(t)
 	good := dialect.ClaimTable{Table: "t", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 		Pending: st(t, "P"), Processing: st(t, "R"), Done: st(t, "D"), Failed: st(t, "F")}
-	_, err := d.ClaimStore(good)
+	_, err := store.OpenClaims(d, good)
 	require.NoError(t, err)
 	bad := []func(*dialect.ClaimTable){
 		func(s *dialect.ClaimTable) { s.Table = "t; DROP TABLE x" },
@@ -74,16 +75,16 @@ func testBadSpecs(t *testing.T, h Harness) {
 	for i, mut := range bad {
 		s := good
 		mut(&s)
-		_, err := d.ClaimStore(s)
+		_, err := store.OpenClaims(d, s)
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "case %d", i)
 	}
-	_, err = dialect.StatusOf("Pending", "x'; DROP")
+	_, err = store.StatusOf("Pending", "x'; DROP")
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
-	_, err = dialect.StatusOf("Pending", 1.5)
+	_, err = store.StatusOf("Pending", 1.5)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
-	_, err = d.LeaseStore(dialect.LeaseTable{Table: "t", Key: "k", Owner: "o;", LockedAt: "l"})
+	_, err = store.OpenLeases(d, dialect.LeaseTable{Table: "t", Key: "k", Owner: "o;", LockedAt: "l"})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
-	_, err = d.CreateTableDDL(dialect.TableDef{Table: "x y", Columns: []dialect.ColumnDef{{Name: "a"}}})
+	_, err = store.CreateTableDDL(d, store.TableDef{Table: "x y", Columns: []store.ColumnDef{{Name: "a"}}})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 }
 
@@ -92,18 +93,18 @@ func testIndexes(t *testing.T, h Harness) {
 	ctx := ctxT(t)
 	spec := dialect.ClaimTable{Table: "cl_idx", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 		Scope: []string{"task_id"}, Pending: st(t, "P"), Processing: st(t, "R"), Done: st(t, "D"), Failed: st(t, "F")}
-	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	ddl, err := store.CreateTableDDL(d, store.ClaimTableDef(spec))
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, ddl))
-	require.NoError(t, d.ExecDDL(ctx, ddl), "CreateTableDDL must be idempotent")
-	store, err := d.ClaimStore(spec)
+	require.NoError(t, store.ExecDDL(ctx, d, ddl))
+	require.NoError(t, store.ExecDDL(ctx, d, ddl), "CreateTableDDL must be idempotent")
+	cs, err := store.OpenClaims(d, spec)
 	require.NoError(t, err)
-	missing, err := store.MissingIndexes(ctx)
+	missing, err := cs.MissingIndexes(ctx)
 	require.NoError(t, err)
-	require.Len(t, missing, len(store.IndexDDL()))
-	require.GreaterOrEqual(t, len(store.IndexDDL()), 3, "claim, token and reaper indexes")
-	require.NoError(t, d.ExecDDL(ctx, store.IndexDDL()))
-	missing, err = store.MissingIndexes(ctx)
+	require.Len(t, missing, len(cs.IndexDDL()))
+	require.GreaterOrEqual(t, len(cs.IndexDDL()), 3, "claim, token and reaper indexes")
+	require.NoError(t, store.ExecDDL(ctx, d, cs.IndexDDL()))
+	missing, err = cs.MissingIndexes(ctx)
 	require.NoError(t, err)
 	require.Empty(t, missing)
 }
@@ -119,40 +120,40 @@ func testOnlineIndexes(t *testing.T, h Harness) {
 	ctx := ctxT(t)
 	spec := f.spec
 	spec.Table = "cl_online"
-	ddl, err := f.d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	ddl, err := store.CreateTableDDL(f.d, store.ClaimTableDef(spec))
 	require.NoError(t, err)
-	require.NoError(t, f.d.ExecDDL(ctx, ddl))
+	require.NoError(t, store.ExecDDL(ctx, f.d, ddl))
 	_, err = f.db.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s, %s) SELECT %s, %s FROM %s",
 		f.q("cl_online"), f.q("task_id"), f.q("payload"), f.q("task_id"), f.q("payload"), f.q("cl_target")))
 	require.NoError(t, err)
-	store, err := f.d.ClaimStore(spec)
+	cs, err := store.OpenClaims(f.d, spec)
 	require.NoError(t, err)
-	ix, ok := store.(dialect.IndexDDLer)
-	require.True(t, ok, "the store offers the online form")
-	online := dialect.IndexOptions{Online: true}
-	require.Len(t, ix.IndexDDLWith(online), len(store.IndexDDL()))
-	require.Equal(t, store.IndexDDL(), ix.IndexDDLWith(dialect.IndexOptions{}))
+	ix, ok := cs.(store.IndexDDLer)
+	require.True(t, ok, "the cs offers the online form")
+	online := store.IndexOptions{Online: true}
+	require.Len(t, ix.IndexDDLWith(online), len(cs.IndexDDL()))
+	require.Equal(t, cs.IndexDDL(), ix.IndexDDLWith(store.IndexOptions{}))
 	missing, err := ix.MissingIndexesWith(ctx, online)
 	require.NoError(t, err)
 	require.Equal(t, ix.IndexDDLWith(online), missing)
-	require.NoError(t, f.d.ExecDDL(ctx, missing))
-	require.NoError(t, f.d.ExecDDL(ctx, ix.IndexDDLWith(online)), "existing indexes are skipped")
-	for _, opts := range []dialect.IndexOptions{{}, online} {
+	require.NoError(t, store.ExecDDL(ctx, f.d, missing))
+	require.NoError(t, store.ExecDDL(ctx, f.d, ix.IndexDDLWith(online)), "existing indexes are skipped")
+	for _, opts := range []store.IndexOptions{{}, online} {
 		missing, err = ix.MissingIndexesWith(ctx, opts)
 		require.NoError(t, err)
 		require.Empty(t, missing)
 	}
 	s := newFixtureStore(t, f.d, spec)
-	n, err := s.Claim(ctx, &dialect.ClaimParams{Token: dialect.NewToken(), Limit: 10, ScopeValues: []any{1}, Strategy: f.d.Capabilities().PreferredStrategy},
-		func(sc dialect.Scanner) error { return sc.Scan(new(any), new(any), new(any), new(any)) })
+	n, err := s.Claim(ctx, &store.ClaimParams{Token: store.NewToken(), Limit: 10, ScopeValues: []any{1}, Strategy: f.d.Capabilities().PreferredStrategy},
+		func(sc store.Scanner) error { return sc.Scan(new(any), new(any), new(any), new(any)) })
 	require.NoError(t, err)
 	require.Equal(t, 10, n, "the table works with the indexes built online")
 }
 
-// newFixtureStore returns a verified store of spec.
-func newFixtureStore(t *testing.T, d dialect.Dialect, spec dialect.ClaimTable) dialect.ClaimStore {
+// newFixtureStore returns a verified cs of spec.
+func newFixtureStore(t *testing.T, d dialect.Dialect, spec dialect.ClaimTable) store.ClaimStore {
 	t.Helper()
-	s, err := d.ClaimStore(spec)
+	s, err := store.OpenClaims(d, spec)
 	require.NoError(t, err)
 	require.NoError(t, s.VerifySchema(ctxT(t)))
 	return s
@@ -164,7 +165,7 @@ func testClaim(t *testing.T, h Harness, s dialect.Strategy) {
 	f.insert(2, 5)
 	tok, got := f.claim(s, 1, 4)
 	require.Len(t, got, 4)
-	require.Len(t, tok, dialect.TokenLen)
+	require.Len(t, tok, store.TokenLen)
 	all := f.rows()
 	for i, c := range got {
 		require.Equal(t, all[i].ID, c.ID, "claims take the lowest keys first")
@@ -185,7 +186,7 @@ func testClaim(t *testing.T, h Harness, s dialect.Strategy) {
 	}
 	_, none := f.claim(s, 1, 10)
 	require.Empty(t, none)
-	res := f.ack(tok, ids(got), dialect.OutcomeDone, 0)
+	res := f.ack(tok, ids(got), store.OutcomeDone, 0)
 	require.Empty(t, res.Lost)
 	for _, c := range got {
 		r := f.row(c.ID)
@@ -193,7 +194,7 @@ func testClaim(t *testing.T, h Harness, s dialect.Strategy) {
 		require.Empty(t, r.Token)
 	}
 	// Acking again: the token no longer holds them.
-	res = f.ack(tok, ids(got), dialect.OutcomeDone, 0)
+	res = f.ack(tok, ids(got), store.OutcomeDone, 0)
 	require.Len(t, res.Lost, len(got))
 	// Task 2 untouched by everything above.
 	_, t2 := f.claim(s, 2, 100)
@@ -206,10 +207,10 @@ func testClaimTextKeys(t *testing.T, h Harness, s dialect.Strategy) {
 	tok, got := f.claim(s, 7, 4)
 	require.Len(t, got, 4)
 	require.Equal(t, "k7-000000", got[0].ID)
-	res := f.ack(tok, append(ids(got[:2]), "k7-999999"), dialect.OutcomeDone, 0)
+	res := f.ack(tok, append(ids(got[:2]), "k7-999999"), store.OutcomeDone, 0)
 	require.Equal(t, []int{2}, res.Lost, "an unknown key is lost, the others acked")
 	require.Equal(t, "SENT", f.row("k7-000001").Status)
-	n, err := f.store.Release(ctxT(t), tok, nil)
+	n, err := f.cs.Release(ctxT(t), tok, nil)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n)
 }
@@ -223,7 +224,7 @@ func testClaimIntegerStatus(t *testing.T, h Harness, s dialect.Strategy) {
 	tok, got := f.claim(s, 1, 10)
 	require.Len(t, got, 3)
 	require.Equal(t, "1", f.row(got[0].ID).Status)
-	res := f.ack(tok, ids(got), dialect.OutcomeFailed, 0)
+	res := f.ack(tok, ids(got), store.OutcomeFailed, 0)
 	require.Empty(t, res.Lost)
 	require.Equal(t, "3", f.row(got[2].ID).Status)
 }
@@ -235,24 +236,24 @@ func testAckLost(t *testing.T, h Harness, s dialect.Strategy) {
 	tokA, a := f.claim(s, 1, 3)
 	require.Len(t, a, 3)
 	// Row a[1] is returned (as a reaper would) and re-claimed by B.
-	n, err := f.store.Release(ctx, tokA, []any{a[1].ID})
+	n, err := f.cs.Release(ctx, tokA, []any{a[1].ID})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 	tokB, b := f.claim(s, 1, 10)
 	require.Len(t, b, 1)
 	require.Equal(t, a[1].ID, b[0].ID)
-	res := f.ack(tokA, ids(a), dialect.OutcomeDone, 0)
+	res := f.ack(tokA, ids(a), store.OutcomeDone, 0)
 	require.Equal(t, []int{1}, res.Lost)
 	r := f.row(a[1].ID)
 	require.Equal(t, "PROCESSING", r.Status, "the late ack must not overwrite the new owner's row")
 	require.Equal(t, tokB, r.Token)
 	// A late fail or heartbeat of A does not touch it either.
-	res = f.ack(tokA, []any{a[1].ID}, dialect.OutcomeFailed, 0)
+	res = f.ack(tokA, []any{a[1].ID}, store.OutcomeFailed, 0)
 	require.Equal(t, []int{0}, res.Lost)
-	hb, err := f.store.Heartbeat(ctx, tokA)
+	hb, err := f.cs.Heartbeat(ctx, tokA)
 	require.NoError(t, err)
 	require.Zero(t, hb)
-	res = f.ack(tokB, ids(b), dialect.OutcomeDone, 0)
+	res = f.ack(tokB, ids(b), store.OutcomeDone, 0)
 	require.Empty(t, res.Lost)
 	require.Equal(t, "SENT", f.row(a[1].ID).Status)
 }
@@ -268,7 +269,7 @@ func testAckVersioned(t *testing.T, h Harness, s dialect.Strategy) {
 		f.q("cl_target"), f.q("version"), f.q("version"), f.q("id"), got[1].ID))
 	require.NoError(t, err)
 	versions := []int64{got[0].Version, got[1].Version, got[2].Version}
-	res, err := f.store.Ack(ctx, &dialect.AckParams{Token: tok, IDs: ids(got), Versions: versions, Outcome: dialect.OutcomeDone})
+	res, err := f.cs.Ack(ctx, &store.AckParams{Token: tok, IDs: ids(got), Versions: versions, Outcome: store.OutcomeDone})
 	require.NoError(t, err)
 	require.Empty(t, res.Lost)
 	require.Equal(t, []int{1}, res.Requeued)
@@ -285,14 +286,14 @@ func testAckFailRetry(t *testing.T, h Harness, s dialect.Strategy) {
 	f := newFixture(t, h)
 	f.insert(1, 2)
 	tok, got := f.claim(s, 1, 2)
-	res := f.ack(tok, ids(got), dialect.OutcomeRetry, 2)
+	res := f.ack(tok, ids(got), store.OutcomeRetry, 2)
 	require.Empty(t, res.Lost)
 	require.Empty(t, res.Parked)
 	require.Equal(t, "PENDING", f.row(got[0].ID).Status)
 	tok, got = f.claim(s, 1, 2)
 	require.Len(t, got, 2)
 	require.EqualValues(t, 2, f.row(got[0].ID).Attempts)
-	res = f.ack(tok, ids(got), dialect.OutcomeRetry, 2)
+	res = f.ack(tok, ids(got), store.OutcomeRetry, 2)
 	require.Equal(t, []int{0, 1}, res.Parked)
 	require.Equal(t, "FAILED", f.row(got[0].ID).Status)
 	require.EqualValues(t, 2, f.row(got[0].ID).Attempts)
@@ -309,13 +310,13 @@ func testHeartbeatReap(t *testing.T, h Harness, s dialect.Strategy) {
 	time.Sleep(700 * time.Millisecond)
 	// Nothing is a minute old: a reap that ignored its timeout (or compared
 	// the wrong way) would take rows claimed well within it.
-	res, err := f.store.Reap(ctx, &dialect.ReapParams{Timeout: time.Minute, Limit: 100})
+	res, err := f.cs.Reap(ctx, &store.ReapParams{Timeout: time.Minute, Limit: 100})
 	require.NoError(t, err)
-	require.Equal(t, dialect.ReapResult{}, res, "rows claimed within the timeout are not stale")
-	n, err := f.store.Heartbeat(ctx, tokB)
+	require.Equal(t, store.ReapResult{}, res, "rows claimed within the timeout are not stale")
+	n, err := f.cs.Heartbeat(ctx, tokB)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n)
-	res, err = f.store.Reap(ctx, &dialect.ReapParams{Timeout: 500 * time.Millisecond, Limit: 100})
+	res, err = f.cs.Reap(ctx, &store.ReapParams{Timeout: 500 * time.Millisecond, Limit: 100})
 	require.NoError(t, err)
 	require.EqualValues(t, 2, res.Returned, "only the batch that stopped heartbeating")
 	require.Zero(t, res.Parked)
@@ -325,15 +326,15 @@ func testHeartbeatReap(t *testing.T, h Harness, s dialect.Strategy) {
 	for _, c := range b {
 		require.Equal(t, tokB, f.row(c.ID).Token)
 	}
-	ack := f.ack(tokA, ids(a), dialect.OutcomeDone, 0)
+	ack := f.ack(tokA, ids(a), store.OutcomeDone, 0)
 	require.Len(t, ack.Lost, 2)
-	ack = f.ack(tokB, ids(b), dialect.OutcomeDone, 0)
+	ack = f.ack(tokB, ids(b), store.OutcomeDone, 0)
 	require.Empty(t, ack.Lost)
 	// Heartbeats in a tight loop keep reporting the rows held.
 	tokC, c := f.claim(s, 1, 10)
 	require.Len(t, c, 2)
 	for i := 0; i < 50; i++ {
-		n, err := f.store.Heartbeat(ctx, tokC)
+		n, err := f.cs.Heartbeat(ctx, tokC)
 		require.NoError(t, err)
 		require.EqualValues(t, 2, n, "heartbeat %d", i)
 	}
@@ -351,12 +352,12 @@ func testReapOldestFirst(t *testing.T, h Harness, s dialect.Strategy) {
 	require.Len(t, high, 2)
 	time.Sleep(400 * time.Millisecond)
 	// The rows with the lower keys heartbeat: the others are now older.
-	n, err := f.store.Heartbeat(ctx, tokLow)
+	n, err := f.cs.Heartbeat(ctx, tokLow)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n)
 	time.Sleep(400 * time.Millisecond)
-	p := &dialect.ReapParams{Timeout: 200 * time.Millisecond, Limit: 2}
-	res, err := f.store.Reap(ctx, p)
+	p := &store.ReapParams{Timeout: 200 * time.Millisecond, Limit: 2}
+	res, err := f.cs.Reap(ctx, p)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, res.Returned)
 	for _, c := range high {
@@ -365,7 +366,7 @@ func testReapOldestFirst(t *testing.T, h Harness, s dialect.Strategy) {
 	for _, c := range low {
 		require.Equal(t, tokLow, f.row(c.ID).Token)
 	}
-	res, err = f.store.Reap(ctx, p)
+	res, err = f.cs.Reap(ctx, p)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, res.Returned)
 }
@@ -384,11 +385,11 @@ func testReapBounded(t *testing.T, h Harness, s dialect.Strategy) {
 		f.q("cl_target"), f.q("attempts"), f.q("id"), got[0].ID, got[4].ID))
 	require.NoError(t, err)
 	time.Sleep(300 * time.Millisecond)
-	p := &dialect.ReapParams{Timeout: 100 * time.Millisecond, Limit: 2, MaxAttempts: 3, ScopeValues: []any{1}}
-	var total dialect.ReapResult
+	p := &store.ReapParams{Timeout: 100 * time.Millisecond, Limit: 2, MaxAttempts: 3, ScopeValues: []any{1}}
+	var total store.ReapResult
 	for i := 0; ; i++ {
 		require.Less(t, i, 10)
-		res, err := f.store.Reap(ctx, p)
+		res, err := f.cs.Reap(ctx, p)
 		require.NoError(t, err)
 		require.LessOrEqual(t, res.Returned, int64(2))
 		require.LessOrEqual(t, res.Parked, int64(2))
@@ -403,9 +404,9 @@ func testReapBounded(t *testing.T, h Harness, s dialect.Strategy) {
 	require.Equal(t, "FAILED", f.row(got[0].ID).Status)
 	require.Equal(t, "PENDING", f.row(got[1].ID).Status)
 	require.Equal(t, "PROCESSING", f.row(other[0].ID).Status, "out of scope")
-	_, err = f.store.Reap(ctx, &dialect.ReapParams{Timeout: 0, Limit: 1})
+	_, err = f.cs.Reap(ctx, &store.ReapParams{Timeout: 0, Limit: 1})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
-	_, err = f.store.Reap(ctx, &dialect.ReapParams{Timeout: time.Second, Limit: 0})
+	_, err = f.cs.Reap(ctx, &store.ReapParams{Timeout: time.Second, Limit: 0})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 }
 
@@ -417,11 +418,11 @@ func testRelease(t *testing.T, h Harness, s dialect.Strategy) {
 	// Another worker's batch: no release of tok touches it.
 	other, theirs := f.claim(s, 1, 2)
 	require.Len(t, theirs, 2)
-	n, err := f.store.Release(ctx, tok, ids(theirs))
+	n, err := f.cs.Release(ctx, tok, ids(theirs))
 	require.NoError(t, err)
 	require.Zero(t, n, "a release of another token's rows by key")
-	f.ack(tok, ids(got[:1]), dialect.OutcomeDone, 0)
-	n, err = f.store.Release(ctx, tok, nil)
+	f.ack(tok, ids(got[:1]), store.OutcomeDone, 0)
+	n, err = f.cs.Release(ctx, tok, nil)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n)
 	require.Equal(t, "SENT", f.row(got[0].ID).Status)
@@ -429,7 +430,7 @@ func testRelease(t *testing.T, h Harness, s dialect.Strategy) {
 	require.Equal(t, "PENDING", r.Status)
 	require.Empty(t, r.Token)
 	require.EqualValues(t, 0, r.Attempts, "a release is not a failed attempt")
-	n, err = f.store.Release(ctx, tok, nil)
+	n, err = f.cs.Release(ctx, tok, nil)
 	require.NoError(t, err)
 	require.Zero(t, n)
 	for _, c := range theirs {
@@ -453,7 +454,7 @@ func testRead(t *testing.T, h Harness, s dialect.Strategy) {
 	read := func(tok string, keys []any) []claimed {
 		t.Helper()
 		var out []claimed
-		n, err := f.store.Read(ctx, tok, keys, func(sc dialect.Scanner) error {
+		n, err := f.cs.Read(ctx, tok, keys, func(sc store.Scanner) error {
 			var c claimed
 			var id any
 			if err := sc.Scan(&id, &c.Version, &c.Attempts, &c.Payload); err != nil {
@@ -470,7 +471,7 @@ func testRead(t *testing.T, h Harness, s dialect.Strategy) {
 	require.Equal(t, a, read(tokA, nil), "every row the token holds, in key order, as the claim returned them")
 	require.Equal(t, a[1:], read(tokA, []any{b[0].ID, a[1].ID, b[1].ID}), "of the keys given, only the token's")
 	require.Empty(t, read(tokA, []any{b[0].ID}))
-	require.Empty(t, read(dialect.NewToken(), nil), "a token that holds nothing")
+	require.Empty(t, read(store.NewToken(), nil), "a token that holds nothing")
 	for _, c := range append(a, b...) {
 		require.Equal(t, "PROCESSING", f.row(c.ID).Status, "Read changes nothing")
 	}
@@ -499,8 +500,8 @@ func testClaimSkipsLockedRows(t *testing.T, h Harness) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var got []any
-	n, err := f.store.Claim(cctx, &dialect.ClaimParams{Token: dialect.NewToken(), Limit: 2, ScopeValues: []any{1}, Strategy: dialect.StrategySkipLocked},
-		func(sc dialect.Scanner) error {
+	n, err := f.cs.Claim(cctx, &store.ClaimParams{Token: store.NewToken(), Limit: 2, ScopeValues: []any{1}, Strategy: dialect.StrategySkipLocked},
+		func(sc store.Scanner) error {
 			var id any
 			var version, attempts int64
 			var payload string
@@ -521,15 +522,15 @@ func testStats(t *testing.T, h Harness, s dialect.Strategy) {
 	f.insert(2, 2)
 	ctx := ctxT(t)
 	tok, got := f.claim(s, 1, 3)
-	f.ack(tok, ids(got[:1]), dialect.OutcomeDone, 0)
-	f.ack(tok, ids(got[1:2]), dialect.OutcomeFailed, 0)
+	f.ack(tok, ids(got[:1]), store.OutcomeDone, 0)
+	f.ack(tok, ids(got[1:2]), store.OutcomeFailed, 0)
 	time.Sleep(50 * time.Millisecond)
-	stats, err := f.store.Stats(ctx, []any{1})
+	stats, err := f.cs.Stats(ctx, []any{1})
 	require.NoError(t, err)
-	require.Equal(t, dialect.Stats{Pending: 3, Processing: 1, Done: 1, Failed: 1, OldestProcessing: stats.OldestProcessing}, stats)
+	require.Equal(t, store.Stats{Pending: 3, Processing: 1, Done: 1, Failed: 1, OldestProcessing: stats.OldestProcessing}, stats)
 	require.Greater(t, stats.OldestProcessing, 20*time.Millisecond)
 	require.Less(t, stats.OldestProcessing, time.Minute)
-	all, err := f.store.Stats(ctx, nil)
+	all, err := f.cs.Stats(ctx, nil)
 	require.NoError(t, err)
 	require.EqualValues(t, 5, all.Pending)
 }
@@ -550,10 +551,10 @@ func testConcurrentClaims(t *testing.T, h Harness, s dialect.Strategy) {
 		go func() {
 			defer wg.Done()
 			for {
-				tok := dialect.NewToken()
+				tok := store.NewToken()
 				var got []any
-				_, err := f.store.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: batch, ScopeValues: []any{1}, Strategy: s},
-					func(sc dialect.Scanner) error {
+				_, err := f.cs.Claim(ctx, &store.ClaimParams{Token: tok, Limit: batch, ScopeValues: []any{1}, Strategy: s},
+					func(sc store.Scanner) error {
 						var id, v any
 						var p string
 						if err := sc.Scan(&id, &v, new(any), &p); err != nil {
@@ -579,7 +580,7 @@ func testConcurrentClaims(t *testing.T, h Harness, s dialect.Strategy) {
 					owner[id] = tok
 				}
 				mu.Unlock()
-				res, err := f.store.Ack(ctx, &dialect.AckParams{Token: tok, IDs: got, Outcome: dialect.OutcomeDone})
+				res, err := f.cs.Ack(ctx, &store.AckParams{Token: tok, IDs: got, Outcome: store.OutcomeDone})
 				mu.Lock()
 				if err != nil {
 					errs = append(errs, err)
@@ -602,7 +603,7 @@ func testConcurrentClaims(t *testing.T, h Harness, s dialect.Strategy) {
 		require.Equal(t, "SENT", r.Status, "row %v", r.ID)
 		require.EqualValues(t, 1, r.Attempts, "row %v claimed once", r.ID)
 	}
-	t.Logf("%s: %d rows, %d workers, %d retries", s, rows, workers, f.d.Retries())
+	t.Logf("%s: %d rows, %d workers, %d retries", s, rows, workers, store.Retries(f.d))
 }
 
 // testBadParams: every engine refuses the same bad call params before any
@@ -612,36 +613,36 @@ func testBadParams(t *testing.T, h Harness) {
 	f.insert(1, 1)
 	ctx := ctxT(t)
 	s := f.d.Capabilities().PreferredStrategy
-	noScan := func(dialect.Scanner) error { return nil }
-	claims := []*dialect.ClaimParams{
+	noScan := func(store.Scanner) error { return nil }
+	claims := []*store.ClaimParams{
 		{Token: "", Limit: 1, ScopeValues: []any{1}, Strategy: s},
 		{Token: "t", Limit: 0, ScopeValues: []any{1}, Strategy: s},
 		{Token: "t", Limit: 1, ScopeValues: nil, Strategy: s},
 		{Token: "t", Limit: 1, ScopeValues: []any{1, 2}, Strategy: s},
 	}
 	for i, p := range claims {
-		_, err := f.store.Claim(ctx, p, noScan)
+		_, err := f.cs.Claim(ctx, p, noScan)
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "claim case %d", i)
 	}
-	acks := []*dialect.AckParams{
+	acks := []*store.AckParams{
 		{Token: "", IDs: []any{1}},
-		{Token: "t", IDs: []any{1}, Outcome: dialect.AckOutcome(9)},
-		{Token: "t", IDs: []any{1}, Outcome: dialect.OutcomeRetry, MaxAttempts: -1},
+		{Token: "t", IDs: []any{1}, Outcome: store.AckOutcome(9)},
+		{Token: "t", IDs: []any{1}, Outcome: store.OutcomeRetry, MaxAttempts: -1},
 		{Token: "t", IDs: []any{1, 2}, Versions: []int64{1}},
 	}
 	for i, p := range acks {
-		_, err := f.store.Ack(ctx, p)
+		_, err := f.cs.Ack(ctx, p)
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "ack case %d", i)
 	}
-	reaps := []*dialect.ReapParams{
+	reaps := []*store.ReapParams{
 		{Timeout: time.Second, Limit: 1, MaxAttempts: -1},
 		{Timeout: time.Second, Limit: 1, ScopeValues: []any{1, 2}},
 	}
 	for i, p := range reaps {
-		_, err := f.store.Reap(ctx, p)
+		_, err := f.cs.Reap(ctx, p)
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "reap case %d", i)
 	}
-	_, err := f.store.Stats(ctx, []any{1, 2})
+	_, err := f.cs.Stats(ctx, []any{1, 2})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	rows := f.rows()
 	require.Len(t, rows, 1)

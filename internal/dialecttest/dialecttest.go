@@ -29,6 +29,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // Harness connects the suite to one dialect.
@@ -41,22 +42,22 @@ type Harness struct {
 }
 
 // CreateClaimTable creates spec's table with the schema helpers
-// ([dialect.ClaimTableDef]) and the store's recommended indexes, and returns
-// the store. It fails the test on any error.
-func CreateClaimTable(t testing.TB, d dialect.Dialect, spec dialect.ClaimTable) dialect.ClaimStore {
+// ([store.ClaimTableDef]) and the cs's recommended indexes, and returns
+// the cs. It fails the test on any error.
+func CreateClaimTable(t testing.TB, d dialect.Dialect, spec dialect.ClaimTable) store.ClaimStore {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ddl, err := d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	ddl, err := store.CreateTableDDL(d, store.ClaimTableDef(spec))
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, ddl))
-	store, err := d.ClaimStore(spec)
+	require.NoError(t, store.ExecDDL(ctx, d, ddl))
+	cs, err := store.OpenClaims(d, spec)
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, store.IndexDDL()))
+	require.NoError(t, store.ExecDDL(ctx, d, cs.IndexDDL()))
 	// Verification also reads the time columns' precision, without which
 	// every staleness test errs a second towards "still held".
-	require.NoError(t, store.VerifySchema(ctx))
-	return store
+	require.NoError(t, cs.VerifySchema(ctx))
+	return cs
 }
 
 // Run runs every conformance case as a subtest of t.
@@ -149,7 +150,7 @@ func ctxT(t *testing.T) context.Context {
 }
 
 func st(t *testing.T, v any) dialect.Status {
-	s, err := dialect.StatusOf("status", v)
+	s, err := store.StatusOf("status", v)
 	require.NoError(t, err)
 	return s
 }
@@ -161,7 +162,7 @@ type fixture struct {
 	d     dialect.Dialect
 	db    *sql.DB
 	spec  dialect.ClaimTable
-	store dialect.ClaimStore
+	cs store.ClaimStore
 	q     func(string) string
 }
 
@@ -178,10 +179,10 @@ func newFixture(t *testing.T, h Harness, opts ...fixtureOpt) *fixture {
 	for _, o := range opts {
 		o(&spec)
 	}
-	store := CreateClaimTable(t, d, spec)
-	f := &fixture{t: t, d: d, db: db, spec: spec, store: store}
+	cs := CreateClaimTable(t, d, spec)
+	f := &fixture{t: t, d: d, db: db, spec: spec, cs: cs}
 	f.q = func(name string) string {
-		s, err := d.QuoteIdent("test", name)
+		s, err := store.QuoteIdent(d, "test", name)
 		require.NoError(t, err)
 		return s
 	}
@@ -270,10 +271,10 @@ type claimed struct {
 
 func (f *fixture) claim(s dialect.Strategy, task, limit int) (string, []claimed) {
 	f.t.Helper()
-	tok := dialect.NewToken()
+	tok := store.NewToken()
 	var out []claimed
-	n, err := f.store.Claim(ctxT(f.t), &dialect.ClaimParams{Token: tok, Limit: limit, ScopeValues: []any{task}, Strategy: s},
-		func(sc dialect.Scanner) error {
+	n, err := f.cs.Claim(ctxT(f.t), &store.ClaimParams{Token: tok, Limit: limit, ScopeValues: []any{task}, Strategy: s},
+		func(sc store.Scanner) error {
 			var c claimed
 			var id any
 			dest := []any{&id}
@@ -314,9 +315,9 @@ func ids(cs []claimed) []any {
 	return out
 }
 
-func (f *fixture) ack(tok string, ids []any, o dialect.AckOutcome, maxAttempts int) dialect.AckResult {
+func (f *fixture) ack(tok string, ids []any, o store.AckOutcome, maxAttempts int) store.AckResult {
 	f.t.Helper()
-	res, err := f.store.Ack(ctxT(f.t), &dialect.AckParams{Token: tok, IDs: ids, Outcome: o, MaxAttempts: maxAttempts})
+	res, err := f.cs.Ack(ctxT(f.t), &store.AckParams{Token: tok, IDs: ids, Outcome: o, MaxAttempts: maxAttempts})
 	require.NoError(f.t, err)
 	return res
 }

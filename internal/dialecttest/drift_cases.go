@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/errclass"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // The cases below pin behaviour that the engines once implemented each on
@@ -19,7 +21,7 @@ import (
 func testLeaseOwnerChecks(t *testing.T, h Harness) {
 	_, ls := keyedLeases(t, h)
 	ctx := ctxT(t)
-	for _, owner := range []string{"", strings.Repeat("o", dialect.MaxTokenLen+1)} {
+	for _, owner := range []string{"", strings.Repeat("o", store.MaxTokenLen+1)} {
 		_, err := ls.Acquire(ctx, "k", owner, time.Second)
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "acquire, owner %q", owner)
 		_, err = ls.Renew(ctx, "k", owner, time.Second)
@@ -42,32 +44,32 @@ func testKeyOverflow(t *testing.T, h Harness) {
 	tok, got := f.claim(s, 1, 3)
 	require.Len(t, got, 3)
 	huge := uint64(1) << 63
-	_, err := f.store.Ack(ctx, &dialect.AckParams{Token: tok, IDs: []any{huge}})
+	_, err := f.cs.Ack(ctx, &store.AckParams{Token: tok, IDs: []any{huge}})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
-	_, err = f.store.Release(ctx, tok, []any{huge})
+	_, err = f.cs.Release(ctx, tok, []any{huge})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	first := got[0].ID.(int64)
-	res, err := f.store.Ack(ctx, &dialect.AckParams{Token: tok, IDs: []any{uint8(first), int16(first + 1), uint64(first + 2)}})
+	res, err := f.cs.Ack(ctx, &store.AckParams{Token: tok, IDs: []any{uint8(first), int16(first + 1), uint64(first + 2)}})
 	require.NoError(t, err)
 	require.Empty(t, res.Lost, "keys of other integer types match their rows")
 
 	task := taskLeases(t, h)
-	_, err = task.Acquire(ctx, huge, dialect.NewToken(), time.Second)
+	_, err = task.Acquire(ctx, huge, store.NewToken(), time.Second)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 }
 
-// taskLeases is a lease store on a task table with integer keys.
-func taskLeases(t *testing.T, h Harness) dialect.LeaseStore {
+// taskLeases is a lease cs on a task table with integer keys.
+func taskLeases(t *testing.T, h Harness) store.LeaseStore {
 	d, _ := h.Open(t)
-	def := dialect.TableDef{Table: "cl_task", PrimaryKey: []string{"id"}, Columns: []dialect.ColumnDef{
-		{Name: "id", Type: dialect.TypeInt, NotNull: true},
-		{Name: "owner", Type: dialect.TypeText, Len: 40},
-		{Name: "lock_at", Type: dialect.TypeTime},
+	def := store.TableDef{Table: "cl_task", PrimaryKey: []string{"id"}, Columns: []store.ColumnDef{
+		{Name: "id", Type: store.TypeInt, NotNull: true},
+		{Name: "owner", Type: store.TypeText, Len: 40},
+		{Name: "lock_at", Type: store.TypeTime},
 	}}
-	ddl, err := d.CreateTableDDL(def)
+	ddl, err := store.CreateTableDDL(d, def)
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctxT(t), ddl))
-	ls, err := d.LeaseStore(dialect.LeaseTable{Table: "cl_task", Key: "id", Owner: "owner", LockedAt: "lock_at"})
+	require.NoError(t, store.ExecDDL(ctxT(t), d, ddl))
+	ls, err := store.OpenLeases(d, dialect.LeaseTable{Table: "cl_task", Key: "id", Owner: "owner", LockedAt: "lock_at"})
 	require.NoError(t, err)
 	return ls
 }
@@ -88,19 +90,19 @@ func testErrorText(t *testing.T, h Harness) {
 			require.NotContains(t, msg, engine, "no engine package in %q", msg)
 		}
 	}
-	_, err := f.store.Claim(ctx, &dialect.ClaimParams{Limit: 1, ScopeValues: []any{1}, Strategy: s}, func(dialect.Scanner) error { return nil })
+	_, err := f.cs.Claim(ctx, &store.ClaimParams{Limit: 1, ScopeValues: []any{1}, Strategy: s}, func(store.Scanner) error { return nil })
 	check("claim", err)
-	_, err = f.store.Ack(ctx, &dialect.AckParams{IDs: []any{1}})
+	_, err = f.cs.Ack(ctx, &store.AckParams{IDs: []any{1}})
 	check("ack", err)
-	_, err = f.store.Reap(ctx, &dialect.ReapParams{})
+	_, err = f.cs.Reap(ctx, &store.ReapParams{})
 	check("reap", err)
-	_, err = f.store.Stats(ctx, []any{1, 2})
+	_, err = f.cs.Stats(ctx, []any{1, 2})
 	check("stats", err)
 	_, ls := keyedLeases(t, h)
 	_, err = ls.Acquire(ctx, "k", "", time.Second)
 	check("lease acquire", err)
 	// An engine error keeps the operation prefix once too.
-	gone, err := f.d.ClaimStore(dialect.ClaimTable{Table: "cl_no_such_table", ID: "id", Status: "status", Token: "token",
+	gone, err := store.OpenClaims(f.d, dialect.ClaimTable{Table: "cl_no_such_table", ID: "id", Status: "status", Token: "token",
 		ClaimedAt: "claimed_at", Pending: st(t, "P"), Processing: st(t, "R"), Done: st(t, "D"), Failed: st(t, "F")})
 	require.NoError(t, err)
 	_, err = gone.Stats(ctx, nil)
@@ -118,17 +120,21 @@ func testAckRollsBack(t *testing.T, h Harness) {
 		Attempts: "attempts", Version: "version", Columns: []string{"payload"}, Scope: []string{"task_id"},
 		Pending: st(t, "PENDING"), Processing: st(t, "PROCESSING"), Done: st(t, "SENT"), Failed: st(t, "FAILED"),
 	}
-	def := dialect.ClaimTableDef(spec)
-	def.Indexes = append(def.Indexes, dialect.IndexDef{Name: "cl_target_uq", Columns: []string{"status", "payload"}, Unique: true})
-	ddl, err := d.CreateTableDDL(def)
+	def := store.ClaimTableDef(spec)
+	def.Indexes = append(def.Indexes, store.IndexDef{Name: "cl_target_uq", Columns: []string{"status", "payload"}, Unique: true})
+	ddl, err := store.CreateTableDDL(d, def)
 	require.NoError(t, err)
 	ctx := ctxT(t)
-	require.NoError(t, d.ExecDDL(ctx, ddl))
-	store, err := d.ClaimStore(spec)
+	require.NoError(t, store.ExecDDL(ctx, d, ddl))
+	cs, err := store.OpenClaims(d, spec)
 	require.NoError(t, err)
-	require.NoError(t, store.VerifySchema(ctx))
-	f := &fixture{t: t, d: d, db: db, spec: spec, store: store}
-	f.q = func(name string) string { q, err := d.QuoteIdent("test", name); require.NoError(t, err); return q }
+	require.NoError(t, cs.VerifySchema(ctx))
+	f := &fixture{t: t, d: d, db: db, spec: spec, cs: cs}
+	f.q = func(name string) string {
+		q, err := store.QuoteIdent(d, "test", name)
+		require.NoError(t, err)
+		return q
+	}
 	exec := func(q string) {
 		_, err := db.ExecContext(ctx, q)
 		require.NoError(t, err, q)
@@ -144,18 +150,18 @@ func testAckRollsBack(t *testing.T, h Harness) {
 	// violates the unique index after a's row was set done.
 	exec(fmt.Sprintf("UPDATE %s SET %s = %s + 1 WHERE %s = 'x' AND %s = 1", tbl, version, version, payload, task))
 	exec(fmt.Sprintf("UPDATE %s SET %s = 'PENDING' WHERE %s = 2", tbl, status, task))
-	p := &dialect.AckParams{Token: tok, IDs: []any{a.ID, b.ID}, Versions: []int64{a.Version, b.Version}}
-	_, err = store.Ack(ctx, p)
+	p := &store.AckParams{Token: tok, IDs: []any{a.ID, b.ID}, Versions: []int64{a.Version, b.Version}}
+	_, err = cs.Ack(ctx, p)
 	require.Error(t, err, "the requeue violates the unique index")
 	require.False(t, dialect.IsRetryable(err))
-	require.Equal(t, dialect.ClassDuplicate, dialect.ClassifyError(err))
+	require.Equal(t, errclass.Duplicate, errclass.Of(err))
 	for _, id := range []any{a.ID, b.ID} {
 		r := f.row(id)
 		require.Equal(t, "PROCESSING", r.Status, "row %v: the ack rolled back", id)
 		require.Equal(t, tok, r.Token, "row %v is still held", id)
 	}
 	exec(fmt.Sprintf("DELETE FROM %s WHERE %s = 2", tbl, task))
-	res, err := store.Ack(ctx, p)
+	res, err := cs.Ack(ctx, p)
 	require.NoError(t, err)
 	require.Equal(t, []int{1}, res.Requeued)
 	require.Empty(t, res.Lost)
@@ -171,19 +177,19 @@ func testScopeValueTypes(t *testing.T, h Harness) {
 	f.insert(1, 3)
 	ctx := ctxT(t)
 	s := f.d.Capabilities().PreferredStrategy
-	noScan := func(dialect.Scanner) error { return nil }
+	noScan := func(store.Scanner) error { return nil }
 	for _, bad := range []any{"1abc", "1", 1.5, 1.0, true} {
-		_, err := f.store.Claim(ctx, &dialect.ClaimParams{Token: "t", Limit: 1, ScopeValues: []any{bad}, Strategy: s}, noScan)
+		_, err := f.cs.Claim(ctx, &store.ClaimParams{Token: "t", Limit: 1, ScopeValues: []any{bad}, Strategy: s}, noScan)
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "claim with scope value %#v", bad)
-		_, err = f.store.Reap(ctx, &dialect.ReapParams{Timeout: time.Second, Limit: 1, ScopeValues: []any{bad}})
+		_, err = f.cs.Reap(ctx, &store.ReapParams{Timeout: time.Second, Limit: 1, ScopeValues: []any{bad}})
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "reap with scope value %#v", bad)
-		_, err = f.store.Stats(ctx, []any{bad})
+		_, err = f.cs.Stats(ctx, []any{bad})
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "stats with scope value %#v", bad)
 	}
 	for _, r := range f.rows() {
 		require.Equal(t, "PENDING", r.Status, "nothing was claimed")
 	}
-	n, err := f.store.Claim(ctx, &dialect.ClaimParams{Token: dialect.NewToken(), Limit: 1, ScopeValues: []any{int32(1)}, Strategy: s}, func(sc dialect.Scanner) error {
+	n, err := f.cs.Claim(ctx, &store.ClaimParams{Token: store.NewToken(), Limit: 1, ScopeValues: []any{int32(1)}, Strategy: s}, func(sc store.Scanner) error {
 		var id any
 		var v int64
 		var p string
@@ -200,34 +206,34 @@ func testScopeValueTypes(t *testing.T, h Harness) {
 func testNullableCounters(t *testing.T, h Harness) {
 	d, db := h.Open(t)
 	ctx := ctxT(t)
-	def := dialect.TableDef{Table: "cl_nullable", Columns: []dialect.ColumnDef{
-		{Name: "id", Type: dialect.TypeSerial},
-		{Name: "task_id", Type: dialect.TypeInt, NotNull: true},
-		{Name: "status", Type: dialect.TypeText, Len: 32, NotNull: true, Default: ptr(st(t, "PENDING"))},
-		{Name: "token", Type: dialect.TypeText, Len: 40},
-		{Name: "claimed_at", Type: dialect.TypeTime},
-		{Name: "attempts", Type: dialect.TypeInt},
-		{Name: "lock_owner", Type: dialect.TypeText, Len: 40},
-		{Name: "lock_at", Type: dialect.TypeTime},
-		{Name: "fence", Type: dialect.TypeInt},
+	def := store.TableDef{Table: "cl_nullable", Columns: []store.ColumnDef{
+		{Name: "id", Type: store.TypeSerial},
+		{Name: "task_id", Type: store.TypeInt, NotNull: true},
+		{Name: "status", Type: store.TypeText, Len: 32, NotNull: true, Default: ptr(st(t, "PENDING"))},
+		{Name: "token", Type: store.TypeText, Len: 40},
+		{Name: "claimed_at", Type: store.TypeTime},
+		{Name: "attempts", Type: store.TypeInt},
+		{Name: "lock_owner", Type: store.TypeText, Len: 40},
+		{Name: "lock_at", Type: store.TypeTime},
+		{Name: "fence", Type: store.TypeInt},
 	}}
-	ddl, err := d.CreateTableDDL(def)
+	ddl, err := store.CreateTableDDL(d, def)
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, ddl))
-	q := func(s string) string { x, err := d.QuoteIdent("t", s); require.NoError(t, err); return x }
+	require.NoError(t, store.ExecDDL(ctx, d, ddl))
+	q := func(s string) string { x, err := store.QuoteIdent(d, "t", s); require.NoError(t, err); return x }
 	_, err = db.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s) VALUES (1), (1)", q("cl_nullable"), q("task_id")))
 	require.NoError(t, err)
 	spec := dialect.ClaimTable{Table: "cl_nullable", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 		Attempts: "attempts", Scope: []string{"task_id"},
 		Pending: st(t, "PENDING"), Processing: st(t, "PROCESSING"), Done: st(t, "SENT"), Failed: st(t, "FAILED")}
-	store, err := d.ClaimStore(spec)
+	cs, err := store.OpenClaims(d, spec)
 	require.NoError(t, err)
-	require.NoError(t, store.VerifySchema(ctx))
+	require.NoError(t, cs.VerifySchema(ctx))
 	claimAll := func() (string, []any) {
-		tok := dialect.NewToken()
+		tok := store.NewToken()
 		var ids []any
-		_, err := store.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: 10, ScopeValues: []any{1}, Strategy: d.Capabilities().PreferredStrategy},
-			func(sc dialect.Scanner) error {
+		_, err := cs.Claim(ctx, &store.ClaimParams{Token: tok, Limit: 10, ScopeValues: []any{1}, Strategy: d.Capabilities().PreferredStrategy},
+			func(sc store.Scanner) error {
 				var id any
 				err := sc.Scan(&id, new(any))
 				ids = append(ids, norm(id))
@@ -238,7 +244,7 @@ func testNullableCounters(t *testing.T, h Harness) {
 	}
 	tok, ids := claimAll()
 	require.Len(t, ids, 2)
-	res, err := store.Ack(ctx, &dialect.AckParams{Token: tok, IDs: ids[:1], Outcome: dialect.OutcomeRetry, MaxAttempts: 1})
+	res, err := cs.Ack(ctx, &store.AckParams{Token: tok, IDs: ids[:1], Outcome: store.OutcomeRetry, MaxAttempts: 1})
 	require.NoError(t, err)
 	require.Equal(t, []int{0}, res.Parked, "the first claim counted as attempt 1")
 	// The other row's count goes back to NULL behind the library's back: a
@@ -247,15 +253,15 @@ func testNullableCounters(t *testing.T, h Harness) {
 	_, err = db.ExecContext(ctx, fmt.Sprintf("UPDATE %s SET %s = NULL", q("cl_nullable"), q("attempts")))
 	require.NoError(t, err)
 	time.Sleep(20 * time.Millisecond)
-	rr, err := store.Reap(ctx, &dialect.ReapParams{Timeout: time.Millisecond, Limit: 10, MaxAttempts: 1})
+	rr, err := cs.Reap(ctx, &store.ReapParams{Timeout: time.Millisecond, Limit: 10, MaxAttempts: 1})
 	require.NoError(t, err)
 	require.EqualValues(t, 0, rr.Parked, "a NULL count is 0 attempts, below 1")
 	require.EqualValues(t, 1, rr.Returned)
 
-	leases, err := d.LeaseStore(dialect.LeaseTable{Table: "cl_nullable", Key: "id", Owner: "lock_owner", LockedAt: "lock_at", Fence: "fence"})
+	leases, err := store.OpenLeases(d, dialect.LeaseTable{Table: "cl_nullable", Key: "id", Owner: "lock_owner", LockedAt: "lock_at", Fence: "fence"})
 	require.NoError(t, err)
 	require.NoError(t, leases.VerifySchema(ctx))
-	info, err := leases.Acquire(ctx, ids[0], dialect.NewToken(), time.Minute)
+	info, err := leases.Acquire(ctx, ids[0], store.NewToken(), time.Minute)
 	require.NoError(t, err, "a NULL fence is 0")
 	require.EqualValues(t, 1, info.Fence)
 	st, err := leases.Inspect(ctx, ids[1])
@@ -282,22 +288,22 @@ func testClearClaimedAt(t *testing.T, h Harness, s dialect.Strategy) {
 	for _, c := range got {
 		require.False(t, cleared(c.ID), "a claim sets the time")
 	}
-	_, err := f.store.Release(ctx, tok, []any{got[0].ID})
+	_, err := f.cs.Release(ctx, tok, []any{got[0].ID})
 	require.NoError(t, err)
 	require.True(t, cleared(got[0].ID), "release")
-	f.ack(tok, []any{got[1].ID}, dialect.OutcomeRetry, 0)
+	f.ack(tok, []any{got[1].ID}, store.OutcomeRetry, 0)
 	require.True(t, cleared(got[1].ID), "retried fail")
-	f.ack(tok, []any{got[2].ID}, dialect.OutcomeDone, 0)
+	f.ack(tok, []any{got[2].ID}, store.OutcomeDone, 0)
 	require.False(t, cleared(got[2].ID), "a done row keeps its time")
 	time.Sleep(30 * time.Millisecond)
-	res, err := f.store.Reap(ctx, &dialect.ReapParams{Timeout: 10 * time.Millisecond, Limit: 10})
+	res, err := f.cs.Reap(ctx, &store.ReapParams{Timeout: 10 * time.Millisecond, Limit: 10})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, res.Returned)
 	require.True(t, cleared(got[3].ID), "reap")
 
 	spec := f.spec
 	spec.ClaimedAt = "task_id" // a NOT NULL column
-	strict, err := f.d.ClaimStore(spec)
+	strict, err := store.OpenClaims(f.d, spec)
 	require.NoError(t, err)
 	err = strict.VerifySchema(ctx)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
@@ -306,7 +312,7 @@ func testClearClaimedAt(t *testing.T, h Harness, s dialect.Strategy) {
 
 // testRawDriverErrors: the one public predicate and classifier accept the
 // raw driver errors of the application's own statements, not only errors
-// that came through a store: a duplicate key from a plain INSERT is
+// that came through a cs: a duplicate key from a plain INSERT is
 // recognised as such on every engine, and is not retryable.
 func testRawDriverErrors(t *testing.T, h Harness) {
 	f := newFixture(t, h)
@@ -316,8 +322,8 @@ func testRawDriverErrors(t *testing.T, h Harness) {
 	_, err := f.db.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s, %s, %s) VALUES (%v, 1, 'dup')",
 		f.q(f.spec.Table), f.q(f.spec.ID), f.q("task_id"), f.q("payload"), sqlLiteral(id)))
 	require.Error(t, err)
-	require.Equal(t, dialect.ClassDuplicate, dialect.ClassifyError(err), "raw %T: %v", err, err)
-	require.Equal(t, dialect.ClassDuplicate, dialect.ClassifyError(fmt.Errorf("my repository: %w", err)))
+	require.Equal(t, errclass.Duplicate, errclass.Of(err), "raw %T: %v", err, err)
+	require.Equal(t, errclass.Duplicate, errclass.Of(fmt.Errorf("my repository: %w", err)))
 	require.False(t, dialect.IsRetryable(err))
 }
 

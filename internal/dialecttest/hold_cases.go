@@ -8,11 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // acquiredAt is the database time at which an acquisition with ttl wrote
 // info: the statement sets the expiry to its now + ttl.
-func acquiredAt(info dialect.LeaseInfo, ttl time.Duration) time.Time {
+func acquiredAt(info store.LeaseInfo, ttl time.Duration) time.Time {
 	return info.ExpiresAt.Add(-ttl)
 }
 
@@ -24,7 +25,7 @@ func testLeaseMinHold(t *testing.T, h Harness) {
 	_, ls := keyedLeases(t, h)
 	ctx := ctxT(t)
 	const ttl, hold = 10 * time.Second, 700 * time.Millisecond
-	a, b := dialect.NewToken(), dialect.NewToken()
+	a, b := store.NewToken(), store.NewToken()
 
 	la, err := ls.Acquire(ctx, "job", a, ttl)
 	require.NoError(t, err)
@@ -47,7 +48,7 @@ func testLeaseMinHold(t *testing.T, h Harness) {
 	// Acquirers are refused until the hold ends on the database clock, then
 	// one gets the key. Its acquisition time comes from the database too.
 	refused := 0
-	var lb dialect.LeaseInfo
+	var lb store.LeaseInfo
 	for {
 		lb, err = ls.Acquire(ctx, "job", b, ttl)
 		if err == nil {
@@ -93,24 +94,24 @@ func testLeaseMinHold(t *testing.T, h Harness) {
 func testLeaseMinHoldFinish(t *testing.T, h Harness) {
 	d, db := h.Open(t)
 	ctx := ctxT(t)
-	def := dialect.TableDef{Table: "xxx_task_hold", PrimaryKey: []string{"id"}, Columns: []dialect.ColumnDef{
-		{Name: "id", Type: dialect.TypeSerial},
-		{Name: "status", Type: dialect.TypeInt},
-		{Name: "lock_at", Type: dialect.TypeTime},
-		{Name: "expires_at", Type: dialect.TypeTime},
-		{Name: "lock_owner", Type: dialect.TypeText, Len: 40},
+	def := store.TableDef{Table: "xxx_task_hold", PrimaryKey: []string{"id"}, Columns: []store.ColumnDef{
+		{Name: "id", Type: store.TypeSerial},
+		{Name: "status", Type: store.TypeInt},
+		{Name: "lock_at", Type: store.TypeTime},
+		{Name: "expires_at", Type: store.TypeTime},
+		{Name: "lock_owner", Type: store.TypeText, Len: 40},
 	}}
-	ddl, err := d.CreateTableDDL(def)
+	ddl, err := store.CreateTableDDL(d, def)
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, ddl))
-	q := func(s string) string { x, err := d.QuoteIdent("t", s); require.NoError(t, err); return x }
+	require.NoError(t, store.ExecDDL(ctx, d, ddl))
+	q := func(s string) string { x, err := store.QuoteIdent(d, "t", s); require.NoError(t, err); return x }
 	_, err = db.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s) VALUES (1)", q("xxx_task_hold"), q("status")))
 	require.NoError(t, err)
-	ls, err := d.LeaseStore(dialect.LeaseTable{Table: "xxx_task_hold", Key: "id", Owner: "lock_owner", LockedAt: "lock_at", ExpiresAt: "expires_at", Status: "status"})
+	ls, err := store.OpenLeases(d, dialect.LeaseTable{Table: "xxx_task_hold", Key: "id", Owner: "lock_owner", LockedAt: "lock_at", ExpiresAt: "expires_at", Status: "status"})
 	require.NoError(t, err)
 	require.NoError(t, ls.VerifySchema(ctx))
 	const ttl = 10 * time.Second
-	a, b := dialect.NewToken(), dialect.NewToken()
+	a, b := store.NewToken(), store.NewToken()
 	la, err := ls.Acquire(ctx, int64(1), a, ttl)
 	require.NoError(t, err)
 	until := acquiredAt(la, ttl).Add(time.Minute)
@@ -137,17 +138,17 @@ func testLeaseMinHoldFinish(t *testing.T, h Harness) {
 func testLeaseMinHoldNeedsExpiry(t *testing.T, h Harness) {
 	d, _ := h.Open(t)
 	ctx := ctxT(t)
-	def := dialect.LeaseTableDef("cl_lease_nohold", 64)
+	def := store.LeaseTableDef("cl_lease_nohold", 64)
 	def.Columns = append(def.Columns[:3], def.Columns[4:]...) // drop expires_at
 	def.Indexes = nil
-	ddl, err := d.CreateTableDDL(def)
+	ddl, err := store.CreateTableDDL(d, def)
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, ddl))
-	spec := dialect.KeyedLeaseTable("cl_lease_nohold", 64)
+	require.NoError(t, store.ExecDDL(ctx, d, ddl))
+	spec := store.KeyedLeaseTable("cl_lease_nohold", 64)
 	spec.ExpiresAt = ""
-	ls, err := d.LeaseStore(spec)
+	ls, err := store.OpenLeases(d, spec)
 	require.NoError(t, err)
-	a := dialect.NewToken()
+	a := store.NewToken()
 	la, err := ls.Acquire(ctx, "k", a, time.Minute)
 	require.NoError(t, err)
 	_, err = ls.Release(ctx, "k", a, la.ExpiresAt)

@@ -14,22 +14,23 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
-func keyedLeases(t *testing.T, h Harness) (dialect.Dialect, dialect.LeaseStore) {
+func keyedLeases(t *testing.T, h Harness) (dialect.Dialect, store.LeaseStore) {
 	t.Helper()
 	d, _, ls := keyedLeasesDB(t, h)
 	return d, ls
 }
 
 // keyedLeasesDB is keyedLeases that also returns the harness's handle.
-func keyedLeasesDB(t *testing.T, h Harness) (dialect.Dialect, *sql.DB, dialect.LeaseStore) {
+func keyedLeasesDB(t *testing.T, h Harness) (dialect.Dialect, *sql.DB, store.LeaseStore) {
 	t.Helper()
 	d, db := h.Open(t)
-	ddl, err := d.CreateTableDDL(dialect.LeaseTableDef("cl_lease", 64))
+	ddl, err := store.CreateTableDDL(d, store.LeaseTableDef("cl_lease", 64))
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctxT(t), ddl))
-	ls, err := d.LeaseStore(dialect.KeyedLeaseTable("cl_lease", 64))
+	require.NoError(t, store.ExecDDL(ctxT(t), d, ddl))
+	ls, err := store.OpenLeases(d, store.KeyedLeaseTable("cl_lease", 64))
 	require.NoError(t, err)
 	require.NoError(t, ls.VerifySchema(ctxT(t)))
 	return d, db, ls
@@ -72,7 +73,7 @@ func requireExpiry(t *testing.T, before, after time.Time, ttl time.Duration, got
 func testLeaseKeyed(t *testing.T, h Harness) {
 	d, db, ls := keyedLeasesDB(t, h)
 	ctx := ctxT(t)
-	a, b := dialect.NewToken(), dialect.NewToken()
+	a, b := store.NewToken(), store.NewToken()
 	st0, err := ls.Inspect(ctx, "job")
 	require.NoError(t, err)
 	require.False(t, st0.Exists)
@@ -139,7 +140,7 @@ func testLeaseKeyed(t *testing.T, h Harness) {
 func testLeaseExpiry(t *testing.T, h Harness) {
 	_, ls := keyedLeases(t, h)
 	ctx := ctxT(t)
-	a, b := dialect.NewToken(), dialect.NewToken()
+	a, b := store.NewToken(), store.NewToken()
 	la, err := ls.Acquire(ctx, "k", a, 300*time.Millisecond)
 	require.NoError(t, err)
 	_, err = ls.Acquire(ctx, "k", b, time.Second)
@@ -164,7 +165,7 @@ func testLeaseExpiry(t *testing.T, h Harness) {
 func testLeaseRenewTight(t *testing.T, h Harness) {
 	_, ls := keyedLeases(t, h)
 	ctx := ctxT(t)
-	a := dialect.NewToken()
+	a := store.NewToken()
 	prev, err := ls.Acquire(ctx, "tight", a, time.Minute)
 	require.NoError(t, err)
 	for i := 0; i < 300; i++ {
@@ -178,23 +179,23 @@ func testLeaseRenewTight(t *testing.T, h Harness) {
 func testLeaseTaskRow(t *testing.T, h Harness) {
 	d, db := h.Open(t)
 	ctx := ctxT(t)
-	def := dialect.TableDef{Table: "xxx_task", PrimaryKey: []string{"id"}, Columns: []dialect.ColumnDef{
-		{Name: "id", Type: dialect.TypeSerial},
-		{Name: "status", Type: dialect.TypeInt},
-		{Name: "lock_at", Type: dialect.TypeTime},
-		{Name: "lock_owner", Type: dialect.TypeText, Len: 40},
-		{Name: "lock_version", Type: dialect.TypeInt, NotNull: true, Default: ptr(st(t, 0))},
+	def := store.TableDef{Table: "xxx_task", PrimaryKey: []string{"id"}, Columns: []store.ColumnDef{
+		{Name: "id", Type: store.TypeSerial},
+		{Name: "status", Type: store.TypeInt},
+		{Name: "lock_at", Type: store.TypeTime},
+		{Name: "lock_owner", Type: store.TypeText, Len: 40},
+		{Name: "lock_version", Type: store.TypeInt, NotNull: true, Default: ptr(st(t, 0))},
 	}}
-	ddl, err := d.CreateTableDDL(def)
+	ddl, err := store.CreateTableDDL(d, def)
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, ddl))
-	q := func(s string) string { x, err := d.QuoteIdent("t", s); require.NoError(t, err); return x }
+	require.NoError(t, store.ExecDDL(ctx, d, ddl))
+	q := func(s string) string { x, err := store.QuoteIdent(d, "t", s); require.NoError(t, err); return x }
 	_, err = db.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s) VALUES (1), (1)", q("xxx_task"), q("status")))
 	require.NoError(t, err)
-	ls, err := d.LeaseStore(dialect.LeaseTable{Table: "xxx_task", Key: "id", Owner: "lock_owner", LockedAt: "lock_at", Fence: "lock_version"})
+	ls, err := store.OpenLeases(d, dialect.LeaseTable{Table: "xxx_task", Key: "id", Owner: "lock_owner", LockedAt: "lock_at", Fence: "lock_version"})
 	require.NoError(t, err)
 	require.NoError(t, ls.VerifySchema(ctx))
-	a, b := dialect.NewToken(), dialect.NewToken()
+	a, b := store.NewToken(), store.NewToken()
 	la, err := ls.Acquire(ctx, int64(1), a, 400*time.Millisecond)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, la.Fence)
@@ -227,18 +228,18 @@ func ptr[T any](v T) *T { return &v }
 func testLeaseKeyedNoExpiry(t *testing.T, h Harness) {
 	d, db := h.Open(t)
 	ctx := ctxT(t)
-	def := dialect.LeaseTableDef("cl_lease_noexp", 64)
+	def := store.LeaseTableDef("cl_lease_noexp", 64)
 	def.Columns = append(def.Columns[:3], def.Columns[4:]...) // drop expires_at
 	def.Indexes = nil
-	ddl, err := d.CreateTableDDL(def)
+	ddl, err := store.CreateTableDDL(d, def)
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, ddl))
-	spec := dialect.KeyedLeaseTable("cl_lease_noexp", 64)
+	require.NoError(t, store.ExecDDL(ctx, d, ddl))
+	spec := store.KeyedLeaseTable("cl_lease_noexp", 64)
 	spec.ExpiresAt = ""
-	ls, err := d.LeaseStore(spec)
+	ls, err := store.OpenLeases(d, spec)
 	require.NoError(t, err)
 	require.NoError(t, ls.VerifySchema(ctx))
-	a, b := dialect.NewToken(), dialect.NewToken()
+	a, b := store.NewToken(), store.NewToken()
 	// A TTL a loaded CI machine cannot outlast between two statements.
 	const ttl = 2 * time.Second
 	before := dbClock(t, d, db)
@@ -263,7 +264,7 @@ func testLeaseKeyedNoExpiry(t *testing.T, h Harness) {
 func testLeaseBadInput(t *testing.T, h Harness) {
 	_, ls := keyedLeases(t, h)
 	ctx := ctxT(t)
-	a := dialect.NewToken()
+	a := store.NewToken()
 	_, err := ls.Acquire(ctx, "", a, time.Second)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	_, err = ls.Acquire(ctx, strings.Repeat("k", 65), a, time.Second)
@@ -289,10 +290,10 @@ func testLeaseReap(t *testing.T, h Harness) {
 	_, ls := keyedLeases(t, h)
 	ctx := ctxT(t)
 	for i := 0; i < 5; i++ {
-		_, err := ls.Acquire(ctx, fmt.Sprintf("short-%d", i), dialect.NewToken(), 100*time.Millisecond)
+		_, err := ls.Acquire(ctx, fmt.Sprintf("short-%d", i), store.NewToken(), 100*time.Millisecond)
 		require.NoError(t, err)
 	}
-	live := dialect.NewToken()
+	live := store.NewToken()
 	_, err := ls.Acquire(ctx, "long", live, time.Minute)
 	require.NoError(t, err)
 	time.Sleep(400 * time.Millisecond)
@@ -305,7 +306,7 @@ func testLeaseReap(t *testing.T, h Harness) {
 	s, err := ls.Inspect(ctx, "long")
 	require.NoError(t, err)
 	require.Equal(t, live, s.Owner)
-	l, err := ls.Acquire(ctx, "short-0", dialect.NewToken(), time.Second)
+	l, err := ls.Acquire(ctx, "short-0", store.NewToken(), time.Second)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, l.Fence, "reaping keeps the fence")
 }
@@ -327,7 +328,7 @@ func testLeaseContention(t *testing.T, h Harness) {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				tok := dialect.NewToken()
+				tok := store.NewToken()
 				info, err := ls.Acquire(ctx, "hot", tok, 5*time.Second)
 				if err != nil {
 					if ctx.Err() == nil && !isHeld(err) {
@@ -375,7 +376,7 @@ func isHeld(err error) bool {
 func testLeaseHeld(t *testing.T, h Harness) {
 	_, ls := keyedLeases(t, h)
 	ctx := ctxT(t)
-	a, b, c := dialect.NewToken(), dialect.NewToken(), dialect.NewToken()
+	a, b, c := store.NewToken(), store.NewToken(), store.NewToken()
 	_, err := ls.Acquire(ctx, "late", a, time.Hour)
 	require.NoError(t, err)
 	lb, err := ls.Acquire(ctx, "soon", b, time.Minute)
@@ -399,7 +400,7 @@ func testLeaseHeld(t *testing.T, h Harness) {
 	page, err := ls.Held(ctx, 1)
 	require.NoError(t, err)
 	require.Len(t, page, 1)
-	for _, bad := range []int{0, -1, dialect.MaxHeldLimit + 1} {
+	for _, bad := range []int{0, -1, store.MaxHeldLimit + 1} {
 		_, err = ls.Held(ctx, bad)
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "limit %d", bad)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // The lifecycle cases: run-at (retry delays and snoozes on the database
@@ -61,19 +62,19 @@ func testRunAtRetry(t *testing.T, h Harness, s dialect.Strategy) {
 	require.EqualValues(t, 1, got[0].Attempts, "a claim returns the attempts after its increment")
 	a, b, c := got[0].ID, got[1].ID, got[2].ID
 
-	res, err := f.store.Ack(ctx, &dialect.AckParams{Token: tok, IDs: []any{a}, Outcome: dialect.OutcomeRetry, MaxAttempts: 5,
+	res, err := f.cs.Ack(ctx, &store.AckParams{Token: tok, IDs: []any{a}, Outcome: store.OutcomeRetry, MaxAttempts: 5,
 		Error: "upstream 503: übel", Delay: time.Hour})
 	require.NoError(t, err)
 	require.Empty(t, res.Lost)
-	_, err = f.store.Ack(ctx, &dialect.AckParams{Token: tok, IDs: []any{b}, Outcome: dialect.OutcomeRetry, MaxAttempts: 5, Error: "flaky"})
+	_, err = f.cs.Ack(ctx, &store.AckParams{Token: tok, IDs: []any{b}, Outcome: store.OutcomeRetry, MaxAttempts: 5, Error: "flaky"})
 	require.NoError(t, err)
-	f.ack(tok, []any{c}, dialect.OutcomeDone, 0)
+	f.ack(tok, []any{c}, store.OutcomeDone, 0)
 
 	ra := f.lifecycle(a)
 	require.Equal(t, "PENDING", ra.status)
 	require.Equal(t, "upstream 503: übel", ra.err)
 	require.False(t, ra.runAtNull)
-	sched, err := f.store.List(ctx, &dialect.ListParams{Set: dialect.SetScheduled, Limit: 10})
+	sched, err := f.cs.List(ctx, &store.ListParams{Set: store.SetScheduled, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, sched, 1, "only the delayed row waits")
 	require.Equal(t, norm(a), sched[0].ID)
@@ -85,10 +86,10 @@ func testRunAtRetry(t *testing.T, h Harness, s dialect.Strategy) {
 	require.Len(t, again, 1, "the row with a zero delay is claimable, the delayed one is not")
 	require.Equal(t, norm(b), again[0].ID)
 	require.EqualValues(t, 2, again[0].Attempts)
-	f.ack(tok2, []any{b}, dialect.OutcomeDone, 0)
+	f.ack(tok2, []any{b}, store.OutcomeDone, 0)
 	require.Equal(t, "", f.lifecycle(b).err, "success clears the stored error")
 
-	n, err := f.store.RetryNow(ctx, dialect.RowFilter{ScopeValues: []any{1}, IDs: []any{a}})
+	n, err := f.cs.RetryNow(ctx, store.RowFilter{ScopeValues: []any{1}, IDs: []any{a}})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 	require.True(t, f.lifecycle(a).runAtNull)
@@ -96,7 +97,7 @@ func testRunAtRetry(t *testing.T, h Harness, s dialect.Strategy) {
 	require.Len(t, last, 1)
 	require.Equal(t, norm(a), last[0].ID)
 	// A parking retry stores the error of the attempt that parked it.
-	res, err = f.store.Ack(ctx, &dialect.AckParams{Token: tok3, IDs: []any{a}, Outcome: dialect.OutcomeRetry, MaxAttempts: 2,
+	res, err = f.cs.Ack(ctx, &store.AckParams{Token: tok3, IDs: []any{a}, Outcome: store.OutcomeRetry, MaxAttempts: 2,
 		Error: "gave up", Delay: time.Minute})
 	require.NoError(t, err)
 	require.Equal(t, []int{0}, res.Parked)
@@ -111,18 +112,18 @@ func testSnooze(t *testing.T, h Harness, s dialect.Strategy) {
 	f.insert(1, 2)
 	tok, got := f.claim(s, 1, 10)
 	require.Len(t, got, 2)
-	n, err := f.store.Snooze(ctx, tok, []any{got[0].ID}, 30*time.Minute)
+	n, err := f.cs.Snooze(ctx, tok, []any{got[0].ID}, 30*time.Minute)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 	r := f.lifecycle(got[0].ID)
 	require.Equal(t, lifecycleRow{status: "PENDING", attempts: 0, runAtNull: false}, r, "a snooze undoes the attempt")
-	n, err = f.store.Snooze(ctx, "someone-else", []any{got[1].ID}, time.Minute)
+	n, err = f.cs.Snooze(ctx, "someone-else", []any{got[1].ID}, time.Minute)
 	require.NoError(t, err)
 	require.Zero(t, n, "another token's snooze touches nothing")
 	require.Equal(t, "PROCESSING", f.lifecycle(got[1].ID).status)
 	_, none := f.claim(s, 1, 10)
 	require.Empty(t, none, "the snoozed row waits")
-	sched, err := f.store.List(ctx, &dialect.ListParams{Set: dialect.SetScheduled, ScopeValues: []any{1}, Limit: 10})
+	sched, err := f.cs.List(ctx, &store.ListParams{Set: store.SetScheduled, ScopeValues: []any{1}, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, sched, 1)
 	require.True(t, near(sched[0].RunIn, 30*time.Minute, time.Minute), "got %v", sched[0].RunIn)
@@ -138,14 +139,14 @@ func testUnparkAndList(t *testing.T, h Harness, s dialect.Strategy) {
 	f.insert(2, 1)
 	tok, got := f.claim(s, 1, 10)
 	require.Len(t, got, 4)
-	_, err := f.store.Ack(ctx, &dialect.AckParams{Token: tok, IDs: ids(got[:3]), Outcome: dialect.OutcomeFailed, Error: "bad address"})
+	_, err := f.cs.Ack(ctx, &store.AckParams{Token: tok, IDs: ids(got[:3]), Outcome: store.OutcomeFailed, Error: "bad address"})
 	require.NoError(t, err)
 	tok2, other := f.claim(s, 2, 10)
 	require.Len(t, other, 1)
-	_, err = f.store.Ack(ctx, &dialect.AckParams{Token: tok2, IDs: ids(other), Outcome: dialect.OutcomeFailed, Error: "other task"})
+	_, err = f.cs.Ack(ctx, &store.AckParams{Token: tok2, IDs: ids(other), Outcome: store.OutcomeFailed, Error: "other task"})
 	require.NoError(t, err)
 
-	parked, err := f.store.List(ctx, &dialect.ListParams{Set: dialect.SetFailed, ScopeValues: []any{1}, Limit: 10})
+	parked, err := f.cs.List(ctx, &store.ListParams{Set: store.SetFailed, ScopeValues: []any{1}, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, parked, 3)
 	for _, p := range parked {
@@ -154,27 +155,27 @@ func testUnparkAndList(t *testing.T, h Harness, s dialect.Strategy) {
 		require.GreaterOrEqual(t, p.ClaimedAge, time.Duration(0))
 		require.Empty(t, p.Token)
 	}
-	all, err := f.store.List(ctx, &dialect.ListParams{Set: dialect.SetFailed, Limit: 10})
+	all, err := f.cs.List(ctx, &store.ListParams{Set: store.SetFailed, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, all, 4, "unscoped: every task's parked rows")
-	stuck, err := f.store.List(ctx, &dialect.ListParams{Set: dialect.SetProcessing, ScopeValues: []any{1}, Limit: 10})
+	stuck, err := f.cs.List(ctx, &store.ListParams{Set: store.SetProcessing, ScopeValues: []any{1}, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, stuck, 1, "the row still processing")
 	require.Equal(t, tok, stuck[0].Token)
-	stuck, err = f.store.List(ctx, &dialect.ListParams{Set: dialect.SetProcessing, OlderThan: time.Hour, Limit: 10})
+	stuck, err = f.cs.List(ctx, &store.ListParams{Set: store.SetProcessing, OlderThan: time.Hour, Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, stuck, "nothing has been processing for an hour")
 
-	n, err := f.store.Unpark(ctx, &dialect.UnparkParams{RowFilter: dialect.RowFilter{ScopeValues: []any{1}, IDs: []any{got[0].ID}}})
+	n, err := f.cs.Unpark(ctx, &store.UnparkParams{RowFilter: store.RowFilter{ScopeValues: []any{1}, IDs: []any{got[0].ID}}})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 	require.Equal(t, lifecycleRow{status: "PENDING", attempts: 1, runAtNull: true}, f.lifecycle(got[0].ID))
-	n, err = f.store.Unpark(ctx, &dialect.UnparkParams{RowFilter: dialect.RowFilter{ScopeValues: []any{1}}, ResetAttempts: true})
+	n, err = f.cs.Unpark(ctx, &store.UnparkParams{RowFilter: store.RowFilter{ScopeValues: []any{1}}, ResetAttempts: true})
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n, "the scope's other parked rows")
 	require.Equal(t, lifecycleRow{status: "PENDING", attempts: 0, runAtNull: true}, f.lifecycle(got[1].ID))
 	require.Equal(t, "FAILED", f.lifecycle(other[0].ID).status, "another scope's parked row stays")
-	n, err = f.store.Unpark(ctx, &dialect.UnparkParams{RowFilter: dialect.RowFilter{ScopeValues: []any{1}}})
+	n, err = f.cs.Unpark(ctx, &store.UnparkParams{RowFilter: store.RowFilter{ScopeValues: []any{1}}})
 	require.NoError(t, err)
 	require.Zero(t, n)
 	_, back := f.claim(s, 1, 10)
@@ -191,25 +192,25 @@ func testErrorWidth(t *testing.T, h Harness) {
 		RunAt: "run_at", Error: "last_error", Scope: []string{"task_id"},
 		Pending: st(t, "PENDING"), Processing: st(t, "PROCESSING"), Done: st(t, "SENT"), Failed: st(t, "FAILED"),
 	}
-	def := dialect.ClaimTableDef(spec)
+	def := store.ClaimTableDef(spec)
 	for i := range def.Columns {
 		if def.Columns[i].Name == "last_error" {
 			def.Columns[i].Len = 12
 		}
 	}
-	ddl, err := d.CreateTableDDL(def)
+	ddl, err := store.CreateTableDDL(d, def)
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, ddl))
-	store, err := d.ClaimStore(spec)
+	require.NoError(t, store.ExecDDL(ctx, d, ddl))
+	cs, err := store.OpenClaims(d, spec)
 	require.NoError(t, err)
-	require.NoError(t, store.VerifySchema(ctx))
-	q := func(n string) string { s, _ := d.QuoteIdent("test", n); return s }
+	require.NoError(t, cs.VerifySchema(ctx))
+	q := func(n string) string { s, _ := store.QuoteIdent(d, "test", n); return s }
 	_, err = db.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s) VALUES (1), (1)", q("cl_errw"), q("task_id")))
 	require.NoError(t, err)
-	tok := dialect.NewToken()
+	tok := store.NewToken()
 	var keys []any
-	_, err = store.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: 2, ScopeValues: []any{1}, Strategy: d.Capabilities().PreferredStrategy},
-		func(sc dialect.Scanner) error {
+	_, err = cs.Claim(ctx, &store.ClaimParams{Token: tok, Limit: 2, ScopeValues: []any{1}, Strategy: d.Capabilities().PreferredStrategy},
+		func(sc store.Scanner) error {
 			var id any
 			err := sc.Scan(&id, new(any))
 			keys = append(keys, norm(id))
@@ -218,9 +219,9 @@ func testErrorWidth(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.Len(t, keys, 2)
 	long := strings.Repeat("é€", 20) // 40 characters, 100 bytes
-	_, err = store.Ack(ctx, &dialect.AckParams{Token: tok, IDs: keys[:1], Outcome: dialect.OutcomeFailed, Error: long})
+	_, err = cs.Ack(ctx, &store.AckParams{Token: tok, IDs: keys[:1], Outcome: store.OutcomeFailed, Error: long})
 	require.NoError(t, err, "a long error text is cut, never refused")
-	_, err = store.Ack(ctx, &dialect.AckParams{Token: tok, IDs: keys[1:], Outcome: dialect.OutcomeFailed, Error: "bad\x00byte\xff"})
+	_, err = cs.Ack(ctx, &store.AckParams{Token: tok, IDs: keys[1:], Outcome: store.OutcomeFailed, Error: "bad\x00byte\xff"})
 	require.NoError(t, err, "NUL bytes and invalid UTF-8 are replaced")
 	read := func(id any) string {
 		var s string
@@ -244,42 +245,42 @@ func testErrorWidth(t *testing.T, h Harness) {
 func testLifecycleBadInput(t *testing.T, h Harness) {
 	f := newFixture(t, h)
 	ctx := ctxT(t)
-	_, err := f.store.Snooze(ctx, "tok", []any{1}, time.Minute)
+	_, err := f.cs.Snooze(ctx, "tok", []any{1}, time.Minute)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "snooze without RunAt")
-	_, err = f.store.RetryNow(ctx, dialect.RowFilter{})
+	_, err = f.cs.RetryNow(ctx, store.RowFilter{})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "retry now without RunAt")
-	_, err = f.store.Ack(ctx, &dialect.AckParams{Token: "tok", IDs: []any{1}, Outcome: dialect.OutcomeRetry, Delay: time.Minute})
+	_, err = f.cs.Ack(ctx, &store.AckParams{Token: "tok", IDs: []any{1}, Outcome: store.OutcomeRetry, Delay: time.Minute})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "a delay without RunAt")
-	_, err = f.store.List(ctx, &dialect.ListParams{Set: dialect.SetScheduled, Limit: 1})
+	_, err = f.cs.List(ctx, &store.ListParams{Set: store.SetScheduled, Limit: 1})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "scheduled rows without RunAt")
-	for _, lim := range []int{0, -1, dialect.MaxListLimit + 1} {
-		_, err = f.store.List(ctx, &dialect.ListParams{Set: dialect.SetFailed, Limit: lim})
+	for _, lim := range []int{0, -1, store.MaxListLimit + 1} {
+		_, err = f.cs.List(ctx, &store.ListParams{Set: store.SetFailed, Limit: lim})
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "limit %d", lim)
 	}
-	_, err = f.store.Unpark(ctx, &dialect.UnparkParams{RowFilter: dialect.RowFilter{ScopeValues: []any{1, 2}}})
+	_, err = f.cs.Unpark(ctx, &store.UnparkParams{RowFilter: store.RowFilter{ScopeValues: []any{1, 2}}})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "two scope values for one scope column")
 
 	g := newFixture(t, h, withLifecycle)
-	_, err = g.store.Ack(ctx, &dialect.AckParams{Token: "tok", IDs: []any{1}, Outcome: dialect.OutcomeRetry, Delay: -time.Second})
+	_, err = g.cs.Ack(ctx, &store.AckParams{Token: "tok", IDs: []any{1}, Outcome: store.OutcomeRetry, Delay: -time.Second})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "a negative delay")
-	_, err = g.store.Snooze(ctx, "tok", []any{1}, -time.Second)
+	_, err = g.cs.Snooze(ctx, "tok", []any{1}, -time.Second)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "a negative snooze")
 
 	d, _ := h.Open(t)
 	spec := g.spec
 	spec.Table = "cl_notnull"
-	def := dialect.ClaimTableDef(spec)
+	def := store.ClaimTableDef(spec)
 	for i := range def.Columns {
 		if def.Columns[i].Name == "run_at" {
 			def.Columns[i].NotNull = true
 		}
 	}
-	ddl, err := d.CreateTableDDL(def)
+	ddl, err := store.CreateTableDDL(d, def)
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, ddl))
-	store, err := d.ClaimStore(spec)
+	require.NoError(t, store.ExecDDL(ctx, d, ddl))
+	cs, err := store.OpenClaims(d, spec)
 	require.NoError(t, err)
-	err = store.VerifySchema(ctx)
+	err = cs.VerifySchema(ctx)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	require.Contains(t, err.Error(), "RunAt")
 }
@@ -312,7 +313,7 @@ func testAckTx(t *testing.T, h Harness, s dialect.Strategy) {
 	tx, err := f.db.BeginTx(ctx, nil)
 	require.NoError(t, err)
 	effect(tx, got[0].ID)
-	res, err := f.store.AckTx(ctx, tx, &dialect.AckParams{Token: tok, IDs: ids(got[:1]), Outcome: dialect.OutcomeDone})
+	res, err := f.cs.AckTx(ctx, tx, &store.AckParams{Token: tok, IDs: ids(got[:1]), Outcome: store.OutcomeDone})
 	require.NoError(t, err)
 	require.Empty(t, res.Lost)
 	require.NoError(t, tx.Rollback())
@@ -323,7 +324,7 @@ func testAckTx(t *testing.T, h Harness, s dialect.Strategy) {
 	tx, err = f.db.BeginTx(ctx, nil)
 	require.NoError(t, err)
 	effect(tx, got[0].ID)
-	res, err = f.store.AckTx(ctx, tx, &dialect.AckParams{Token: tok, IDs: ids(got[:1]), Outcome: dialect.OutcomeDone})
+	res, err = f.cs.AckTx(ctx, tx, &store.AckParams{Token: tok, IDs: ids(got[:1]), Outcome: store.OutcomeDone})
 	require.NoError(t, err)
 	require.Empty(t, res.Lost)
 	require.NoError(t, tx.Commit())
@@ -331,7 +332,7 @@ func testAckTx(t *testing.T, h Harness, s dialect.Strategy) {
 	require.Equal(t, "SENT", f.row(got[0].ID).Status)
 
 	// Lost before commit: the row was released and claimed by another token.
-	n, err := f.store.Release(ctx, tok, []any{got[1].ID})
+	n, err := f.cs.Release(ctx, tok, []any{got[1].ID})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 	other, again := f.claim(s, 1, 1)
@@ -339,7 +340,7 @@ func testAckTx(t *testing.T, h Harness, s dialect.Strategy) {
 	require.Equal(t, got[1].ID, again[0].ID)
 	tx, err = f.db.BeginTx(ctx, nil)
 	require.NoError(t, err)
-	res, err = f.store.AckTx(ctx, tx, &dialect.AckParams{Token: tok, IDs: ids(got[1:3]), Outcome: dialect.OutcomeDone})
+	res, err = f.cs.AckTx(ctx, tx, &store.AckParams{Token: tok, IDs: ids(got[1:3]), Outcome: store.OutcomeDone})
 	require.NoError(t, err)
 	require.Equal(t, []int{0}, res.Lost, "the caller learns of the loss before it commits")
 	require.NoError(t, tx.Rollback())
@@ -348,19 +349,19 @@ func testAckTx(t *testing.T, h Harness, s dialect.Strategy) {
 	// Fail and release in a transaction.
 	tx, err = f.db.BeginTx(ctx, nil)
 	require.NoError(t, err)
-	res, err = f.store.AckTx(ctx, tx, &dialect.AckParams{Token: tok, IDs: ids(got[2:3]), Outcome: dialect.OutcomeRetry, MaxAttempts: 5,
+	res, err = f.cs.AckTx(ctx, tx, &store.AckParams{Token: tok, IDs: ids(got[2:3]), Outcome: store.OutcomeRetry, MaxAttempts: 5,
 		Error: "tx fail", Delay: time.Hour})
 	require.NoError(t, err)
 	require.Empty(t, res.Lost)
-	n, err = f.store.ReleaseTx(ctx, tx, tok, []any{got[3].ID})
+	n, err = f.cs.ReleaseTx(ctx, tx, tok, []any{got[3].ID})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 	require.NoError(t, tx.Commit())
 	require.Equal(t, lifecycleRow{status: "PENDING", err: "tx fail", attempts: 1}, f.lifecycle(got[2].ID))
 	require.Equal(t, lifecycleRow{status: "PENDING", attempts: 0, runAtNull: true}, f.lifecycle(got[3].ID))
 
-	_, err = f.store.AckTx(ctx, "not a transaction", &dialect.AckParams{Token: tok, IDs: ids(got[:1])})
+	_, err = f.cs.AckTx(ctx, "not a transaction", &store.AckParams{Token: tok, IDs: ids(got[:1])})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
-	_, err = f.store.AckTx(ctx, (*sql.Tx)(nil), &dialect.AckParams{Token: tok, IDs: ids(got[:1])})
+	_, err = f.cs.AckTx(ctx, (*sql.Tx)(nil), &store.AckParams{Token: tok, IDs: ids(got[:1])})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 }

@@ -11,26 +11,27 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // ackClaimer returns the fixture store's ack+claim.
-func (f *fixture) ackClaimer() dialect.AckClaimer {
+func (f *fixture) ackClaimer() store.AckClaimer {
 	f.t.Helper()
-	ac, ok := f.store.(dialect.AckClaimer)
-	require.True(f.t, ok, "the claim store implements dialect.AckClaimer")
+	ac, ok := f.cs.(store.AckClaimer)
+	require.True(f.t, ok, "the claim store implements store.AckClaimer")
 	return ac
 }
 
 // ackAndClaim acks ack and claims up to limit rows of task under a fresh
 // token, returning the ack's result, the token and the claimed rows (the
 // last n passed to scan).
-func (f *fixture) ackAndClaim(ctx context.Context, s dialect.Strategy, ack dialect.AckParams, task, limit int) (dialect.AckResult, string, []claimed, error) {
-	tok := dialect.NewToken()
+func (f *fixture) ackAndClaim(ctx context.Context, s dialect.Strategy, ack store.AckParams, task, limit int) (store.AckResult, string, []claimed, error) {
+	tok := store.NewToken()
 	var out []claimed
-	res, n, err := f.ackClaimer().AckAndClaim(ctx, &dialect.AckClaimParams{
+	res, n, err := f.ackClaimer().AckAndClaim(ctx, &store.AckClaimParams{
 		Ack:   ack,
-		Claim: dialect.ClaimParams{Token: tok, Limit: limit, ScopeValues: []any{task}, Strategy: s},
-	}, func(sc dialect.Scanner) error {
+		Claim: store.ClaimParams{Token: tok, Limit: limit, ScopeValues: []any{task}, Strategy: s},
+	}, func(sc store.Scanner) error {
 		var c claimed
 		var id any
 		if err := sc.Scan(&id, &c.Version, &c.Attempts, &c.Payload); err != nil {
@@ -61,7 +62,7 @@ func testAckAndClaim(t *testing.T, h Harness, s dialect.Strategy) {
 	tokA, a := f.claim(s, 1, 3)
 	require.Len(t, a, 3)
 	// Row a[1] is returned (as a reaper would) and re-claimed by B.
-	n, err := f.store.Release(ctx, tokA, []any{a[1].ID})
+	n, err := f.cs.Release(ctx, tokA, []any{a[1].ID})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 	tokB, b := f.claim(s, 1, 10)
@@ -69,7 +70,7 @@ func testAckAndClaim(t *testing.T, h Harness, s dialect.Strategy) {
 	require.Equal(t, a[1].ID, b[0].ID)
 	f.insert(1, 5)
 
-	res, tokC, c, err := f.ackAndClaim(ctx, s, dialect.AckParams{Token: tokA, IDs: ids(a), Outcome: dialect.OutcomeDone}, 1, 4)
+	res, tokC, c, err := f.ackAndClaim(ctx, s, store.AckParams{Token: tokA, IDs: ids(a), Outcome: store.OutcomeDone}, 1, 4)
 	require.NoError(t, err)
 	require.Equal(t, []int{1}, res.Lost, "the lost row is reported, the others acked")
 	require.Empty(t, res.Requeued)
@@ -94,7 +95,7 @@ func testAckAndClaim(t *testing.T, h Harness, s dialect.Strategy) {
 		f.q("cl_target"), f.q("version"), f.q("version"), f.q("id"), c[1].ID))
 	require.NoError(t, err)
 	versions := []int64{c[0].Version, c[1].Version, c[2].Version, c[3].Version}
-	res, tokD, d, err := f.ackAndClaim(ctx, s, dialect.AckParams{Token: tokC, IDs: ids(c), Versions: versions, Outcome: dialect.OutcomeDone}, 1, 10)
+	res, tokD, d, err := f.ackAndClaim(ctx, s, store.AckParams{Token: tokC, IDs: ids(c), Versions: versions, Outcome: store.OutcomeDone}, 1, 10)
 	require.NoError(t, err)
 	require.Empty(t, res.Lost)
 	require.Equal(t, []int{1}, res.Requeued)
@@ -113,7 +114,7 @@ func testAckAndClaim(t *testing.T, h Harness, s dialect.Strategy) {
 
 	// A retry with MaxAttempts parks the rows at their limit and reports
 	// them; with nothing pending the claim is empty.
-	res, _, e, err := f.ackAndClaim(ctx, s, dialect.AckParams{Token: tokD, IDs: ids(d), Outcome: dialect.OutcomeRetry, MaxAttempts: 1}, 1, 10)
+	res, _, e, err := f.ackAndClaim(ctx, s, store.AckParams{Token: tokD, IDs: ids(d), Outcome: store.OutcomeRetry, MaxAttempts: 1}, 1, 10)
 	require.NoError(t, err)
 	require.Empty(t, res.Lost)
 	parked := 0
@@ -129,7 +130,7 @@ func testAckAndClaim(t *testing.T, h Harness, s dialect.Strategy) {
 	require.Empty(t, e, "every row of task 1 is done, failed or held by B")
 
 	// An empty ack is a plain claim; the other scope was never touched.
-	res, _, t2, err := f.ackAndClaim(ctx, s, dialect.AckParams{}, 2, 10)
+	res, _, t2, err := f.ackAndClaim(ctx, s, store.AckParams{}, 2, 10)
 	require.NoError(t, err)
 	require.Empty(t, res.Lost)
 	require.Len(t, t2, 2)
@@ -184,11 +185,11 @@ func testAckAndClaimFailure(t *testing.T, h Harness, s dialect.Strategy) {
 	f.insert(1, 6)
 	tok, got := f.claim(s, 1, 3)
 	dropColumn(f, "attempts")
-	_, tokN, _, err := f.ackAndClaim(ctx, s, dialect.AckParams{Token: tok, IDs: ids(got), Outcome: dialect.OutcomeDone}, 1, 3)
+	_, tokN, _, err := f.ackAndClaim(ctx, s, store.AckParams{Token: tok, IDs: ids(got), Outcome: store.OutcomeDone}, 1, 3)
 	require.Error(t, err)
 	require.NotErrorIs(t, err, dialect.ErrOutcomeUnknown)
 	check(f, tok, got, tokN)
-	res := f.ack(tok, ids(got), dialect.OutcomeDone, 0)
+	res := f.ack(tok, ids(got), store.OutcomeDone, 0)
 	require.Empty(t, res.Lost, "the ack of the failed ack+claim never happened")
 
 	// The ack part fails: an ack to done clears the error column, which
@@ -197,7 +198,7 @@ func testAckAndClaimFailure(t *testing.T, h Harness, s dialect.Strategy) {
 	g.insert(1, 6)
 	tok, got = g.claim(s, 1, 3)
 	dropColumn(g, "last_error")
-	_, tokN, _, err = g.ackAndClaim(ctx, s, dialect.AckParams{Token: tok, IDs: ids(got), Outcome: dialect.OutcomeDone}, 1, 3)
+	_, tokN, _, err = g.ackAndClaim(ctx, s, store.AckParams{Token: tok, IDs: ids(got), Outcome: store.OutcomeDone}, 1, 3)
 	require.Error(t, err)
 	require.NotErrorIs(t, err, dialect.ErrOutcomeUnknown)
 	check(g, tok, got, tokN)
@@ -242,7 +243,7 @@ func testAckAndClaimConcurrent(t *testing.T, h Harness, s dialect.Strategy) {
 			tok, got := "", []claimed(nil)
 			for first := true; first || len(got) > 0; first = false {
 				drop(got) // before the ack is written
-				ack := dialect.AckParams{Token: tok, IDs: ids(got), Outcome: dialect.OutcomeDone}
+				ack := store.AckParams{Token: tok, IDs: ids(got), Outcome: store.OutcomeDone}
 				res, next, c, err := f.ackAndClaim(ctx, s, ack, 1, limit)
 				if err != nil {
 					errs <- err

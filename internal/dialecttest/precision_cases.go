@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // precisionOffsets are the points within a second at which the cases below
@@ -44,45 +45,45 @@ func atOffset(off time.Duration) time.Time {
 func testSecondPrecision(t *testing.T, h Harness) {
 	d, db := h.Open(t)
 	ctx := ctxT(t)
-	task := dialect.TableDef{Table: "xxx_task", PrimaryKey: []string{"id"}, Columns: []dialect.ColumnDef{
-		{Name: "id", Type: dialect.TypeInt, NotNull: true},
-		{Name: "status", Type: dialect.TypeInt, NotNull: true, Default: ptr(st(t, 0))},
-		{Name: "lock_at", Type: dialect.TypeTimeSeconds},
-		{Name: "lock_owner", Type: dialect.TypeText, Len: 40},
+	task := store.TableDef{Table: "xxx_task", PrimaryKey: []string{"id"}, Columns: []store.ColumnDef{
+		{Name: "id", Type: store.TypeInt, NotNull: true},
+		{Name: "status", Type: store.TypeInt, NotNull: true, Default: ptr(st(t, 0))},
+		{Name: "lock_at", Type: store.TypeTimeSeconds},
+		{Name: "lock_owner", Type: store.TypeText, Len: 40},
 	}}
-	target := dialect.TableDef{Table: "xxx_task_target", Columns: []dialect.ColumnDef{
-		{Name: "id", Type: dialect.TypeSerial},
-		{Name: "task_id", Type: dialect.TypeInt, NotNull: true},
-		{Name: "openid", Type: dialect.TypeText, Len: 64, NotNull: true},
-		{Name: "status", Type: dialect.TypeInt, NotNull: true, Default: ptr(st(t, 0))},
-		{Name: "cron_token", Type: dialect.TypeText, Len: 40},
-		{Name: "send_at", Type: dialect.TypeTimeSeconds},
-	}, Indexes: []dialect.IndexDef{{Name: "idx_task_token", Columns: []string{"task_id", "cron_token"}}}}
-	keys := dialect.LeaseTableDef("cl_lease_s", 64)
+	target := store.TableDef{Table: "xxx_task_target", Columns: []store.ColumnDef{
+		{Name: "id", Type: store.TypeSerial},
+		{Name: "task_id", Type: store.TypeInt, NotNull: true},
+		{Name: "openid", Type: store.TypeText, Len: 64, NotNull: true},
+		{Name: "status", Type: store.TypeInt, NotNull: true, Default: ptr(st(t, 0))},
+		{Name: "cron_token", Type: store.TypeText, Len: 40},
+		{Name: "send_at", Type: store.TypeTimeSeconds},
+	}, Indexes: []store.IndexDef{{Name: "idx_task_token", Columns: []string{"task_id", "cron_token"}}}}
+	keys := store.LeaseTableDef("cl_lease_s", 64)
 	for i, c := range keys.Columns {
-		if c.Type == dialect.TypeTime {
-			keys.Columns[i].Type = dialect.TypeTimeSeconds
+		if c.Type == store.TypeTime {
+			keys.Columns[i].Type = store.TypeTimeSeconds
 		}
 	}
-	for _, def := range []dialect.TableDef{task, target, keys} {
-		ddl, err := d.CreateTableDDL(def)
+	for _, def := range []store.TableDef{task, target, keys} {
+		ddl, err := store.CreateTableDDL(d, def)
 		require.NoError(t, err)
-		require.NoError(t, d.ExecDDL(ctx, ddl))
+		require.NoError(t, store.ExecDDL(ctx, d, ddl))
 	}
-	q := func(s string) string { x, err := d.QuoteIdent("t", s); require.NoError(t, err); return x }
+	q := func(s string) string { x, err := store.QuoteIdent(d, "t", s); require.NoError(t, err); return x }
 	for i := range precisionOffsets {
 		_, err := db.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s) VALUES (%d)", q("xxx_task"), q("id"), i))
 		require.NoError(t, err)
 		_, err = db.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s, %s) VALUES (%d, 'o%d')", q("xxx_task_target"), q("task_id"), q("openid"), i, i))
 		require.NoError(t, err)
 	}
-	leases, err := d.LeaseStore(dialect.LeaseTable{Table: "xxx_task", Key: "id", Owner: "lock_owner", LockedAt: "lock_at"})
+	leases, err := store.OpenLeases(d, dialect.LeaseTable{Table: "xxx_task", Key: "id", Owner: "lock_owner", LockedAt: "lock_at"})
 	require.NoError(t, err)
 	require.NoError(t, leases.VerifySchema(ctx))
-	keyed, err := d.LeaseStore(dialect.KeyedLeaseTable("cl_lease_s", 64))
+	keyed, err := store.OpenLeases(d, store.KeyedLeaseTable("cl_lease_s", 64))
 	require.NoError(t, err)
 	require.NoError(t, keyed.VerifySchema(ctx))
-	claims, err := d.ClaimStore(dialect.ClaimTable{Table: "xxx_task_target", ID: "id", Status: "status", Token: "cron_token",
+	claims, err := store.OpenClaims(d, dialect.ClaimTable{Table: "xxx_task_target", ID: "id", Status: "status", Token: "cron_token",
 		ClaimedAt: "send_at", Columns: []string{"openid"}, Scope: []string{"task_id"},
 		Pending: st(t, 0), Processing: st(t, 1), Done: st(t, 2), Failed: st(t, 3)})
 	require.NoError(t, err)
@@ -93,12 +94,12 @@ func testSecondPrecision(t *testing.T, h Harness) {
 	for i, off := range precisionOffsets {
 		// The task row's lease expires by lock_at + TTL; the key table's
 		// by its expires_at, written by the first acquisition's insert.
-		takeover := func(ls dialect.LeaseStore, key any, what string) {
+		takeover := func(ls store.LeaseStore, key any, what string) {
 			start := atOffset(off)
-			_, err := ls.Acquire(ctx, key, dialect.NewToken(), ttl)
+			_, err := ls.Acquire(ctx, key, store.NewToken(), ttl)
 			require.NoError(t, err)
 			for {
-				_, err := ls.Acquire(ctx, key, dialect.NewToken(), ttl)
+				_, err := ls.Acquire(ctx, key, store.NewToken(), ttl)
 				if err == nil {
 					break
 				}
@@ -114,13 +115,13 @@ func testSecondPrecision(t *testing.T, h Harness) {
 		wg.Go(func() {
 			time.Sleep(ttl / 2) // the lease goroutine takes the first points
 			start := atOffset(off)
-			tok := dialect.NewToken()
-			n, err := claims.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: 1, ScopeValues: []any{i}, Strategy: dialect.StrategyTokenUpdate},
-				func(sc dialect.Scanner) error { var id int64; var openid string; return sc.Scan(&id, &openid) })
+			tok := store.NewToken()
+			n, err := claims.Claim(ctx, &store.ClaimParams{Token: tok, Limit: 1, ScopeValues: []any{i}, Strategy: dialect.StrategyTokenUpdate},
+				func(sc store.Scanner) error { var id int64; var openid string; return sc.Scan(&id, &openid) })
 			require.NoError(t, err)
 			require.Equal(t, 1, n)
 			for {
-				res, err := claims.Reap(ctx, &dialect.ReapParams{Timeout: ttl, Limit: 10, ScopeValues: []any{i}})
+				res, err := claims.Reap(ctx, &store.ReapParams{Timeout: ttl, Limit: 10, ScopeValues: []any{i}})
 				require.NoError(t, err)
 				if res.Returned == 1 {
 					break

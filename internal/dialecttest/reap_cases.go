@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // testReapReturnsOnlyBelowMax: the return step of a reap takes only stale
@@ -39,10 +40,10 @@ func testReapReturnsOnlyBelowMax(t *testing.T, h Harness, s dialect.Strategy) {
 	require.NoError(t, err)
 	time.Sleep(300 * time.Millisecond)
 
-	p := &dialect.ReapParams{Timeout: 100 * time.Millisecond, Limit: 1, MaxAttempts: maxAttempts, ScopeValues: []any{1}}
-	res, err := f.store.Reap(ctx, p)
+	p := &store.ReapParams{Timeout: 100 * time.Millisecond, Limit: 1, MaxAttempts: maxAttempts, ScopeValues: []any{1}}
+	res, err := f.cs.Reap(ctx, p)
 	require.NoError(t, err)
-	require.Equal(t, dialect.ReapResult{Returned: 1, Parked: 1}, res)
+	require.Equal(t, store.ReapResult{Returned: 1, Parked: 1}, res)
 	c := f.row(below[0].ID)
 	require.Equal(t, "PENDING", c.Status, "the stale row below MaxAttempts goes back to pending")
 	require.EqualValues(t, 1, c.Attempts)
@@ -68,11 +69,11 @@ func testReapReturnsOnlyBelowMax(t *testing.T, h Harness, s dialect.Strategy) {
 	require.Equal(t, below[0].ID, again[0].ID)
 	require.LessOrEqual(t, again[0].Attempts, int64(maxAttempts))
 	require.NotEqual(t, tokC, tok)
-	f.ack(tok, ids(again), dialect.OutcomeDone, 0)
+	f.ack(tok, ids(again), store.OutcomeDone, 0)
 
-	res, err = f.store.Reap(ctx, p)
+	res, err = f.cs.Reap(ctx, p)
 	require.NoError(t, err)
-	require.Equal(t, dialect.ReapResult{Parked: 1}, res, "the next sweep parks the row left at MaxAttempts")
+	require.Equal(t, store.ReapResult{Parked: 1}, res, "the next sweep parks the row left at MaxAttempts")
 	for _, r := range atMax {
 		got := f.row(r.ID)
 		require.Equal(t, "FAILED", got.Status)

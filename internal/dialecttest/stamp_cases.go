@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // testLeaseWithoutOwner runs leases on the cron story's task table as it is,
@@ -18,22 +19,22 @@ import (
 // its status) only while it holds it. Both a microsecond and a whole-second
 // lock_at column are tried.
 func testLeaseWithoutOwner(t *testing.T, h Harness) {
-	for _, typ := range []dialect.ColumnType{dialect.TypeTime, dialect.TypeTimeSeconds} {
+	for _, typ := range []store.ColumnType{store.TypeTime, store.TypeTimeSeconds} {
 		t.Run(fmt.Sprintf("type%d", typ), func(t *testing.T) {
 			d, db := h.Open(t)
 			ctx := ctxT(t)
-			def := dialect.TableDef{Table: "xxx_task", PrimaryKey: []string{"id"}, Columns: []dialect.ColumnDef{
-				{Name: "id", Type: dialect.TypeInt, NotNull: true},
-				{Name: "status", Type: dialect.TypeInt, NotNull: true, Default: ptr(st(t, 0))},
+			def := store.TableDef{Table: "xxx_task", PrimaryKey: []string{"id"}, Columns: []store.ColumnDef{
+				{Name: "id", Type: store.TypeInt, NotNull: true},
+				{Name: "status", Type: store.TypeInt, NotNull: true, Default: ptr(st(t, 0))},
 				{Name: "lock_at", Type: typ},
 			}}
-			ddl, err := d.CreateTableDDL(def)
+			ddl, err := store.CreateTableDDL(d, def)
 			require.NoError(t, err)
-			require.NoError(t, d.ExecDDL(ctx, ddl))
-			q := func(s string) string { x, err := d.QuoteIdent("t", s); require.NoError(t, err); return x }
+			require.NoError(t, store.ExecDDL(ctx, d, ddl))
+			q := func(s string) string { x, err := store.QuoteIdent(d, "t", s); require.NoError(t, err); return x }
 			_, err = db.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s) VALUES (1), (2)", q("xxx_task"), q("id")))
 			require.NoError(t, err)
-			ls, err := d.LeaseStore(dialect.LeaseTable{Table: "xxx_task", Key: "id", LockedAt: "lock_at", Status: "status"})
+			ls, err := store.OpenLeases(d, dialect.LeaseTable{Table: "xxx_task", Key: "id", LockedAt: "lock_at", Status: "status"})
 			require.NoError(t, err)
 			require.NoError(t, ls.VerifySchema(ctx))
 			status := func(id int) int64 {
@@ -61,7 +62,7 @@ func testLeaseWithoutOwner(t *testing.T, h Harness) {
 			require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 
 			// B waits the TTL out; then A's stamp is stale.
-			var b dialect.LeaseInfo
+			var b store.LeaseInfo
 			for {
 				b, err = ls.Acquire(ctx, 1, "", ttl)
 				if err == nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // narrow is a value no SMALLINT column holds (SQLite's integer columns hold
@@ -30,7 +31,7 @@ func errorContainsFold(t *testing.T, err error, want string) {
 // the integer types the portable TableDef does not have.
 func addColumns(t *testing.T, d dialect.Dialect, exec func(string), table string, cols ...string) {
 	t.Helper()
-	q, err := d.QuoteIdent("table", table)
+	q, err := store.QuoteIdent(d, "table", table)
 	require.NoError(t, err)
 	for _, c := range cols {
 		exec(fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s", q, c))
@@ -55,30 +56,30 @@ func testNarrowColumns(t *testing.T, h Harness) {
 		_, err := db.ExecContext(ctx, q)
 		require.NoError(t, err, q)
 	}
-	def := dialect.TableDef{Table: "cl_narrow", Columns: []dialect.ColumnDef{
-		{Name: "id", Type: dialect.TypeSerial},
-		{Name: "openid", Type: dialect.TypeText, Len: 64},
-		{Name: "token", Type: dialect.TypeText, Len: 40},
-		{Name: "claimed_at", Type: dialect.TypeTime},
+	def := store.TableDef{Table: "cl_narrow", Columns: []store.ColumnDef{
+		{Name: "id", Type: store.TypeSerial},
+		{Name: "openid", Type: store.TypeText, Len: 64},
+		{Name: "token", Type: store.TypeText, Len: 40},
+		{Name: "claimed_at", Type: store.TypeTime},
 	}}
-	ddl, err := d.CreateTableDDL(def)
+	ddl, err := store.CreateTableDDL(d, def)
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, ddl))
+	require.NoError(t, store.ExecDDL(ctx, d, ddl))
 	addColumns(t, d, exec, "cl_narrow", "task_id SMALLINT NOT NULL DEFAULT 0", "status SMALLINT NOT NULL DEFAULT 0", "attempts INT NOT NULL DEFAULT 0")
-	q := func(s string) string { x, err := d.QuoteIdent("t", s); require.NoError(t, err); return x }
+	q := func(s string) string { x, err := store.QuoteIdent(d, "t", s); require.NoError(t, err); return x }
 	exec(fmt.Sprintf("INSERT INTO %s (%s, %s) VALUES (1, 'a'), (1, 'b'), (1, 'c')", q("cl_narrow"), q("task_id"), q("openid")))
 	spec := dialect.ClaimTable{Table: "cl_narrow", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 		Attempts: "attempts", Columns: []string{"openid"}, Scope: []string{"task_id"},
 		Pending: st(t, 0), Processing: st(t, 1), Done: st(t, 2), Failed: st(t, 3)}
-	store, err := d.ClaimStore(spec)
+	cs, err := store.OpenClaims(d, spec)
 	require.NoError(t, err)
-	require.NoError(t, store.VerifySchema(ctx))
+	require.NoError(t, cs.VerifySchema(ctx))
 	s := d.Capabilities().PreferredStrategy
 	claim := func(scope any) (string, []any, error) {
-		tok := dialect.NewToken()
+		tok := store.NewToken()
 		var ids []any
-		_, err := store.Claim(ctx, &dialect.ClaimParams{Token: tok, Limit: 10, ScopeValues: []any{scope}, Strategy: s},
-			func(sc dialect.Scanner) error {
+		_, err := cs.Claim(ctx, &store.ClaimParams{Token: tok, Limit: 10, ScopeValues: []any{scope}, Strategy: s},
+			func(sc store.Scanner) error {
 				var id any
 				var attempts int64
 				var openid string
@@ -93,7 +94,7 @@ func testNarrowColumns(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.Len(t, ids, 3)
 	time.Sleep(30 * time.Millisecond)
-	res, err := store.Reap(ctx, &dialect.ReapParams{Timeout: 10 * time.Millisecond, Limit: 10})
+	res, err := cs.Reap(ctx, &store.ReapParams{Timeout: 10 * time.Millisecond, Limit: 10})
 	require.NoError(t, err, "a sweep without MaxAttempts binds nothing the INT attempts column cannot hold")
 	require.EqualValues(t, 3, res.Returned)
 
@@ -101,8 +102,8 @@ func testNarrowColumns(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.Len(t, ids, 3)
 	const unreachable = 3_000_000_000 // more than an INT holds
-	_, err = store.Reap(ctx, &dialect.ReapParams{Timeout: time.Hour, Limit: 10, MaxAttempts: unreachable})
-	_, ackErr := store.Ack(ctx, &dialect.AckParams{Token: tok, IDs: ids, Outcome: dialect.OutcomeRetry, MaxAttempts: unreachable})
+	_, err = cs.Reap(ctx, &store.ReapParams{Timeout: time.Hour, Limit: 10, MaxAttempts: unreachable})
+	_, ackErr := cs.Ack(ctx, &store.AckParams{Token: tok, IDs: ids, Outcome: store.OutcomeRetry, MaxAttempts: unreachable})
 	if wideInts(d) {
 		require.NoError(t, err)
 		require.NoError(t, ackErr)
@@ -111,7 +112,7 @@ func testNarrowColumns(t *testing.T, h Harness) {
 			require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 			errorContainsFold(t, err, "MaxAttempts: 3000000000 is outside the range of column cl_narrow.attempts (int")
 		}
-		res, err := store.Ack(ctx, &dialect.AckParams{Token: tok, IDs: ids, Outcome: dialect.OutcomeRetry, MaxAttempts: 5})
+		res, err := cs.Ack(ctx, &store.AckParams{Token: tok, IDs: ids, Outcome: store.OutcomeRetry, MaxAttempts: 5})
 		require.NoError(t, err, "the rows are still held: nothing ran")
 		require.Empty(t, res.Lost)
 	}
@@ -123,14 +124,14 @@ func testNarrowColumns(t *testing.T, h Harness) {
 	} else {
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 		errorContainsFold(t, err, fmt.Sprintf("scope value 0 (task_id): %d is outside the range of column cl_narrow.task_id (smallint", narrow))
-		_, err = store.Stats(ctx, []any{narrow})
+		_, err = cs.Stats(ctx, []any{narrow})
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	}
 
 	verify := func(mut func(*dialect.ClaimTable)) error {
 		bad := spec
 		mut(&bad)
-		s, err := d.ClaimStore(bad)
+		s, err := store.OpenClaims(d, bad)
 		require.NoError(t, err)
 		return s.VerifySchema(ctx)
 	}
@@ -155,7 +156,7 @@ func testNarrowColumns(t *testing.T, h Harness) {
 	f := newFixture(t, h)
 	text := f.spec
 	text.Pending, text.Processing, text.Done, text.Failed = st(t, 0), st(t, 1), st(t, 2), st(t, 3)
-	ts, err := f.d.ClaimStore(text)
+	ts, err := store.OpenClaims(f.d, text)
 	require.NoError(t, err)
 	err = ts.VerifySchema(ctx)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
@@ -175,30 +176,30 @@ func testNarrowLeaseColumns(t *testing.T, h Harness) {
 		_, err := db.ExecContext(ctx, q)
 		require.NoError(t, err, q)
 	}
-	def := dialect.TableDef{Table: "cl_narrow_task", PrimaryKey: []string{"id"}, Columns: []dialect.ColumnDef{
-		{Name: "id", Type: dialect.TypeInt, NotNull: true},
-		{Name: "lock_owner", Type: dialect.TypeText, Len: 40},
-		{Name: "lock_at", Type: dialect.TypeTime},
+	def := store.TableDef{Table: "cl_narrow_task", PrimaryKey: []string{"id"}, Columns: []store.ColumnDef{
+		{Name: "id", Type: store.TypeInt, NotNull: true},
+		{Name: "lock_owner", Type: store.TypeText, Len: 40},
+		{Name: "lock_at", Type: store.TypeTime},
 	}}
-	ddl, err := d.CreateTableDDL(def)
+	ddl, err := store.CreateTableDDL(d, def)
 	require.NoError(t, err)
-	require.NoError(t, d.ExecDDL(ctx, ddl))
+	require.NoError(t, store.ExecDDL(ctx, d, ddl))
 	addColumns(t, d, exec, "cl_narrow_task", "code SMALLINT NOT NULL DEFAULT 0", "status SMALLINT NOT NULL DEFAULT 0", "fence_text VARCHAR(20)")
-	q := func(s string) string { x, err := d.QuoteIdent("t", s); require.NoError(t, err); return x }
+	q := func(s string) string { x, err := store.QuoteIdent(d, "t", s); require.NoError(t, err); return x }
 	exec(fmt.Sprintf("INSERT INTO %s (%s, %s) VALUES (1, 1), (2, 2)", q("cl_narrow_task"), q("id"), q("code")))
 	lt := dialect.LeaseTable{Table: "cl_narrow_task", Key: "code", Owner: "lock_owner", LockedAt: "lock_at", Status: "status"}
-	ls, err := d.LeaseStore(lt)
+	ls, err := store.OpenLeases(d, lt)
 	require.NoError(t, err)
 	require.NoError(t, ls.VerifySchema(ctx))
 
-	_, err = ls.Acquire(ctx, narrow, dialect.NewToken(), time.Minute)
+	_, err = ls.Acquire(ctx, narrow, store.NewToken(), time.Minute)
 	if wideInts(d) {
 		require.ErrorIs(t, err, dialect.ErrKeyNotFound)
 	} else {
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 		errorContainsFold(t, err, fmt.Sprintf("key: %d is outside the range of column cl_narrow_task.code (smallint", narrow))
 	}
-	owner := dialect.NewToken()
+	owner := store.NewToken()
 	_, err = ls.Acquire(ctx, 1, owner, time.Minute)
 	require.NoError(t, err)
 	_, err = ls.Finish(ctx, 1, owner, "DONE", time.Time{})
@@ -215,14 +216,14 @@ func testNarrowLeaseColumns(t *testing.T, h Harness) {
 
 	bad := lt
 	bad.Fence = "fence_text"
-	ls, err = d.LeaseStore(bad)
+	ls, err = store.OpenLeases(d, bad)
 	require.NoError(t, err)
 	err = ls.VerifySchema(ctx)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	require.ErrorContains(t, err, "Fence: column cl_narrow_task.fence_text")
 	bad = lt
 	bad.KeyKind = dialect.IDText
-	ls, err = d.LeaseStore(bad)
+	ls, err = store.OpenLeases(d, bad)
 	require.NoError(t, err)
 	err = ls.VerifySchema(ctx)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)

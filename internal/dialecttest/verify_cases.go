@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // testVerifySchema checks the catalog checks: a matching table passes; a
@@ -15,11 +16,11 @@ import (
 func testVerifySchema(t *testing.T, h Harness) {
 	f := newFixture(t, h)
 	ctx := ctxT(t)
-	require.NoError(t, f.store.VerifySchema(ctx))
+	require.NoError(t, f.cs.VerifySchema(ctx))
 
 	bad := f.spec
 	bad.Columns = []string{"payload", "no_such_column"}
-	s, err := f.d.ClaimStore(bad)
+	s, err := store.OpenClaims(f.d, bad)
 	require.NoError(t, err)
 	err = s.VerifySchema(ctx)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
@@ -27,22 +28,22 @@ func testVerifySchema(t *testing.T, h Harness) {
 
 	missing := f.spec
 	missing.Table = "cl_no_such_table"
-	s, err = f.d.ClaimStore(missing)
+	s, err = store.OpenClaims(f.d, missing)
 	require.NoError(t, err)
 	require.ErrorIs(t, s.VerifySchema(ctx), dialect.ErrInvalidConfig)
 
 	short := dialect.ClaimTable{Table: "cl_short_token", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 		Pending: st(t, "P"), Processing: st(t, "R"), Done: st(t, "D"), Failed: st(t, "F")}
-	def := dialect.ClaimTableDef(short)
+	def := store.ClaimTableDef(short)
 	for i := range def.Columns {
 		if def.Columns[i].Name == "token" {
 			def.Columns[i].Len = 8
 		}
 	}
-	ddl, err := f.d.CreateTableDDL(def)
+	ddl, err := store.CreateTableDDL(f.d, def)
 	require.NoError(t, err)
-	require.NoError(t, f.d.ExecDDL(ctx, ddl))
-	s, err = f.d.ClaimStore(short)
+	require.NoError(t, store.ExecDDL(ctx, f.d, ddl))
+	s, err = store.OpenClaims(f.d, short)
 	require.NoError(t, err)
 	err = s.VerifySchema(ctx)
 	if f.d.Capabilities().Engine == dialect.EngineSQLite {
@@ -55,13 +56,13 @@ func testVerifySchema(t *testing.T, h Harness) {
 	_, ls := keyedLeases(t, h)
 	require.NoError(t, ls.VerifySchema(ctx))
 	// A lease spec naming a column the table lacks, on f's database.
-	lt := dialect.KeyedLeaseTable("cl_lease", 64)
+	lt := store.KeyedLeaseTable("cl_lease", 64)
 	lt.Fence = "no_fence_here"
-	ls2, err := f.d.LeaseStore(lt)
+	ls2, err := store.OpenLeases(f.d, lt)
 	require.NoError(t, err)
-	ddl, err = f.d.CreateTableDDL(dialect.LeaseTableDef("cl_lease", 64))
+	ddl, err = store.CreateTableDDL(f.d, store.LeaseTableDef("cl_lease", 64))
 	require.NoError(t, err)
-	require.NoError(t, f.d.ExecDDL(ctx, ddl))
+	require.NoError(t, store.ExecDDL(ctx, f.d, ddl))
 	err = ls2.VerifySchema(ctx)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	require.ErrorContains(t, err, "Fence")

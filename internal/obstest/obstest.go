@@ -14,6 +14,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testengine"
 )
 
@@ -49,13 +50,13 @@ func New(t testing.TB, e testengine.Engine, n, m int) *Fixture {
 	f := &Fixture{Conn: testengine.Open(t, e, 8), Config: Config()}
 	spec, err := f.Config.Resolve()
 	require.NoError(t, err)
-	ddl, err := f.Dialect.CreateTableDDL(dialect.ClaimTableDef(spec))
+	ddl, err := store.CreateTableDDL(f.Dialect, store.ClaimTableDef(spec))
 	require.NoError(t, err)
 	ctx := context.Background()
-	require.NoError(t, f.Dialect.ExecDDL(ctx, ddl))
-	store, err := f.Dialect.ClaimStore(spec)
+	require.NoError(t, store.ExecDDL(ctx, f.Dialect, ddl))
+	cs, err := store.OpenClaims(f.Dialect, spec)
 	require.NoError(t, err)
-	require.NoError(t, f.Dialect.ExecDDL(ctx, store.IndexDDL()))
+	require.NoError(t, store.ExecDDL(ctx, f.Dialect, cs.IndexDDL()))
 	for i := range n + m {
 		task := 42
 		if i >= n {

@@ -56,7 +56,7 @@ const (
 	ThenPending  = 27_000 // ids 1..ThenPending are pending, the rest processing
 )
 
-// The lease table (dialect.LeaseTableDef, text keys "k-" || n for n in
+// The lease table (store.LeaseTableDef, text keys "k-" || n for n in
 // 1..Rows): n <= LeasesFreeTo are free (owner and expires_at NULL, lock_at a
 // day before the load, fence 1), the others held by "own-" || n until an
 // hour after the load (lock_at at the load, fence 1). Its statistics come
@@ -277,7 +277,7 @@ func Cases() []Case {
 // Spec is the claim table of the layout, with every optional column.
 func Spec(table string) dialect.ClaimTable {
 	st := func(v string) dialect.Status {
-		s, err := dialect.StatusOf("status", v)
+		s, err := store.StatusOf("status", v)
 		if err != nil {
 			panic(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/mysql"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // BenchmarkGaleraClaimAck measures claim+ack of batches of 10 rows on the
@@ -67,7 +68,7 @@ func BenchmarkGaleraClaimAck(b *testing.B) {
 					b.Fatal(err)
 				}
 				claimers[i] = c
-				retries0 += p.d.Retries()
+				retries0 += store.Retries(p.d)
 			}
 			var next atomic.Int64
 			var rows, claimErrs atomic.Int64
@@ -98,7 +99,7 @@ func BenchmarkGaleraClaimAck(b *testing.B) {
 			b.StopTimer()
 			var retries int64
 			for _, p := range pools {
-				retries += p.d.Retries()
+				retries += store.Retries(p.d)
 			}
 			b.ReportMetric(float64(rows.Load())/b.Elapsed().Seconds(), "rows/s")
 			b.ReportMetric(float64(retries-retries0)/float64(b.N), "retries/op")
@@ -150,11 +151,11 @@ func seedBench(b *testing.B, p *pool, table string, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ddl, err := p.d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	ddl, err := store.CreateTableDDL(p.d, store.ClaimTableDef(spec))
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := p.d.ExecDDL(ctx, ddl); err != nil {
+	if err := store.ExecDDL(ctx, p.d, ddl); err != nil {
 		b.Fatal(err)
 	}
 	c, err := claim.New(p.d, itemsConfig(table, 1), noFields)
@@ -163,7 +164,7 @@ func seedBench(b *testing.B, p *pool, table string, n int) {
 	}
 	missing, err := c.MissingIndexes(ctx)
 	if err == nil {
-		err = p.d.ExecDDL(ctx, missing)
+		err = store.ExecDDL(ctx, p.d, missing)
 	}
 	if err != nil {
 		b.Fatal(err)

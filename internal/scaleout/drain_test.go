@@ -16,6 +16,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/zombie"
 )
 
@@ -51,14 +52,14 @@ func createItems(t *testing.T, p *pool, table string, rows int) {
 	require.NoError(t, err)
 	spec, err := itemsConfig(table, 1).Resolve()
 	require.NoError(t, err)
-	ddl, err := p.d.CreateTableDDL(dialect.ClaimTableDef(spec))
+	ddl, err := store.CreateTableDDL(p.d, store.ClaimTableDef(spec))
 	require.NoError(t, err)
-	require.NoError(t, p.d.ExecDDL(ctx, ddl))
+	require.NoError(t, store.ExecDDL(ctx, p.d, ddl))
 	c, err := claim.New(p.d, itemsConfig(table, 1), noFields)
 	require.NoError(t, err)
 	missing, err := c.MissingIndexes(ctx)
 	require.NoError(t, err)
-	require.NoError(t, p.d.ExecDDL(ctx, missing))
+	require.NoError(t, store.ExecDDL(ctx, p.d, missing))
 	// Rows go in by chunks of 5,000: one Galera write set each.
 	for start := 0; start < rows; start += 5000 {
 		n := min(5000, rows-start)
@@ -146,7 +147,7 @@ func (d drain) run(t *testing.T) drainResult {
 		byOp0    = make([]map[string]int64, len(d.pools))
 	)
 	for i, p := range d.pools {
-		retries0[i] = p.d.Retries()
+		retries0[i] = store.Retries(p.d)
 		byOp0[i] = p.retries.snapshot()
 	}
 	noteErr := func(kind string, err error) {
@@ -189,12 +190,12 @@ func (d drain) run(t *testing.T) drainResult {
 				mu.Unlock()
 				noteErr("claim", err)
 				idle++
-				time.Sleep(dialect.Backoff(idle, 20*time.Millisecond, 500*time.Millisecond))
+				time.Sleep(store.Backoff(idle, 20*time.Millisecond, 500*time.Millisecond))
 				continue
 			}
 			if b.Len() == 0 {
 				idle++
-				time.Sleep(dialect.Backoff(idle, 10*time.Millisecond, 200*time.Millisecond))
+				time.Sleep(store.Backoff(idle, 10*time.Millisecond, 200*time.Millisecond))
 				continue
 			}
 			idle = 0
@@ -269,7 +270,7 @@ func (d drain) run(t *testing.T) drainResult {
 	// monitor's pool (which may fail during the fault).
 	mc, err := claim.New(d.monitor.d, cc, noFields)
 	require.NoError(t, err)
-	var last dialect.Stats
+	var last store.Stats
 	var lastErr error
 	drained := false
 	for time.Since(start) < d.limit {
@@ -291,7 +292,7 @@ func (d drain) run(t *testing.T) drainResult {
 
 	res.retriesByOp = map[string]int64{}
 	for i, p := range d.pools {
-		res.retries += p.d.Retries() - retries0[i]
+		res.retries += store.Retries(p.d) - retries0[i]
 		for op, n := range p.retries.snapshot() {
 			if n -= byOp0[i][op]; n != 0 {
 				res.retriesByOp[op] += n

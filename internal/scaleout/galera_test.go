@@ -20,6 +20,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/mysql"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -181,7 +182,7 @@ func TestGaleraLeases(t *testing.T) {
 	retries0 := int64(0)
 	byOp0 := make([]map[string]int64, len(nodes))
 	for i, n := range nodes {
-		retries0 += n.d.Retries()
+		retries0 += store.Retries(n.d)
 		byOp0[i] = n.retries.snapshot()
 	}
 	cert0, bf0 := certCounters(t, nodes)
@@ -250,7 +251,7 @@ func TestGaleraLeases(t *testing.T) {
 	retries := -retries0
 	byOp := map[string]int64{}
 	for i, n := range nodes {
-		retries += n.d.Retries()
+		retries += store.Retries(n.d)
 		for op, c := range n.retries.snapshot() {
 			byOp[op] += c - byOp0[i][op]
 		}
@@ -290,16 +291,16 @@ func TestGaleraCausalReads(t *testing.T) {
 	count := func(p *pool) (misses int) {
 		c1, err := newClaimer(nodes[0], cc)
 		require.NoError(t, err)
-		store, err := p.d.ClaimStore(mustResolve(t, cc))
+		cs, err := store.OpenClaims(p.d, mustResolve(t, cc))
 		require.NoError(t, err)
 		ctx := context.Background()
 		for range tries {
 			b, err := c1.Claim(ctx)
 			require.NoError(t, err)
 			require.Equal(t, 1, b.Len())
-			n, err := store.Read(ctx, b.Token(), nil, func(dialect.Scanner) error { return nil })
+			n, err := cs.Read(ctx, b.Token(), nil, func(store.Scanner) error { return nil })
 			require.NoError(t, err)
-			h, err := store.Heartbeat(ctx, b.Token())
+			h, err := cs.Heartbeat(ctx, b.Token())
 			require.NoError(t, err)
 			if n != 1 || h != 1 {
 				misses++

@@ -14,6 +14,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -84,14 +85,14 @@ func TestPGStandbyReadOnly(t *testing.T) {
 	took := time.Since(start)
 	require.ErrorIs(t, err, dialect.ErrReadOnly)
 	require.False(t, dialect.IsRetryable(err))
-	require.Zero(t, standby.d.Retries(), "a read-only refusal was retried")
+	require.Zero(t, store.Retries(standby.d), "a read-only refusal was retried")
 	require.Less(t, took, 5*time.Second)
 
 	lk, err := tasklock.New(standby.d, tasklock.Config{Table: tasklock.KeyTable("so_ro_leases"), TTL: 5 * time.Second})
 	require.NoError(t, err)
 	_, err = lk.Acquire(ctx, "job")
 	require.ErrorIs(t, err, dialect.ErrReadOnly)
-	require.Zero(t, standby.d.Retries(), "a read-only refusal was retried")
+	require.Zero(t, store.Retries(standby.d), "a read-only refusal was retried")
 	t.Logf("scaleout: postgres standby read-only claim-error=%q acquire-error=%q claim-took=%v retries=0", errMsg(c, err), err, took.Round(time.Millisecond))
 }
 

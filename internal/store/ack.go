@@ -26,8 +26,8 @@ var errPartialAck = errors.New("ack matched fewer rows than keys")
 // the rows the token still holds, decide each in Go (version moved: back to
 // pending; attempts at MaxAttempts: parked), and update them by group. Keys
 // the lock did not return are lost and untouched.
-func (s *Claims) ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResult, error) {
-	var res dialect.AckResult
+func (s *Claims) ack(ctx context.Context, p *AckParams) (AckResult, error) {
+	var res AckResult
 	if len(p.IDs) == 0 {
 		return res, nil
 	}
@@ -35,8 +35,8 @@ func (s *Claims) ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResu
 	if err != nil {
 		return res, wrap("ack", err)
 	}
-	versioned := p.Versions != nil && p.Outcome == dialect.OutcomeDone
-	parkAt := p.Outcome == dialect.OutcomeRetry && p.MaxAttempts > 0
+	versioned := p.Versions != nil && p.Outcome == OutcomeDone
+	parkAt := p.Outcome == OutcomeRetry && p.MaxAttempts > 0
 	if !versioned && (!parkAt || s.E.Returning) {
 		st := s.ackPark
 		if !parkAt {
@@ -44,7 +44,7 @@ func (s *Claims) ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResu
 		}
 		done := false
 		err := s.E.Do(ctx, "ack", false, func() error {
-			res = dialect.AckResult{}
+			res = AckResult{}
 			if s.E.Returning {
 				done = true
 				return s.ackReturning(ctx, s.E.DB, st, a, idx, len(keys), &res)
@@ -67,11 +67,11 @@ func (s *Claims) ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResu
 		}
 	}
 	err = s.E.Do(ctx, "ack", false, func() error {
-		res = dialect.AckResult{}
+		res = AckResult{}
 		return s.E.InTx(ctx, func(tx Querier) error { return s.ackByRow(ctx, tx, p, a, keys, idx, &res) })
 	})
 	if err != nil {
-		return dialect.AckResult{}, wrap("ack", err)
+		return AckResult{}, wrap("ack", err)
 	}
 	return res, nil
 }
@@ -79,11 +79,11 @@ func (s *Claims) ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResu
 // ackPrep validates an ack's params and returns its normalised keys, their
 // index and the statements' arguments. A failure's text is cut to the
 // Error column's width, which it learns from the catalog first if need be.
-func (s *Claims) ackPrep(ctx context.Context, p *dialect.AckParams) ([]any, *keyIndex, *Args, error) {
+func (s *Claims) ackPrep(ctx context.Context, p *AckParams) ([]any, *keyIndex, *Args, error) {
 	if err := checkAck(s.Spec, p); err != nil {
 		return nil, nil, nil, err
 	}
-	if p.Outcome == dialect.OutcomeRetry {
+	if p.Outcome == OutcomeRetry {
 		if err := s.checkMaxAttempts(p.MaxAttempts); err != nil {
 			return nil, nil, nil, err
 		}
@@ -92,7 +92,7 @@ func (s *Claims) ackPrep(ctx context.Context, p *dialect.AckParams) ([]any, *key
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if p.Error != "" && p.Outcome != dialect.OutcomeDone {
+	if p.Error != "" && p.Outcome != OutcomeDone {
 		if err := s.ensureErrorWidth(ctx); err != nil {
 			return nil, nil, nil, err
 		}
@@ -101,7 +101,7 @@ func (s *Claims) ackPrep(ctx context.Context, p *dialect.AckParams) ([]any, *key
 	return keys, newKeyIndex(s.Spec.IDKind, keys), a, nil
 }
 
-// normalizeKeys applies [dialect.NormalizeKey] to every key, returning a
+// normalizeKeys applies [NormalizeKey] to every key, returning a
 // new slice.
 func normalizeKeys(kind dialect.IDKind, keys []any) ([]any, error) {
 	out := make([]any, len(keys))
@@ -120,7 +120,7 @@ func normalizeKeys(kind dialect.IDKind, keys []any) ([]any, error) {
 				continue
 			}
 		}
-		n, err := dialect.NormalizeKey(kind, k)
+		n, err := NormalizeKey(kind, k)
 		if err != nil {
 			return nil, err
 		}
@@ -130,11 +130,11 @@ func normalizeKeys(kind dialect.IDKind, keys []any) ([]any, error) {
 }
 
 // target is the status literal an outcome sets.
-func (s *Claims) target(o dialect.AckOutcome) string {
+func (s *Claims) target(o AckOutcome) string {
 	switch o {
-	case dialect.OutcomeFailed:
+	case OutcomeFailed:
 		return s.Names.Failed
-	case dialect.OutcomeRetry:
+	case OutcomeRetry:
 		return s.Names.Pending
 	}
 	return s.Names.Done
@@ -142,7 +142,7 @@ func (s *Claims) target(o dialect.AckOutcome) string {
 
 // ackReturning runs a one-statement ack that returns each changed key and
 // whether it was parked, on q.
-func (s *Claims) ackReturning(ctx context.Context, q Querier, st Stmt, a *Args, idx *keyIndex, n int, res *dialect.AckResult) error {
+func (s *Claims) ackReturning(ctx context.Context, q Querier, st Stmt, a *Args, idx *keyIndex, n int, res *AckResult) error {
 	got := make([]bool, n)
 	err := Query(ctx, q, s.E.Dialect, st, a, func(r Rows) error {
 		var parked bool
@@ -224,7 +224,7 @@ func missing(got []bool) []int {
 
 // ackByRow is the per-row ack inside a transaction: lock what the token
 // holds, decide, update by group.
-func (s *Claims) ackByRow(ctx context.Context, tx Querier, p *dialect.AckParams, a *Args, keys []any, idx *keyIndex, res *dialect.AckResult) error {
+func (s *Claims) ackByRow(ctx context.Context, tx Querier, p *AckParams, a *Args, keys []any, idx *keyIndex, res *AckResult) error {
 	type held struct {
 		key               any
 		pos               int
@@ -250,16 +250,16 @@ func (s *Claims) ackByRow(ctx context.Context, tx Querier, p *dialect.AckParams,
 	for _, h := range hs {
 		got[h.pos] = true
 		switch p.Outcome {
-		case dialect.OutcomeDone:
+		case OutcomeDone:
 			if p.Versions != nil && h.version != p.Versions[h.pos] {
 				requeue = append(requeue, h.key)
 				res.Requeued = append(res.Requeued, h.pos)
 			} else {
 				done = append(done, h.key)
 			}
-		case dialect.OutcomeFailed:
+		case OutcomeFailed:
 			failed = append(failed, h.key)
-		case dialect.OutcomeRetry:
+		case OutcomeRetry:
 			if p.MaxAttempts > 0 && h.attempts >= int64(p.MaxAttempts) {
 				failed = append(failed, h.key)
 				res.Parked = append(res.Parked, h.pos)

@@ -10,15 +10,15 @@ import (
 
 // columnType renders the type of a column that is not an auto-incrementing
 // key.
-func (e *Engine) columnType(c dialect.ColumnDef) (string, error) {
+func (e *Engine) columnType(c ColumnDef) (string, error) {
 	switch c.Type {
-	case dialect.TypeInt:
+	case TypeInt:
 		return e.DDL.Int, nil
-	case dialect.TypeTime:
+	case TypeTime:
 		return e.DDL.Time, nil
-	case dialect.TypeTimeSeconds:
+	case TypeTimeSeconds:
 		return e.DDL.TimeSeconds, nil
-	case dialect.TypeText:
+	case TypeText:
 		n := c.Len
 		if n == 0 {
 			n = 255
@@ -31,18 +31,18 @@ func (e *Engine) columnType(c dialect.ColumnDef) (string, error) {
 	return "", fmt.Errorf("%w: column %s: unknown type %d", dialect.ErrInvalidConfig, c.Name, c.Type)
 }
 
-// AddColumnsDDL implements [dialect.ColumnAdder]: it reads table's columns
+// AddColumnsDDL implements [ColumnAdder]: it reads table's columns
 // from the catalog and renders one ALTER TABLE ... ADD COLUMN statement per
 // column of cols the table lacks, typed as CreateTableDDL types them.
-func (b *Base) AddColumnsDDL(ctx context.Context, table string, cols []dialect.ColumnDef) ([]string, error) {
-	if err := dialect.ValidateIdent("Table", table); err != nil {
+func (b *Base) AddColumnsDDL(ctx context.Context, table string, cols []ColumnDef) ([]string, error) {
+	if err := ValidateIdent("Table", table); err != nil {
 		return nil, err
 	}
 	for _, c := range cols {
-		if err := dialect.ValidateIdent("Column", c.Name); err != nil {
+		if err := ValidateIdent("Column", c.Name); err != nil {
 			return nil, err
 		}
-		if c.Type == dialect.TypeSerial {
+		if c.Type == TypeSerial {
 			return nil, fmt.Errorf("%w: column %s: an auto-incrementing key cannot be added to a table", dialect.ErrInvalidConfig, c.Name)
 		}
 		if c.NotNull && c.Default == nil {
@@ -81,4 +81,4 @@ func (b *Base) AddColumnsDDL(ctx context.Context, table string, cols []dialect.C
 	return out, nil
 }
 
-var _ dialect.ColumnAdder = (*Base)(nil)
+var _ ColumnAdder = (*Base)(nil)

@@ -79,9 +79,9 @@ func (c Columns) check(table string, cols []struct{ field, name string }, tokenF
 			return fmt.Errorf("%w: %s: table %s has no column %q", dialect.ErrInvalidConfig, col.field, table, col.name)
 		}
 	}
-	if ci, _ := c.Get(tokenCol); ci.MaxLen > 0 && ci.MaxLen < dialect.TokenLen {
+	if ci, _ := c.Get(tokenCol); ci.MaxLen > 0 && ci.MaxLen < TokenLen {
 		return fmt.Errorf("%w: %s: column %s.%s holds %d characters; tokens have %d (use VARCHAR(%d))",
-			dialect.ErrInvalidConfig, tokenField, table, tokenCol, ci.MaxLen, dialect.TokenLen, dialect.MaxTokenLen)
+			dialect.ErrInvalidConfig, tokenField, table, tokenCol, ci.MaxLen, TokenLen, MaxTokenLen)
 	}
 	return nil
 }

@@ -18,9 +18,9 @@ func checkScope(s dialect.ClaimTable, n int) error {
 	return nil
 }
 
-// checkClaim validates the params of [dialect.ClaimStore.Claim]. The strategy is
+// checkClaim validates the params of [ClaimStore.Claim]. The strategy is
 // the engine's to check.
-func checkClaim(s dialect.ClaimTable, p *dialect.ClaimParams) error {
+func checkClaim(s dialect.ClaimTable, p *ClaimParams) error {
 	if p.Token == "" {
 		return fmt.Errorf("%w: empty claim token", dialect.ErrInvalidConfig)
 	}
@@ -30,12 +30,12 @@ func checkClaim(s dialect.ClaimTable, p *dialect.ClaimParams) error {
 	return checkScope(s, len(p.ScopeValues))
 }
 
-// checkAck validates the params of [dialect.ClaimStore.Ack].
-func checkAck(s dialect.ClaimTable, p *dialect.AckParams) error {
+// checkAck validates the params of [ClaimStore.Ack].
+func checkAck(s dialect.ClaimTable, p *AckParams) error {
 	switch {
 	case p.Token == "":
 		return fmt.Errorf("%w: empty token", dialect.ErrInvalidConfig)
-	case p.Outcome < dialect.OutcomeDone || p.Outcome > dialect.OutcomeRetry:
+	case p.Outcome < OutcomeDone || p.Outcome > OutcomeRetry:
 		return fmt.Errorf("%w: unknown outcome %d", dialect.ErrInvalidConfig, p.Outcome)
 	case p.MaxAttempts < 0:
 		return checkMaxAttempts(s, p.MaxAttempts)
@@ -43,19 +43,19 @@ func checkAck(s dialect.ClaimTable, p *dialect.AckParams) error {
 		return fmt.Errorf("%w: versions need a Version column and one version per id", dialect.ErrInvalidConfig)
 	case p.Delay < 0:
 		return fmt.Errorf("%w: negative retry delay %v", dialect.ErrInvalidConfig, p.Delay)
-	case p.Delay > 0 && (s.RunAt == "" || p.Outcome != dialect.OutcomeRetry):
+	case p.Delay > 0 && (s.RunAt == "" || p.Outcome != OutcomeRetry):
 		return fmt.Errorf("%w: a retry delay needs a RunAt column and the retry outcome", dialect.ErrInvalidConfig)
-	case p.Outcome == dialect.OutcomeFailed && !s.Failed.IsSet():
+	case p.Outcome == OutcomeFailed && !s.Failed.IsSet():
 		return fmt.Errorf("%w: failing rows needs a Failed status", dialect.ErrInvalidConfig)
-	case p.Outcome == dialect.OutcomeRetry:
+	case p.Outcome == OutcomeRetry:
 		// Only a retry parks: MaxAttempts means nothing to other outcomes.
 		return checkMaxAttempts(s, p.MaxAttempts)
 	}
 	return nil
 }
 
-// checkReap validates the params of [dialect.ClaimStore.Reap].
-func checkReap(s dialect.ClaimTable, p *dialect.ReapParams) error {
+// checkReap validates the params of [ClaimStore.Reap].
+func checkReap(s dialect.ClaimTable, p *ReapParams) error {
 	switch {
 	case p.Timeout <= 0 || p.Limit <= 0:
 		return fmt.Errorf("%w: timeout and limit must be positive", dialect.ErrInvalidConfig)

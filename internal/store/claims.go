@@ -97,7 +97,7 @@ type ClaimSQL struct {
 	// reap, scope (scoped tables) and sched (tables with RunAt), each
 	// rendered with IndexCols set to the portable definition's columns
 	// ([dialect.ClaimTable.Indexes]), and with Online for the form of
-	// [dialect.IndexOptions.Online]. An engine leaves the scope index empty
+	// [IndexOptions.Online]. An engine leaves the scope index empty
 	// when its claim index serves scoped Stats: it is then neither created
 	// nor reported missing.
 	Indexes [5]string
@@ -136,13 +136,13 @@ const coreDefines = `{{define "cleartime"}}{{if .ClearClaimedAt}}, {{.ClaimedAt}
 {{- end}}`
 
 // ClaimFunc runs one claim with params the store validated already.
-type ClaimFunc func(ctx context.Context, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error)
+type ClaimFunc func(ctx context.Context, p *ClaimParams, scan func(Scanner) error) (int, error)
 
 // Claimer prepares the claim of one store, for engines whose claim is not
 // one statement with RETURNING (MySQL); it may keep per-store state.
 type Claimer func(s *Claims) (ClaimFunc, error)
 
-// Claims is the engine-neutral [dialect.ClaimStore].
+// Claims is the engine-neutral [ClaimStore].
 type Claims struct {
 	E     *Engine
 	Spec  dialect.ClaimTable
@@ -331,7 +331,7 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 		}
 	}
 	for set := range 3 {
-		if set == int(dialect.SetFailed) && s.Names.Failed == "" || set == int(dialect.SetScheduled) && s.Names.RunAt == "" {
+		if set == int(SetFailed) && s.Names.Failed == "" || set == int(SetScheduled) && s.Names.RunAt == "" {
 			continue
 		}
 		for scoped := range 2 {
@@ -342,7 +342,7 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 	s.stats[1] = r.stmt("stats", t(sqls.Stats), func(n *Names) { n.Scoped = true })
 	s.columns = r.stmt("columns", t(sqls.Columns), nil)
 	s.indexExists = r.stmt("index exists", t(sqls.IndexExists), nil)
-	for i, ix := range spec.Indexes() {
+	for i, ix := range Indexes(spec) {
 		cols := make([]string, len(ix.Columns))
 		for j, c := range ix.Columns {
 			cols[j] = e.Quote(c)
@@ -383,7 +383,7 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 // index named name, or -1 for an unknown one.
 func indexKind(spec dialect.ClaimTable, name string) int {
 	for i, suffix := range []string{"claim", "token", "reap", "scope", "sched"} {
-		if dialect.IndexName(spec.Table, suffix) == name {
+		if IndexName(spec.Table, suffix) == name {
 			return i
 		}
 	}
@@ -402,12 +402,12 @@ func joinCols(cols []string) string {
 }
 
 var (
-	_ dialect.ClaimStore = (*Claims)(nil)
-	_ dialect.IndexDDLer = (*Claims)(nil)
+	_ ClaimStore = (*Claims)(nil)
+	_ IndexDDLer = (*Claims)(nil)
 )
 
-// Claim implements [dialect.ClaimStore].
-func (s *Claims) Claim(ctx context.Context, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error) {
+// Claim implements [ClaimStore].
+func (s *Claims) Claim(ctx context.Context, p *ClaimParams, scan func(Scanner) error) (int, error) {
 	if err := checkClaim(s.Spec, p); err != nil {
 		return 0, wrap("claim", err)
 	}
@@ -439,7 +439,7 @@ func (s *Claims) Claim(ctx context.Context, p *dialect.ClaimParams, scan func(di
 
 // claimStmt returns the claim statement of p's strategy, or an error for a
 // strategy the server lacks or an unresolved one.
-func (s *Claims) claimStmt(p *dialect.ClaimParams) (Stmt, error) {
+func (s *Claims) claimStmt(p *ClaimParams) (Stmt, error) {
 	switch p.Strategy {
 	case dialect.StrategyTokenUpdate:
 		return s.claim, nil
@@ -453,8 +453,8 @@ func (s *Claims) claimStmt(p *dialect.ClaimParams) (Stmt, error) {
 	return Stmt{}, fmt.Errorf("%w: strategy %v (resolve auto first)", dialect.ErrInvalidConfig, p.Strategy)
 }
 
-// Read implements [dialect.ClaimStore].
-func (s *Claims) Read(ctx context.Context, token string, ids []any, scan func(dialect.Scanner) error) (int, error) {
+// Read implements [ClaimStore].
+func (s *Claims) Read(ctx context.Context, token string, ids []any, scan func(Scanner) error) (int, error) {
 	if token == "" {
 		return 0, fmt.Errorf("%w: read: empty token", dialect.ErrInvalidConfig)
 	}
@@ -477,16 +477,16 @@ func (s *Claims) Read(ctx context.Context, token string, ids []any, scan func(di
 // ReadBack runs the read-back of the rows token holds, passing each to scan
 // (for a [Claimer] override), and returns how many it read. wrapScan, if
 // not nil, wraps the result set's scanner.
-func (s *Claims) ReadBack(ctx context.Context, token string, scan func(dialect.Scanner) error, wrapScan func(dialect.Scanner) dialect.Scanner) (int, error) {
+func (s *Claims) ReadBack(ctx context.Context, token string, scan func(Scanner) error, wrapScan func(Scanner) Scanner) (int, error) {
 	return s.read(ctx, s.readBack, &Args{Token: token}, scan, wrapScan)
 }
 
-func (s *Claims) read(ctx context.Context, st Stmt, a *Args, scan func(dialect.Scanner) error, wrapScan func(dialect.Scanner) dialect.Scanner) (int, error) {
+func (s *Claims) read(ctx context.Context, st Stmt, a *Args, scan func(Scanner) error, wrapScan func(Scanner) Scanner) (int, error) {
 	n := 0
 	err := s.E.Do(ctx, "read back", true, func() error {
 		n = 0
 		return Query(ctx, s.E.DB, s.E.Dialect, st, a, func(r Rows) error {
-			var sc dialect.Scanner = r
+			var sc Scanner = r
 			if wrapScan != nil {
 				sc = wrapScan(r)
 			}
@@ -500,7 +500,7 @@ func (s *Claims) read(ctx context.Context, st Stmt, a *Args, scan func(dialect.S
 	return n, err
 }
 
-// Heartbeat implements [dialect.ClaimStore].
+// Heartbeat implements [ClaimStore].
 func (s *Claims) Heartbeat(ctx context.Context, token string) (int64, error) {
 	if token == "" {
 		return 0, fmt.Errorf("%w: heartbeat: empty token", dialect.ErrInvalidConfig)
@@ -518,7 +518,7 @@ func (s *Claims) Heartbeat(ctx context.Context, token string) (int64, error) {
 	return n, wrap("heartbeat", err)
 }
 
-// Release implements [dialect.ClaimStore].
+// Release implements [ClaimStore].
 func (s *Claims) Release(ctx context.Context, token string, ids []any) (int64, error) {
 	if token == "" {
 		return 0, fmt.Errorf("%w: release: empty token", dialect.ErrInvalidConfig)
@@ -545,11 +545,11 @@ func (s *Claims) Release(ctx context.Context, token string, ids []any) (int64, e
 	return n, wrap("release", err)
 }
 
-// Reap implements [dialect.ClaimStore]: when MaxAttempts is set it first
+// Reap implements [ClaimStore]: when MaxAttempts is set it first
 // parks the stale rows whose attempts reached it, then it returns the rest
 // of the stale rows to pending, each step one bounded statement.
-func (s *Claims) Reap(ctx context.Context, p *dialect.ReapParams) (dialect.ReapResult, error) {
-	var res dialect.ReapResult
+func (s *Claims) Reap(ctx context.Context, p *ReapParams) (ReapResult, error) {
+	var res ReapResult
 	if err := checkReap(s.Spec, p); err != nil {
 		return res, wrap("reap", err)
 	}
@@ -614,7 +614,7 @@ func (s *Claims) reapSkipping(ctx context.Context, tx Querier, lock, update Stmt
 		if err := r.Scan(&id); err != nil {
 			return err
 		}
-		k, err := dialect.NormalizeKey(s.Spec.IDKind, id)
+		k, err := NormalizeKey(s.Spec.IDKind, id)
 		keys = append(keys, k)
 		return err
 	})
@@ -626,10 +626,10 @@ func (s *Claims) reapSkipping(ctx context.Context, tx Querier, lock, update Stmt
 	return Exec(ctx, tx, s.E.Dialect, update, &b)
 }
 
-// Stats implements [dialect.ClaimStore] with one statement; ages are
+// Stats implements [ClaimStore] with one statement; ages are
 // computed on the database clock.
-func (s *Claims) Stats(ctx context.Context, scopeValues []any) (dialect.Stats, error) {
-	var st dialect.Stats
+func (s *Claims) Stats(ctx context.Context, scopeValues []any) (Stats, error) {
+	var st Stats
 	stmt := s.stats[0]
 	if scopeValues != nil {
 		if err := checkScope(s.Spec, len(scopeValues)); err != nil {
@@ -648,7 +648,7 @@ func (s *Claims) Stats(ctx context.Context, scopeValues []any) (dialect.Stats, e
 		return err
 	})
 	if err != nil {
-		return dialect.Stats{}, wrap("stats", err)
+		return Stats{}, wrap("stats", err)
 	}
 	st.Other = total - st.Pending - st.Processing - st.Done - st.Failed
 	st.OldestProcessing = max(time.Duration(oldProc.Int64)*time.Microsecond, 0)

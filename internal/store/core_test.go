@@ -12,10 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/errclass"
 )
 
 // fakeErr is an engine error of a given class.
-type fakeErr struct{ class dialect.ErrorClass }
+type fakeErr struct{ class errclass.Class }
 
 func (e fakeErr) Error() string { return "fake engine error" }
 
@@ -78,12 +79,12 @@ func fakeEngine(f *fakeDB, returning bool) *Engine {
 	return &Engine{
 		Name: "fake", DB: f, Returning: returning,
 		Quote: func(p string) string { return `"` + p + `"` },
-		Classify: func(err error) dialect.ErrorClass {
+		Classify: func(err error) errclass.Class {
 			var fe fakeErr
 			if errors.As(err, &fe) {
 				return fe.class
 			}
-			return dialect.ClassOther
+			return errclass.Other
 		},
 		Retry:  NewRetrier(dialect.RetryPolicy{BaseDelay: time.Microsecond, MaxDelay: time.Microsecond}),
 		Logger: slog.New(slog.DiscardHandler),
@@ -106,7 +107,7 @@ var fakeLeaseSQL = LeaseSQL{
 }
 
 func fakeSpec(t *testing.T) dialect.ClaimTable {
-	s := func(v string) dialect.Status { st, err := dialect.StatusOf("s", v); require.NoError(t, err); return st }
+	s := func(v string) dialect.Status { st, err := StatusOf("s", v); require.NoError(t, err); return st }
 	return dialect.ClaimTable{Table: "t", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 		Version: "version", Pending: s("P"), Processing: s("R"), Done: s("D"), Failed: s("F")}
 }
@@ -119,26 +120,26 @@ func ops(t *testing.T, e *Engine) map[string]struct {
 } {
 	cs, err := NewClaims(e, fakeClaimSQL, fakeSpec(t), nil)
 	require.NoError(t, err)
-	ls, err := NewLeases(e, fakeLeaseSQL, dialect.KeyedLeaseTable("l", 10))
+	ls, err := NewLeases(e, fakeLeaseSQL, KeyedLeaseTable("l", 10))
 	require.NoError(t, err)
-	scan := func(dialect.Scanner) error { return nil }
+	scan := func(Scanner) error { return nil }
 	type op = struct {
 		read bool
 		run  func(ctx context.Context) error
 	}
 	return map[string]op{
 		"claim": {false, func(ctx context.Context) error {
-			_, err := cs.Claim(ctx, &dialect.ClaimParams{Token: "t", Limit: 1, Strategy: dialect.StrategyTokenUpdate}, scan)
+			_, err := cs.Claim(ctx, &ClaimParams{Token: "t", Limit: 1, Strategy: dialect.StrategyTokenUpdate}, scan)
 			return err
 		}},
 		"ack": {false, func(ctx context.Context) error {
-			_, err := cs.Ack(ctx, &dialect.AckParams{Token: "t", IDs: []any{1}})
+			_, err := cs.Ack(ctx, &AckParams{Token: "t", IDs: []any{1}})
 			return err
 		}},
 		"heartbeat": {true, func(ctx context.Context) error { _, err := cs.Heartbeat(ctx, "t"); return err }},
 		"release":   {false, func(ctx context.Context) error { _, err := cs.Release(ctx, "t", nil); return err }},
 		"reap": {false, func(ctx context.Context) error {
-			_, err := cs.Reap(ctx, &dialect.ReapParams{Timeout: 1, Limit: 1})
+			_, err := cs.Reap(ctx, &ReapParams{Timeout: 1, Limit: 1})
 			return err
 		}},
 		"stats":         {true, func(ctx context.Context) error { _, err := cs.Stats(ctx, nil); return err }},
@@ -157,7 +158,7 @@ func ops(t *testing.T, e *Engine) map[string]struct {
 		"lease renew":   {true, func(ctx context.Context) error { return ignoreLost(ls.Renew(ctx, "k", "o", time.Second)) }},
 		"lease acquire": {false, func(ctx context.Context) error { return ignoreHeld(ls.Acquire(ctx, "k", "o", time.Second)) }},
 		"ack row by row": {false, func(ctx context.Context) error {
-			_, err := cs.Ack(ctx, &dialect.AckParams{Token: "t", IDs: []any{1}, Versions: []int64{1}})
+			_, err := cs.Ack(ctx, &AckParams{Token: "t", IDs: []any{1}, Versions: []int64{1}})
 			return err
 		}},
 	}
@@ -171,13 +172,13 @@ func ignoreInvalid(err error) error {
 	}
 	return err
 }
-func ignoreLost(_ dialect.LeaseInfo, err error) error {
+func ignoreLost(_ LeaseInfo, err error) error {
 	if errors.Is(err, dialect.ErrLeaseLost) {
 		return nil
 	}
 	return err
 }
-func ignoreHeld(_ dialect.LeaseInfo, err error) error {
+func ignoreHeld(_ LeaseInfo, err error) error {
 	if errors.Is(err, dialect.ErrLeaseHeld) {
 		return nil
 	}
@@ -197,7 +198,7 @@ func TestEveryOperationRetriesConflicts(t *testing.T) {
 			f.fail = func(call string, n int) error {
 				if !failed && call != "rollback" {
 					failed = true
-					return fakeErr{dialect.ClassDeadlock}
+					return fakeErr{errclass.Deadlock}
 				}
 				return nil
 			}
@@ -220,7 +221,7 @@ func TestConnectionErrorsRerunOnlyReads(t *testing.T) {
 		f.calls = nil
 		f.fail = func(call string, n int) error {
 			if call != "rollback" && len(f.calls) == 1 {
-				return fakeErr{dialect.ClassConnection}
+				return fakeErr{errclass.Connection}
 			}
 			return nil
 		}
@@ -229,7 +230,7 @@ func TestConnectionErrorsRerunOnlyReads(t *testing.T) {
 			require.NoError(t, err, "%s is re-run after a broken connection", name)
 		} else {
 			require.Error(t, err, "%s must not be re-run", name)
-			require.Equal(t, dialect.ClassConnection, dialect.ClassifyError(err), name)
+			require.Equal(t, errclass.Connection, errclass.Of(err), name)
 		}
 	}
 }
@@ -244,14 +245,14 @@ func TestFailedStatementRollsBack(t *testing.T) {
 		e := fakeEngine(f, returning)
 		cs, err := NewClaims(e, fakeClaimSQL, fakeSpec(t), nil)
 		require.NoError(t, err)
-		boom := fakeErr{dialect.ClassOther}
+		boom := fakeErr{errclass.Other}
 		f.fail = func(call string, n int) error {
 			if call == "tx query" {
 				return boom
 			}
 			return nil
 		}
-		_, err = cs.Ack(context.Background(), &dialect.AckParams{Token: "t", IDs: []any{1}, Versions: []int64{1}})
+		_, err = cs.Ack(context.Background(), &AckParams{Token: "t", IDs: []any{1}, Versions: []int64{1}})
 		require.ErrorIs(t, err, boom)
 		require.Equal(t, []string{"begin", "tx query", "rollback"}, f.calls)
 		require.Equal(t, 1, strings.Count(err.Error(), "ack:"), err.Error())
@@ -296,12 +297,12 @@ func TestKeysNormalisedAtTheBoundary(t *testing.T) {
 	cs, err := NewClaims(fakeEngine(f, true), fakeClaimSQL, fakeSpec(t), nil)
 	require.NoError(t, err)
 	ctx := context.Background()
-	_, err = cs.Ack(ctx, &dialect.AckParams{Token: "t", IDs: []any{uint64(1) << 63}})
+	_, err = cs.Ack(ctx, &AckParams{Token: "t", IDs: []any{uint64(1) << 63}})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	_, err = cs.Release(ctx, "t", []any{uint64(1) << 63})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	require.Empty(t, f.calls, "refused before any statement")
-	_, err = cs.Ack(ctx, &dialect.AckParams{Token: "t", IDs: []any{int16(1), uint32(2), uint64(3)}})
+	_, err = cs.Ack(ctx, &AckParams{Token: "t", IDs: []any{int16(1), uint32(2), uint64(3)}})
 	require.NoError(t, err)
 }
 
@@ -340,12 +341,12 @@ func TestParamChecksApplyTheMaxAttemptsRule(t *testing.T) {
 		{full, -1, "MaxAttempts: -1 is negative"},
 		{noAttempts, 3, "needs an Attempts column"},
 	} {
-		require.ErrorContains(t, checkReap(tc.t, &dialect.ReapParams{Timeout: 1, Limit: 1, MaxAttempts: tc.n}), tc.want)
-		require.ErrorContains(t, checkAck(tc.t, &dialect.AckParams{Token: "t", Outcome: dialect.OutcomeRetry, MaxAttempts: tc.n}), tc.want)
+		require.ErrorContains(t, checkReap(tc.t, &ReapParams{Timeout: 1, Limit: 1, MaxAttempts: tc.n}), tc.want)
+		require.ErrorContains(t, checkAck(tc.t, &AckParams{Token: "t", Outcome: OutcomeRetry, MaxAttempts: tc.n}), tc.want)
 	}
 	// Only a retry parks: other outcomes ignore a positive MaxAttempts.
-	require.NoError(t, checkAck(noAttempts, &dialect.AckParams{Token: "t", Outcome: dialect.OutcomeDone, MaxAttempts: 3}))
-	require.NoError(t, checkReap(full, &dialect.ReapParams{Timeout: 1, Limit: 1, MaxAttempts: 3}))
+	require.NoError(t, checkAck(noAttempts, &AckParams{Token: "t", Outcome: OutcomeDone, MaxAttempts: 3}))
+	require.NoError(t, checkReap(full, &ReapParams{Timeout: 1, Limit: 1, MaxAttempts: 3}))
 }
 
 // A write that loses its connection, or whose COMMIT fails for a reason the
@@ -359,7 +360,7 @@ func TestOutcomeUnknown(t *testing.T) {
 		f.count, f.calls = nil, nil
 		f.fail = func(call string, n int) error {
 			if call != "rollback" && len(f.calls) == 1 {
-				return fakeErr{dialect.ClassConnection}
+				return fakeErr{errclass.Connection}
 			}
 			return nil
 		}
@@ -368,8 +369,8 @@ func TestOutcomeUnknown(t *testing.T) {
 	}
 	cs, err := NewClaims(e, fakeClaimSQL, fakeSpec(t), nil)
 	require.NoError(t, err)
-	versioned := &dialect.AckParams{Token: "t", IDs: []any{1}, Versions: []int64{1}}
-	for class, unknown := range map[dialect.ErrorClass]bool{dialect.ClassOther: true, dialect.ClassConnection: true, dialect.ClassDuplicate: false} {
+	versioned := &AckParams{Token: "t", IDs: []any{1}, Versions: []int64{1}}
+	for class, unknown := range map[errclass.Class]bool{errclass.Other: true, errclass.Connection: true, errclass.Duplicate: false} {
 		f.count, f.calls = nil, nil
 		f.fail = func(call string, n int) error {
 			if call == "commit" {
@@ -384,7 +385,7 @@ func TestOutcomeUnknown(t *testing.T) {
 	f.count, f.calls = nil, nil
 	f.fail = func(call string, n int) error {
 		if call == "commit" && n == 1 {
-			return fakeErr{dialect.ClassDeadlock}
+			return fakeErr{errclass.Deadlock}
 		}
 		return nil
 	}

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/errclass"
 )
 
 // Rows is the part of a result set the store reads (pgx.Rows and *sql.Rows
@@ -68,7 +69,7 @@ type Engine struct {
 	Quote func(part string) string
 	// Classify sorts an engine error into a class; it must recognise the
 	// driver's own error types (errors.As).
-	Classify func(error) dialect.ErrorClass
+	Classify func(error) errclass.Class
 	// Returning is true where UPDATE ... RETURNING exists: claims and acks
 	// read their rows from the writing statement.
 	Returning bool
@@ -156,16 +157,16 @@ func SplitName(name string) (schema, table string) {
 // [dialect.ErrRetryable] for the retryable ones, while errors.As still
 // reaches the driver's error.
 type classErr struct {
-	class dialect.ErrorClass
+	class errclass.Class
 	err   error
 }
 
-func (e *classErr) Error() string                  { return e.err.Error() }
-func (e *classErr) ErrorClass() dialect.ErrorClass { return e.class }
-func (e *classErr) Unwrap() error                  { return e.err }
+func (e *classErr) Error() string              { return e.err.Error() }
+func (e *classErr) ErrorClass() errclass.Class { return e.class }
+func (e *classErr) Unwrap() error              { return e.err }
 func (e *classErr) Is(target error) bool {
 	return target == dialect.ErrRetryable && e.class.Retryable() ||
-		target == dialect.ErrReadOnly && e.class == dialect.ClassReadOnly
+		target == dialect.ErrReadOnly && e.class == errclass.ReadOnly
 }
 
 // interpret classifies err once; errors that are already classified or
@@ -178,19 +179,19 @@ func (e *Engine) interpret(err error) error {
 	if errors.As(err, &ce) {
 		return err
 	}
-	if c := e.Classify(err); c != dialect.ClassOther {
+	if c := e.Classify(err); c != errclass.Other {
 		return &classErr{class: c, err: err}
 	}
 	return err
 }
 
 // ClassOf returns the class of an error returned by this store's operations.
-func ClassOf(err error) dialect.ErrorClass {
+func ClassOf(err error) errclass.Class {
 	var ce *classErr
 	if errors.As(err, &ce) {
 		return ce.class
 	}
-	return dialect.ClassOther
+	return errclass.Other
 }
 
 // Do runs fn under the retrier: retryable conflicts re-run the whole of fn.
@@ -206,12 +207,12 @@ func (e *Engine) Do(ctx context.Context, op string, idempotent bool, fn func() e
 	return e.Retry.Do(ctx, op, func() error {
 		live := ctx.Err() == nil
 		err := e.interpret(fn())
-		if idempotent && !connRetried && ClassOf(err) == dialect.ClassConnection && ctx.Err() == nil {
+		if idempotent && !connRetried && ClassOf(err) == errclass.Connection && ctx.Err() == nil {
 			connRetried = true
 			err = e.interpret(fn())
 		}
 		if !idempotent && live && err != nil && !errors.Is(err, dialect.ErrOutcomeUnknown) &&
-			(ClassOf(err) == dialect.ClassConnection || ctx.Err() != nil && isContextErr(err)) {
+			(ClassOf(err) == errclass.Connection || ctx.Err() != nil && isContextErr(err)) {
 			err = &unknownErr{err}
 		}
 		return err
@@ -253,7 +254,7 @@ func (e *Engine) InTx(ctx context.Context, fn func(Querier) error) (err error) {
 		// Only a refusal the engine names (a deadlock or serialization
 		// failure at COMMIT) says the transaction did not commit; anything
 		// else may have come after the commit was applied.
-		if c := ClassOf(err); c == dialect.ClassOther || c == dialect.ClassConnection {
+		if c := ClassOf(err); c == errclass.Other || c == errclass.Connection {
 			return &unknownErr{err}
 		}
 		return err

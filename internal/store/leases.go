@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/errclass"
 )
 
 // LeaseSQL are an engine's lease-table statements as text/template sources
@@ -94,7 +95,7 @@ UPDATE {{.Table}} SET {{.TaskStatus}} = {{arg "status"}}, {{template "hold" .}}
 WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
 }
 
-// Leases is the engine-neutral [dialect.LeaseStore].
+// Leases is the engine-neutral [LeaseStore].
 type Leases struct {
 	e    *Engine
 	spec dialect.LeaseTable
@@ -115,7 +116,7 @@ type Leases struct {
 // leaseTypes are the column types a lease store checks values against.
 type leaseTypes struct{ key, status colType }
 
-var _ dialect.LeaseStore = (*Leases)(nil)
+var _ LeaseStore = (*Leases)(nil)
 
 // NewLeases validates spec and renders the engine's statements for it.
 func NewLeases(e *Engine, sqls LeaseSQL, spec dialect.LeaseTable) (*Leases, error) {
@@ -183,7 +184,7 @@ func NewLeases(e *Engine, sqls LeaseSQL, spec dialect.LeaseTable) (*Leases, erro
 // args validates a call's key, owner and ttl and returns its arguments. A
 // stamped lease's owner is its stamp, a decimal integer; Acquire takes none.
 func (l *Leases) args(key any, owner string, ttl time.Duration, needOwner, needTTL bool) (*Args, error) {
-	k, err := dialect.NormalizeKey(l.spec.KeyKind, key)
+	k, err := NormalizeKey(l.spec.KeyKind, key)
 	if err == nil {
 		err = l.spec.CheckKey(k)
 	}
@@ -195,8 +196,8 @@ func (l *Leases) args(key any, owner string, ttl time.Duration, needOwner, needT
 	case err != nil:
 	case needOwner && owner == "":
 		err = fmt.Errorf("%w: empty owner", dialect.ErrInvalidConfig)
-	case needOwner && len(owner) > dialect.MaxTokenLen:
-		err = fmt.Errorf("%w: owner is %d bytes; at most %d", dialect.ErrInvalidConfig, len(owner), dialect.MaxTokenLen)
+	case needOwner && len(owner) > MaxTokenLen:
+		err = fmt.Errorf("%w: owner is %d bytes; at most %d", dialect.ErrInvalidConfig, len(owner), MaxTokenLen)
 	case needTTL && ttl <= 0:
 		err = fmt.Errorf("%w: ttl must be positive, got %v", dialect.ErrInvalidConfig, ttl)
 	case l.stamped && needOwner && owner != "":
@@ -209,10 +210,10 @@ func (l *Leases) args(key any, owner string, ttl time.Duration, needOwner, needT
 
 // info scans a fence, an expiry in microseconds and a stamp, and fills in
 // the owner a holder presents from now on.
-func (l *Leases) info(ctx context.Context, q Querier, st Stmt, a *Args) (dialect.LeaseInfo, bool, error) {
+func (l *Leases) info(ctx context.Context, q Querier, st Stmt, a *Args) (LeaseInfo, bool, error) {
 	var fence, exp, stamp sql.NullInt64
 	ok, err := QueryRow(ctx, q, l.e.Dialect, st, a, &fence, &exp, &stamp)
-	info := dialect.LeaseInfo{Fence: fence.Int64, Owner: a.Owner}
+	info := LeaseInfo{Fence: fence.Int64, Owner: a.Owner}
 	if exp.Valid {
 		info.ExpiresAt = time.UnixMicro(exp.Int64).UTC()
 	}
@@ -222,18 +223,18 @@ func (l *Leases) info(ctx context.Context, q Querier, st Stmt, a *Args) (dialect
 	return info, ok, err
 }
 
-// Acquire implements [dialect.LeaseStore]. The compare-and-set always
+// Acquire implements [LeaseStore]. The compare-and-set always
 // changes the row (a new owner, a new LockedAt past the old expiry, the
 // fence), so one affected row means acquired on any DSN.
-func (l *Leases) Acquire(ctx context.Context, key any, owner string, ttl time.Duration) (dialect.LeaseInfo, error) {
+func (l *Leases) Acquire(ctx context.Context, key any, owner string, ttl time.Duration) (LeaseInfo, error) {
 	a, err := l.args(key, owner, ttl, !l.stamped, true)
 	if err != nil {
-		return dialect.LeaseInfo{}, wrap("lease acquire", err)
+		return LeaseInfo{}, wrap("lease acquire", err)
 	}
 	if l.stamped && !l.e.Returning {
 		return l.acquireStamped(ctx, a)
 	}
-	var info dialect.LeaseInfo
+	var info LeaseInfo
 	err = l.e.Do(ctx, "lease acquire", false, func() error {
 		var ok bool
 		var err error
@@ -242,7 +243,7 @@ func (l *Leases) Acquire(ctx context.Context, key any, owner string, ttl time.Du
 		}
 		if l.spec.Keyed {
 			info, ok, err = l.write(ctx, l.insert, a)
-			if ClassOf(l.e.interpret(err)) == dialect.ClassDuplicate {
+			if ClassOf(l.e.interpret(err)) == errclass.Duplicate {
 				return dialect.ErrLeaseHeld
 			}
 			if err != nil || ok {
@@ -260,7 +261,7 @@ func (l *Leases) Acquire(ctx context.Context, key any, owner string, ttl time.Du
 		return dialect.ErrLeaseHeld
 	})
 	if err != nil {
-		return dialect.LeaseInfo{}, wrap("lease acquire", err)
+		return LeaseInfo{}, wrap("lease acquire", err)
 	}
 	if l.e.Returning {
 		return info, nil
@@ -268,11 +269,11 @@ func (l *Leases) Acquire(ctx context.Context, key any, owner string, ttl time.Du
 	info, ok, err := l.readBackInfo(ctx, a)
 	switch {
 	case err != nil:
-		return dialect.LeaseInfo{}, wrap("lease acquire: read back", err)
+		return LeaseInfo{}, wrap("lease acquire: read back", err)
 	case !ok:
 		// Acquired, then taken over before the read-back (a TTL shorter than
 		// one round trip): someone else holds it now.
-		return dialect.LeaseInfo{}, wrap("lease acquire", dialect.ErrLeaseHeld)
+		return LeaseInfo{}, wrap("lease acquire", dialect.ErrLeaseHeld)
 	}
 	return info, nil
 }
@@ -281,8 +282,8 @@ func (l *Leases) Acquire(ctx context.Context, key any, owner string, ttl time.Du
 // engine without RETURNING: the compare-and-set and the read-back of the
 // stamp it wrote run in one transaction, which holds the row lock, so the
 // read-back sees this acquisition and no later one.
-func (l *Leases) acquireStamped(ctx context.Context, a *Args) (dialect.LeaseInfo, error) {
-	var info dialect.LeaseInfo
+func (l *Leases) acquireStamped(ctx context.Context, a *Args) (LeaseInfo, error) {
+	var info LeaseInfo
 	err := l.e.Do(ctx, "lease acquire", false, func() error {
 		return l.e.InTx(ctx, func(tx Querier) error {
 			n, err := Exec(ctx, tx, l.e.Dialect, l.acquire, a)
@@ -303,23 +304,23 @@ func (l *Leases) acquireStamped(ctx context.Context, a *Args) (dialect.LeaseInfo
 		})
 	})
 	if err != nil {
-		return dialect.LeaseInfo{}, wrap("lease acquire", err)
+		return LeaseInfo{}, wrap("lease acquire", err)
 	}
 	return info, nil
 }
 
 // write runs an acquiring statement: on a Returning engine the row it
 // returns says it wrote; otherwise its affected rows do.
-func (l *Leases) write(ctx context.Context, st Stmt, a *Args) (dialect.LeaseInfo, bool, error) {
+func (l *Leases) write(ctx context.Context, st Stmt, a *Args) (LeaseInfo, bool, error) {
 	if l.e.Returning {
 		return l.info(ctx, l.e.DB, st, a)
 	}
 	n, err := Exec(ctx, l.e.DB, l.e.Dialect, st, a)
-	return dialect.LeaseInfo{}, n > 0, err
+	return LeaseInfo{}, n > 0, err
 }
 
-func (l *Leases) readBackInfo(ctx context.Context, a *Args) (dialect.LeaseInfo, bool, error) {
-	var info dialect.LeaseInfo
+func (l *Leases) readBackInfo(ctx context.Context, a *Args) (LeaseInfo, bool, error) {
+	var info LeaseInfo
 	var ok bool
 	err := l.e.Do(ctx, "lease read back", true, func() error {
 		var err error
@@ -329,16 +330,16 @@ func (l *Leases) readBackInfo(ctx context.Context, a *Args) (dialect.LeaseInfo, 
 	return info, ok, err
 }
 
-// Renew implements [dialect.LeaseStore]. Without RETURNING, ownership is
+// Renew implements [LeaseStore]. Without RETURNING, ownership is
 // decided by the read-back (key = ? AND owner = ?), not by the update's
 // affected rows, so a renewal that happens not to change the row (a column
 // without sub-second precision) is still recognised.
-func (l *Leases) Renew(ctx context.Context, key any, owner string, ttl time.Duration) (dialect.LeaseInfo, error) {
+func (l *Leases) Renew(ctx context.Context, key any, owner string, ttl time.Duration) (LeaseInfo, error) {
 	a, err := l.args(key, owner, ttl, true, true)
 	if err != nil {
-		return dialect.LeaseInfo{}, wrap("lease renew", err)
+		return LeaseInfo{}, wrap("lease renew", err)
 	}
-	var info dialect.LeaseInfo
+	var info LeaseInfo
 	ok := false
 	switch {
 	case l.stamped && !l.e.Returning:
@@ -357,7 +358,7 @@ func (l *Leases) Renew(ctx context.Context, key any, owner string, ttl time.Dura
 		err = dialect.ErrLeaseLost
 	}
 	if err != nil {
-		return dialect.LeaseInfo{}, wrap("lease renew", err)
+		return LeaseInfo{}, wrap("lease renew", err)
 	}
 	return info, nil
 }
@@ -368,8 +369,8 @@ func (l *Leases) Renew(ctx context.Context, key any, owner string, ttl time.Dura
 // rows tell a new stamp (1) from a stamp the column's precision kept (0, and
 // the row still shows the holder's stamp) from a lease lost (0, another
 // stamp).
-func (l *Leases) renewStamped(ctx context.Context, a *Args) (dialect.LeaseInfo, bool, error) {
-	var info dialect.LeaseInfo
+func (l *Leases) renewStamped(ctx context.Context, a *Args) (LeaseInfo, bool, error) {
+	var info LeaseInfo
 	ok := false
 	err := l.e.Do(ctx, "lease renew", true, func() error {
 		return l.e.InTx(ctx, func(tx Querier) error {
@@ -395,7 +396,7 @@ func (l *Leases) exec(ctx context.Context, op string, st Stmt, a *Args) (int64, 
 	return n, wrap(op, err)
 }
 
-// Release implements [dialect.LeaseStore].
+// Release implements [LeaseStore].
 func (l *Leases) Release(ctx context.Context, key any, owner string, holdUntil time.Time) (bool, error) {
 	a, err := l.args(key, owner, 0, true, false)
 	if err != nil {
@@ -408,7 +409,7 @@ func (l *Leases) Release(ctx context.Context, key any, owner string, holdUntil t
 	return l.freeHeld(ctx, "lease release", l.releaseHold, a, holdUntil)
 }
 
-// Finish implements [dialect.LeaseStore].
+// Finish implements [LeaseStore].
 func (l *Leases) Finish(ctx context.Context, key any, owner string, status any, holdUntil time.Time) (bool, error) {
 	if l.finish.SQL == "" {
 		return false, fmt.Errorf("%w: lease finish: the lease table has no Status column", dialect.ErrInvalidConfig)
@@ -454,7 +455,7 @@ func (l *Leases) freeHeld(ctx context.Context, op string, st Stmt, a *Args, hold
 	return ok, wrap(op+": read back", err)
 }
 
-// ForceRelease implements [dialect.LeaseStore].
+// ForceRelease implements [LeaseStore].
 func (l *Leases) ForceRelease(ctx context.Context, key any) (bool, error) {
 	a, err := l.args(key, "", 0, false, false)
 	if err != nil {
@@ -464,10 +465,10 @@ func (l *Leases) ForceRelease(ctx context.Context, key any) (bool, error) {
 	return n > 0, err
 }
 
-// Inspect implements [dialect.LeaseStore]. Without an ExpiresAt column the
+// Inspect implements [LeaseStore]. Without an ExpiresAt column the
 // expiry is unknown (the TTL is the holder's) and Expired is false.
-func (l *Leases) Inspect(ctx context.Context, key any) (dialect.LeaseState, error) {
-	var st dialect.LeaseState
+func (l *Leases) Inspect(ctx context.Context, key any) (LeaseState, error) {
+	var st LeaseState
 	a, err := l.args(key, "", 0, false, false)
 	if err != nil {
 		return st, wrap("lease inspect", err)
@@ -481,7 +482,7 @@ func (l *Leases) Inspect(ctx context.Context, key any) (dialect.LeaseState, erro
 		return err
 	})
 	if err != nil {
-		return dialect.LeaseState{}, wrap("lease inspect", err)
+		return LeaseState{}, wrap("lease inspect", err)
 	}
 	st.Owner, st.Fence = owner.String, fence.Int64
 	if owner.Valid && exp.Valid {
@@ -491,16 +492,16 @@ func (l *Leases) Inspect(ctx context.Context, key any) (dialect.LeaseState, erro
 	return st, nil
 }
 
-// Held implements [dialect.LeaseStore].
-func (l *Leases) Held(ctx context.Context, limit int) ([]dialect.LeaseHolder, error) {
+// Held implements [LeaseStore].
+func (l *Leases) Held(ctx context.Context, limit int) ([]LeaseHolder, error) {
 	if l.held.SQL == "" {
 		return nil, fmt.Errorf("%w: lease held: listing leases needs an ExpiresAt column", dialect.ErrNotSupported)
 	}
-	if limit <= 0 || limit > dialect.MaxHeldLimit {
-		return nil, fmt.Errorf("%w: lease held: limit %d is outside 1..%d", dialect.ErrInvalidConfig, limit, dialect.MaxHeldLimit)
+	if limit <= 0 || limit > MaxHeldLimit {
+		return nil, fmt.Errorf("%w: lease held: limit %d is outside 1..%d", dialect.ErrInvalidConfig, limit, MaxHeldLimit)
 	}
 	a := &Args{Limit: limit, Slack: time.Duration(l.slack.Load())}
-	var out []dialect.LeaseHolder
+	var out []LeaseHolder
 	err := l.e.Do(ctx, "lease held", true, func() error {
 		out = out[:0]
 		return Query(ctx, l.e.DB, l.e.Dialect, l.held, a, func(r Rows) error {
@@ -511,11 +512,11 @@ func (l *Leases) Held(ctx context.Context, limit int) ([]dialect.LeaseHolder, er
 			if err := r.Scan(&key, &owner, &fence, &exp, &left, &expired); err != nil {
 				return err
 			}
-			k, err := dialect.NormalizeKey(l.spec.KeyKind, key)
+			k, err := NormalizeKey(l.spec.KeyKind, key)
 			if err != nil {
 				return err
 			}
-			h := dialect.LeaseHolder{Key: k, Remaining: time.Duration(max(left.Int64, 0)) * time.Microsecond}
+			h := LeaseHolder{Key: k, Remaining: time.Duration(max(left.Int64, 0)) * time.Microsecond}
 			h.Owner, h.Fence, h.Expired, h.Exists = owner.String, fence.Int64, expired.Bool, true
 			h.ExpiresAt = time.UnixMicro(exp.Int64).UTC()
 			out = append(out, h)
@@ -528,7 +529,7 @@ func (l *Leases) Held(ctx context.Context, limit int) ([]dialect.LeaseHolder, er
 	return out, nil
 }
 
-// ReapExpired implements [dialect.LeaseStore]. It needs an ExpiresAt
+// ReapExpired implements [LeaseStore]. It needs an ExpiresAt
 // column; the rows and their fences stay, so fences keep increasing.
 func (l *Leases) ReapExpired(ctx context.Context, limit int) (int64, error) {
 	if l.reap.SQL == "" {
@@ -570,7 +571,7 @@ func (l *Leases) named() map[string]Stmt {
 	}
 }
 
-// VerifySchema implements [dialect.LeaseStore].
+// VerifySchema implements [LeaseStore].
 func (l *Leases) VerifySchema(ctx context.Context) error {
 	cols, err := l.e.catalogColumns(ctx, l.columns, l.spec.Table)
 	if err != nil {

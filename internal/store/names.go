@@ -52,13 +52,13 @@ type Names struct {
 	Target    string // ack: the status literal to set
 	Snooze    bool   // release: set RunAt to now + "delay" (a snooze)
 	Reset     bool   // unpark: reset the attempts
-	Set       int    // list: the dialect.RowSet listed
+	Set       int    // list: the RowSet listed
 	Hint      bool   // mysql claim: with FORCE INDEX
 	From      bool   // mysql claim: above the key cursor
 	Pipelined bool   // ack+claim: the ack's token is {{arg "ack_token"}}
 	IndexCols string // index DDL: the quoted columns
 	IndexName string // index DDL: the quoted index name, qualified by the table's schema
-	Online    bool   // index DDL: build without blocking writes (dialect.IndexOptions.Online)
+	Online    bool   // index DDL: build without blocking writes (IndexOptions.Online)
 }
 
 // quoteOpt quotes an optional column name ("" stays "").
@@ -95,13 +95,13 @@ func (e *Engine) claimNames(t dialect.ClaimTable) Names {
 	for _, c := range t.Columns {
 		n.Returned = append(n.Returned, q(c))
 	}
-	ix := t.Indexes()
+	ix := Indexes(t)
 	n.ClaimIndex, n.TokenIndex, n.ReapIndex = q(ix[0].Name), q(ix[1].Name), q(ix[2].Name)
 	if len(t.Scope) > 0 {
-		n.ScopeIndex = q(dialect.IndexName(t.Table, "scope"))
+		n.ScopeIndex = q(IndexName(t.Table, "scope"))
 	}
 	if t.RunAt != "" {
-		n.SchedIndex = q(dialect.IndexName(t.Table, "sched"))
+		n.SchedIndex = q(IndexName(t.Table, "sched"))
 	}
 	return n
 }

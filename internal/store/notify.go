@@ -18,14 +18,14 @@ const notifyTimeout = 5 * time.Second
 // [Engine.Notify] to one.
 type NotifyFunc func(ctx context.Context, spec dialect.ClaimTable, scopeValues []any) error
 
-// Ack implements [dialect.ClaimStore] (see ack): when the ack returned rows
+// Ack implements [ClaimStore] (see ack): when the ack returned rows
 // to pending (a retried fail, a versioned ack whose row moved), the
 // engine's notification is sent after it committed.
-func (s *Claims) Ack(ctx context.Context, p *dialect.AckParams) (dialect.AckResult, error) {
+func (s *Claims) Ack(ctx context.Context, p *AckParams) (AckResult, error) {
 	res, err := s.ack(ctx, p)
 	if err == nil {
 		n := len(res.Requeued)
-		if p.Outcome == dialect.OutcomeRetry && p.Delay <= 0 {
+		if p.Outcome == OutcomeRetry && p.Delay <= 0 {
 			n += len(p.IDs) - len(res.Lost) - len(res.Parked)
 		}
 		s.pending(ctx, nil, int64(n))

@@ -20,7 +20,7 @@ const opBatch = 1000
 // catalog does not bound (TEXT), in bytes.
 const maxErrorText = 8 << 10
 
-// Snooze implements [dialect.ClaimStore].
+// Snooze implements [ClaimStore].
 func (s *Claims) Snooze(ctx context.Context, token string, ids []any, delay time.Duration) (int64, error) {
 	switch {
 	case token == "":
@@ -48,7 +48,7 @@ func (s *Claims) Snooze(ctx context.Context, token string, ids []any, delay time
 
 // filterArgs validates a row filter and returns its args and variant
 // indexes (scoped, byKeys).
-func (s *Claims) filterArgs(f dialect.RowFilter) (*Args, int, int, error) {
+func (s *Claims) filterArgs(f RowFilter) (*Args, int, int, error) {
 	a := &Args{}
 	scoped, byKeys := 0, 0
 	if f.ScopeValues != nil {
@@ -61,8 +61,8 @@ func (s *Claims) filterArgs(f dialect.RowFilter) (*Args, int, int, error) {
 		a.Scope, scoped = f.ScopeValues, 1
 	}
 	if f.IDs != nil {
-		if len(f.IDs) > dialect.MaxFilterIDs {
-			return nil, 0, 0, fmt.Errorf("%w: %d keys; at most %d per call", dialect.ErrInvalidConfig, len(f.IDs), dialect.MaxFilterIDs)
+		if len(f.IDs) > MaxFilterIDs {
+			return nil, 0, 0, fmt.Errorf("%w: %d keys; at most %d per call", dialect.ErrInvalidConfig, len(f.IDs), MaxFilterIDs)
 		}
 		keys, err := normalizeKeys(s.Spec.IDKind, f.IDs)
 		if err != nil {
@@ -73,8 +73,8 @@ func (s *Claims) filterArgs(f dialect.RowFilter) (*Args, int, int, error) {
 	return a, scoped, byKeys, nil
 }
 
-// Unpark implements [dialect.ClaimStore].
-func (s *Claims) Unpark(ctx context.Context, p *dialect.UnparkParams) (int64, error) {
+// Unpark implements [ClaimStore].
+func (s *Claims) Unpark(ctx context.Context, p *UnparkParams) (int64, error) {
 	if s.Names.Failed == "" {
 		return 0, fmt.Errorf("%w: unpark: the table has no Failed status", dialect.ErrInvalidConfig)
 	}
@@ -97,8 +97,8 @@ func (s *Claims) Unpark(ctx context.Context, p *dialect.UnparkParams) (int64, er
 	return n, wrap("unpark", err)
 }
 
-// RetryNow implements [dialect.ClaimStore].
-func (s *Claims) RetryNow(ctx context.Context, f dialect.RowFilter) (int64, error) {
+// RetryNow implements [ClaimStore].
+func (s *Claims) RetryNow(ctx context.Context, f RowFilter) (int64, error) {
 	if s.Names.RunAt == "" {
 		return 0, fmt.Errorf("%w: retry now: the table has no RunAt column", dialect.ErrInvalidConfig)
 	}
@@ -133,37 +133,37 @@ func (s *Claims) chunked(ctx context.Context, op string, st Stmt, a *Args) (int6
 	}
 }
 
-// List implements [dialect.ClaimStore].
-func (s *Claims) List(ctx context.Context, p *dialect.ListParams) ([]dialect.RowInfo, error) {
+// List implements [ClaimStore].
+func (s *Claims) List(ctx context.Context, p *ListParams) ([]RowInfo, error) {
 	switch {
-	case p.Set < dialect.SetFailed || p.Set > dialect.SetScheduled:
+	case p.Set < SetFailed || p.Set > SetScheduled:
 		return nil, fmt.Errorf("%w: list: unknown set %d", dialect.ErrInvalidConfig, p.Set)
-	case p.Limit <= 0 || p.Limit > dialect.MaxListLimit:
-		return nil, fmt.Errorf("%w: list: limit %d is outside 1..%d", dialect.ErrInvalidConfig, p.Limit, dialect.MaxListLimit)
+	case p.Limit <= 0 || p.Limit > MaxListLimit:
+		return nil, fmt.Errorf("%w: list: limit %d is outside 1..%d", dialect.ErrInvalidConfig, p.Limit, MaxListLimit)
 	case p.OlderThan < 0:
 		return nil, fmt.Errorf("%w: list: negative OlderThan", dialect.ErrInvalidConfig)
-	case p.Set == dialect.SetFailed && s.Names.Failed == "":
+	case p.Set == SetFailed && s.Names.Failed == "":
 		return nil, fmt.Errorf("%w: list: the table has no Failed status", dialect.ErrInvalidConfig)
-	case p.Set == dialect.SetScheduled && s.Names.RunAt == "":
+	case p.Set == SetScheduled && s.Names.RunAt == "":
 		return nil, fmt.Errorf("%w: list: the table has no RunAt column", dialect.ErrInvalidConfig)
 	}
-	a, scoped, _, err := s.filterArgs(dialect.RowFilter{ScopeValues: p.ScopeValues})
+	a, scoped, _, err := s.filterArgs(RowFilter{ScopeValues: p.ScopeValues})
 	if err != nil {
 		return nil, wrap("list", err)
 	}
 	a.Limit, a.Timeout = p.Limit, p.OlderThan
-	var out []dialect.RowInfo
+	var out []RowInfo
 	err = s.E.Do(ctx, "list", true, func() error {
 		out = out[:0]
 		return Query(ctx, s.E.DB, s.E.Dialect, s.list[p.Set][scoped], a, func(r Rows) error {
 			var id any
-			var ri dialect.RowInfo
+			var ri RowInfo
 			var tok, msg sql.NullString
 			var age, runIn int64
 			if err := r.Scan(&id, &tok, &ri.Attempts, &age, &runIn, &msg); err != nil {
 				return err
 			}
-			k, err := dialect.NormalizeKey(s.Spec.IDKind, id)
+			k, err := NormalizeKey(s.Spec.IDKind, id)
 			if err != nil {
 				return err
 			}

@@ -16,7 +16,7 @@ import (
 // transaction the store opened: no retries, no commit. A [Claimer] override
 // sets [Claims.ClaimInTx] to one, so that ack+claim runs the engine's own
 // claim protocol inside its transaction.
-type TxClaimFunc func(ctx context.Context, q Querier, p *dialect.ClaimParams, scan func(dialect.Scanner) error) (int, error)
+type TxClaimFunc func(ctx context.Context, q Querier, p *ClaimParams, scan func(Scanner) error) (int, error)
 
 // pipeStmts are the one-statement ack+claim statements of an engine with
 // [ClaimSQL.AckClaim]: by the ack's target status literal, the parking
@@ -53,9 +53,9 @@ func (p *pipeStmts) name(m map[string]Stmt) {
 	}
 }
 
-var _ dialect.AckClaimer = (*Claims)(nil)
+var _ AckClaimer = (*Claims)(nil)
 
-// AckAndClaim implements [dialect.AckClaimer]. With [ClaimSQL.AckClaim]
+// AckAndClaim implements [AckClaimer]. With [ClaimSQL.AckClaim]
 // (PostgreSQL) an ack that needs no row-by-row decision (no versions) is one
 // statement: the ack and the claim are data-modifying CTEs of one UPDATE
 // whose rows say which keys were acked (and parked) and which rows were
@@ -63,9 +63,9 @@ var _ dialect.AckClaimer = (*Claims)(nil)
 // as [Claims.Ack] decides it (one UPDATE, or lock, decide and update by
 // group), then the claim (the engine's claim statement, or its override's
 // [Claims.ClaimInTx]), then one COMMIT. Either way the two commit together.
-func (s *Claims) AckAndClaim(ctx context.Context, p *dialect.AckClaimParams, scan func(dialect.Scanner) error) (dialect.AckResult, int, error) {
+func (s *Claims) AckAndClaim(ctx context.Context, p *AckClaimParams, scan func(Scanner) error) (AckResult, int, error) {
 	const op = "ack and claim"
-	var res dialect.AckResult
+	var res AckResult
 	if p == nil {
 		return res, 0, fmt.Errorf("%w: %s: nil params", dialect.ErrInvalidConfig, op)
 	}
@@ -90,7 +90,7 @@ func (s *Claims) AckAndClaim(ctx context.Context, p *dialect.AckClaimParams, sca
 	if err := checkAck(s.Spec, ap); err != nil {
 		return res, 0, wrap(op, err)
 	}
-	if ap.Outcome == dialect.OutcomeRetry {
+	if ap.Outcome == OutcomeRetry {
 		if err := s.checkMaxAttempts(ap.MaxAttempts); err != nil {
 			return res, 0, wrap(op, err)
 		}
@@ -99,21 +99,21 @@ func (s *Claims) AckAndClaim(ctx context.Context, p *dialect.AckClaimParams, sca
 	if err != nil {
 		return res, 0, wrap(op, err)
 	}
-	if ap.Error != "" && ap.Outcome != dialect.OutcomeDone {
+	if ap.Error != "" && ap.Outcome != OutcomeDone {
 		if err := s.ensureErrorWidth(ctx); err != nil {
 			return res, 0, wrap(op, err)
 		}
 	}
 	idx := newKeyIndex(s.Spec.IDKind, keys)
 	a := &Args{Token: ap.Token, Keys: keys, MaxAttempts: ap.MaxAttempts, Error: s.errorText(ap.Error), Delay: ap.Delay}
-	versioned := ap.Versions != nil && ap.Outcome == dialect.OutcomeDone
-	parkAt := ap.Outcome == dialect.OutcomeRetry && ap.MaxAttempts > 0
+	versioned := ap.Versions != nil && ap.Outcome == OutcomeDone
+	parkAt := ap.Outcome == OutcomeRetry && ap.MaxAttempts > 0
 
-	// scan errors do not abort (see dialect.AckClaimer): the first is kept
+	// scan errors do not abort (see AckClaimer): the first is kept
 	// and the remaining rows are only counted.
 	var n int
 	var scanErr error
-	count := func(r dialect.Scanner) error {
+	count := func(r Scanner) error {
 		n++
 		if scanErr == nil {
 			scanErr = scan(r)
@@ -128,13 +128,13 @@ func (s *Claims) AckAndClaim(ctx context.Context, p *dialect.AckClaimParams, sca
 		b := *a
 		b.AckToken, b.Token, b.Limit, b.Scope = ap.Token, cp.Token, cp.Limit, cp.ScopeValues
 		err = s.E.Do(ctx, op, false, func() error {
-			res, n, scanErr = dialect.AckResult{}, 0, nil
+			res, n, scanErr = AckResult{}, 0, nil
 			return s.ackClaimOne(ctx, one, &b, idx, len(keys), &res, count)
 		})
 	} else {
 		err = s.E.Do(ctx, op, false, func() error {
 			run := func(fast bool) error {
-				res, n, scanErr = dialect.AckResult{}, 0, nil
+				res, n, scanErr = AckResult{}, 0, nil
 				return s.E.InTx(ctx, func(tx Querier) error {
 					if err := s.ackIn(ctx, tx, ap, a, keys, idx, fast && !versioned, &res); err != nil {
 						return err
@@ -157,10 +157,10 @@ func (s *Claims) AckAndClaim(ctx context.Context, p *dialect.AckClaimParams, sca
 		})
 	}
 	if err != nil {
-		return dialect.AckResult{}, 0, wrap(op, err)
+		return AckResult{}, 0, wrap(op, err)
 	}
 	requeued := len(res.Requeued)
-	if ap.Outcome == dialect.OutcomeRetry && ap.Delay <= 0 {
+	if ap.Outcome == OutcomeRetry && ap.Delay <= 0 {
 		requeued += len(ap.IDs) - len(res.Lost) - len(res.Parked)
 	}
 	s.pending(ctx, nil, int64(requeued))
@@ -174,8 +174,8 @@ func (s *Claims) AckAndClaim(ctx context.Context, p *dialect.AckClaimParams, sca
 // decides nothing row by row; on an engine without RETURNING it returns
 // errPartialAck when the UPDATE matched fewer rows than keys, so that the
 // caller rolls back and runs again without fast.
-func (s *Claims) ackIn(ctx context.Context, tx Querier, p *dialect.AckParams, a *Args, keys []any, idx *keyIndex, fast bool, res *dialect.AckResult) error {
-	parkAt := p.Outcome == dialect.OutcomeRetry && p.MaxAttempts > 0
+func (s *Claims) ackIn(ctx context.Context, tx Querier, p *AckParams, a *Args, keys []any, idx *keyIndex, fast bool, res *AckResult) error {
+	parkAt := p.Outcome == OutcomeRetry && p.MaxAttempts > 0
 	st := s.ackPark
 	if !parkAt {
 		st = s.key().ackTo[s.target(p.Outcome)]
@@ -198,7 +198,7 @@ func (s *Claims) ackIn(ctx context.Context, tx Querier, p *dialect.AckParams, a 
 // rows (kind 1) follow, with the claim's columns after three that claim
 // skips. Every row has the same destination types from one row to the
 // next, so that drivers that plan a scan per column type (pgx) plan once.
-func (s *Claims) ackClaimOne(ctx context.Context, st Stmt, a *Args, idx *keyIndex, nkeys int, res *dialect.AckResult, claim func(dialect.Scanner) error) error {
+func (s *Claims) ackClaimOne(ctx context.Context, st Stmt, a *Args, idx *keyIndex, nkeys int, res *AckResult, claim func(Scanner) error) error {
 	got := make([]bool, nkeys)
 	first := true
 	head := pastHead{skip: []any{new(any), new(any), new(any)}}
@@ -231,7 +231,7 @@ func (s *Claims) ackClaimOne(ctx context.Context, st Stmt, a *Args, idx *keyInde
 
 // ackedKeys marks in got the positions of the keys of the JSON array acked
 // and adds those of parked to res.Parked.
-func (s *Claims) ackedKeys(acked, parked string, idx *keyIndex, got []bool, res *dialect.AckResult) error {
+func (s *Claims) ackedKeys(acked, parked string, idx *keyIndex, got []bool, res *AckResult) error {
 	for _, list := range []struct {
 		text   string
 		parked bool
@@ -253,7 +253,7 @@ func (s *Claims) ackedKeys(acked, parked string, idx *keyIndex, got []bool, res 
 				}
 				k = v
 			}
-			nk, err := dialect.NormalizeKey(s.Spec.IDKind, k)
+			nk, err := NormalizeKey(s.Spec.IDKind, k)
 			if err != nil {
 				return err
 			}
@@ -305,10 +305,10 @@ func (x *keyIndex) find(k any) (int, bool) {
 // ReadBackTx is [Claims.ReadBack] on q, a transaction the store opened
 // ([TxClaimFunc]): it reads the rows the transaction marked, before its
 // commit, without retries of its own.
-func (s *Claims) ReadBackTx(ctx context.Context, q Querier, token string, scan func(dialect.Scanner) error, wrapScan func(dialect.Scanner) dialect.Scanner) (int, error) {
+func (s *Claims) ReadBackTx(ctx context.Context, q Querier, token string, scan func(Scanner) error, wrapScan func(Scanner) Scanner) (int, error) {
 	n := 0
 	err := Query(ctx, q, s.E.Dialect, s.readBack, &Args{Token: token}, func(r Rows) error {
-		var sc dialect.Scanner = r
+		var sc Scanner = r
 		if wrapScan != nil {
 			sc = wrapScan(r)
 		}

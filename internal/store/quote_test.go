@@ -25,7 +25,7 @@ func FuzzQuote(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		if err := dialect.ValidateIdent("f", name); err != nil {
+		if err := ValidateIdent("f", name); err != nil {
 			require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 			return
 		}

@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/errclass"
 )
 
-// DDL is how an engine renders a portable [dialect.TableDef].
+// DDL is how an engine renders a portable [TableDef].
 type DDL struct {
 	// Types are the column types by portable type; the text type may be a
 	// format taking the length ("VARCHAR(%d)").
@@ -27,7 +28,7 @@ type DDL struct {
 }
 
 // CreateTableDDL renders def in the engine's syntax.
-func (e *Engine) CreateTableDDL(def dialect.TableDef) ([]string, error) {
+func (e *Engine) CreateTableDDL(def TableDef) ([]string, error) {
 	if err := def.Validate(); err != nil {
 		return nil, err
 	}
@@ -41,7 +42,7 @@ func (e *Engine) CreateTableDDL(def dialect.TableDef) ([]string, error) {
 		}
 		b.WriteString(e.Quote(c.Name) + " ")
 		switch c.Type {
-		case dialect.TypeSerial:
+		case TypeSerial:
 			b.WriteString(e.DDL.Serial)
 			if e.DDL.SerialIsKey {
 				pk = nil
@@ -97,7 +98,7 @@ func (e *Engine) ExecDDL(ctx context.Context, stmts []string) error {
 	for _, s := range stmts {
 		if _, err := e.DB.Exec(ctx, s); err != nil {
 			err = e.interpret(err)
-			if strings.HasPrefix(s, "CREATE INDEX") && ClassOf(err) == dialect.ClassDuplicate {
+			if strings.HasPrefix(s, "CREATE INDEX") && ClassOf(err) == errclass.Duplicate {
 				continue
 			}
 			return fmt.Errorf("ddl %q: %w", s, err)
@@ -137,7 +138,7 @@ func (e *Engine) catalogColumns(ctx context.Context, st Stmt, name string) (Colu
 	return cols, err
 }
 
-// VerifySchema implements [dialect.ClaimStore]. It also learns the
+// VerifySchema implements [ClaimStore]. It also learns the
 // precision of the claimed-at column: see [Slack].
 func (s *Claims) VerifySchema(ctx context.Context) error {
 	cols, err := s.E.catalogColumns(ctx, s.columns, s.Spec.Table)
@@ -218,11 +219,11 @@ func (e *Engine) timeSlack(table string, cols Columns, textTimes bool, tcs ...ti
 	return slack, nil
 }
 
-// IndexDDL implements [dialect.ClaimStore].
-func (s *Claims) IndexDDL() []string { return s.IndexDDLWith(dialect.IndexOptions{}) }
+// IndexDDL implements [ClaimStore].
+func (s *Claims) IndexDDL() []string { return s.IndexDDLWith(IndexOptions{}) }
 
-// IndexDDLWith implements [dialect.IndexDDLer].
-func (s *Claims) IndexDDLWith(opts dialect.IndexOptions) []string {
+// IndexDDLWith implements [IndexDDLer].
+func (s *Claims) IndexDDLWith(opts IndexOptions) []string {
 	var out []string
 	for _, ix := range s.indexes[online(opts)] {
 		if ix.SQL != "" {
@@ -232,28 +233,28 @@ func (s *Claims) IndexDDLWith(opts dialect.IndexOptions) []string {
 	return out
 }
 
-func online(opts dialect.IndexOptions) int {
+func online(opts IndexOptions) int {
 	if opts.Online {
 		return 1
 	}
 	return 0
 }
 
-// MissingIndexes implements [dialect.ClaimStore].
+// MissingIndexes implements [ClaimStore].
 func (s *Claims) MissingIndexes(ctx context.Context) ([]string, error) {
-	return s.MissingIndexesWith(ctx, dialect.IndexOptions{})
+	return s.MissingIndexesWith(ctx, IndexOptions{})
 }
 
-// MissingIndexesWith implements [dialect.IndexDDLer]: it looks the
+// MissingIndexesWith implements [IndexDDLer]: it looks the
 // recommended indexes up by name in the table's schema. An index that
 // exists but that queries cannot use (PostgreSQL's INVALID index, left by
 // a CREATE INDEX CONCURRENTLY that failed) is missing too: its DDL is the
 // engine's DROP INDEX, then the CREATE INDEX.
-func (s *Claims) MissingIndexesWith(ctx context.Context, opts dialect.IndexOptions) ([]string, error) {
+func (s *Claims) MissingIndexesWith(ctx context.Context, opts IndexOptions) ([]string, error) {
 	schema, table := SplitName(s.Spec.Table)
 	var out []string
 	on := online(opts)
-	for i, ix := range s.Spec.Indexes() {
+	for i, ix := range Indexes(s.Spec) {
 		if s.indexes[on][i].SQL == "" {
 			continue // an index the engine does not use
 		}

@@ -44,14 +44,14 @@ func (t sqlTx) Query(ctx context.Context, q string, args ...any) (Rows, error) {
 	return sqlRows{r}, nil
 }
 
-// AckTx implements [dialect.ClaimStore]: the ack of [Claims.Ack] inside the
+// AckTx implements [ClaimStore]: the ack of [Claims.Ack] inside the
 // caller's transaction, with the same token and version conditions. It
 // never retries (a conflict aborts the caller's transaction, which the
 // caller runs again) and never commits or rolls back. On an engine without
 // RETURNING it decides row by row (lock, decide, update), since the
 // all-or-nothing shortcut of Ack would need a transaction of its own.
-func (s *Claims) AckTx(ctx context.Context, tx any, p *dialect.AckParams) (dialect.AckResult, error) {
-	var res dialect.AckResult
+func (s *Claims) AckTx(ctx context.Context, tx any, p *AckParams) (AckResult, error) {
+	var res AckResult
 	q, err := s.E.callerTx(tx)
 	if err != nil {
 		return res, wrap("ack", err)
@@ -65,8 +65,8 @@ func (s *Claims) AckTx(ctx context.Context, tx any, p *dialect.AckParams) (diale
 	if err != nil {
 		return res, wrap("ack", err)
 	}
-	versioned := p.Versions != nil && p.Outcome == dialect.OutcomeDone
-	parkAt := p.Outcome == dialect.OutcomeRetry && p.MaxAttempts > 0
+	versioned := p.Versions != nil && p.Outcome == OutcomeDone
+	parkAt := p.Outcome == OutcomeRetry && p.MaxAttempts > 0
 	if s.E.Returning && !versioned {
 		st := s.ackPark
 		if !parkAt {
@@ -77,12 +77,12 @@ func (s *Claims) AckTx(ctx context.Context, tx any, p *dialect.AckParams) (diale
 		err = s.ackByRow(ctx, q, p, a, keys, idx, &res)
 	}
 	if err != nil {
-		return dialect.AckResult{}, wrap("ack", s.E.interpret(err))
+		return AckResult{}, wrap("ack", s.E.interpret(err))
 	}
 	return res, nil
 }
 
-// ReleaseTx implements [dialect.ClaimStore]: [Claims.Release] of the ids
+// ReleaseTx implements [ClaimStore]: [Claims.Release] of the ids
 // rows inside the caller's transaction.
 func (s *Claims) ReleaseTx(ctx context.Context, tx any, token string, ids []any) (int64, error) {
 	q, err := s.E.callerTx(tx)

@@ -162,13 +162,13 @@ func (t colType) checkValue(field string, v any) error {
 func (t colType) checkCompared(field, what string, v any) error {
 	switch t.kind {
 	case kindInt:
-		k, err := dialect.NormalizeKey(dialect.IDInt, v)
+		k, err := NormalizeKey(dialect.IDInt, v)
 		if err != nil {
 			return fmt.Errorf("%w: %s: %s %v (%T) for column %s, which holds integers", dialect.ErrInvalidConfig, field, what, v, v, t.desc)
 		}
 		return t.checkInt(field, k.(int64))
 	case kindText:
-		s, err := dialect.NormalizeKey(dialect.IDText, v)
+		s, err := NormalizeKey(dialect.IDText, v)
 		if err != nil {
 			return fmt.Errorf("%w: %s: %s %v (%T) for column %s, which holds text", dialect.ErrInvalidConfig, field, what, v, v, t.desc)
 		}

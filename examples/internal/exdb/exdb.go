@@ -18,6 +18,7 @@ import (
 	"github.com/claimlock/claimlock/dialect/mysql"
 	"github.com/claimlock/claimlock/dialect/postgres"
 	"github.com/claimlock/claimlock/dialect/sqlite"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // DB is an open example database: the dialect for the library and a
@@ -46,7 +47,7 @@ func (d *DB) Ph(n int) string {
 // Q quotes an identifier through the dialect (the names are constants of the
 // example, so an error is a programming error).
 func (d *DB) Q(name string) string {
-	q, err := d.Dialect.QuoteIdent("name", name)
+	q, err := store.QuoteIdent(d.Dialect, "name", name)
 	if err != nil {
 		panic(err)
 	}

@@ -1,29 +1,15 @@
-package dialect
+package store
 
 import (
 	"context"
 	"fmt"
+
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/ident"
 )
 
 // ColumnType is a portable column type for [TableDef].
 type ColumnType int
-
-const (
-	// TypeInt is a 64-bit integer.
-	TypeInt ColumnType = iota
-	// TypeText is a string of at most Len bytes (VARCHAR; Len zero means 255).
-	TypeText
-	// TypeTime is a timestamp with sub-second precision in UTC (DATETIME(6),
-	// timestamptz, or integer milliseconds on SQLite).
-	TypeTime
-	// TypeSerial is an auto-incrementing 64-bit integer primary key.
-	TypeSerial
-	// TypeTimeSeconds is a timestamp that holds whole seconds, as many
-	// existing schemas have (DATETIME, timestamptz(0); on SQLite the same
-	// integer milliseconds as TypeTime). claimlock's stores learn the
-	// precision from the catalog and keep every expiry test safe for it.
-	TypeTimeSeconds
-)
 
 // ColumnDef is one column of a [TableDef].
 type ColumnDef struct {
@@ -36,7 +22,7 @@ type ColumnDef struct {
 	// NotNull adds NOT NULL.
 	NotNull bool
 	// Default is a literal default: a Status (string or integer) or nil.
-	Default *Status
+	Default *dialect.Status
 }
 
 // IndexDef is a secondary index of a [TableDef].
@@ -68,14 +54,14 @@ func (d TableDef) Validate() error {
 		return err
 	}
 	if len(d.Columns) == 0 {
-		return fmt.Errorf("%w: TableDef %s has no columns", ErrInvalidConfig, d.Table)
+		return fmt.Errorf("%w: TableDef %s has no columns", dialect.ErrInvalidConfig, d.Table)
 	}
 	for i, c := range d.Columns {
 		if err := ValidateColumn(fmt.Sprintf("Columns[%d]", i), c.Name); err != nil {
 			return err
 		}
 		if c.Len < 0 {
-			return fmt.Errorf("%w: Columns[%d]: negative length", ErrInvalidConfig, i)
+			return fmt.Errorf("%w: Columns[%d]: negative length", dialect.ErrInvalidConfig, i)
 		}
 	}
 	for i, c := range d.PrimaryKey {
@@ -98,7 +84,7 @@ func (d TableDef) Validate() error {
 
 // LeaseTableDef is the library-managed key table for keyed leases: a text
 // key of keyLen bytes (0 means 255), owner, lock_at, expires_at and fence.
-// Pass it to [Dialect.CreateTableDDL]; [KeyedLeaseTable] describes it.
+// Pass it to [dialect.Dialect.CreateTableDDL]; [KeyedLeaseTable] describes it.
 func LeaseTableDef(table string, keyLen int) TableDef {
 	if keyLen == 0 {
 		keyLen = 255
@@ -110,7 +96,7 @@ func LeaseTableDef(table string, keyLen int) TableDef {
 			{Name: "owner", Type: TypeText, Len: MaxTokenLen},
 			{Name: "lock_at", Type: TypeTime},
 			{Name: "expires_at", Type: TypeTime},
-			{Name: "fence", Type: TypeInt, NotNull: true, Default: &Status{num: 0, isNum: true, set: true}},
+			{Name: "fence", Type: TypeInt, NotNull: true, Default: zeroStatus()},
 		},
 		PrimaryKey: []string{"lease_key"},
 		Indexes:    []IndexDef{{Name: IndexName(table, "exp"), Columns: []string{"expires_at"}}},
@@ -118,23 +104,23 @@ func LeaseTableDef(table string, keyLen int) TableDef {
 }
 
 // KeyedLeaseTable describes the table created from [LeaseTableDef].
-func KeyedLeaseTable(table string, keyLen int) LeaseTable {
-	return LeaseTable{
-		Table: table, Key: "lease_key", KeyKind: IDText, KeyMaxLen: keyLen,
+func KeyedLeaseTable(table string, keyLen int) dialect.LeaseTable {
+	return dialect.LeaseTable{
+		Table: table, Key: "lease_key", KeyKind: dialect.IDText, KeyMaxLen: keyLen,
 		Owner: "owner", LockedAt: "lock_at", ExpiresAt: "expires_at", Fence: "fence", Keyed: true,
 	}
 }
 
 // IndexName derives an index name from a table name and a suffix, within
-// [MaxIdentLen], using only the table's last part.
+// [ident.MaxLen], using only the table's last part.
 func IndexName(table, suffix string) string {
 	if i := lastDot(table); i >= 0 {
 		table = table[i+1:]
 	}
 	name := table + "_cl_" + suffix
-	if len(name) > MaxIdentLen {
+	if len(name) > ident.MaxLen {
 		h := fnv32(table)
-		name = fmt.Sprintf("%s_%08x_cl_%s", table[:MaxIdentLen-len(suffix)-14], h, suffix)
+		name = fmt.Sprintf("%s_%08x_cl_%s", table[:ident.MaxLen-len(suffix)-14], h, suffix)
 	}
 	return name
 }
@@ -178,7 +164,7 @@ func fnv32(s string) uint32 {
 // so that its scoped Stats need the scope index. MySQL and MariaDB leave
 // the scope index out: their claim index serves scoped Stats, and MariaDB
 // does not use a scope index for sweeps (see dialect/mysql).
-func (c ClaimTable) Indexes() []IndexDef {
+func Indexes(c dialect.ClaimTable) []IndexDef {
 	claimCols := append(append([]string{}, c.Scope...), c.Status, c.ID)
 	if c.RunAt != "" {
 		// Claims skip pending rows whose RunAt is in the future: with the
@@ -210,9 +196,9 @@ const DefaultErrorLen = 1024
 // (integers) and spec.Columns, typed by extra where it names them and text
 // otherwise. Recommended indexes are not included: create them from
 // [ClaimStore.IndexDDL].
-func ClaimTableDef(spec ClaimTable, extra ...ColumnDef) TableDef {
+func ClaimTableDef(spec dialect.ClaimTable, extra ...ColumnDef) TableDef {
 	def := TableDef{Table: spec.Table, PrimaryKey: []string{spec.ID}}
-	if spec.IDKind == IDText {
+	if spec.IDKind == dialect.IDText {
 		def.Columns = append(def.Columns, ColumnDef{Name: spec.ID, Type: TypeText, Len: 64, NotNull: true})
 	} else {
 		def.Columns = append(def.Columns, ColumnDef{Name: spec.ID, Type: TypeSerial, NotNull: true})
@@ -225,7 +211,7 @@ func ClaimTableDef(spec ClaimTable, extra ...ColumnDef) TableDef {
 	if spec.Pending.IsNumeric() {
 		st.Type = TypeInt
 	}
-	zero := Status{isNum: true, set: true}
+	zero := dialect.StatusInt(0)
 	def.Columns = append(def.Columns, st,
 		ColumnDef{Name: spec.Token, Type: TypeText, Len: MaxTokenLen},
 		ColumnDef{Name: spec.ClaimedAt, Type: TypeTime})
@@ -256,7 +242,7 @@ func ClaimTableDef(spec ClaimTable, extra ...ColumnDef) TableDef {
 	return def
 }
 
-// ColumnAdder is an optional interface of a [Dialect] (the dialects of this
+// ColumnAdder is an optional interface of a [dialect.Dialect] (the dialects of this
 // module implement it): schema advice for a table that already exists, for
 // migration tools.
 type ColumnAdder interface {
@@ -265,7 +251,7 @@ type ColumnAdder interface {
 	// the table lacks (none when it has them all), typed as CreateTableDDL
 	// types them. A missing table, an invalid name, an auto-incrementing
 	// column or a NOT NULL column without a default is an error wrapping
-	// [ErrInvalidConfig].
+	// [dialect.ErrInvalidConfig].
 	AddColumnsDDL(ctx context.Context, table string, cols []ColumnDef) ([]string, error)
 }
 
@@ -278,7 +264,7 @@ type IndexOptions struct {
 	//   - PostgreSQL: CREATE INDEX CONCURRENTLY. It cannot run inside a
 	//     transaction block: a migration tool must run such statements
 	//     outside one (goose: a "-- +goose NO TRANSACTION" file), and
-	//     [Dialect.ExecDDL] does. It waits for the transactions that may
+	//     [dialect.Dialect.ExecDDL] does. It waits for the transactions that may
 	//     write the table to end, twice, and reads the table twice. A build
 	//     that fails or is interrupted leaves an INVALID index, which no
 	//     query uses and which CREATE INDEX ... IF NOT EXISTS then skips:
@@ -303,4 +289,27 @@ type IndexDDLer interface {
 	IndexDDLWith(opts IndexOptions) []string
 	// MissingIndexesWith is [ClaimStore.MissingIndexes] built with opts.
 	MissingIndexesWith(ctx context.Context, opts IndexOptions) ([]string, error)
+}
+
+const (
+	// TypeInt is a 64-bit integer.
+	TypeInt ColumnType = iota
+	// TypeText is a string of at most Len bytes (VARCHAR; Len zero means 255).
+	TypeText
+	// TypeTime is a timestamp with sub-second precision in UTC (DATETIME(6),
+	// timestamptz, or integer milliseconds on SQLite).
+	TypeTime
+	// TypeSerial is an auto-incrementing 64-bit integer primary key.
+	TypeSerial
+	// TypeTimeSeconds is a timestamp that holds whole seconds, as many
+	// existing schemas have (DATETIME, timestamptz(0); on SQLite the same
+	// integer milliseconds as TypeTime). claimlock's stores learn the
+	// precision from the catalog and keep every expiry test safe for it.
+	TypeTimeSeconds
+)
+
+// zeroStatus returns a new integer status 0, for column defaults.
+func zeroStatus() *dialect.Status {
+	z := dialect.StatusInt(0)
+	return &z
 }
