@@ -29,7 +29,7 @@ type Claimer[T any] struct {
 // core is the part of a claimer that does not depend on the row type.
 type core struct {
 	d           dialect.Dialect
-	cs       store.ClaimStore
+	cs          store.ClaimStore
 	spec        dialect.ClaimTable
 	scope       []any
 	strategy    dialect.Strategy

@@ -20,7 +20,7 @@ const releaseTimeout = 5 * time.Second
 // concurrent use; a process usually holds one per table.
 type Locker struct {
 	cfg      Config
-	cs    store.LeaseStore
+	cs       store.LeaseStore
 	verified atomic.Bool // the table passed VerifySchema once
 }
 

@@ -17,7 +17,7 @@ import (
 // acquisitions. It is optional: an expired lease can be acquired whether or
 // not it was reaped. It is safe for concurrent use.
 type LeaseReaper struct {
-	cs  store.LeaseStore
+	cs     store.LeaseStore
 	table  string
 	limit  int
 	logger *slog.Logger

@@ -37,7 +37,7 @@ type Result struct {
 // Reaper returns stale claims of one claim table to pending and parks poison
 // rows. It is safe for concurrent use.
 type Reaper struct {
-	cs   store.ClaimStore
+	cs      store.ClaimStore
 	table   string
 	cols    []string // scope columns
 	scope   []any

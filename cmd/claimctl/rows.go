@@ -195,7 +195,7 @@ func cmdScheduled(ctx context.Context, e *env) error {
 // claim table, the -scope and the -ids.
 type rowTarget struct {
 	spec       dialect.ClaimTable
-	cs      store.ClaimStore
+	cs         store.ClaimStore
 	scope, ids []any
 }
 

@@ -46,7 +46,7 @@ var (
 
 // target is one table (and scope) whose Stats a scrape reads.
 type target struct {
-	cs  store.ClaimStore
+	cs     store.ClaimStore
 	table  string
 	scope  string
 	values []any

@@ -82,7 +82,7 @@ type handle = store.Handle
 // Dialect is the MySQL/MariaDB/TiDB implementation of [dialect.Dialect].
 type Dialect struct {
 	handle
-	b *store.Base // the engine the handle carries
+	b       *store.Base // the engine the handle carries
 	db      *sql.DB
 	version Version
 

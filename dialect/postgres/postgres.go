@@ -33,7 +33,7 @@ type handle = store.Handle
 // for concurrent use.
 type Dialect struct {
 	handle
-	b *store.Base // the engine the handle carries
+	b          *store.Base // the engine the handle carries
 	versionNum int
 	n          *notifier // subscribed claimers and the listener (notify.go)
 }

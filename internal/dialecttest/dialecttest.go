@@ -158,12 +158,12 @@ func st(t *testing.T, v any) dialect.Status {
 // fixture is a claim table created through the dialect, with helpers that
 // use only placeholder-free SQL.
 type fixture struct {
-	t     *testing.T
-	d     dialect.Dialect
-	db    *sql.DB
-	spec  dialect.ClaimTable
-	cs store.ClaimStore
-	q     func(string) string
+	t    *testing.T
+	d    dialect.Dialect
+	db   *sql.DB
+	spec dialect.ClaimTable
+	cs   store.ClaimStore
+	q    func(string) string
 }
 
 type fixtureOpt func(*dialect.ClaimTable)
