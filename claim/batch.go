@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -30,17 +31,17 @@ type Row[T any] struct {
 // Batch is the set of rows one claim took, all held under one token. Its
 // methods are safe for concurrent use; those that write (Ack, AckAll, Fail,
 // Flush, Release, Heartbeat) run one at a time. The background write of
-// deferred acks ([Batch.AckLater]) holds the batch only to take its rows and
+// deferred acks (Config.AckDelay) holds the batch only to take its rows and
 // to record the outcome, never while its statement runs, so a slow database
 // does not make the other methods wait behind it; Flush, AckAll and Release,
 // which report its outcome, wait for it without holding the batch.
 //
 // Every row must end in exactly one of [Batch.Ack], [Batch.AckAll],
-// [Batch.AckLater] (written by [Batch.Flush] or automatically, see there),
+// [Batch.Ack] with Config.AckDelay (written by [Batch.Flush] or automatically, see there),
 // [Batch.Fail] or [Batch.Release]; a row left alone stays processing until a
 // reaper returns it to pending. Each of these statements is conditioned on
 // the token, so a batch whose rows were reaped and re-claimed by someone else
-// can never overwrite the new owner's work: it gets [ErrClaimLost].
+// can never overwrite the new owner's work: it gets [dialect.ErrClaimLost].
 type Batch[T any] struct {
 	// Set by the claim, never changed: read without the lock.
 	token string
@@ -56,7 +57,7 @@ type Batch[T any] struct {
 	nOpen    int
 	requeued []any
 	inTx     []int         // rows completed in a caller's transaction (tx.go)
-	later    *deferred     // deferred acks; nil until the first AckLater
+	later    *deferred     // deferred acks; nil until the first deferred Ack
 	closed   chan struct{} // closed when nOpen reaches 0
 
 	// Loss signal (loss.go): ctx ends when the batch does. lmu guards the
@@ -67,21 +68,6 @@ type Batch[T any] struct {
 	deadline time.Time   // local; zero without Config.ReapTimeout
 	timer    *time.Timer // fires at deadline
 	gen      uint64      // bumped whenever timer is re-armed or stopped
-}
-
-// newBatch returns the batch of rows claimed under token; claimed is the
-// local time just before the claim statement was sent.
-func newBatch[T any](k *core, token string, rows []Row[T], claimed time.Time) *Batch[T] {
-	b := &Batch[T]{token: token, rows: rows, core: k}
-	b.index = make(map[any]int, len(rows))
-	b.open = make([]bool, len(rows))
-	for i, r := range rows {
-		b.index[r.ID] = i
-		b.open[i] = true
-	}
-	b.nOpen = len(rows)
-	b.startLoss(claimed)
-	return b
 }
 
 // Token returns the claim token written to every row of the batch.
@@ -112,7 +98,7 @@ func (b *Batch[T]) IDs() []any {
 }
 
 // Unacked returns the keys of the rows the batch still holds: not yet acked
-// (by [Batch.Ack], [Batch.AckAll] or [Batch.AckLater]), failed, released or
+// (by [Batch.Ack], [Batch.AckAll] or [Batch.Ack] with Config.AckDelay), failed, released or
 // found lost.
 func (b *Batch[T]) Unacked() []any {
 	b.mu.Lock()
@@ -170,7 +156,7 @@ func (b *Batch[T]) closeRows(idx []int) {
 
 // lookup maps caller ids to open row indexes. Each id is normalised once,
 // here, with [store.NormalizeKey]: a key of the wrong type or out of range
-// is an error wrapping [ErrInvalidConfig]; an unknown, closed, deferred or
+// is an error wrapping [dialect.ErrInvalidConfig]; an unknown, closed, deferred or
 // repeated one is [ErrNotHeld]. op names the calling method in errors.
 func (b *Batch[T]) lookup(op string, ids []any) ([]int, error) {
 	idx := make([]int, 0, len(ids))
@@ -201,17 +187,17 @@ func (b *Batch[T]) lookup(op string, ids []any) ([]int, error) {
 // released. Rows that were reaped meanwhile are not counted and not touched;
 // that is not an error. Afterwards the batch holds nothing.
 //
-// Deferred acks ([Batch.AckLater]) are written first, as by [Batch.Flush],
+// Deferred acks (Config.AckDelay) are written first, as by [Batch.Flush],
 // and are not released. If that write fails, Release releases nothing and
 // returns its error; the rows stay held so the call can be repeated. Rows
 // that write finds lost (or that background writes found lost since the last
-// Flush) are reported by an error matching [ErrClaimLost] after the release
+// Flush) are reported by an error matching [dialect.ErrClaimLost] after the release
 // of the others, with the count of released rows.
 func (b *Batch[T]) Release(ctx context.Context) (int64, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	flushErr := b.flushLocked(ctx, "release")
-	if flushErr != nil && !errors.Is(flushErr, ErrClaimLost) {
+	if flushErr != nil && !errors.Is(flushErr, dialect.ErrClaimLost) {
 		return 0, flushErr
 	}
 	idx := slices.DeleteFunc(b.openIndexes(), b.later.isLater)
@@ -229,44 +215,4 @@ func (b *Batch[T]) Release(ctx context.Context) (int64, error) {
 	b.inTx = nil
 	b.closeRows(idx)
 	return n, flushErr
-}
-
-// Heartbeat moves the claim time of every row the token still holds to the
-// database's now, so that a reaper does not take them back, and returns how
-// many rows it holds. When fewer rows are held than the batch expects, the
-// error wraps [ErrClaimLost] (the count is still returned), and the batch's
-// context ends with it ([Batch.Context]); the lost rows are found by the
-// next ack. A heartbeat that finds every row held moves the local deadline
-// to the local start of its statement + Config.ReapTimeout -
-// Config.SafetyMargin, unless the batch has ended already: an ended batch
-// stays ended.
-func (b *Batch[T]) Heartbeat(ctx context.Context) (int64, error) {
-	b.mu.Lock()
-	open := b.nOpen
-	b.mu.Unlock()
-	if open == 0 {
-		return 0, nil
-	}
-	// The statement runs without the batch's lock: it may wait for rows a
-	// caller's transaction holds ([Batch.AckTx]), and that caller may call
-	// the batch meanwhile.
-	start := time.Now()
-	n, err := b.core.cs.Heartbeat(ctx, b.token)
-	if err != nil {
-		return 0, storeError("heartbeat", err)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	// Rows only ever close, so every row open now was open, and held if
-	// not lost, while the statement ran; rows closed meanwhile may or may
-	// not have been counted. Rows of a background ack write in flight are
-	// held until it commits, which may be before or after the heartbeat:
-	// expect at least the others.
-	if least := b.nOpen - b.later.inFlight(); n < int64(least) {
-		err := fmt.Errorf("claim: heartbeat: token holds %d of %d rows: %w", n, least, ErrClaimLost)
-		b.end(err)
-		return n, err
-	}
-	b.extend(start)
-	return n, nil
 }

@@ -125,25 +125,25 @@ func TestBackgroundWriteDoesNotBlockBatch(t *testing.T) {
 	rows := b.Rows()
 	let := sd.holdNextAck()
 	defer let()
-	require.NoError(t, b.AckLater(rows[0].ID))
-	require.NoError(t, b.AckLater(rows[1].ID)) // the buffer is full: a background write starts
+	require.NoError(t, b.Ack(ctx, rows[0].ID))
+	require.NoError(t, b.Ack(ctx, rows[1].ID)) // the buffer is full: a background write starts
 	<-sd.held                                  // ... and is stuck in the database
 
 	within(t, "Batch methods", func() {
 		require.Len(t, b.Unacked(), 8)
 		require.Empty(t, b.Requeued())
-		require.NoError(t, b.Ack(ctx, rows[2].ID))
+		require.NoError(t, b.Ack(ctx, rows[2].ID)) // deferred
 		require.NoError(t, b.Fail(ctx, rows[3].ID, errors.New("x")))
-		require.NoError(t, b.AckLater(rows[4].ID))
+		require.NoError(t, b.Ack(ctx, rows[4].ID)) // deferred; the buffer is full again, but a write is in flight
 		n, err := b.Heartbeat(ctx)
 		require.NoError(t, err, "rows in flight are not counted as lost")
-		require.EqualValues(t, 8, n) // rows 0 and 1 are still held: their write has not run
+		require.EqualValues(t, 9, n) // rows 0 and 1 are still held (their write has not run), and so are the deferred 2 and 4
 		require.ErrorIs(t, b.Ack(ctx, rows[0].ID), claim.ErrNotHeld, "a row in flight is not acked twice")
 	})
-	requireStats(t, c, 1, 8, 1, 0)
+	requireStats(t, c, 1, 9, 0, 0)
 
 	let()
-	require.NoError(t, b.Flush(ctx)) // waits for the write in flight, then writes row 4
+	require.NoError(t, b.Flush(ctx)) // waits for the write in flight, then writes rows 2 and 4
 	requireStats(t, c, 1, 5, 4, 0)
 	require.Len(t, b.Unacked(), 5)
 	require.Empty(t, sd.writtenTwice())
@@ -162,8 +162,8 @@ func TestFlushAndReleaseWaitForBackgroundWrite(t *testing.T) {
 
 	// Flush returns once the write in flight landed.
 	let := sd.holdNextAck()
-	require.NoError(t, b.AckLater(rows[0].ID))
-	require.NoError(t, b.AckLater(rows[1].ID))
+	require.NoError(t, b.Ack(ctx, rows[0].ID))
+	require.NoError(t, b.Ack(ctx, rows[1].ID))
 	<-sd.held
 	flushed := make(chan error, 1)
 	go func() { flushed <- b.Flush(ctx) }()
@@ -178,8 +178,8 @@ func TestFlushAndReleaseWaitForBackgroundWrite(t *testing.T) {
 
 	// A Flush that gives up waiting reports its context and loses nothing.
 	let = sd.holdNextAck()
-	require.NoError(t, b.AckLater(rows[2].ID))
-	require.NoError(t, b.AckLater(rows[3].ID))
+	require.NoError(t, b.Ack(ctx, rows[2].ID))
+	require.NoError(t, b.Ack(ctx, rows[3].ID))
 	<-sd.held
 	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
@@ -219,15 +219,15 @@ func TestBackgroundWriteLostRowsReportedOnce(t *testing.T) {
 
 	// The worker stalls: a reaper returns its rows, another claims them.
 	time.Sleep(20 * time.Millisecond)
-	_, err = c.Store().Reap(ctx, &store.ReapParams{Timeout: time.Millisecond, Limit: 100})
+	_, err = claim.StoreOf(c).Reap(ctx, &store.ReapParams{Timeout: time.Millisecond, Limit: 100})
 	require.NoError(t, err)
 	fresh, err := c.Claim(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 4, fresh.Len())
 
 	let := sd.holdNextAck()
-	require.NoError(t, old.AckLater(rows[0].ID))
-	require.NoError(t, old.AckLater(rows[1].ID))
+	require.NoError(t, old.Ack(ctx, rows[0].ID))
+	require.NoError(t, old.Ack(ctx, rows[1].ID))
 	<-sd.held
 	flushed := make(chan error, 1)
 	go func() { flushed <- old.Flush(ctx) }()
@@ -236,14 +236,14 @@ func TestBackgroundWriteLostRowsReportedOnce(t *testing.T) {
 	err = <-flushed
 	var le *claim.LostError
 	require.ErrorAs(t, err, &le)
-	require.ErrorIs(t, err, claim.ErrClaimLost)
+	require.ErrorIs(t, err, dialect.ErrClaimLost)
 	require.Equal(t, []any{rows[0].ID, rows[1].ID}, le.IDs)
 	require.EqualError(t, err, "claim: flush: lost 2 rows [1 2]: reaped or released, possibly re-claimed")
 	require.NoError(t, old.Flush(ctx), "reported once")
 
 	// An unheld background write: its lost rows wait for AckAll.
-	require.NoError(t, old.AckLater(rows[2].ID))
-	require.NoError(t, old.AckLater(rows[3].ID))
+	require.NoError(t, old.Ack(ctx, rows[2].ID))
+	require.NoError(t, old.Ack(ctx, rows[3].ID))
 	waitFor(t, "the background write", func() bool { return written(sd, rows[3].ID) })
 	err = old.AckAll(ctx)
 	require.ErrorAs(t, err, &le)
@@ -275,15 +275,15 @@ func TestKeysNormalisedOnce(t *testing.T) {
 	// negative key: both are errors, not ErrNotHeld of a wrapped key.
 	for _, bad := range []any{uint64(math.MaxUint64), uint64(1<<63) + uint64(first), uint(math.MaxUint64)} {
 		err := b.Ack(ctx, bad)
-		require.ErrorIs(t, err, claim.ErrInvalidConfig, "%v", bad)
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "%v", bad)
 		require.NotErrorIs(t, err, claim.ErrNotHeld)
 		require.ErrorContains(t, err, "claim: ack: ")
 		require.ErrorContains(t, err, "overflows")
-		require.ErrorIs(t, b.AckLater(bad), claim.ErrInvalidConfig)
-		require.ErrorIs(t, b.Fail(ctx, bad, errors.New("x")), claim.ErrInvalidConfig)
+		require.ErrorIs(t, b.Ack(ctx, bad), dialect.ErrInvalidConfig)
+		require.ErrorIs(t, b.Fail(ctx, bad, errors.New("x")), dialect.ErrInvalidConfig)
 	}
 	for _, bad := range []any{"1", 1.0, nil, []byte("1")} {
-		require.ErrorIs(t, b.Ack(ctx, bad), claim.ErrInvalidConfig, "%#v", bad)
+		require.ErrorIs(t, b.Ack(ctx, bad), dialect.ErrInvalidConfig, "%#v", bad)
 	}
 	require.Len(t, b.Unacked(), 5, "nothing was written")
 
@@ -324,11 +324,11 @@ func TestBatchErrorMessages(t *testing.T) {
 	require.NoError(t, err)
 	ids := old.IDs()
 	require.EqualError(t, old.Ack(ctx, 99), "claim: ack: id 99 (int) is not held by this batch")
-	require.EqualError(t, old.AckLater(99), "claim: ack later: id 99 (int) is not held by this batch")
+	require.EqualError(t, old.Ack(ctx, 99), "claim: ack: id 99 (int) is not held by this batch")
 	require.EqualError(t, old.Fail(ctx, 99, nil), "claim: fail: id 99 (int) is not held by this batch")
 
 	time.Sleep(20 * time.Millisecond)
-	_, err = c.Store().Reap(ctx, &store.ReapParams{Timeout: time.Millisecond, Limit: 100})
+	_, err = claim.StoreOf(c).Reap(ctx, &store.ReapParams{Timeout: time.Millisecond, Limit: 100})
 	require.NoError(t, err)
 	require.EqualError(t, old.Ack(ctx, ids[:3]...), "claim: ack: lost 3 rows [1 2 3]: reaped or released, possibly re-claimed")
 	require.EqualError(t, old.Fail(ctx, ids[3], errors.New("x")), "claim: fail: lost 1 row [4]: reaped or released, possibly re-claimed")

@@ -1,19 +1,15 @@
 package claim
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/detach"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -35,15 +31,15 @@ type core struct {
 	strategy    dialect.Strategy
 	limit       int
 	maxAttempts int
-	failMode    FailMode
 	backoff     func(attempts int) time.Duration // nil without a RunAt column
-	ackDelay    time.Duration
+	ackDelay    time.Duration                    // 0: acks are written at once
 	ackBuffer   int
 	reapTimeout time.Duration // Config.ReapTimeout; 0: no local deadline
 	margin      time.Duration // Config.SafetyMargin or its default
+	heartbeat   time.Duration // Config.HeartbeatInterval or its default; 0: none
 	gate        chan struct{} // bounds concurrent claim statements; nil: no bound
 	logger      *slog.Logger
-	hooks       Hooks
+	obs         Observer
 
 	indexOnce sync.Once
 	verified  atomic.Bool // the table passed VerifySchema once
@@ -56,8 +52,8 @@ type core struct {
 //
 //	func(r *Target) []any { return []any{&r.OpenID, &r.Payload} }
 //
-// and may be nil when cfg.Columns is empty. Errors wrap [ErrInvalidConfig]
-// (naming the field) or [ErrNotSupported] (a strategy the server lacks).
+// and may be nil when cfg.Columns is empty. Errors wrap [dialect.ErrInvalidConfig]
+// (naming the field) or [dialect.ErrNotSupported] (a strategy the server lacks).
 //
 // New does not touch the database. Until a check passes, each
 // [Claimer.Claim] first verifies the table against the catalog
@@ -96,21 +92,29 @@ func New[T any](d dialect.Dialect, cfg Config, fields func(*T) []any) (*Claimer[
 	}
 	k := &core{
 		d: d, cs: cs, spec: spec, scope: slices.Clone(cfg.ScopeValues), strategy: strategy,
-		limit: cfg.batchSize(), maxAttempts: maxAttempts, failMode: cfg.failMode(spec), backoff: cfg.backoff(spec),
-		ackDelay: cfg.ackDelay(), ackBuffer: cfg.ackBuffer(), gate: cfg.claimGate(caps),
-		reapTimeout: cfg.ReapTimeout, margin: cfg.safetyMargin(),
-		logger: logger.With("table", spec.Table), hooks: cfg.Hooks,
+		limit: cfg.batchSize(), maxAttempts: maxAttempts, backoff: cfg.backoff(spec),
+		ackDelay: cfg.AckDelay, ackBuffer: cfg.ackBuffer(), gate: cfg.claimGate(caps),
+		reapTimeout: cfg.ReapTimeout, margin: cfg.safetyMargin(), heartbeat: cfg.heartbeatInterval(),
+		logger: logger.With("table", spec.Table), obs: cfg.Observer,
 	}
-	k.cs = observe(cs, k)
+	k.cs = observed(cs, k)
 	return &Claimer[T]{core: k, fields: fields, nfields: len(cfg.Columns)}, nil
 }
 
 // Strategy returns the resolved claim strategy.
 func (c *Claimer[T]) Strategy() dialect.Strategy { return c.core.strategy }
 
-// Store returns the dialect cs the claimer uses, for the reaper and for
-// schema set-up ([store.ClaimStore.IndexDDL]).
-func (c *Claimer[T]) Store() store.ClaimStore { return c.core.cs }
+// IndexDDL returns the CREATE INDEX statements of the indexes recommended
+// for the claimer's table: the claim index (scope columns, status, key;
+// partial on PostgreSQL), the token index, the reaper's (status,
+// claimed_at) index and, depending on the engine and the table, the scope
+// and scheduling indexes. online builds each without blocking writes to a
+// table in use: PostgreSQL's CREATE INDEX CONCURRENTLY (which cannot run
+// inside a transaction block), MySQL's ALGORITHM=INPLACE, LOCK=NONE; SQLite
+// has no such form.
+func (c *Claimer[T]) IndexDDL(online bool) []string {
+	return c.core.cs.IndexDDLWith(store.IndexOptions{Online: online})
+}
 
 // MissingIndexes returns the CREATE INDEX statements of the recommended
 // indexes that the table lacks. Without them claims scan and lock more rows
@@ -121,22 +125,11 @@ func (c *Claimer[T]) MissingIndexes(ctx context.Context) ([]string, error) {
 
 // Verify checks the table against the database catalog unless a check
 // already passed: the table and every configured column exist, and the
-// token column can hold a token. Errors wrap [ErrInvalidConfig] and name the
+// token column can hold a token. Errors wrap [dialect.ErrInvalidConfig] and name the
 // field. [Claimer.Claim] calls it; call it at start-up to fail fast. It
 // matters most on MySQL with a non-strict sql_mode, which would truncate
 // tokens too long for the column silently and strand the claimed rows.
 func (c *Claimer[T]) Verify(ctx context.Context) error { return c.core.verify(ctx) }
-
-func (k *core) verify(ctx context.Context) error {
-	if k.verified.Load() {
-		return nil
-	}
-	if err := k.cs.VerifySchema(ctx); err != nil {
-		return storeError("verify schema", err)
-	}
-	k.verified.Store(true)
-	return nil
-}
 
 // indexChecks records the claimer configurations whose recommended indexes
 // were already checked in this process, so that claimers built per request
@@ -150,292 +143,9 @@ type indexCheckKey struct {
 	scope string
 }
 
-func (k *core) checkIndexes(ctx context.Context) {
-	k.indexOnce.Do(func() {
-		key := indexCheckKey{d: k.d, table: k.spec.Table, scope: strings.Join(k.spec.Scope, ",")}
-		if _, seen := indexChecks.LoadOrStore(key, struct{}{}); seen {
-			return
-		}
-		missing, err := k.cs.MissingIndexes(ctx)
-		if err != nil {
-			indexChecks.Delete(key) // try again with the next claimer
-			k.logger.Debug("claimlock: could not check for recommended indexes", "err", err)
-			return
-		}
-		if len(missing) > 0 {
-			k.logger.Warn("claimlock: recommended indexes are missing; claims will scan and lock more rows than they take",
-				"create", missing)
-		}
-	})
-}
-
-// claimSlot waits for one of the claimer's ClaimConcurrency slots and
-// returns the function that frees it.
-func (k *core) claimSlot(ctx context.Context) (release func(), err error) {
-	if k.gate == nil {
-		return func() {}, nil
-	}
-	select {
-	case k.gate <- struct{}{}:
-		return func() { <-k.gate }, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("claim: waiting for a claim slot: %w", context.Cause(ctx))
-	}
-}
-
 func (k *core) scopeValues() []any {
 	if len(k.scope) == 0 {
 		return nil
 	}
 	return k.scope
-}
-
-// Claim marks up to the batch size of pending rows in scope as processing
-// under a fresh token and returns them in key order. When nothing is pending
-// it returns an empty batch (Len() == 0) and no error. Each returned row must
-// be acked, failed or released through the batch; rows left alone stay
-// processing until a reaper returns them. When the claim fails, rows it may
-// have marked (a statement of unknown outcome) are released before Claim
-// returns, or in the background once ctx has ended, so that a stalled
-// server never holds the call past ctx's deadline.
-func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
-	return c.claimVia(ctx, c.core.cs.Claim)
-}
-
-// claimRun runs the claim statement(s) of one batch.
-type claimRun func(ctx context.Context, p *store.ClaimParams, scan func(store.Scanner) error) (int, error)
-
-// claimVia is [Claimer.Claim] with run in place of the cs's Claim (an
-// ack+claim in pipeline.go); it reports the claim to the observer.
-func (c *Claimer[T]) claimVia(ctx context.Context, run claimRun) (*Batch[T], error) {
-	start := time.Now()
-	b, err := c.claimWith(ctx, run)
-	if b != nil {
-		c.core.observeClaim(ctx, start, b.token, len(b.rows)+len(b.unreadable), nil)
-	} else {
-		c.core.observeClaim(ctx, start, "", 0, err)
-	}
-	return b, err
-}
-
-// failedClaimRelease bounds the release of a failed claim's rows.
-const failedClaimRelease = 30 * time.Second
-
-// releaseFailedClaim releases the rows a failed claim may hold under token,
-// on its own deadline (failedClaimRelease), not ctx's: the claim may have
-// failed because ctx ended. The caller waits for it only while ctx lasts,
-// so an operation still returns by its context's deadline when the server
-// stalls; past that the release finishes in the background.
-func (k *core) releaseFailedClaim(ctx context.Context, token string) {
-	detach.Run(ctx, failedClaimRelease, func(ctx context.Context) {
-		if _, err := k.cs.Release(ctx, token, nil); err != nil {
-			k.logger.Warn("claimlock: could not release rows of a failed claim; the reaper will", "token", token, "err", err)
-		}
-	})
-}
-
-// claimWith claims one batch with run.
-func (c *Claimer[T]) claimWith(ctx context.Context, run claimRun) (*Batch[T], error) {
-	k := c.core
-	if err := k.verify(ctx); err != nil {
-		return nil, err
-	}
-	k.checkIndexes(ctx)
-	token := store.NewToken()
-	var scanned []Row[T]
-	start := time.Now()
-	p := &store.ClaimParams{Token: token, Limit: k.limit, ScopeValues: k.scope, Strategy: k.strategy}
-	release, err := k.claimSlot(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var claimed time.Time // local start of the claim statement: see startLoss
-	n, err := func() (int, error) {
-		defer release()
-		claimed = time.Now()
-		return run(ctx, p, func(s store.Scanner) error {
-			r, err := c.scan(s)
-			if err != nil {
-				return &scanError{err}
-			}
-			scanned = append(scanned, r)
-			return nil
-		})
-	}()
-	if se := (*scanError)(nil); errors.As(err, &se) {
-		// A row the row type cannot hold (a NULL into a string field,
-		// say) must not stop the batch: read the rows again one by one,
-		// fail the unreadable ones alone and hand out the rest.
-		rows, unreadable, serr := c.salvage(ctx, token)
-		if serr == nil {
-			k.hooks.claim(len(rows)+len(unreadable), time.Since(start))
-			b := newBatch(k, token, rows, claimed)
-			b.unreadable = k.failUnreadable(ctx, token, unreadable)
-			return b, nil
-		}
-		k.logger.Warn("claimlock: could not read a claimed batch row by row", "token", token, "err", serr)
-	}
-	if err != nil {
-		// Rows marked before a scan failure, or by a write of unknown
-		// outcome, stay under the token: give them back so they are not
-		// stranded until the reaper runs.
-		k.releaseFailedClaim(ctx, token)
-		return nil, storeError("claim", err)
-	}
-	// A retried statement calls scan again from its first row: the last n
-	// rows are the ones the token holds.
-	if n < len(scanned) {
-		scanned = scanned[len(scanned)-n:]
-	}
-	sortRows(scanned)
-	k.hooks.claim(len(scanned), time.Since(start))
-	return newBatch(k, token, scanned, claimed), nil
-}
-
-// scanError marks an error of the caller's row type, not of the database.
-type scanError struct{ err error }
-
-func (e *scanError) Error() string { return e.err.Error() }
-func (e *scanError) Unwrap() error { return e.err }
-
-// salvage reads the rows token holds one at a time, so that a row the row
-// type cannot hold fails only its own read: it returns the readable rows in
-// key order and the unreadable ones.
-func (c *Claimer[T]) salvage(ctx context.Context, token string) ([]Row[T], []RowError, error) {
-	var keys []any
-	_, err := c.core.cs.Read(ctx, token, nil, func(s store.Scanner) error {
-		id, err := c.scanKey(s)
-		keys = append(keys, id)
-		return err
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	var rows []Row[T]
-	var bad []RowError
-	for _, id := range keys {
-		var got []Row[T]
-		_, err := c.core.cs.Read(ctx, token, []any{id}, func(s store.Scanner) error {
-			r, err := c.scan(s)
-			if err != nil {
-				return &scanError{err}
-			}
-			got = append(got, r)
-			return nil
-		})
-		var se *scanError
-		switch {
-		case errors.As(err, &se):
-			bad = append(bad, RowError{ID: id, Err: se.err})
-		case err != nil:
-			return nil, nil, err
-		default:
-			rows = append(rows, got...)
-		}
-	}
-	return rows, bad, nil
-}
-
-// failUnreadable parks, under the claim's token, the rows the caller's
-// destinations could not hold, so that one such row neither blocks its
-// scope nor stays processing. Reading it again would fail the same way, so
-// it is parked at once, with the error stored, whatever the fail mode; an
-// operator unparks it once the row or the row type is mended. It returns
-// them, with a row whose park could not be written marked in its error.
-func (k *core) failUnreadable(ctx context.Context, token string, rows []RowError) []RowError {
-	ids := make([]any, len(rows))
-	for i, r := range rows {
-		ids[i] = r.ID
-	}
-	p := k.failParams(token, ids, fmt.Errorf("claimlock: the row could not be read into the row type: %w", rows[0].Err), 0, FailPark)
-	res, err := k.cs.Ack(ctx, p)
-	k.hooks.fail(len(rows) - len(res.Lost))
-	for _, r := range rows {
-		k.logger.Error("claimlock: a claimed row could not be read into the row type; parked it", "token", token, "id", r.ID, "err", r.Err)
-	}
-	if err != nil {
-		// The rows stay under the token until a reaper returns them.
-		k.logger.Warn("claimlock: could not fail unreadable rows", "token", token, "rows", len(rows), "err", err)
-		for i := range rows {
-			rows[i].Err = fmt.Errorf("%w (and failing it: %v)", rows[i].Err, err)
-		}
-	}
-	return rows
-}
-
-// sortRows orders rows by key: engines return UPDATE ... RETURNING rows in
-// no particular order.
-func sortRows[T any](rows []Row[T]) {
-	slices.SortFunc(rows, func(a, b Row[T]) int {
-		switch x := a.ID.(type) {
-		case int64:
-			return cmp.Compare(x, b.ID.(int64))
-		case string:
-			return cmp.Compare(x, b.ID.(string))
-		}
-		return 0
-	})
-}
-
-// scanKey reads the key of the current row alone.
-func (c *Claimer[T]) scanKey(s store.Scanner) (any, error) {
-	var id any
-	dest := []any{&id}
-	if c.core.spec.Version != "" {
-		dest = append(dest, new(any))
-	}
-	if c.core.spec.Attempts != "" {
-		dest = append(dest, new(any))
-	}
-	for range c.nfields {
-		dest = append(dest, new(any))
-	}
-	if err := s.Scan(dest...); err != nil {
-		return nil, err
-	}
-	return store.NormalizeKey(c.core.spec.IDKind, id)
-}
-
-func (c *Claimer[T]) scan(s store.Scanner) (Row[T], error) {
-	var r Row[T]
-	var idInt int64
-	var idStr string
-	dest := make([]any, 0, 2+c.nfields)
-	if c.core.spec.IDKind == dialect.IDText {
-		dest = append(dest, &idStr)
-	} else {
-		dest = append(dest, &idInt)
-	}
-	if c.core.spec.Version != "" {
-		dest = append(dest, &r.Version)
-	}
-	if c.core.spec.Attempts != "" {
-		dest = append(dest, &r.Attempts)
-	}
-	if c.fields != nil {
-		f := c.fields(&r.Value)
-		if len(f) != c.nfields {
-			return r, fmt.Errorf("fields returned %d pointers for %d columns", len(f), c.nfields)
-		}
-		dest = append(dest, f...)
-	}
-	if err := s.Scan(dest...); err != nil {
-		return r, err
-	}
-	if c.core.spec.IDKind == dialect.IDText {
-		r.ID = idStr
-	} else {
-		r.ID = idInt
-	}
-	return r, nil
-}
-
-// Stats counts the rows in the claimer's scope by status, with the ages of
-// the oldest pending and processing rows on the database clock.
-func (c *Claimer[T]) Stats(ctx context.Context) (store.Stats, error) {
-	st, err := c.core.cs.Stats(ctx, c.core.scopeValues())
-	if err != nil {
-		return st, storeError("stats", err)
-	}
-	return st, nil
 }

@@ -59,11 +59,13 @@ func TestClaimAckScopeAndColumns(t *testing.T) {
 		ctx := context.Background()
 		var claimed, acked, empty atomic.Int64
 		c, _ := jobSetup(t, e, s, 15, func(cfg *claim.Config) {
-			cfg.Hooks = claim.Hooks{
-				OnClaim: func(n int, _ time.Duration) { claimed.Add(int64(n)) },
-				OnAck:   func(n int) { acked.Add(int64(n)) },
-				OnEmpty: func() { empty.Add(1) },
-			}
+			onClaim(cfg, func(n int) {
+				claimed.Add(int64(n))
+				if n == 0 {
+					empty.Add(1)
+				}
+			})
+			onAck(cfg, func(n int) { acked.Add(int64(n)) })
 		})
 		b1, err := c.Claim(ctx)
 		require.NoError(t, err)
@@ -107,7 +109,7 @@ func TestLateAckIsLost(t *testing.T) {
 		ctx := context.Background()
 		var lost atomic.Int64
 		c, _ := jobSetup(t, e, s, 10, func(cfg *claim.Config) {
-			cfg.Hooks.OnLost = func(n int) { lost.Add(int64(n)) }
+			watch(cfg, func(e claim.Event) { n := e.Lost; lost.Add(int64(n)) })
 		})
 		old, err := c.Claim(ctx)
 		require.NoError(t, err)
@@ -116,7 +118,7 @@ func TestLateAckIsLost(t *testing.T) {
 		// The old worker stalls; a reaper with a tiny timeout takes its rows
 		// back and another worker claims them.
 		time.Sleep(30 * time.Millisecond)
-		res, err := c.Store().Reap(ctx, &store.ReapParams{Timeout: time.Millisecond, Limit: 100})
+		res, err := claim.StoreOf(c).Reap(ctx, &store.ReapParams{Timeout: time.Millisecond, Limit: 100})
 		require.NoError(t, err)
 		require.EqualValues(t, 10, res.Returned)
 		fresh, err := c.Claim(ctx)
@@ -124,13 +126,13 @@ func TestLateAckIsLost(t *testing.T) {
 		require.Equal(t, old.IDs(), fresh.IDs())
 
 		n, err := old.Heartbeat(ctx)
-		require.ErrorIs(t, err, claim.ErrClaimLost)
+		require.ErrorIs(t, err, dialect.ErrClaimLost)
 		require.Zero(t, n)
 
 		err = old.Fail(ctx, old.Rows()[0].ID, errors.New("boom"))
-		require.ErrorIs(t, err, claim.ErrClaimLost)
+		require.ErrorIs(t, err, dialect.ErrClaimLost)
 		err = old.AckAll(ctx)
-		require.ErrorIs(t, err, claim.ErrClaimLost)
+		require.ErrorIs(t, err, dialect.ErrClaimLost)
 		var le *claim.LostError
 		require.ErrorAs(t, err, &le)
 		require.Equal(t, old.IDs()[1:], le.IDs)
@@ -152,7 +154,7 @@ func TestVersionConditionedAck(t *testing.T) {
 		ctx := context.Background()
 		var requeued atomic.Int64
 		c, cfg := jobSetup(t, e, s, 5, func(cfg *claim.Config) {
-			cfg.Hooks.OnRequeue = func(n int) { requeued.Add(int64(n)) }
+			watch(cfg, func(e claim.Event) { n := e.Requeued; requeued.Add(int64(n)) })
 		})
 		b, err := c.Claim(ctx)
 		require.NoError(t, err)
@@ -186,7 +188,7 @@ func TestFailRetriesThenParks(t *testing.T) {
 		ctx := context.Background()
 		var failed atomic.Int64
 		c, _ := jobSetup(t, e, s, 1, func(cfg *claim.Config) {
-			cfg.Hooks.OnFail = func(n int) { failed.Add(int64(n)) }
+			watch(cfg, func(e claim.Event) { n := e.Failed; failed.Add(int64(n)) })
 		})
 		b, err := c.Claim(ctx)
 		require.NoError(t, err)
@@ -202,11 +204,11 @@ func TestFailRetriesThenParks(t *testing.T) {
 		requireStats(t, c, 0, 0, 0, 1) // parked at MaxAttempts = 2
 		require.EqualValues(t, 2, failed.Load())
 
-		// FailPark parks at once.
-		p, _ := jobSetup(t, e, s, 1, func(cfg *claim.Config) { cfg.FailMode = claim.FailPark; cfg.MaxAttempts = 0 })
+		// Park parks at once, whatever MaxAttempts says.
+		p, _ := jobSetup(t, e, s, 1, nil)
 		b, err = p.Claim(ctx)
 		require.NoError(t, err)
-		require.NoError(t, b.Fail(ctx, b.Rows()[0].ID, errors.New("fatal")))
+		require.NoError(t, b.Fail(ctx, b.Rows()[0].ID, claim.Park(errors.New("fatal"))))
 		requireStats(t, p, 0, 0, 0, 1)
 	})
 }
@@ -215,7 +217,7 @@ func TestReleaseAndKeepAlive(t *testing.T) {
 	t.Parallel()
 	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
 		ctx := context.Background()
-		c, _ := jobSetup(t, e, s, 10, nil)
+		c, _ := jobSetup(t, e, s, 10, func(cfg *claim.Config) { cfg.HeartbeatInterval = 50 * time.Millisecond })
 		b, err := c.Claim(ctx)
 		require.NoError(t, err)
 		require.NoError(t, b.Ack(ctx, b.Rows()[0].ID, b.Rows()[1].ID, b.Rows()[2].ID))
@@ -230,19 +232,19 @@ func TestReleaseAndKeepAlive(t *testing.T) {
 		b, err = c.Claim(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 7, b.Len())
-		stop := b.KeepAlive(ctx, 50*time.Millisecond)
+		stop := b.KeepAlive(ctx)
 		time.Sleep(1500 * time.Millisecond)
 		reap := &store.ReapParams{Timeout: time.Second, Limit: 100}
-		res, err := c.Store().Reap(ctx, reap)
+		res, err := claim.StoreOf(c).Reap(ctx, reap)
 		require.NoError(t, err)
 		require.Zero(t, res.Returned, "heartbeats keep the rows")
 		stop()
 		stop() // idempotent
 		time.Sleep(1200 * time.Millisecond)
-		res, err = c.Store().Reap(ctx, reap)
+		res, err = claim.StoreOf(c).Reap(ctx, reap)
 		require.NoError(t, err)
 		require.EqualValues(t, 7, res.Returned)
-		require.ErrorIs(t, b.AckAll(ctx), claim.ErrClaimLost)
+		require.ErrorIs(t, b.AckAll(ctx), dialect.ErrClaimLost)
 		requireStats(t, c, 7, 0, 3, 0)
 	})
 }

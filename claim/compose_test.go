@@ -15,7 +15,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
-	"github.com/claimlock/claimlock/internal/testengine"
+	"github.com/claimlock/claimlock/internal/testkit/testengine"
 )
 
 // The composition suite runs Claimer.Run as users combine it: every way a
@@ -136,6 +136,8 @@ type mode struct {
 	// counts says whether the first failure counts an attempt (a snooze
 	// does not).
 	counts bool
+	// config, if set, adjusts the claimer's configuration for the mode.
+	config func(*claim.Config)
 }
 
 type composeRow struct{ Payload string }
@@ -157,7 +159,7 @@ var modes = []mode{
 		b, _ := claim.BatchOf[composeRow](ctx)
 		return b.Ack(ctx, r.ID)
 	}},
-	{name: "ack-later", handle: func(h *harness, ctx context.Context, r claim.Row[composeRow], call int, poison bool) error {
+	{name: "ack-deferred", config: func(c *claim.Config) { c.AckDelay = 20 * time.Millisecond }, handle: func(h *harness, ctx context.Context, r claim.Row[composeRow], call int, poison bool) error {
 		if poison {
 			return errPoison
 		}
@@ -165,7 +167,7 @@ var modes = []mode{
 			return err
 		}
 		b, _ := claim.BatchOf[composeRow](ctx)
-		return b.AckLater(r.ID)
+		return b.Ack(ctx, r.ID)
 	}},
 	{name: "acktx-commit", handle: func(h *harness, ctx context.Context, r claim.Row[composeRow], call int, poison bool) error {
 		if poison {
@@ -232,10 +234,11 @@ func (h *harness) effect(ctx context.Context, r claim.Row[composeRow]) error {
 	return err
 }
 
-// ackTx is the handler of the claim.AckTx documentation: the effect and the
+// ackTx is the handler of the claim.BatchOf documentation: the effect and the
 // ack in one transaction begun on the handler's context, with work between
 // the ack and the commit.
 func (h *harness) ackTx(ctx context.Context, r claim.Row[composeRow], work time.Duration) error {
+	b, _ := claim.BatchOf[composeRow](ctx)
 	tx, err := h.e.raw.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -244,7 +247,7 @@ func (h *harness) ackTx(ctx context.Context, r claim.Row[composeRow], work time.
 	if _, err := tx.ExecContext(ctx, h.e.rebind(fmt.Sprintf("INSERT INTO %s (src, tok) VALUES (?, ?)", h.effects)), r.ID, "tx"); err != nil {
 		return err
 	}
-	if err := claim.AckTx(ctx, tx, r); err != nil {
+	if err := b.AckTx(ctx, dialect.SQLTx(tx), r.ID); err != nil {
 		return err
 	}
 	if work > 0 {
@@ -308,9 +311,12 @@ func runCompose(t *testing.T, e *env, kind string, s shape, m mode, strategy dia
 	}
 	logs := &recordingHandler{}
 	cfg.Logger = slog.New(logs)
+	if m.config != nil {
+		m.config(&cfg)
+	}
 	c, err := claim.New(e.d, cfg, func(r *composeRow) []any { return []any{&r.Payload} })
 	require.NoError(t, err)
-	require.NoError(t, store.ExecDDL(ctx, e.d, c.Store().IndexDDL()))
+	require.NoError(t, store.ExecDDL(ctx, e.d, claim.StoreOf(c).IndexDDL()))
 
 	pending := spec.WithDefaults().Pending.Value()
 	cols, vals := "status, payload", "?, ?"

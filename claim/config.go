@@ -16,31 +16,11 @@ const (
 	// batches hold locks longer and build ack statements with that many
 	// placeholders.
 	MaxBatchSize = 10000
-	// DefaultAckDelay is the longest a deferred ack ([Batch.AckLater])
-	// waits before it is written when [Config.AckDelay] is zero.
-	DefaultAckDelay = 100 * time.Millisecond
-)
-
-// FailMode says what [Batch.Fail] does to a row.
-type FailMode int
-
-const (
-	// FailAuto retries a failed row (as FailRetry) where the table counts
-	// attempts (an Attempts column), and parks it at once (as FailPark)
-	// where it does not: a row whose claims are not counted could
-	// otherwise be retried forever.
-	FailAuto FailMode = iota
-	// FailRetry returns a failed row to pending so that it is claimed again,
-	// or parks it with the failed status once its attempts reach
-	// [Config.MaxAttempts]. It needs an Attempts column.
-	FailRetry
-	// FailPark sets a failed row to the failed status at once.
-	FailPark
 )
 
 // Config describes the claim table and how to claim from it. Zero values
 // take the documented defaults; [New] validates everything and reports the
-// first bad field in an error wrapping [ErrInvalidConfig].
+// first bad field in an error wrapping [dialect.ErrInvalidConfig].
 //
 // The table is described once, by the embedded [dialect.ClaimTable] (the
 // same description the reaper and the schema helpers use); its fields are
@@ -92,17 +72,14 @@ type Config struct {
 	// Strategy is how rows are claimed; [dialect.StrategyAuto] (the zero
 	// value) picks the server's preferred one.
 	Strategy dialect.Strategy
-	// MaxAttempts is how many claims a row may take: [Batch.Fail] parks a
-	// row with the failed status instead of retrying it once its attempts
-	// reached MaxAttempts. With an Attempts column zero means
-	// [dialect.DefaultMaxAttempts]; without one claims are not counted,
-	// MaxAttempts must be zero, and a failure parks its row at once
-	// ([FailAuto]).
+	// MaxAttempts is how many claims a row may take: a failure
+	// ([Batch.Fail], a Run handler's error) parks a row with the failed
+	// status instead of retrying it once its attempts reached MaxAttempts,
+	// and so does the reaper with a row whose worker keeps dying. With an
+	// Attempts column zero means [dialect.DefaultMaxAttempts]; without one
+	// claims are not counted, MaxAttempts must be zero, and a failure parks
+	// its row at once (a row that is not counted could be retried forever).
 	MaxAttempts int
-	// FailMode says what [Batch.Fail] does; default [FailAuto]: retry
-	// where the table has an Attempts column, park at once where it has
-	// not.
-	FailMode FailMode
 	// Backoff, with a RunAt column, is how long a row retried by
 	// [Batch.Fail] waits before it can be claimed again, given how many
 	// times it has been claimed (1 after its first claim), measured on the
@@ -112,19 +89,18 @@ type Config struct {
 	// re-claimed at once, so that MaxAttempts is spent in milliseconds
 	// while the service it calls is down).
 	Backoff func(attempts int) time.Duration
-	// AckDelay bounds how long a row acked with [Batch.AckLater] waits
-	// before it is written: the first deferred ack of a batch starts a timer
-	// and, when it fires, every deferred ack of the batch is written in one
-	// background statement. Zero means [DefaultAckDelay]; it must not be
-	// negative. Keep it well below the reaper's timeout (a deferred row is
-	// still processing in the database until it is written). It has no
-	// effect on [Batch.Ack], which writes before it returns.
+	// AckDelay, if positive, defers acks: [Batch.Ack] records the rows and
+	// returns at once, and the deferred acks of a batch are written
+	// together, in one statement conditioned on the token, within AckDelay
+	// of the first (or sooner: see [Batch.Ack]). [Batch.Flush] writes them
+	// and reports their outcome. Zero (the default) writes every Ack before
+	// it returns. Keep it well below the reaper's timeout (a deferred row is
+	// still processing in the database until it is written).
 	AckDelay time.Duration
-	// AckBuffer is how many deferred acks ([Batch.AckLater]) of one batch
-	// are written together at most: reaching it starts the background write
-	// at once. Zero means the batch size, so a caller who defers the ack of
-	// every row of a batch gets exactly one ack statement per batch. It must
-	// not be negative.
+	// AckBuffer, with AckDelay, is how many deferred acks of one batch are
+	// written together at most: reaching it starts the write at once. Zero
+	// means the batch size, so a caller who acks every row of a batch gets
+	// exactly one ack statement per batch. It must not be negative.
 	AckBuffer int
 	// ClaimConcurrency bounds how many of this claimer's [Claimer.Claim]
 	// calls run their claim statement at once; the others wait their turn
@@ -141,7 +117,7 @@ type Config struct {
 	// of the last heartbeat that found every row held) + ReapTimeout -
 	// SafetyMargin, measured on the local monotonic clock, at which the
 	// batch's context ([Batch.Context]) is cancelled with an error matching
-	// [ErrClaimLost] and [ErrLocalDeadline], whether or not the database
+	// [dialect.ErrClaimLost] and [ErrLocalDeadline], whether or not the database
 	// answers: before a reaper can take the rows back and another worker
 	// claim them. It must not exceed any reaper's Timeout. Zero means no
 	// local deadline: the context then learns of a loss only from
@@ -152,19 +128,30 @@ type Config struct {
 	// handler needs to notice. Zero means ReapTimeout/10; it must be below
 	// ReapTimeout, and is an error without it.
 	SafetyMargin time.Duration
+	// HeartbeatInterval is how often [Batch.KeepAlive] (and so
+	// [Claimer.Run] while it processes a batch) moves the claim time of the
+	// rows a batch holds, so that a reaper does not take back rows still
+	// being worked on, and so that the local deadline keeps moving while
+	// the database answers. Zero means ReapTimeout/3 with a ReapTimeout, and
+	// no heartbeats without one. With a ReapTimeout, HeartbeatInterval +
+	// SafetyMargin must be below it, or batches would reach their local
+	// deadline between two heartbeats. Set it well below every reaper's
+	// timeout when processing a batch can take longer than that.
+	HeartbeatInterval time.Duration
 	// Logger receives warnings (missing indexes, lost claims, failures);
 	// nil means slog.Default().
 	Logger *slog.Logger
-	// Hooks are optional metric callbacks.
-	Hooks Hooks
+	// Observer, if not nil, is told about every claim, ack, fail, snooze,
+	// heartbeat and release of the claimer (see [Event]).
+	Observer Observer
 }
 
 // Resolve validates c (everything but the strategy, which needs a server)
 // and returns its table description with the defaults filled in
-// ([dialect.ClaimTable.WithDefaults]): exactly what [New] gives
-// [dialect.Dialect.ClaimStore]. The reaper and the schema helpers build their
+// ([dialect.ClaimTable.WithDefaults]): exactly what [New] builds its
+// store from. The reaper and the schema helpers build their
 // stores from it, so that they see the claimer's table. Errors wrap
-// [ErrInvalidConfig] and name the field.
+// [dialect.ErrInvalidConfig] and name the field.
 func (c Config) Resolve() (dialect.ClaimTable, error) {
 	spec := c.ClaimTable.WithDefaults()
 	if err := spec.Validate(); err != nil {
@@ -188,7 +175,7 @@ func (c Config) Resolve() (dialect.ClaimTable, error) {
 }
 
 // Validate reports the first problem of c, as [New] would, in an error
-// wrapping [ErrInvalidConfig] that names the field. (It replaces the
+// wrapping [dialect.ErrInvalidConfig] that names the field. (It replaces the
 // embedded [dialect.ClaimTable.Validate], which needs the defaults applied
 // first.)
 func (c Config) Validate() error {
@@ -205,9 +192,6 @@ func (c Config) validateOptions(spec dialect.ClaimTable) error {
 	default:
 		return invalid("Strategy", "unknown strategy %d", int(c.Strategy))
 	}
-	if c.AckDelay < 0 {
-		return invalid("AckDelay", "%v is negative", c.AckDelay)
-	}
 	if c.ClaimConcurrency > maxClaimConcurrency {
 		return invalid("ClaimConcurrency", "%d exceeds %d", c.ClaimConcurrency, maxClaimConcurrency)
 	}
@@ -223,27 +207,10 @@ func (c Config) validateOptions(spec dialect.ClaimTable) error {
 	if c.Backoff != nil && spec.RunAt == "" {
 		return invalid("Backoff", "needs a RunAt column")
 	}
-	switch c.FailMode {
-	case FailAuto, FailPark:
-	case FailRetry:
-		if spec.Attempts == "" {
-			return invalid("FailMode", "FailRetry needs an Attempts column: without one a row that keeps failing would be retried forever (FailAuto parks it at once)")
-		}
-	default:
-		return invalid("FailMode", "unknown mode %d", int(c.FailMode))
+	if c.AckDelay < 0 {
+		return invalid("AckDelay", "%v is negative", c.AckDelay)
 	}
 	return nil
-}
-
-// failMode resolves FailAuto for the table spec.
-func (c Config) failMode(spec dialect.ClaimTable) FailMode {
-	if c.FailMode != FailAuto {
-		return c.FailMode
-	}
-	if spec.Attempts == "" {
-		return FailPark
-	}
-	return FailRetry
 }
 
 func (c Config) batchSize() int {
@@ -268,13 +235,6 @@ func (c Config) claimGate(caps dialect.Capabilities) chan struct{} {
 		return nil
 	}
 	return make(chan struct{}, n)
-}
-
-func (c Config) ackDelay() time.Duration {
-	if c.AckDelay == 0 {
-		return DefaultAckDelay
-	}
-	return c.AckDelay
 }
 
 func (c Config) ackBuffer() int {

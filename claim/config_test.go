@@ -3,6 +3,7 @@ package claim_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -57,8 +58,8 @@ func TestConfigRejectsBadInput(t *testing.T) {
 		{"same column twice", func(c *claim.Config) { c.Token = "status" }, "Token"},
 		{"max attempts without column", func(c *claim.Config) { c.MaxAttempts = 3 }, "MaxAttempts"},
 		{"negative max attempts", func(c *claim.Config) { c.MaxAttempts = -1 }, "MaxAttempts"},
-		{"retry without attempts column", func(c *claim.Config) { c.FailMode = claim.FailRetry }, "FailMode"},
-		{"unknown fail mode", func(c *claim.Config) { c.FailMode = 7 }, "FailMode"},
+		{"negative heartbeat interval", func(c *claim.Config) { c.HeartbeatInterval = -time.Second }, "HeartbeatInterval"},
+		{"heartbeats slower than the deadline", func(c *claim.Config) { c.ReapTimeout, c.HeartbeatInterval = time.Minute, 58*time.Second }, "HeartbeatInterval"},
 		{"unknown strategy", func(c *claim.Config) { c.Strategy = 9 }, "Strategy"},
 		{"unknown id kind", func(c *claim.Config) { c.IDKind = 5 }, "IDKind"},
 		{"claim concurrency too large", func(c *claim.Config) { c.ClaimConcurrency = 1 << 20 }, "ClaimConcurrency"},
@@ -67,27 +68,27 @@ func TestConfigRejectsBadInput(t *testing.T) {
 		cfg := good()
 		tc.mod(&cfg)
 		_, err := cfg.Resolve()
-		require.ErrorIs(t, err, claim.ErrInvalidConfig, tc.name)
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig, tc.name)
 		require.Contains(t, err.Error(), tc.field, tc.name)
 		require.Equal(t, 1, strings.Count(err.Error(), "claim: "), "%s: the package is named once: %v", tc.name, err)
 		require.Equal(t, err.Error(), cfg.Validate().Error(), tc.name)
 		_, err = claim.New(e.d, cfg, jobFields)
-		require.ErrorIs(t, err, claim.ErrInvalidConfig, tc.name)
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig, tc.name)
 	}
 
 	// The fields function must match Columns.
 	_, err := claim.New[job](e.d, good(), nil)
-	require.ErrorIs(t, err, claim.ErrInvalidConfig)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	_, err = claim.New(e.d, good(), func(j *job) []any { return nil })
-	require.ErrorIs(t, err, claim.ErrInvalidConfig)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	_, err = claim.New[job](nil, good(), jobFields)
-	require.ErrorIs(t, err, claim.ErrInvalidConfig)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 
 	// SQLite has no SKIP LOCKED.
 	cfg := good()
 	cfg.Strategy = dialect.StrategySkipLocked
 	_, err = claim.New(e.d, cfg, jobFields)
-	require.ErrorIs(t, err, claim.ErrNotSupported)
+	require.ErrorIs(t, err, dialect.ErrNotSupported)
 }
 
 func TestConfigDefaults(t *testing.T) {

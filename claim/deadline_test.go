@@ -169,7 +169,7 @@ func TestHeartbeatPartialLossEndsBatch(t *testing.T) {
 		// far too short timeout would return it) and another worker claims
 		// it under its own token.
 		taken := b.IDs()[1]
-		n, err := c.Store().Release(ctx, b.Token(), []any{taken})
+		n, err := claim.StoreOf(c).Release(ctx, b.Token(), []any{taken})
 		require.NoError(t, err)
 		require.EqualValues(t, 1, n)
 		second, err := other.Claim(ctx)
@@ -178,7 +178,7 @@ func TestHeartbeatPartialLossEndsBatch(t *testing.T) {
 		require.NoError(t, b.Err(), "nothing has told the batch yet")
 
 		held, err := b.Heartbeat(ctx)
-		require.ErrorIs(t, err, claim.ErrClaimLost)
+		require.ErrorIs(t, err, dialect.ErrClaimLost)
 		require.EqualValues(t, 2, held, "the heartbeat still returns the rows held")
 
 		select {
@@ -186,14 +186,14 @@ func TestHeartbeatPartialLossEndsBatch(t *testing.T) {
 		default:
 			t.Fatal("a heartbeat that found a row lost left the batch running")
 		}
-		require.ErrorIs(t, b.Err(), claim.ErrClaimLost)
+		require.ErrorIs(t, b.Err(), dialect.ErrClaimLost)
 		require.NotErrorIs(t, b.Err(), claim.ErrLocalDeadline)
 		select {
 		case <-bctx.Done():
 		case <-time.After(10 * time.Second):
 			t.Fatal("the batch's context was not cancelled by the loss")
 		}
-		require.ErrorIs(t, context.Cause(bctx), claim.ErrClaimLost)
+		require.ErrorIs(t, context.Cause(bctx), dialect.ErrClaimLost)
 
 		err = b.AckAll(ctx)
 		var lost *claim.LostError

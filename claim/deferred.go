@@ -2,7 +2,7 @@ package claim
 
 import "time"
 
-// deferred is the state of one batch's deferred acks ([Batch.AckLater]):
+// deferred is the state of one batch's deferred acks (Config.AckDelay):
 // rows the caller acked that are not written yet. A deferred row is still
 // held in the database (processing under the token) until a write of it
 // commits; until then it stays open in the batch, and the batch refuses to

@@ -7,7 +7,30 @@
 // processing under a fresh random token, in one statement (or one short
 // transaction), and returns them as a [Batch]. Every later write of the
 // batch — [Batch.Ack], [Batch.AckAll], [Batch.Fail], [Batch.Heartbeat],
-// [Batch.Release] — is conditioned on that token. [Claimer.Run] is the ready-made worker loop on top.
+// [Batch.Release] — is conditioned on that token. [Claimer.Run] is the
+// ready-made worker loop on top.
+//
+// # One way to do each thing
+//
+//   - Complete rows: [Batch.Ack] (some rows) and [Batch.AckAll] (every row
+//     still held); with Config.AckDelay acks are deferred and written
+//     together, and [Batch.Flush] writes them now. In Run, a nil handler
+//     error acks the row.
+//   - Fail rows: [Batch.Fail] with the row's error; the error says what
+//     the failure is: a plain error retries the row after Config.Backoff
+//     (or parks it after Config.MaxAttempts), [RetryAfter] chooses the
+//     delay, [SnoozeFor] puts the row back without counting an attempt,
+//     [Park] parks it at once. In Run, the handler returns the same errors.
+//   - In the caller's transaction: [Batch.AckTx] and [Batch.FailTx], with
+//     a [dialect.Tx] ([dialect.SQLTx] of a *sql.Tx, postgres.PgxTx of a
+//     pgx.Tx); a Run handler finds its batch with [BatchOf].
+//   - Give rows back: [Batch.Release]; keep them: [Batch.KeepAlive]
+//     (Config.HeartbeatInterval) or one [Batch.Heartbeat].
+//   - Observe: Config.Observer (the contrib modules implement it for
+//     OpenTelemetry and Prometheus); Config.Logger for warnings.
+//   - Pipelining (ack a batch and claim the next in one operation) is a
+//     Run option, [WorkerConfig.Pipeline]; a hand-written loop uses
+//     [Claimer.AckAllAndClaim].
 //
 // # Guarantees
 //
@@ -17,21 +40,21 @@
 //
 // No lost update by a late worker: if a worker stalls and a reaper returns its
 // rows to pending (and another worker claims them), the stalled worker's ack
-// changes nothing and returns an error matching [ErrClaimLost], with the lost
+// changes nothing and returns an error matching [dialect.ErrClaimLost], with the lost
 // keys in a [*LostError]. The new owner's state is never overwritten.
 //
 // Nothing lost: every row ends acked (done), failed (back to pending, or
 // parked with the failed status after Config.MaxAttempts), released, or — if
 // its worker died — processing until a reaper returns it to pending. Run a
-// reaper (the reaper package, or [store.ClaimStore.Reap]) with a timeout
-// longer than your processing time, and keep long batches alive with
-// [Batch.KeepAlive] (WorkerConfig.HeartbeatInterval in [Claimer.Run]).
+// reaper (the zombie package) with a timeout longer than your processing
+// time, and keep long batches alive with [Batch.KeepAlive], which
+// [Claimer.Run] does for you, every Config.HeartbeatInterval.
 //
 // # Loss signal
 //
 // A batch's context ([Batch.Context], [Batch.Done], [Batch.Err]; the
 // handler's context in [Claimer.Run]) is cancelled, with a cause matching
-// [ErrClaimLost], when a heartbeat or an ack finds its rows gone, and, when
+// [dialect.ErrClaimLost], when a heartbeat or an ack finds its rows gone, and, when
 // Config.ReapTimeout declares the reapers' timeout, at a local deadline
 // (cause also matching [ErrLocalDeadline]): local start of the claim, or of
 // the last heartbeat that found every row held, + ReapTimeout -
@@ -48,17 +71,18 @@
 // With a RunAt column in the claim table, [Batch.Fail] retries a row after
 // Config.Backoff of its attempts ([Row.Attempts]; default [DefaultBackoff]),
 // measured on the database clock: claims skip rows whose run-at is in the
-// future. [Batch.FailAfter] takes the delay from the failure,
-// [Batch.Snooze] puts a row back for later without counting an attempt, and
-// a Run handler asks for either with [RetryAfter] or [SnoozeFor]. With an
+// future. A [RetryAfter] error takes the delay from the failure, a
+// [SnoozeFor] error puts a row back for later without counting an attempt,
+// and a [Park] error parks the row at once, from [Batch.Fail] or a Run
+// handler alike. With an
 // Error column the failure's text is stored (cut to the column's width), so
 // a parked row says why. [Claimer.List], [Claimer.Unpark] and
 // [Claimer.RetryNow] are the operator's view and actions.
 //
 // # Completion in the caller's transaction
 //
-// [Batch.AckTx], [Batch.FailTx] and [Batch.ReleaseTx] (in a Run handler,
-// [AckTx] and [BatchOf]) run the ack in a transaction the caller passes, with
+// [Batch.AckTx] and [Batch.FailTx] (in a Run handler, on the batch
+// [BatchOf] finds) run the ack in a transaction the caller passes, with
 // the same token and version conditions, so that the caller's own writes and
 // the ack commit or roll back together: no duplicate database row, whatever
 // the crash. A lost claim is reported before the caller commits.
@@ -104,8 +128,7 @@
 //
 // # Indexes
 //
-// Create the indexes that [store.ClaimStore.IndexDDL] returns (from
-// [Claimer.Store]): the claim index (scope columns, status, key), the token
+// Create the indexes that [Claimer.IndexDDL] returns: the claim index (scope columns, status, key), the token
 // index, the reaper's (status, claimed_at) index and, for a scoped table on
 // PostgreSQL and SQLite, the scope index (scope columns, status,
 // claimed_at) that scoped [Claimer.Stats] and sweeps read; on PostgreSQL a
@@ -124,7 +147,7 @@
 // increment), an ack completes a row only if its version is still the one the
 // claim read. A row changed during processing goes back to pending instead of
 // done and is claimed again with its new content; [Batch.Requeued] lists such
-// rows and Hooks.OnRequeue counts them. This is not an error.
+// rows and the Observer's Event.Requeued counts them. This is not an error.
 //
 // What writers must do for this to hold: change the row's data and increment
 // its version in the same statement, whatever its status, and leave the
@@ -147,7 +170,7 @@
 // Deadlocks, lock-wait timeouts and serialization failures are retried
 // inside every operation with bounded, jittered backoff
 // ([dialect.RetryPolicy]); one that surfaces has exhausted its attempts and
-// matches [IsRetryable]. [dialect.IsRetryable] and [dialect.Retry] accept
+// matches [dialect.IsRetryable]. [dialect.IsRetryable] and [dialect.Retry] accept
 // the raw driver errors of the application's own statements too.
 //
 // A write that lost its connection, or whose context ended while the
@@ -172,14 +195,13 @@
 //
 // # Ack and claim in one operation
 //
-// [Claimer.AckAllAndClaim] and [Claimer.AckAndClaim] ack a batch and claim
-// the next together (PostgreSQL: one statement; MySQL/MariaDB and SQLite:
+// [Claimer.AckAllAndClaim] acks a batch and claims the next together (PostgreSQL: one statement; MySQL/MariaDB and SQLite:
 // one transaction), atomically: both happen or neither does, and lost rows
-// are still reported one by one. They save a commit and round trips per
+// are still reported one by one. It saves a commit and round trips per
 // batch; whether that is faster depends on the server (measured slower or
 // equal on the reference machine, see the README), so [Claimer.Run] uses
-// them only when [WorkerConfig.Pipeline] asks, or the engine's capabilities
-// say they measured faster.
+// it only when [WorkerConfig.Pipeline] asks, or the engine's capabilities
+// say it measured faster.
 //
 // # Replication
 //

@@ -12,9 +12,9 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 	"github.com/claimlock/claimlock/internal/store"
-	"github.com/claimlock/claimlock/internal/testengine"
+	"github.com/claimlock/claimlock/internal/testkit/testengine"
 )
 
 // env is one engine connection under test: the dialect, plus a plain
@@ -143,4 +143,36 @@ func tableName(prefix string) string {
 	defer tableSeq.Unlock()
 	tableSeq.n++
 	return fmt.Sprintf("%s_%d", prefix, tableSeq.n)
+}
+
+// watch adds f to cfg's observer: f sees every event of the claimer, after
+// the observers already set.
+func watch(cfg *claim.Config, f func(e claim.Event)) {
+	prev := cfg.Observer
+	cfg.Observer = claim.ObserverFunc(func(ctx context.Context, e claim.Event) {
+		if prev != nil {
+			prev.ObserveClaim(ctx, e)
+		}
+		f(e)
+	})
+}
+
+// onClaim calls f with the rows of every claim that succeeded (possibly
+// none).
+func onClaim(cfg *claim.Config, f func(n int)) {
+	watch(cfg, func(e claim.Event) {
+		if e.Op == claim.OpClaim && e.Err == nil {
+			f(e.Claimed)
+		}
+	})
+}
+
+// onAck calls f with the rows every ack statement set to done, when it set
+// any.
+func onAck(cfg *claim.Config, f func(n int)) {
+	watch(cfg, func(e claim.Event) {
+		if e.Op == claim.OpAck && e.Err == nil && e.Acked > 0 {
+			f(e.Acked)
+		}
+	})
 }

@@ -8,24 +8,7 @@ import (
 	"github.com/claimlock/claimlock/dialect"
 )
 
-// Sentinel errors, identical to the dialect's so that one errors.Is test
-// works whichever package returned the error.
-var (
-	// ErrClaimLost reports rows that the batch's token no longer held when it
-	// tried to ack, fail or heartbeat them: they were released or reaped and
-	// possibly re-claimed by another worker. Those rows were left untouched.
-	// Ack and Fail return a [*LostError] naming them.
-	ErrClaimLost = dialect.ErrClaimLost
-
-	// ErrInvalidConfig reports bad input found by [New] or [Claimer.Run]; the
-	// message names the field.
-	ErrInvalidConfig = dialect.ErrInvalidConfig
-
-	// ErrNotSupported reports a strategy the connected server cannot run.
-	ErrNotSupported = dialect.ErrNotSupported
-)
-
-// ErrNotHeld reports an id passed to [Batch.Ack], [Batch.AckLater] or
+// ErrNotHeld reports an id passed to [Batch.Ack], [Batch.Ack] with Config.AckDelay or
 // [Batch.Fail] that the batch does not hold (any more): it is not one of the
 // batch's rows, or it was already acked, deferred, failed or released through
 // this batch. Nothing was written. The error returned names the operation and
@@ -44,12 +27,8 @@ func (e *notHeldError) Error() string {
 
 func (e *notHeldError) Is(target error) bool { return target == ErrNotHeld }
 
-// IsRetryable reports whether err is a deadlock, lock-wait timeout or
-// serialization failure that survived the dialect's internal retries.
-func IsRetryable(err error) bool { return dialect.IsRetryable(err) }
-
 // LostError lists the rows of one ack, fail, flush or release call that the
-// batch's token no longer held. errors.Is(err, [ErrClaimLost]) is true for
+// batch's token no longer held. errors.Is(err, [dialect.ErrClaimLost]) is true for
 // it.
 type LostError struct {
 	// IDs are the lost rows' keys, as in [Row.ID].
@@ -75,8 +54,8 @@ func (e *LostError) Error() string {
 	return fmt.Sprintf("%slost %d %s %v ...: reaped or released, possibly re-claimed", prefix, len(e.IDs), rows, e.IDs[:10])
 }
 
-// Is makes errors.Is(err, ErrClaimLost) true.
-func (e *LostError) Is(target error) bool { return target == ErrClaimLost }
+// Is makes errors.Is(err, dialect.ErrClaimLost) true.
+func (e *LostError) Is(target error) bool { return target == dialect.ErrClaimLost }
 
 // lostError returns a [*LostError] of op for ids, or nil when there are none.
 func lostError(op string, ids []any) error {
@@ -88,9 +67,9 @@ func lostError(op string, ids []any) error {
 
 // invalid reports a bad field of a configuration, in the same shape as the
 // dialect's validation errors wrapped by this package:
-// "claim: claimlock: invalid configuration: Field: problem".
+// "claim: invalid configuration: Field: problem".
 func invalid(field, format string, args ...any) error {
-	return fmt.Errorf("claim: %w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+	return fmt.Errorf("claim: %w: %s: %s", dialect.ErrInvalidConfig, field, fmt.Sprintf(format, args...))
 }
 
 // RowError is a claimed row that could not be read into the row type, and

@@ -10,7 +10,6 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/store"
 )
 
 // lifecycleSetup opens an in-memory SQLite database with cfg's jobs table
@@ -52,7 +51,7 @@ func ExampleBatch_Fail_backoff() {
 	again, _ := c.Claim(ctx)
 	fmt.Println("claimable now:", again.Len())
 
-	waiting, _ := c.List(ctx, store.SetScheduled, 0, 10)
+	waiting, _ := c.List(ctx, claim.Scheduled, 0, 10)
 	for _, r := range waiting {
 		fmt.Printf("row %v: attempt %d failed with %q, retried in about a minute: %v\n",
 			r.ID, r.Attempts, r.Error, r.RunIn > 40*time.Second && r.RunIn < 80*time.Second)
@@ -90,7 +89,7 @@ func ExampleBatch_AckTx() {
 		if _, err := tx.ExecContext(ctx, "INSERT INTO results VALUES (?, ?)", r.ID, "done:"+r.Value); err != nil {
 			log.Fatal(err)
 		}
-		if err := b.AckTx(ctx, tx, r.ID); err != nil {
+		if err := b.AckTx(ctx, dialect.SQLTx(tx), r.ID); err != nil {
 			_ = tx.Rollback() // lost: another worker has the row
 			continue
 		}
@@ -105,9 +104,10 @@ func ExampleBatch_AckTx() {
 	// Output: results: 2 done: 2
 }
 
-// Acks of rows processed one at a time are deferred and written together:
+// With Config.AckDelay, acks of rows processed one at a time are deferred
+// and written together:
 // one statement for the batch instead of one per row.
-func ExampleBatch_AckLater() {
+func ExampleBatch_Flush() {
 	ctx := context.Background()
 	cfg := claim.Config{ClaimTable: dialect.ClaimTable{Table: "jobs", Columns: []string{"payload"}}, AckDelay: time.Second}
 	d, _ := lifecycleSetup(cfg)
@@ -121,12 +121,12 @@ func ExampleBatch_AckLater() {
 	}
 	for _, r := range b.Rows() {
 		// ... process r ...
-		if err := b.AckLater(r.ID); err != nil {
+		if err := b.Ack(ctx, r.ID); err != nil {
 			log.Fatal(err)
 		}
 	}
 	// Flush writes what is still deferred and reports every deferred ack's
-	// outcome (rows found lost, with errors.Is(err, claim.ErrClaimLost)).
+	// outcome (rows found lost, with errors.Is(err, dialect.ErrClaimLost)).
 	if err := b.Flush(ctx); err != nil {
 		log.Fatal(err)
 	}

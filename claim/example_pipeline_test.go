@@ -2,17 +2,19 @@ package claim_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log"
+	"sync/atomic"
+	"time"
 
 	"github.com/claimlock/claimlock/claim"
 )
 
-// A hand-written loop that acks each batch together with the claim of the
-// next: one commit per batch instead of two. Rows whose processing failed
-// are failed first; AckAllAndClaim acks the rest.
-func ExampleClaimer_AckAllAndClaim() {
+// Run with the pipeline on: each loop acks a processed batch and claims the
+// next in one operation (one commit per batch instead of two). Whether that
+// is faster depends on the server; PipelineAuto uses it where it measured
+// faster.
+func ExampleWorkerConfig_pipeline() {
 	ctx := context.Background()
 	cfg := targetConfig() // batches of 3; five pending targets
 	d := exampleSetup(cfg)
@@ -20,25 +22,20 @@ func ExampleClaimer_AckAllAndClaim() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	b, err := c.Claim(ctx)
+	runCtx, cancel := context.WithCancel(ctx)
+	var sent atomic.Int32
+	err = c.Run(runCtx, claim.WorkerConfig[Message]{
+		Pipeline: claim.PipelineOn, PollMin: time.Millisecond, PollMax: 10 * time.Millisecond,
+		Handler: func(ctx context.Context, r claim.Row[Message]) error {
+			fmt.Println("send to", r.Value.OpenID)
+			if sent.Add(1) == 5 {
+				cancel() // a real service runs until shutdown
+			}
+			return nil
+		},
+	})
 	if err != nil {
 		log.Fatal(err)
-	}
-	for b.Len() > 0 {
-		for _, r := range b.Rows() {
-			fmt.Println("send to", r.Value.OpenID)
-		}
-		next, err := c.AckAllAndClaim(ctx, b)
-		var lost *claim.LostError
-		switch {
-		case errors.As(err, &lost):
-			// Reaped rows were not acked; the next batch was claimed.
-			log.Printf("lost %v", lost.IDs)
-		case err != nil:
-			// Nothing was written: b still holds its rows.
-			log.Fatal(err)
-		}
-		b = next
 	}
 	st, err := c.Stats(ctx)
 	if err != nil {

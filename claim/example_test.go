@@ -123,12 +123,12 @@ func ExampleBatch_Ack_lost() {
 
 	stalled, _ := c.Claim(ctx)
 	time.Sleep(10 * time.Millisecond) // the worker stalls; a reaper returns its rows
-	_, _ = c.Store().Reap(ctx, &store.ReapParams{Timeout: time.Millisecond, Limit: 100})
+	_, _ = claim.StoreOf(c).Reap(ctx, &store.ReapParams{Timeout: time.Millisecond, Limit: 100})
 	fresh, _ := c.Claim(ctx)
 
 	err := stalled.AckAll(ctx)
 	var lost *claim.LostError
-	fmt.Println(errors.Is(err, claim.ErrClaimLost), errors.As(err, &lost), lost.IDs)
+	fmt.Println(errors.Is(err, dialect.ErrClaimLost), errors.As(err, &lost), lost.IDs)
 	fmt.Println(fresh.IDs(), fresh.AckAll(ctx))
 	// Output:
 	// true true [1 2 3]
@@ -185,8 +185,8 @@ func ExampleBatch_Context() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	stop := b.KeepAlive(ctx, time.Minute) // stops by itself once nothing is held
-	defer stop()                          // and at the latest here, after the acks
+	stop := b.KeepAlive(ctx) // every ReapTimeout/3; stops by itself once nothing is held
+	defer stop()             // and at the latest here, after the acks
 	wctx, cancel := b.Context(ctx)
 	defer cancel()
 	for _, r := range b.Rows() {

@@ -42,11 +42,11 @@ func ExampleClaimer_Wake() {
 	const workers = 4
 	var empties atomic.Int32
 	idle := make(chan struct{})
-	cfg.Hooks.OnEmpty = func() {
-		if empties.Add(1) == workers {
+	cfg.Observer = claim.ObserverFunc(func(_ context.Context, e claim.Event) {
+		if e.Op == claim.OpClaim && e.Claimed == 0 && empties.Add(1) == workers {
 			close(idle)
 		}
-	}
+	})
 	c, err := claim.New(d, cfg, func(m *Message) []any { return []any{&m.OpenID} })
 	if err != nil {
 		log.Fatal(err)

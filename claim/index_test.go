@@ -51,7 +51,7 @@ func TestMissingIndexWarning(t *testing.T) {
 		require.NoError(t, err)
 		missing, err := c.MissingIndexes(ctx)
 		require.NoError(t, err)
-		require.Equal(t, c.Store().IndexDDL(), missing)
+		require.Equal(t, claim.StoreOf(c).IndexDDL(), missing)
 		for range 2 {
 			_, err = c.Claim(ctx)
 			require.NoError(t, err)
@@ -65,7 +65,7 @@ func TestMissingIndexWarning(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, strings.Count(logs.String(), "recommended indexes are missing"), "one warning per configuration")
 
-		require.NoError(t, store.ExecDDL(ctx, e.d, c.Store().IndexDDL()))
+		require.NoError(t, store.ExecDDL(ctx, e.d, claim.StoreOf(c).IndexDDL()))
 		c, err = claim.New[struct{}](e.d, cfg, nil)
 		require.NoError(t, err)
 		_, err = c.Claim(ctx)

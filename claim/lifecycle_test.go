@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/store"
 )
 
 // withLifecycle gives a job table run-at and error columns.
@@ -20,9 +20,9 @@ func withLifecycle(cfg *claim.Config) { cfg.RunAt, cfg.Error = "run_at", "last_e
 
 // scheduledIn returns how long until the row's run-at, on the database
 // clock, from the claimer's listing.
-func scheduledIn(t *testing.T, c *claim.Claimer[job], id any) (time.Duration, store.RowInfo) {
+func scheduledIn(t *testing.T, c *claim.Claimer[job], id any) (time.Duration, claim.RowInfo) {
 	t.Helper()
-	rows, err := c.List(context.Background(), store.SetScheduled, 0, 100)
+	rows, err := c.List(context.Background(), claim.Scheduled, 0, 100)
 	require.NoError(t, err)
 	for _, r := range rows {
 		if r.ID == id {
@@ -30,7 +30,7 @@ func scheduledIn(t *testing.T, c *claim.Claimer[job], id any) (time.Duration, st
 		}
 	}
 	t.Fatalf("row %v is not scheduled: %+v", id, rows)
-	return 0, store.RowInfo{}
+	return 0, claim.RowInfo{}
 }
 
 // A row failing again and again is retried at the backoff's delays,
@@ -71,10 +71,10 @@ func TestRetryBackoffOnDatabaseClock(t *testing.T) {
 			require.EqualValues(t, 1, n)
 		}
 		requireStats(t, c, 0, 0, 0, 1)
-		parked, err := c.List(ctx, store.SetFailed, 0, 10)
+		parked, err := c.List(ctx, claim.Parked, 0, 10)
 		require.NoError(t, err)
 		require.Len(t, parked, 1)
-		require.Equal(t, store.RowInfo{ID: id, Attempts: 3, ClaimedAge: parked[0].ClaimedAge, Error: "send API down (attempt 3)"}, parked[0])
+		require.Equal(t, claim.RowInfo{ID: id, Attempts: 3, ClaimedAge: parked[0].ClaimedAge, Error: "send API down (attempt 3)"}, parked[0])
 
 		n, err := c.Unpark(ctx, true)
 		require.NoError(t, err)
@@ -88,8 +88,8 @@ func TestRetryBackoffOnDatabaseClock(t *testing.T) {
 	})
 }
 
-// FailAfter and Snooze take explicit delays; a snooze is not an attempt.
-// Handlers ask for them with RetryAfter and SnoozeFor.
+// Fail with RetryAfter and SnoozeFor errors takes explicit delays; a
+// snooze is not an attempt. Handlers ask for them with the same errors.
 func TestExplicitDelaysAndSnoozes(t *testing.T) {
 	t.Parallel()
 	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
@@ -99,10 +99,10 @@ func TestExplicitDelaysAndSnoozes(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 4, b.Len())
 		rows := b.Rows()
-		require.NoError(t, b.FailAfter(ctx, rows[0].ID, errors.New("429"), 90*time.Minute))
-		require.NoError(t, b.Snooze(ctx, rows[1].ID, 45*time.Minute))
-		require.ErrorIs(t, b.Snooze(ctx, rows[1].ID, time.Minute), claim.ErrNotHeld)
-		require.ErrorIs(t, b.FailAfter(ctx, rows[2].ID, nil, -time.Second), claim.ErrInvalidConfig)
+		require.NoError(t, b.Fail(ctx, rows[0].ID, claim.RetryAfter(90*time.Minute, errors.New("429"))))
+		require.NoError(t, b.Fail(ctx, rows[1].ID, claim.SnoozeFor(45*time.Minute)))
+		require.ErrorIs(t, b.Fail(ctx, rows[1].ID, claim.SnoozeFor(time.Minute)), claim.ErrNotHeld)
+		require.ErrorIs(t, b.Fail(ctx, rows[2].ID, claim.RetryAfter(-time.Second, nil)), dialect.ErrInvalidConfig)
 		require.NoError(t, b.AckAll(ctx))
 
 		in, info := scheduledIn(t, c, rows[0].ID)
@@ -155,17 +155,17 @@ func TestDelaysNeedRunAt(t *testing.T) {
 	e := open(t, engines[0])
 	_, err := claim.New[job](e.d, claim.Config{ClaimTable: dialect.ClaimTable{Table: "jobs", Columns: []string{"payload"}},
 		Backoff: claim.DefaultBackoff}, jobFields)
-	require.ErrorIs(t, err, claim.ErrInvalidConfig)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	require.Contains(t, err.Error(), "Backoff")
 
 	ctx := context.Background()
 	c, _ := jobSetup(t, e, dialect.StrategyTokenUpdate, 2, nil)
 	b, err := c.Claim(ctx)
 	require.NoError(t, err)
-	require.ErrorIs(t, b.FailAfter(ctx, b.Rows()[0].ID, nil, time.Minute), claim.ErrInvalidConfig)
-	require.ErrorIs(t, b.Snooze(ctx, b.Rows()[0].ID, time.Minute), claim.ErrInvalidConfig)
+	require.ErrorIs(t, b.Fail(ctx, b.Rows()[0].ID, claim.RetryAfter(time.Minute, nil)), dialect.ErrInvalidConfig)
+	require.ErrorIs(t, b.Fail(ctx, b.Rows()[0].ID, claim.SnoozeFor(time.Minute)), dialect.ErrInvalidConfig)
 	_, err = c.RetryNow(ctx)
-	require.ErrorIs(t, err, claim.ErrInvalidConfig)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	require.NoError(t, b.AckAll(ctx), "the refused calls left the rows held")
 }
 
@@ -186,25 +186,36 @@ func TestDefaultBackoff(t *testing.T) {
 }
 
 // The pipelined ack+claim honours run-at like a claim: a row failed with a
-// delay is not taken again by the next claim of the same round trip.
+// delay is not taken again by the claim of the same round trip.
 func TestPipelineRespectsRunAt(t *testing.T) {
 	t.Parallel()
 	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
 		ctx := context.Background()
 		c, _ := jobSetup(t, e, s, 4, func(cfg *claim.Config) { withLifecycle(cfg); cfg.BatchSize = 2; cfg.MaxAttempts = 5 })
-		b, err := c.Claim(ctx)
-		require.NoError(t, err)
-		require.Equal(t, 2, b.Len())
-		require.NoError(t, b.FailAfter(ctx, b.Rows()[0].ID, nil, time.Hour))
-		next, err := c.AckAllAndClaim(ctx, b)
-		require.NoError(t, err)
-		require.Equal(t, 2, next.Len(), "the delayed row is not claimed again")
-		for _, r := range next.Rows() {
-			require.NotEqual(t, b.Rows()[0].ID, r.ID)
-		}
-		last, err := c.AckAllAndClaim(ctx, next)
-		require.NoError(t, err)
-		require.Zero(t, last.Len())
+		var calls sync.Map
+		runCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		done := make(chan error, 1)
+		var first atomic.Value
+		go func() {
+			done <- c.Run(runCtx, claim.WorkerConfig[job]{Pipeline: claim.PipelineOn, PollMin: time.Millisecond, PollMax: 10 * time.Millisecond,
+				Handler: func(ctx context.Context, r claim.Row[job]) error {
+					n, _ := calls.LoadOrStore(r.ID, new(atomic.Int32))
+					n.(*atomic.Int32).Add(1)
+					if first.CompareAndSwap(nil, r.ID) {
+						return claim.RetryAfter(time.Hour, errors.New("come back later"))
+					}
+					return nil
+				}})
+		}()
+		require.Eventually(t, func() bool {
+			st, err := c.Stats(ctx)
+			return err == nil && st.Done == 3
+		}, 30*time.Second, 5*time.Millisecond)
+		cancel()
+		require.NoError(t, <-done)
 		requireStats(t, c, 1, 0, 3, 0)
+		n, _ := calls.Load(first.Load())
+		require.EqualValues(t, 1, n.(*atomic.Int32).Load(), "the delayed row is not claimed again")
 	})
 }

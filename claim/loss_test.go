@@ -45,7 +45,7 @@ func TestLossDeadlineBeforeReclaim(t *testing.T) {
 		var second *claim.Batch[job]
 		var ctxEnded, errSet bool
 		for second == nil {
-			_, err := c.Store().Reap(ctx, &store.ReapParams{Timeout: timeout, Limit: 100, ScopeValues: cfg.ScopeValues})
+			_, err := claim.StoreOf(c).Reap(ctx, &store.ReapParams{Timeout: timeout, Limit: 100, ScopeValues: cfg.ScopeValues})
 			require.NoError(t, err)
 			b, err := other.Claim(ctx)
 			require.NoError(t, err)
@@ -60,7 +60,7 @@ func TestLossDeadlineBeforeReclaim(t *testing.T) {
 		require.True(t, ctxEnded, "the frozen batch's context was live when another worker claimed its rows")
 		require.Equal(t, frozen.IDs(), second.IDs())
 		cause := context.Cause(fctx)
-		require.ErrorIs(t, cause, claim.ErrClaimLost)
+		require.ErrorIs(t, cause, dialect.ErrClaimLost)
 		require.ErrorIs(t, cause, claim.ErrLocalDeadline)
 		require.ErrorIs(t, frozen.Err(), claim.ErrLocalDeadline)
 
@@ -84,8 +84,8 @@ func TestRunHandlerSeesLoss(t *testing.T) {
 		ctx := ctxT(t)
 		var failed atomic.Int64
 		c, cfg := jobSetup(t, e, s, 3, func(cfg *claim.Config) {
-			cfg.ReapTimeout = time.Minute
-			cfg.Hooks.OnFail = func(n int) { failed.Add(int64(n)) }
+			cfg.ReapTimeout, cfg.HeartbeatInterval = time.Minute, 50*time.Millisecond
+			watch(cfg, func(e claim.Event) { n := e.Failed; failed.Add(int64(n)) })
 		})
 		other, err := claim.New(e.d, cfg, jobFields)
 		require.NoError(t, err)
@@ -97,7 +97,7 @@ func TestRunHandlerSeesLoss(t *testing.T) {
 		runErr := make(chan error, 1)
 		go func() {
 			runErr <- c.Run(rctx, claim.WorkerConfig[job]{
-				PollMin: time.Millisecond, PollMax: 10 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond,
+				PollMin: time.Millisecond, PollMax: 10 * time.Millisecond,
 				ShutdownMode: claim.ShutdownFinish,
 				Handler: func(ctx context.Context, r claim.Row[job]) error {
 					if calls.Add(1) == 1 {
@@ -123,7 +123,7 @@ func TestRunHandlerSeesLoss(t *testing.T) {
 		require.Equal(t, 3, second.Len())
 
 		cause := <-causes
-		require.ErrorIs(t, cause, claim.ErrClaimLost)
+		require.ErrorIs(t, cause, dialect.ErrClaimLost)
 		require.NotErrorIs(t, cause, claim.ErrLocalDeadline, "found by a heartbeat, long before the deadline")
 		require.NoError(t, <-runErr)
 		require.EqualValues(t, 1, calls.Load(), "no more rows of the lost batch were handed out")
@@ -140,7 +140,7 @@ func steal(t *testing.T, c *claim.Claimer[job], cfg claim.Config) {
 	t.Helper()
 	p := &store.ReapParams{Timeout: time.Millisecond, Limit: 100, ScopeValues: cfg.ScopeValues}
 	waitFor(t, "the rows to be reaped", func() bool {
-		_, err := c.Store().Reap(context.Background(), p)
+		_, err := claim.StoreOf(c).Reap(context.Background(), p)
 		require.NoError(t, err)
 		st, err := c.Stats(context.Background())
 		require.NoError(t, err)
@@ -170,7 +170,7 @@ func TestKeepAliveEnds(t *testing.T) {
 			e := open(t, en)
 			ctx := ctxT(t)
 			base := keepAlives()
-			c, cfg := jobSetup(t, e, strategies(e)[0], 9, func(cfg *claim.Config) { cfg.BatchSize = 3 })
+			c, cfg := jobSetup(t, e, strategies(e)[0], 9, func(cfg *claim.Config) { cfg.BatchSize, cfg.HeartbeatInterval = 3, 20*time.Millisecond })
 			gone := func(what string) {
 				waitFor(t, what, func() bool { return keepAlives() == base })
 			}
@@ -178,19 +178,19 @@ func TestKeepAliveEnds(t *testing.T) {
 			// Every row lost.
 			b, err := c.Claim(ctx)
 			require.NoError(t, err)
-			stop := b.KeepAlive(ctx, 20*time.Millisecond)
+			stop := b.KeepAlive(ctx)
 			defer stop()
 			require.Equal(t, base+1, keepAlives())
 			steal(t, c, cfg)
 			gone("the keep-alive of a lost batch to end")
-			require.ErrorIs(t, b.Err(), claim.ErrClaimLost)
+			require.ErrorIs(t, b.Err(), dialect.ErrClaimLost)
 			stop()
 
 			// Context ended.
 			b, err = c.Claim(ctx)
 			require.NoError(t, err)
 			kctx, cancel := context.WithCancel(ctx)
-			stop = b.KeepAlive(kctx, 20*time.Millisecond)
+			stop = b.KeepAlive(kctx)
 			defer stop()
 			require.Equal(t, base+1, keepAlives())
 			cancel()
@@ -203,7 +203,7 @@ func TestKeepAliveEnds(t *testing.T) {
 			// Nothing held any more.
 			b, err = c.Claim(ctx)
 			require.NoError(t, err)
-			stop = b.KeepAlive(ctx, time.Hour)
+			stop = b.KeepAlive(ctx)
 			defer stop()
 			require.Equal(t, base+1, keepAlives())
 			require.NoError(t, b.AckAll(ctx))
@@ -231,20 +231,15 @@ func TestLossConfig(t *testing.T) {
 		cfg := base
 		tc.edit(&cfg)
 		err := cfg.Validate()
-		require.ErrorIs(t, err, claim.ErrInvalidConfig, name)
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig, name)
 		require.Contains(t, err.Error(), tc.field, name)
 	}
 	cfg := base
 	cfg.ReapTimeout = time.Second
 	require.NoError(t, cfg.Validate())
-
-	e := open(t, engines[0])
-	c, _ := jobSetup(t, e, strategies(e)[0], 1, func(cfg *claim.Config) { cfg.ReapTimeout = time.Second })
-	err := c.Run(context.Background(), claim.WorkerConfig[job]{
-		HeartbeatInterval: 950 * time.Millisecond,
-		Handler:           func(context.Context, claim.Row[job]) error { return nil },
-	})
-	require.ErrorIs(t, err, claim.ErrInvalidConfig)
+	cfg.HeartbeatInterval = 950 * time.Millisecond
+	err := cfg.Validate()
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	require.Contains(t, err.Error(), "HeartbeatInterval")
 }
 

@@ -84,7 +84,7 @@ func overlapWorkers(ctx context.Context, c *claim.Claimer[struct{}], n int) work
 				b, err := c.Claim(ctx)
 				start := time.Now().UnixNano()
 				if err != nil {
-					fail(fmt.Errorf("claim: %w (retryable: %v)", err, claim.IsRetryable(err)))
+					fail(fmt.Errorf("claim: %w (retryable: %v)", err, dialect.IsRetryable(err)))
 					return
 				}
 				if b.Len() == 0 {
@@ -113,7 +113,7 @@ func overlapWorkers(ctx context.Context, c *claim.Claimer[struct{}], n int) work
 				}
 				end := time.Now().UnixNano()
 				if err := b.Ack(ctx, ids[:keep]...); err != nil {
-					fail(fmt.Errorf("ack: %w (retryable: %v)", err, claim.IsRetryable(err)))
+					fail(fmt.Errorf("ack: %w (retryable: %v)", err, dialect.IsRetryable(err)))
 					return
 				}
 				relEnd := time.Now().UnixNano()

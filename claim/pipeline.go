@@ -12,15 +12,18 @@ import (
 )
 
 // Pipeline says whether the loops of [Claimer.Run] ack a batch and claim
-// the next one in one operation ([Claimer.AckAndClaim]).
+// the next one in one operation: on PostgreSQL one statement, on
+// MySQL/MariaDB and SQLite one transaction, so that a loop pays one commit
+// per batch instead of two. The ack and the claim commit together or not at
+// all, and lost rows are still reported one by one. Whether that is faster
+// depends on the server: see the README's performance section.
 type Pipeline int
 
 const (
 	// PipelineAuto pipelines where the dialect's capabilities say it
 	// measured faster ([dialect.Capabilities.PipelineAckClaim]).
 	PipelineAuto Pipeline = iota
-	// PipelineOn always pipelines; Run refuses it (ErrNotSupported) with a
-	// store that does not implement [store.AckClaimer].
+	// PipelineOn always pipelines.
 	PipelineOn
 	// PipelineOff never pipelines: an ack statement, then a claim.
 	PipelineOff
@@ -45,7 +48,7 @@ func (k *core) checkPipeline(p Pipeline) error {
 		return invalid("WorkerConfig.Pipeline", "unknown value %d", int(p))
 	}
 	if _, ok := k.cs.(store.AckClaimer); p == PipelineOn && !ok {
-		return fmt.Errorf("claim: WorkerConfig.Pipeline: %w: the claim store does not implement store.AckClaimer", ErrNotSupported)
+		return fmt.Errorf("claim: WorkerConfig.Pipeline: %w: this engine's claim store cannot ack and claim in one operation", dialect.ErrNotSupported)
 	}
 	return nil
 }
@@ -60,36 +63,32 @@ func (k *core) pipelines(p Pipeline) bool {
 
 // AckAllAndClaim acks every row b still holds, deferred acks included (as
 // [Batch.AckAll]), and claims the next batch (as [Claimer.Claim]) in one
-// operation: on PostgreSQL one statement, on MySQL/MariaDB and SQLite one
-// transaction, so a loop pays one commit per batch instead of two. It is
-// for hand-written loops; [Claimer.Run] uses it where
-// [dialect.Capabilities.PipelineAckClaim] says so (see
-// [WorkerConfig.Pipeline]). Fail or release the rows that must not be
-// acked first. b must come from c.
+// operation, for a hand-written loop that pipelines as [Claimer.Run] does
+// with [PipelineOn]. Fail or release the rows that must not be acked first.
+// b must come from c.
 //
 // The ack and the claim commit together or not at all:
 //
 //   - Success: the next batch is returned (empty, Len() == 0, when nothing
 //     was pending). Rows of b that its token no longer held were left
-//     untouched and are reported by an error matching [ErrClaimLost] (a
-//     [*LostError]) returned together with the next batch, which must then
-//     be processed like any other: next is non-nil whenever the claim
-//     happened.
+//     untouched and are reported by an error matching
+//     [dialect.ErrClaimLost] (a [*LostError]) returned together with the
+//     next batch, which must then be processed like any other: next is
+//     non-nil whenever the claim happened.
 //   - Any other error: next is nil and nothing is known to be written: b
 //     still holds its rows (repeat the call, or call [Batch.AckAll] and
 //     [Claimer.Claim] apart), and no row stays claimed for the failed
-//     claim. When the error matches [dialect.ErrOutcomeUnknown] (a connection lost
-//     during the commit), the ack may have been written: a repeated ack
-//     then reports the rows it wrote as lost; the rows the claim may have
-//     taken are released at once (or, if that fails, left to the reaper,
-//     as after a failed [Claimer.Claim]). That release does not hold the
-//     call past ctx's end: it then goes on in the background.
-//
-// Retryable conflicts (deadlocks, serialization failures) re-run the whole
-// operation inside the dialect, as for every other statement.
+//     claim. When the error matches [dialect.ErrOutcomeUnknown] (a
+//     connection lost during the commit), the ack may have been written: a
+//     repeated ack then reports the rows it wrote as lost; the rows the
+//     claim may have taken are released at once (or, if that fails, left to
+//     the reaper). That release does not hold the call past ctx's end.
 func (c *Claimer[T]) AckAllAndClaim(ctx context.Context, b *Batch[T]) (*Batch[T], error) {
-	if err := c.owns(b); err != nil {
-		return nil, err
+	switch {
+	case b == nil:
+		return nil, invalid("batch", "is nil")
+	case b.core != c.core:
+		return nil, invalid("batch", "was claimed by another claimer")
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -97,65 +96,39 @@ func (c *Claimer[T]) AckAllAndClaim(ctx context.Context, b *Batch[T]) (*Batch[T]
 		return nil, storeError("ack and claim", err)
 	}
 	// The open rows include the waiting deferred acks: nothing is in flight.
-	return c.ackAndClaimLocked(ctx, b, b.openIndexes(), true)
+	next, err := c.ackAndClaimLocked(ctx, b, b.openIndexes())
+	if d := b.later; d != nil && (err == nil || next != nil) {
+		// Lost deferred acks found earlier are reported with these, as by
+		// AckAll.
+		if lost := d.takeLost(); len(lost) > 0 {
+			var le *LostError
+			if errors.As(err, &le) {
+				le.IDs = append(lost, le.IDs...)
+			} else {
+				err = lostError("ack", lost)
+			}
+		}
+	}
+	return next, err
 }
 
-// AckAndClaim acks the rows ids of b (as [Batch.Ack], with b's waiting
-// deferred acks riding along) and claims the next batch in one operation,
-// with the outcomes of [Claimer.AckAllAndClaim]. Rows of b not in ids stay
-// held by b. An id b does not hold gives [ErrNotHeld], and a key of the
-// wrong type an error wrapping [ErrInvalidConfig]; then nothing is written
-// and nothing claimed.
-func (c *Claimer[T]) AckAndClaim(ctx context.Context, b *Batch[T], ids ...any) (*Batch[T], error) {
-	if err := c.owns(b); err != nil {
-		return nil, err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	idx, err := b.lookup("ack and claim", ids)
-	if err != nil {
-		return nil, err
-	}
-	return c.ackAndClaimLocked(ctx, b, idx, false)
-}
-
-// owns refuses a nil batch or one of another claimer.
-func (c *Claimer[T]) owns(b *Batch[T]) error {
-	switch {
-	case b == nil:
-		return invalid("batch", "is nil")
-	case b.core != c.core:
-		return invalid("batch", "was claimed by another claimer")
-	}
-	return nil
-}
-
-// ackAndClaimLocked acks rows own of b (b.mu held) and the waiting deferred
-// acks, and claims the next batch, in one operation. With all, own are all
-// the open rows (the waiting deferred acks among them) and the lost deferred
-// acks found earlier are reported too, as by AckAll.
-func (c *Claimer[T]) ackAndClaimLocked(ctx context.Context, b *Batch[T], own []int, all bool) (*Batch[T], error) {
+// ackAndClaimLocked acks rows own of b (b.mu held), with the waiting
+// deferred acks riding along, and claims the next batch, in one operation:
+// on PostgreSQL one statement, on MySQL/MariaDB and SQLite one transaction.
+// Both commit or neither does. On success it returns the next batch (empty
+// when nothing was pending) and, for rows of own the token no longer held,
+// a [*LostError]. On any other error next is nil and nothing is known to be
+// written: b still holds its rows (an error matching
+// dialect.ErrOutcomeUnknown means the ack may have been written; the rows
+// the claim may have taken are released as after a failed claim).
+func (c *Claimer[T]) ackAndClaimLocked(ctx context.Context, b *Batch[T], own []int) (*Batch[T], error) {
 	idx := own
-	if d := b.later; !all && d != nil && len(d.wait) > 0 {
+	if d := b.later; d != nil && len(d.wait) > 0 {
 		idx = append(own[:len(own):len(own)], d.wait...)
 	}
 	ac, ok := c.core.cs.(store.AckClaimer)
-	if !ok || len(idx) == 0 {
-		// Nothing to pipeline with: an ack statement (if any), then a claim.
-		var err error
-		if all {
-			err = b.ackAllLocked(ctx, own)
-		} else {
-			err = b.ackLocked(ctx, own)
-		}
-		if err != nil && !errors.Is(err, ErrClaimLost) {
-			return nil, err
-		}
-		next, cerr := c.Claim(ctx)
-		if cerr != nil {
-			return nil, errors.Join(cerr, err)
-		}
-		return next, err
+	if !ok {
+		return nil, fmt.Errorf("claim: ack and claim: %w: the store does not pipeline", dialect.ErrNotSupported)
 	}
 	p := b.doneParams(idx)
 	var res store.AckResult
@@ -172,7 +145,7 @@ func (c *Claimer[T]) ackAndClaimLocked(ctx context.Context, b *Batch[T], own []i
 	if !written {
 		return nil, err
 	}
-	lost := b.recordDeferredDone(idx, p, res, all)
+	lost := b.recordDeferredDone(idx, p, res)
 	lerr := lostError("ack", lost)
 	if err != nil {
 		// Only reading the claimed rows failed; the ack is recorded.
@@ -181,34 +154,11 @@ func (c *Claimer[T]) ackAndClaimLocked(ctx context.Context, b *Batch[T], own []i
 	return next, lerr
 }
 
-// ackAllLocked is AckAll's write with b.mu held and no background write in
-// flight: rows idx (the open ones) in one statement, and the lost deferred
-// acks found earlier reported with them.
-func (b *Batch[T]) ackAllLocked(ctx context.Context, idx []int) error {
-	var lost []any
-	if len(idx) > 0 {
-		lostPos, err := b.writeDone(ctx, idx)
-		if err != nil {
-			return storeError("ack", err)
-		}
-		for _, j := range lostPos {
-			lost = append(lost, b.rows[idx[j]].ID)
-		}
-	}
-	if d := b.later; d != nil {
-		d.stop()
-		d.wait = nil
-		lost = append(d.takeLost(), lost...)
-	}
-	return lostError("ack", lost)
-}
-
 // recordDeferredDone records the committed ack p of rows idx (with b.mu
 // held) and ends the deferral of the waiting deferred acks, which idx
-// includes. It returns the lost keys to report: those not deferred, and
-// with all every lost deferred ack not reported yet (the others are kept
-// for Flush).
-func (b *Batch[T]) recordDeferredDone(idx []int, p *store.AckParams, res store.AckResult, all bool) []any {
+// includes. It returns the lost keys of the rows that were not deferred;
+// lost deferred acks are kept for Flush.
+func (b *Batch[T]) recordDeferredDone(idx []int, p *store.AckParams, res store.AckResult) []any {
 	d := b.later
 	deferred := map[int]bool{}
 	if d != nil {
@@ -218,7 +168,7 @@ func (b *Batch[T]) recordDeferredDone(idx []int, p *store.AckParams, res store.A
 	}
 	var lost []any
 	for _, j := range b.recordDone(idx, p, res) {
-		if i := idx[j]; deferred[i] && !all {
+		if i := idx[j]; deferred[i] {
 			d.lost = append(d.lost, b.rows[i].ID)
 		} else {
 			lost = append(lost, b.rows[i].ID)
@@ -227,9 +177,6 @@ func (b *Batch[T]) recordDeferredDone(idx []int, p *store.AckParams, res store.A
 	if d != nil {
 		d.stop()
 		d.wait = nil
-		if all {
-			lost = append(d.takeLost(), lost...)
-		}
 	}
 	return lost
 }
@@ -246,14 +193,14 @@ func (r *runner[T]) pipelineFinish(ctx, fctx context.Context, b *Batch[T], ok, f
 		return nil, false
 	}
 	for j, i := range failed {
-		if err := b.settleFailure(fctx, i, causes[j], log); err != nil && !errors.Is(err, ErrClaimLost) {
+		if err := b.settleFailure(fctx, i, causes[j], log); err != nil && !errors.Is(err, dialect.ErrClaimLost) {
 			r.check(err)
 			log.Error("claimlock: fail failed; row stays processing until reaped", "token", b.token, "id", b.rows[i].ID, "err", err)
 		}
 	}
-	next, err := c.ackAndClaimLocked(fctx, b, ok, false)
+	next, err := c.ackAndClaimLocked(fctx, b, ok)
 	if next != nil {
-		if err != nil && !errors.Is(err, ErrClaimLost) {
+		if err != nil && !errors.Is(err, dialect.ErrClaimLost) {
 			r.check(err)
 			log.Error("claimlock: ack and claim", "token", b.token, "err", err)
 		}
@@ -263,7 +210,7 @@ func (r *runner[T]) pipelineFinish(ctx, fctx context.Context, b *Batch[T], ok, f
 	// Rows the failed call recorded (it wrote the ack but could not read the
 	// claimed rows) are closed already.
 	ok = slices.DeleteFunc(slices.Clone(ok), func(i int) bool { return !b.open[i] })
-	if err := b.ackLocked(fctx, ok); err != nil && !errors.Is(err, ErrClaimLost) {
+	if err := b.ackLocked(fctx, ok); err != nil && !errors.Is(err, dialect.ErrClaimLost) {
 		r.check(err)
 		log.Error("claimlock: ack failed; rows stay processing until reaped", "token", b.token, "ids", b.idsOf(ok), "err", err)
 	}

@@ -3,6 +3,7 @@ package claim_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -43,114 +44,47 @@ func (s *pipeStore) AckAndClaim(ctx context.Context, p *store.AckClaimParams, sc
 	return s.ClaimStore.(store.AckClaimer).AckAndClaim(ctx, p, scan)
 }
 
-// TestAckAllAndClaimLoop drains a scope with a hand-written loop: each
-// batch's acks (one of them deferred) are written together with the next
-// claim, and every row ends done exactly once.
-func TestAckAllAndClaimLoop(t *testing.T) {
+// TestRunPipelineReportsLostRows: a row the token no longer holds when
+// the pipelined ack+claim runs is left untouched and counted as lost; the
+// others are acked and the loop goes on.
+func TestRunPipelineReportsLostRows(t *testing.T) {
 	t.Parallel()
 	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
 		ctx := context.Background()
-		const n = 35
-		var acked, claims atomic.Int64
-		c, _ := jobSetup(t, e, s, n, func(cfg *claim.Config) {
-			cfg.AckDelay = time.Hour
-			cfg.Hooks.OnAck = func(k int) { acked.Add(int64(k)) }
-			cfg.Hooks.OnClaim = func(int, time.Duration) { claims.Add(1) }
+		var lost, acked atomic.Int64
+		pd := &pipeDialect{Dialect: e.d}
+		e2 := *e
+		e2.d = pd
+		c, cfg := jobSetup(t, &e2, s, 25, func(cfg *claim.Config) {
+			watch(cfg, func(ev claim.Event) {
+				if ev.Op == claim.OpAck {
+					lost.Add(int64(ev.Lost))
+					acked.Add(int64(ev.Acked))
+				}
+			})
 		})
-		seen := map[any]bool{}
-		b, err := c.Claim(ctx)
-		require.NoError(t, err)
-		for b.Len() > 0 {
-			for _, r := range b.Rows() {
-				require.False(t, seen[r.ID], "row %v handed out twice", r.ID)
-				seen[r.ID] = true
-			}
-			require.NoError(t, b.AckLater(b.Rows()[0].ID))
-			next, err := c.AckAllAndClaim(ctx, b)
-			require.NoError(t, err)
-			require.Empty(t, b.Unacked())
-			require.ErrorIs(t, b.Err(), claim.ErrBatchDone)
-			require.NoError(t, b.Flush(ctx), "the deferred ack rode along")
-			b = next
-		}
-		require.Len(t, seen, n)
-		require.EqualValues(t, n, acked.Load())
-		require.EqualValues(t, 5, claims.Load(), "four full batches and the empty one")
-		requireStats(t, c, 0, 0, n, 0)
-	})
-}
-
-// TestAckAndClaimLost checks that a lost row is reported exactly, the other
-// rows acked, and the next batch claimed without it.
-func TestAckAndClaimLost(t *testing.T) {
-	t.Parallel()
-	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
-		ctx := context.Background()
-		c, cfg := jobSetup(t, e, s, 25, nil)
-		b, err := c.Claim(ctx)
-		require.NoError(t, err)
-		require.Equal(t, 10, b.Len())
-		lostID := b.Rows()[4].ID
-		n, err := c.Store().Release(ctx, b.Token(), []any{lostID})
-		require.NoError(t, err)
-		require.EqualValues(t, 1, n)
-		cfg.BatchSize = 1
-		other, err := claim.New(e.d, cfg, jobFields)
-		require.NoError(t, err)
-		ob, err := other.Claim(ctx)
-		require.NoError(t, err)
-		require.Equal(t, []any{lostID}, ob.IDs(), "another worker took the released row")
-
-		ids := b.IDs()
-		next, err := c.AckAndClaim(ctx, b, ids[:6]...)
-		require.ErrorIs(t, err, claim.ErrClaimLost)
-		var le *claim.LostError
-		require.ErrorAs(t, err, &le)
-		require.Equal(t, []any{lostID}, le.IDs)
-		require.NotNil(t, next, "the claim happened with the ack")
-		require.Equal(t, 10, next.Len())
-		for _, r := range next.Rows() {
-			require.NotContains(t, ids, r.ID)
-		}
-		require.ErrorIs(t, b.Err(), claim.ErrClaimLost)
-		require.Equal(t, ids[6:], b.Unacked(), "rows not named stay held")
-		require.NoError(t, b.AckAll(ctx))
-		require.NoError(t, next.AckAll(ctx))
-		require.NoError(t, ob.AckAll(ctx))
-		requireStats(t, c, 5, 0, 20, 0)
-	})
-}
-
-// TestAckAndClaimBadInput checks that bad input writes and claims nothing.
-func TestAckAndClaimBadInput(t *testing.T) {
-	t.Parallel()
-	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
-		ctx := context.Background()
-		c, cfg := jobSetup(t, e, s, 15, nil)
-		b, err := c.Claim(ctx)
-		require.NoError(t, err)
-		_, err = c.AckAllAndClaim(ctx, nil)
-		require.ErrorIs(t, err, claim.ErrInvalidConfig)
-		other, err := claim.New(e.d, cfg, jobFields)
-		require.NoError(t, err)
-		_, err = other.AckAllAndClaim(ctx, b)
-		require.ErrorIs(t, err, claim.ErrInvalidConfig)
-		_, err = c.AckAndClaim(ctx, b, int64(1_000_000))
-		require.ErrorIs(t, err, claim.ErrNotHeld)
-		_, err = c.AckAndClaim(ctx, b, "not an integer key")
-		require.ErrorIs(t, err, claim.ErrInvalidConfig)
-		requireStats(t, c, 5, 10, 0, 0)
-		require.Len(t, b.Unacked(), 10)
-
-		// A deferred ack rides along with the named rows, once.
-		ids := b.IDs()
-		require.NoError(t, b.AckLater(ids[0]))
-		next, err := c.AckAndClaim(ctx, b, ids[1])
-		require.NoError(t, err)
-		require.NoError(t, b.Flush(ctx))
-		require.Equal(t, ids[2:], b.Unacked())
-		require.Equal(t, 5, next.Len())
-		requireStats(t, c, 0, 13, 2, 0)
+		var stolen atomic.Value
+		runCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			done <- c.Run(runCtx, claim.WorkerConfig[job]{Pipeline: claim.PipelineOn, PollMin: time.Millisecond, PollMax: 10 * time.Millisecond,
+				Handler: func(ctx context.Context, r claim.Row[job]) error {
+					if stolen.CompareAndSwap(nil, r.ID) {
+						e.exec(t, fmt.Sprintf("UPDATE %s SET token = 'thief' WHERE id = ?", cfg.Table), r.ID)
+					}
+					return nil
+				}})
+		}()
+		require.Eventually(t, func() bool { return acked.Load() == 24 }, 30*time.Second, 5*time.Millisecond)
+		cancel()
+		require.NoError(t, <-done)
+		require.EqualValues(t, 1, lost.Load(), "the stolen row was reported lost")
+		require.Positive(t, pd.calls.Load(), "the loop acked and claimed in one call")
+		requireStats(t, c, 0, 1, 24, 0)
+		var tok string
+		require.NoError(t, e.raw.QueryRowContext(ctx, e.rebind(fmt.Sprintf("SELECT token FROM %s WHERE id = ?", cfg.Table)), stolen.Load()).Scan(&tok))
+		require.Equal(t, "thief", tok, "the new owner's row is untouched")
 	})
 }
 
@@ -167,7 +101,7 @@ func TestRunPipeline(t *testing.T) {
 				var acked atomic.Int64
 				_, cfg := jobSetup(t, e, s, n, func(cfg *claim.Config) {
 					cfg.MaxAttempts = 3
-					cfg.Hooks.OnAck = func(k int) { acked.Add(int64(k)) }
+					onAck(cfg, func(k int) { acked.Add(int64(k)) })
 				})
 				c, err := claim.New(pd, cfg, jobFields)
 				require.NoError(t, err)
@@ -229,17 +163,17 @@ func TestRunPipelineConfig(t *testing.T) {
 		c, err := claim.New(e.d, cfg, jobFields)
 		require.NoError(t, err)
 		err = c.Run(context.Background(), claim.WorkerConfig[job]{Handler: handler, Pipeline: 7})
-		require.ErrorIs(t, err, claim.ErrInvalidConfig)
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 		hidden, err := claim.New(&pipeDialect{Dialect: e.d, hide: true}, cfg, jobFields)
 		require.NoError(t, err)
 		err = hidden.Run(context.Background(), claim.WorkerConfig[job]{Handler: handler, Pipeline: claim.PipelineOn})
-		require.ErrorIs(t, err, claim.ErrNotSupported)
+		require.ErrorIs(t, err, dialect.ErrNotSupported)
 	})
 }
 
 // An Observer wraps the claimer's store; the wrapper keeps the store's
-// ack+claim visible (else Run with PipelineOn would refuse it and
-// AckAllAndClaim would quietly take two round trips), and reports its ack.
+// ack+claim visible (else Run with PipelineOn would refuse it), and
+// reports its ack.
 func TestObservedStoreKeepsPipeline(t *testing.T) {
 	t.Parallel()
 	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
@@ -248,7 +182,7 @@ func TestObservedStoreKeepsPipeline(t *testing.T) {
 		var acked int
 		c, _ := jobSetup(t, e, s, 4, func(cfg *claim.Config) {
 			cfg.BatchSize = 2
-			cfg.Hooks.Observer = claim.ObserverFunc(func(_ context.Context, ev claim.Event) {
+			cfg.Observer = claim.ObserverFunc(func(_ context.Context, ev claim.Event) {
 				if ev.Op == claim.OpAck {
 					mu.Lock()
 					acked += ev.Acked
@@ -256,14 +190,18 @@ func TestObservedStoreKeepsPipeline(t *testing.T) {
 				}
 			})
 		})
-		_, ok := c.Store().(store.AckClaimer)
+		_, ok := claim.StoreOf(c).(store.AckClaimer)
 		require.True(t, ok, "the observed store still acks and claims in one round trip")
-		b, err := c.Claim(ctx)
-		require.NoError(t, err)
-		next, err := c.AckAllAndClaim(ctx, b)
-		require.NoError(t, err)
-		require.Equal(t, 2, next.Len())
-		require.NoError(t, next.AckAll(ctx))
+		runCtx, cancel := context.WithCancel(ctx)
+		var handled atomic.Int32
+		require.NoError(t, c.Run(runCtx, claim.WorkerConfig[job]{Pipeline: claim.PipelineOn, PollMin: time.Millisecond, PollMax: 10 * time.Millisecond,
+			Handler: func(context.Context, claim.Row[job]) error {
+				if handled.Add(1) == 4 {
+					cancel()
+				}
+				return nil
+			}}))
+		requireStats(t, c, 0, 0, 4, 0)
 		mu.Lock()
 		defer mu.Unlock()
 		require.Equal(t, 4, acked, "the pipelined ack is reported like any ack")

@@ -15,7 +15,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/errclass"
-	"github.com/claimlock/claimlock/internal/testengine"
+	"github.com/claimlock/claimlock/internal/testkit/testengine"
 )
 
 // TestMain keeps the claimers the tests build without a Logger (which log
@@ -50,7 +50,7 @@ func TestRunStopsOnMisconfiguration(t *testing.T) {
 			Handler: func(context.Context, claim.Row[job]) error { return nil },
 			PollMin: time.Millisecond, PollMax: 5 * time.Millisecond,
 		}, 30*time.Second)
-		require.ErrorIs(t, err, claim.ErrInvalidConfig)
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 		require.ErrorContains(t, err, "paylod")
 		require.Less(t, took, 20*time.Second, "Run returned on its own, not at the deadline")
 	})
@@ -117,11 +117,11 @@ func TestNilLoggerLogsToDefault(t *testing.T) {
 	bad, err := claim.New(e.d, cfg, jobFields)
 	require.NoError(t, err)
 	_, err = bad.Claim(context.Background())
-	require.ErrorIs(t, err, claim.ErrInvalidConfig)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	// A lost batch is logged by the claimer through the default logger.
 	b, err := c.Claim(context.Background())
 	require.NoError(t, err)
 	e.exec(t, fmt.Sprintf("UPDATE %s SET token = 'stolen'", cfg.Table))
-	require.True(t, errors.Is(b.AckAll(context.Background()), claim.ErrClaimLost))
+	require.True(t, errors.Is(b.AckAll(context.Background()), dialect.ErrClaimLost))
 	require.NotEmpty(t, logs.matching("claim lost"), "the loss reached slog.Default")
 }

@@ -80,9 +80,9 @@ func TestSnippetReadmeClaim(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		stop := b.KeepAlive(ctx, 10*time.Second) // heartbeat while sending
-		defer stop()                             // the heartbeat stops last
-		wctx, cancel := b.Context(ctx)           // cancelled if the rows are lost
+		stop := b.KeepAlive(ctx)       // heartbeat while sending (every ReapTimeout/3)
+		defer stop()                   // the heartbeat stops last
+		wctx, cancel := b.Context(ctx) // cancelled if the rows are lost
 		defer cancel()
 		for _, r := range b.Rows() {
 			send(wctx, r.ID, r.Value.OpenID) // idempotent on (task, r.ID)
@@ -155,7 +155,7 @@ func TestSnippetSendKey(t *testing.T) {
 	require.Equal(t, "task-42:7", key)
 }
 
-// The claim.AckTx doc's handler, as a new user writes a service with it:
+// The claim.BatchOf doc's handler, as a new user writes a service with it:
 // on every engine, 1,000 rows, four workers, the send log and the ack in
 // one transaction begun on the handler's context. Every row is logged
 // exactly once, no commit fails and no row is claimed twice.
@@ -191,6 +191,7 @@ func TestSnippetAckTxService(t *testing.T) {
 						return claim.WorkerConfig[Msg]{
 							// snippet: godoc-acktx-handler
 							Handler: func(ctx context.Context, r claim.Row[Msg]) error {
+								b, _ := claim.BatchOf[Msg](ctx) // always there in a Run handler
 								tx, err := db.BeginTx(ctx, nil)
 								if err != nil {
 									return err
@@ -199,7 +200,7 @@ func TestSnippetAckTxService(t *testing.T) {
 								if _, err := tx.ExecContext(ctx, insertLog, r.ID); err != nil {
 									return err
 								}
-								if err := claim.AckTx(ctx, tx, r); err != nil {
+								if err := b.AckTx(ctx, dialect.SQLTx(tx), r.ID); err != nil {
 									return err // lost: someone else has the row now; roll back
 								}
 								return tx.Commit()

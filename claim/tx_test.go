@@ -64,7 +64,7 @@ func TestRunAckTxExactlyOneEffect(t *testing.T) {
 					if _, err := tx.ExecContext(ctx, e.rebind(fmt.Sprintf("INSERT INTO %s (src, tok) VALUES (?, ?)", effects)), r.ID, b.Token()); err != nil {
 						return err
 					}
-					if err := claim.AckTx(ctx, tx, r); err != nil {
+					if err := b.AckTx(ctx, dialect.SQLTx(tx), r.ID); err != nil {
 						return err
 					}
 					if r.ID.(int64)%4 == 0 {
@@ -98,7 +98,7 @@ func TestRunAckTxExactlyOneEffect(t *testing.T) {
 // A transactional ack of rows the token lost reports them before the
 // caller commits; the heartbeat never holds the batch while it waits for
 // rows a caller's open transaction holds, so the caller can go on using
-// the batch; FailTx and ReleaseTx complete rows with the transaction.
+// the batch; FailTx completes rows with the transaction.
 func TestBatchTxLossAndHeartbeat(t *testing.T) {
 	t.Parallel()
 	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
@@ -111,7 +111,7 @@ func TestBatchTxLossAndHeartbeat(t *testing.T) {
 
 		tx, err := e.raw.BeginTx(ctx, nil)
 		require.NoError(t, err)
-		require.NoError(t, b.AckTx(ctx, tx, rows[0].ID))
+		require.NoError(t, b.AckTx(ctx, dialect.SQLTx(tx), rows[0].ID))
 		// A heartbeat now waits for the row tx holds (or for the database
 		// lock, on SQLite) without holding the batch.
 		hb := make(chan error, 1)
@@ -122,8 +122,8 @@ func TestBatchTxLossAndHeartbeat(t *testing.T) {
 			hb <- err
 		}()
 		time.Sleep(50 * time.Millisecond)
-		require.NoError(t, b.FailTx(ctx, tx, rows[1].ID, errors.New("bad input")), "the batch is usable while a heartbeat waits")
-		require.NoError(t, b.ReleaseTx(ctx, tx, rows[2].ID))
+		require.NoError(t, b.FailTx(ctx, dialect.SQLTx(tx), rows[1].ID, errors.New("bad input")), "the batch is usable while a heartbeat waits")
+		require.NoError(t, b.FailTx(ctx, dialect.SQLTx(tx), rows[2].ID, claim.RetryAfter(0, errors.New("at once"))))
 		require.NoError(t, tx.Commit())
 		require.NoError(t, <-hb)
 
@@ -143,13 +143,13 @@ func TestBatchTxLossAndHeartbeat(t *testing.T) {
 		e.exec(t, fmt.Sprintf("UPDATE %s SET token = 'someone-else' WHERE id = ?", cfg.Table), rows[3].ID)
 		tx, err = e.raw.BeginTx(ctx, nil)
 		require.NoError(t, err)
-		err = b.AckTx(ctx, tx, rows[3].ID, rows[4].ID)
-		require.ErrorIs(t, err, claim.ErrClaimLost)
+		err = b.AckTx(ctx, dialect.SQLTx(tx), rows[3].ID, rows[4].ID)
+		require.ErrorIs(t, err, dialect.ErrClaimLost)
 		var lost *claim.LostError
 		require.ErrorAs(t, err, &lost)
 		require.Equal(t, []any{rows[3].ID}, lost.IDs)
 		require.NoError(t, tx.Rollback())
-		require.ErrorIs(t, b.Err(), claim.ErrClaimLost, "the loss ends the batch's context")
+		require.ErrorIs(t, b.Err(), dialect.ErrClaimLost, "the loss ends the batch's context")
 		// Row 4's ack rolled back with the transaction: Release returns it.
 		n, err := b.Release(ctx)
 		require.NoError(t, err)
@@ -158,8 +158,8 @@ func TestBatchTxLossAndHeartbeat(t *testing.T) {
 		require.Equal(t, "PENDING", status)
 
 		_, ok := claim.BatchOf[job](ctx)
-		require.False(t, ok)
-		require.ErrorIs(t, claim.AckTx(ctx, nil, rows[0]), claim.ErrInvalidConfig)
+		require.False(t, ok, "not a Run handler's context")
+		require.ErrorIs(t, b.FailTx(ctx, dialect.SQLTx(tx), rows[4].ID, claim.SnoozeFor(time.Minute)), dialect.ErrInvalidConfig, "a snooze runs on the store's own connection")
 	})
 }
 
@@ -209,7 +209,7 @@ func TestAckTxSQLiteUnderContention(t *testing.T) {
 						if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (src, tok) VALUES (?, ?)", effects), r.ID, b.Token()); err != nil {
 							return err
 						}
-						if err := b.AckTx(ctx, tx, r.ID); err != nil {
+						if err := b.AckTx(ctx, dialect.SQLTx(tx), r.ID); err != nil {
 							return err
 						}
 						return tx.Commit()

@@ -12,7 +12,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/postgres"
-	"github.com/claimlock/claimlock/internal/testengine"
+	"github.com/claimlock/claimlock/internal/testkit/testengine"
 )
 
 // runIdle starts c.Run with a poll interval of an hour, so that only a
@@ -53,7 +53,11 @@ func TestWakeMakesIdleLoopsClaim(t *testing.T) {
 	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
 		var empties atomic.Int64
 		c, cfg := jobSetup(t, e, s, 0, func(cfg *claim.Config) {
-			cfg.Hooks.OnEmpty = func() { empties.Add(1) }
+			onClaim(cfg, func(n int) {
+				if n == 0 {
+					empties.Add(1)
+				}
+			})
 		})
 		seen := runIdle(t, c, &empties, 4)
 
@@ -77,7 +81,7 @@ func TestWakeMakesIdleLoopsClaim(t *testing.T) {
 
 // TestWakeWithoutIdleLoopIsRemembered: a Wake while no loop is idle makes
 // the next loop to go idle claim again at once. The row arrives only after
-// the loop's first claim found nothing (in that claim's OnEmpty hook, before
+// the loop's first claim found nothing (in the observer of that claim, before
 // the loop goes idle), so only the remembered wake-up can bring it to the
 // loop before the hour-long poll interval.
 func TestWakeWithoutIdleLoopIsRemembered(t *testing.T) {
@@ -89,13 +93,16 @@ func TestWakeWithoutIdleLoopIsRemembered(t *testing.T) {
 		var table string
 		c, _ := jobSetup(t, e, s, 0, func(cfg *claim.Config) {
 			table = cfg.Table
-			cfg.Hooks.OnEmpty = func() {
+			onClaim(cfg, func(n int) {
+				if n > 0 {
+					return
+				}
 				if inserted.CompareAndSwap(false, true) {
 					_, err := e.raw.ExecContext(context.Background(), e.rebind("INSERT INTO "+table+" (task_id, payload) VALUES (?, ?)"), 42, "x")
 					insertErr <- err
 				}
 				empties.Add(1)
-			}
+			})
 		})
 		c.Wake() // no loop runs yet
 		seen := runIdle(t, c, &empties, 1)
@@ -139,7 +146,11 @@ func TestNotifyWakesIdleRunOfAnotherProcess(t *testing.T) {
 			waitFor(t, "the listener", pd.Listening)
 			var empties atomic.Int64
 			c, cfg := jobSetup(t, here, here.d.Capabilities().PreferredStrategy, 0, func(cfg *claim.Config) {
-				cfg.Hooks.OnEmpty = func() { empties.Add(1) }
+				onClaim(cfg, func(n int) {
+					if n == 0 {
+						empties.Add(1)
+					}
+				})
 			})
 			seen := runIdle(t, c, &empties, 4)
 			waitFor(t, "the listener on the claimer's channel", pd.Listening)

@@ -30,10 +30,10 @@ func TestRunProcessesEveryRow(t *testing.T) {
 		const n = 300
 		var acked, failed, claims atomic.Int64
 		c, _ := jobSetup(t, e, s, n, func(cfg *claim.Config) {
-			cfg.MaxAttempts = 3
-			cfg.Hooks.OnAck = func(k int) { acked.Add(int64(k)) }
-			cfg.Hooks.OnFail = func(k int) { failed.Add(int64(k)) }
-			cfg.Hooks.OnClaim = func(k int, _ time.Duration) { claims.Add(1) }
+			cfg.MaxAttempts, cfg.HeartbeatInterval = 3, 50*time.Millisecond
+			onAck(cfg, func(k int) { acked.Add(int64(k)) })
+			watch(cfg, func(e claim.Event) { k := e.Failed; failed.Add(int64(k)) })
+			onClaim(cfg, func(k int) { claims.Add(1) })
 		})
 		var mu sync.Mutex
 		seen := map[int64]int{}
@@ -43,7 +43,7 @@ func TestRunProcessesEveryRow(t *testing.T) {
 		errc := make(chan error, 1)
 		go func() {
 			errc <- c.Run(ctx, claim.WorkerConfig[job]{
-				Workers: 4, PollMin: time.Millisecond, PollMax: 20 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond,
+				Workers: 4, PollMin: time.Millisecond, PollMax: 20 * time.Millisecond,
 				Handler: func(ctx context.Context, r claim.Row[job]) error {
 					id := r.ID.(int64)
 					mu.Lock()
@@ -133,6 +133,6 @@ func TestRunRejectsBadWorkerConfig(t *testing.T) {
 		"poll inverted": {Handler: h, PollMin: time.Second, PollMax: time.Millisecond},
 		"bad mode":      {Handler: h, ShutdownMode: 7},
 	} {
-		require.ErrorIs(t, c.Run(context.Background(), w), claim.ErrInvalidConfig, name)
+		require.ErrorIs(t, c.Run(context.Background(), w), dialect.ErrInvalidConfig, name)
 	}
 }

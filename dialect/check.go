@@ -14,8 +14,8 @@ import (
 const DefaultMaxAttempts = 25
 
 // MaxAttempts resolves the rule for parking rows after n claims, the same
-// for claimers ([ClaimStore.Ack] with [OutcomeRetry]) and reapers
-// ([ClaimStore.Reap]), so that a row that keeps failing (or keeps killing
+// for claimers (a failed row) and reapers (a row whose worker died), so
+// that a row that keeps failing (or keeps killing
 // its worker) is parked, never retried forever:
 //
 //   - with an Attempts column, zero means [DefaultMaxAttempts] and a

@@ -73,7 +73,7 @@ type Capabilities struct {
 	// (see the README's performance section).
 	ClaimConcurrency int
 	// PipelineAckClaim is true where claim loops should ack a batch and
-	// claim the next in one operation ([AckClaimer]) by default, chosen by
+	// claim the next in one operation (claim.WorkerConfig.Pipeline) by default, chosen by
 	// measurement (see the README's performance section).
 	PipelineAckClaim bool
 }

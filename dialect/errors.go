@@ -6,39 +6,41 @@ import (
 	"github.com/claimlock/claimlock/internal/errclass"
 )
 
-// Sentinel errors shared by every dialect and re-exported by the orchestration
-// packages, so that one errors.Is test works whichever package returned it.
+// Sentinel errors shared by every engine and by claim, tasklock and zombie,
+// so that one errors.Is test works whichever package returned it. Their
+// texts carry no package prefix: the error that wraps one names the package
+// and the operation ("claim: ack: claim lost").
 var (
 	// ErrInvalidConfig reports bad input found at construction: an invalid
 	// identifier, a missing column, a status value of the wrong type, a
 	// non-positive duration. The message names the field.
-	ErrInvalidConfig = errors.New("claimlock: invalid configuration")
+	ErrInvalidConfig = errors.New("invalid configuration")
 
 	// ErrClaimLost reports that a row is no longer held by the claim token
 	// that tried to ack, fail, heartbeat or release it: it was reaped and
 	// possibly re-claimed by someone else. The row was left untouched.
-	ErrClaimLost = errors.New("claimlock: claim lost")
+	ErrClaimLost = errors.New("claim lost")
 
 	// ErrLeaseHeld reports that a lease is held, unexpired, by another owner.
-	ErrLeaseHeld = errors.New("claimlock: lease held by another owner")
+	ErrLeaseHeld = errors.New("lease held by another owner")
 
 	// ErrLeaseLost reports that the caller no longer owns a lease it tried to
 	// renew: it expired and may have been taken over.
-	ErrLeaseLost = errors.New("claimlock: lease lost")
+	ErrLeaseLost = errors.New("lease lost")
 
 	// ErrKeyNotFound reports a lease key with no row in a table that is not
 	// library-managed (a task id that does not exist).
-	ErrKeyNotFound = errors.New("claimlock: no row has this lease key")
+	ErrKeyNotFound = errors.New("no row has this lease key")
 
 	// ErrNotSupported reports an operation or strategy the engine (or its
 	// version) cannot perform, such as SKIP LOCKED on MySQL 5.7.
-	ErrNotSupported = errors.New("claimlock: not supported by this database")
+	ErrNotSupported = errors.New("not supported by this database")
 
 	// ErrRetryable marks a deadlock, lock-wait timeout or serialization
 	// failure (MySQL 1213 and 1205, PostgreSQL 40001 and 40P01, SQLITE_BUSY
 	// and SQLITE_LOCKED). Operations retry these themselves; one that
 	// surfaces has exhausted its [RetryPolicy]. Match it with [IsRetryable].
-	ErrRetryable = errors.New("claimlock: retryable conflict")
+	ErrRetryable = errors.New("retryable conflict")
 )
 
 // ErrOutcomeUnknown reports a write whose outcome the library cannot know:
@@ -49,12 +51,12 @@ var (
 // their token was cleared by the first ack) or, if the first ack did not
 // happen, acks them; a reaper returns rows whose ack never happened. The
 // engine's error stays reachable with errors.As.
-var ErrOutcomeUnknown = errors.New("claimlock: outcome unknown: the connection broke or the context ended while the database had the write")
+var ErrOutcomeUnknown = errors.New("outcome unknown: the connection broke or the context ended while the database had the write")
 
 // ErrReadOnly reports a write refused because the server is read-only: a
 // standby, a replica, or a primary demoted by a failover. It is not retried:
 // point the connection at the primary.
-var ErrReadOnly = errors.New("claimlock: database is read-only")
+var ErrReadOnly = errors.New("database is read-only")
 
 // IsPermanent reports whether err cannot go away by running the operation
 // again: an error wrapping [ErrInvalidConfig] or [ErrNotSupported], or an

@@ -22,13 +22,13 @@ type LeaseTable struct {
 	// xxx_task(id, status, lock_at)): the lease is then identified by the
 	// LockedAt value its acquisition or last renewal wrote, read back from
 	// the database as an integer on its own clock, and renewals, releases
-	// and Finish are conditioned on that value (see [LeaseInfo.Owner]).
+	// and Finish are conditioned on that value (tasklock.Lease.Owner).
 	// Two holders can never share it: a new acquisition writes LockedAt at
 	// least a TTL plus the column's resolution after the old value. That
 	// mode needs a non-keyed table without ExpiresAt.
 	Owner string
 	// Status, if set, is the task's status column, which
-	// [LeaseStore.Finish] sets when it releases a lease it still holds.
+	// tasklock.Lease.Finish sets when it releases a lease it still holds.
 	Status string
 	// LockedAt is the acquisition/renewal time column (the cron story's
 	// lock_at). Required.

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -44,7 +45,7 @@ func BenchmarkContended16(b *testing.B) {
 				for pb.Next() {
 					attempts.Add(1)
 					l, err := k.Acquire(ctx, "bench")
-					if errors.Is(err, tasklock.ErrNotAcquired) {
+					if errors.Is(err, dialect.ErrLeaseHeld) {
 						continue
 					}
 					if err != nil {

@@ -72,8 +72,9 @@ type Config struct {
 	// warnings for failed renewals and lost leases. Nil means slog.Default().
 	Logger *slog.Logger
 
-	// Hooks are optional callbacks for metrics.
-	Hooks Hooks
+	// Observer, if not nil, is told about every acquire, renew, release,
+	// finish, force-release and loss (see [Event]).
+	Observer Observer
 
 	// Now is the local clock used only for local deadlines: durations are
 	// always differences of two Now readings, so a constant offset (a

@@ -16,6 +16,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/stretchr/testify/require"
 
+	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -180,7 +181,7 @@ func TestMutualExclusionUnderContention(t *testing.T) {
 
 func assertHeld(t *testing.T, err error) bool {
 	t.Helper()
-	if !errors.Is(err, tasklock.ErrNotAcquired) {
+	if !errors.Is(err, dialect.ErrLeaseHeld) {
 		t.Errorf("acquire: %v", err)
 		return false
 	}

@@ -114,7 +114,7 @@ func TestLeaseDeadlineFromStatementStart(t *testing.T) {
 		}
 	})
 	require.NotNil(t, lease)
-	acquired := lease.Deadline()
+	acquired, _ := lease.Deadline()
 	require.False(t, acquired.Before(before.Add(life)), "the acquisition's deadline is before its start + TTL - SafetyMargin")
 	require.True(t, acquired.Before(mid.Add(life)),
 		"the acquisition's deadline is measured from when its reply arrived (%v after an instant while the reply was held), not from the start of its statement",
@@ -126,7 +126,7 @@ func TestLeaseDeadlineFromStatementStart(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	renewed := lease.Deadline()
+	renewed, _ := lease.Deadline()
 	require.True(t, renewed.After(acquired), "a renewal moves the deadline")
 	require.False(t, renewed.Before(before.Add(life)), "the renewal's deadline is before its start + TTL - SafetyMargin")
 	require.True(t, renewed.Before(mid.Add(life)),

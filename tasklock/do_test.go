@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -29,11 +30,11 @@ func TestDo(t *testing.T) {
 			err := k.Do(ctx, "a", func(ctx context.Context, l *tasklock.Lease) error {
 				fence = l.Fence()
 				_, err := k.Acquire(ctx, "a")
-				require.ErrorIs(t, err, tasklock.ErrNotAcquired, "held during fn")
+				require.ErrorIs(t, err, dialect.ErrLeaseHeld, "held during fn")
 				return boom
 			})
 			require.ErrorIs(t, err, boom)
-			require.NotErrorIs(t, err, tasklock.ErrLeaseLost)
+			require.NotErrorIs(t, err, dialect.ErrLeaseLost)
 			require.Equal(t, int64(1), fence)
 			free("a")
 		})
@@ -52,7 +53,7 @@ func TestDo(t *testing.T) {
 			require.NoError(t, err)
 			called := false
 			err = k.Do(ctx, "c", func(context.Context, *tasklock.Lease) error { called = true; return nil })
-			require.ErrorIs(t, err, tasklock.ErrNotAcquired)
+			require.ErrorIs(t, err, dialect.ErrLeaseHeld)
 			require.False(t, called)
 			_, err = l.Release(ctx)
 			require.NoError(t, err)
@@ -64,13 +65,13 @@ func TestDo(t *testing.T) {
 				require.NoError(t, err)
 				select {
 				case <-fctx.Done():
-					require.ErrorIs(t, context.Cause(fctx), tasklock.ErrLeaseLost)
+					require.ErrorIs(t, context.Cause(fctx), dialect.ErrLeaseLost)
 					return fctx.Err()
 				case <-time.After(5 * time.Second):
 					return errors.New("context not cancelled after loss")
 				}
 			})
-			require.ErrorIs(t, err, tasklock.ErrLeaseLost)
+			require.ErrorIs(t, err, dialect.ErrLeaseLost)
 			require.ErrorIs(t, err, context.Canceled)
 		})
 

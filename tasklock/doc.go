@@ -8,7 +8,7 @@
 // story's xxx_task(id, status, lock_at): describe the table with
 // [TaskTable] (or a [dialect.LeaseTable] naming your columns) and add the
 // owner column, plus the optional ones you want; [AlterTaskTableDDL]
-// prints the ALTER TABLE statements. A missing row is [ErrKeyNotFound].
+// prints the ALTER TABLE statements. A missing row is [dialect.ErrKeyNotFound].
 //
 // A keyed lease locks any string key in a library-managed table: create it
 // with [CreateTable] (or print [CreateTableDDL]) and describe it with

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/testengine"
+	"github.com/claimlock/claimlock/internal/testkit/testengine"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -114,4 +114,10 @@ func closedWithin(ch <-chan struct{}, d time.Duration) bool {
 	case <-time.After(d):
 		return false
 	}
+}
+
+// deadlineOf returns l's local deadline (every lease has one).
+func deadlineOf(l *tasklock.Lease) time.Time {
+	d, _ := l.Deadline()
+	return d
 }

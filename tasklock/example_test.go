@@ -35,7 +35,7 @@ func Example() {
 		// Attach l.Fence() to the writes the lease protects.
 		fmt.Println("running with fence", l.Fence())
 		_, err := lk.Acquire(ctx, "nightly-report")
-		fmt.Println("second acquire held:", errors.Is(err, tasklock.ErrNotAcquired))
+		fmt.Println("second acquire held:", errors.Is(err, dialect.ErrLeaseHeld))
 		return nil
 	})
 	fmt.Println("done:", err)
@@ -58,7 +58,8 @@ func ExampleLocker_Acquire() {
 	if err != nil {
 		panic(err)
 	}
-	l.KeepAlive() // renew every TTL/3 in the background
+	stop := l.KeepAlive(ctx) // renew every TTL/3 in the background
+	defer stop()
 	select {
 	case <-l.Done():
 		fmt.Println("lost:", l.Err())
@@ -123,7 +124,7 @@ func ExampleConfig_minHold() {
 	}
 	fmt.Println("first host:", lk.Do(ctx, "hourly-digest", job))
 	err = lk.Do(ctx, "hourly-digest", job) // another host, a moment later
-	fmt.Println("second host skipped:", errors.Is(err, tasklock.ErrNotAcquired))
+	fmt.Println("second host skipped:", errors.Is(err, dialect.ErrLeaseHeld))
 	// Output:
 	// sending the digest
 	// first host: <nil>

@@ -38,10 +38,10 @@ func TestExpiryAndTakeover(t *testing.T) {
 		a, err := k.Acquire(ctx, "job")
 		require.NoError(t, err)
 		aEnded := watchDone(a)
-		a.KeepAlive()
+		stopA := a.KeepAlive(ctx)
 		time.Sleep(2 * ttl) // kept alive well past one TTL
 		require.NoError(t, a.Err())
-		a.StopKeepAlive(ctx) // frozen: no renewals, no release
+		stopA() // frozen: no renewals, no release
 
 		var b *tasklock.Lease
 		var bStart, bEnd time.Time
@@ -52,21 +52,21 @@ func TestExpiryAndTakeover(t *testing.T) {
 				b, bStart, bEnd = l, start, time.Now()
 				break
 			}
-			require.ErrorIs(t, err, tasklock.ErrNotAcquired)
+			require.ErrorIs(t, err, dialect.ErrLeaseHeld)
 			time.Sleep(5 * time.Millisecond)
 		}
 		require.Greater(t, b.Fence(), a.Fence())
 		// Taken over only after the TTL since a's last renewal: a's local
 		// deadline is that renewal's start + TTL - margin, and the database
-		// expiry is later still. (Measuring from StopKeepAlive's return
+		// expiry is later still. (Measuring from the stop's return
 		// instead failed on a loaded machine, where the last renewal's
 		// statement had started well before it returned.)
-		require.True(t, bEnd.After(a.Deadline()), "taken over at %v, before a's deadline %v", bEnd, a.Deadline())
+		require.True(t, bEnd.After(deadlineOf(a)), "taken over at %v, before a's deadline %v", bEnd, deadlineOf(a))
 		require.True(t, aEnded().Before(bStart), "old holder stopped (%v) before the takeover attempt started (%v)", aEnded(), bStart)
-		require.ErrorIs(t, a.Err(), tasklock.ErrLeaseLost)
+		require.ErrorIs(t, a.Err(), dialect.ErrLeaseLost)
 		require.ErrorIs(t, a.Err(), tasklock.ErrLocalDeadline)
 
-		require.ErrorIs(t, a.Renew(ctx), tasklock.ErrLeaseLost)
+		require.ErrorIs(t, a.Renew(ctx), dialect.ErrLeaseLost)
 		ok, err := a.Release(ctx)
 		require.NoError(t, err)
 		require.False(t, ok, "releasing a taken-over lease is a no-op")
@@ -127,10 +127,10 @@ func TestDeadlineWhenDatabaseHangs(t *testing.T) {
 		ended := watchDone(l)
 		// The local deadline the lease ends at: TTL - SafetyMargin after the
 		// acquisition was sent, before the database expiry.
-		deadline := l.Deadline()
+		deadline := deadlineOf(l)
 		require.False(t, deadline.Before(start.Add(ttl-margin)), "deadline %v after the start", deadline.Sub(start))
 		require.True(t, deadline.Before(time.Now().Add(ttl-margin)), "deadline %v after the start", deadline.Sub(start))
-		l.KeepAlive()
+		defer l.KeepAlive(context.Background())()
 		require.True(t, closedWithin(h.hung, time.Second), "the keep-alive renewal is hanging")
 		require.True(t, closedWithin(l.Done(), 2*ttl), "the lease ended while its renewal hung")
 		require.False(t, ended().Before(deadline), "ended %v before its deadline", deadline.Sub(ended()))
@@ -163,7 +163,7 @@ func TestSkewedAppClock(t *testing.T) {
 				l, err := k.Acquire(ctx, "job")
 				require.NoError(t, err)
 				ended := watchDone(l)
-				require.WithinDuration(t, start.Add(skew+ttl-margin), l.Deadline(), 100*time.Millisecond, "deadline on the injected clock")
+				require.WithinDuration(t, start.Add(skew+ttl-margin), deadlineOf(l), 100*time.Millisecond, "deadline on the injected clock")
 				dbExpiry := l.ExpiresAt()
 				require.WithinDuration(t, time.Now(), dbExpiry, time.Minute+ttl, "the database clock ignores the app clock")
 
@@ -176,7 +176,7 @@ func TestSkewedAppClock(t *testing.T) {
 				// The deadline the renewal set is before the TTL on the
 				// local clock; the observed end adds the watcher's
 				// scheduling delay, which a loaded CI machine stretches.
-				require.Less(t, l.Deadline().Sub(renewStart.Add(skew)), ttl)
+				require.Less(t, deadlineOf(l).Sub(renewStart.Add(skew)), ttl)
 				took := ended().Sub(renewStart)
 				require.GreaterOrEqual(t, took, ttl-margin-20*time.Millisecond, "renewal pushed the deadline")
 				require.Less(t, took, ttl+200*time.Millisecond)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -45,13 +46,13 @@ func TestObserverLeaseEvents(t *testing.T) {
 		// a TTL of 800 ms a loaded CI run saw the deadline win.
 		const ttl = 3 * time.Second
 		k, _ := setup(t, e, tasklock.Config{TTL: ttl, SafetyMargin: 300 * time.Millisecond,
-			RenewInterval: 200 * time.Millisecond, Hooks: tasklock.Hooks{Observer: rec}})
+			RenewInterval: 200 * time.Millisecond, Observer: rec})
 		ctx := context.WithValue(ctxT(t), traceKey{}, "caller")
 
 		l, err := k.Acquire(ctx, "job")
 		require.NoError(t, err)
 		_, err = k.Acquire(ctx, "job")
-		require.ErrorIs(t, err, tasklock.ErrNotAcquired)
+		require.ErrorIs(t, err, dialect.ErrLeaseHeld)
 		require.NoError(t, l.Renew(ctx))
 		ok, err := l.Release(ctx)
 		require.NoError(t, err)
@@ -60,13 +61,13 @@ func TestObserverLeaseEvents(t *testing.T) {
 		// A lease force-released under a keep-alive is lost in the background.
 		l2, err := k.Acquire(ctx, "job")
 		require.NoError(t, err)
-		l2.KeepAlive()
+		stop2 := l2.KeepAlive(ctx)
 		ok, err = k.ForceRelease(ctx, "job")
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.True(t, closedWithin(l2.Done(), 5*time.Second))
-		require.ErrorIs(t, l2.Err(), tasklock.ErrLeaseLost)
-		l2.StopKeepAlive(ctx)
+		require.ErrorIs(t, l2.Err(), dialect.ErrLeaseLost)
+		stop2()
 
 		events, marks := rec.snapshot()
 		var ops []tasklock.Op // the caller's, in order
@@ -86,7 +87,7 @@ func TestObserverLeaseEvents(t *testing.T) {
 		require.Equal(t, l.Owner(), fg[0].Owner)
 		require.EqualValues(t, 1, fg[0].Fence)
 		require.False(t, fg[1].OK)
-		require.ErrorIs(t, fg[1].Err, tasklock.ErrNotAcquired)
+		require.ErrorIs(t, fg[1].Err, dialect.ErrLeaseHeld)
 		require.True(t, fg[2].OK)
 		require.NoError(t, fg[2].Err)
 		require.True(t, fg[3].OK)
@@ -96,11 +97,11 @@ func TestObserverLeaseEvents(t *testing.T) {
 		// reported, then the renewal.
 		lost, renew := events[len(events)-2], events[len(events)-1]
 		require.Equal(t, tasklock.OpLost, lost.Op)
-		require.ErrorIs(t, lost.Err, tasklock.ErrLeaseLost)
+		require.ErrorIs(t, lost.Err, dialect.ErrLeaseLost)
 		require.True(t, lost.Background)
 		require.EqualValues(t, 2, lost.Fence)
 		require.Equal(t, tasklock.OpRenew, renew.Op)
 		require.True(t, renew.Background)
-		require.ErrorIs(t, renew.Err, tasklock.ErrLeaseLost)
+		require.ErrorIs(t, renew.Err, dialect.ErrLeaseLost)
 	})
 }

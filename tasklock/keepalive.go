@@ -2,6 +2,7 @@ package tasklock
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/claimlock/claimlock/internal/store"
@@ -13,38 +14,46 @@ type keepAlive struct {
 	done   chan struct{}
 }
 
-// KeepAlive starts renewing the lease in the background every
-// RenewInterval, measured from the start of the last successful renewal.
-// Each renewal runs with a timeout (half the time left before the local
-// deadline, or one RenewInterval if that is longer and fits); a failed one
-// is retried with backoff until the local deadline, which fires regardless
-// of the database. The loop stops when
-// the lease ends, on [Lease.StopKeepAlive] and on [Lease.Release]. Calling
-// KeepAlive on a lease that already keeps alive, or has ended, does nothing.
-func (l *Lease) KeepAlive() {
+// KeepAlive renews the lease in the background every Config.RenewInterval,
+// measured from the start of the last successful renewal, so that it stays
+// held while the work it protects goes on. Each renewal runs with a timeout
+// (half the time left before the local deadline, or one RenewInterval if
+// that is longer and fits); a failed one is tried again with backoff until
+// the local deadline, which ends the lease whether or not the database
+// answers. The renewals end when the lease ends (released, finished or
+// lost), when ctx ends, and when stop is called; stop cancels a renewal in
+// flight and waits for it briefly. Calling KeepAlive on a lease that
+// already keeps alive, or has ended, starts nothing (its stop does
+// nothing). [github.com/claimlock/claimlock/claim.Batch.KeepAlive] is the same
+// for claimed rows.
+func (l *Lease) KeepAlive(ctx context.Context) (stop func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ka != nil || l.ctx.Err() != nil {
-		return
+		return func() {}
 	}
-	ctx, cancel := context.WithCancel(l.ctx)
-	ka := &keepAlive{cancel: cancel, done: make(chan struct{})}
+	kctx, cancel := context.WithCancel(l.ctx)
+	stopOnCtx := context.AfterFunc(ctx, cancel)
+	ka := &keepAlive{cancel: func() { stopOnCtx(); cancel() }, done: make(chan struct{})}
 	l.ka = ka
-	go l.keepAliveLoop(ctx, ka.done)
+	go l.keepAliveLoop(kctx, ka.done)
+	var once sync.Once
+	return func() {
+		once.Do(func() { l.stopKeepAlive(context.Background(), ka) })
+	}
 }
 
-// StopKeepAlive stops the background renewals without releasing: the lease
-// then ends at its local deadline unless renewed by hand. It cancels an
-// in-flight renewal and waits for it to return, but no longer than ctx
-// allows and at most a quarter of a second.
-func (l *Lease) StopKeepAlive(ctx context.Context) {
-	l.stopKeepAlive(ctx)
-}
-
-func (l *Lease) stopKeepAlive(ctx context.Context) {
+// stopKeepAlive stops the renewals of ka (the lease's running keep-alive,
+// or nil for whichever runs), waiting for a renewal in flight no longer
+// than ctx allows and at most stopWait.
+func (l *Lease) stopKeepAlive(ctx context.Context, ka *keepAlive) {
 	l.mu.Lock()
-	ka := l.ka
-	l.ka = nil
+	if ka == nil {
+		ka = l.ka
+	}
+	if l.ka == ka {
+		l.ka = nil
+	}
 	l.mu.Unlock()
 	if ka == nil {
 		return
@@ -75,7 +84,7 @@ func (l *Lease) keepAliveLoop(ctx context.Context, done chan<- struct{}) {
 		if failures == 0 {
 			// Next renewal is due RenewInterval after the start of the last
 			// successful one, i.e. at deadline - TTL + SafetyMargin + interval.
-			due := l.Deadline().Add(-cfg.TTL + cfg.SafetyMargin + cfg.RenewInterval)
+			due := l.deadlineNow().Add(-cfg.TTL + cfg.SafetyMargin + cfg.RenewInterval)
 			wait = due.Sub(cfg.Now())
 		} else {
 			wait = store.Backoff(failures-1, cfg.RenewInterval/8, cfg.RenewInterval/2)
@@ -93,7 +102,7 @@ func (l *Lease) keepAliveLoop(ctx context.Context, done chan<- struct{}) {
 		}
 		// Half the time left, so a hung statement leaves room for a retry
 		// (but not less than one interval, unless the deadline is nearer).
-		remaining := l.Deadline().Sub(cfg.Now())
+		remaining := l.deadlineNow().Sub(cfg.Now())
 		timeout := max(remaining/2, min(remaining, cfg.RenewInterval))
 		if timeout <= 0 {
 			// The deadline timer ends the lease; nothing left to renew.

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -14,7 +15,7 @@ import (
 // acquisition; its methods are safe for concurrent use.
 //
 // A lease ends when it is released, when a renewal finds it taken or freed
-// ([ErrLeaseLost]), or when its local deadline passes ([ErrLocalDeadline]):
+// ([dialect.ErrLeaseLost]), or when its local deadline passes ([ErrLocalDeadline]):
 // (local start of the last successful acquire or renew statement) + TTL -
 // SafetyMargin. The deadline is enforced by a timer, so it fires on time
 // even when the database stops answering. When a lease ends, [Lease.Done]
@@ -83,11 +84,21 @@ func (l *Lease) ExpiresAt() time.Time {
 	return l.expiresAt
 }
 
-// Deadline returns the local deadline, on the Config.Now clock.
-func (l *Lease) Deadline() time.Time {
+// Deadline returns the lease's local deadline, on the Config.Now clock:
+// (local start of the last successful acquire or renew) + TTL -
+// SafetyMargin. ok is always true: every lease has one (the signature is
+// [github.com/claimlock/claimlock/claim.Batch.Deadline]'s, where it may
+// not).
+func (l *Lease) Deadline() (deadline time.Time, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.deadline
+	return l.deadline, true
+}
+
+// deadlineNow is Deadline without its ok.
+func (l *Lease) deadlineNow() time.Time {
+	d, _ := l.Deadline()
+	return d
 }
 
 // HoldUntil returns the end of the lease's minimum hold, acquisition time
@@ -101,7 +112,7 @@ func (l *Lease) HoldUntil() time.Time { return l.holdUntil }
 func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
 
 // Err returns nil while the lease is held, and afterwards why it ended:
-// [ErrReleased], or an error matching [ErrLeaseLost] (and
+// [ErrReleased], or an error matching [dialect.ErrLeaseLost] (and
 // [ErrLocalDeadline] when the local deadline passed).
 func (l *Lease) Err() error {
 	if l.ctx.Err() == nil {
@@ -143,7 +154,7 @@ func (l *Lease) expire(gen uint64) {
 		return
 	}
 	l.mu.Unlock()
-	l.end(fmt.Errorf("%w: %w (key %v, fence %d)", ErrLeaseLost, ErrLocalDeadline, l.key, l.fence))
+	l.end(fmt.Errorf("%w: %w (key %v, fence %d)", dialect.ErrLeaseLost, ErrLocalDeadline, l.key, l.fence))
 }
 
 // end ends the lease with cause, once; it reports whether this call did.
@@ -162,9 +173,6 @@ func (l *Lease) end(cause error) bool {
 	if cause != ErrReleased {
 		cfg := l.k.cfg
 		cfg.Logger.Warn("tasklock: lease lost", "key", l.key, "fence", l.fence, "err", cause)
-		if h := cfg.Hooks.Lost; h != nil {
-			h(l.key, l.fence, cause)
-		}
 		l.k.observe(l.ctx, OpLost, l.key, l.Owner(), l.fence, false, cause, time.Now())
 	}
 	return true
@@ -172,7 +180,7 @@ func (l *Lease) end(cause error) bool {
 
 // Renew extends the lease by the TTL on the database clock and moves the
 // local deadline to (local start of this statement) + TTL - SafetyMargin.
-// It returns an error matching [ErrLeaseLost] when the lease has ended
+// It returns an error matching [dialect.ErrLeaseLost] when the lease has ended
 // (locally or in the database: someone else took it, or it was released or
 // force-released); the lease then ends. Other errors (a timeout, a broken
 // connection) leave the lease running until its local deadline; renewing
@@ -190,7 +198,7 @@ func (l *Lease) renew(ctx context.Context) error {
 	}
 	cfg := l.k.cfg
 	start := cfg.Now()
-	info, err := l.k.cs.Renew(ctx, l.key, l.Owner(), cfg.TTL)
+	info, err := l.k.ls.Renew(ctx, l.key, l.Owner(), cfg.TTL)
 	took := cfg.Now().Sub(start)
 	if err != nil {
 		if isLost(err) {
@@ -198,13 +206,10 @@ func (l *Lease) renew(ctx context.Context) error {
 			return fmt.Errorf("tasklock: renew %v: %w", l.key, err)
 		}
 		if errors.Is(ctx.Err(), context.Canceled) {
-			// The caller gave up (StopKeepAlive, Release): not a failure.
+			// The caller gave up (a keep-alive stopped, Release): not a failure.
 			return fmt.Errorf("tasklock: renew %v: %w", l.key, err)
 		}
 		cfg.Logger.Warn("tasklock: renew failed", "key", l.key, "fence", l.fence, "err", err)
-		if h := cfg.Hooks.RenewFailed; h != nil {
-			h(l.key, l.fence, err)
-		}
 		return fmt.Errorf("tasklock: renew %v: %w", l.key, err)
 	}
 	l.mu.Lock()
@@ -229,14 +234,11 @@ func (l *Lease) renew(ctx context.Context) error {
 	}
 	l.mu.Unlock()
 	cfg.Logger.Debug("tasklock: renewed", "key", l.key, "fence", l.fence, "took", took)
-	if h := cfg.Hooks.Renewed; h != nil {
-		h(l.key, l.fence, took)
-	}
 	return nil
 }
 
 func isLost(err error) bool {
-	return errors.Is(err, ErrLeaseLost)
+	return errors.Is(err, dialect.ErrLeaseLost)
 }
 
 // lostErr turns the reason a lease ended into the error Renew reports: a
@@ -245,7 +247,7 @@ func (l *Lease) lostErr(cause error) error {
 	if isLost(cause) {
 		return cause
 	}
-	return fmt.Errorf("%w: %w", ErrLeaseLost, cause)
+	return fmt.Errorf("%w: %w", dialect.ErrLeaseLost, cause)
 }
 
 // Release stops the keep-alive, ends the lease locally (cancelling its
@@ -267,10 +269,7 @@ func (l *Lease) lostErr(cause error) error {
 // it still reports (true, nil), and [Lease.HoldUntil] says until when.
 func (l *Lease) Release(ctx context.Context) (bool, error) {
 	start := time.Now()
-	ok, ran, err := l.free(ctx, "release", func() (bool, error) { return l.k.cs.Release(ctx, l.key, l.Owner(), l.holdUntil) })
-	if h := l.k.cfg.Hooks.Released; h != nil && ran && err == nil {
-		h(l.key, l.fence, ok)
-	}
+	ok, ran, err := l.free(ctx, "release", func() (bool, error) { return l.k.ls.Release(ctx, l.key, l.Owner(), l.holdUntil) })
 	l.observeFree(ctx, OpRelease, ok, ran, err, start)
 	return ok, err
 }
@@ -279,7 +278,7 @@ func (l *Lease) Release(ctx context.Context) (bool, error) {
 // row if this lease still holds it, once: after a write that freed the row,
 // later calls return (false, nil) without a statement (ran false).
 func (l *Lease) free(ctx context.Context, op string, write func() (bool, error)) (ok, ran bool, err error) {
-	l.stopKeepAlive(ctx)
+	l.stopKeepAlive(ctx, nil)
 	l.end(ErrReleased)
 	l.mu.Lock()
 	done := l.released
@@ -312,7 +311,7 @@ func (l *Lease) free(ctx context.Context, op string, write func() (bool, error))
 // once.
 func (l *Lease) Finish(ctx context.Context, status any) (bool, error) {
 	start := time.Now()
-	ok, ran, err := l.free(ctx, "finish", func() (bool, error) { return l.k.cs.Finish(ctx, l.key, l.Owner(), status, l.holdUntil) })
+	ok, ran, err := l.free(ctx, "finish", func() (bool, error) { return l.k.ls.Finish(ctx, l.key, l.Owner(), status, l.holdUntil) })
 	l.observeFree(ctx, OpFinish, ok, ran, err, start)
 	return ok, err
 }

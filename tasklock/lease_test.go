@@ -17,10 +17,14 @@ func TestAcquireRenewRelease(t *testing.T) {
 	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e engine) {
 		var acquired, released atomic.Int64
-		k, _ := setup(t, e, tasklock.Config{Hooks: tasklock.Hooks{
-			Acquired: func(any, int64) { acquired.Add(1) },
-			Released: func(any, int64, bool) { released.Add(1) },
-		}})
+		k, _ := setup(t, e, tasklock.Config{Observer: tasklock.ObserverFunc(func(_ context.Context, ev tasklock.Event) {
+			switch {
+			case ev.Op == tasklock.OpAcquire && ev.OK:
+				acquired.Add(1)
+			case ev.Op == tasklock.OpRelease && ev.Err == nil:
+				released.Add(1)
+			}
+		})})
 		ctx := ctxT(t)
 
 		l, err := k.Acquire(ctx, "job")
@@ -32,7 +36,7 @@ func TestAcquireRenewRelease(t *testing.T) {
 		require.NoError(t, l.Err())
 
 		_, err = k.Acquire(ctx, "job")
-		require.ErrorIs(t, err, tasklock.ErrNotAcquired)
+		require.ErrorIs(t, err, dialect.ErrLeaseHeld)
 		require.ErrorIs(t, err, dialect.ErrLeaseHeld, "same identity as the dialect sentinel")
 
 		// Another key is independent.
@@ -45,11 +49,11 @@ func TestAcquireRenewRelease(t *testing.T) {
 		require.Equal(t, l.Owner(), st.Owner)
 		require.Equal(t, l.Fence(), st.Fence)
 
-		before, deadline := l.ExpiresAt(), l.Deadline()
+		before, deadline := l.ExpiresAt(), deadlineOf(l)
 		time.Sleep(5 * time.Millisecond)
 		require.NoError(t, l.Renew(ctx))
 		require.True(t, l.ExpiresAt().After(before), "renew moves the DB expiry")
-		require.True(t, l.Deadline().After(deadline), "renew moves the local deadline")
+		require.True(t, deadlineOf(l).After(deadline), "renew moves the local deadline")
 		require.Equal(t, int64(1), l.Fence(), "renew keeps the fence")
 
 		ok, err := l.Release(ctx)
@@ -57,7 +61,7 @@ func TestAcquireRenewRelease(t *testing.T) {
 		require.True(t, ok)
 		require.True(t, closedWithin(l.Done(), time.Second))
 		require.ErrorIs(t, l.Err(), tasklock.ErrReleased)
-		require.ErrorIs(t, l.Renew(ctx), tasklock.ErrLeaseLost)
+		require.ErrorIs(t, l.Renew(ctx), dialect.ErrLeaseLost)
 		ok, err = l.Release(ctx)
 		require.NoError(t, err)
 		require.False(t, ok, "a second release is a reported no-op")
@@ -70,9 +74,9 @@ func TestAcquireRenewRelease(t *testing.T) {
 		ok, err = k.ForceRelease(ctx, "job")
 		require.NoError(t, err)
 		require.True(t, ok)
-		require.ErrorIs(t, l2.Renew(ctx), tasklock.ErrLeaseLost, "a force-released lease is lost")
+		require.ErrorIs(t, l2.Renew(ctx), dialect.ErrLeaseLost, "a force-released lease is lost")
 		require.True(t, closedWithin(l2.Done(), time.Second))
-		require.ErrorIs(t, l2.Err(), tasklock.ErrLeaseLost)
+		require.ErrorIs(t, l2.Err(), dialect.ErrLeaseLost)
 		ok, err = l2.Release(ctx)
 		require.NoError(t, err)
 		require.False(t, ok)
@@ -97,9 +101,9 @@ func TestLeaseContext(t *testing.T) {
 		require.NoError(t, lctx.Err())
 		_, err = k.ForceRelease(ctx, "job")
 		require.NoError(t, err)
-		require.ErrorIs(t, l.Renew(ctx), tasklock.ErrLeaseLost)
+		require.ErrorIs(t, l.Renew(ctx), dialect.ErrLeaseLost)
 		require.True(t, closedWithin(lctx.Done(), time.Second))
-		require.ErrorIs(t, context.Cause(lctx), tasklock.ErrLeaseLost)
+		require.ErrorIs(t, context.Cause(lctx), dialect.ErrLeaseLost)
 
 		// A context whose parent ends first is cancelled with the parent.
 		l2, err := k.Acquire(ctx, "job")
@@ -124,7 +128,11 @@ func TestTightRenewalsNeverLookLost(t *testing.T) {
 		var renewed atomic.Int64
 		k, _ := setup(t, e, tasklock.Config{
 			TTL: 2 * time.Second, RenewInterval: time.Millisecond,
-			Hooks: tasklock.Hooks{Renewed: func(any, int64, time.Duration) { renewed.Add(1) }},
+			Observer: tasklock.ObserverFunc(func(_ context.Context, ev tasklock.Event) {
+				if ev.Op == tasklock.OpRenew && ev.Err == nil {
+					renewed.Add(1)
+				}
+			}),
 		})
 		ctx := ctxT(t)
 		l, err := k.Acquire(ctx, "job")
@@ -133,7 +141,7 @@ func TestTightRenewalsNeverLookLost(t *testing.T) {
 			require.NoError(t, l.Renew(ctx), "renewal %d", i)
 		}
 		// The background loop at a 1 ms interval, racing with explicit renewals.
-		l.KeepAlive()
+		defer l.KeepAlive(context.Background())()
 		for i := range 100 {
 			require.NoError(t, l.Renew(ctx), "renewal %d beside the keep-alive", i)
 		}
@@ -161,7 +169,7 @@ func TestAcquireWait(t *testing.T) {
 		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		defer cancel()
 		_, err = k.AcquireWait(short, "job")
-		require.ErrorIs(t, err, tasklock.ErrNotAcquired)
+		require.ErrorIs(t, err, dialect.ErrLeaseHeld)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 
 		releasedAt := make(chan time.Time, 1)

@@ -20,7 +20,7 @@ const releaseTimeout = 5 * time.Second
 // concurrent use; a process usually holds one per table.
 type Locker struct {
 	cfg      Config
-	cs       store.LeaseStore
+	ls       store.LeaseStore
 	verified atomic.Bool // the table passed VerifySchema once
 }
 
@@ -37,11 +37,11 @@ func New(d dialect.Dialect, cfg Config) (*Locker, error) {
 	if err := cfg.Table.Validate(); err != nil {
 		return nil, fmt.Errorf("tasklock: Config.Table: %w", err)
 	}
-	cs, err := store.OpenLeases(d, cfg.Table)
+	ls, err := store.OpenLeases(d, cfg.Table)
 	if err != nil {
 		return nil, fmt.Errorf("tasklock: Config.Table: %w", err)
 	}
-	return &Locker{cfg: cfg, cs: cs}, nil
+	return &Locker{cfg: cfg, ls: ls}, nil
 }
 
 // TTL returns the configured TTL.
@@ -60,8 +60,8 @@ func (k *Locker) checkKey(key any) error {
 }
 
 // Acquire tries once to take the lease on key: one compare-and-set on the
-// database clock under a fresh owner token. It returns [ErrNotAcquired]
-// when someone holds the lease unexpired, [ErrKeyNotFound] when a task
+// database clock under a fresh owner token. It returns [dialect.ErrLeaseHeld]
+// when someone holds the lease unexpired, [dialect.ErrKeyNotFound] when a task
 // table has no row with key, and an error wrapping
 // [dialect.ErrInvalidConfig] for a key of the wrong type, empty or longer
 // than the key column. The lease's local deadline starts when the statement
@@ -95,14 +95,14 @@ func (k *Locker) acquire(ctx context.Context, key any) (*Lease, error) {
 	owner := store.NewToken()
 	stamped := k.cfg.Table.Owner == ""
 	if stamped {
-		owner = "" // the cs reads the lease's stamp back instead
+		owner = "" // the store reads the lease's stamp back instead
 	}
 	start := k.cfg.Now()
-	info, err := k.cs.Acquire(ctx, key, owner, k.cfg.TTL)
+	info, err := k.ls.Acquire(ctx, key, owner, k.cfg.TTL)
 	if err != nil {
 		// An acquisition of unknown outcome is released by its owner; a
 		// stamped one cannot be (its stamp never came back) and expires.
-		if !stamped && !errors.Is(err, ErrNotAcquired) && !errors.Is(err, ErrKeyNotFound) && !errors.Is(err, dialect.ErrInvalidConfig) {
+		if !stamped && !errors.Is(err, dialect.ErrLeaseHeld) && !errors.Is(err, dialect.ErrKeyNotFound) && !errors.Is(err, dialect.ErrInvalidConfig) {
 			k.cleanup(ctx, key, owner)
 		}
 		return nil, fmt.Errorf("tasklock: acquire %v: %w", key, err)
@@ -112,13 +112,10 @@ func (k *Locker) acquire(ctx context.Context, key any) (*Lease, error) {
 		// past its local deadline already. Give it back rather than hand
 		// out a lease whose holder could not stop in time.
 		k.cleanup(ctx, key, info.Owner)
-		return nil, fmt.Errorf("tasklock: acquire %v: the statement took %v, more than TTL - SafetyMargin: %w: %w", key, took, ErrLeaseLost, ErrLocalDeadline)
+		return nil, fmt.Errorf("tasklock: acquire %v: the statement took %v, more than TTL - SafetyMargin: %w: %w", key, took, dialect.ErrLeaseLost, ErrLocalDeadline)
 	}
 	l := newLease(ctx, k, key, info.Owner, info, start)
 	k.cfg.Logger.Debug("tasklock: acquired", "key", key, "fence", info.Fence)
-	if h := k.cfg.Hooks.Acquired; h != nil {
-		h(key, info.Fence)
-	}
 	return l, nil
 }
 
@@ -129,7 +126,7 @@ func (k *Locker) Verify(ctx context.Context) error {
 	if k.verified.Load() {
 		return nil
 	}
-	if err := k.cs.VerifySchema(ctx); err != nil {
+	if err := k.ls.VerifySchema(ctx); err != nil {
 		return fmt.Errorf("tasklock: %w", err)
 	}
 	k.verified.Store(true)
@@ -143,7 +140,7 @@ func (k *Locker) Verify(ctx context.Context) error {
 // past that the release finishes in the background.
 func (k *Locker) cleanup(ctx context.Context, key any, owner string) {
 	detach.Run(ctx, releaseTimeout, func(ctx context.Context) {
-		if _, err := k.cs.Release(ctx, key, owner, time.Time{}); err != nil {
+		if _, err := k.ls.Release(ctx, key, owner, time.Time{}); err != nil {
 			k.cfg.Logger.Warn("tasklock: could not release an acquisition of unknown outcome; it expires after the TTL", "key", key, "err", err)
 		}
 	})
@@ -152,8 +149,8 @@ func (k *Locker) cleanup(ctx context.Context, key any, owner string) {
 // AcquireWait calls [Locker.Acquire] until it succeeds, sleeping between
 // tries with jittered exponential backoff (PollInterval doubling up to
 // MaxPollInterval). It gives up when ctx ends, returning an error matching
-// both [ErrNotAcquired] and ctx's error. Errors other than
-// [ErrNotAcquired] and retryable conflicts ([dialect.IsRetryable]) end the
+// both [dialect.ErrLeaseHeld] and ctx's error. Errors other than
+// [dialect.ErrLeaseHeld] and retryable conflicts ([dialect.IsRetryable]) end the
 // wait at once.
 func (k *Locker) AcquireWait(ctx context.Context, key any) (*Lease, error) {
 	for n := 0; ; n++ {
@@ -161,9 +158,9 @@ func (k *Locker) AcquireWait(ctx context.Context, key any) (*Lease, error) {
 		if err == nil {
 			return l, nil
 		}
-		if !errors.Is(err, ErrNotAcquired) && !dialect.IsRetryable(err) {
+		if !errors.Is(err, dialect.ErrLeaseHeld) && !dialect.IsRetryable(err) {
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("tasklock: acquire %v: %w", key, errors.Join(ErrNotAcquired, ctx.Err()))
+				return nil, fmt.Errorf("tasklock: acquire %v: %w", key, errors.Join(dialect.ErrLeaseHeld, ctx.Err()))
 			}
 			return nil, err
 		}
@@ -171,7 +168,7 @@ func (k *Locker) AcquireWait(ctx context.Context, key any) (*Lease, error) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("tasklock: acquire %v: %w", key, errors.Join(ErrNotAcquired, ctx.Err()))
+			return nil, fmt.Errorf("tasklock: acquire %v: %w", key, errors.Join(dialect.ErrLeaseHeld, ctx.Err()))
 		case <-t.C:
 		}
 	}
@@ -186,7 +183,7 @@ func (k *Locker) ForceRelease(ctx context.Context, key any) (bool, error) {
 		return false, err
 	}
 	start := time.Now()
-	ok, err := k.cs.ForceRelease(ctx, key)
+	ok, err := k.ls.ForceRelease(ctx, key)
 	k.observe(ctx, OpForceRelease, key, "", 0, ok, err, start)
 	if err != nil {
 		return false, fmt.Errorf("tasklock: force release %v: %w", key, err)
@@ -195,14 +192,31 @@ func (k *Locker) ForceRelease(ctx context.Context, key any) (bool, error) {
 	return ok, nil
 }
 
+// State is a lease row as [Locker.Inspect] reads it, on the database
+// clock.
+type State struct {
+	// Owner is the owner token, "" when free (the stamp, for a table
+	// without an owner column).
+	Owner string
+	// Fence is the fence column (0 without one).
+	Fence int64
+	// ExpiresAt is the expiry on the database clock (zero when free).
+	ExpiresAt time.Time
+	// Expired is true when the lease has an owner but its expiry passed, by
+	// the database clock.
+	Expired bool
+	// Exists is false when no row has the key.
+	Exists bool
+}
+
 // Inspect reads the lease row of key as the database sees it now.
-func (k *Locker) Inspect(ctx context.Context, key any) (store.LeaseState, error) {
+func (k *Locker) Inspect(ctx context.Context, key any) (State, error) {
 	if err := k.checkKey(key); err != nil {
-		return store.LeaseState{}, err
+		return State{}, err
 	}
-	st, err := k.cs.Inspect(ctx, key)
+	st, err := k.ls.Inspect(ctx, key)
 	if err != nil {
-		return st, fmt.Errorf("tasklock: inspect %v: %w", key, err)
+		return State{}, fmt.Errorf("tasklock: inspect %v: %w", key, err)
 	}
-	return st, nil
+	return State(st), nil
 }

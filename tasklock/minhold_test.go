@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -50,7 +51,7 @@ func TestMinHoldOncePerWindow(t *testing.T) {
 						}
 						return nil
 					})
-					if err != nil && ctx.Err() == nil && !errors.Is(err, tasklock.ErrNotAcquired) {
+					if err != nil && ctx.Err() == nil && !errors.Is(err, dialect.ErrLeaseHeld) {
 						problem("%s: %v", name, err)
 					}
 					time.Sleep(10 * time.Millisecond)
@@ -100,7 +101,7 @@ func TestMinHoldRelease(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, ok, "a second release runs no statement")
 		_, err = k.Acquire(ctx, "job")
-		require.ErrorIs(t, err, tasklock.ErrNotAcquired, "held for an hour after the acquisition")
+		require.ErrorIs(t, err, dialect.ErrLeaseHeld, "held for an hour after the acquisition")
 		st, err := k.Inspect(ctx, "job")
 		require.NoError(t, err)
 		require.False(t, st.ExpiresAt.Before(l.HoldUntil()))

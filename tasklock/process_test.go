@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -55,7 +56,7 @@ func TestHelperProcess(t *testing.T) {
 		l, err := k.AcquireWait(wctx, "shared")
 		cancel()
 		if err != nil {
-			require.ErrorIs(t, err, tasklock.ErrNotAcquired)
+			require.ErrorIs(t, err, dialect.ErrLeaseHeld)
 			continue
 		}
 		_, err = fmt.Fprintf(f, "enter %d %d\n", l.Fence(), pid)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -40,7 +41,7 @@ func TestSnippetReadmeLease(t *testing.T) {
 				// ctx is cancelled if the lease is lost or its local deadline passes.
 				return buildReport(ctx, l.Fence()) // attach the fence to protected writes
 			})
-			if errors.Is(err, tasklock.ErrNotAcquired) {
+			if errors.Is(err, dialect.ErrLeaseHeld) {
 				return nil // someone else is running it
 			}
 			return err

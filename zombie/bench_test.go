@@ -16,7 +16,7 @@ import (
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/mysql"
 	"github.com/claimlock/claimlock/internal/store"
-	"github.com/claimlock/claimlock/internal/testengine"
+	"github.com/claimlock/claimlock/internal/testkit/testengine"
 	"github.com/claimlock/claimlock/zombie"
 )
 
@@ -136,7 +136,7 @@ func loadSweepTable(b *testing.B, e *env, cc claim.Config, n int) {
 	e.exec(b, analyze)
 }
 
-// BenchmarkStatements measures the claim cs's other statements on the
+// BenchmarkStatements measures the claim store's other statements on the
 // tables of BenchmarkSweep, in the same plan modes: a claim of the 100
 // pending rows (the engine's preferred strategy; on MySQL/MariaDB with its
 // read-back), a heartbeat, an ack and a release of those 100 rows, and

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/internal/store"
-	"github.com/claimlock/claimlock/internal/testengine"
+	"github.com/claimlock/claimlock/internal/testkit/testengine"
 
 	"github.com/stretchr/testify/require"
 
@@ -54,6 +54,7 @@ func reaperUnderLoad(t *testing.T, e *env, s dialect.Strategy, noIndexes bool) {
 	start := time.Now()
 	cc := jobsConfig(10)
 	cc.Strategy = s
+	cc.HeartbeatInterval = 250 * time.Millisecond
 	cs := createTable(t, e, cc, noIndexes)
 	insertRows(t, e, cc.Table, "PENDING", rows, 500)
 	c, err := claim.New[struct{}](e.d, cc, nil)
@@ -70,10 +71,7 @@ func reaperUnderLoad(t *testing.T, e *env, s dialect.Strategy, noIndexes bool) {
 	var errs []error
 	var returned int64
 	lostAcks := 0
-	r, err := zombie.New(e.d, cc, zombie.Config{Timeout: 3 * time.Second, BatchLimit: 5, Hooks: zombie.Hooks{
-		OnSweep: func(res zombie.Result) { mu.Lock(); returned += res.Returned; mu.Unlock() },
-		OnError: func(err error) { mu.Lock(); errs = append(errs, fmt.Errorf("reaper: %w", err)); mu.Unlock() },
-	}})
+	r, err := zombie.New(e.d, cc, zombie.Config{Timeout: 3 * time.Second, BatchLimit: 5, Observer: sweeps(func(res zombie.Result) { mu.Lock(); returned += res.Returned; mu.Unlock() }, func(err error) { mu.Lock(); errs = append(errs, fmt.Errorf("reaper: %w", err)); mu.Unlock() })})
 	require.NoError(t, err)
 	rctx, stop := context.WithCancel(ctx)
 	reaperDone := make(chan error, 1)
@@ -101,7 +99,7 @@ func reaperUnderLoad(t *testing.T, e *env, s dialect.Strategy, noIndexes bool) {
 					time.Sleep(5 * time.Millisecond)
 					continue
 				}
-				stop := b.KeepAlive(ctx, 250*time.Millisecond)
+				stop := b.KeepAlive(ctx)
 				err = b.AckAll(ctx)
 				stop()
 				// Under heavy load (SQLite's single writer with the race

@@ -13,14 +13,9 @@ import (
 // [Config.BatchLimit] or [LeaseConfig.BatchLimit] is zero.
 const DefaultBatchLimit = 500
 
-// ErrInvalidConfig reports bad input found by [New], [NewLeaseReaper] or a
-// Run method; the message names the field. It is [dialect.ErrInvalidConfig],
-// so one errors.Is test works whichever package returned the error.
-var ErrInvalidConfig = dialect.ErrInvalidConfig
-
 // Config configures a [Reaper]. Timeout is required; every other zero value
 // means the documented default. [New] validates it and reports the first bad
-// field in an error wrapping [ErrInvalidConfig].
+// field in an error wrapping [dialect.ErrInvalidConfig].
 type Config struct {
 	// Timeout is how long a row may stay processing since its claim or its
 	// last heartbeat, measured on the database clock, before the reaper
@@ -63,8 +58,9 @@ type Config struct {
 	// warnings for failures. Nil means slog.Default().
 	Logger *slog.Logger
 
-	// Hooks are optional metric callbacks.
-	Hooks Hooks
+	// Observer, if not nil, is told about every sweep and every change of
+	// leadership (see [Event]).
+	Observer Observer
 
 	// Locker, if set, makes [Reaper.Run] sweep only while it holds the lease
 	// on LockKey, so that one reaper of a fleet sweeps at a time. Optional:
@@ -84,16 +80,17 @@ type LeaseConfig struct {
 	// Logger receives a record per sweep that cleared leases and warnings
 	// for failures. Nil means slog.Default().
 	Logger *slog.Logger
-	// Hooks are optional metric callbacks; [Result.Returned] counts the
+	// Observer, if not nil, is told about every sweep; [Result.Returned]
+	// counts the
 	// leases cleared.
-	Hooks Hooks
+	Observer Observer
 }
 
 // invalid reports a bad field of a configuration, in the same shape as the
 // dialect's validation errors wrapped by this package:
-// "zombie: claimlock: invalid configuration: Field: problem".
+// "zombie: invalid configuration: Field: problem".
 func invalid(field, format string, args ...any) error {
-	return fmt.Errorf("zombie: %w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+	return fmt.Errorf("zombie: %w: %s: %s", dialect.ErrInvalidConfig, field, fmt.Sprintf(format, args...))
 }
 
 func batchLimit(field string, n int) (int, error) {

@@ -69,7 +69,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r, err := zombie.New(c.d, c.cc, c.cfg)
-			require.ErrorIs(t, err, zombie.ErrInvalidConfig)
+			require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 			require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 			require.ErrorContains(t, err, c.want)
 			require.Equal(t, 1, strings.Count(err.Error(), "zombie: "), "the package is named once: %v", err)
@@ -91,7 +91,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 
 	r, err := zombie.New(d, good, zombie.Config{Timeout: time.Second})
 	require.NoError(t, err)
-	require.ErrorIs(t, r.Run(context.Background(), 0), zombie.ErrInvalidConfig)
+	require.ErrorIs(t, r.Run(context.Background(), 0), dialect.ErrInvalidConfig)
 }
 
 func TestNewLeaseReaperRejectsBadInput(t *testing.T) {
@@ -115,12 +115,12 @@ func TestNewLeaseReaperRejectsBadInput(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r, err := zombie.NewLeaseReaper(c.d, c.table, c.cfg)
-			require.ErrorIs(t, err, zombie.ErrInvalidConfig)
+			require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 			require.ErrorContains(t, err, c.want)
 			require.Nil(t, r)
 		})
 	}
 	r, err := zombie.NewLeaseReaper(d, tasklock.KeyTable("leases"), zombie.LeaseConfig{})
 	require.NoError(t, err)
-	require.ErrorIs(t, r.Run(context.Background(), -time.Second), zombie.ErrInvalidConfig)
+	require.ErrorIs(t, r.Run(context.Background(), -time.Second), dialect.ErrInvalidConfig)
 }

@@ -72,6 +72,7 @@ func crashWorker() error {
 	cc := claim.Config{
 		ClaimTable: dialect.ClaimTable{Table: table, Attempts: "attempts"},
 		BatchSize:  10 + rand.IntN(11), Strategy: dialect.Strategy(strategy),
+		HeartbeatInterval: crashHeartbeat,
 	}
 	c, err := claim.New[struct{}](e.d, cc, nil)
 	if err != nil {
@@ -97,7 +98,7 @@ func crashWorker() error {
 			continue
 		}
 		fmt.Println("C")
-		stop := b.KeepAlive(ctx, crashHeartbeat)
+		stop := b.KeepAlive(ctx)
 		for _, row := range b.Rows() {
 			time.Sleep(time.Duration(2+rand.IntN(5)) * time.Millisecond) // the work
 			if _, err := e.raw.ExecContext(ctx, sendQ, row.ID, pid); err != nil {
@@ -207,10 +208,7 @@ func crashRecovery(t *testing.T, e *env, s dialect.Strategy) {
 	var reaped atomic.Int64
 	var reapErrs []error
 	var mu sync.Mutex
-	r, err := zombie.New(e.d, cc, zombie.Config{Timeout: crashTimeout, MaxAttempts: 10, Hooks: zombie.Hooks{
-		OnSweep: func(res zombie.Result) { reaped.Add(res.Returned + res.Parked) },
-		OnError: func(err error) { mu.Lock(); reapErrs = append(reapErrs, err); mu.Unlock() },
-	}})
+	r, err := zombie.New(e.d, cc, zombie.Config{Timeout: crashTimeout, MaxAttempts: 10, Observer: sweeps(func(res zombie.Result) { reaped.Add(res.Returned + res.Parked) }, func(err error) { mu.Lock(); reapErrs = append(reapErrs, err); mu.Unlock() })})
 	require.NoError(t, err)
 	rctx, stopReaper := context.WithCancel(ctx)
 	reaperDone := make(chan error, 1)

@@ -11,7 +11,7 @@
 // returns them to pending with their token cleared, so another worker claims
 // them. Because every ack is conditioned on the token, a worker that was only
 // slow, not dead, cannot overwrite the new owner's work: its late ack gets
-// [claim.ErrClaimLost].
+// [dialect.ErrClaimLost].
 //
 //	r, err := zombie.New(d, claimCfg, zombie.Config{Timeout: 5 * time.Minute})
 //	go r.Run(ctx, 30*time.Second)

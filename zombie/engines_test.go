@@ -13,7 +13,8 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
-	"github.com/claimlock/claimlock/internal/testengine"
+	"github.com/claimlock/claimlock/internal/testkit/testengine"
+	"github.com/claimlock/claimlock/zombie"
 )
 
 // env is one engine connection under test: the dialect, plus a plain
@@ -136,4 +137,18 @@ func rowState(t testing.TB, e *env, table string, id int64) (status string, atte
 		e.rebind(fmt.Sprintf("SELECT status, attempts FROM %s WHERE id = ?", table)), id).Scan(&status, &attempts)
 	require.NoError(t, err)
 	return status, attempts
+}
+
+// sweeps returns an Observer that calls onSweep with the result of every
+// sweep (also a failed one) and onErr, when not nil, with its error.
+func sweeps(onSweep func(zombie.Result), onErr func(error)) zombie.Observer {
+	return zombie.ObserverFunc(func(_ context.Context, e zombie.Event) {
+		if e.Op != zombie.OpSweep && e.Op != zombie.OpLeaseSweep {
+			return
+		}
+		onSweep(e.Result)
+		if e.Err != nil && onErr != nil {
+			onErr(e.Err)
+		}
+	})
 }

@@ -86,7 +86,7 @@ func Example() {
 		}
 	}
 	err = dead.AckAll(ctx)
-	fmt.Println("late ack lost its claim:", err != nil && errors.Is(err, claim.ErrClaimLost))
+	fmt.Println("late ack lost its claim:", err != nil && errors.Is(err, dialect.ErrClaimLost))
 
 	st, err := claimer.Stats(ctx)
 	if err != nil {

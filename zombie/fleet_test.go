@@ -28,18 +28,18 @@ type interval struct {
 	start, end time.Time
 }
 
-func (l *sweepLog) hooks(i int) zombie.Hooks {
-	end := func() {
+// observer records the sweeps of reaper i: each event of a sweep carries
+// its start on the local clock, and comes when it ended.
+func (l *sweepLog) observer(i int) zombie.Observer {
+	return zombie.ObserverFunc(func(_ context.Context, e zombie.Event) {
+		if e.Op != zombie.OpSweep {
+			return
+		}
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		l.intervals = append(l.intervals, interval{i, l.open[i], time.Now()})
-		delete(l.open, i)
+		l.intervals = append(l.intervals, interval{i, e.Start, time.Now()})
 		l.counts[i]++
-	}
-	return zombie.Hooks{
-		OnSweepStart: func() { l.mu.Lock(); l.open[i] = time.Now(); l.mu.Unlock() },
-		OnSweep:      func(zombie.Result) { end() },
-	}
+	})
 }
 
 func (l *sweepLog) count(i int) int {
@@ -68,7 +68,7 @@ func TestFleetOneSweeper(t *testing.T) {
 			lk, err := tasklock.New(e.d, tasklock.Config{Table: tasklock.KeyTable(leases), TTL: 1500 * time.Millisecond})
 			require.NoError(t, err)
 			reapers[i], err = zombie.New(e.d, cc, zombie.Config{
-				Timeout: time.Minute, Locker: lk, LockKey: "zombie:" + cc.Table, Hooks: log.hooks(i),
+				Timeout: time.Minute, Locker: lk, LockKey: "zombie:" + cc.Table, Observer: log.observer(i),
 			})
 			require.NoError(t, err)
 		}

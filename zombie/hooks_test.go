@@ -37,7 +37,7 @@ func TestObserverSweepEvents(t *testing.T) {
 			events = append(events, ev)
 			marks = append(marks, ctx.Value(traceKey{}))
 		})
-		r, err := zombie.New(e.d, cc, zombie.Config{Timeout: time.Second, Hooks: zombie.Hooks{Observer: obs}})
+		r, err := zombie.New(e.d, cc, zombie.Config{Timeout: time.Second, Observer: obs})
 		require.NoError(t, err)
 		res, err := r.Sweep(ctx)
 		require.NoError(t, err)
@@ -56,7 +56,7 @@ func TestObserverSweepEvents(t *testing.T) {
 		k, err := tasklock.New(e.d, tasklock.Config{Table: tasklock.KeyTable(table), TTL: 5 * time.Second})
 		require.NoError(t, err)
 		events, marks = nil, nil
-		r, err = zombie.New(e.d, cc, zombie.Config{Timeout: time.Second, Locker: k, LockKey: "reaper", Hooks: zombie.Hooks{Observer: obs}})
+		r, err = zombie.New(e.d, cc, zombie.Config{Timeout: time.Second, Locker: k, LockKey: "reaper", Observer: obs})
 		require.NoError(t, err)
 		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		require.NoError(t, r.Run(rctx, time.Hour))

@@ -17,11 +17,11 @@ import (
 // acquisitions. It is optional: an expired lease can be acquired whether or
 // not it was reaped. It is safe for concurrent use.
 type LeaseReaper struct {
-	cs     store.LeaseStore
+	ls     store.LeaseStore
 	table  string
 	limit  int
 	logger *slog.Logger
-	hooks  Hooks
+	obs    Observer
 	// verified is set once the table passed VerifySchema.
 	verified atomic.Bool
 }
@@ -29,7 +29,7 @@ type LeaseReaper struct {
 // NewLeaseReaper validates table and cfg and prepares the statements on d.
 // The table needs an ExpiresAt column: without one a lease's expiry depends
 // on the TTL of whoever looks, which a reaper cannot know. Errors wrap
-// [ErrInvalidConfig] and name the field.
+// [dialect.ErrInvalidConfig] and name the field.
 func NewLeaseReaper(d dialect.Dialect, table dialect.LeaseTable, cfg LeaseConfig) (*LeaseReaper, error) {
 	if d == nil {
 		return nil, invalid("Dialect", "is nil")
@@ -44,13 +44,13 @@ func NewLeaseReaper(d dialect.Dialect, table dialect.LeaseTable, cfg LeaseConfig
 	if err != nil {
 		return nil, err
 	}
-	cs, err := store.OpenLeases(d, table)
+	ls, err := store.OpenLeases(d, table)
 	if err != nil {
 		return nil, fmt.Errorf("zombie: lease table: %w", err)
 	}
 	return &LeaseReaper{
-		cs: cs, table: table.Table, limit: limit,
-		logger: logger(cfg.Logger).With("table", table.Table), hooks: cfg.Hooks,
+		ls: ls, table: table.Table, limit: limit,
+		logger: logger(cfg.Logger).With("table", table.Table), obs: cfg.Observer,
 	}, nil
 }
 
@@ -59,15 +59,14 @@ func NewLeaseReaper(d dialect.Dialect, table dialect.LeaseTable, cfg LeaseConfig
 // one clears fewer or ctx ends, and returns how many it cleared, also when
 // it fails. Live leases are never touched.
 func (r *LeaseReaper) Sweep(ctx context.Context) (int64, error) {
-	r.hooks.sweepStart()
 	start := time.Now()
 	var res Result
 	var err error
-	// The first sweep verifies the table, which also tells the cs the
+	// The first sweep verifies the table, which also tells the store the
 	// precision of its time columns; until then every expiry test errs a
 	// second towards "still held".
 	if !r.verified.Load() {
-		if err = r.cs.VerifySchema(ctx); err == nil {
+		if err = r.ls.VerifySchema(ctx); err == nil {
 			r.verified.Store(true)
 		}
 	}
@@ -77,7 +76,7 @@ func (r *LeaseReaper) Sweep(ctx context.Context) (int64, error) {
 			break
 		}
 		var n int64
-		n, err = r.cs.ReapExpired(ctx, r.limit)
+		n, err = r.ls.ReapExpired(ctx, r.limit)
 		res.Statements++
 		res.Returned += n
 		if err != nil || n < int64(r.limit) {
@@ -85,13 +84,11 @@ func (r *LeaseReaper) Sweep(ctx context.Context) (int64, error) {
 		}
 	}
 	res.Elapsed = time.Since(start)
-	r.hooks.sweep(res)
-	r.hooks.observe(ctx, sweepEvent(ctx, OpLeaseSweep, r.table, nil, nil, start, res, err))
+	observeSweep(ctx, r.obs, sweepEvent(ctx, OpLeaseSweep, r.table, nil, nil, start, res, err))
 	if err != nil {
 		err = fmt.Errorf("zombie: lease sweep %s: %w", r.table, err)
 		if ctx.Err() == nil {
 			r.logger.Warn("claimlock: lease reaper sweep failed", "cleared", res.Returned, "err", err)
-			r.hooks.err(err)
 		}
 		return res.Returned, err
 	}
@@ -103,8 +100,8 @@ func (r *LeaseReaper) Sweep(ctx context.Context) (int64, error) {
 
 // Run sweeps at once and then every interval (with ±20% jitter) until ctx
 // ends, when it returns nil. Failed sweeps are logged and reported to
-// Hooks.OnError. A non-positive interval returns an error wrapping
-// [ErrInvalidConfig].
+// the Observer. A non-positive interval returns an error wrapping
+// [dialect.ErrInvalidConfig].
 func (r *LeaseReaper) Run(ctx context.Context, interval time.Duration) error {
 	if interval <= 0 {
 		return invalid("interval", "must be positive, got %v", interval)

@@ -40,7 +40,7 @@ func TestLeaseReaper(t *testing.T) {
 
 		var results []zombie.Result
 		r, err := zombie.NewLeaseReaper(e.d, tasklock.KeyTable(table), zombie.LeaseConfig{BatchLimit: 2,
-			Hooks: zombie.Hooks{OnSweep: func(res zombie.Result) { results = append(results, res) }}})
+			Observer: sweeps(func(res zombie.Result) { results = append(results, res) }, nil)})
 		require.NoError(t, err)
 		n, err := r.Sweep(ctx)
 		require.NoError(t, err)

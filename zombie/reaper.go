@@ -47,7 +47,7 @@ type Reaper struct {
 	locker  *tasklock.Locker
 	key     any
 	logger  *slog.Logger
-	hooks   Hooks
+	obs     Observer
 	// verified is set once the table passed VerifySchema.
 	verified atomic.Bool
 }
@@ -55,7 +55,7 @@ type Reaper struct {
 // New validates cc (exactly as the claimers of the table see it, through
 // [claim.Config.Resolve]) and cfg, and prepares the reaper's statements on d.
 // The reaper sweeps the rows cc claims: those of its scope, unless
-// [Config.AllScopes] is set. Errors wrap [ErrInvalidConfig] and name the
+// [Config.AllScopes] is set. Errors wrap [dialect.ErrInvalidConfig] and name the
 // field. New does not touch the database.
 func New(d dialect.Dialect, cc claim.Config, cfg Config) (*Reaper, error) {
 	if d == nil {
@@ -103,7 +103,7 @@ func New(d dialect.Dialect, cc claim.Config, cfg Config) (*Reaper, error) {
 	r := &Reaper{
 		cs: cs, table: spec.Table, cols: spec.Scope, timeout: cfg.Timeout, limit: limit,
 		maxAtt: maxAtt, locker: cfg.Locker, key: cfg.LockKey,
-		logger: logger(cfg.Logger).With("table", spec.Table), hooks: cfg.Hooks,
+		logger: logger(cfg.Logger).With("table", spec.Table), obs: cfg.Observer,
 	}
 	if len(spec.Scope) > 0 && !cfg.AllScopes {
 		r.scope = slices.Clone(cc.ScopeValues)
@@ -124,17 +124,14 @@ func New(d dialect.Dialect, cc claim.Config, cfg Config) (*Reaper, error) {
 // row whose worker heartbeats within the timeout; it ignores the Locker
 // (only [Reaper.Run] takes the lease).
 func (r *Reaper) Sweep(ctx context.Context) (Result, error) {
-	r.hooks.sweepStart()
 	start := time.Now()
 	res, err := r.sweep(ctx)
 	res.Elapsed = time.Since(start)
-	r.hooks.sweep(res)
-	r.hooks.observe(ctx, sweepEvent(ctx, OpSweep, r.table, r.cols, r.scope, start, res, err))
+	observeSweep(ctx, r.obs, sweepEvent(ctx, OpSweep, r.table, r.cols, r.scope, start, res, err))
 	if err != nil {
 		err = fmt.Errorf("zombie: sweep %s: %w", r.table, err)
 		if ctx.Err() == nil {
 			r.logger.Warn("claimlock: reaper sweep failed", "returned", res.Returned, "parked", res.Parked, "err", err)
-			r.hooks.err(err)
 		}
 		return res, err
 	}
@@ -152,7 +149,7 @@ func (r *Reaper) Sweep(ctx context.Context) (Result, error) {
 
 func (r *Reaper) sweep(ctx context.Context) (Result, error) {
 	var res Result
-	// The first sweep verifies the table, which also tells the cs the
+	// The first sweep verifies the table, which also tells the store the
 	// precision of the claimed-at column; until then every staleness test
 	// errs a second towards "still held".
 	if !r.verified.Load() {
@@ -188,7 +185,7 @@ func (r *Reaper) sweep(ctx context.Context) (Result, error) {
 
 // Run sweeps at once and then every interval (with ±20% jitter, so that a
 // fleet does not sweep in step) until ctx ends, when it returns nil. A
-// failed sweep is logged and reported to Hooks.OnError; the next tick
+// failed sweep is logged and reported to the Observer; the next tick
 // tries again.
 //
 // With [Config.Locker], each tick first tries once (without waiting) to
@@ -196,7 +193,7 @@ func (r *Reaper) sweep(ctx context.Context) (Result, error) {
 // alive between ticks, and each sweep runs under the lease's context, so a
 // lost lease stops it between or during statements. The lease is released
 // when Run returns. An invalid interval or lease key returns an error
-// wrapping [ErrInvalidConfig].
+// wrapping [dialect.ErrInvalidConfig].
 func (r *Reaper) Run(ctx context.Context, interval time.Duration) error {
 	if interval <= 0 {
 		return invalid("interval", "must be positive, got %v", interval)
@@ -212,8 +209,7 @@ func (r *Reaper) Run(ctx context.Context, interval time.Duration) error {
 		}
 		cancel()
 		lease = nil
-		r.hooks.leader(false)
-		r.hooks.observe(ctx, Event{Op: OpLeader, Table: r.table, Scope: r.cols, ScopeValues: r.scope, Start: time.Now()})
+		observeSweep(ctx, r.obs, Event{Op: OpLeader, Table: r.table, Scope: r.cols, ScopeValues: r.scope, Start: time.Now()})
 	}
 	defer drop()
 	for {
@@ -229,18 +225,16 @@ func (r *Reaper) Run(ctx context.Context, interval time.Duration) error {
 				switch {
 				case err == nil:
 					lease = l
-					lease.KeepAlive()
+					lease.KeepAlive(context.WithoutCancel(ctx))
 					r.logger.Debug("claimlock: reaper took the lease", "key", r.key, "fence", l.Fence())
-					r.hooks.leader(true)
-					r.hooks.observe(ctx, Event{Op: OpLeader, Table: r.table, Scope: r.cols, ScopeValues: r.scope, Start: time.Now(), Leading: true})
+					observeSweep(ctx, r.obs, Event{Op: OpLeader, Table: r.table, Scope: r.cols, ScopeValues: r.scope, Start: time.Now(), Leading: true})
 				case ctx.Err() != nil:
 					return nil
-				case errors.Is(err, tasklock.ErrNotAcquired):
-				case errors.Is(err, ErrInvalidConfig):
+				case errors.Is(err, dialect.ErrLeaseHeld):
+				case errors.Is(err, dialect.ErrInvalidConfig):
 					return fmt.Errorf("zombie: run: %w", err)
 				default:
 					r.logger.Warn("claimlock: reaper could not try its lease", "key", r.key, "err", err)
-					r.hooks.err(err)
 				}
 			}
 			if lease != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/zombie"
 )
 
@@ -49,7 +50,7 @@ func TestSweepBounded(t *testing.T) {
 
 		var swept []zombie.Result
 		r, err := zombie.New(e.d, cc, zombie.Config{Timeout: time.Second, BatchLimit: 2,
-			Hooks: zombie.Hooks{OnSweep: func(r zombie.Result) { swept = append(swept, r) }}})
+			Observer: sweeps(func(r zombie.Result) { swept = append(swept, r) }, nil)})
 		require.NoError(t, err)
 		res, err := r.Sweep(ctx)
 		require.NoError(t, err)
@@ -66,7 +67,7 @@ func TestSweepBounded(t *testing.T) {
 
 		// The dead worker's late ack must not complete re-claimable rows.
 		err = dead.AckAll(ctx)
-		require.ErrorIs(t, err, claim.ErrClaimLost)
+		require.ErrorIs(t, err, dialect.ErrClaimLost)
 		var lost *claim.LostError
 		require.ErrorAs(t, err, &lost)
 		require.Len(t, lost.IDs, 5)
@@ -209,23 +210,21 @@ func TestHeartbeatNeverReaped(t *testing.T) {
 		cc := jobsConfig(5)
 		cs := createTable(t, e, cc, false)
 		insertRows(t, e, cc.Table, "PENDING", 10, 100)
+		const heartbeat, timeout = 100 * time.Millisecond, 400 * time.Millisecond
+		cc.HeartbeatInterval = heartbeat
 		c, err := claim.New[struct{}](e.d, cc, nil)
 		require.NoError(t, err)
 
-		const heartbeat, timeout = 100 * time.Millisecond, 400 * time.Millisecond
-		var returned, sweeps atomic.Int64
+		var returned, nSweeps atomic.Int64
 		var sweepErrs []error
 		var mu sync.Mutex
-		r, err := zombie.New(e.d, cc, zombie.Config{Timeout: timeout, Hooks: zombie.Hooks{
-			OnSweep: func(res zombie.Result) { returned.Add(res.Returned); sweeps.Add(1) },
-			OnError: func(err error) { mu.Lock(); sweepErrs = append(sweepErrs, err); mu.Unlock() },
-		}})
+		r, err := zombie.New(e.d, cc, zombie.Config{Timeout: timeout, Observer: sweeps(func(res zombie.Result) { returned.Add(res.Returned); nSweeps.Add(1) }, func(err error) { mu.Lock(); sweepErrs = append(sweepErrs, err); mu.Unlock() })})
 		require.NoError(t, err)
 
 		live, err := c.Claim(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 5, live.Len())
-		stop := live.KeepAlive(ctx, heartbeat)
+		stop := live.KeepAlive(ctx)
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- r.Run(rctx, 5*time.Millisecond) }()
@@ -233,7 +232,7 @@ func TestHeartbeatNeverReaped(t *testing.T) {
 		cancel()
 		require.NoError(t, <-done)
 		require.Zero(t, returned.Load(), "a heartbeating worker's rows were reaped")
-		require.Greater(t, sweeps.Load(), int64(10))
+		require.Greater(t, nSweeps.Load(), int64(10))
 		require.Empty(t, sweepErrs)
 		require.NoError(t, live.AckAll(ctx))
 		stop()
@@ -251,7 +250,7 @@ func TestHeartbeatNeverReaped(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, late.IDs(), next.IDs(), "reaped rows are claimed again")
 		err = late.AckAll(ctx)
-		require.ErrorIs(t, err, claim.ErrClaimLost)
+		require.ErrorIs(t, err, dialect.ErrClaimLost)
 		var lost *claim.LostError
 		require.True(t, errors.As(err, &lost))
 		require.ElementsMatch(t, late.IDs(), lost.IDs)

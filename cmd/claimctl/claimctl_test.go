@@ -16,8 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/claim"
-	"github.com/claimlock/claimlock/internal/obstest"
-	"github.com/claimlock/claimlock/internal/testengine"
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/testkit/obstest"
+	"github.com/claimlock/claimlock/internal/testkit/testengine"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -82,15 +83,15 @@ func TestOperatorSession(t *testing.T) {
 			f := obstest.New(t, e, 5, 2)
 			conf := writeConfig(t, f)
 			cc := f.Config
-			cc.MaxAttempts, cc.FailMode = 0, claim.FailPark // Fail parks, FailAfter retries
+			cc.MaxAttempts = 0
 			c, err := claim.New(f.Dialect, cc, func(r *struct{ P string }) []any { return []any{&r.P} })
 			require.NoError(t, err)
 			b, err := c.Claim(ctx)
 			require.NoError(t, err)
 			ids := b.IDs()
 			require.NoError(t, b.Ack(ctx, ids[0]))
-			require.NoError(t, b.Fail(ctx, ids[1], errors.New("smtp 550: mailbox unavailable")))
-			require.NoError(t, b.FailAfter(ctx, ids[2], errors.New("429"), time.Hour)) // scheduled
+			require.NoError(t, b.Fail(ctx, ids[1], claim.Park(errors.New("smtp 550: mailbox unavailable"))))
+			require.NoError(t, b.Fail(ctx, ids[2], claim.RetryAfter(time.Hour, errors.New("429")))) // scheduled
 			time.Sleep(50 * time.Millisecond)
 			// ids[3] and ids[4] stay processing: stuck.
 
@@ -178,7 +179,7 @@ func TestOperatorSession(t *testing.T) {
 			require.Equal(t, exitOK, code)
 			require.Contains(t, out, "returned 2 row(s) to pending, parked 0")
 			require.Equal(t, 0, f.Count(t, "status = 'PROCESSING'"))
-			require.ErrorIs(t, b.AckAll(ctx), claim.ErrClaimLost, "the dead batch cannot complete reaped rows")
+			require.ErrorIs(t, b.AckAll(ctx), dialect.ErrClaimLost, "the dead batch cannot complete reaped rows")
 
 			// leases: inspect and force-release.
 			require.NoError(t, tasklock.CreateTable(ctx, f.Dialect, "leases"))
@@ -218,7 +219,7 @@ func TestOperatorSession(t *testing.T) {
 			code, out, _ = ctl(t, "", "force-release", "-config", conf, "-key", "nightly", "-yes")
 			require.Equal(t, exitOK, code)
 			require.Contains(t, out, "released lease nightly (was fence 1")
-			require.ErrorIs(t, l.Renew(ctx), tasklock.ErrLeaseLost)
+			require.ErrorIs(t, l.Renew(ctx), dialect.ErrLeaseLost)
 
 			// ddl on a table that has everything: nothing to add.
 			code, out, _ = ctl(t, "", "ddl", "-config", conf, "-lease-table", "")

@@ -14,7 +14,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
-	"github.com/claimlock/claimlock/internal/testengine"
+	"github.com/claimlock/claimlock/internal/testkit/testengine"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -181,7 +181,7 @@ func TestLeaseShapes(t *testing.T) {
 				var res actionResult
 				require.NoError(t, json.Unmarshal([]byte(out), &res))
 				require.Equal(t, actionResult{Action: "force-release", Table: s.spec.Table, Rows: 1}, res)
-				require.ErrorIs(t, l.Renew(ctx), tasklock.ErrLeaseLost)
+				require.ErrorIs(t, l.Renew(ctx), dialect.ErrLeaseLost)
 
 				code, out, stderr = ctl(t, "", "leases", "-config", conf, "-key", key, "-json")
 				require.Equal(t, exitOK, code, stderr)

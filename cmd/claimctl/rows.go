@@ -200,7 +200,7 @@ type rowTarget struct {
 }
 
 // rowTarget reads the target of a row command from the flags, then builds
-// and verifies the cs; check, if not nil, vets the description first.
+// and verifies the store; check, if not nil, vets the description first.
 func (e *env) rowTarget(ctx context.Context, check func(dialect.ClaimTable) error) (*rowTarget, error) {
 	t := &rowTarget{}
 	var err error

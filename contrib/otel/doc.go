@@ -7,9 +7,9 @@
 //
 //	obs, err := claimotel.New() // the global tracer and meter providers
 //	...
-//	claim.Config{..., Hooks: claim.Hooks{Observer: obs}}
-//	tasklock.Config{..., Hooks: tasklock.Hooks{Observer: obs}}
-//	zombie.Config{..., Hooks: zombie.Hooks{Observer: obs}}
+//	claim.Config{..., Observer: obs}
+//	tasklock.Config{..., Observer: obs}
+//	zombie.Config{..., Observer: obs}
 //
 // # Spans
 //
@@ -36,7 +36,7 @@
 // .acked, .requeued, .failed, .parked, .lost, .held, .released),
 // claimlock.lease.key, .owner, .fence and .ttl_ms. Failed operations record
 // the error and set the span's status to Error; a contended acquisition
-// ([tasklock.ErrNotAcquired]) is not an error, it sets
+// ([dialect.ErrLeaseHeld]) is not an error, it sets
 // claimlock.lease.acquired to false.
 //
 // # Metrics

@@ -22,9 +22,9 @@ func ExampleNew() {
 	cfg := claim.Config{
 		ClaimTable:  dialect.ClaimTable{Table: "jobs", Scope: []string{"task_id"}},
 		ScopeValues: []any{42},
-		Hooks:       claim.Hooks{Observer: obs},
+		Observer:    obs,
 	}
 	_ = cfg
-	_ = tasklock.Config{Table: tasklock.KeyTable("claimlock_lease"), TTL: 30 * time.Second, Hooks: tasklock.Hooks{Observer: obs}}
-	_ = zombie.Config{Timeout: time.Minute, Hooks: zombie.Hooks{Observer: obs}}
+	_ = tasklock.Config{Table: tasklock.KeyTable("claimlock_lease"), TTL: 30 * time.Second, Observer: obs}
+	_ = zombie.Config{Timeout: time.Minute, Observer: obs}
 }

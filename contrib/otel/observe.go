@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
@@ -97,7 +98,7 @@ func (o *Observer) ObserveLease(ctx context.Context, e tasklock.Event) {
 	switch e.Op {
 	case tasklock.OpAcquire:
 		attrs = append(attrs, attribute.Bool("claimlock.lease.acquired", e.OK))
-		if errors.Is(err, tasklock.ErrNotAcquired) {
+		if errors.Is(err, dialect.ErrLeaseHeld) {
 			err = nil // contention is the normal case, not a failure
 		}
 	case tasklock.OpRelease, tasklock.OpFinish:

@@ -15,8 +15,9 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	claimotel "github.com/claimlock/claimlock/contrib/otel"
-	"github.com/claimlock/claimlock/internal/obstest"
-	"github.com/claimlock/claimlock/internal/testengine"
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/testkit/obstest"
+	"github.com/claimlock/claimlock/internal/testkit/testengine"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
@@ -87,8 +88,8 @@ func TestScriptedRun(t *testing.T) {
 			ctx, root := b.tp.Tracer("test").Start(context.Background(), "operator script")
 
 			cfg := f.Config
-			cfg.MaxAttempts = 1 // a failed row is parked at once
-			cfg.Hooks = claim.Hooks{Observer: b.obs}
+			// MaxAttempts stays the fixture's 3: the reaper returns the dead worker's rows below it
+			cfg.Observer = b.obs
 			c, err := claim.New[struct{ Payload string }](f.Dialect, cfg, func(r *struct{ Payload string }) []any { return []any{&r.Payload} })
 			require.NoError(t, err)
 			batch, err := c.Claim(ctx)
@@ -96,10 +97,9 @@ func TestScriptedRun(t *testing.T) {
 			require.Equal(t, 5, batch.Len())
 			ids := batch.IDs()
 			require.NoError(t, batch.Ack(ctx, ids[0], ids[1]))
-			require.NoError(t, batch.Fail(ctx, ids[2], context.DeadlineExceeded))
-			_, err = c.Store().Release(ctx, batch.Token(), []any{ids[3]}) // taken from under the batch
-			require.NoError(t, err)
-			require.ErrorIs(t, batch.Ack(ctx, ids[3]), claim.ErrClaimLost)
+			require.NoError(t, batch.Fail(ctx, ids[2], claim.Park(context.DeadlineExceeded))) // parked at once
+			f.TakeFrom(t, batch.Token(), ids[3])
+			require.ErrorIs(t, batch.Ack(ctx, ids[3]), dialect.ErrClaimLost)
 			n, err := batch.Release(ctx)
 			require.NoError(t, err)
 			require.EqualValues(t, 1, n)
@@ -108,7 +108,7 @@ func TestScriptedRun(t *testing.T) {
 			require.Equal(t, 2, dead.Len())
 
 			time.Sleep(700 * time.Millisecond)
-			r, err := zombie.New(f.Dialect, cfg, zombie.Config{Timeout: 200 * time.Millisecond, Hooks: zombie.Hooks{Observer: b.obs}})
+			r, err := zombie.New(f.Dialect, cfg, zombie.Config{Timeout: 200 * time.Millisecond, Observer: b.obs})
 			require.NoError(t, err)
 			res, err := r.Sweep(ctx)
 			require.NoError(t, err)
@@ -116,12 +116,12 @@ func TestScriptedRun(t *testing.T) {
 
 			require.NoError(t, tasklock.CreateTable(ctx, f.Dialect, "leases"))
 			k, err := tasklock.New(f.Dialect, tasklock.Config{Table: tasklock.KeyTable("leases"), TTL: 5 * time.Second,
-				Hooks: tasklock.Hooks{Observer: b.obs}})
+				Observer: b.obs})
 			require.NoError(t, err)
 			l, err := k.Acquire(ctx, "nightly")
 			require.NoError(t, err)
 			_, err = k.Acquire(ctx, "nightly")
-			require.ErrorIs(t, err, tasklock.ErrNotAcquired)
+			require.ErrorIs(t, err, dialect.ErrLeaseHeld)
 			require.NoError(t, l.Renew(ctx))
 			_, err = l.Release(ctx)
 			require.NoError(t, err)
@@ -129,7 +129,7 @@ func TestScriptedRun(t *testing.T) {
 			require.NoError(t, err)
 			_, err = k.ForceRelease(ctx, "nightly")
 			require.NoError(t, err)
-			require.ErrorIs(t, l2.Renew(ctx), tasklock.ErrLeaseLost)
+			require.ErrorIs(t, l2.Renew(ctx), dialect.ErrLeaseLost)
 			root.End()
 
 			sums, claims := b.sums(t)
@@ -149,7 +149,7 @@ func TestScriptedRun(t *testing.T) {
 				counts[name] = len(ss)
 			}
 			require.Equal(t, map[string]int{
-				"operator script": 1, "claimlock.claim": 2, "claimlock.ack": 2, "claimlock.fail": 1, "claimlock.release": 2,
+				"operator script": 1, "claimlock.claim": 2, "claimlock.ack": 2, "claimlock.fail": 1, "claimlock.release": 1,
 				"claimlock.reap": 1, "claimlock.lease.acquire": 3, "claimlock.lease.renew": 2, "claimlock.lease.release": 1,
 				"claimlock.lease.force_release": 1, "claimlock.lease.lost": 1,
 			}, counts)
@@ -206,13 +206,13 @@ func TestBackgroundLinkAndScopeMetrics(t *testing.T) {
 	ctx, root := b.tp.Tracer("test").Start(context.Background(), "request")
 	cfg := f.Config
 	cfg.AckDelay = time.Millisecond
-	cfg.Hooks = claim.Hooks{Observer: b.obs}
+	cfg.Observer = b.obs
 	c, err := claim.New[struct{ Payload string }](f.Dialect, cfg, func(r *struct{ Payload string }) []any { return []any{&r.Payload} })
 	require.NoError(t, err)
 	batch, err := c.Claim(ctx)
 	require.NoError(t, err)
 	for _, id := range batch.IDs() {
-		require.NoError(t, batch.AckLater(id))
+		require.NoError(t, batch.Ack(ctx, id)) // deferred: AckDelay is set
 	}
 	require.Eventually(t, func() bool {
 		for _, s := range b.spans.GetSpans().Snapshots() {
@@ -260,7 +260,7 @@ func TestEmptyClaimsMakeNoSpan(t *testing.T) {
 	b := setup(t)
 	ctx, root := b.tp.Tracer("test").Start(context.Background(), "worker")
 	cfg := f.Config
-	cfg.Hooks = claim.Hooks{Observer: b.obs}
+	cfg.Observer = b.obs
 	c, err := claim.New[struct{ Payload string }](f.Dialect, cfg, func(r *struct{ Payload string }) []any { return []any{&r.Payload} })
 	require.NoError(t, err)
 	batch, err := c.Claim(ctx)

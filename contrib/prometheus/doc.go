@@ -14,7 +14,7 @@
 //		m.InitLeases(lockCfg.Table), // a lease table
 //	)
 //	prometheus.MustRegister(m)
-//	cfg.Hooks.Observer = m // and tasklock / zombie Hooks
+//	cfg.Observer = m // and tasklock.Config / zombie.Config Observer
 //
 // # Metrics
 //

@@ -33,12 +33,12 @@ func ExampleNew() {
 	cfg := claim.Config{
 		ClaimTable:  dialect.ClaimTable{Table: "jobs", Scope: []string{"task_id"}},
 		ScopeValues: []any{42},
-		Hooks:       claim.Hooks{Observer: m},
+		Observer:    m,
 	}
 	if err := m.Watch(d, cfg); err != nil {
 		log.Fatal(err)
 	}
-	lockCfg := tasklock.Config{Table: tasklock.TaskTableNoOwner("xxx_task"), TTL: time.Minute, Hooks: tasklock.Hooks{Observer: m}}
+	lockCfg := tasklock.Config{Table: tasklock.TaskTableNoOwner("xxx_task"), TTL: time.Minute, Observer: m}
 	if err := m.InitLeases(lockCfg.Table); err != nil {
 		log.Fatal(err)
 	}

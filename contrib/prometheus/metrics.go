@@ -302,7 +302,7 @@ func (m *Metrics) ObserveLease(_ context.Context, e tasklock.Event) {
 		m.leasesAcquired.WithLabelValues(e.Table).Inc()
 	case e.Op == tasklock.OpLost:
 		m.leasesLost.WithLabelValues(e.Table).Inc()
-	case e.Err != nil && !errors.Is(e.Err, tasklock.ErrNotAcquired):
+	case e.Err != nil && !errors.Is(e.Err, dialect.ErrLeaseHeld):
 		m.errs.WithLabelValues(e.Table, "lease."+string(e.Op)).Inc()
 	}
 }

@@ -14,9 +14,9 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	claimprom "github.com/claimlock/claimlock/contrib/prometheus"
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/obstest"
 	"github.com/claimlock/claimlock/internal/store"
-	"github.com/claimlock/claimlock/internal/testengine"
+	"github.com/claimlock/claimlock/internal/testkit/obstest"
+	"github.com/claimlock/claimlock/internal/testkit/testengine"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
@@ -61,8 +61,7 @@ func TestScriptedRun(t *testing.T) {
 			reg := prometheus.NewPedanticRegistry()
 			require.NoError(t, reg.Register(m))
 			cfg := f.Config
-			cfg.MaxAttempts = 1
-			cfg.Hooks = claim.Hooks{Observer: m}
+			cfg.Observer = m
 			require.NoError(t, m.Watch(f.Dialect, cfg))
 			require.NoError(t, m.WatchTable(f.Dialect, cfg))
 			require.ErrorIs(t, m.Watch(f.Dialect, cfg), dialect.ErrInvalidConfig, "watched twice")
@@ -73,17 +72,16 @@ func TestScriptedRun(t *testing.T) {
 			require.NoError(t, err)
 			ids := b.IDs()
 			require.NoError(t, b.Ack(ctx, ids[0], ids[1]))
-			require.NoError(t, b.Fail(ctx, ids[2], errors.New("smtp 550")))
-			_, err = c.Store().Release(ctx, b.Token(), []any{ids[3]})
-			require.NoError(t, err)
-			require.ErrorIs(t, b.Ack(ctx, ids[3]), claim.ErrClaimLost)
+			require.NoError(t, b.Fail(ctx, ids[2], claim.Park(errors.New("smtp 550")))) // parked at once
+			f.TakeFrom(t, b.Token(), ids[3])
+			require.ErrorIs(t, b.Ack(ctx, ids[3]), dialect.ErrClaimLost)
 			_, err = b.Release(ctx)
 			require.NoError(t, err)
 			dead, err := c.Claim(ctx)
 			require.NoError(t, err)
 			require.Equal(t, 2, dead.Len())
 			time.Sleep(700 * time.Millisecond)
-			r, err := zombie.New(f.Dialect, cfg, zombie.Config{Timeout: 200 * time.Millisecond, Hooks: zombie.Hooks{Observer: m}})
+			r, err := zombie.New(f.Dialect, cfg, zombie.Config{Timeout: 200 * time.Millisecond, Observer: m})
 			require.NoError(t, err)
 			_, err = r.Sweep(ctx)
 			require.NoError(t, err)
@@ -92,15 +90,15 @@ func TestScriptedRun(t *testing.T) {
 
 			require.NoError(t, tasklock.CreateTable(ctx, f.Dialect, "leases"))
 			require.NoError(t, m.InitLeases(tasklock.KeyTable("leases")))
-			k, err := tasklock.New(f.Dialect, tasklock.Config{Table: tasklock.KeyTable("leases"), TTL: 5 * time.Second, Hooks: tasklock.Hooks{Observer: m}})
+			k, err := tasklock.New(f.Dialect, tasklock.Config{Table: tasklock.KeyTable("leases"), TTL: 5 * time.Second, Observer: m})
 			require.NoError(t, err)
 			l, err := k.Acquire(ctx, "nightly")
 			require.NoError(t, err)
 			_, err = k.Acquire(ctx, "nightly")
-			require.ErrorIs(t, err, tasklock.ErrNotAcquired)
+			require.ErrorIs(t, err, dialect.ErrLeaseHeld)
 			_, err = k.ForceRelease(ctx, "nightly")
 			require.NoError(t, err)
-			require.ErrorIs(t, l.Renew(ctx), tasklock.ErrLeaseLost)
+			require.ErrorIs(t, l.Renew(ctx), dialect.ErrLeaseLost)
 
 			require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP claimlock_rows_acked_total Rows acked (set to done).
@@ -236,7 +234,7 @@ func TestSeriesBeforeFirstEvent(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(m))
 	cfg := f.Config
-	cfg.Hooks = claim.Hooks{Observer: m}
+	cfg.Observer = m
 	require.NoError(t, m.Watch(f.Dialect, cfg))
 
 	got := series(t, reg)

@@ -31,14 +31,14 @@ func TestSnippetPackageDoc(t *testing.T) {
 		m.InitLeases(lockCfg.Table), // a lease table
 	)
 	prometheus.MustRegister(m)
-	cfg.Hooks.Observer = m // and tasklock / zombie Hooks
+	cfg.Observer = m // and tasklock.Config / zombie.Config Observer
 	// end snippet
 	require.NoError(t, err)
 	defer prometheus.Unregister(m)
 	n, err := testutil.GatherAndCount(prometheus.DefaultGatherer, "claimlock_rows")
 	require.NoError(t, err)
 	require.Equal(t, 10, n, "five statuses for the scope and for the whole table")
-	require.NotNil(t, cfg.Hooks.Observer)
+	require.NotNil(t, cfg.Observer)
 }
 
 // snippetSetup opens a SQLite database with a jobs table scoped by task.

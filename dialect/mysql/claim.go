@@ -35,16 +35,16 @@ func (d *Dialect) prepareClaim(s *store.Claims) (store.ClaimFunc, error) {
 		for from := range 2 {
 			vary := func(n *store.Names) { n.Hint, n.From = hint == 1, from == 1 }
 			var err error
-			if c.update[hint][from], err = d.b.E.Render("claim", common+claimUpdate, s.Names, vary); err != nil {
+			if c.update[hint][from], err = s.Render("claim", common+claimUpdate, vary); err != nil {
 				return nil, err
 			}
-			if c.skip[hint][from], err = d.b.E.Render("claim skip locked", common+claimSkipSelect, s.Names, vary); err != nil {
+			if c.skip[hint][from], err = s.Render("claim skip locked", common+claimSkipSelect, vary); err != nil {
 				return nil, err
 			}
 		}
 	}
 	var err error
-	c.skipUpdate, err = d.b.E.Render("claim skip locked update", common+claimSkipUpdate, s.Names, nil)
+	c.skipUpdate, err = s.Render("claim skip locked update", common+claimSkipUpdate, nil)
 	s.ClaimInTx = c.claimTx
 	return c.claim, err
 }

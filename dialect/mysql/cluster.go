@@ -42,13 +42,13 @@ import (
 // OpenCluster fails when no node answers.
 func OpenCluster(ctx context.Context, dsns []string) (*sql.DB, error) {
 	if len(dsns) == 0 {
-		return nil, fmt.Errorf("%w: mysql: OpenCluster: no DSN", dialect.ErrInvalidConfig)
+		return nil, fmt.Errorf("mysql: %w: OpenCluster: no DSN", dialect.ErrInvalidConfig)
 	}
 	cfgs := make([]*gomysql.Config, len(dsns))
 	for i, dsn := range dsns {
 		cfg, err := gomysql.ParseDSN(dsn)
 		if err != nil {
-			return nil, fmt.Errorf("%w: mysql: OpenCluster: DSN %d: %v", dialect.ErrInvalidConfig, i+1, err)
+			return nil, fmt.Errorf("mysql: %w: OpenCluster: DSN %d: %v", dialect.ErrInvalidConfig, i+1, err)
 		}
 		cfgs[i] = cfg
 	}
@@ -94,7 +94,7 @@ func OpenCluster(ctx context.Context, dsns []string) (*sql.DB, error) {
 			setIsolationParam(c, name)
 			conn, err := gomysql.NewConnector(c)
 			if err != nil {
-				return nil, fmt.Errorf("%w: mysql: OpenCluster: DSN %d: %v", dialect.ErrInvalidConfig, i+1, err)
+				return nil, fmt.Errorf("mysql: %w: OpenCluster: DSN %d: %v", dialect.ErrInvalidConfig, i+1, err)
 			}
 			cc.nodes[i] = conn
 		}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/mysql"
-	"github.com/claimlock/claimlock/internal/dbtest"
-	"github.com/claimlock/claimlock/internal/dialecttest"
+	"github.com/claimlock/claimlock/internal/testkit/dbtest"
+	"github.com/claimlock/claimlock/internal/testkit/dialecttest"
 )
 
 // TestConformance runs the shared suite on a pool in the server's default

@@ -72,7 +72,7 @@
 // # Errors and retries
 //
 // Deadlocks (1213) and lock-wait timeouts (1205) are retried with the whole
-// statement or transaction; [IsRetryable] reports them. A broken connection
+// statement or transaction; [dialect.IsRetryable] reports them. A broken connection
 // (mysql.ErrInvalidConn) is re-run once only by idempotent operations
 // (reads, heartbeats, renewals); a write that may have been applied is never
 // re-run, and the error surfaces.

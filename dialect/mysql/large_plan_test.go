@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/dbtest"
-	"github.com/claimlock/claimlock/internal/plantest"
+	"github.com/claimlock/claimlock/internal/testkit/dbtest"
+	"github.com/claimlock/claimlock/internal/testkit/plantest"
 	"github.com/claimlock/claimlock/internal/store"
 )
 

@@ -113,7 +113,7 @@ func init() { errclass.Register(classify) }
 // [Dialect.Binlog].
 func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error) {
 	if db == nil {
-		return nil, fmt.Errorf("%w: mysql: nil *sql.DB", dialect.ErrInvalidConfig)
+		return nil, fmt.Errorf("mysql: %w: nil *sql.DB", dialect.ErrInvalidConfig)
 	}
 	if err := opts.Retry.Validate(); err != nil {
 		return nil, err
@@ -139,7 +139,7 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 		// Every claim, heartbeat and reap is one autocommit statement: with
 		// autocommit off it would stay invisible to other sessions, and
 		// hold its row locks, until the session's next COMMIT.
-		return nil, fmt.Errorf("%w: mysql: the sessions run with autocommit=0, so claims would stay invisible and locked until a later COMMIT; remove autocommit=0 from the DSN or the server's init_connect", dialect.ErrInvalidConfig)
+		return nil, fmt.Errorf("mysql: %w: the sessions run with autocommit=0, so claims would stay invisible and locked until a later COMMIT; remove autocommit=0 from the DSN or the server's init_connect", dialect.ErrInvalidConfig)
 	}
 	d := build(db, v, raw, opts, logger, strings.EqualFold(iso, readCommitted))
 	d.isolationVar, d.isolation = name, iso
@@ -241,7 +241,7 @@ func setIsolationParam(cfg *gomysql.Config, name string) {
 func Open(ctx context.Context, dsn string) (*sql.DB, error) {
 	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("%w: mysql: %v", dialect.ErrInvalidConfig, err)
+		return nil, fmt.Errorf("mysql: %w: %v", dialect.ErrInvalidConfig, err)
 	}
 	cfg, name, err := configure(ctx, cfg)
 	if err != nil {
@@ -306,7 +306,7 @@ func configure(ctx context.Context, cfg *gomysql.Config) (*gomysql.Config, strin
 func openConfig(cfg *gomysql.Config) (*sql.DB, error) {
 	conn, err := gomysql.NewConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: mysql: %v", dialect.ErrInvalidConfig, err)
+		return nil, fmt.Errorf("mysql: %w: %v", dialect.ErrInvalidConfig, err)
 	}
 	return sql.OpenDB(conn), nil
 }

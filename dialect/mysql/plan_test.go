@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/dbtest"
-	"github.com/claimlock/claimlock/internal/dialecttest"
+	"github.com/claimlock/claimlock/internal/testkit/dbtest"
+	"github.com/claimlock/claimlock/internal/testkit/dialecttest"
 	"github.com/claimlock/claimlock/internal/store"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/mysql"
-	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -171,7 +171,7 @@ func reapBehindLiveBatch(t *testing.T, db *sql.DB, d *mysql.Dialect, table strin
 	require.NoError(t, err)
 	defer holder.Rollback() //nolint:errcheck // committed below
 	if v.ackTx {
-		res, err := cs.AckTx(ctx, holder, &store.AckParams{Token: live, IDs: liveIDs, Outcome: store.OutcomeDone})
+		res, err := cs.AckTx(ctx, dialect.SQLTx(holder), &store.AckParams{Token: live, IDs: liveIDs, Outcome: store.OutcomeDone})
 		require.NoError(t, err)
 		require.Empty(t, res.Lost)
 	} else {

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/dbtest"
-	"github.com/claimlock/claimlock/internal/dialecttest"
+	"github.com/claimlock/claimlock/internal/testkit/dbtest"
+	"github.com/claimlock/claimlock/internal/testkit/dialecttest"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -271,7 +271,7 @@ func TestAckTxTakesPgxTx(t *testing.T) {
 		require.NoError(t, err)
 		_, err = tx.Exec(ctx, `INSERT INTO effects VALUES ($1)`, ids[i])
 		require.NoError(t, err)
-		res, err := st.AckTx(ctx, tx, &store.AckParams{Token: tok, IDs: []any{ids[i]}, Outcome: store.OutcomeDone})
+		res, err := st.AckTx(ctx, PgxTx(tx), &store.AckParams{Token: tok, IDs: []any{ids[i]}, Outcome: store.OutcomeDone})
 		require.NoError(t, err)
 		require.Empty(t, res.Lost)
 		if commit {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/postgres"
-	"github.com/claimlock/claimlock/internal/dbtest"
-	"github.com/claimlock/claimlock/internal/dialecttest"
+	"github.com/claimlock/claimlock/internal/testkit/dbtest"
+	"github.com/claimlock/claimlock/internal/testkit/dialecttest"
 )
 
 // TestConformancePool runs the shared suite on the pgx-native fast path.

@@ -137,7 +137,7 @@
 // # Errors
 //
 // Serialization failures (40001), deadlocks (40P01) and lock_not_available
-// (55P03) are retried inside each operation; [IsRetryable] reports them when
+// (55P03) are retried inside each operation; [dialect.IsRetryable] reports them when
 // they surface. Other errors are wrapped, and *pgconn.PgError stays reachable
 // with errors.As.
 package postgres

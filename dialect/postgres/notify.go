@@ -57,7 +57,7 @@ type ListenConfig struct {
 
 func (c *ListenConfig) validate() error {
 	if c.ReconnectMin < 0 || c.ReconnectMax < 0 {
-		return fmt.Errorf("%w: postgres: ListenConfig: negative reconnect backoff", dialect.ErrInvalidConfig)
+		return fmt.Errorf("postgres: %w: ListenConfig: negative reconnect backoff", dialect.ErrInvalidConfig)
 	}
 	if c.ReconnectMin == 0 {
 		c.ReconnectMin = 100 * time.Millisecond
@@ -66,7 +66,7 @@ func (c *ListenConfig) validate() error {
 		c.ReconnectMax = 10 * time.Second
 	}
 	if c.ReconnectMax < c.ReconnectMin {
-		return fmt.Errorf("%w: postgres: ListenConfig: ReconnectMax %v is below ReconnectMin %v", dialect.ErrInvalidConfig, c.ReconnectMax, c.ReconnectMin)
+		return fmt.Errorf("postgres: %w: ListenConfig: ReconnectMax %v is below ReconnectMin %v", dialect.ErrInvalidConfig, c.ReconnectMax, c.ReconnectMin)
 	}
 	return nil
 }
@@ -243,7 +243,7 @@ func (n *notifier) wakeAll() {
 
 // Listen runs the dialect's listener until ctx ends, then returns nil: one
 // dedicated connection that LISTENs on the channels of every claimer of this
-// dialect running [claim.Claimer.Run] (channels are added and dropped as
+// dialect running claim.Claimer.Run (channels are added and dropped as
 // claimers start and stop), and wakes those claimers' idle loops when
 // another process makes rows of their table and scope pending: a release,
 // a retried fail or a reap by claimlock (which sends the notification
@@ -272,10 +272,10 @@ func (d *Dialect) Listen(ctx context.Context, cfg ListenConfig) error {
 		connect = connectConfig(cfg.ConnConfig)
 	}
 	if connect == nil {
-		return fmt.Errorf("%w: postgres: Listen needs a dialect built by New or NewStdlib, or ListenConfig.ConnConfig", dialect.ErrInvalidConfig)
+		return fmt.Errorf("postgres: %w: Listen needs a dialect built by New or NewStdlib, or ListenConfig.ConnConfig", dialect.ErrInvalidConfig)
 	}
 	if !n.running.CompareAndSwap(false, true) {
-		return fmt.Errorf("%w: postgres: Listen is already running for this dialect", dialect.ErrInvalidConfig)
+		return fmt.Errorf("postgres: %w: Listen is already running for this dialect", dialect.ErrInvalidConfig)
 	}
 	defer n.running.Store(false)
 	for attempt := 0; ctx.Err() == nil; attempt++ {
@@ -423,14 +423,14 @@ func NotifyStatement(table dialect.ClaimTable, scopeValues ...any) (string, []an
 		return "", nil, fmt.Errorf("postgres: notify: %w", err)
 	}
 	if len(scopeValues) != len(table.Scope) && len(scopeValues) > 0 {
-		return "", nil, fmt.Errorf("%w: postgres: notify: %d scope value(s) for %d Scope column(s)", dialect.ErrInvalidConfig, len(scopeValues), len(table.Scope))
+		return "", nil, fmt.Errorf("postgres: %w: notify: %d scope value(s) for %d Scope column(s)", dialect.ErrInvalidConfig, len(scopeValues), len(table.Scope))
 	}
 	for i, v := range scopeValues {
 		if err := store.ValidateColumn(fmt.Sprintf("Scope[%d]", i), table.Scope[i]); err != nil {
 			return "", nil, fmt.Errorf("postgres: notify: %w", err)
 		}
 		if v == nil {
-			return "", nil, fmt.Errorf("%w: postgres: notify: scope value %d is nil", dialect.ErrInvalidConfig, i)
+			return "", nil, fmt.Errorf("postgres: %w: notify: scope value %d is nil", dialect.ErrInvalidConfig, i)
 		}
 	}
 	schema, name := store.SplitName(table.Table)

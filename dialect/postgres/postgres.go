@@ -18,6 +18,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/errclass"
+	"github.com/claimlock/claimlock/internal/seal"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -48,7 +49,7 @@ func init() { errclass.Register(classify) }
 // than 9.5 is one wrapping [dialect.ErrNotSupported].
 func New(ctx context.Context, pool *pgxpool.Pool, opts dialect.Options) (*Dialect, error) {
 	if pool == nil {
-		return nil, fmt.Errorf("%w: postgres: nil *pgxpool.Pool", dialect.ErrInvalidConfig)
+		return nil, fmt.Errorf("postgres: %w: nil *pgxpool.Pool", dialect.ErrInvalidConfig)
 	}
 	d, err := newDialect(ctx, pgxPool{pool}, opts)
 	if err != nil {
@@ -65,10 +66,10 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts dialect.Options) (*Dialec
 // arrays that only pgx encodes. It reads the server version once.
 func NewStdlib(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error) {
 	if db == nil {
-		return nil, fmt.Errorf("%w: postgres: nil *sql.DB", dialect.ErrInvalidConfig)
+		return nil, fmt.Errorf("postgres: %w: nil *sql.DB", dialect.ErrInvalidConfig)
 	}
 	if _, ok := db.Driver().(*stdlib.Driver); !ok {
-		return nil, fmt.Errorf("%w: postgres: *sql.DB uses driver %T; open it with pgx's stdlib driver (\"pgx\")", dialect.ErrInvalidConfig, db.Driver())
+		return nil, fmt.Errorf("postgres: %w: *sql.DB uses driver %T; open it with pgx's stdlib driver (\"pgx\")", dialect.ErrInvalidConfig, db.Driver())
 	}
 	d, err := newDialect(ctx, store.ConnDB{DB: db, BeginSQL: []string{"BEGIN ISOLATION LEVEL READ COMMITTED"}}, opts)
 	if err != nil {
@@ -92,7 +93,7 @@ func newDialect(ctx context.Context, h store.DB, opts dialect.Options) (*Dialect
 		return nil, fmt.Errorf("postgres: read server version: %w", err)
 	}
 	if num < MinVersionNum {
-		return nil, fmt.Errorf("%w: postgres: server %s is older than 9.5 (SKIP LOCKED and ON CONFLICT are needed)", dialect.ErrNotSupported, version)
+		return nil, fmt.Errorf("postgres: %w: server %s is older than 9.5 (SKIP LOCKED and ON CONFLICT are needed)", dialect.ErrNotSupported, version)
 	}
 	return build(h, num, version, opts, logger), nil
 }
@@ -224,3 +225,9 @@ func classify(err error) errclass.Class {
 	}
 	return errclass.Other
 }
+
+// PgxTx returns the [dialect.Tx] of a pgx transaction begun on the pool the
+// dialect was made with ([New]), for completing rows in it
+// (claim.AckTx, Batch.AckTx, Batch.FailTx). A *sql.Tx of pgx's stdlib
+// driver goes through [dialect.SQLTx] instead.
+func PgxTx(tx pgx.Tx) dialect.Tx { return seal.NewTx(tx).(dialect.Tx) }

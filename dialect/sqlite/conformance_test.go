@@ -9,8 +9,8 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/sqlite"
-	"github.com/claimlock/claimlock/internal/dbtest"
-	"github.com/claimlock/claimlock/internal/dialecttest"
+	"github.com/claimlock/claimlock/internal/testkit/dbtest"
+	"github.com/claimlock/claimlock/internal/testkit/dialecttest"
 )
 
 func TestConformance(t *testing.T) {

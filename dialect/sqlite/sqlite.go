@@ -60,7 +60,7 @@ func init() { errclass.Register(classify) }
 // deferred and do not wait for writers.
 func Open(path string) (*sql.DB, error) {
 	if path == "" {
-		return nil, fmt.Errorf("%w: sqlite: empty path", dialect.ErrInvalidConfig)
+		return nil, fmt.Errorf("sqlite: %w: empty path", dialect.ErrInvalidConfig)
 	}
 	q := "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
 	memory := path == ":memory:"
@@ -87,7 +87,7 @@ func Open(path string) (*sql.DB, error) {
 // is required for RETURNING) and checks the journal mode and busy timeout.
 func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error) {
 	if db == nil {
-		return nil, fmt.Errorf("%w: sqlite: nil *sql.DB", dialect.ErrInvalidConfig)
+		return nil, fmt.Errorf("sqlite: %w: nil *sql.DB", dialect.ErrInvalidConfig)
 	}
 	if err := opts.Retry.Validate(); err != nil {
 		return nil, err
@@ -101,7 +101,7 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 		return nil, fmt.Errorf("sqlite: read version: %w", err)
 	}
 	if !atLeast(version, 3, 42) {
-		return nil, fmt.Errorf("%w: sqlite: version %s is older than 3.42 (RETURNING and unixepoch('subsec') are needed)", dialect.ErrNotSupported, version)
+		return nil, fmt.Errorf("sqlite: %w: version %s is older than 3.42 (RETURNING and unixepoch('subsec') are needed)", dialect.ErrNotSupported, version)
 	}
 	var mode string
 	var busy int
@@ -111,6 +111,11 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 	if err := db.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&busy); err == nil && busy == 0 {
 		logger.Warn("claimlock: sqlite busy_timeout is 0; concurrent writers will see SQLITE_BUSY at once (open with sqlite.Open or add _pragma=busy_timeout(10000))")
 	}
+	return build(db, version, opts, logger), nil
+}
+
+// build assembles the dialect for a database of the given version.
+func build(db *sql.DB, version string, opts dialect.Options, logger *slog.Logger) *Dialect {
 	d := &Dialect{b: &store.Base{}}
 	d.handle = store.NewHandle(d.b)
 	// Multi-statement operations run in BEGIN IMMEDIATE transactions,
@@ -133,7 +138,7 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 		DDL: store.DDL{Int: "INTEGER", Time: "INTEGER", TimeSeconds: "INTEGER", Text: "TEXT", Serial: "INTEGER PRIMARY KEY AUTOINCREMENT", SerialIsKey: true},
 	}
 	d.b.Claims, d.b.Leases = claimSQL, leaseSQL
-	return d, nil
+	return d
 }
 
 // claimConcurrency is [dialect.Capabilities.ClaimConcurrency] on SQLite: no

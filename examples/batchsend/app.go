@@ -60,8 +60,8 @@ func open(ctx context.Context, o options) (*app, error) {
 			Done: dialect.StatusString("SENT"), Failed: dialect.StatusString("FAILED"),
 		},
 		ScopeValues: []any{o.task}, RequireScope: true,
-		BatchSize: o.batch, MaxAttempts: 5, Logger: a.log,
-		Hooks: claim.Hooks{OnLost: func(n int) { a.lost.Add(int64(n)) }},
+		BatchSize: o.batch, MaxAttempts: 5, Logger: a.log, HeartbeatInterval: o.reapAfter / 4,
+		Observer: claim.ObserverFunc(func(_ context.Context, e claim.Event) { a.lost.Add(int64(e.Lost)) }),
 	}
 	a.claimer, err = claim.New(db.Dialect, a.claims, func(t *target) []any { return []any{&t.OpenID} })
 	if err != nil {
@@ -217,8 +217,8 @@ func (a *app) sendTx(ctx context.Context, b *claim.Batch[target], worker string,
 		db.Q(sendsTable), db.Q("task_id"), db.Q("target_id"), db.Q("worker"), db.Ph(1), db.Ph(2), db.Ph(3)), a.o.task, id, worker); err != nil {
 		return false, err
 	}
-	if err := b.AckTx(ctx, tx, id); err != nil {
-		if errors.Is(err, claim.ErrClaimLost) {
+	if err := b.AckTx(ctx, dialect.SQLTx(tx), id); err != nil {
+		if errors.Is(err, dialect.ErrClaimLost) {
 			return false, nil
 		}
 		return false, err
@@ -252,7 +252,7 @@ func (a *app) worker(ctx context.Context, name string) error {
 func (a *app) claimWorker(ctx context.Context, name string) error {
 	for polls := 0; ctx.Err() == nil; polls++ {
 		lease, err := a.locker.Acquire(ctx, a.o.task)
-		if errors.Is(err, tasklock.ErrNotAcquired) {
+		if errors.Is(err, dialect.ErrLeaseHeld) {
 			if done, err := a.finished(ctx); err != nil || done {
 				return err
 			}
@@ -301,7 +301,7 @@ func (a *app) claimRun(ctx context.Context, lease *tasklock.Lease, name string) 
 			return found, released, nil
 		}
 		found = true
-		stop := b.KeepAlive(ctx, a.o.reapAfter/4)
+		stop := b.KeepAlive(ctx)
 		for _, r := range b.Rows() {
 			if !released && time.Since(start) > a.o.budget {
 				// The story's early release: the next cron run may start
@@ -334,7 +334,7 @@ func (a *app) claimRun(ctx context.Context, lease *tasklock.Lease, name string) 
 			err = b.AckAll(ctx)
 		}
 		stop()
-		if err != nil && !errors.Is(err, claim.ErrClaimLost) {
+		if err != nil && !errors.Is(err, dialect.ErrClaimLost) {
 			return found, released, err
 		}
 		if released {

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
-	"github.com/claimlock/claimlock/tasklock"
 )
 
 // naiveWorker is the old algorithm from the story, kept to show the bug:
@@ -22,7 +22,7 @@ func (a *app) naiveWorker(ctx context.Context, name string) error {
 		db.Q("id"), db.Q(targetTable), db.Q("task_id"), db.Ph(1), db.Q("status"), a.o.batch)
 	for polls := 0; ctx.Err() == nil; polls++ {
 		lease, err := a.locker.Acquire(ctx, a.o.task)
-		if errors.Is(err, tasklock.ErrNotAcquired) {
+		if errors.Is(err, dialect.ErrLeaseHeld) {
 			if done, err := a.finished(ctx); err != nil || done {
 				return err
 			}

@@ -26,7 +26,7 @@ import (
 const (
 	measureCeiling  = "ceiling"             // batched primary-key UPDATE, no library
 	measureBatched  = "claim+ack"           // claim, then one AckAll per batch
-	measureLater    = "claim+ack-later"     // claim, then AckLater per row and one Flush
+	measureLater    = "claim+ack-later"     // claim, then a deferred Ack per row (Config.AckDelay) and one Flush
 	measurePerRow   = "claim+ack-per-row"   // claim, then one Ack statement per row
 	measurePiped    = "claim+ack-pipelined" // claim once, then one AckAllAndClaim per batch
 	measureLarge    = "large"               // claim latency, large vs small table
@@ -228,15 +228,22 @@ func strategySuffix(s string) string {
 	return "/" + s
 }
 
-// config is the claimer configuration of the bench table.
-func (b *bench) config(s dialect.Strategy) claim.Config { return b.configFor(benchTable, s) }
+// config is the claimer configuration of the bench table for measure:
+// acks are deferred (Config.AckDelay) for measureLater only.
+func (b *bench) config(s dialect.Strategy, measure string) claim.Config {
+	cfg := b.configFor(benchTable, s)
+	if measure == measureLater {
+		cfg.AckDelay = time.Second
+	}
+	return cfg
+}
 
 // configFor is the claimer configuration of a bench table.
 func (b *bench) configFor(table string, s dialect.Strategy) claim.Config {
 	return claim.Config{
 		ClaimTable:  dialect.ClaimTable{Table: table, Scope: []string{"task_id"}, Attempts: "attempts"},
 		ScopeValues: []any{benchTask}, BatchSize: b.o.batch, Strategy: s,
-		AckDelay: time.Second, ClaimConcurrency: b.o.claimConc,
+		ClaimConcurrency: b.o.claimConc,
 	}
 }
 
@@ -423,7 +430,7 @@ func (b *bench) claimlockRun(ctx context.Context, measure string, s dialect.Stra
 	if err != nil {
 		return result{}, err
 	}
-	c, err := claim.New[struct{}](b.d, b.config(s), nil)
+	c, err := claim.New[struct{}](b.d, b.config(s, measure), nil)
 	if err != nil {
 		return result{}, err
 	}
@@ -492,7 +499,7 @@ func (b *bench) worker(ctx context.Context, c *claim.Claimer[struct{}], measure 
 		case measureLater:
 			for _, row := range rows {
 				t.drop(row.ID)
-				if err = batch.AckLater(row.ID); err != nil {
+				if err = batch.Ack(ctx, row.ID); err != nil { // deferred: Config.AckDelay
 					break
 				}
 			}

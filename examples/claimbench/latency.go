@@ -49,7 +49,7 @@ func (b *bench) pickup(ctx context.Context, mode string) (result, error) {
 	if _, err := b.fixture(ctx, 0, allTask); err != nil {
 		return r, err
 	}
-	cfg := b.config(dialect.StrategyAuto)
+	cfg := b.config(dialect.StrategyAuto, "")
 	c, err := claim.New[struct{}](b.d, cfg, nil)
 	if err != nil {
 		return r, err

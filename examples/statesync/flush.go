@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -65,7 +65,7 @@ func (a *app) flusher(ctx context.Context, writersDone <-chan struct{}) error {
 				return fmt.Errorf("flush user %v: %w", r.ID, err)
 			}
 			sleep(ctx, a.o.foldDelay)
-			if err := b.Ack(ctx, r.ID); err != nil && !errors.Is(err, claim.ErrClaimLost) {
+			if err := b.Ack(ctx, r.ID); err != nil && !errors.Is(err, dialect.ErrClaimLost) {
 				// A lost claim is harmless here: the fold is its own
 				// transaction, so whoever holds the user now folds
 				// whatever is left.

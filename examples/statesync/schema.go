@@ -65,7 +65,7 @@ func open(ctx context.Context, o options) (*app, error) {
 		},
 		BatchSize: o.batch,
 		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Hooks:     claim.Hooks{OnRequeue: func(n int) { a.requeues.Add(int64(n)) }},
+		Observer:  claim.ObserverFunc(func(_ context.Context, e claim.Event) { a.requeues.Add(int64(e.Requeued)) }),
 	}
 	if o.ack == "blind" {
 		// Without a version column the ack marks a row clean whatever

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 )
@@ -120,7 +121,7 @@ func TestHotContention(t *testing.T) {
 					defer wg.Done()
 					for ctx.Err() == nil && taken.Load() < target {
 						l, err := k.Acquire(ctx, "hot")
-						if errors.Is(err, tasklock.ErrNotAcquired) {
+						if errors.Is(err, dialect.ErrLeaseHeld) {
 							notAcquired.Add(1)
 							time.Sleep(time.Millisecond)
 							continue

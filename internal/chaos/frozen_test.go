@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
@@ -49,7 +50,11 @@ func leaseHolderRole(ctx context.Context, out *emitter) error {
 	}
 	defer d.close()
 	cfg := lockerConfig(envDuration(envTTL, frozenTTL))
-	cfg.Hooks.Renewed = func(any, int64, time.Duration) { out.emit(event{Ev: "renewed"}) }
+	cfg.Observer = tasklock.ObserverFunc(func(_ context.Context, e tasklock.Event) {
+		if e.Op == tasklock.OpRenew && e.Err == nil {
+			out.emit(event{Ev: "renewed"})
+		}
+	})
 	k, err := tasklock.New(d.d, cfg)
 	if err != nil {
 		return err
@@ -63,14 +68,14 @@ func leaseHolderRole(ctx context.Context, out *emitter) error {
 		return err
 	}
 	out.emit(event{Ev: "acquired", Fence: l.Fence(), Owner: l.Owner(), N: n})
-	l.KeepAlive()
+	defer l.KeepAlive(context.Background())()
 	lctx, cancel := l.Context(ctx)
 	defer cancel()
 	<-lctx.Done()
 	cause := context.Cause(lctx)
-	out.emit(event{Ev: "lost", Lost: errors.Is(cause, tasklock.ErrLeaseLost), Err: cause.Error()})
+	out.emit(event{Ev: "lost", Lost: errors.Is(cause, dialect.ErrLeaseLost), Err: cause.Error()})
 	err = l.Renew(ctx)
-	out.emit(event{Ev: "renew", Lost: errors.Is(err, tasklock.ErrLeaseLost), Err: errString(err)})
+	out.emit(event{Ev: "renew", Lost: errors.Is(err, dialect.ErrLeaseLost), Err: errString(err)})
 	// A holder that ignores the loss and writes anyway is stopped by the
 	// fence: the newer holder's write has a larger one.
 	n, err = fencedWrite(ctx, d, l.Fence(), "frozen-late")
@@ -91,6 +96,7 @@ func frozenClaimerRole(ctx context.Context, out *emitter) error {
 	defer d.close()
 	cfg := itemsConfig(envInt(envBatch, frozenRows))
 	cfg.ReapTimeout = frozenTTL // the test's reaper timeout
+	cfg.HeartbeatInterval = envDuration(envHeartbeat, 200*time.Millisecond)
 	c, err := claim.New(d.d, cfg, itemFields)
 	if err != nil {
 		return err
@@ -104,7 +110,7 @@ func frozenClaimerRole(ctx context.Context, out *emitter) error {
 		ids[i] = r.ID.(int64)
 	}
 	out.emit(event{Ev: "claim", Tok: b.Token(), IDs: ids, T: time.Now().UnixNano()})
-	stop := b.KeepAlive(ctx, envDuration(envHeartbeat, 200*time.Millisecond))
+	stop := b.KeepAlive(ctx)
 	defer stop()
 	wctx, cancel := b.Context(ctx)
 	defer cancel()
@@ -115,9 +121,9 @@ func frozenClaimerRole(ctx context.Context, out *emitter) error {
 	stale := b.Err()
 	<-wctx.Done()
 	deadline, _ := b.Deadline()
-	out.emit(event{Ev: "ctx", T: deadline.UnixNano(), OK: stale != nil, Lost: errors.Is(context.Cause(wctx), claim.ErrClaimLost), Err: context.Cause(wctx).Error()})
+	out.emit(event{Ev: "ctx", T: deadline.UnixNano(), OK: stale != nil, Lost: errors.Is(context.Cause(wctx), dialect.ErrClaimLost), Err: context.Cause(wctx).Error()})
 	n, err := b.Heartbeat(ctx)
-	out.emit(event{Ev: "heartbeat", N: n, Lost: errors.Is(err, claim.ErrClaimLost), Err: errString(err)})
+	out.emit(event{Ev: "heartbeat", N: n, Lost: errors.Is(err, dialect.ErrClaimLost), Err: errString(err)})
 	err = b.AckAll(ctx)
 	var le *claim.LostError
 	lost := []int64{}
@@ -126,7 +132,7 @@ func frozenClaimerRole(ctx context.Context, out *emitter) error {
 			lost = append(lost, id.(int64))
 		}
 	}
-	out.emit(event{Ev: "frozenack", Tok: b.Token(), IDs: lost, Lost: errors.Is(err, claim.ErrClaimLost), Err: errString(err)})
+	out.emit(event{Ev: "frozenack", Tok: b.Token(), IDs: lost, Lost: errors.Is(err, dialect.ErrClaimLost), Err: errString(err)})
 	n, err = b.Release(ctx)
 	out.emit(event{Ev: "release", N: n, Err: errString(err)})
 	return nil

@@ -14,9 +14,9 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/dbtest"
+	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 	"github.com/claimlock/claimlock/internal/store"
-	"github.com/claimlock/claimlock/internal/testengine"
+	"github.com/claimlock/claimlock/internal/testkit/testengine"
 )
 
 // Environment variables of this package.
@@ -250,10 +250,10 @@ func insertItems(t *testing.T, d *db, task, n int) {
 }
 
 // stats counts the task's rows by status.
-func stats(ctx context.Context, d *db) (store.Stats, error) {
+func stats(ctx context.Context, d *db) (claim.Stats, error) {
 	c, err := claim.New(d.d, itemsConfig(1), itemFields)
 	if err != nil {
-		return store.Stats{}, err
+		return claim.Stats{}, err
 	}
 	return c.Stats(ctx)
 }
@@ -263,7 +263,7 @@ func stats(ctx context.Context, d *db) (store.Stats, error) {
 func waitDrained(t *testing.T, d *db, limit time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	var last store.Stats
+	var last claim.Stats
 	var lastErr error
 	for time.Since(start) < limit {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -183,7 +183,7 @@ func mustStatus(v any) dialect.Status {
 // [dialect.StatusString] refuses them without panicking, claim.New and
 // zombie.New report the field, and none reaches SQL. Values that are neither
 // strings nor integers cannot be a Status at all except through
-// [dialect.StatusOf], which refuses them the same way.
+// store.StatusOf, which refuses them the same way.
 func hostileStatusTypes(t *testing.T, d *db) {
 	bad := []string{"PEND'ING", "PENDING; --", "", strings.Repeat("P", 65), "NOT SENT", "P\x00", `P"`, "P`"}
 	for _, v := range bad {

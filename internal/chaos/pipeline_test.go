@@ -12,7 +12,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
-	"github.com/claimlock/claimlock/internal/testengine"
+	"github.com/claimlock/claimlock/internal/testkit/testengine"
 )
 
 // TestAckAndClaimUnknownOutcome lets a pipelined ack+claim reach the server
@@ -53,7 +53,7 @@ func TestAckAndClaimUnknownOutcome(t *testing.T) {
 			cs, err := store.OpenClaims(pc.Dialect, spec)
 			require.NoError(t, err)
 			_, piped := cs.(store.AckClaimer)
-			require.True(t, piped, "the cs pipelines ack+claim, so the test does not measure the fallback")
+			require.True(t, piped, "the store pipelines ack+claim, so the test does not measure the fallback")
 
 			b, err := c.Claim(ctx)
 			require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
 )
 
 // workerRole claims batches of the task, "sends" each row by inserting into
@@ -22,12 +23,13 @@ func workerRole(ctx context.Context, out *emitter) error {
 		return err
 	}
 	defer d.close()
-	c, err := claim.New(d.d, itemsConfig(envInt(envBatch, 10)), itemFields)
+	cfg := itemsConfig(envInt(envBatch, 10))
+	cfg.HeartbeatInterval = envDuration(envHeartbeat, 200*time.Millisecond)
+	c, err := claim.New(d.d, cfg, itemFields)
 	if err != nil {
 		return err
 	}
 	delay := envDuration(envSendDelay, 0)
-	hb := envDuration(envHeartbeat, 200*time.Millisecond)
 	ackBatch := os.Getenv(envAckBatch) == "true"
 	txAck := os.Getenv(envTxAck) == "true"
 	for ctx.Err() == nil {
@@ -52,7 +54,7 @@ func workerRole(ctx context.Context, out *emitter) error {
 			ids[i] = r.ID.(int64)
 		}
 		out.emit(event{Ev: "claim", Tok: b.Token(), IDs: ids, T0: t0, T: time.Now().UnixNano()})
-		stop := b.KeepAlive(ctx, hb)
+		stop := b.KeepAlive(ctx)
 		if ackBatch {
 			sendAndAckAll(ctx, d, b, out)
 			stop()
@@ -77,7 +79,7 @@ func workerRole(ctx context.Context, out *emitter) error {
 			switch {
 			case err == nil:
 				out.emit(event{Ev: "ack", Tok: b.Token(), IDs: one, T0: a0, T: time.Now().UnixNano()})
-			case errors.Is(err, claim.ErrClaimLost):
+			case errors.Is(err, dialect.ErrClaimLost):
 				out.emit(event{Ev: "lost", Tok: b.Token(), IDs: one, Err: err.Error()})
 			default:
 				// Unknown outcome (a dropped connection): the row stays
@@ -223,8 +225,8 @@ func sendAndAckTx(ctx context.Context, d *db, b *claim.Batch[item], r claim.Row[
 		return false
 	}
 	a0 := time.Now().UnixNano()
-	err = b.AckTx(ctx, tx, r.ID)
-	if errors.Is(err, claim.ErrClaimLost) {
+	err = b.AckTx(ctx, dialect.SQLTx(tx), r.ID)
+	if errors.Is(err, dialect.ErrClaimLost) {
 		out.emit(event{Ev: "lost", Tok: b.Token(), IDs: one, Err: err.Error()})
 		return false // rolled back: the new owner sends it
 	}

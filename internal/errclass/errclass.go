@@ -27,7 +27,7 @@ const (
 	Serialization
 	// Busy: SQLITE_BUSY and SQLITE_LOCKED.
 	Busy
-	// ReadOnly: a write on a read-only server ([ErrReadOnly]).
+	// ReadOnly: a write on a read-only server (dialect.ErrReadOnly).
 	ReadOnly
 	// Duplicate: a unique key violation.
 	Duplicate

@@ -14,7 +14,7 @@
 //	go run ./internal/mutate -run 'sqlite/'  those whose name matches
 //	go run ./internal/mutate -list           list them, check every snippet
 //
-// The tests need the DSN variables of internal/dbtest for the mutations of
+// The tests need the DSN variables of internal/testkit/dbtest for the mutations of
 // MySQL and PostgreSQL code; a mutation whose variables are unset is
 // UNTESTED. CLAIMLOCK_REQUIRE_DB is cleared for the tests, so an unreachable
 // server skips them (BROKEN: no test ran) rather than failing them (which

@@ -2,7 +2,7 @@
 
 package main
 
-// Environment variables of internal/dbtest that the engines' tests need.
+// Environment variables of internal/testkit/dbtest that the engines' tests need.
 const (
 	envPostgres = "CLAIMLOCK_POSTGRES_DSN"
 	envMySQL    = "CLAIMLOCK_MYSQL_DSN"
@@ -90,7 +90,7 @@ var mutations = []mutation{
 		From: "AND {{.ClaimedAt}} < now() - ({{arg \"timeout\"}}::bigint * interval '1 microsecond')",
 		To:   "AND {{.ClaimedAt}} < now()",
 		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/HeartbeatAndReap", Env: pg},
-	{Name: "core/reap-slack", File: "dialect/internal/core/claims.go",
+	{Name: "core/reap-slack", File: "internal/store/claims.go",
 		From: "timeout := p.Timeout + time.Duration(s.slack.Load())",
 		To:   "timeout := p.Timeout",
 		Pkg:  "./dialect/mysql", Run: "^TestConformance$/SecondPrecision", Env: my},
@@ -106,7 +106,7 @@ var mutations = []mutation{
 		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/SecondPrecision", Env: pg},
 
 	// --- leases: owner checks and the fence.
-	{Name: "core/lease-release-owner", File: "dialect/internal/core/leases.go",
+	{Name: "core/lease-release-owner", File: "internal/store/leases.go",
 		From: "UPDATE {{.Table}} SET {{template \"free\" .}}\nWHERE {{.Key}} = {{arg \"key\"}} AND {{template \"held\" .}}",
 		To:   "UPDATE {{.Table}} SET {{template \"free\" .}}\nWHERE {{.Key}} = {{arg \"key\"}}",
 		Pkg:  "./dialect/sqlite", Run: "^TestConformance$/LeaseKeyed$"},
@@ -120,15 +120,15 @@ var mutations = []mutation{
 		Pkg:  "./dialect/sqlite", Run: "^TestConformance$/LeaseKeyed$"},
 
 	// --- the ack: lost rows reported, parking at MaxAttempts (not after).
-	{Name: "core/ack-lost-returning", File: "dialect/internal/core/ack.go",
+	{Name: "core/ack-lost-returning", File: "internal/store/ack.go",
 		From: "\tres.Lost = missing(got)\n\treturn err\n",
 		To:   "\treturn err\n",
 		Pkg:  "./dialect/sqlite", Run: "^TestConformance$/AckLostAfterReclaim"},
-	{Name: "core/ack-lost-partial", File: "dialect/internal/core/ack.go",
+	{Name: "core/ack-lost-partial", File: "internal/store/ack.go",
 		From: "if err == nil && n != int64(idx.distinct()) {",
 		To:   "if err == nil && n < 0 {",
 		Pkg:  "./dialect/mysql", Run: "^TestConformance$/AckLostAfterReclaim", Env: my},
-	{Name: "core/ack-park-off-by-one", File: "dialect/internal/core/ack.go",
+	{Name: "core/ack-park-off-by-one", File: "internal/store/ack.go",
 		From: "h.attempts >= int64(p.MaxAttempts)",
 		To:   "h.attempts > int64(p.MaxAttempts)",
 		Pkg:  "./dialect/mysql", Run: "^TestConformance$/AckFailAndRetry", Env: my},
@@ -156,24 +156,24 @@ var mutations = []mutation{
 
 	// --- local deadlines measured from the start of the statement that
 	// wrote the database's time, and losses that end the batch.
-	{Name: "claim/heartbeat-deadline-start", File: "claim/batch.go",
-		From: "\tstart := time.Now()\n\tn, err := b.core.store.Heartbeat(ctx, b.token)\n",
-		To:   "\tn, err := b.core.store.Heartbeat(ctx, b.token)\n\tstart := time.Now()\n",
+	{Name: "claim/heartbeat-deadline-start", File: "claim/heartbeat.go",
+		From: "\tstart := time.Now()\n\tn, err := b.core.cs.Heartbeat(ctx, b.token)\n",
+		To:   "\tn, err := b.core.cs.Heartbeat(ctx, b.token)\n\tstart := time.Now()\n",
 		Pkg:  "./claim", Run: "TestLocalDeadlineFromStatementStart"},
-	{Name: "claim/claim-deadline-start", File: "claim/claimer.go",
+	{Name: "claim/claim-deadline-start", File: "claim/claim.go",
 		From: "\t\tclaimed = time.Now()\n\t\treturn run(",
 		To:   "\t\tdefer func() { claimed = time.Now() }()\n\t\treturn run(",
 		Pkg:  "./claim", Run: "TestLocalDeadlineFromStatementStart"},
-	{Name: "claim/heartbeat-partial-loss", File: "claim/batch.go",
+	{Name: "claim/heartbeat-partial-loss", File: "claim/heartbeat.go",
 		From: "\t\tb.end(err)\n\t\treturn n, err\n",
 		To:   "\t\tif n == 0 {\n\t\t\tb.end(err)\n\t\t}\n\t\treturn n, err\n",
 		Pkg:  "./claim", Run: "TestHeartbeatPartialLossEndsBatch/sqlite"},
 	{Name: "tasklock/renew-deadline-start", File: "tasklock/lease.go",
-		From: "\tstart := cfg.Now()\n\tinfo, err := l.k.store.Renew(ctx, l.key, l.Owner(), cfg.TTL)\n",
-		To:   "\tinfo, err := l.k.store.Renew(ctx, l.key, l.Owner(), cfg.TTL)\n\tstart := cfg.Now()\n",
+		From: "\tstart := cfg.Now()\n\tinfo, err := l.k.ls.Renew(ctx, l.key, l.Owner(), cfg.TTL)\n",
+		To:   "\tinfo, err := l.k.ls.Renew(ctx, l.key, l.Owner(), cfg.TTL)\n\tstart := cfg.Now()\n",
 		Pkg:  "./tasklock", Run: "TestLeaseDeadlineFromStatementStart"},
 	{Name: "tasklock/acquire-deadline-start", File: "tasklock/locker.go",
-		From: "\tstart := k.cfg.Now()\n\tinfo, err := k.store.Acquire(ctx, key, owner, k.cfg.TTL)\n",
-		To:   "\tinfo, err := k.store.Acquire(ctx, key, owner, k.cfg.TTL)\n\tstart := k.cfg.Now()\n",
+		From: "\tstart := k.cfg.Now()\n\tinfo, err := k.ls.Acquire(ctx, key, owner, k.cfg.TTL)\n",
+		To:   "\tinfo, err := k.ls.Acquire(ctx, key, owner, k.cfg.TTL)\n\tstart := k.cfg.Now()\n",
 		Pkg:  "./tasklock", Run: "TestLeaseDeadlineFromStatementStart"},
 }

@@ -270,7 +270,7 @@ func (d drain) run(t *testing.T) drainResult {
 	// monitor's pool (which may fail during the fault).
 	mc, err := claim.New(d.monitor.d, cc, noFields)
 	require.NoError(t, err)
-	var last store.Stats
+	var last claim.Stats
 	var lastErr error
 	drained := false
 	for time.Since(start) < d.limit {

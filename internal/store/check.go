@@ -18,18 +18,6 @@ func checkScope(s dialect.ClaimTable, n int) error {
 	return nil
 }
 
-// checkClaim validates the params of [ClaimStore.Claim]. The strategy is
-// the engine's to check.
-func checkClaim(s dialect.ClaimTable, p *ClaimParams) error {
-	if p.Token == "" {
-		return fmt.Errorf("%w: empty claim token", dialect.ErrInvalidConfig)
-	}
-	if p.Limit <= 0 {
-		return fmt.Errorf("%w: claim limit must be positive, got %d", dialect.ErrInvalidConfig, p.Limit)
-	}
-	return checkScope(s, len(p.ScopeValues))
-}
-
 // checkAck validates the params of [ClaimStore.Ack].
 func checkAck(s dialect.ClaimTable, p *AckParams) error {
 	switch {

@@ -96,7 +96,7 @@ type ClaimSQL struct {
 	// Indexes are the recommended indexes' DDL by kind: claim, token,
 	// reap, scope (scoped tables) and sched (tables with RunAt), each
 	// rendered with IndexCols set to the portable definition's columns
-	// ([dialect.ClaimTable.Indexes]), and with Online for the form of
+	// ([Indexes]), and with Online for the form of
 	// [IndexOptions.Online]. An engine leaves the scope index empty
 	// when its claim index serves scoped Stats: it is then neither created
 	// nor reported missing.
@@ -147,6 +147,8 @@ type Claims struct {
 	E     *Engine
 	Spec  dialect.ClaimTable
 	Names Names
+	// rendered are the statements rendered for the store, in order.
+	rendered []Rendered
 
 	claim, claimSkip, readBack, readKeys Stmt
 	keyed                                [2]keyStmts // [Names.KeyHint]: see key()
@@ -259,7 +261,7 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 		return nil, fmt.Errorf("%w: TextTimes: only SQLite keeps times as text; %s has time types", dialect.ErrInvalidConfig, e.Name)
 	}
 	s := &Claims{E: e, Spec: spec, Names: e.claimNames(spec)}
-	r := &renderer{e: e, n: s.Names}
+	r := &renderer{e: e, n: s.Names, out: &s.rendered}
 	t := func(src string) string {
 		if src == "" {
 			return ""
@@ -335,7 +337,7 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 			continue
 		}
 		for scoped := range 2 {
-			s.list[set][scoped] = r.stmt("list", t(sqls.List), func(n *Names) { n.Set, n.Scoped = set, scoped == 1 })
+			s.list[set][scoped] = r.stmt([]string{"list failed", "list processing", "list scheduled"}[set], t(sqls.List), func(n *Names) { n.Set, n.Scoped = set, scoped == 1 })
 		}
 	}
 	s.stats[0] = r.stmt("stats", t(sqls.Stats), nil)
@@ -357,10 +359,10 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 			name = e.Quote(schema) + "." + name
 		}
 		for online := range 2 {
-			s.indexes[online][i] = r.stmt("index", t(sqls.Indexes[kind]), func(n *Names) {
+			s.indexes[online][i] = r.stmt("index "+ix.Name, t(sqls.Indexes[kind]), func(n *Names) {
 				n.IndexCols, n.Online = joinCols(cols), online == 1
 			})
-			s.dropIndexes[online][i] = r.stmt("drop index", t(sqls.DropIndex), func(n *Names) {
+			s.dropIndexes[online][i] = r.stmt("drop index "+ix.Name, t(sqls.DropIndex), func(n *Names) {
 				n.IndexName, n.Online = name, online == 1
 			})
 		}
@@ -666,6 +668,18 @@ func (s *Claims) Statements() map[string]string {
 	return m
 }
 
+// Render renders one of the engine's own templates for the store, with vary
+// adjusting the variant flags: for the statements of a [Claimer] override.
+// The statement is listed by [Claims.Rendered].
+func (s *Claims) Render(name, src string, vary func(*Names)) (Stmt, error) {
+	r := &renderer{e: s.E, n: s.Names, out: &s.rendered}
+	return r.render(name, src, vary)
+}
+
+// Rendered returns every statement rendered for the store, in the order
+// they were rendered: for the golden files.
+func (s *Claims) Rendered() []Rendered { return s.rendered }
+
 // Bind returns the statement Statements calls name, with its arguments
 // taken from a in the order of its placeholders: for EXPLAIN checks. ok is
 // false when the store has no such statement.
@@ -709,4 +723,16 @@ func (s *Claims) named() map[string]Stmt {
 		}
 	}
 	return m
+}
+
+// checkClaim validates the params of [ClaimStore.Claim]. The strategy is
+// the engine's to check.
+func checkClaim(s dialect.ClaimTable, p *ClaimParams) error {
+	if p.Token == "" {
+		return fmt.Errorf("%w: empty claim token", dialect.ErrInvalidConfig)
+	}
+	if p.Limit <= 0 {
+		return fmt.Errorf("%w: claim limit must be positive, got %d", dialect.ErrInvalidConfig, p.Limit)
+	}
+	return checkScope(s, len(p.ScopeValues))
 }

@@ -165,6 +165,9 @@ type Stats struct {
 // changes rows runs in READ COMMITTED where the engine has isolation levels,
 // and retries deadlocks and serialization failures internally.
 type ClaimStore interface {
+	// IndexDDLer builds the recommended indexes online.
+	IndexDDLer
+
 	// Claim marks up to p.Limit pending rows in scope as processing under
 	// p.Token (incrementing Attempts, if configured), ordered by the key,
 	// and calls scan once per claimed row with the columns: key, version
@@ -196,11 +199,7 @@ type ClaimStore interface {
 	// SQLite, begin the transaction as a write (BEGIN IMMEDIATE: what
 	// sqlite.Open's handle does, or _txlock=immediate in a DSN of one's
 	// own) or it may fail with SQLITE_BUSY.
-	AckTx(ctx context.Context, tx any, p *AckParams) (AckResult, error)
-
-	// ReleaseTx is Release of the ids rows inside the caller's
-	// transaction tx (see AckTx).
-	ReleaseTx(ctx context.Context, tx any, token string, ids []any) (int64, error)
+	AckTx(ctx context.Context, tx dialect.Tx, p *AckParams) (AckResult, error)
 
 	// Read calls scan for each row token holds (only those of ids when ids
 	// is not nil), in key order, with the columns a claim returns, and
@@ -263,7 +262,7 @@ type ClaimStore interface {
 	Stats(ctx context.Context, scopeValues []any) (Stats, error)
 
 	// IndexDDL returns the CREATE INDEX statements recommended for this
-	// table ([dialect.ClaimTable.Indexes]): the claim index, the token index, the
+	// table ([Indexes]): the claim index, the token index, the
 	// reaper's (status, claimed_at) index and, for a scoped table on the
 	// engines that use it, the scope index (scope..., status, claimed_at).
 	// They block writes to the table while they build: for a table in use,

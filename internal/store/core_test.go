@@ -327,6 +327,24 @@ func TestStatementArguments(t *testing.T) {
 	require.Error(t, err, "a template naming a missing field is refused when the store is built")
 }
 
+// A placeholder name that is not one of Args' fails when the store is
+// built (claim.New, tasklock.New), not when the statement first runs.
+func TestPlaceholderTypoFailsAtBuild(t *testing.T) {
+	t.Parallel()
+	_, err := Dialect{}.render("heartbeat", `UPDATE t SET a = 1 WHERE token = {{arg "tokn"}}`, Names{}, false)
+	require.ErrorContains(t, err, `unknown placeholder name "tokn"`)
+	_, err = Dialect{}.render("x", `SELECT {{arg "scope"}}, {{arg "scope01"}}`, Names{}, false)
+	require.ErrorContains(t, err, `unknown placeholder name "scope"`)
+
+	spec := dialect.ClaimTable{Table: "jobs"}.WithDefaults()
+	_, err = NewClaims(fakeEngine(&fakeDB{}, true), ClaimSQL{Heartbeat: `UPDATE {{.Table}} SET {{.ClaimedAt}} = now() WHERE {{.Token}} = {{arg "tokn"}}`}, spec, nil)
+	require.ErrorContains(t, err, `statement heartbeat`)
+	require.ErrorContains(t, err, `unknown placeholder name "tokn"`)
+	_, err = NewLeases(fakeEngine(&fakeDB{}, true), LeaseSQL{Renew: `UPDATE {{.Table}} SET {{.LockedAt}} = now() WHERE {{.Owner}} = {{arg "ownr"}}`},
+		dialect.LeaseTable{Table: "l", Key: "k", Owner: "o", LockedAt: "at"})
+	require.ErrorContains(t, err, `unknown placeholder name "ownr"`)
+}
+
 // The store's param checks apply the claim table's one MaxAttempts rule.
 func TestParamChecksApplyTheMaxAttemptsRule(t *testing.T) {
 	t.Parallel()

@@ -1,16 +1,18 @@
-// Package core is claimlock's engine-neutral store: everything about running
-// claim and lease operations that is not SQL. It validates parameters, runs
-// statements under the shared retry policy, opens and rolls back
-// transactions, turns results into lost / requeued / parked keys, checks
-// schemas and indexes against the catalog, and wraps errors once.
+// Package store is claimlock's engine-neutral store: everything about
+// running claim and lease operations that is not SQL, and the contract the
+// engine packages implement (the dialect package doc says why it is
+// internal). It validates parameters, runs statements under the shared
+// retry policy, opens and rolls back transactions, turns results into lost
+// / requeued / parked keys, checks schemas and indexes against the catalog,
+// and wraps errors once.
 //
 // An engine package (dialect/mysql, dialect/postgres, dialect/sqlite)
 // supplies an [Engine]: a handle to run statements on ([DB]), its error
 // classifier, its placeholder style, and its statements as text/template
-// sources ([ClaimSQL], [LeaseSQL]) rendered once when a store is built. Only
-// where an engine's protocol truly differs does it override a step (MySQL's
-// claim without RETURNING, SQLite's immediate transactions through its
-// [DB]).
+// sources ([ClaimSQL], [LeaseSQL]) rendered once when a store is built,
+// placeholder names checked then (see [Stmt]). Only where an engine's
+// protocol truly differs does it override a step (MySQL's claim without
+// RETURNING, SQLite's immediate transactions through its [DB]).
 //
 // This package is not for users: its API changes whenever the engines need
 // it to.
@@ -18,8 +20,6 @@ package store
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -28,7 +28,7 @@ import (
 )
 
 // Rows is the part of a result set the store reads (pgx.Rows and *sql.Rows
-// both fit, the latter through [SQLDB]).
+// both fit, the latter through [ConnDB]).
 type Rows interface {
 	Next() bool
 	Scan(dest ...any) error
@@ -151,157 +151,4 @@ func SplitName(name string) (schema, table string) {
 		}
 	}
 	return "", name
-}
-
-// classErr marks an engine error with its class, so that errors.Is finds
-// [dialect.ErrRetryable] for the retryable ones, while errors.As still
-// reaches the driver's error.
-type classErr struct {
-	class errclass.Class
-	err   error
-}
-
-func (e *classErr) Error() string              { return e.err.Error() }
-func (e *classErr) ErrorClass() errclass.Class { return e.class }
-func (e *classErr) Unwrap() error              { return e.err }
-func (e *classErr) Is(target error) bool {
-	return target == dialect.ErrRetryable && e.class.Retryable() ||
-		target == dialect.ErrReadOnly && e.class == errclass.ReadOnly
-}
-
-// interpret classifies err once; errors that are already classified or
-// belong to the library pass through.
-func (e *Engine) interpret(err error) error {
-	if err == nil {
-		return nil
-	}
-	var ce *classErr
-	if errors.As(err, &ce) {
-		return err
-	}
-	if c := e.Classify(err); c != errclass.Other {
-		return &classErr{class: c, err: err}
-	}
-	return err
-}
-
-// ClassOf returns the class of an error returned by this store's operations.
-func ClassOf(err error) errclass.Class {
-	var ce *classErr
-	if errors.As(err, &ce) {
-		return ce.class
-	}
-	return errclass.Other
-}
-
-// Do runs fn under the retrier: retryable conflicts re-run the whole of fn.
-// An idempotent fn (one whose re-run does no harm and reports the same
-// thing) is also re-run once after a broken connection; a write that may
-// have been applied never is.
-//
-// A write (not idempotent) that fails with a broken connection, or because
-// ctx ended while it ran, may have taken effect: its error wraps
-// [dialect.ErrOutcomeUnknown].
-func (e *Engine) Do(ctx context.Context, op string, idempotent bool, fn func() error) error {
-	connRetried := false
-	return e.Retry.Do(ctx, op, func() error {
-		live := ctx.Err() == nil
-		err := e.interpret(fn())
-		if idempotent && !connRetried && ClassOf(err) == errclass.Connection && ctx.Err() == nil {
-			connRetried = true
-			err = e.interpret(fn())
-		}
-		if !idempotent && live && err != nil && !errors.Is(err, dialect.ErrOutcomeUnknown) &&
-			(ClassOf(err) == errclass.Connection || ctx.Err() != nil && isContextErr(err)) {
-			err = &unknownErr{err}
-		}
-		return err
-	})
-}
-
-// isContextErr reports an error caused by a context's end.
-func isContextErr(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
-
-// unknownErr marks a write of unknown outcome; the cause stays reachable.
-type unknownErr struct{ err error }
-
-func (e *unknownErr) Error() string        { return "outcome unknown: " + e.err.Error() }
-func (e *unknownErr) Unwrap() error        { return e.err }
-func (e *unknownErr) Is(target error) bool { return target == dialect.ErrOutcomeUnknown }
-
-// InTx runs fn in a transaction from [DB.Begin], committing when fn returns
-// nil and rolling back otherwise. The rollback does not use the caller's
-// context, so a cancelled context never leaves a connection inside the
-// transaction; a rollback that fails closes the connection.
-func (e *Engine) InTx(ctx context.Context, fn func(Querier) error) (err error) {
-	tx, err := e.DB.Begin(ctx)
-	if err != nil {
-		return e.interpret(err)
-	}
-	defer func() {
-		if err != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			_ = tx.Rollback(rctx)
-		}
-	}()
-	if err := fn(tx); err != nil {
-		return e.interpret(err)
-	}
-	if err := e.interpret(tx.Commit(ctx)); err != nil {
-		// Only a refusal the engine names (a deadlock or serialization
-		// failure at COMMIT) says the transaction did not commit; anything
-		// else may have come after the commit was applied.
-		if c := ClassOf(err); c == errclass.Other || c == errclass.Connection {
-			return &unknownErr{err}
-		}
-		return err
-	}
-	return nil
-}
-
-// Exec runs one statement and returns its affected rows.
-func Exec(ctx context.Context, q Querier, d Dialect, st Stmt, a *Args) (int64, error) {
-	sqlText, args := st.Bind(d, a)
-	return q.Exec(ctx, sqlText, args...)
-}
-
-// Query runs one statement and calls fn for each row.
-func Query(ctx context.Context, q Querier, d Dialect, st Stmt, a *Args, fn func(Rows) error) error {
-	sqlText, args := st.Bind(d, a)
-	r, err := q.Query(ctx, sqlText, args...)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	for r.Next() {
-		if err := fn(r); err != nil {
-			return err
-		}
-	}
-	return r.Err()
-}
-
-// QueryRow runs one statement and scans its first row into dest, reporting
-// whether there was one. It never returns a "no rows" error.
-func QueryRow(ctx context.Context, q Querier, d Dialect, st Stmt, a *Args, dest ...any) (bool, error) {
-	found := false
-	err := Query(ctx, q, d, st, a, func(r Rows) error {
-		if found {
-			return nil
-		}
-		found = true
-		return r.Scan(dest...)
-	})
-	return found, err
-}
-
-// wrap prefixes an error with the operation once.
-func wrap(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%s: %w", op, err)
 }

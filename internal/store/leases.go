@@ -99,6 +99,8 @@ WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
 type Leases struct {
 	e    *Engine
 	spec dialect.LeaseTable
+	// rendered are the statements rendered for the store, in order.
+	rendered []Rendered
 
 	acquire, insert, readBack, renew, release, force, inspect, reap, finish, columns Stmt
 	held                                                                             Stmt
@@ -132,14 +134,14 @@ func NewLeases(e *Engine, sqls LeaseSQL, spec dialect.LeaseTable) (*Leases, erro
 		ExpiresAt: q(spec.ExpiresAt), Fence: q(spec.Fence), TaskStatus: q(spec.Status), TextKey: spec.KeyKind == dialect.IDText,
 		TextTimes: spec.TextTimes,
 	}
-	r := &renderer{e: e, n: n}
+	l := &Leases{e: e, spec: spec, stamped: spec.Owner == ""}
+	r := &renderer{e: e, n: n, out: &l.rendered}
 	t := func(src string) string {
 		if src == "" {
 			return ""
 		}
 		return sqls.Common + src
 	}
-	l := &Leases{e: e, spec: spec, stamped: spec.Owner == ""}
 	for _, g := range []struct {
 		dst *string
 		src string
@@ -550,6 +552,10 @@ func (l *Leases) Statements() map[string]string {
 	}
 	return m
 }
+
+// Rendered returns every statement rendered for the store, in the order
+// they were rendered: for the golden files.
+func (l *Leases) Rendered() []Rendered { return l.rendered }
 
 // Bind returns the statement Statements calls name, with its arguments
 // taken from a in the order of its placeholders: for EXPLAIN checks. ok is

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/claimlock/claimlock/dialect"
 )
@@ -106,32 +107,74 @@ func (e *Engine) claimNames(t dialect.ClaimTable) Names {
 	return n
 }
 
-// Render renders one of the engine's own templates against the names, with
-// vary adjusting the variant flags. Engines use it for the statements of
-// their overrides; errors are programming errors in a template.
-func (e *Engine) Render(name, src string, n Names, vary func(*Names)) (Stmt, error) {
-	if vary != nil {
-		vary(&n)
-	}
-	st, err := e.Dialect.render(name, src, n, n.TextKey)
-	if err != nil {
-		return Stmt{}, fmt.Errorf("%s: %w", e.Name, err)
-	}
-	return st, nil
+// Rendered is one statement a store rendered: its name with the variant
+// it was rendered for, its SQL text and its placeholders' names in order.
+// The engines' golden files list them.
+type Rendered struct {
+	Name string
+	SQL  string
+	Args []string
 }
 
-// renderer collects the first error of a series of renders.
+// variant describes the variant flags of n that are set, for the name of a
+// rendered statement.
+func variant(n Names) string {
+	var parts []string
+	flag := func(on bool, name string) {
+		if on {
+			parts = append(parts, name)
+		}
+	}
+	flag(n.Scoped, "scoped")
+	flag(n.Park, "park")
+	flag(n.Below, "below")
+	flag(n.ByKeys, "by keys")
+	flag(n.KeyHint, "key hint")
+	flag(n.Undo, "undo")
+	flag(n.ParkAt, "park at max")
+	flag(n.Target != "", "to "+n.Target)
+	flag(n.Snooze, "snooze")
+	flag(n.Reset, "reset")
+	flag(n.Hint, "force index")
+	flag(n.From, "from cursor")
+	flag(n.Pipelined, "pipelined")
+	flag(n.Online, "online")
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// renderer renders a store's statements against its names, recording each
+// in out, and collects the first error.
 type renderer struct {
 	e   *Engine
 	n   Names
+	out *[]Rendered
 	err error
 }
 
+// render renders one template, with vary adjusting the variant flags.
+func (r *renderer) render(name, src string, vary func(*Names)) (Stmt, error) {
+	n := r.n
+	if vary != nil {
+		vary(&n)
+	}
+	st, err := r.e.Dialect.render(name, src, n, n.TextKey)
+	if err != nil {
+		return Stmt{}, fmt.Errorf("%s: %w", r.e.Name, err)
+	}
+	*r.out = append(*r.out, Rendered{Name: name + variant(n), SQL: st.SQL, Args: st.names})
+	return st, nil
+}
+
+// stmt renders one template unless an earlier one failed or src is empty
+// (the engine has no such statement).
 func (r *renderer) stmt(name, src string, vary func(*Names)) Stmt {
 	if r.err != nil || src == "" {
 		return Stmt{}
 	}
-	st, err := r.e.Render(name, src, r.n, vary)
+	st, err := r.render(name, src, vary)
 	if err != nil {
 		r.err = err
 	}

@@ -9,21 +9,26 @@ import (
 )
 
 // A Stmt is one statement rendered from an engine's template: its SQL text
-// with the engine's placeholders, and the names of the values those
-// placeholders take, in order. Engines write values as {{arg "name"}} (and
-// the scope conditions and key lists through {{scope}} and {{keys}}), so
-// the order of a statement's arguments is read from its text and can never
-// disagree with it.
+// with the engine's placeholders, and what each placeholder takes, in
+// order. Engines write values as {{arg "name"}} (and the scope conditions
+// and key lists through {{scope}} and {{keys}}), so the order of a
+// statement's arguments is read from its text and can never disagree with
+// it; a name that is not one of [Args]' fails the render, so a typo fails
+// when the store is built, not when the statement first runs.
 type Stmt struct {
-	SQL  string
-	args []string
+	SQL string
+	// names are the placeholders' names, in order (for the golden files).
+	names []string
+	// binds take each placeholder's value from a call's Args; nil for an
+	// expanded key list.
+	binds []binder
 	// expand is true when the key list is rendered as one placeholder per
 	// key (keysMarker) rather than one array value.
 	expand bool
 }
 
 // Args are the values a statement may take, by the names engines use in
-// their templates.
+// their templates (see binders).
 type Args struct {
 	Token       string        // "token"
 	AckToken    string        // "ack_token": the ack's token in an ack+claim statement
@@ -39,7 +44,7 @@ type Args struct {
 	Status      any           // "status": a status value
 	Key         any           // "key" (a lease key)
 	From        int64         // "from" (a key cursor)
-	Scope       []any         // {{scope}}
+	Scope       []any         // {{scope}}: "scope0", "scope1", ...
 	Keys        []any         // {{keys}}: normalised keys
 	Versions    []int64       // "versions" (array engines only)
 	Schema      any           // "schema": a schema name, or nil for the current one
@@ -48,6 +53,47 @@ type Args struct {
 	Delay       time.Duration // "delay", in the engine's time unit (0 stays 0)
 	Error       string        // "error": a failure's text ("" binds NULL)
 }
+
+// binder takes one placeholder's value from a call's Args; u is the
+// engine's time unit.
+type binder func(u Unit, a *Args) any
+
+// binders are the names {{arg "name"}} accepts, and how each takes its
+// value. {{scope}} and {{keys}} bind "scopeN" and "keys" themselves.
+var binders = map[string]binder{
+	"token":        func(_ Unit, a *Args) any { return a.Token },
+	"ack_token":    func(_ Unit, a *Args) any { return a.AckToken },
+	"owner":        func(_ Unit, a *Args) any { return a.Owner },
+	"limit":        func(_ Unit, a *Args) any { return int64(a.Limit) },
+	"max_attempts": func(_ Unit, a *Args) any { return int64(a.MaxAttempts) },
+	"below":        func(_ Unit, a *Args) any { return a.Below },
+	"timeout":      func(u Unit, a *Args) any { return u.convert(a.Timeout) },
+	"older":        func(u Unit, a *Args) any { return u.ceil(a.Timeout) },
+	"ttl":          func(u Unit, a *Args) any { return u.convert(a.TTL) },
+	"slack":        func(u Unit, a *Args) any { return u.ceil(a.Slack) },
+	"delay":        func(u Unit, a *Args) any { return u.ceil(a.Delay) },
+	"stamp":        func(_ Unit, a *Args) any { return a.Stamp },
+	"hold":         func(u Unit, a *Args) any { return u.epoch(a.Hold) },
+	"status":       func(_ Unit, a *Args) any { return a.Status },
+	"key":          func(_ Unit, a *Args) any { return a.Key },
+	"from":         func(_ Unit, a *Args) any { return a.From },
+	"versions":     func(_ Unit, a *Args) any { return a.Versions },
+	"schema":       func(_ Unit, a *Args) any { return a.Schema },
+	"table":        func(_ Unit, a *Args) any { return a.Table },
+	"index":        func(_ Unit, a *Args) any { return a.Index },
+	"error": func(_ Unit, a *Args) any {
+		if a.Error == "" {
+			return nil
+		}
+		return a.Error
+	},
+}
+
+// scopeBinder binds the i-th scope value.
+func scopeBinder(i int) binder { return func(_ Unit, a *Args) any { return a.Scope[i] } }
+
+// keysBinder binds a key list as one typed array.
+func keysBinder(_ Unit, a *Args) any { return typedKeys(a.Keys) }
 
 // keysMarker stands in a rendered statement for the placeholders of an
 // expanded key list; Bind replaces it with as many placeholders as keys.
@@ -108,23 +154,33 @@ type Dialect struct {
 }
 
 // render executes one engine template with data and returns the statement.
-// textKeys selects the text-array form of {{keys}}.
+// textKeys selects the text-array form of {{keys}}. A placeholder name that
+// is not in binders fails the render.
 func (d Dialect) render(name, src string, data any, textKeys bool) (Stmt, error) {
 	var st Stmt
-	ph := func(arg string) string {
-		st.args = append(st.args, arg)
+	ph := func(arg string, b binder) string {
+		st.names = append(st.names, arg)
+		st.binds = append(st.binds, b)
 		if d.Dollar {
-			return "$" + strconv.Itoa(len(st.args))
+			return "$" + strconv.Itoa(len(st.names))
 		}
 		return "?"
 	}
 	funcs := template.FuncMap{
-		"arg": ph,
+		"arg": func(arg string) (string, error) {
+			if b, ok := binders[arg]; ok {
+				return ph(arg, b), nil
+			}
+			if i, err := strconv.Atoi(strings.TrimPrefix(arg, "scope")); err == nil && i >= 0 && "scope"+strconv.Itoa(i) == arg {
+				return ph(arg, scopeBinder(i)), nil // a scope value, for a template that writes its own scope condition
+			}
+			return "", fmt.Errorf("unknown placeholder name %q", arg)
+		},
 		// scope renders " AND a = ? AND b = ?" for the quoted scope columns.
 		"scope": func(cols []string) string {
 			var b strings.Builder
 			for i, c := range cols {
-				fmt.Fprintf(&b, " AND %s = %s", c, ph("scope"+strconv.Itoa(i)))
+				fmt.Fprintf(&b, " AND %s = %s", c, ph("scope"+strconv.Itoa(i), scopeBinder(i)))
 			}
 			return b.String()
 		},
@@ -136,9 +192,10 @@ func (d Dialect) render(name, src string, data any, textKeys bool) (Stmt, error)
 				if textKeys {
 					f = d.KeysTextArray
 				}
-				return fmt.Sprintf(f, ph("keys"))
+				return fmt.Sprintf(f, ph("keys", keysBinder))
 			}
-			st.args = append(st.args, "keys")
+			st.names = append(st.names, "keys")
+			st.binds = append(st.binds, nil)
 			st.expand = true
 			return "IN (" + keysMarker + ")"
 		},
@@ -159,97 +216,5 @@ func (d Dialect) render(name, src string, data any, textKeys bool) (Stmt, error)
 	return st, nil
 }
 
-// Bind returns the statement's SQL and its arguments taken from a, in the
-// order of its placeholders.
-func (s Stmt) Bind(d Dialect, a *Args) (string, []any) {
-	q := s.SQL
-	out := make([]any, 0, len(s.args)+len(a.Keys))
-	for _, name := range s.args {
-		switch name {
-		case "token":
-			out = append(out, a.Token)
-		case "ack_token":
-			out = append(out, a.AckToken)
-		case "owner":
-			out = append(out, a.Owner)
-		case "limit":
-			out = append(out, int64(a.Limit))
-		case "max_attempts":
-			out = append(out, int64(a.MaxAttempts))
-		case "below":
-			out = append(out, a.Below)
-		case "timeout":
-			out = append(out, d.TimeUnit.convert(a.Timeout))
-		case "ttl":
-			out = append(out, d.TimeUnit.convert(a.TTL))
-		case "stamp":
-			out = append(out, a.Stamp)
-		case "hold":
-			out = append(out, d.TimeUnit.epoch(a.Hold))
-		case "status":
-			out = append(out, a.Status)
-		case "slack":
-			out = append(out, d.TimeUnit.ceil(a.Slack))
-		case "key":
-			out = append(out, a.Key)
-		case "from":
-			out = append(out, a.From)
-		case "versions":
-			out = append(out, a.Versions)
-		case "schema":
-			out = append(out, a.Schema)
-		case "table":
-			out = append(out, a.Table)
-		case "index":
-			out = append(out, a.Index)
-		case "delay":
-			out = append(out, d.TimeUnit.ceil(a.Delay))
-		case "older":
-			out = append(out, d.TimeUnit.ceil(a.Timeout))
-		case "error":
-			if a.Error == "" {
-				out = append(out, nil)
-			} else {
-				out = append(out, a.Error)
-			}
-		case "keys":
-			if s.expand {
-				out = append(out, a.Keys...)
-				q = strings.Replace(q, keysMarker, placeholders(len(a.Keys)), 1)
-			} else {
-				out = append(out, typedKeys(a.Keys))
-			}
-		default: // scopeN
-			i, _ := strconv.Atoi(strings.TrimPrefix(name, "scope"))
-			out = append(out, a.Scope[i])
-		}
-	}
-	return q, out
-}
-
-// placeholders renders n question marks separated by commas.
-func placeholders(n int) string {
-	if n == 0 {
-		return "NULL" // IN (NULL) matches nothing
-	}
-	return strings.Repeat("?, ", n-1) + "?"
-}
-
-// typedKeys turns normalised keys into one typed slice, []int64 or
-// []string, for engines that take a key list as an array.
-func typedKeys(keys []any) any {
-	if len(keys) > 0 {
-		if _, ok := keys[0].(string); ok {
-			out := make([]string, len(keys))
-			for i, k := range keys {
-				out[i] = k.(string)
-			}
-			return out
-		}
-	}
-	out := make([]int64, len(keys))
-	for i, k := range keys {
-		out[i] = k.(int64)
-	}
-	return out
-}
+// Names returns the names of the statement's placeholders, in order.
+func (s Stmt) Names() []string { return s.names }

@@ -84,7 +84,7 @@ func (d TableDef) Validate() error {
 
 // LeaseTableDef is the library-managed key table for keyed leases: a text
 // key of keyLen bytes (0 means 255), owner, lock_at, expires_at and fence.
-// Pass it to [dialect.Dialect.CreateTableDDL]; [KeyedLeaseTable] describes it.
+// Pass it to [CreateTableDDL]; [KeyedLeaseTable] describes it.
 func LeaseTableDef(table string, keyLen int) TableDef {
 	if keyLen == 0 {
 		keyLen = 255
@@ -264,7 +264,7 @@ type IndexOptions struct {
 	//   - PostgreSQL: CREATE INDEX CONCURRENTLY. It cannot run inside a
 	//     transaction block: a migration tool must run such statements
 	//     outside one (goose: a "-- +goose NO TRANSACTION" file), and
-	//     [dialect.Dialect.ExecDDL] does. It waits for the transactions that may
+	//     [ExecDDL] does. It waits for the transactions that may
 	//     write the table to end, twice, and reads the table twice. A build
 	//     that fails or is interrupted leaves an INVALID index, which no
 	//     query uses and which CREATE INDEX ... IF NOT EXISTS then skips:

@@ -9,7 +9,11 @@ import (
 )
 
 // callerTx adapts the caller's transaction, or refuses its type.
-func (e *Engine) callerTx(tx any) (Querier, error) {
+func (e *Engine) callerTx(t dialect.Tx) (Querier, error) {
+	tx, err := TxOf(t)
+	if err != nil {
+		return nil, err
+	}
 	if e.CallerTx != nil {
 		if q, ok := e.CallerTx(tx); ok {
 			return q, nil
@@ -50,7 +54,7 @@ func (t sqlTx) Query(ctx context.Context, q string, args ...any) (Rows, error) {
 // caller runs again) and never commits or rolls back. On an engine without
 // RETURNING it decides row by row (lock, decide, update), since the
 // all-or-nothing shortcut of Ack would need a transaction of its own.
-func (s *Claims) AckTx(ctx context.Context, tx any, p *AckParams) (AckResult, error) {
+func (s *Claims) AckTx(ctx context.Context, tx dialect.Tx, p *AckParams) (AckResult, error) {
 	var res AckResult
 	q, err := s.E.callerTx(tx)
 	if err != nil {
@@ -80,25 +84,4 @@ func (s *Claims) AckTx(ctx context.Context, tx any, p *AckParams) (AckResult, er
 		return AckResult{}, wrap("ack", s.E.interpret(err))
 	}
 	return res, nil
-}
-
-// ReleaseTx implements [ClaimStore]: [Claims.Release] of the ids
-// rows inside the caller's transaction.
-func (s *Claims) ReleaseTx(ctx context.Context, tx any, token string, ids []any) (int64, error) {
-	q, err := s.E.callerTx(tx)
-	if err != nil {
-		return 0, wrap("release", err)
-	}
-	if token == "" {
-		return 0, fmt.Errorf("%w: release: empty token", dialect.ErrInvalidConfig)
-	}
-	if len(ids) == 0 {
-		return 0, nil
-	}
-	keys, err := normalizeKeys(s.Spec.IDKind, ids)
-	if err != nil {
-		return 0, wrap("release", err)
-	}
-	n, err := Exec(ctx, q, s.E.Dialect, s.key().releaseKeys, &Args{Token: token, Keys: keys})
-	return n, wrap("release", s.E.interpret(err))
 }

@@ -1,0 +1,254 @@
+package claim
+
+import (
+	"context"
+	"time"
+
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/observe"
+	"github.com/claimlock/claimlock/internal/store"
+)
+
+// Observer receives an [Event] after each operation of a claimer. It is
+// called synchronously on the goroutine doing the work (for a deferred
+// ack's background write, on the batch's timer goroutine), so it must be
+// cheap and safe for concurrent use, and must not keep the event's slices.
+//
+// ctx is the context the operation ran with: the caller's for [Claimer.Claim]
+// and the [Batch] methods (so a span started from it nests under the
+// caller's trace), a background context for the background write of
+// deferred acks and for [Batch.KeepAlive] heartbeats (Event.Background is
+// set). The event is reported after the statement returned: an adapter that
+// makes spans sets their start to Event.Start.
+type Observer interface {
+	// ObserveClaim is called once per claimer operation, after it finished.
+	ObserveClaim(ctx context.Context, e Event)
+}
+
+// ObserverFunc adapts a function to [Observer].
+type ObserverFunc func(ctx context.Context, e Event)
+
+// ObserveClaim calls f.
+func (f ObserverFunc) ObserveClaim(ctx context.Context, e Event) { f(ctx, e) }
+
+// Op names an operation reported to an [Observer].
+type Op string
+
+// The operations of a claimer.
+const (
+	// OpClaim is a claim ([Claimer.Claim], also inside [Claimer.Run]):
+	// Event.Claimed rows, zero when nothing was pending. Duration includes
+	// any wait for a claim slot (Config.ClaimConcurrency).
+	OpClaim Op = "claim"
+	// OpAck is an ack statement ([Batch.Ack], [Batch.AckAll], the write of
+	// deferred acks): Event.Acked rows set to done, Event.Requeued sent back
+	// to pending by a version check, Event.Lost no longer held.
+	OpAck Op = "ack"
+	// OpFail is a fail statement ([Batch.Fail], [Batch.FailTx], a
+	// handler error, an unreadable row): Event.Failed rows failed, of which
+	// Event.Parked were parked (the others wait Event.RetryIn), and
+	// Event.Lost no longer held.
+	OpFail Op = "fail"
+	// OpSnooze is a snooze ([Batch.Fail] with a [SnoozeFor] error, or
+	// such a handler error):
+	// Event.Rows rows went back to pending, Event.Lost were no longer held.
+	OpSnooze Op = "snooze"
+	// OpHeartbeat is a heartbeat ([Batch.Heartbeat], [Batch.KeepAlive]):
+	// Event.Rows is how many rows the token still holds.
+	OpHeartbeat Op = "heartbeat"
+	// OpRelease is a release ([Batch.Release], the shutdown of
+	// [Claimer.Run], the clean-up of a failed claim): Event.Rows rows went
+	// back to pending.
+	OpRelease Op = "release"
+)
+
+// Labels name the table and scope an event concerns.
+type Labels struct {
+	// Table is the claim table, as configured.
+	Table string
+	// Scope names the scope columns (nil for an unscoped table).
+	Scope []string
+	// ScopeValues are the claimer's values of Scope, in order.
+	ScopeValues []any
+}
+
+// Event describes one finished operation of a claimer. Counts that do not
+// apply to Op are zero.
+type Event struct {
+	// Op is the operation.
+	Op Op
+	// Labels name the table and scope.
+	Labels
+	// Token is the claim token of the batch ("" for a claim that failed
+	// before it was written).
+	Token string
+	// Start is when the operation started, on the local clock; Duration is
+	// how long it took.
+	Start    time.Time
+	Duration time.Duration
+	// Err is the operation's error, nil on success. Lost rows are not an
+	// error here: they are counted in Lost.
+	Err error
+	// Claimed is the number of rows an OpClaim took.
+	Claimed int
+	// Acked and Requeued count the rows of an OpAck set to done and sent
+	// back to pending (their version moved).
+	Acked, Requeued int
+	// Failed counts the rows of an OpFail that were failed; Parked counts
+	// those of them parked with the failed status (the others went back to
+	// pending, claimable again after RetryIn).
+	Failed, Parked int
+	// RetryIn is the delay an OpFail gave the rows it retried (zero without
+	// a RunAt column).
+	RetryIn time.Duration
+	// Lost counts the rows of an OpAck, OpFail or OpSnooze that the token
+	// no longer held (reaped, maybe re-claimed); they were not touched.
+	Lost int
+	// Rows is the count of an OpSnooze, OpRelease or OpHeartbeat: rows
+	// snoozed, released, or still held by the token.
+	Rows int64
+	// Tx is set for an ack or fail written in the caller's transaction
+	// ([Batch.AckTx], [Batch.FailTx]): it counts only if the caller
+	// commits.
+	Tx bool
+	// Background is set when the operation ran on a goroutine of the
+	// library (a deferred ack's write, a keep-alive heartbeat) rather than
+	// in a caller's call: ctx then carries no trace of the caller.
+	Background bool
+}
+
+// observeClaim reports a claim to the observer, if any.
+func (k *core) observeClaim(ctx context.Context, start time.Time, token string, n int, err error) {
+	if k.obs == nil {
+		return
+	}
+	e := k.event(OpClaim, token, start, err)
+	e.Claimed = n
+	k.obs.ObserveClaim(ctx, e)
+}
+
+func (k *core) event(op Op, token string, start time.Time, err error) Event {
+	return Event{
+		Op: op, Labels: Labels{Table: k.spec.Table, Scope: k.spec.Scope, ScopeValues: k.scope},
+		Token: token, Start: start, Duration: time.Since(start), Err: err,
+	}
+}
+
+// observedStore reports the statements a claimer makes through its store to
+// the observer: every write of a batch goes through it, so the batch's code
+// needs no hook calls of its own. Methods it does not override pass
+// through.
+type observedStore struct {
+	store.ClaimStore
+	k *core
+}
+
+// observed wraps cs when the claimer has an observer.
+func observed(cs store.ClaimStore, k *core) store.ClaimStore {
+	if k.obs == nil {
+		return cs
+	}
+	o := &observedStore{ClaimStore: cs, k: k}
+	if ac, ok := cs.(store.AckClaimer); ok {
+		return &observedPipeStore{observedStore: o, ac: ac}
+	}
+	return o
+}
+
+// observedPipeStore is an observed store whose store also acks and claims
+// in one round trip ([store.AckClaimer]): the wrapper keeps that visible.
+type observedPipeStore struct {
+	*observedStore
+	ac store.AckClaimer
+}
+
+// AckAndClaim reports the ack part of an ack+claim (the claim part is
+// reported by the claimer, as every claim is).
+func (s *observedPipeStore) AckAndClaim(ctx context.Context, p *store.AckClaimParams, scan func(store.Scanner) error) (store.AckResult, int, error) {
+	start := time.Now()
+	res, n, err := s.ac.AckAndClaim(ctx, p, scan)
+	if len(p.Ack.IDs) > 0 {
+		s.report(ctx, s.ackEvent(&p.Ack, res, start, err))
+	}
+	return res, n, err
+}
+
+func (s *observedStore) report(ctx context.Context, e Event) {
+	e.Background = observe.IsBackground(ctx)
+	s.k.obs.ObserveClaim(ctx, e)
+}
+
+func (s *observedStore) ackEvent(p *store.AckParams, res store.AckResult, start time.Time, err error) Event {
+	if p.Outcome == store.OutcomeDone {
+		e := s.k.event(OpAck, p.Token, start, err)
+		if err == nil {
+			e.Lost, e.Requeued = len(res.Lost), len(res.Requeued)
+			e.Acked = len(p.IDs) - e.Lost - e.Requeued
+		}
+		return e
+	}
+	e := s.k.event(OpFail, p.Token, start, err)
+	if err == nil {
+		e.Lost = len(res.Lost)
+		e.Failed = len(p.IDs) - e.Lost
+		e.Parked = len(res.Parked)
+		if p.Outcome == store.OutcomeFailed {
+			e.Parked = e.Failed
+		}
+		if e.Parked < e.Failed {
+			e.RetryIn = p.Delay
+		}
+	}
+	return e
+}
+
+// Ack reports an ack or fail.
+func (s *observedStore) Ack(ctx context.Context, p *store.AckParams) (store.AckResult, error) {
+	start := time.Now()
+	res, err := s.ClaimStore.Ack(ctx, p)
+	s.report(ctx, s.ackEvent(p, res, start, err))
+	return res, err
+}
+
+// AckTx reports an ack or fail in the caller's transaction.
+func (s *observedStore) AckTx(ctx context.Context, tx dialect.Tx, p *store.AckParams) (store.AckResult, error) {
+	start := time.Now()
+	res, err := s.ClaimStore.AckTx(ctx, tx, p)
+	e := s.ackEvent(p, res, start, err)
+	e.Tx = true
+	s.report(ctx, e)
+	return res, err
+}
+
+// Heartbeat reports a heartbeat.
+func (s *observedStore) Heartbeat(ctx context.Context, token string) (int64, error) {
+	start := time.Now()
+	n, err := s.ClaimStore.Heartbeat(ctx, token)
+	e := s.k.event(OpHeartbeat, token, start, err)
+	e.Rows = n
+	s.report(ctx, e)
+	return n, err
+}
+
+// Release reports a release.
+func (s *observedStore) Release(ctx context.Context, token string, ids []any) (int64, error) {
+	start := time.Now()
+	n, err := s.ClaimStore.Release(ctx, token, ids)
+	e := s.k.event(OpRelease, token, start, err)
+	e.Rows = n
+	s.report(ctx, e)
+	return n, err
+}
+
+// Snooze reports a snooze.
+func (s *observedStore) Snooze(ctx context.Context, token string, ids []any, delay time.Duration) (int64, error) {
+	start := time.Now()
+	n, err := s.ClaimStore.Snooze(ctx, token, ids, delay)
+	e := s.k.event(OpSnooze, token, start, err)
+	e.Rows = n
+	if err == nil {
+		e.Lost = len(ids) - int(n)
+	}
+	s.report(ctx, e)
+	return n, err
+}

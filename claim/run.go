@@ -1,0 +1,364 @@
+package claim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
+)
+
+// ShutdownMode says what [Claimer.Run] does with claimed rows when its
+// context is cancelled.
+type ShutdownMode int
+
+const (
+	// ShutdownRelease stops handing rows to the handler, cancels the
+	// handler's context, and returns unprocessed rows to pending (a row whose
+	// handler returned an error after cancellation is released, not failed).
+	ShutdownRelease ShutdownMode = iota
+	// ShutdownFinish processes every row already claimed, with a handler
+	// context that is not cancelled, then acks them; only new claims stop.
+	ShutdownFinish
+)
+
+// WorkerConfig configures [Claimer.Run].
+type WorkerConfig[T any] struct {
+	// Workers is the number of concurrent claim loops; default 1. Their
+	// claims run at most Config.ClaimConcurrency at a time; processing and
+	// acks run in parallel.
+	Workers int
+	// Handler processes one row (required). A nil error acks the row (acks
+	// are batched: one statement per claimed batch); an error fails it as
+	// [Batch.Fail] would ([RetryAfter], [SnoozeFor] and [Park] errors
+	// included). A panic is recovered and treated as an error. A handler
+	// may complete its row itself in its own transaction ([BatchOf],
+	// [Batch.AckTx], [Batch.FailTx]); Run then leaves that row alone.
+	//
+	// Each call gets a context of its own, derived from Run's: cancelled on
+	// shutdown (ShutdownRelease), and, with a cause matching
+	// [dialect.ErrClaimLost], when a heartbeat or an ack finds the batch's
+	// rows lost or at its local deadline (Config.ReapTimeout). Run then
+	// hands out no more rows of that batch, acks the rows whose handlers
+	// succeeded (the ack skips and reports lost ones), and releases the
+	// rest still held; a handler error after the loss is not counted as
+	// the row's failure. Once the handler has completed its row in its own
+	// transaction ([Batch.AckTx], [Batch.FailTx]), neither cancels the context any more, so that
+	// the transaction begun on it can commit.
+	//
+	// A handler error that is a retryable conflict
+	// ([dialect.IsRetryable]: a deadlock in the handler's own transaction,
+	// which the database rolled back) is not the row's failure: Run calls
+	// the handler again after a jittered pause, up to five calls in all.
+	// Batches are kept alive with [Batch.KeepAlive]
+	// (Config.HeartbeatInterval) while they are processed.
+	Handler func(ctx context.Context, row Row[T]) error
+	// PollMin and PollMax bound the jittered exponential backoff between
+	// claims that find nothing (and after claim errors); defaults 100 ms and
+	// 5 s.
+	PollMin, PollMax time.Duration
+	// ShutdownMode is what happens to claimed rows on cancellation; default
+	// [ShutdownRelease].
+	ShutdownMode ShutdownMode
+	// ShutdownTimeout bounds the final acks and releases after
+	// cancellation; default 30 s.
+	ShutdownTimeout time.Duration
+	// Pipeline says whether a loop acks a processed batch and claims the
+	// next in one operation; default
+	// [PipelineAuto]: where the engine measured faster with it. A loop
+	// pipelines only a batch that ended normally (none lost, no shutdown):
+	// it first fails the rows whose handler failed, then acks the rest
+	// together with the next claim.
+	Pipeline Pipeline
+}
+
+func (w *WorkerConfig[T]) validate() error {
+	if w.Handler == nil {
+		return invalid("WorkerConfig.Handler", "is nil")
+	}
+	if w.Workers < 0 || w.PollMin < 0 || w.PollMax < 0 || w.ShutdownTimeout < 0 {
+		return invalid("WorkerConfig", "negative field in %+v", *w)
+	}
+	if w.ShutdownMode != ShutdownRelease && w.ShutdownMode != ShutdownFinish {
+		return invalid("WorkerConfig.ShutdownMode", "unknown mode %d", int(w.ShutdownMode))
+	}
+	if w.Workers == 0 {
+		w.Workers = 1
+	}
+	if w.PollMin == 0 {
+		w.PollMin = 100 * time.Millisecond
+	}
+	if w.PollMax == 0 {
+		w.PollMax = 5 * time.Second
+	}
+	if w.PollMax < w.PollMin {
+		return invalid("WorkerConfig.PollMax", "%v is below PollMin %v", w.PollMax, w.PollMin)
+	}
+	if w.ShutdownTimeout == 0 {
+		w.ShutdownTimeout = 30 * time.Second
+	}
+	return nil
+}
+
+// Run claims and processes rows with w.Workers concurrent loops until ctx is
+// cancelled, then shuts down as w.ShutdownMode says and returns nil. Each
+// loop claims a batch, hands its rows to w.Handler one by one, acks the
+// successes in one statement, fails the errors, and backs off with jitter
+// between PollMin and PollMax while nothing is pending.
+//
+// Run verifies the table against the catalog ([Claimer.Verify]) before its
+// first claim. Errors that running the operation again cannot cure (a
+// misconfiguration, a missing column, a permission denied, a status value
+// the column cannot hold: [dialect.IsPermanent]) stop Run: it shuts down
+// as on cancellation and returns the error. Other claim, ack and fail
+// errors (a deadlock that outlived its retries, a broken connection, a
+// read-only server during a failover) are logged at Error level and
+// retried with backoff. A bad w returns an error wrapping
+// [dialect.ErrInvalidConfig] at once.
+func (c *Claimer[T]) Run(ctx context.Context, w WorkerConfig[T]) error {
+	if err := w.validate(); err != nil {
+		return err
+	}
+	if err := c.core.checkPipeline(w.Pipeline); err != nil {
+		return err
+	}
+	if err := c.Verify(ctx); err != nil {
+		if dialect.IsPermanent(err) || ctx.Err() != nil {
+			return err
+		}
+		// The database may not answer yet; each claim verifies again.
+		c.core.logger.Error("claimlock: could not verify the table; claims will try again", "err", err)
+	}
+	defer c.core.subscribe()()
+	r := &runner[T]{c: c, w: &w}
+	ctx, r.stop = context.WithCancelCause(ctx)
+	defer r.stop(nil)
+	var wg sync.WaitGroup
+	for i := 0; i < w.Workers; i++ {
+		wg.Add(1)
+		go func(worker int) {
+			defer wg.Done()
+			r.loop(ctx, worker)
+		}(i)
+	}
+	wg.Wait()
+	if err := r.fatal.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+// runner is one call of [Claimer.Run].
+type runner[T any] struct {
+	c     *Claimer[T]
+	w     *WorkerConfig[T]
+	stop  context.CancelCauseFunc // shuts every loop down
+	fatal atomic.Pointer[error]   // the permanent error that stopped Run
+}
+
+// check stops Run when err is permanent and reports whether it did.
+func (r *runner[T]) check(err error) bool {
+	if err == nil || !dialect.IsPermanent(err) {
+		return false
+	}
+	err = fmt.Errorf("%w (Run stopped: retrying cannot cure this)", err)
+	if r.fatal.CompareAndSwap(nil, &err) {
+		r.c.core.logger.Error("claimlock: Run stops", "err", err)
+		r.stop(err)
+	}
+	return true
+}
+
+// loop claims and processes batches until ctx ends. While nothing is
+// pending it waits in the claimer's waker (see wake.go): one idle loop of
+// the claimer polls with backoff, the others wait for a wake-up.
+func (r *runner[T]) loop(ctx context.Context, worker int) {
+	c, w := r.c, r.w
+	log := c.core.logger.With("worker", worker)
+	wk := &c.core.wake
+	done := func() {} // frees the poller slot after the claim it allowed
+	defer func() { done() }()
+	var next *Batch[T] // claimed together with the last ack (pipeline.go)
+	for ctx.Err() == nil {
+		b, err := next, error(nil)
+		if next = nil; b == nil {
+			b, err = c.Claim(ctx)
+		}
+		if err == nil && b.Len() > 0 {
+			wk.worked(b.Len(), c.core.limit)
+		}
+		done()
+		switch {
+		case err != nil:
+			if ctx.Err() != nil || r.check(err) {
+				done = func() {}
+				return
+			}
+			log.Error("claimlock: claim failed", "err", err, "retryable", dialect.IsRetryable(err))
+			done = wk.idle(ctx, w.PollMin, w.PollMax)
+		case b.Len() == 0:
+			done = wk.idle(ctx, w.PollMin, w.PollMax)
+		default:
+			done = func() {}
+			next = r.process(ctx, b, log)
+		}
+	}
+	if next != nil {
+		r.process(ctx, next, log) // shutdown: released or finished as w says
+	}
+}
+
+// process hands b's rows to the handler and ends them; it returns the next
+// batch when it claimed one together with the ack (pipeline.go).
+func (r *runner[T]) process(ctx context.Context, b *Batch[T], log *slog.Logger) *Batch[T] {
+	w := r.w
+	// The heartbeat ignores shutdown and stops last, after acks and
+	// release, when this function returns.
+	stop := b.KeepAlive(context.WithoutCancel(ctx))
+	defer stop()
+
+	parent := ctx
+	if w.ShutdownMode == ShutdownFinish {
+		parent = context.WithoutCancel(ctx)
+	}
+	var ok, failed []int
+	var causes []error
+	for i, row := range b.rows {
+		if w.ShutdownMode == ShutdownRelease && ctx.Err() != nil {
+			break
+		}
+		if b.lost() {
+			break // the rest is released, if still held
+		}
+		err := r.handle(parent, b, i)
+		if err == nil {
+			ok = append(ok, i)
+			continue
+		}
+		if w.ShutdownMode == ShutdownRelease && ctx.Err() != nil {
+			break // interrupted by shutdown: release it, do not count a failure
+		}
+		if b.lost() {
+			break // interrupted by the loss: not the row's failure
+		}
+		if b.settledRow(i) {
+			// The handler completed its row itself (Batch.Ack, Fail,
+			// AckTx, FailTx) and then failed: a completion that found the
+			// row lost, or a commit that did not happen. The row is
+			// released when the batch ends if it is still held.
+			level := slog.LevelError
+			if errors.Is(err, dialect.ErrClaimLost) {
+				level = slog.LevelWarn
+			}
+			log.Log(ctx, level, "claimlock: handler returned an error after completing its row", "token", b.token, "id", row.ID, "err", err)
+			continue
+		}
+		failed = append(failed, i)
+		causes = append(causes, err)
+	}
+	if b.lost() {
+		log.Warn("claimlock: stopped processing a lost batch; acking the rows done, releasing the rest still held",
+			"token", b.token, "done", len(ok), "err", b.Err())
+	}
+
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.ShutdownTimeout)
+	defer cancel()
+	b.mu.Lock()
+	// A handler may have completed its row itself (Batch.Ack, Fail, AckTx,
+	// FailTx): only rows still open are acked or failed here.
+	settled := b.settledLocked
+	ok = slices.DeleteFunc(ok, settled)
+	for j := len(failed) - 1; j >= 0; j-- {
+		if settled(failed[j]) {
+			failed = slices.Delete(failed, j, j+1)
+			causes = slices.Delete(causes, j, j+1)
+		}
+	}
+	next, piped := r.pipelineFinish(ctx, fctx, b, ok, failed, causes, log)
+	if !piped {
+		if err := b.ackLocked(fctx, ok); err != nil && !errors.Is(err, dialect.ErrClaimLost) {
+			r.check(err)
+			log.Error("claimlock: ack failed; rows stay processing until reaped", "token", b.token, "ids", b.idsOf(ok), "err", err)
+		}
+		for j, i := range failed {
+			if err := b.settleFailure(fctx, i, causes[j], log); err != nil && !errors.Is(err, dialect.ErrClaimLost) {
+				r.check(err)
+				log.Error("claimlock: fail failed; row stays processing until reaped", "token", b.token, "id", b.rows[i].ID, "err", err)
+			}
+		}
+	}
+	// Rows still open now were not processed (shutdown, or a lost batch);
+	// the others Release may find held are rows whose transactional ack
+	// (AckTx, FailTx) rolled back with the caller's transaction.
+	unprocessed := int64(len(slices.DeleteFunc(b.openIndexes(), b.later.isLater)))
+	b.mu.Unlock()
+	if n, err := b.Release(fctx); err != nil {
+		log.Error("claimlock: release failed; rows stay processing until reaped", "token", b.token, "err", err)
+	} else if n > 0 {
+		if u := min(n, unprocessed); u > 0 {
+			log.Warn("claimlock: released unprocessed rows (shutdown or a lost batch)", "token", b.token, "rows", u)
+		}
+		if r := n - unprocessed; r > 0 {
+			log.Warn("claimlock: released rows whose transactional ack rolled back; they will be claimed again", "token", b.token, "rows", r)
+		}
+	}
+	return next
+}
+
+// handlerCalls bounds the calls of a handler whose own transaction keeps
+// failing with a retryable conflict (see runner.handle).
+const handlerCalls = 5
+
+// handle calls the handler for row i of b. Each call runs on a context of
+// its own (see handlerContext), which sees shutdown (through ctx, with
+// ShutdownRelease) and the batch's loss. A call that fails with a retryable
+// conflict ([dialect.IsRetryable]: a deadlock or serialization failure in
+// the handler's own transaction, which the database rolled back) is not the
+// row's failure: the handler is called again after a jittered pause, up to
+// handlerCalls calls in all, while the batch holds the row.
+func (r *runner[T]) handle(ctx context.Context, b *Batch[T], i int) error {
+	for n := 0; ; n++ {
+		hctx, end := b.handlerContext(ctx)
+		err := call(hctx, r.w.Handler, b.rows[i])
+		end()
+		if err == nil || n+1 >= handlerCalls || !dialect.IsRetryable(err) || ctx.Err() != nil || b.lost() || b.settledRow(i) {
+			return err
+		}
+		t := time.NewTimer(store.Backoff(n, 5*time.Millisecond, 500*time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-b.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// settledRow reports whether row i was completed (or deferred) through the
+// batch, by a handler or otherwise.
+func (b *Batch[T]) settledRow(i int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.settledLocked(i)
+}
+
+// settledLocked is settledRow with b.mu held.
+func (b *Batch[T]) settledLocked(i int) bool { return !b.open[i] || b.later.isLater(i) }
+
+func call[T any](ctx context.Context, h func(context.Context, Row[T]) error, r Row[T]) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panicked: %v", p)
+		}
+	}()
+	return h(ctx, r)
+}

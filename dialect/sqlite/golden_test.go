@@ -1,0 +1,16 @@
+package sqlite
+
+import (
+	"log/slog"
+	"testing"
+
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/testkit/golden"
+)
+
+// TestGoldenSQL compares every statement the dialect renders, for each
+// table variant, with testdata/golden (SQLite 3.46; run with -update after
+// a deliberate change and review the diff).
+func TestGoldenSQL(t *testing.T) {
+	golden.Check(t, build(nil, "3.46.0", dialect.Options{}, slog.Default()), true)
+}
