@@ -148,7 +148,9 @@
   function drawChart(history) {
     const svg = document.getElementById("chart");
     if (!svg) return;
-    const W = 800, H = 180, L = 44, R = 8, T = 10, B = 22;
+    // One user unit per CSS pixel, so that text keeps its shape.
+    const W = Math.max(200, Math.round(svg.getBoundingClientRect().width) || 800), H = 180, L = 44, R = 8, T = 10, B = 22;
+    svg.setAttribute("viewBox", "0 0 " + W + " " + H);
     const nodes = [];
     const series = [["pending", "pending"], ["processing", "processing"], ["failed", "failed"]];
     let top = 1;
