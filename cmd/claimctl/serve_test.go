@@ -86,9 +86,10 @@ const testToken = "s3cret-action-token-0123456789"
 
 // newTestServer builds the server of fx's tables with pages for task 42
 // and task 7, stuck after 1ms, and samples once; token "" is read-only.
-func newTestServer(t *testing.T, fx *serveFixture, token string) (*server, *syncBuffer) {
+// extra are more flags.
+func newTestServer(t *testing.T, fx *serveFixture, token string, extra ...string) (*server, *syncBuffer) {
 	t.Helper()
-	o, err := parseOptions("serve", []string{"-config", fx.conf, "-scope", "42", "-scope", "7", "-older", "1ms", "-action-token", token})
+	o, err := parseOptions("serve", append([]string{"-config", fx.conf, "-scope", "42", "-scope", "7", "-older", "1ms", "-action-token", token}, extra...))
 	require.NoError(t, err)
 	require.NoError(t, o.Serve.check())
 	src, err := openSource(context.Background(), &env{o: o, d: fx.Dialect})
@@ -226,6 +227,7 @@ func TestServeRead(t *testing.T) {
 		require.Contains(t, page, want)
 	}
 	require.NotContains(t, page, "Log in")
+	require.Contains(t, page, `<p class="note" id="more-parked" hidden>The first 50 only: raise -limit to list more.</p>`)
 	require.NotContains(t, page, "<script>", "no inline script")
 	require.NotContains(t, page, "style=", "no inline style")
 
@@ -250,6 +252,12 @@ func TestServeRead(t *testing.T) {
 	require.Regexp(t, `^(59m[0-9]+s|1h0m0s)$`, v.Leases[0].Remaining, "time left on the database clock")
 	require.Len(t, v.History, 1)
 	require.EqualValues(t, 1, v.History[0].Pending)
+
+	// A list cut at -limit says so.
+	sl, _ := newTestServer(t, fx, "", "-limit", "2")
+	limited := (&client{t: t, s: sl}).visit(0)
+	require.Contains(t, limited, `<p class="note" id="more-stuck">The first 2 only: raise -limit to list more.</p>`)
+	require.Contains(t, limited, `<p class="note" id="more-parked" hidden>`)
 
 	w = c.do(req{method: "GET", path: "/api/page/1"})
 	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &v))

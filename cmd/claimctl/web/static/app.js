@@ -228,6 +228,10 @@
     fill("leases", v.leases, (l) => [{ text: l.key }, { text: l.state, cls: "state " + l.state }, { text: l.owner, cls: "mono" },
       { text: l.fence }, { text: l.expires_at }, { text: l.remaining }], leaseAction);
     show("lease-error", v.lease_error || "");
+    for (const k of ["stuck", "parked", "scheduled", "leases"]) {
+      const note = document.getElementById("more-" + k);
+      if (note) note.hidden = !(v.more && v.more[k]);
+    }
     body.dataset.loaded = String(Number(body.dataset.loaded || "0") + 1);
   }
 
