@@ -109,6 +109,8 @@ func serve(ctx context.Context, src pageSource, so *serveOptions, callTimeout ti
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The first visitor sees a sample (or why there is none).
+	m.sampleAll(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { m.run(ctx) })
 	defer wg.Wait()

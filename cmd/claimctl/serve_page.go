@@ -136,17 +136,17 @@ func newMonitor(src pageSource, interval time.Duration, log *slog.Logger) *monit
 	return &monitor{src: src, info: info, interval: interval, log: log, pages: make([]pageState, n)}
 }
 
-// run samples until ctx ends.
+// run samples every interval until ctx ends.
 func (m *monitor) run(ctx context.Context) {
 	t := time.NewTicker(m.interval)
 	defer t.Stop()
 	for {
-		m.sampleAll(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		m.sampleAll(ctx)
 	}
 }
 
