@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/internal/obstest"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testengine"
 	"github.com/claimlock/claimlock/tasklock"
 )
@@ -675,4 +678,105 @@ func (r *running) wait(t *testing.T) int {
 		t.Fatal("serve did not stop within a minute")
 	}
 	return -1
+}
+
+// A server of a lease table alone, for every lease table shape: one page
+// of leases (listed by expiry, or the -key ones where the table has no
+// expiry column), no row actions, and a force-release of the owner shown
+// (an owner token, or the stamp of a table without an owner column) frees
+// the lease.
+func TestServeLeaseShapes(t *testing.T) {
+	t.Parallel()
+	e := testengine.All[0]
+	for _, sh := range leaseShapes() {
+		t.Run(sh.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			c := testengine.Open(t, e, 4)
+			if sh.def == nil {
+				require.NoError(t, tasklock.CreateTable(ctx, c.Dialect, sh.spec.Table))
+			} else {
+				ddl, err := store.CreateTableDDL(c.Dialect, *sh.def)
+				require.NoError(t, err)
+				require.NoError(t, store.ExecDDL(ctx, c.Dialect, ddl))
+				_, err = c.DB.ExecContext(ctx, sh.insert)
+				require.NoError(t, err)
+			}
+			cfg := map[string]any{"driver": e.Name, "dsn": c.DSN}
+			for k, v := range sh.conf {
+				cfg[k] = v
+			}
+			data, err := json.Marshal(cfg)
+			require.NoError(t, err)
+			conf := filepath.Join(t.TempDir(), "claimctl.json")
+			require.NoError(t, os.WriteFile(conf, data, 0o600))
+			k, err := tasklock.New(c.Dialect, tasklock.Config{Table: sh.spec, TTL: time.Minute})
+			require.NoError(t, err)
+			l, err := k.Acquire(ctx, sh.key)
+			require.NoError(t, err)
+
+			args := []string{"-config", conf, "-action-token", testToken}
+			state := "held"
+			if sh.spec.ExpiresAt == "" {
+				args, state = append(args, "-key", fmt.Sprint(sh.key)), "locked"
+			}
+			o, err := parseOptions("serve", args)
+			require.NoError(t, err)
+			require.NoError(t, o.Serve.check())
+			src, err := openSource(ctx, &env{o: o, d: c.Dialect})
+			require.NoError(t, err)
+			m := newMonitor(src, time.Second, slog.New(slog.DiscardHandler))
+			s, err := newServer(m, testToken, true, slog.New(slog.DiscardHandler))
+			require.NoError(t, err)
+			m.sampleAll(ctx)
+
+			cl := &client{t: t, s: s}
+			w := cl.do(req{method: "GET", path: "/"})
+			require.Equal(t, http.StatusSeeOther, w.Code)
+			require.Equal(t, "/page/0", w.Header().Get("Location"))
+			page := cl.visit(0)
+			require.Contains(t, page, "<h1>Leases</h1>")
+			require.NotContains(t, page, `id="parked"`)
+			var v pageView
+			require.NoError(t, json.Unmarshal(cl.do(req{method: "GET", path: "/api/page/0"}).Body.Bytes(), &v))
+			require.Len(t, v.Leases, 1)
+			require.Equal(t, leaseOutView{Key: fmt.Sprint(sh.key), State: state, Owner: l.Owner(), Fence: v.Leases[0].Fence,
+				ExpiresAt: v.Leases[0].ExpiresAt, Remaining: v.Leases[0].Remaining}, v.Leases[0])
+			require.Nil(t, v.Counts)
+
+			require.Equal(t, http.StatusSeeOther, cl.login(testToken).Code)
+			cl.visit(0)
+			require.Equal(t, http.StatusNotFound, cl.post("/api/page/0/unpark", `{"ids":["1"]}`, nil).Code)
+			w = cl.post("/api/force-release", fmt.Sprintf(`{"key":%q,"owner":%q}`, fmt.Sprint(sh.key), l.Owner()), nil)
+			require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+			var reply actionReply
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &reply))
+			require.EqualValues(t, 1, reply.Rows, reply.Message)
+			require.ErrorIs(t, l.Renew(ctx), tasklock.ErrLeaseLost)
+		})
+	}
+}
+
+// An unscoped description counts the whole table, on one page that says
+// so.
+func TestServeWholeTable(t *testing.T) {
+	t.Parallel()
+	fx := newServeFixture(t, testengine.All[0])
+	o, err := parseOptions("serve", []string{"-config", fx.conf, "-scope-cols", "", "-lease-table", ""})
+	require.NoError(t, err)
+	src, err := openSource(context.Background(), &env{o: o, d: fx.Dialect})
+	require.NoError(t, err)
+	m := newMonitor(src, time.Second, slog.New(slog.DiscardHandler))
+	s, err := newServer(m, "", true, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	m.sampleAll(context.Background())
+	c := &client{t: t, s: s}
+	page := c.visit(0)
+	require.Contains(t, page, `<span class="scope">whole table</span>`)
+	require.NotContains(t, page, `id="leases"`)
+	var v pageView
+	require.NoError(t, json.Unmarshal(c.do(req{method: "GET", path: "/api/page/0"}).Body.Bytes(), &v))
+	require.Equal(t, "", v.Scope)
+	require.EqualValues(t, 3, v.Counts.Pending, "task 42's and task 7's")
+	require.Len(t, v.Parked, 1)
 }
