@@ -148,12 +148,25 @@ func browserVisit(t *testing.T, ctx context.Context, b *browser, e testengine.En
 	require.Equal(t, "1", text(`document.getElementById("c-failed").textContent`))
 
 	// A cancelled confirmation changes nothing.
+	resetShown := `getComputedStyle(document.getElementById("confirm-reset-row")).display !== "none"`
 	b.click(t, ctx, `document.querySelector("#parked button")`)
 	b.waitFor(t, ctx, "the confirmation", `document.getElementById("confirm").open`)
+	var shown bool
+	require.NoError(t, b.eval(ctx, resetShown, &shown))
+	require.True(t, shown, "an unpark offers fresh attempts")
 	b.click(t, ctx, `document.getElementById("confirm-cancel")`)
 	b.waitFor(t, ctx, "the dialog to close", `!document.getElementById("confirm").open`)
 	time.Sleep(300 * time.Millisecond)
 	require.Equal(t, 1, fx.Count(t, "id = ? AND status = 'FAILED'", fx.ids[4]))
+	// A force-release asks about the holder, and offers no attempts.
+	b.click(t, ctx, `document.querySelector("#leases button")`)
+	b.waitFor(t, ctx, "the confirmation", `document.getElementById("confirm").open`)
+	require.NoError(t, b.eval(ctx, resetShown, &shown))
+	require.False(t, shown, "a force-release has no attempts to offer")
+	require.Contains(t, text(`document.getElementById("confirm-text").textContent`), " held by ")
+	b.click(t, ctx, `document.getElementById("confirm-cancel")`)
+	b.waitFor(t, ctx, "the dialog to close", `!document.getElementById("confirm").open`)
+	require.NoError(t, fx.lease.Renew(ctx), "the lease is still held")
 
 	require.Regexp(t, `msg="serve: action" action=unpark remote=127\.0\.0\.1:[0-9]+ who="session [0-9a-f]{8}" table=jobs scope="task_id=42" ids=\[`+id(1)+`\] reset_attempts=true rows=1`, srv.logs.String())
 	require.NotContains(t, srv.logs.String(), testToken)
