@@ -166,10 +166,21 @@ func (s *server) index(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ensureSession(w, r)
+	type entry struct {
+		nav
+		Counts *countsView
+		Error  string
+	}
+	var pages []entry
+	for _, n := range s.navs(-1) {
+		v := s.m.view(n.Index)
+		pages = append(pages, entry{n, v.Counts, v.Error})
+	}
 	s.render(w, "index.html", http.StatusOK, struct {
-		Info sourceInfo
-		Nav  []nav
-	}{s.info, s.navs(-1)})
+		Info  sourceInfo
+		Nav   []nav
+		Pages []entry
+	}{s.info, s.navs(-1), pages})
 }
 
 func (s *server) page(w http.ResponseWriter, r *http.Request) {

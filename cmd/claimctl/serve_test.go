@@ -207,8 +207,8 @@ func TestServeRead(t *testing.T) {
 	w := c.do(req{method: "GET", path: "/"})
 	require.Equal(t, http.StatusOK, w.Code)
 	requireSecurityHeaders(t, w)
-	require.Contains(t, w.Body.String(), `<a href="/page/0">task_id=42</a>`)
-	require.Contains(t, w.Body.String(), `<a href="/page/1">task_id=7</a>`)
+	require.Contains(t, w.Body.String(), `<tr><td><a href="/page/0">task_id=42</a></td><td>1</td><td>2</td><td>1</td>`)
+	require.Contains(t, w.Body.String(), `<tr><td><a href="/page/1">task_id=7</a></td><td>2</td><td>0</td><td>0</td>`)
 
 	c.cookie = nil
 	page := c.visit(0)

@@ -149,7 +149,7 @@
     const svg = document.getElementById("chart");
     if (!svg) return;
     // One user unit per CSS pixel, so that text keeps its shape.
-    const W = Math.max(200, Math.round(svg.getBoundingClientRect().width) || 800), H = 180, L = 44, R = 8, T = 10, B = 22;
+    const W = Math.max(200, Math.round(svg.getBoundingClientRect().width) || 800), H = 180, L = 44, R = 10, T = 10, B = 22;
     svg.setAttribute("viewBox", "0 0 " + W + " " + H);
     const nodes = [];
     const series = [["pending", "pending"], ["processing", "processing"], ["failed", "failed"]];
@@ -174,17 +174,24 @@
       const t0 = history[0].t, t1 = history[history.length - 1].t;
       const span = Math.max(t1 - t0, 1);
       const x = (t) => history.length === 1 ? W - R : L + (W - L - R) * (t - t0) / span;
+      const last = history[history.length - 1];
       for (const [k, cls] of series) {
         const pl = document.createElementNS(SVG, "polyline");
         pl.setAttribute("points", history.map((p) => x(p.t).toFixed(1) + "," + y(p[k]).toFixed(1)).join(" "));
         pl.setAttribute("class", "series " + cls);
         nodes.push(pl);
+        // The latest sample, visible even when it is the only one.
+        const dot = document.createElementNS(SVG, "circle");
+        dot.setAttribute("cx", x(last.t).toFixed(1)); dot.setAttribute("cy", y(last[k]).toFixed(1));
+        dot.setAttribute("r", "3");
+        dot.setAttribute("class", "dot " + cls);
+        nodes.push(dot);
       }
       const label = document.createElementNS(SVG, "text");
       label.setAttribute("x", W - R); label.setAttribute("y", H - 6);
       label.setAttribute("text-anchor", "end");
       label.setAttribute("class", "axis");
-      label.textContent = history.length + " samples over " + spanText(t1 - t0);
+      label.textContent = history.length === 1 ? "1 sample" : history.length + " samples over " + spanText(t1 - t0);
       nodes.push(label);
     }
     svg.replaceChildren(...nodes);
