@@ -338,7 +338,7 @@ func (s *server) finish(w http.ResponseWriter, r *http.Request, who, action stri
 		if invalidInput(err) {
 			code = http.StatusBadRequest
 		}
-		writeJSON(w, code, apiError{Error: fmt.Sprintf("%s: %s", action, oneLine(err.Error()))})
+		writeJSON(w, code, apiError{Error: oneLine(inCommand(action, err).Error())})
 		return
 	}
 	s.log.Info("serve: action", append(attrs, "rows", n)...)

@@ -780,3 +780,35 @@ func TestServeWholeTable(t *testing.T) {
 	require.EqualValues(t, 3, v.Counts.Pending, "task 42's and task 7's")
 	require.Len(t, v.Parked, 1)
 }
+
+// When the database fails, the page keeps its last reading and says why
+// the refresh failed, and an action answers 500 with the error, its
+// operation named once.
+func TestServeDatabaseDown(t *testing.T) {
+	t.Parallel()
+	fx := newServeFixture(t, testengine.All[0])
+	s, logs := newTestServer(t, fx, testToken)
+	c := &client{t: t, s: s}
+	c.visit(0)
+	require.Equal(t, http.StatusSeeOther, c.login(testToken).Code)
+	c.visit(0)
+	require.NoError(t, fx.DB.Close())
+
+	s.m.sampleAll(context.Background())
+	var v pageView
+	require.NoError(t, json.Unmarshal(c.do(req{method: "GET", path: "/api/page/0"}).Body.Bytes(), &v))
+	require.Contains(t, v.Error, "database is closed")
+	require.NotNil(t, v.Counts, "the last reading stays")
+	require.EqualValues(t, 1, v.Counts.Failed)
+	require.Contains(t, c.visit(0), `<p id="error" class="msg error" role="alert">Last refresh failed: <span id="error-text">`)
+
+	for path, op := range map[string]string{"/api/page/0/unpark": "unpark: ", "/api/page/0/retry-now": "retry now: "} {
+		w := c.post(path, `{"ids":["1"]}`, nil)
+		require.Equal(t, http.StatusInternalServerError, w.Code, path)
+		msg := apiErr(t, w)
+		require.True(t, strings.HasPrefix(msg, op), msg)
+		require.Equal(t, 1, strings.Count(msg, op), msg)
+		require.Contains(t, msg, "database is closed")
+	}
+	require.Contains(t, logs.String(), `level=ERROR msg="serve: action failed" action=unpark`)
+}
