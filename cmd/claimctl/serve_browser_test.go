@@ -168,6 +168,17 @@ func browserVisit(t *testing.T, ctx context.Context, b *browser, e testengine.En
 	b.waitFor(t, ctx, "the dialog to close", `!document.getElementById("confirm").open`)
 	require.NoError(t, fx.lease.Renew(ctx), "the lease is still held")
 
-	require.Regexp(t, `msg="serve: action" action=unpark remote=127\.0\.0\.1:[0-9]+ who="session [0-9a-f]{8}" table=jobs scope="task_id=42" ids=\[`+id(1)+`\] reset_attempts=true rows=1`, srv.logs.String())
+	// Unpark every parked row of the scope.
+	require.Equal(t, "Unpark all 1", text(`document.getElementById("unpark-all").textContent`))
+	b.click(t, ctx, `document.getElementById("unpark-all")`)
+	b.waitFor(t, ctx, "the confirmation", `document.getElementById("confirm").open`)
+	require.Equal(t, "Unpark all 1 parked row(s) of task_id=42? They go back to pending and workers claim them again.", text(`document.getElementById("confirm-text").textContent`))
+	b.click(t, ctx, `document.getElementById("confirm-ok")`)
+	b.waitFor(t, ctx, "the action's answer", `document.getElementById("status").textContent === "unparked 1 row(s)"`)
+	require.Equal(t, 0, fx.Count(t, "task_id = 42 AND status = 'FAILED'"))
+	require.Equal(t, 1, fx.Count(t, "id = ? AND status = 'PENDING' AND attempts = 3", fx.ids[4]), "attempts kept")
+	b.waitFor(t, ctx, "the button to go", `document.getElementById("unpark-all").hidden`)
+
+	require.Regexp(t, `msg="serve: action" action=unpark remote=127\.0\.0\.1:[0-9]+ who="session [0-9a-f]{8}" table=jobs scope="task_id=42" ids=\[`+id(1)+`\] all=false reset_attempts=true rows=1`, srv.logs.String())
 	require.NotContains(t, srv.logs.String(), testToken)
 }

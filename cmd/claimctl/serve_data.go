@@ -231,7 +231,13 @@ func (s *libSource) target(i int, ids []string) (store.RowFilter, error) {
 }
 
 func (s *libSource) unpark(ctx context.Context, i int, ids []string, reset bool) (int64, error) {
-	f, err := s.target(i, ids)
+	var f store.RowFilter
+	var err error
+	if ids == nil {
+		f.ScopeValues, err = s.scope(i)
+	} else {
+		f, err = s.target(i, ids)
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -315,9 +315,11 @@ func (s *server) gate(w http.ResponseWriter, r *http.Request, v any) string {
 	return who
 }
 
-// rowsAction is the body of an action on rows: their keys as text.
+// rowsAction is the body of an action on rows: their keys as text, or
+// (unpark only) all, every parked row of the page's scope.
 type rowsAction struct {
 	IDs           []string `json:"ids"`
+	All           bool     `json:"all"`
 	ResetAttempts bool     `json:"reset_attempts"`
 }
 
@@ -366,12 +368,22 @@ func (s *server) unpark(w http.ResponseWriter, r *http.Request) {
 	if who == "" {
 		return
 	}
-	n, err := s.m.src.unpark(r.Context(), i, body.IDs, body.ResetAttempts)
+	ids := body.IDs
+	switch {
+	case body.All && len(ids) > 0:
+		s.refuse(w, r, http.StatusBadRequest, "give ids or all, not both")
+		return
+	case body.All:
+		ids = nil
+	case ids == nil:
+		ids = []string{} // refused by the source: no keys
+	}
+	n, err := s.m.src.unpark(r.Context(), i, ids, body.ResetAttempts)
 	msg := fmt.Sprintf("unparked %d row(s)", n)
 	if body.ResetAttempts {
 		msg += " with fresh attempts"
 	}
-	s.finish(w, r, who, "unpark", []any{"table", s.info.Table, "scope", s.info.Scopes[i], "ids", body.IDs, "reset_attempts", body.ResetAttempts}, n, msg, err)
+	s.finish(w, r, who, "unpark", []any{"table", s.info.Table, "scope", s.info.Scopes[i], "ids", body.IDs, "all", body.All, "reset_attempts", body.ResetAttempts}, n, msg, err)
 }
 
 func (s *server) retryNow(w http.ResponseWriter, r *http.Request) {
@@ -384,8 +396,8 @@ func (s *server) retryNow(w http.ResponseWriter, r *http.Request) {
 	if who == "" {
 		return
 	}
-	if body.ResetAttempts {
-		s.refuse(w, r, http.StatusBadRequest, "retry now takes no reset_attempts")
+	if body.ResetAttempts || body.All {
+		s.refuse(w, r, http.StatusBadRequest, "retry now takes row ids only")
 		return
 	}
 	n, err := s.m.src.retryNow(r.Context(), i, body.IDs)

@@ -21,8 +21,9 @@ type pageSource interface {
 	sample(ctx context.Context, i int) (scopeSample, error)
 	// leases reads the held leases (and those of -key).
 	leases(ctx context.Context) ([]leaseView, error)
-	// unpark returns the parked rows ids of page i to pending, with fresh
-	// attempts if reset; it returns the rows changed.
+	// unpark returns the parked rows ids of page i (every parked row of
+	// its scope when ids is nil) to pending, with fresh attempts if reset;
+	// it returns the rows changed.
 	unpark(ctx context.Context, i int, ids []string, reset bool) (int64, error)
 	// retryNow makes the scheduled rows ids of page i claimable now.
 	retryNow(ctx context.Context, i int, ids []string) (int64, error)

@@ -448,13 +448,16 @@ func TestServeActions(t *testing.T) {
 	}{
 		{"form body", unpark, "ids=" + parked, "application/x-www-form-urlencoded", http.StatusUnsupportedMediaType, "application/json"},
 		{"body too large", unpark, `{"ids":["` + strings.Repeat("1", maxActionBody) + `"]}`, "application/json", http.StatusRequestEntityTooLarge, "exceeds"},
-		{"unknown field", unpark, `{"ids":["` + parked + `"],"all":true}`, "application/json", http.StatusBadRequest, "unknown field"},
+		{"unknown field", unpark, `{"ids":["` + parked + `"],"every":true}`, "application/json", http.StatusBadRequest, "unknown field"},
 		{"two values", unpark, unparkBody + unparkBody, "application/json", http.StatusBadRequest, "more than one"},
 		{"no ids", unpark, `{"ids":[]}`, "application/json", http.StatusBadRequest, "no row keys"},
 		{"bad id", unpark, `{"ids":["1 OR 1=1"]}`, "application/json", http.StatusBadRequest, "not an integer"},
 		{"comma in id", unpark, `{"ids":["1,2"]}`, "application/json", http.StatusBadRequest, "comma"},
 		{"no such page", "/api/page/5/unpark", unparkBody, "application/json", http.StatusNotFound, ""},
-		{"retry now with reset", "/api/page/0/retry-now", `{"ids":["` + sched + `"],"reset_attempts":true}`, "application/json", http.StatusBadRequest, "reset_attempts"},
+		{"retry now with reset", "/api/page/0/retry-now", `{"ids":["` + sched + `"],"reset_attempts":true}`, "application/json", http.StatusBadRequest, "row ids only"},
+		{"retry now all", "/api/page/0/retry-now", `{"all":true}`, "application/json", http.StatusBadRequest, "row ids only"},
+		{"ids and all", unpark, `{"ids":["` + parked + `"],"all":true}`, "application/json", http.StatusBadRequest, "not both"},
+		{"neither ids nor all", unpark, `{"reset_attempts":true}`, "application/json", http.StatusBadRequest, "no row keys"},
 		{"release without owner", "/api/force-release", `{"key":"nightly"}`, "application/json", http.StatusBadRequest, "no owner"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -511,6 +514,16 @@ func TestServeActions(t *testing.T) {
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
 	require.Equal(t, 1, fx.Count(t, "id = ? AND status = 'PENDING'", fx.ids[1]))
 
+	// Unpark every parked row of the page's scope, and only of it.
+	fx.Exec(t, "UPDATE jobs SET status = 'FAILED' WHERE id IN (?, ?)", fx.ids[1], fx.ids[3])
+	fx.Exec(t, "UPDATE jobs SET status = 'FAILED' WHERE task_id = 7")
+	w = c.post(unpark, `{"all":true}`, nil)
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &reply))
+	require.EqualValues(t, 2, reply.Rows)
+	require.Equal(t, 0, fx.Count(t, "task_id = 42 AND status = 'FAILED'"))
+	require.Equal(t, 2, fx.Count(t, "task_id = 7 AND status = 'FAILED'"), "task 7's page's rows")
+
 	// Logged out, the session acts no more.
 	w = c.do(req{method: "POST", path: "/logout", body: url.Values{"csrf": {c.csrf}}.Encode(), header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}})
 	require.Equal(t, http.StatusSeeOther, w.Code)
@@ -523,7 +536,7 @@ func TestServeActions(t *testing.T) {
 	require.NotContains(t, log, testToken, "the token is never logged")
 	require.NotContains(t, log, c.cookie.Value, "nor a session identifier")
 	require.Regexp(t, `level=INFO msg="serve: login" remote=127.0.0.1:50000 who="session [0-9a-f]{8}"`, log)
-	require.Regexp(t, `level=INFO msg="serve: action" action=unpark remote=127.0.0.1:50000 who="session [0-9a-f]{8}" table=jobs scope="task_id=42" ids=\[`+parked+`\] reset_attempts=true rows=1`, log)
+	require.Regexp(t, `level=INFO msg="serve: action" action=unpark remote=127.0.0.1:50000 who="session [0-9a-f]{8}" table=jobs scope="task_id=42" ids=\[`+parked+`\] all=false reset_attempts=true rows=1`, log)
 	require.Regexp(t, `msg="serve: action" action=force-release remote=127.0.0.1:50000 who="session [0-9a-f]{8}" lease_table=leases key=nightly owner=`+fx.lease.Owner()+` rows=1`, log)
 	require.Contains(t, log, `msg="serve: action" action=unpark remote=127.0.0.1:50000 who=bearer`)
 	require.Contains(t, log, `msg="serve: refused" method=POST path=/api/page/0/unpark status=403 reason="missing or wrong CSRF token (reload the page)" remote=127.0.0.1:50000`)

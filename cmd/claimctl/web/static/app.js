@@ -227,6 +227,12 @@
       setText("c-oldest-processing", v.counts.oldest_processing);
     }
     drawChart(v.history || []);
+    scopeLabel = v.scope;
+    parkedCount = v.counts ? v.counts.failed : 0;
+    if (unparkAll) {
+      unparkAll.hidden = parkedCount === 0;
+      unparkAll.textContent = "Unpark all " + parkedCount;
+    }
     fill("stuck", v.stuck, (r) => [{ text: r.id }, { text: r.token, cls: "mono" }, { text: r.attempts }, { text: r.age }]);
     fill("parked", v.parked, (r) => [{ text: r.id }, { text: r.attempts }, { text: r.age }, { text: r.error, cls: "err" }],
       (r) => rowActions("parked", r));
@@ -240,6 +246,17 @@
       if (note) note.hidden = !(v.more && v.more[k]);
     }
     body.dataset.loaded = String(Number(body.dataset.loaded || "0") + 1);
+  }
+
+  // The scope-wide unpark: every parked row of the page's scope, however
+  // many the list shows.
+  let parkedCount = 0, scopeLabel = "";
+  const unparkAll = document.getElementById("unpark-all");
+  if (unparkAll) {
+    unparkAll.addEventListener("click", () => act(
+      "Unpark all " + parkedCount + " parked row(s) of " + (scopeLabel || "the whole table") +
+      "? They go back to pending and workers claim them again.",
+      "Unpark all", hasAttempts, "/api/page/" + page + "/unpark", { all: true }));
   }
 
   let timer = null;
