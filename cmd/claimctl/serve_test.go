@@ -610,15 +610,16 @@ func TestServeConfig(t *testing.T) {
 	require.Contains(t, stderr, "at least 16 characters")
 }
 
-// The serve command listens on loopback by default, logs its address,
-// closes a connection that sends its header too slowly, and stops cleanly
-// when its context ends.
+// The serve command listens where -listen says, logs its address, closes
+// a connection that sends its header too slowly, outlives its -timeout,
+// and stops cleanly when its context ends.
 func TestServeCommand(t *testing.T) {
 	t.Parallel()
 	fx := newServeFixture(t, testengine.All[0])
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	base := startServe(t, ctx, "-config", fx.conf, "-scope", "42", "-listen", "127.0.0.1:0")
+	// -timeout bounds each database call, not the server's life.
+	base := startServe(t, ctx, "-config", fx.conf, "-scope", "42", "-listen", "127.0.0.1:0", "-timeout", "2s", "-interval", "1s")
 	require.True(t, strings.HasPrefix(base.url, "http://127.0.0.1:"), base.url)
 	res, err := http.Get(base.url + "api/page/0")
 	require.NoError(t, err)
@@ -642,6 +643,16 @@ func TestServeCommand(t *testing.T) {
 	conn.Close()
 	require.NoError(t, err, "the server closed the connection before the read deadline")
 	require.GreaterOrEqual(t, time.Since(start), readHeaderTimeout-time.Second)
+
+	// Past -timeout, the server still serves and samples.
+	res, err = http.Get(base.url + "api/page/0")
+	require.NoError(t, err)
+	var v pageView
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&v))
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Empty(t, v.Error)
+	require.GreaterOrEqual(t, len(v.History), 2, "the timer sampled again")
 
 	cancel()
 	require.Equal(t, exitOK, base.wait(t))
