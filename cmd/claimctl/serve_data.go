@@ -17,6 +17,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/tasklock"
 )
 
 // libSource is the pageSource over the configured claim and lease tables.
@@ -33,7 +34,8 @@ type libSource struct {
 
 	lt   dialect.LeaseTable
 	ls   store.LeaseStore // nil without a lease table
-	keys []any            // -key values, inspected one by one
+	k    *tasklock.Locker
+	keys []any // -key values, inspected one by one
 }
 
 // openSource describes and verifies the tables e's options name, as the
@@ -93,7 +95,7 @@ func openSource(ctx context.Context, e *env) (*libSource, error) {
 		if err != nil {
 			return nil, usageErr("lease table description: %v", err)
 		}
-		s.lt, s.ls = lt, ls
+		s.lt, s.ls, s.k = lt, ls, k
 		s.info.LeaseTable = lt.Table
 		s.info.LeaseExpiry = lt.ExpiresAt != ""
 		s.info.LeaseOwner = lt.Owner != ""
@@ -181,24 +183,16 @@ func (s *libSource) leases(ctx context.Context) ([]leaseView, error) {
 		}
 	}
 	for _, key := range s.keys {
-		st, err := s.ls.Inspect(ctx, key)
+		// The leases command's inspection: an expiry, not the time left,
+		// which this machine's clock estimates.
+		o, err := inspect(ctx, s.lt, s.k, key)
 		if err != nil {
 			return nil, err
 		}
-		l := leaseView{Key: fmt.Sprint(key), Owner: st.Owner, Fence: st.Fence, ExpiresAt: st.ExpiresAt}
-		switch {
-		case !st.Exists:
-			l.State = "absent"
-		case st.Owner == "":
-			l.State = "free"
-		case !s.info.LeaseExpiry:
-			l.State = "locked"
-		case st.Expired:
-			l.State = "expired"
-		default:
-			// Inspect reads the expiry, not the time left: this
-			// machine's clock estimates it.
-			l.State, l.Remaining = "held", max(time.Until(st.ExpiresAt), 0)
+		l := leaseView{Key: fmt.Sprint(o.Key), State: o.State, Owner: o.Owner, Fence: o.Fence,
+			Remaining: time.Duration(o.RemainingSeconds * float64(time.Second))}
+		if o.ExpiresAt != nil {
+			l.ExpiresAt = *o.ExpiresAt
 		}
 		out = append(out, l)
 	}
