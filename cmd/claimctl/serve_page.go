@@ -100,12 +100,11 @@ type point struct {
 
 // pageState is what the monitor knows of one page.
 type pageState struct {
-	last  scopeSample
-	ok    bool
-	at    time.Time
-	err   string
-	errAt time.Time
-	hist  []point
+	last scopeSample
+	ok   bool
+	at   time.Time
+	err  string
+	hist []point
 }
 
 // monitor samples every page on a timer (and after each action), keeps
@@ -166,7 +165,7 @@ func (m *monitor) sampleAll(ctx context.Context) {
 			m.mu.Lock()
 			p := &m.pages[i]
 			if err != nil {
-				p.err, p.errAt = oneLine(err.Error()), now
+				p.err = oneLine(err.Error())
 				m.log.Warn("serve: sample failed", "page", i, "err", err)
 			} else {
 				p.last, p.ok, p.at, p.err = s, true, now, ""
