@@ -98,6 +98,7 @@ type options struct {
 	JSON          bool          `json:"-"`
 	Yes           bool          `json:"-"`
 	Timeout       time.Duration `json:"-"`
+	Serve         serveOptions  `json:"-"`
 }
 
 // loadFile fills the options the command line did not set from the JSON

@@ -75,6 +75,7 @@ func defineFlags(fs *flag.FlagSet, o *options) {
 	fs.BoolVar(&o.ResetAttempts, "reset-attempts", false, "reset attempts to zero")
 	fs.BoolVar(&o.AllIndexes, "all-indexes", false, "print every recommended index, not only the missing ones")
 	fs.BoolVar(&o.Yes, "yes", false, "do not ask for confirmation")
+	defineServeFlags(fs, &o.Serve)
 }
 
 // flagGroup is a titled set of a command's flags, for its help.

@@ -33,6 +33,13 @@
 //	               -older) back to pending, parked at -max-attempts
 //	force-release  free the lease of -key whoever holds it
 //
+// serve runs an operator's web page (see the README's "Status page"): the
+// counts of each -scope over time, stuck, parked and scheduled rows and the
+// held leases, refreshed in place. It listens on 127.0.0.1:8080 (-listen)
+// and is read-only unless an action token is set (-action-token or
+// CLAIMCTL_ACTION_TOKEN); with one, an operator who logs in can unpark,
+// retry now and force-release, each after a confirmation.
+//
 // The claim table is described by flags (-table, -id, -status, -token,
 // -claimed-at, -attempts, -run-at, -error, -created-at, -scope-cols,
 // -statuses, ...) or by a JSON file (-config), whose fields are the flags'

@@ -22,6 +22,9 @@ type command struct {
 	tables tableSet
 	flags  []string
 	run    func(ctx context.Context, e *env) error
+	// untimed commands run until interrupted: -timeout bounds their
+	// connection and each database call, not the whole command.
+	untimed bool
 }
 
 // tableSet says which table descriptions a command reads.
@@ -104,6 +107,11 @@ var commands = []command{
 			"and the lease table (CREATE TABLE for a key table, the columns a task table lacks).",
 		run: cmdDDL,
 	},
+	{
+		name: "serve", summary: "serve a status page (read-only unless an action token is set)", tables: claimTable | leaseTable,
+		flags: []string{"listen", "action-token", "interval", "scope", "key", "older", "limit"},
+		about: serveAbout, run: cmdServe, untimed: true,
+	},
 }
 
 // run is claimctl's main logic: it returns the exit code and writes the
@@ -158,6 +166,7 @@ func runErr(ctx context.Context, args []string, stdin io.Reader, stdout io.Write
 	if err != nil {
 		return inCommand(cmd.name, err)
 	}
+	untimed := ctx
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	d, closeFn, err := connect(ctx, o)
@@ -165,6 +174,9 @@ func runErr(ctx context.Context, args []string, stdin io.Reader, stdout io.Write
 		return inCommand(cmd.name, err)
 	}
 	defer closeFn()
+	if cmd.untimed {
+		ctx = untimed
+	}
 	return inCommand(cmd.name, cmd.run(ctx, &env{o: o, d: d, in: bufio.NewReader(stdin), out: stdout}))
 }
 

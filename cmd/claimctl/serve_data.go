@@ -1,0 +1,279 @@
+package main
+
+// This file is the status page's only contact with the library (claim,
+// tasklock, dialect, internal/store): the rest of serve*.go sees the
+// pageSource interface and its plain result types. It reuses what the
+// other commands do: the table descriptions, their validation and the
+// catalog checks of rows.go and leases.go, then the same store calls the
+// stats, stuck, parked, scheduled, leases, unpark, retry-now and
+// force-release commands make. It builds no SQL.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/tasklock"
+)
+
+// libSource is the pageSource over the configured claim and lease tables.
+type libSource struct {
+	info sourceInfo
+	// callTimeout bounds each database call.
+	callTimeout time.Duration
+	older       time.Duration
+	limit       int
+
+	spec   dialect.ClaimTable
+	cs     store.ClaimStore // nil without a claim table
+	scopes [][]any
+
+	lt   dialect.LeaseTable
+	ls   store.LeaseStore // nil without a lease table
+	k    *tasklock.Locker
+	keys []any // -key values, inspected one by one
+}
+
+// openSource describes and verifies the tables e's options name, as the
+// other commands do, within e's timeout per database call. The claim
+// table's scopes are those of -scope: a scoped table needs at least one,
+// since counting rows by status without a scope scans the whole table.
+func openSource(ctx context.Context, e *env) (*libSource, error) {
+	s := &libSource{callTimeout: e.o.Timeout, older: e.o.Older, limit: e.o.Limit}
+	if e.o.Table == "" && e.o.LeaseTable == "" {
+		return nil, usageErr("give a claim table (-table), a lease table (-lease-table) or both")
+	}
+	if e.o.Older <= 0 {
+		return nil, usageErr("-older must be positive")
+	}
+	if e.o.Table != "" {
+		cctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+		spec, cs, err := e.claimStore(cctx, func(spec dialect.ClaimTable) (err error) {
+			s.scopes, err = e.o.scopeValues(spec)
+			if err == nil && len(s.scopes) == 0 && len(spec.Scope) > 0 {
+				err = usageErr("-scope is required: the page counts rows by status for each -scope given (repeatable); counting the whole table would scan it on every refresh")
+			}
+			return err
+		})
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		s.spec, s.cs = spec, cs
+		if len(s.scopes) == 0 {
+			s.scopes = [][]any{nil}
+		}
+		s.info.Table = spec.Table
+		for _, sv := range s.scopes {
+			label := scopeLabel(spec.Scope, sv)
+			if sv == nil {
+				label = ""
+			}
+			s.info.Scopes = append(s.info.Scopes, label)
+		}
+		s.info.Attempts = spec.Attempts != ""
+		s.info.RunAt = spec.RunAt != ""
+		s.info.ErrorColumn = spec.Error != ""
+		s.info.CreatedAt = spec.CreatedAt != ""
+		s.info.Failed = spec.Failed.IsSet()
+	}
+	if e.o.LeaseTable != "" {
+		cctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+		lt, k, err := e.locker(cctx)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		if s.keys, err = e.keys(lt, k); err != nil {
+			return nil, err
+		}
+		ls, err := store.OpenLeases(e.d, lt)
+		if err != nil {
+			return nil, usageErr("lease table description: %v", err)
+		}
+		s.lt, s.ls, s.k = lt, ls, k
+		s.info.LeaseTable = lt.Table
+		s.info.LeaseExpiry = lt.ExpiresAt != ""
+		s.info.LeaseOwner = lt.Owner != ""
+	} else if len(e.o.Keys) > 0 {
+		return nil, usageErr("-key needs a lease table (-lease-table)")
+	}
+	s.info.StuckAfter = s.older
+	s.info.Limit = s.limit
+	return s, nil
+}
+
+func (s *libSource) describe() sourceInfo { return s.info }
+
+// scope returns the scope values of page i.
+func (s *libSource) scope(i int) ([]any, error) {
+	if s.cs == nil || i < 0 || i >= len(s.scopes) {
+		return nil, fmt.Errorf("no page %d", i)
+	}
+	return s.scopes[i], nil
+}
+
+func (s *libSource) sample(ctx context.Context, i int) (scopeSample, error) {
+	var out scopeSample
+	scope, err := s.scope(i)
+	if err != nil {
+		return out, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+	st, err := s.cs.Stats(sctx, scope)
+	cancel()
+	if err != nil {
+		return out, err
+	}
+	out.Counts = counts{
+		Pending: st.Pending, Processing: st.Processing, Done: st.Done, Failed: st.Failed, Other: st.Other,
+		OldestPending: st.OldestPending, OldestProcessing: st.OldestProcessing,
+	}
+	list := func(set store.RowSet, older time.Duration) ([]rowView, error) {
+		cctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+		defer cancel()
+		rows, err := s.cs.List(cctx, &store.ListParams{Set: set, ScopeValues: scope, OlderThan: older, Limit: s.limit})
+		if err != nil {
+			return nil, err
+		}
+		out := make([]rowView, len(rows))
+		for j, r := range rows {
+			out[j] = rowView{ID: fmt.Sprint(r.ID), Token: r.Token, Attempts: r.Attempts, ClaimedAge: r.ClaimedAge, RunIn: r.RunIn, Error: r.Error}
+		}
+		return out, nil
+	}
+	if out.Stuck, err = list(store.SetProcessing, s.older); err != nil {
+		return out, err
+	}
+	if s.info.Failed {
+		if out.Parked, err = list(store.SetFailed, 0); err != nil {
+			return out, err
+		}
+	}
+	if s.info.RunAt {
+		if out.Scheduled, err = list(store.SetScheduled, 0); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+func (s *libSource) leases(ctx context.Context) ([]leaseView, error) {
+	if s.ls == nil {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+	defer cancel()
+	var out []leaseView
+	if s.info.LeaseExpiry {
+		held, err := s.ls.Held(ctx, s.limit)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range held {
+			l := leaseView{Key: fmt.Sprint(h.Key), State: "held", Owner: h.Owner, Fence: h.Fence, ExpiresAt: h.ExpiresAt, Remaining: h.Remaining, DBClock: true}
+			if h.Expired {
+				l.State = "expired"
+			}
+			out = append(out, l)
+		}
+	}
+	for _, key := range s.keys {
+		// The leases command's inspection: an expiry, not the time left,
+		// which this machine's clock estimates.
+		o, err := inspect(ctx, s.lt, s.k, key)
+		if err != nil {
+			return nil, err
+		}
+		l := leaseView{Key: fmt.Sprint(o.Key), State: o.State, Owner: o.Owner, Fence: o.Fence,
+			Remaining: time.Duration(o.RemainingSeconds * float64(time.Second))}
+		if o.ExpiresAt != nil {
+			l.ExpiresAt = *o.ExpiresAt
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// target is the row filter of an action on page i: the page's scope and
+// the keys given (at least one), parsed as -ids is.
+func (s *libSource) target(i int, ids []string) (store.RowFilter, error) {
+	scope, err := s.scope(i)
+	if err != nil {
+		return store.RowFilter{}, err
+	}
+	if len(ids) == 0 {
+		return store.RowFilter{}, usageErr("no row keys given")
+	}
+	for _, id := range ids {
+		if strings.Contains(id, ",") {
+			return store.RowFilter{}, usageErr("row key %q contains a comma", id)
+		}
+	}
+	keys, err := (&options{IDs: strings.Join(ids, ",")}).ids(s.spec)
+	if err != nil {
+		return store.RowFilter{}, err
+	}
+	if len(keys) == 0 {
+		return store.RowFilter{}, usageErr("no row keys given")
+	}
+	return store.RowFilter{ScopeValues: scope, IDs: keys}, nil
+}
+
+func (s *libSource) unpark(ctx context.Context, i int, ids []string, reset bool) (int64, error) {
+	var f store.RowFilter
+	var err error
+	if ids == nil {
+		f.ScopeValues, err = s.scope(i)
+	} else {
+		f, err = s.target(i, ids)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if reset && !s.info.Attempts {
+		return 0, usageErr("fresh attempts need an attempts column (-attempts)")
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+	defer cancel()
+	return s.cs.Unpark(ctx, &store.UnparkParams{RowFilter: f, ResetAttempts: reset})
+}
+
+func (s *libSource) retryNow(ctx context.Context, i int, ids []string) (int64, error) {
+	f, err := s.target(i, ids)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+	defer cancel()
+	return s.cs.RetryNow(ctx, f)
+}
+
+// forceRelease frees the lease of key if owner still holds it: the
+// release is conditioned on the holder the operator confirmed, so a lease
+// taken again meanwhile by someone else stays held.
+func (s *libSource) forceRelease(ctx context.Context, key, owner string) (bool, error) {
+	if s.ls == nil {
+		return false, errors.New("no lease table")
+	}
+	if owner == "" {
+		return false, usageErr("no owner given")
+	}
+	k, err := leaseKey(s.lt, key)
+	if err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+	defer cancel()
+	return s.ls.Release(ctx, k, owner, time.Time{})
+}
+
+// invalidInput reports whether err refuses an input (a key of the wrong
+// type, no keys), claimctl's or the library's, as opposed to a failure.
+func invalidInput(err error) bool {
+	return errors.Is(err, dialect.ErrInvalidConfig) || errors.As(err, new(*exitError))
+}

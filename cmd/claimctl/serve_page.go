@@ -1,0 +1,331 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// pageSource is what the status page reads and changes: the configured
+// claim table, one page per scope, and the lease table. serve_data.go
+// implements it over the library. Every call is bounded in time and in
+// rows by the source.
+type pageSource interface {
+	// describe says what is configured.
+	describe() sourceInfo
+	// sample reads page i: counts by status, stuck, parked and
+	// scheduled rows.
+	sample(ctx context.Context, i int) (scopeSample, error)
+	// leases reads the held leases (and those of -key).
+	leases(ctx context.Context) ([]leaseView, error)
+	// unpark returns the parked rows ids of page i (every parked row of
+	// its scope when ids is nil) to pending, with fresh attempts if reset;
+	// it returns the rows changed.
+	unpark(ctx context.Context, i int, ids []string, reset bool) (int64, error)
+	// retryNow makes the scheduled rows ids of page i claimable now.
+	retryNow(ctx context.Context, i int, ids []string) (int64, error)
+	// forceRelease frees the lease of key if owner still holds it.
+	forceRelease(ctx context.Context, key, owner string) (bool, error)
+}
+
+// sourceInfo is what a pageSource serves.
+type sourceInfo struct {
+	// Table is the claim table ("" without one); Scopes label its pages
+	// ("" for the whole table of an unscoped one).
+	Table  string
+	Scopes []string
+	// The claim table's optional columns and its failed status.
+	Attempts, RunAt, ErrorColumn, CreatedAt, Failed bool
+	// LeaseTable is the lease table ("" without one); LeaseExpiry and
+	// LeaseOwner say whether it has those columns.
+	LeaseTable              string
+	LeaseExpiry, LeaseOwner bool
+	// StuckAfter is the reap timeout: rows processing longer are stuck.
+	StuckAfter time.Duration
+	// Limit bounds each list.
+	Limit int
+}
+
+// counts are a scope's rows by status and its oldest ages, on the
+// database clock.
+type counts struct {
+	Pending, Processing, Done, Failed, Other int64
+	OldestPending, OldestProcessing          time.Duration
+}
+
+// rowView is one listed row; ClaimedAge is negative when unknown.
+type rowView struct {
+	ID, Token         string
+	Attempts          int64
+	ClaimedAge, RunIn time.Duration
+	Error             string
+}
+
+// scopeSample is one reading of a page.
+type scopeSample struct {
+	Counts                   counts
+	Stuck, Parked, Scheduled []rowView
+}
+
+// leaseView is one lease. Remaining is on the database clock when DBClock
+// is set, else estimated with this machine's clock.
+type leaseView struct {
+	Key, State, Owner string
+	Fence             int64
+	ExpiresAt         time.Time
+	Remaining         time.Duration
+	DBClock           bool
+}
+
+// historyLen is how many samples of each page's counts the server keeps
+// for its chart.
+const historyLen = 720
+
+// maxShownText bounds a value (an error text, a key, an owner) as the page
+// shows it, in characters.
+const maxShownText = 2000
+
+// point is one sample of a page's counts, at T (Unix milliseconds, this
+// machine's clock).
+type point struct {
+	T          int64 `json:"t"`
+	Pending    int64 `json:"pending"`
+	Processing int64 `json:"processing"`
+	Failed     int64 `json:"failed"`
+	Done       int64 `json:"done"`
+}
+
+// pageState is what the monitor knows of one page.
+type pageState struct {
+	last scopeSample
+	ok   bool
+	at   time.Time
+	err  string
+	hist []point
+}
+
+// monitor samples every page on a timer (and after each action), keeps
+// the last reading and a bounded history, and serves views of them: the
+// database's cost depends on the interval, not on the number of viewers.
+type monitor struct {
+	src      pageSource
+	info     sourceInfo
+	interval time.Duration
+	log      *slog.Logger
+
+	// sampling serialises samples (the timer's and the actions').
+	sampling sync.Mutex
+
+	mu       sync.RWMutex
+	pages    []pageState
+	leaseOK  bool
+	leaseAt  time.Time
+	leaseErr string
+	leases   []leaseView
+}
+
+func newMonitor(src pageSource, interval time.Duration, log *slog.Logger) *monitor {
+	info := src.describe()
+	n := len(info.Scopes)
+	if info.Table == "" {
+		n = 1 // a page of leases only
+	}
+	return &monitor{src: src, info: info, interval: interval, log: log, pages: make([]pageState, n)}
+}
+
+// run samples every interval until ctx ends.
+func (m *monitor) run(ctx context.Context) {
+	t := time.NewTicker(m.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.sampleAll(ctx)
+	}
+}
+
+// sampleAll reads every page and the leases once. A failed read keeps the
+// last good one and records the error, which the page shows.
+func (m *monitor) sampleAll(ctx context.Context) {
+	m.sampling.Lock()
+	defer m.sampling.Unlock()
+	if m.info.Table != "" {
+		for i := range m.pages {
+			s, err := m.src.sample(ctx, i)
+			now := time.Now()
+			if ctx.Err() != nil {
+				return
+			}
+			m.mu.Lock()
+			p := &m.pages[i]
+			if err != nil {
+				p.err = oneLine(err.Error())
+				m.log.Warn("serve: sample failed", "page", i, "err", err)
+			} else {
+				p.last, p.ok, p.at, p.err = s, true, now, ""
+				c := s.Counts
+				p.hist = append(p.hist, point{T: now.UnixMilli(), Pending: c.Pending, Processing: c.Processing, Failed: c.Failed, Done: c.Done})
+				if len(p.hist) > historyLen {
+					p.hist = append(p.hist[:0], p.hist[len(p.hist)-historyLen:]...)
+				}
+			}
+			m.mu.Unlock()
+		}
+	}
+	if m.info.LeaseTable != "" {
+		ls, err := m.src.leases(ctx)
+		now := time.Now()
+		if ctx.Err() != nil {
+			return
+		}
+		m.mu.Lock()
+		if err != nil {
+			m.leaseErr = oneLine(err.Error())
+			m.log.Warn("serve: lease sample failed", "err", err)
+		} else {
+			m.leases, m.leaseOK, m.leaseAt, m.leaseErr = ls, true, now, ""
+		}
+		m.mu.Unlock()
+	}
+}
+
+// countsView is a page's counts as shown.
+type countsView struct {
+	Pending          int64  `json:"pending"`
+	Processing       int64  `json:"processing"`
+	Done             int64  `json:"done"`
+	Failed           int64  `json:"failed"`
+	Other            int64  `json:"other"`
+	OldestPending    string `json:"oldest_pending"`
+	OldestProcessing string `json:"oldest_processing"`
+}
+
+// rowOutView is a listed row as shown.
+type rowOutView struct {
+	ID       string `json:"id"`
+	Token    string `json:"token"`
+	Attempts int64  `json:"attempts"`
+	Age      string `json:"age"`
+	RunIn    string `json:"run_in"`
+	Error    string `json:"error"`
+}
+
+// leaseOutView is a lease as shown.
+type leaseOutView struct {
+	Key       string `json:"key"`
+	State     string `json:"state"`
+	Owner     string `json:"owner"`
+	Fence     int64  `json:"fence"`
+	ExpiresAt string `json:"expires_at"`
+	Remaining string `json:"remaining"`
+}
+
+// pageView is everything page i shows, as its JSON and its template get
+// it: values from the database are cleaned (valid UTF-8, bounded length)
+// and left for the template or the script to escape.
+type pageView struct {
+	Index     int          `json:"index"`
+	Table     string       `json:"table"`
+	Scope     string       `json:"scope"`
+	SampledAt string       `json:"sampled_at"`
+	Error     string       `json:"error"`
+	Counts    *countsView  `json:"counts"`
+	History   []point      `json:"history"`
+	Stuck     []rowOutView `json:"stuck"`
+	Parked    []rowOutView `json:"parked"`
+	Scheduled []rowOutView `json:"scheduled"`
+	// More says which lists reached the limit.
+	More       map[string]bool `json:"more"`
+	Leases     []leaseOutView  `json:"leases"`
+	LeaseError string          `json:"lease_error"`
+}
+
+// view returns what page i shows now.
+func (m *monitor) view(i int) pageView {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	v := pageView{Index: i, Table: m.info.Table, More: map[string]bool{},
+		Stuck: []rowOutView{}, Parked: []rowOutView{}, Scheduled: []rowOutView{}, Leases: []leaseOutView{}, History: []point{}}
+	if m.info.Table != "" {
+		p := m.pages[i]
+		v.Scope = m.info.Scopes[i]
+		v.Error = clean(p.err)
+		if p.ok {
+			v.SampledAt = p.at.UTC().Format(time.RFC3339)
+			c := p.last.Counts
+			v.Counts = &countsView{Pending: c.Pending, Processing: c.Processing, Done: c.Done, Failed: c.Failed, Other: c.Other,
+				OldestPending: age(c.OldestPending), OldestProcessing: age(c.OldestProcessing)}
+			if !m.info.CreatedAt {
+				v.Counts.OldestPending = "n/a"
+			}
+			if c.Processing == 0 {
+				v.Counts.OldestProcessing = "-"
+			}
+			if c.Pending == 0 && m.info.CreatedAt {
+				v.Counts.OldestPending = "-"
+			}
+			v.History = append(v.History, p.hist...)
+			v.Stuck = rowsOut(p.last.Stuck)
+			v.Parked = rowsOut(p.last.Parked)
+			v.Scheduled = rowsOut(p.last.Scheduled)
+			v.More["stuck"] = len(p.last.Stuck) >= m.info.Limit
+			v.More["parked"] = len(p.last.Parked) >= m.info.Limit
+			v.More["scheduled"] = len(p.last.Scheduled) >= m.info.Limit
+		}
+	}
+	if m.info.LeaseTable != "" {
+		v.LeaseError = clean(m.leaseErr)
+		for _, l := range m.leases {
+			o := leaseOutView{Key: clean(l.Key), State: l.State, Owner: clean(l.Owner), Fence: l.Fence, ExpiresAt: "-", Remaining: "-"}
+			if !l.ExpiresAt.IsZero() {
+				o.ExpiresAt = l.ExpiresAt.UTC().Format("2006-01-02 15:04:05.000 MST")
+			}
+			if l.State == "held" {
+				o.Remaining = age(l.Remaining)
+				if !l.DBClock {
+					o.Remaining = "~" + o.Remaining
+				}
+			}
+			v.Leases = append(v.Leases, o)
+		}
+		v.More["leases"] = len(m.leases) >= m.info.Limit
+		if v.SampledAt == "" && m.leaseOK {
+			v.SampledAt = m.leaseAt.UTC().Format(time.RFC3339)
+		}
+	}
+	return v
+}
+
+func rowsOut(rows []rowView) []rowOutView {
+	out := make([]rowOutView, len(rows))
+	for i, r := range rows {
+		out[i] = rowOutView{ID: clean(r.ID), Token: clean(r.Token), Attempts: r.Attempts, Age: age(r.ClaimedAge), RunIn: age(r.RunIn), Error: clean(r.Error)}
+	}
+	return out
+}
+
+// clean prepares a value from the database for the page: valid UTF-8,
+// without NUL bytes, cut to maxShownText characters (the last one "…").
+// Escaping is the template's and the script's (textContent) job.
+func clean(s string) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	if utf8.RuneCountInString(s) > maxShownText {
+		n := 0
+		for i := range s {
+			if n == maxShownText-1 {
+				return s[:i] + "…"
+			}
+			n++
+		}
+	}
+	return s
+}
