@@ -8,8 +8,8 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/mysql"
-	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 )
 
 // TestClaimKeyCursorFindsRowsBelowIt: claims start above the last key of

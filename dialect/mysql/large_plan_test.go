@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 	"github.com/claimlock/claimlock/internal/testkit/plantest"
-	"github.com/claimlock/claimlock/internal/store"
 )
 
 // TestEveryPlanReadsOnlyWhatItNeeds runs every statement of a claim store
@@ -40,8 +40,8 @@ import (
 // Controls run alongside: statements that no plan can run within their
 // budget, which the checks must catch in every run on every server (they
 // prove that the test reads this server's plans, by ANALYZE or EXPLAIN),
-// and the statements of claimlock before issue #20, which the checks must
-// catch on MariaDB.
+// and earlier forms of claimlock's own statements (scoped sweeps and
+// stats without the scope index), which the checks must catch on MariaDB.
 func TestEveryPlanReadsOnlyWhatItNeeds(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -315,8 +315,8 @@ func loadLargeLayout(ctx context.Context, t *testing.T, db *sql.DB, d *Dialect) 
 	return cs, ls
 }
 
-// control is a statement of claimlock before issue #20, for the tables of
-// loadLargeLayout.
+// control is an earlier form of one of claimlock's statements (before the
+// scope index), for the tables of loadLargeLayout.
 type control struct {
 	name  string
 	query string

@@ -19,9 +19,9 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/mysql"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 	"github.com/claimlock/claimlock/internal/testkit/dialecttest"
-	"github.com/claimlock/claimlock/internal/store"
 )
 
 func ctxT(t *testing.T) context.Context {

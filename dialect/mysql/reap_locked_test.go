@@ -12,8 +12,8 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/mysql"
-	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 )
 
 // lockWaitTimeout is the sessions' innodb_lock_wait_timeout in the tests

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 	"github.com/claimlock/claimlock/internal/testkit/plantest"
-	"github.com/claimlock/claimlock/internal/store"
 )
 
 // TestEveryPlanReadsOnlyWhatItNeeds explains (with ANALYZE, in a
@@ -31,7 +31,8 @@ import (
 // Controls run alongside: statements that no plan can run within their
 // budget, which the checks must catch in every run on every server (they
 // prove that the test reads this server's plans), and the statements of
-// claimlock before issue #20, which the checks must catch on PostgreSQL 15.
+// claimlock's earlier forms (before the scope index), which the checks must
+// catch on PostgreSQL 15.
 func TestEveryPlanReadsOnlyWhatItNeeds(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

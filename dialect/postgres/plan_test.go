@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 	"github.com/claimlock/claimlock/internal/testkit/dialecttest"
-	"github.com/claimlock/claimlock/internal/store"
 )
 
 // planNode is the part of EXPLAIN (FORMAT JSON) output the plan test reads.

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 	"github.com/claimlock/claimlock/internal/errclass"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 )
 
 // offline returns a dialect with no connection, for statement-building

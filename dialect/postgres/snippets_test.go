@@ -12,9 +12,9 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/postgres"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 	"github.com/claimlock/claimlock/internal/testkit/dialecttest"
-	"github.com/claimlock/claimlock/internal/store"
 )
 
 // The NotifyStatement doc's snippet, verbatim between the "snippet"

@@ -52,9 +52,10 @@ WHERE {{.Token}} = {{if .Pipelined}}{{arg "ack_token"}}{{else}}{{arg "token"}}{{
 RETURNING {{.ID}}, {{if .ParkAt}}{{.Status}} = {{.Failed}}{{else}}false{{end}}{{end}}
 `
 
-// claimSQL: see the DESIGN's PostgreSQL plan trap for why claims order by
-// id + 0 and the claim index is partial on it: the primary key cannot
-// supply that order, so no plan walks the key past processed rows. The
+// claimSQL: claims order by id + 0 and the claim index is partial on it
+// (PostgreSQL's plan trap: with ORDER BY id the planner may walk the
+// primary key past every processed row): the primary key cannot supply that
+// order, so no plan walks the key past processed rows. The
 // candidates are locked in a MATERIALIZED CTE, never a LIMIT subquery under
 // IN (which PostgreSQL may re-run and so claim more than the limit). Both
 // strategies run it with SKIP LOCKED (see the package doc).

@@ -12,9 +12,9 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/sqlite"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 	"github.com/claimlock/claimlock/internal/testkit/plantest"
-	"github.com/claimlock/claimlock/internal/store"
 )
 
 // sqliteScale shrinks plantest's layout for SQLite, whose plans this test
@@ -27,7 +27,8 @@ const sqliteScale = 10
 // under statistics (sqlite_stat1) taken when the table looked different and
 // under fresh ones: each must search an index or the key (never scan the
 // table, but unscoped stats, which count it by design) and never sort with
-// a temporary b-tree. The statements of before issue #20 are controls.
+// a temporary b-tree. Earlier forms of the statements (before the scope
+// index) are controls.
 func TestEveryPlanUsesAnIndex(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -134,7 +135,8 @@ type sqliteControl struct {
 	args []any
 }
 
-// controlsBefore20 are the reaps of claimlock before issue #20.
+// controlsBefore20 are earlier forms of claimlock's reaps, before the scope
+// index.
 func controlsBefore20(ph plantest.Phase) map[string]sqliteControl {
 	stale := `"status" = 'PROCESSING' AND "claimed_at" < CAST(unixepoch('subsec') * 1000 AS INTEGER) - ?`
 	expired := `"owner" IS NOT NULL AND "expires_at" < CAST(unixepoch('subsec') * 1000 AS INTEGER) - ?`

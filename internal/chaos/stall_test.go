@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/testkit/dialecttest"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/internal/testkit/dialecttest"
 	"github.com/claimlock/claimlock/internal/testkit/testengine"
 	"github.com/claimlock/claimlock/tasklock"
 )
