@@ -19,8 +19,9 @@ import (
 //   - Markdown (README.md and docs/): every ```go block is preceded by
 //     <!-- snippet: NAME --> and appears verbatim (up to indentation) in a
 //     test file, between the lines "// snippet: NAME" and "// end snippet",
-//     inside a test that runs it; or it is preceded by
-//     <!-- not run: REASON -->, which says why it cannot run.
+//     inside a test that runs it, or in a program under examples/ that its
+//     test runs; or it is preceded by <!-- not run: REASON -->, which says
+//     why it cannot run.
 //   - Godoc: every code block of a doc comment that is Go (it parses as a
 //     file, declarations, statements or an expression) appears verbatim in
 //     such a test-file snippet. Blocks that are not Go (shell commands,
@@ -36,7 +37,8 @@ var (
 )
 
 // testSnippets returns every snippet region of the module's test files
-// (contrib modules included), by name, dedented.
+// (contrib modules included) and of the example programs, by name,
+// dedented.
 func testSnippets(t *testing.T) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
@@ -47,7 +49,8 @@ func testSnippets(t *testing.T) map[string][]string {
 		if d.IsDir() && path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
 			return filepath.SkipDir
 		}
-		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+		if d.IsDir() || !strings.HasSuffix(path, ".go") ||
+			!strings.HasSuffix(path, "_test.go") && !strings.HasPrefix(filepath.ToSlash(path), "examples/") {
 			return nil
 		}
 		f, err := os.Open(path)

@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"strings"
 	"time"
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/sqlite"
-	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/zombie"
 )
 
 // Message is what a worker reads from each claimed row.
@@ -32,8 +33,8 @@ func exampleSetup(cfg claim.Config) dialect.Dialect {
 	return d
 }
 
-// exampleTable opens an in-memory SQLite database holding cfg's table,
-// created with the schema helpers and the recommended indexes.
+// exampleTable opens an in-memory SQLite database holding cfg's table and
+// its recommended indexes.
 func exampleTable(cfg claim.Config) (dialect.Dialect, *sql.DB) {
 	ctx := context.Background()
 	db, err := sqlite.Open(":memory:")
@@ -48,18 +49,49 @@ func exampleTable(cfg claim.Config) (dialect.Dialect, *sql.DB) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ddl, err := store.CreateTableDDL(d, store.ClaimTableDef(spec))
+	if _, err := db.ExecContext(ctx, createTableSQL(spec)); err != nil {
+		log.Fatal(err)
+	}
+	idx := cfg
+	idx.Columns = nil // the indexes do not depend on the row type
+	c, err := claim.New[struct{}](d, idx, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	cs, err := store.OpenClaims(d, spec)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := store.ExecDDL(ctx, d, append(ddl, cs.IndexDDL()...)); err != nil {
-		log.Fatal(err)
+	for _, q := range c.IndexDDL(false) {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			log.Fatal(err)
+		}
 	}
 	return d, db
+}
+
+// createTableSQL is the SQLite table an application would have for t:
+// times are integer milliseconds, the status a text with the pending
+// value as its default.
+func createTableSQL(t dialect.ClaimTable) string {
+	cols := []string{t.ID + " INTEGER PRIMARY KEY AUTOINCREMENT"}
+	for _, c := range t.Scope {
+		cols = append(cols, c+" INTEGER NOT NULL")
+	}
+	cols = append(cols, t.Status+" TEXT NOT NULL DEFAULT "+t.Pending.Literal(), t.Token+" TEXT", t.ClaimedAt+" INTEGER")
+	for _, c := range []string{t.Attempts, t.Version} {
+		if c != "" {
+			cols = append(cols, c+" INTEGER NOT NULL DEFAULT 0")
+		}
+	}
+	for _, c := range []string{t.RunAt, t.CreatedAt} {
+		if c != "" {
+			cols = append(cols, c+" INTEGER")
+		}
+	}
+	if t.Error != "" {
+		cols = append(cols, t.Error+" TEXT")
+	}
+	for _, c := range t.Columns {
+		cols = append(cols, c+" TEXT")
+	}
+	return "CREATE TABLE " + t.Table + " (" + strings.Join(cols, ", ") + ")"
 }
 
 func targetConfig() claim.Config {
@@ -121,9 +153,11 @@ func ExampleBatch_Ack_lost() {
 	d := exampleSetup(cfg)
 	c, _ := claim.New(d, cfg, func(m *Message) []any { return []any{&m.OpenID} })
 
+	reaper, _ := zombie.New(d, cfg, zombie.Config{Timeout: time.Millisecond})
+
 	stalled, _ := c.Claim(ctx)
-	time.Sleep(10 * time.Millisecond) // the worker stalls; a reaper returns its rows
-	_, _ = claim.StoreOf(c).Reap(ctx, &store.ReapParams{Timeout: time.Millisecond, Limit: 100})
+	time.Sleep(10 * time.Millisecond) // the worker stalls; the reaper returns its rows
+	_, _ = reaper.Sweep(ctx)
 	fresh, _ := c.Claim(ctx)
 
 	err := stalled.AckAll(ctx)

@@ -8,9 +8,6 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/claim"
-	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/sqlite"
-	"github.com/claimlock/claimlock/internal/store"
 )
 
 // An application that inserts work in the same process wakes the claimer's
@@ -18,26 +15,8 @@ import (
 // instead of after the poll interval (an hour here).
 func ExampleClaimer_Wake() {
 	ctx := context.Background()
-	db, err := sqlite.Open(":memory:")
-	if err != nil {
-		log.Fatal(err)
-	}
-	d, err := sqlite.New(ctx, db, dialect.Options{})
-	if err != nil {
-		log.Fatal(err)
-	}
 	cfg := targetConfig()
-	spec, err := cfg.Resolve()
-	if err != nil {
-		log.Fatal(err)
-	}
-	ddl, err := store.CreateTableDDL(d, store.ClaimTableDef(spec))
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := store.ExecDDL(ctx, d, ddl); err != nil {
-		log.Fatal(err)
-	}
+	d, db := exampleTable(cfg)
 	// Each loop's first claim finds nothing; then every loop is idle.
 	const workers = 4
 	var empties atomic.Int32

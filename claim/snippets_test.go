@@ -2,6 +2,7 @@ package claim_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -242,5 +243,83 @@ func countCommits(calls, errs, reclaims *atomic.Int64, seen *sync.Map, h func(co
 			errs.Add(1)
 		}
 		return err
+	}
+}
+
+// RateLimited is the send error of the docs' Run snippet: the API asks to
+// come back after Wait.
+type RateLimited struct{ Wait time.Duration }
+
+func (e *RateLimited) Error() string { return fmt.Sprintf("rate limited: retry in %v", e.Wait) }
+
+// ErrNoSuchUser is the send error of the docs' Run snippet that retrying
+// cannot cure.
+var ErrNoSuchUser = errors.New("no such user")
+
+// The claim guide's Run snippet: on every engine, the handler's errors
+// decide each row's fate: acked, retried when the API says, parked at once.
+func TestSnippetDocsClaimRun(t *testing.T) {
+	t.Parallel()
+	for _, en := range engines {
+		t.Run(en.kind, func(t *testing.T) {
+			t.Parallel()
+			e := open(t, en)
+			cfg := claim.Config{ClaimTable: dialect.ClaimTable{Table: tableName("run"), Columns: []string{"openid"},
+				Attempts: "attempts", RunAt: "run_at", Error: "last_error"}, BatchSize: 4, MaxAttempts: 3}
+			createTable(t, e, cfg)
+			insertRows(t, e, cfg.Table, []string{"openid"}, 10, func(i int) []any { return []any{fmt.Sprintf("o%d", i)} })
+			c, err := claim.New(e.d, cfg, func(m *Msg) []any { return []any{&m.OpenID} })
+			require.NoError(t, err)
+			var sends sync.Map
+			send := func(_ context.Context, openID string) error {
+				_, again := sends.LoadOrStore(openID, true)
+				require.False(t, again, "sent twice: %s", openID)
+				switch openID {
+				case "o3":
+					return &RateLimited{Wait: time.Hour}
+				case "o5":
+					return fmt.Errorf("send %s: %w", openID, ErrNoSuchUser)
+				}
+				return nil
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				// snippet: docs-claim-run
+				err := c.Run(ctx, claim.WorkerConfig[Msg]{
+					Workers: 8,
+					Handler: func(ctx context.Context, r claim.Row[Msg]) error {
+						err := send(ctx, r.Value.OpenID) // idempotent on r.ID
+						var busy *RateLimited
+						switch {
+						case errors.As(err, &busy):
+							return claim.RetryAfter(busy.Wait, err) // when the API says, not after the backoff
+						case errors.Is(err, ErrNoSuchUser):
+							return claim.Park(err) // retrying cannot help: park it now, with its error
+						}
+						return err // nil: acked with the batch; else retried after Config.Backoff, parked at MaxAttempts
+					},
+				})
+				// end snippet
+				done <- err
+			}()
+			require.Eventually(t, func() bool {
+				st, err := c.Stats(ctx)
+				return err == nil && st.Done == 8 && st.Failed == 1 && st.Pending == 1
+			}, time.Minute, 10*time.Millisecond)
+			cancel()
+			require.NoError(t, <-done)
+			var status, lastErr string
+			var attempts int
+			require.NoError(t, e.raw.QueryRowContext(context.Background(), e.rebind(fmt.Sprintf(
+				"SELECT status, attempts, last_error FROM %s WHERE openid = ?", cfg.Table)), "o5").Scan(&status, &attempts, &lastErr))
+			require.Equal(t, []any{"FAILED", 1, "send o5: no such user"}, []any{status, attempts, lastErr}, "parked at its first attempt")
+			rows, err := c.List(context.Background(), claim.Scheduled, 0, 10)
+			require.NoError(t, err)
+			require.Len(t, rows, 1)
+			require.Equal(t, "rate limited: retry in 1h0m0s", rows[0].Error)
+			require.InDelta(t, time.Hour.Seconds(), rows[0].RunIn.Seconds(), 60, "waits for the hour the API asked")
+		})
 	}
 }

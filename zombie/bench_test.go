@@ -237,7 +237,8 @@ func benchSweep(b *testing.B, e *env, cc claim.Config, stale int) {
 	ctx := context.Background()
 	c, err := claim.New[struct{}](e.d, cc, nil)
 	require.NoError(b, err)
-	r, err := zombie.New(e.d, cc, zombie.Config{Timeout: 10 * time.Minute, MaxAttempts: 5})
+	cc.MaxAttempts = 5
+	r, err := zombie.New(e.d, cc, zombie.Config{Timeout: 10 * time.Minute})
 	require.NoError(b, err)
 	res, err := r.Sweep(ctx) // verifies the table
 	require.NoError(b, err)

@@ -32,21 +32,6 @@ type Config struct {
 	// fewer rows, so locks are held only for BatchLimit rows at a time.
 	BatchLimit int
 
-	// MaxAttempts parks a stale row whose attempts count reached it with
-	// the failed status instead of returning it to pending: a poison row
-	// whose handler crashes its worker every time ends as failed, with its
-	// attempts, instead of crashing workers forever. Zero means the claim
-	// config's [claim.Config.MaxAttempts] (the table's parking rule is
-	// described once; with an Attempts column its default is
-	// [dialect.DefaultMaxAttempts]); a different non-zero value from the
-	// claim config's is an error. Without an Attempts column claims are not
-	// counted and stale rows are returned, never parked.
-	//
-	// A value the Attempts column cannot hold (300 for a TINYINT column)
-	// is refused by the first sweep, when the reaper reads the column's
-	// type, before any row changes.
-	MaxAttempts int
-
 	// AllScopes makes sweeps cover the whole table even when the claim
 	// config is scoped. By default a reaper sweeps what its claim config
 	// claims: the rows matching its Scope and ScopeValues (for example one

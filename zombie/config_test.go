@@ -53,18 +53,15 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"zero timeout", d, good, zombie.Config{}, "Config.Timeout: must be positive"},
 		{"negative timeout", d, good, zombie.Config{Timeout: -time.Second}, "Config.Timeout: must be positive"},
 		{"negative batch limit", d, good, zombie.Config{Timeout: time.Second, BatchLimit: -1}, "Config.BatchLimit: -1 is negative"},
-		{"negative max attempts", d, good, zombie.Config{Timeout: time.Second, MaxAttempts: -2}, "MaxAttempts: -2 is negative"},
-		{"max attempts without attempts column", d, noAttempts, zombie.Config{Timeout: time.Second, MaxAttempts: 3}, "MaxAttempts: parking rows after a number of attempts needs an Attempts column"},
+		{"negative max attempts", d, withMax(good, -2), zombie.Config{Timeout: time.Second}, "MaxAttempts: -2 is negative"},
+		{"max attempts without attempts column", d, withMax(noAttempts, 3), zombie.Config{Timeout: time.Second}, "MaxAttempts: parking rows after a number of attempts needs an Attempts column"},
 		{"integer statuses without failed status", d, intNoFailed, zombie.Config{Timeout: time.Second}, "Failed: status value is not set"},
-		{"max attempts other than the claimers'", d, claim.Config{ClaimTable: good.ClaimTable, MaxAttempts: 4}, zombie.Config{Timeout: time.Second, MaxAttempts: 3}, "MaxAttempts: 3 differs from the claim config's 4"},
 		{"locker without key", d, good, zombie.Config{Timeout: time.Second, Locker: lk}, "Config.LockKey: is required with Locker"},
 		{"key without locker", d, good, zombie.Config{Timeout: time.Second, LockKey: "k"}, "Config.LockKey: is set but Locker is nil"},
 		{"key of the wrong type", d, good, zombie.Config{Timeout: time.Second, Locker: lk, LockKey: 42}, "Config.LockKey"},
 		{"scope without values", d, noScopeValue, zombie.Config{Timeout: time.Second}, "ScopeValues"},
 		{"bad claim table", d, claim.Config{ClaimTable: dialect.ClaimTable{Table: "jobs; drop"}}, zombie.Config{Timeout: time.Second}, "Table"},
 		{"nil dialect", nil, good, zombie.Config{Timeout: time.Second}, "Dialect: is nil"},
-		{"max attempts differing from the claim config's", d, withMax(good, 5), zombie.Config{Timeout: time.Second, MaxAttempts: 3},
-			"Config.MaxAttempts: 3 differs from the claim config's 5"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -78,10 +75,8 @@ func TestNewRejectsBadInput(t *testing.T) {
 	}
 
 	// The valid variants of the same configs are accepted.
-	_, err = zombie.New(d, good, zombie.Config{Timeout: time.Second, MaxAttempts: 3, Locker: lk, LockKey: "zombie:jobs"})
+	_, err = zombie.New(d, withMax(good, 3), zombie.Config{Timeout: time.Second, Locker: lk, LockKey: "zombie:jobs"})
 	require.NoError(t, err)
-	_, err = zombie.New(d, withMax(good, 3), zombie.Config{Timeout: time.Second, MaxAttempts: 3})
-	require.NoError(t, err, "the claim config's MaxAttempts, stated twice")
 	_, err = zombie.New(d, scoped, zombie.Config{Timeout: time.Second})
 	require.NoError(t, err)
 	_, err = zombie.New(d, scoped, zombie.Config{Timeout: time.Second, AllScopes: true})

@@ -208,7 +208,8 @@ func crashRecovery(t *testing.T, e *env, s dialect.Strategy) {
 	var reaped atomic.Int64
 	var reapErrs []error
 	var mu sync.Mutex
-	r, err := zombie.New(e.d, cc, zombie.Config{Timeout: crashTimeout, MaxAttempts: 10, Observer: sweeps(func(res zombie.Result) { reaped.Add(res.Returned + res.Parked) }, func(err error) { mu.Lock(); reapErrs = append(reapErrs, err); mu.Unlock() })})
+	cc.MaxAttempts = 10 // the reaper's parking rule; the workers' own configs keep the default
+	r, err := zombie.New(e.d, cc, zombie.Config{Timeout: crashTimeout, Observer: sweeps(func(res zombie.Result) { reaped.Add(res.Returned + res.Parked) }, func(err error) { mu.Lock(); reapErrs = append(reapErrs, err); mu.Unlock() })})
 	require.NoError(t, err)
 	rctx, stopReaper := context.WithCancel(ctx)
 	reaperDone := make(chan error, 1)

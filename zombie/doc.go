@@ -24,7 +24,8 @@
 // # What it never does
 //
 // It never touches a row whose worker heartbeats ([claim.Batch.KeepAlive],
-// or claim's WorkerConfig.HeartbeatInterval) more often than the timeout:
+// every claim.Config.HeartbeatInterval; [claim.Claimer.Run] does it) more
+// often than the timeout:
 // a heartbeat moves the claim time forward, and the reaper's statement only
 // matches rows whose claim time is older than the timeout. The timeout must
 // therefore exceed the heartbeat interval by a wide margin (several
@@ -43,9 +44,10 @@
 //
 // A row whose handler crashes its worker every time would be reaped and
 // re-claimed forever. With the claim table's Attempts column (incremented by
-// every claim), a Failed status and a positive [Config.MaxAttempts], a stale
-// row whose attempts reached MaxAttempts is parked with the failed status
-// instead, keeping its attempts count for the operator.
+// every claim) and a Failed status, a stale row whose attempts reached the
+// claim config's MaxAttempts ([claim.Config.MaxAttempts]: the table's
+// parking rule is described once, for claimers and reapers) is parked with
+// the failed status instead, keeping its attempts count for the operator.
 //
 // # Bounded sweeps and the index they need
 //
@@ -56,8 +58,8 @@
 // short statement for it.
 //
 // Each statement finds stale rows by status and claim time, in the order of
-// an index on (status, claimed_at): the claim store's
-// [store.ClaimStore.IndexDDL] creates it with the claim and token indexes
+// an index on (status, claimed_at): [claim.Claimer.IndexDDL] creates it
+// with the claim and token indexes
 // (and, for a scoped reaper on PostgreSQL and SQLite, the scope index), and
 // claimers warn at start-up when it is missing. With it a sweep that finds
 // nothing reads nothing, whatever the table's size, statistics or plan

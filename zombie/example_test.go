@@ -9,7 +9,6 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/sqlite"
-	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
@@ -29,24 +28,13 @@ func Example() {
 		panic(err)
 	}
 
-	// The jobs table, with the recommended indexes (among them the
-	// reaper's (status, claimed_at)).
-	cfg := claim.Config{ClaimTable: dialect.ClaimTable{Table: "jobs", Attempts: "attempts"}, BatchSize: 2}
-	spec, err := cfg.Resolve()
-	if err != nil {
+	// The jobs table (SQLite keeps times as integer milliseconds).
+	if _, err := db.ExecContext(ctx, `CREATE TABLE jobs (id INTEGER PRIMARY KEY AUTOINCREMENT,
+		status TEXT NOT NULL DEFAULT 'PENDING', token TEXT, claimed_at INTEGER, attempts INTEGER NOT NULL DEFAULT 0)`); err != nil {
 		panic(err)
 	}
-	ddl, err := store.CreateTableDDL(d, store.ClaimTableDef(spec))
-	if err != nil {
-		panic(err)
-	}
-	cs, err := store.OpenClaims(d, spec)
-	if err != nil {
-		panic(err)
-	}
-	if err := store.ExecDDL(ctx, d, append(ddl, cs.IndexDDL()...)); err != nil {
-		panic(err)
-	}
+	// MaxAttempts is the table's parking rule, for claimers and reapers.
+	cfg := claim.Config{ClaimTable: dialect.ClaimTable{Table: "jobs", Attempts: "attempts"}, BatchSize: 2, MaxAttempts: 5}
 	if _, err := db.ExecContext(ctx, "INSERT INTO jobs (status) VALUES ('PENDING'), ('PENDING'), ('PENDING')"); err != nil {
 		panic(err)
 	}
@@ -55,13 +43,18 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
+	for _, q := range claimer.IndexDDL(false) { // among them the reaper's (status, claimed_at)
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			panic(err)
+		}
+	}
 	dead, err := claimer.Claim(ctx) // this worker crashes: no ack, no heartbeat
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("claimed by the dead worker:", dead.IDs())
 
-	reaper, err := zombie.New(d, cfg, zombie.Config{Timeout: 50 * time.Millisecond, MaxAttempts: 5})
+	reaper, err := zombie.New(d, cfg, zombie.Config{Timeout: 50 * time.Millisecond})
 	if err != nil {
 		panic(err)
 	}

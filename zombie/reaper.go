@@ -77,14 +77,6 @@ func New(d dialect.Dialect, cc claim.Config, cfg Config) (*Reaper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("zombie: %w", err)
 	}
-	if cfg.MaxAttempts != 0 {
-		if cc.MaxAttempts != 0 && cfg.MaxAttempts != cc.MaxAttempts {
-			return nil, invalid("Config.MaxAttempts", "%d differs from the claim config's %d: the table's parking rule is described once", cfg.MaxAttempts, cc.MaxAttempts)
-		}
-		if maxAtt, err = spec.MaxAttempts(cfg.MaxAttempts); err != nil {
-			return nil, fmt.Errorf("zombie: %w", err)
-		}
-	}
 	if cfg.Locker != nil && cfg.LockKey == nil {
 		return nil, invalid("Config.LockKey", "is required with Locker")
 	}

@@ -162,10 +162,8 @@ func testPoisonRowParked(t *testing.T, fromClaim bool) {
 		cs := createTable(t, e, cc, false)
 		insertRows(t, e, cc.Table, "PENDING", 1, 10)
 		const maxAttempts = 3
-		cfg := zombie.Config{Timeout: 50 * time.Millisecond, MaxAttempts: maxAttempts}
-		if fromClaim {
-			cc.MaxAttempts, cfg.MaxAttempts = maxAttempts, 0
-		}
+		cfg := zombie.Config{Timeout: 50 * time.Millisecond}
+		cc.MaxAttempts = maxAttempts
 		c, err := claim.New[struct{}](e.d, cc, nil)
 		require.NoError(t, err)
 		r, err := zombie.New(e.d, cc, cfg)

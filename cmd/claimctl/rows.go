@@ -320,7 +320,9 @@ func cmdReap(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	r, err := zombie.New(e.d, claimConfig(spec, scope), zombie.Config{Timeout: e.o.Older, MaxAttempts: e.o.MaxAttempts, AllScopes: e.o.AllScopes})
+	cc := claimConfig(spec, scope)
+	cc.MaxAttempts = e.o.MaxAttempts
+	r, err := zombie.New(e.d, cc, zombie.Config{Timeout: e.o.Older, AllScopes: e.o.AllScopes})
 	if err != nil {
 		return usageErr("%v", err)
 	}

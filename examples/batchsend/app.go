@@ -76,7 +76,7 @@ func open(ctx context.Context, o options) (*app, error) {
 		return nil, err
 	}
 	// The reaper sweeps this task's rows only, as its claim config does.
-	a.reaper, err = zombie.New(db.Dialect, a.claims, zombie.Config{Timeout: o.reapAfter, MaxAttempts: 5, Logger: a.log})
+	a.reaper, err = zombie.New(db.Dialect, a.claims, zombie.Config{Timeout: o.reapAfter, Logger: a.log})
 	if err != nil {
 		db.Close()
 		return nil, err

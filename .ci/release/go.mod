@@ -1,0 +1,5 @@
+module claimlock.ci/release
+
+go 1.26.0
+
+require golang.org/x/mod v0.42.0
