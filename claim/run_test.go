@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 
 	"github.com/stretchr/testify/require"
 
@@ -22,7 +23,7 @@ import (
 // to slog.Default) quiet; TestNilLoggerLogsToDefault sets its own default.
 func TestMain(m *testing.M) {
 	slog.SetDefault(slog.New(slog.DiscardHandler))
-	os.Exit(m.Run())
+	dbtest.Main(m)
 }
 
 // runFor runs Run until it returns or d passes (then it cancels it).

@@ -136,9 +136,12 @@ modcache=$(go env GOMODCACHE)
 	export GOPROXY="file://$work/proxy,file://$modcache/cache/download"
 	unformatted=$(gofmt -l .)
 	[ -z "$unformatted" ] || { echo "consumer: gofmt would change $unformatted" >&2; exit 1; }
-	go mod tidy
+	# -mod=mod completes go.mod and go.sum with what the build needs (go mod
+	# tidy would also want the modules of every other platform's build,
+	# which the local cache does not hold).
+	go build -o consumer .
 	if grep -q '^replace' go.mod; then echo "consumer: go.mod grew a replace" >&2; exit 1; fi
 	go vet .
-	go run .
+	./consumer
 )
 echo "release: an outside module built and ran against $version from the file proxy"

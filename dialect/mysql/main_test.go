@@ -2,13 +2,14 @@ package mysql
 
 import (
 	"log/slog"
-	"os"
 	"testing"
+
+	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 )
 
 // TestMain keeps the dialects the tests build without a Logger (which log
 // to slog.Default) quiet.
 func TestMain(m *testing.M) {
 	slog.SetDefault(slog.New(slog.DiscardHandler))
-	os.Exit(m.Run())
+	dbtest.Main(m)
 }

@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	dbtest.Main(m)
 }
 
 type engine struct {

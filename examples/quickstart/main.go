@@ -38,6 +38,11 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	for _, q := range c.IndexDDL(false) { // the claim, token and reaper indexes
+		if _, err := db.Exec(q); err != nil {
+			log.Fatal(err)
+		}
+	}
 	for {
 		b, err := c.Claim(ctx) // up to 100 pending rows, now PROCESSING under b's token
 		if err != nil {

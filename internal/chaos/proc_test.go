@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claimlock/claimlock/internal/testkit/dbtest"
+
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 )
@@ -44,7 +46,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	dbtest.Main(m)
 }
 
 // event is one JSON line a child writes to its stdout. Lines are written

@@ -51,6 +51,7 @@ func unavailable(t testing.TB, engine, env string, why error) {
 	if Required() {
 		t.Fatalf("%s; %s=1 makes this a failure", msg, EnvRequire)
 	}
+	countSkip(engine)
 	t.Skipf("SKIPPING: %s", msg)
 }
 
