@@ -10,14 +10,6 @@ import (
 // statement runs. Every engine calls them, so bad params are refused the
 // same way everywhere; errors wrap [dialect.ErrInvalidConfig].
 
-// checkScope reports whether n scope values fit the table's Scope columns.
-func checkScope(s dialect.ClaimTable, n int) error {
-	if n != len(s.Scope) {
-		return fmt.Errorf("%w: %d scope values for %d scope columns", dialect.ErrInvalidConfig, n, len(s.Scope))
-	}
-	return nil
-}
-
 // checkAck validates the params of [ClaimStore.Ack].
 func checkAck(s dialect.ClaimTable, p *AckParams) error {
 	switch {

@@ -736,3 +736,11 @@ func checkClaim(s dialect.ClaimTable, p *ClaimParams) error {
 	}
 	return checkScope(s, len(p.ScopeValues))
 }
+
+// checkScope reports whether n scope values fit the table's Scope columns.
+func checkScope(s dialect.ClaimTable, n int) error {
+	if n != len(s.Scope) {
+		return fmt.Errorf("%w: %d scope values for %d scope columns", dialect.ErrInvalidConfig, n, len(s.Scope))
+	}
+	return nil
+}
