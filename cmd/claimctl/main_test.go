@@ -7,4 +7,8 @@ import (
 )
 
 // TestMain reports the tests that skipped for want of a database server.
+//
+// snippet: godoc-dbtest-main
 func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// end snippet

@@ -55,5 +55,33 @@ func snippetSetup(t *testing.T) (dialect.Dialect, claim.Config, tasklock.Config)
 	ddl, err := store.CreateTableDDL(d, store.ClaimTableDef(spec))
 	require.NoError(t, err)
 	require.NoError(t, store.ExecDDL(ctx, d, ddl))
+	for range 3 {
+		_, err := db.ExecContext(ctx, "INSERT INTO jobs (task_id) VALUES (42)")
+		require.NoError(t, err)
+	}
 	return d, cfg, tasklock.Config{Table: tasklock.TaskTableNoOwner("xxx_task"), TTL: time.Minute}
+}
+
+// The operations guide's counter made with claim.ObserverFunc: a claim and
+// an ack of the scope's rows count the acked rows per table.
+func TestSnippetObserverFunc(t *testing.T) {
+	ctx := context.Background()
+	d, cfg, _ := snippetSetup(t)
+	acked := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "app_rows_acked_total"}, []string{"table"})
+	c := claim.Config{
+		ClaimTable: cfg.ClaimTable, ScopeValues: cfg.ScopeValues,
+		// snippet: docs-observer-func
+		Observer: claim.ObserverFunc(func(ctx context.Context, e claim.Event) {
+			if e.Op == claim.OpAck {
+				acked.WithLabelValues(e.Table).Add(float64(e.Acked))
+			}
+		}),
+		// end snippet
+	}
+	claimer, err := claim.New[struct{}](d, c, nil)
+	require.NoError(t, err)
+	b, err := claimer.Claim(ctx)
+	require.NoError(t, err)
+	require.NoError(t, b.AckAll(ctx))
+	require.Equal(t, 3.0, testutil.ToFloat64(acked.WithLabelValues("jobs")))
 }
