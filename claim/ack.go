@@ -54,17 +54,22 @@ const maxBackgroundFailures = 3
 // to the reaper (it is then processed again: at-least-once). A background
 // write that fails is tried again after AckDelay, three times at most;
 // Flush tries it too.
-func (b *Batch[T]) Ack(ctx context.Context, ids ...any) error {
+func (b *Batch[T]) Ack(ctx context.Context, ids ...any) error { return b.ack(ctx, nil, ids) }
+
+// ack is [Batch.Ack], or with tx [Batch.AckTx].
+func (b *Batch[T]) ack(ctx context.Context, tx *dialect.Tx, ids []any) error {
 	if len(ids) == 0 {
 		return nil
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	idx, err := b.lookup("ack", ids)
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
-	}
-	if b.core.ackDelay > 0 {
+	case tx != nil:
+		return b.ackTxLocked(ctx, *tx, idx)
+	case b.core.ackDelay > 0:
 		b.deferLocked(idx)
 		return nil
 	}

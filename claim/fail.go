@@ -35,7 +35,15 @@ import (
 // token no longer held with a [*LostError] (it was left untouched). A
 // [Claimer.Run] handler fails its row by returning err.
 func (b *Batch[T]) Fail(ctx context.Context, id any, err error) error {
+	return b.fail(ctx, nil, id, err)
+}
+
+// fail is [Batch.Fail], or with tx [Batch.FailTx].
+func (b *Batch[T]) fail(ctx context.Context, tx *dialect.Tx, id any, err error) error {
 	f, ferr := b.core.failureOf(err)
+	if ferr == nil && f.snooze && tx != nil {
+		ferr = fmt.Errorf("%w: a snooze cannot run in the caller's transaction (fail the row with Batch.Fail instead)", dialect.ErrInvalidConfig)
+	}
 	if ferr != nil {
 		return fmt.Errorf("claim: fail: %w", ferr)
 	}
@@ -45,7 +53,17 @@ func (b *Batch[T]) Fail(ctx context.Context, id any, err error) error {
 	if lerr != nil {
 		return lerr
 	}
-	return b.failLocked(ctx, idx[0], f, b.core.cs.Ack)
+	if tx == nil {
+		return b.failLocked(ctx, idx[0], f, b.core.cs.Ack)
+	}
+	err = b.failLocked(ctx, idx[0], f, func(ctx context.Context, p *store.AckParams) (store.AckResult, error) {
+		return b.core.cs.AckTx(ctx, *tx, p)
+	})
+	if err == nil {
+		b.rememberTx(idx, nil)
+		b.detachHandler(ctx)
+	}
+	return err
 }
 
 // failure is how a row fails, decided from the error by failureOf.

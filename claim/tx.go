@@ -2,11 +2,9 @@ package claim
 
 import (
 	"context"
-	"fmt"
 	"slices"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/store"
 )
 
 // AckTx acks ids in the caller's transaction tx, so that the caller's own
@@ -32,15 +30,11 @@ import (
 // calling Release. Heartbeats never wait for tx while holding the batch, so
 // the other methods stay usable while tx is open.
 func (b *Batch[T]) AckTx(ctx context.Context, tx dialect.Tx, ids ...any) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	idx, err := b.lookup("ack", ids)
-	if err != nil {
-		return err
-	}
+	return b.ack(ctx, &tx, ids)
+}
+
+// ackTxLocked acks rows idx in tx, with b.mu held.
+func (b *Batch[T]) ackTxLocked(ctx context.Context, tx dialect.Tx, idx []int) error {
 	p := b.doneParams(idx)
 	res, err := b.core.cs.AckTx(ctx, tx, p)
 	if err != nil {
@@ -63,28 +57,7 @@ func (b *Batch[T]) AckTx(ctx context.Context, tx dialect.Tx, ids ...any) error {
 // error stored, only if tx commits. A [SnoozeFor] error is refused here
 // (dialect.ErrInvalidConfig): a snooze runs on the store's own connection.
 func (b *Batch[T]) FailTx(ctx context.Context, tx dialect.Tx, id any, err error) error {
-	f, ferr := b.core.failureOf(err)
-	if ferr == nil && f.snooze {
-		ferr = fmt.Errorf("%w: a snooze cannot run in the caller's transaction (fail the row with Batch.Fail instead)", dialect.ErrInvalidConfig)
-	}
-	if ferr != nil {
-		return fmt.Errorf("claim: fail: %w", ferr)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	idx, lerr := b.lookup("fail", []any{id})
-	if lerr != nil {
-		return lerr
-	}
-	k := b.core
-	err = b.failLocked(ctx, idx[0], f, func(ctx context.Context, p *store.AckParams) (store.AckResult, error) {
-		return k.cs.AckTx(ctx, tx, p)
-	})
-	if err == nil {
-		b.rememberTx(idx, nil)
-		b.detachHandler(ctx)
-	}
-	return err
+	return b.fail(ctx, &tx, id, err)
 }
 
 // rememberTx records, with b.mu held, that rows idx (but the positions

@@ -115,12 +115,9 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 	if db == nil {
 		return nil, fmt.Errorf("mysql: %w: nil *sql.DB", dialect.ErrInvalidConfig)
 	}
-	if err := opts.Retry.Validate(); err != nil {
+	logger, err := store.CheckOptions("mysql", opts)
+	if err != nil {
 		return nil, err
-	}
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.Default()
 	}
 	var raw, comment string
 	if err := db.QueryRowContext(ctx, "SELECT VERSION(), @@version_comment").Scan(&raw, &comment); err != nil {

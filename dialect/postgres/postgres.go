@@ -80,12 +80,9 @@ func NewStdlib(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect,
 }
 
 func newDialect(ctx context.Context, h store.DB, opts dialect.Options) (*Dialect, error) {
-	if err := opts.Retry.Validate(); err != nil {
+	logger, err := store.CheckOptions("postgres", opts)
+	if err != nil {
 		return nil, err
-	}
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.Default()
 	}
 	var num int
 	var version string

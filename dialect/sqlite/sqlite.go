@@ -89,12 +89,9 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 	if db == nil {
 		return nil, fmt.Errorf("sqlite: %w: nil *sql.DB", dialect.ErrInvalidConfig)
 	}
-	if err := opts.Retry.Validate(); err != nil {
+	logger, err := store.CheckOptions("sqlite", opts)
+	if err != nil {
 		return nil, err
-	}
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.Default()
 	}
 	var version string
 	if err := db.QueryRowContext(ctx, "SELECT sqlite_version()").Scan(&version); err != nil {

@@ -35,13 +35,7 @@ func (s *Claims) ack(ctx context.Context, p *AckParams) (AckResult, error) {
 	if err != nil {
 		return res, wrap("ack", err)
 	}
-	versioned := p.Versions != nil && p.Outcome == OutcomeDone
-	parkAt := p.Outcome == OutcomeRetry && p.MaxAttempts > 0
-	if !versioned && (!parkAt || s.E.Returning) {
-		st := s.ackPark
-		if !parkAt {
-			st = s.key().ackTo[s.target(p.Outcome)]
-		}
+	if st, ok := s.oneStatement(p); ok {
 		done := false
 		err := s.E.Do(ctx, "ack", false, func() error {
 			res = AckResult{}
@@ -74,6 +68,23 @@ func (s *Claims) ack(ctx context.Context, p *AckParams) (AckResult, error) {
 		return AckResult{}, wrap("ack", err)
 	}
 	return res, nil
+}
+
+// oneStatement returns the statement that writes the ack p whole, with no
+// decision row by row, and ok false when there is none: with versions
+// (each row's version decides its outcome), or when parking at MaxAttempts
+// on an engine without RETURNING (the statement cannot say which rows it
+// parked).
+func (s *Claims) oneStatement(p *AckParams) (st Stmt, ok bool) {
+	versioned := p.Versions != nil && p.Outcome == OutcomeDone
+	parkAt := p.Outcome == OutcomeRetry && p.MaxAttempts > 0
+	switch {
+	case versioned || parkAt && !s.E.Returning:
+		return Stmt{}, false
+	case parkAt:
+		return s.ackPark, true
+	}
+	return s.key().ackTo[s.target(p.Outcome)], true
 }
 
 // ackPrep validates an ack's params and returns its normalised keys, their

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/seal"
@@ -212,4 +213,16 @@ func StatusOf(field string, v any) (dialect.Status, error) {
 		return s, fmt.Errorf("%w: %s: status value %v has type %T; want a string or an integer", dialect.ErrInvalidConfig, field, v, v)
 	}
 	return s, s.Check(field)
+}
+
+// CheckOptions validates the options an engine package's constructor
+// takes and returns the logger they name (slog.Default() when nil).
+func CheckOptions(engine string, opts dialect.Options) (*slog.Logger, error) {
+	if err := opts.Retry.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", engine, err)
+	}
+	if opts.Logger == nil {
+		return slog.Default(), nil
+	}
+	return opts.Logger, nil
 }

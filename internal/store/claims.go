@@ -428,13 +428,7 @@ func (s *Claims) Claim(ctx context.Context, p *ClaimParams, scan func(Scanner) e
 	var n int
 	err = s.E.Do(ctx, "claim", false, func() error {
 		n = 0
-		return Query(ctx, s.E.DB, s.E.Dialect, st, a, func(r Rows) error {
-			if err := scan(r); err != nil {
-				return err
-			}
-			n++
-			return nil
-		})
+		return Query(ctx, s.E.DB, s.E.Dialect, st, a, counting(&n, scan, nil))
 	})
 	return n, wrap("claim", err)
 }
@@ -487,19 +481,25 @@ func (s *Claims) read(ctx context.Context, st Stmt, a *Args, scan func(Scanner) 
 	n := 0
 	err := s.E.Do(ctx, "read back", true, func() error {
 		n = 0
-		return Query(ctx, s.E.DB, s.E.Dialect, st, a, func(r Rows) error {
-			var sc Scanner = r
-			if wrapScan != nil {
-				sc = wrapScan(r)
-			}
-			if err := scan(sc); err != nil {
-				return err
-			}
-			n++
-			return nil
-		})
+		return Query(ctx, s.E.DB, s.E.Dialect, st, a, counting(&n, scan, wrapScan))
 	})
 	return n, err
+}
+
+// counting returns a row callback for Query that hands each row to scan
+// (through wrapScan, if set) and counts the rows in *n.
+func counting(n *int, scan func(Scanner) error, wrapScan func(Scanner) Scanner) func(Rows) error {
+	return func(r Rows) error {
+		var sc Scanner = r
+		if wrapScan != nil {
+			sc = wrapScan(r)
+		}
+		if err := scan(sc); err != nil {
+			return err
+		}
+		*n++
+		return nil
+	}
 }
 
 // Heartbeat implements [ClaimStore].

@@ -307,16 +307,6 @@ func (x *keyIndex) find(k any) (int, bool) {
 // commit, without retries of its own.
 func (s *Claims) ReadBackTx(ctx context.Context, q Querier, token string, scan func(Scanner) error, wrapScan func(Scanner) Scanner) (int, error) {
 	n := 0
-	err := Query(ctx, q, s.E.Dialect, s.readBack, &Args{Token: token}, func(r Rows) error {
-		var sc Scanner = r
-		if wrapScan != nil {
-			sc = wrapScan(r)
-		}
-		if err := scan(sc); err != nil {
-			return err
-		}
-		n++
-		return nil
-	})
+	err := Query(ctx, q, s.E.Dialect, s.readBack, &Args{Token: token}, counting(&n, scan, wrapScan))
 	return n, err
 }

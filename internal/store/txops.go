@@ -69,13 +69,9 @@ func (s *Claims) AckTx(ctx context.Context, tx dialect.Tx, p *AckParams) (AckRes
 	if err != nil {
 		return res, wrap("ack", err)
 	}
-	versioned := p.Versions != nil && p.Outcome == OutcomeDone
-	parkAt := p.Outcome == OutcomeRetry && p.MaxAttempts > 0
-	if s.E.Returning && !versioned {
-		st := s.ackPark
-		if !parkAt {
-			st = s.key().ackTo[s.target(p.Outcome)]
-		}
+	// Without RETURNING the one statement's partial match could only be
+	// undone by rolling back the caller's transaction: decide row by row.
+	if st, ok := s.oneStatement(p); ok && s.E.Returning {
 		err = s.ackReturning(ctx, q, st, a, idx, len(keys), &res)
 	} else {
 		err = s.ackByRow(ctx, q, p, a, keys, idx, &res)
