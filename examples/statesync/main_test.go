@@ -1,10 +1,240 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 )
 
-// TestMain reports the tests that skipped for want of a database server.
-func TestMain(m *testing.M) { dbtest.Main(m) }
+type engine struct {
+	name string
+	// args returns -driver/-dsn for a fresh database.
+	args func(t *testing.T) []string
+}
+
+func engines() []engine {
+	return []engine{
+		{"sqlite", func(t *testing.T) []string { return []string{"-driver", "sqlite", "-dsn", dbtest.SQLitePath(t)} }},
+		{"postgres", func(t *testing.T) []string { return []string{"-driver", "postgres", "-dsn", dbtest.PostgresDSN(t)} }},
+		{"mysql", func(t *testing.T) []string { return []string{"-driver", "mysql", "-dsn", dbtest.MySQLDSN(t)} }},
+	}
+}
+
+// small is a workload that runs in about a second per mode and engine:
+// a hot user with half the events, and a tenth of the events sent twice.
+var small = []string{"-quiet", "-json", "-events", "1200", "-writers", "8", "-users", "5", "-hot", "0.5", "-dup", "0.1", "-flushers", "2", "-linger", "2ms"}
+
+// resends is the number of events of the small workload sent twice.
+func resends(t *testing.T) int64 {
+	o, err := parseFlags(small, io.Discard)
+	require.NoError(t, err)
+	var n int64
+	for _, e := range generate(o) {
+		if e.Resend {
+			n++
+		}
+	}
+	require.Positive(t, n)
+	return n
+}
+
+func runJSON(t *testing.T, args ...string) summary {
+	t.Helper()
+	var out bytes.Buffer
+	start := time.Now()
+	require.NoError(t, run(context.Background(), args, &out, io.Discard))
+	var s summary
+	require.NoError(t, json.Unmarshal(out.Bytes(), &s), out.String())
+	t.Logf("%s %s in %v: %s", s.Driver, s.Mode, time.Since(start).Round(time.Millisecond), out.String())
+	return s
+}
+
+// TestModesAreExact runs both modes on every engine: each ends with every
+// user's state equal to the fold of its accepted events, counted once;
+// resent events are recognised and ignored; naive writes the state once per
+// event, coalesce far less often.
+func TestModesAreExact(t *testing.T) {
+	t.Parallel()
+	dups := resends(t)
+	for _, e := range engines() {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			db := e.args(t)
+
+			n := runJSON(t, append(append([]string{}, db...), append(small, "-mode", "naive")...)...)
+			require.True(t, n.Verified, n.Problem)
+			require.EqualValues(t, 1200, n.Accepted)
+			require.Equal(t, dups, n.DuplicatesIgnored)
+			require.EqualValues(t, 1200, n.StateWrites, "naive writes the state row once per accepted event")
+			require.Equal(t, n.HotExpected, n.HotTotal)
+			require.Positive(t, n.HotEvents)
+
+			// The same database again: setup empties the tables.
+			c := runJSON(t, append(append([]string{}, db...), append(small, "-mode", "coalesce")...)...)
+			require.True(t, c.Verified, c.Problem)
+			require.EqualValues(t, 1200, c.Accepted)
+			require.Equal(t, dups, c.DuplicatesIgnored)
+			require.Equal(t, c.HotExpected, c.HotTotal)
+			require.Equal(t, n.HotTotal, c.HotTotal)
+			require.Greater(t, c.CoalescingRatio, 1.0, "a state write folds several events")
+			require.Less(t, c.StateWrites, c.Accepted)
+		})
+	}
+}
+
+// TestSlowFlushesRequeue makes every flush slow, so that events keep
+// arriving for users being flushed: their version-conditioned acks requeue
+// them instead of marking them clean, and nothing is lost.
+func TestSlowFlushesRequeue(t *testing.T) {
+	t.Parallel()
+	for _, e := range engines() {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			args := append(e.args(t), "-quiet", "-json", "-events", "1200", "-writers", "6", "-users", "3", "-hot", "0.6",
+				"-dup", "0", "-flushers", "2", "-batch", "1", "-fold-delay", "15ms", "-linger", "0s")
+			s := runJSON(t, args...)
+			require.True(t, s.Verified, s.Problem)
+			require.Positive(t, s.Requeues, "events arrived during slow flushes")
+			require.Greater(t, s.CoalescingRatio, 1.0)
+		})
+	}
+}
+
+// TestVerifyDetectsWrongState proves the verification is not vacuous: after
+// a good run, a state row changed behind the program's back, an event
+// applied twice, or an event left unfolded each fail it.
+func TestVerifyDetectsWrongState(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	o, err := parseFlags(append([]string{"-dsn", dbtest.SQLitePath(t)}, small...), io.Discard)
+	require.NoError(t, err)
+	a, err := open(ctx, o)
+	require.NoError(t, err)
+	defer a.close()
+	require.NoError(t, a.setup(ctx))
+	s, err := a.simulate(ctx, io.Discard)
+	require.NoError(t, err)
+	require.True(t, s.Verified, s.Problem)
+	evs := generate(o)
+
+	db, q, p := a.db.SQL, a.db.Q, a.db.Ph
+	tamper := func(stmt string, args ...any) {
+		t.Helper()
+		_, err := db.ExecContext(ctx, stmt, args...)
+		require.NoError(t, err)
+	}
+	fresh := func() summary {
+		return summary{Events: s.Events, Accepted: s.Accepted, DuplicatesIgnored: s.DuplicatesIgnored}
+	}
+	check := func(want string) {
+		t.Helper()
+		v := fresh()
+		require.NoError(t, a.verify(ctx, evs, &v))
+		require.False(t, v.Verified)
+		require.Contains(t, v.Problem, want)
+	}
+
+	// The hot user's total off by one.
+	tamper(fmt.Sprintf("UPDATE %s SET %s = %s + 1 WHERE %s = %s", q(stateTable), q("total"), q("total"), q("user_id"), p(1)), hotUser)
+	check("user 1: state total")
+	tamper(fmt.Sprintf("UPDATE %s SET %s = %s - 1 WHERE %s = %s", q(stateTable), q("total"), q("total"), q("user_id"), p(1)), hotUser)
+	good := fresh()
+	require.NoError(t, a.verify(ctx, evs, &good))
+	require.True(t, good.Verified, good.Problem)
+
+	// An event left unfolded.
+	tamper(fmt.Sprintf("UPDATE %s SET %s = NULL WHERE %s = %s", q(eventsTable), q("flush"), q("event_id"), p(1)), 1)
+	check("never folded")
+	tamper(fmt.Sprintf("UPDATE %s SET %s = %s WHERE %s = %s", q(eventsTable), q("flush"), p(1), q("event_id"), p(2)), directFlush, 1)
+
+	// An event recorded twice (under another id).
+	e := evs[0]
+	tamper(a.sq.insertEvent, int64(len(evs)+1), e.User, e.Seq, e.Delta, directFlush)
+	check("intake holds")
+}
+
+func TestBadFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"-mode", "x"}, {"-writers", "0"}, {"-events", "0"}, {"-users", "0"}, {"-hot", "1.5"}, {"-dup", "-1"},
+		{"-batch", "0"}, {"-linger", "-1s"}, {"-ack", "x"}, {"extra"}, {"-driver", "oracle", "-dsn", "x"},
+	} {
+		require.Error(t, run(context.Background(), args, io.Discard, io.Discard), "%v", args)
+	}
+}
+
+func TestTextSummary(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"-quiet", "-events", "300", "-writers", "4", "-users", "3"}, &out, io.Discard))
+	for _, want := range []string{"accepted writes/s:", "state writes:", "coalescing ratio:", "requeues:", "hot user total:", "verified: true"} {
+		require.Contains(t, out.String(), want)
+	}
+}
+
+// TestChangeDuringFlush walks through the race the version column exists
+// for, one step at a time: a user is claimed and folded, then a new event
+// arrives before the ack. With a version-conditioned ack the user goes back
+// to pending and the next flush folds the event; with a blind ack the user
+// is marked clean and the event is never folded, which verification reports.
+func TestChangeDuringFlush(t *testing.T) {
+	t.Parallel()
+	for _, e := range engines() {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			db := e.args(t)
+			for _, ack := range []string{"versioned", "blind"} {
+				ctx := context.Background()
+				o, err := parseFlags(append(append([]string{}, db...), "-users", "1", "-ack", ack), io.Discard)
+				require.NoError(t, err)
+				a, err := open(ctx, o)
+				require.NoError(t, err)
+				defer a.close()
+				require.NoError(t, a.setup(ctx))
+				evs := []event{{ID: 1, User: 1, Seq: 1, Delta: 5}, {ID: 2, User: 1, Seq: 2, Delta: 7}}
+
+				ok, err := a.writeCoalesce(ctx, evs[0])
+				require.NoError(t, err)
+				require.True(t, ok)
+				b, err := a.claimer.Claim(ctx)
+				require.NoError(t, err)
+				require.Equal(t, 1, b.Len())
+				_, err = a.db.SQL.ExecContext(ctx, a.sq.startFlush, b.Token())
+				require.NoError(t, err)
+				require.NoError(t, a.fold(ctx, 1))
+
+				// The second event lands after the fold, before the ack.
+				ok, err = a.writeCoalesce(ctx, evs[1])
+				require.NoError(t, err)
+				require.True(t, ok)
+				require.EqualValues(t, 2, a.dirtyWrites.Load(), "pending, then a version bump of the user being flushed")
+				require.NoError(t, b.AckAll(ctx))
+
+				done := make(chan struct{})
+				close(done)
+				require.NoError(t, a.flusher(ctx, done))
+				s := summary{Events: 2, Accepted: 2}
+				require.NoError(t, a.verify(ctx, evs, &s))
+				if ack == "versioned" {
+					require.Equal(t, []any{int64(1)}, b.Requeued())
+					require.EqualValues(t, 1, a.requeues.Load())
+					require.True(t, s.Verified, s.Problem)
+					require.EqualValues(t, 12, s.HotTotal)
+				} else {
+					require.Empty(t, b.Requeued())
+					require.False(t, s.Verified)
+					require.Contains(t, s.Problem, "1 accepted events were never folded")
+					require.EqualValues(t, 5, s.HotTotal)
+				}
+			}
+		})
+	}
+}
