@@ -113,7 +113,7 @@ func ExampleLeaseReaper() {
 	if err := tasklock.CreateTable(ctx, d, "claimlock_lease"); err != nil {
 		panic(err)
 	}
-	k, err := tasklock.New(d, tasklock.Config{Table: tasklock.KeyTable("claimlock_lease"), TTL: 100 * time.Millisecond})
+	k, err := tasklock.New(d, tasklock.Config{Table: tasklock.KeyTable("claimlock_lease"), TTL: time.Second})
 	if err != nil {
 		panic(err)
 	}
@@ -126,7 +126,7 @@ func ExampleLeaseReaper() {
 	}
 	n, _ := r.Sweep(ctx)
 	fmt.Println("cleared while live:", n)
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(1200 * time.Millisecond)
 	n, _ = r.Sweep(ctx)
 	fmt.Println("cleared after expiry:", n)
 	// Output:
