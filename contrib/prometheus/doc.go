@@ -5,7 +5,7 @@
 // [store.ClaimStore.Stats] for every table (and scope) it watches and
 // reports row counts by status and the ages of the oldest pending and
 // processing rows, on the database clock; and, installed as the Observer of
-// claim, tasklock and zombie Hooks, it counts what the processes did:
+// claim, tasklock and zombie configs, it counts what the processes did:
 //
 //	m := claimprom.New()
 //	err := errors.Join(

@@ -16,8 +16,8 @@ import (
 //
 // The claim makes the flusher the single writer of those users' state rows;
 // the ack carries the version each row had at claim time, so a user who got
-// new events during the flush is requeued (claim.Hooks.OnRequeue counts
-// them) and flushed again.
+// new events during the flush is requeued (Batch.Requeued lists them, an
+// Observer's Event.Requeued counts them) and flushed again.
 func (a *app) flusher(ctx context.Context, writersDone <-chan struct{}) error {
 	for idle := 0; ; {
 		b, err := a.claimer.Claim(ctx)
