@@ -60,7 +60,11 @@ if [ "$commit" = none ]; then
 	echo "api: no earlier release recorded (commit none): the first release has nothing to be compatible with"
 else
 	if ! git cat-file -e "$commit^{commit}" 2>/dev/null; then
-		echo "RELEASE: commit $commit is not in this repository" >&2
+		if [ "$(git rev-parse --is-shallow-repository 2>/dev/null)" = true ]; then
+			echo "RELEASE: commit $commit is not in this shallow clone; fetch the history (git fetch --unshallow) to compare the API" >&2
+		else
+			echo "RELEASE: commit $commit is not in this repository" >&2
+		fi
 		exit 1
 	fi
 	old_version=$(git show "$commit:RELEASE" 2>/dev/null | awk '$1 == "version" { print $2 }')

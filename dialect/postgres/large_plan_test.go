@@ -35,7 +35,9 @@ import (
 // catch on PostgreSQL 15.
 func TestEveryPlanReadsOnlyWhatItNeeds(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// The deadline catches a hang, nothing else: loading the million rows
+	// alone took two minutes on a loaded two-core machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	pool := dbtest.PostgresPool(t)
 	d, err := New(ctx, pool, dialect.Options{})
