@@ -14,7 +14,6 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/examples/internal/exdb"
-	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
@@ -89,55 +88,55 @@ func (a *app) close() { a.db.Close() }
 // setup creates the tables (if absent), the recommended indexes, the task
 // row and its targets (unless the task has targets already).
 func (a *app) setup(ctx context.Context) error {
-	d := a.db.Dialect
-	spec, err := a.claims.Resolve()
-	if err != nil {
-		return err
-	}
-	defs := []store.TableDef{
-		{Table: taskTable, PrimaryKey: []string{"id"}, Columns: []store.ColumnDef{
-			{Name: "id", Type: store.TypeInt, NotNull: true},
-			{Name: "status", Type: store.TypeInt, NotNull: true},
-			{Name: "lock_at", Type: store.TypeTime},
-			{Name: "lock_owner", Type: store.TypeText, Len: store.MaxTokenLen},
-			{Name: "lock_fence", Type: store.TypeInt, NotNull: true, Default: zero()},
+	// The story's tables as the application has them; the target table's
+	// attempts column is the one claimlock needs added (to park rows that
+	// keep failing).
+	tables := []exdb.Table{
+		{Name: taskTable, PrimaryKey: []string{"id"}, Columns: []exdb.Column{
+			{Name: "id", Kind: exdb.Int, NotNull: true},
+			{Name: "status", Kind: exdb.Int, NotNull: true},
+			{Name: "lock_at", Kind: exdb.Time},
+			{Name: "lock_owner", Kind: exdb.Text, Len: 40},
+			{Name: "lock_fence", Kind: exdb.Int, NotNull: true, Default: "0"},
 		}},
-		store.ClaimTableDef(spec, store.ColumnDef{Name: "openid", Type: store.TypeText, Len: 64, NotNull: true}),
-		{Table: sendsTable, PrimaryKey: []string{"id"}, Columns: []store.ColumnDef{
-			{Name: "id", Type: store.TypeSerial},
-			{Name: "task_id", Type: store.TypeInt, NotNull: true},
-			{Name: "target_id", Type: store.TypeInt, NotNull: true},
-			{Name: "worker", Type: store.TypeText, Len: 80, NotNull: true},
-		}, Indexes: []store.IndexDef{{Name: "xxx_sends_target", Columns: []string{"task_id", "target_id"}}}},
-		{Table: callsTable, PrimaryKey: []string{"id"}, Columns: []store.ColumnDef{
-			{Name: "id", Type: store.TypeSerial},
-			{Name: "task_id", Type: store.TypeInt, NotNull: true},
-			{Name: "target_id", Type: store.TypeInt, NotNull: true},
-			{Name: "worker", Type: store.TypeText, Len: 80, NotNull: true},
-		}, Indexes: []store.IndexDef{{Name: "xxx_calls_target", Columns: []string{"task_id", "target_id"}}}},
+		{Name: targetTable, Columns: []exdb.Column{
+			{Name: "id", Kind: exdb.Serial},
+			{Name: "task_id", Kind: exdb.Int, NotNull: true},
+			{Name: "openid", Kind: exdb.Text, Len: 64, NotNull: true},
+			{Name: "status", Kind: exdb.Text, Len: 32, NotNull: true, Default: "'PENDING'"},
+			{Name: "cron_token", Kind: exdb.Text, Len: 40},
+			{Name: "send_at", Kind: exdb.Time},
+			{Name: "attempts", Kind: exdb.Int, NotNull: true, Default: "0"},
+		}},
+		{Name: sendsTable, Columns: []exdb.Column{
+			{Name: "id", Kind: exdb.Serial},
+			{Name: "task_id", Kind: exdb.Int, NotNull: true},
+			{Name: "target_id", Kind: exdb.Int, NotNull: true},
+			{Name: "worker", Kind: exdb.Text, Len: 80, NotNull: true},
+		}, Indexes: [][]string{{"xxx_sends_target", "task_id", "target_id"}}},
+		{Name: callsTable, Columns: []exdb.Column{
+			{Name: "id", Kind: exdb.Serial},
+			{Name: "task_id", Kind: exdb.Int, NotNull: true},
+			{Name: "target_id", Kind: exdb.Int, NotNull: true},
+			{Name: "worker", Kind: exdb.Text, Len: 80, NotNull: true},
+		}, Indexes: [][]string{{"xxx_calls_target", "task_id", "target_id"}}},
 	}
-	for _, def := range defs {
-		ddl, err := store.CreateTableDDL(d, def)
-		if err != nil {
+	for _, t := range tables {
+		if err := a.db.CreateTable(ctx, t); err != nil {
 			return err
 		}
-		if err := store.ExecDDL(ctx, d, ddl); err != nil {
-			return err
-		}
 	}
+	// The indexes claimlock's statements need, created once.
 	missing, err := a.claimer.MissingIndexes(ctx)
 	if err != nil {
 		return err
 	}
-	if err := store.ExecDDL(ctx, d, missing); err != nil {
-		return err
+	for _, q := range missing {
+		if _, err := a.db.SQL.ExecContext(ctx, q); err != nil {
+			return err
+		}
 	}
 	return a.createTask(ctx)
-}
-
-func zero() *dialect.Status {
-	s, _ := store.StatusOf("default", 0)
-	return &s
 }
 
 // createTask inserts the task row and its targets in one transaction, unless
@@ -256,7 +255,7 @@ func (a *app) claimWorker(ctx context.Context, name string) error {
 			if done, err := a.finished(ctx); err != nil || done {
 				return err
 			}
-			sleep(ctx, store.Backoff(polls, 5*time.Millisecond, 200*time.Millisecond))
+			sleep(ctx, backoff(polls, 5*time.Millisecond, 200*time.Millisecond))
 			continue
 		}
 		if err != nil {
@@ -283,7 +282,7 @@ func (a *app) claimWorker(ctx context.Context, name string) error {
 		if done, err := a.finished(ctx); err != nil || done {
 			return err
 		}
-		sleep(ctx, store.Backoff(polls, 20*time.Millisecond, 500*time.Millisecond))
+		sleep(ctx, backoff(polls, 20*time.Millisecond, 500*time.Millisecond))
 	}
 	return nil
 }
@@ -410,4 +409,11 @@ loop:
 	}
 	r.writeSummary(stdout, a.o, elapsed, a.lost.Load())
 	return nil
+}
+
+// backoff is the pause before poll n+1 of a loop that found nothing to do:
+// base doubled n times, at most max, with jitter (claim's own backoff for
+// failed rows, reused for polling).
+func backoff(n int, base, max time.Duration) time.Duration {
+	return claim.ExponentialBackoff(base, max)(n + 1)
 }

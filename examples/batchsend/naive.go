@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/store"
 )
 
 // naiveWorker is the old algorithm from the story, kept to show the bug:
@@ -26,7 +25,7 @@ func (a *app) naiveWorker(ctx context.Context, name string) error {
 			if done, err := a.finished(ctx); err != nil || done {
 				return err
 			}
-			sleep(ctx, store.Backoff(polls, 2*time.Millisecond, 50*time.Millisecond))
+			sleep(ctx, backoff(polls, 2*time.Millisecond, 50*time.Millisecond))
 			continue
 		}
 		if err != nil {

@@ -26,7 +26,6 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/examples/internal/exdb"
-	"github.com/claimlock/claimlock/internal/store"
 )
 
 const table = "shard_jobs"
@@ -161,15 +160,14 @@ func runResult(ctx context.Context, args []string, out io.Writer) (*result, erro
 
 // createTable creates the jobs table and its recommended indexes.
 func createTable(ctx context.Context, db *exdb.DB) error {
-	spec, err := config(1).Resolve()
+	err := db.CreateTable(ctx, exdb.Table{Name: table, Columns: []exdb.Column{
+		{Name: "id", Kind: exdb.Serial},
+		{Name: "task_id", Kind: exdb.Int, NotNull: true},
+		{Name: "status", Kind: exdb.Text, Len: 32, NotNull: true, Default: "'PENDING'"},
+		{Name: "token", Kind: exdb.Text, Len: 40},
+		{Name: "claimed_at", Kind: exdb.Time},
+	}})
 	if err != nil {
-		return err
-	}
-	ddl, err := store.CreateTableDDL(db.Dialect, store.ClaimTableDef(spec))
-	if err != nil {
-		return err
-	}
-	if err := store.ExecDDL(ctx, db.Dialect, ddl); err != nil {
 		return err
 	}
 	c, err := claim.New(db.Dialect, config(1), func(*struct{}) []any { return nil })
@@ -180,7 +178,12 @@ func createTable(ctx context.Context, db *exdb.DB) error {
 	if err != nil {
 		return err
 	}
-	return store.ExecDDL(ctx, db.Dialect, missing)
+	for _, q := range missing {
+		if _, err := db.SQL.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // insertRows adds n pending rows of task.
