@@ -21,11 +21,13 @@ type Proxy struct {
 	target string
 	addr   string
 
-	mu     sync.Mutex
-	ln     net.Listener        // nil while down
-	conns  map[net.Conn]func() // live client connections and how to close both ends
-	marker []byte              // armed by DropAfterWrite
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	ln      net.Listener        // nil while down
+	conns   map[net.Conn]func() // live client connections and how to close both ends
+	marker  []byte              // armed by DropAfterWrite
+	downFor time.Duration       // after the drop, the server is away this long
+	stopped bool                // the test ended: Up does nothing
+	wg      sync.WaitGroup
 }
 
 // New starts a proxy to target (host:port) and stops it when the test ends.
@@ -36,6 +38,9 @@ func New(t testing.TB, target string) *Proxy {
 	p := &Proxy{t: t, target: target, addr: ln.Addr().String(), ln: ln, conns: map[net.Conn]func(){}}
 	p.serve(ln)
 	t.Cleanup(func() {
+		p.mu.Lock()
+		p.stopped = true
+		p.mu.Unlock()
 		p.Down()
 		p.wg.Wait()
 	})
@@ -61,12 +66,19 @@ func (p *Proxy) Down() {
 	clear(p.conns)
 }
 
-// Up listens on the proxy's address again.
-func (p *Proxy) Up() {
-	p.t.Helper()
+// IsUp reports whether the proxy accepts connections.
+func (p *Proxy) IsUp() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.ln != nil {
+	return p.ln != nil
+}
+
+// Up listens on the proxy's address again. It may be called from any
+// goroutine (a timer's): a failure is reported with t.Errorf.
+func (p *Proxy) Up() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil || p.stopped {
 		return
 	}
 	var ln net.Listener
@@ -77,7 +89,10 @@ func (p *Proxy) Up() {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	require.NoError(p.t, err)
+	if err != nil {
+		p.t.Errorf("netfault: listen again on %s: %v", p.addr, err)
+		return
+	}
 	p.ln = ln
 	p.serve(ln)
 }
@@ -88,9 +103,15 @@ func (p *Proxy) Up() {
 // forwarded to the server, and then, once the server had time to run it,
 // the connection is closed before any reply gets back: a connection broken
 // after the statement was written. One connection only.
-func (p *Proxy) DropAfterWrite(marker string) {
+func (p *Proxy) DropAfterWrite(marker string) { p.DropAfterWriteThenDown(marker, 0) }
+
+// DropAfterWriteThenDown is DropAfterWrite, and then the proxy goes down
+// (as with Down) for d, at the moment it drops the connection: a server
+// that died with the statement.
+func (p *Proxy) DropAfterWriteThenDown(marker string, d time.Duration) {
 	p.mu.Lock()
 	p.marker = []byte(marker)
+	p.downFor = d
 	p.mu.Unlock()
 }
 
@@ -126,10 +147,10 @@ func (p *Proxy) serve(ln net.Listener) {
 				buf := make([]byte, 64<<10)
 				for {
 					n, err := server.Read(buf)
-					if cut.Load() {
-						return
+					if err == nil && cut.Load() {
+						continue // swallowed: the connection is about to drop
 					}
-					if n > 0 {
+					if n > 0 && !cut.Load() {
 						if _, werr := client.Write(buf[:n]); werr != nil {
 							return
 						}
@@ -169,7 +190,7 @@ func (p *Proxy) requests(client, server net.Conn, closeBoth func(), cut *atomic.
 					// A statement sent with its text in one write
 					// (simple protocol, or parse and execute
 					// together) is dropped after this write.
-					drop = executes(buf[:n])
+						drop = executes(buf[:n])
 				}
 				p.mu.Unlock()
 			}
@@ -181,6 +202,13 @@ func (p *Proxy) requests(client, server net.Conn, closeBoth func(), cut *atomic.
 			}
 			if drop {
 				time.Sleep(100 * time.Millisecond)
+				p.mu.Lock()
+				d := p.downFor
+				p.mu.Unlock()
+				if d > 0 {
+					p.Down()
+					time.AfterFunc(d, p.Up)
+				}
 				return
 			}
 		}

@@ -1,0 +1,132 @@
+package claim_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/testkit/netfault"
+	"github.com/claimlock/claimlock/internal/testkit/testengine"
+)
+
+// openVia opens a fresh database of en whose every connection goes through
+// a netfault proxy.
+func openVia(t *testing.T, en engine) (*env, *netfault.Proxy) {
+	t.Helper()
+	var p *netfault.Proxy
+	dsn, ok, err := testengine.Reroute(en.kind, en.dsn(t), func(server string) string {
+		p = netfault.New(t, server)
+		return p.Addr()
+	})
+	require.NoError(t, err)
+	if !ok {
+		t.Skipf("%s: no network between the library and the database: nothing to refuse or drop", en.kind)
+	}
+	e, closeFn, err := openDSN(context.Background(), en.kind, dsn, dialect.Options{})
+	require.NoError(t, err)
+	t.Cleanup(closeFn)
+	return e, p
+}
+
+// TestRunAckOutlastsOutage: the server goes away while a batch is handled
+// and comes back 1.5 s later. Run tries the batch's ack again, holding the
+// rows with heartbeats, instead of leaving them to a reaper to be processed
+// again: every row is handled once and acked. A connection dropped after
+// the ack was written (an unknown outcome) is settled by the next try under
+// the token, not reported as lost rows.
+func TestRunAckOutlastsOutage(t *testing.T) {
+	t.Parallel()
+	for _, en := range engines {
+		for _, fault := range []string{"down", "drop-after-write"} {
+			t.Run(en.kind+"/"+fault, func(t *testing.T) {
+				t.Parallel()
+				e, p := openVia(t, en)
+				logs := &recordingHandler{}
+				c, cfg := jobSetup(t, e, e.d.Capabilities().PreferredStrategy, 20, func(cfg *claim.Config) {
+					cfg.BatchSize = 20
+					cfg.ReapTimeout = 20 * time.Second
+					cfg.HeartbeatInterval = 5 * time.Second
+				})
+				cfg.Logger = slog.New(logs)
+				c, err := claim.New(e.d, cfg, jobFields)
+				require.NoError(t, err)
+				var mu sync.Mutex
+				calls := map[int64]int{}
+				var once sync.Once
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				done := make(chan error, 1)
+				go func() {
+					done <- c.Run(ctx, claim.WorkerConfig[job]{PollMin: time.Millisecond, PollMax: 20 * time.Millisecond,
+						Handler: func(ctx context.Context, r claim.Row[job]) error {
+							mu.Lock()
+							calls[r.ID.(int64)]++
+							mu.Unlock()
+							once.Do(func() {
+								if fault == "down" {
+									p.Down()
+									time.AfterFunc(1500*time.Millisecond, p.Up)
+								} else {
+									p.DropAfterWrite(cfg.Table)
+								}
+							})
+							return nil
+						}})
+				}()
+				require.Eventually(t, func() bool {
+					st, err := c.Stats(ctx)
+					return err == nil && st.Done == 20
+				}, 45*time.Second, 20*time.Millisecond, "every row acked; logged: %v", logs.atLeast(slog.LevelWarn))
+				cancel()
+				require.NoError(t, <-done)
+				mu.Lock()
+				defer mu.Unlock()
+				require.Len(t, calls, 20)
+				for id, n := range calls {
+					require.Equal(t, 1, n, "row %d handled %d times", id, n)
+				}
+				require.Empty(t, logs.matching("ack failed; rows stay processing"))
+				require.Empty(t, logs.matching("claim lost"), "an ack of unknown outcome is not a loss")
+			})
+		}
+	}
+}
+
+// TestFlushOutlastsOutage: deferred acks whose Flush meets a server that is
+// away for a second are written once it is back, within the same Flush,
+// while heartbeats hold the rows.
+func TestFlushOutlastsOutage(t *testing.T) {
+	t.Parallel()
+	for _, en := range engines {
+		t.Run(en.kind, func(t *testing.T) {
+			t.Parallel()
+			e, p := openVia(t, en)
+			c, _ := jobSetup(t, e, e.d.Capabilities().PreferredStrategy, 5, func(cfg *claim.Config) {
+				cfg.BatchSize = 5
+				cfg.ReapTimeout = 20 * time.Second
+				cfg.AckDelay = time.Hour
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			b, err := c.Claim(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 5, b.Len())
+			stop := b.KeepAlive(ctx)
+			defer stop()
+			require.NoError(t, b.Ack(ctx, b.IDs()...))
+			p.Down()
+			time.AfterFunc(time.Second, p.Up)
+			start := time.Now()
+			require.NoError(t, b.Flush(ctx))
+			require.Greater(t, time.Since(start), 900*time.Millisecond, "the write waited for the server")
+			require.Empty(t, b.Unacked())
+			requireStats(t, c, 0, 0, 5, 0)
+		})
+	}
+}
