@@ -13,6 +13,7 @@ import (
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/testkit/netfault"
 	"github.com/claimlock/claimlock/internal/testkit/testengine"
+	"github.com/claimlock/claimlock/zombie"
 )
 
 // openVia opens a fresh database of en whose every connection goes through
@@ -127,6 +128,81 @@ func TestFlushOutlastsOutage(t *testing.T) {
 			require.Greater(t, time.Since(start), 900*time.Millisecond, "the write waited for the server")
 			require.Empty(t, b.Unacked())
 			requireStats(t, c, 0, 0, 5, 0)
+		})
+	}
+}
+
+// TestOutageKeepsAttemptsPoisonParks tells the two kinds of returned rows
+// apart. A claim whose connection broke after it was written, with the
+// server then away for a second, marked rows the worker never received:
+// the worker releases them once the server answers, handing the claim's
+// attempt back, so an outage does not move rows toward parking. A row that
+// kills its worker every time (its batch abandoned, never released) is
+// returned by the reaper with its attempt kept, and parks at MaxAttempts.
+func TestOutageKeepsAttemptsPoisonParks(t *testing.T) {
+	t.Parallel()
+	for _, en := range engines {
+		t.Run(en.kind, func(t *testing.T) {
+			t.Parallel()
+			e, p := openVia(t, en)
+			const maxAttempts = 3
+			c, cfg := jobSetup(t, e, e.d.Capabilities().PreferredStrategy, 10, func(cfg *claim.Config) {
+				cfg.BatchSize = 10
+				cfg.MaxAttempts = maxAttempts
+				cfg.ReapTimeout = 20 * time.Second
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			attempts := func() (sum, max int64) {
+				require.NoError(t, e.raw.QueryRowContext(ctx, e.rebind(
+					"SELECT COALESCE(SUM(attempts), 0), COALESCE(MAX(attempts), 0) FROM "+cfg.Table+" WHERE task_id = 42")).Scan(&sum, &max))
+				return sum, max
+			}
+			// A first claim verifies the table; its release hands the
+			// attempts back. Fresh connections then forget the prepared
+			// claim, so that the next one is sent with its text.
+			b, err := c.Claim(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 10, b.Len())
+			_, err = b.Release(ctx)
+			require.NoError(t, err)
+			p.Down()
+			p.Up()
+			time.Sleep(1100 * time.Millisecond) // pools ping connections idle for a second
+
+			for range 3 { // three outages
+				p.DropAfterWriteThenDown(cfg.Table, time.Second)
+				_, err = c.Claim(ctx)
+				require.Error(t, err, "the claim's connection broke")
+				require.Eventually(t, p.IsUp, 10*time.Second, 10*time.Millisecond)
+				require.Eventually(t, func() bool {
+					st, err := c.Stats(ctx)
+					return err == nil && st.Pending == 10
+				}, 20*time.Second, 20*time.Millisecond, "the claimed rows were released")
+				sum, _ := attempts()
+				require.Zero(t, sum, "an outage counted attempts")
+			}
+
+			// The poison row: every claim of it ends with its worker gone.
+			reaper, err := zombie.New(e.d, cfg, zombie.Config{Timeout: time.Millisecond})
+			require.NoError(t, err)
+			for round := 1; ; round++ {
+				b, err := c.Claim(ctx)
+				require.NoError(t, err)
+				require.Equal(t, 10, b.Len())
+				time.Sleep(20 * time.Millisecond) // the worker died
+				_, err = reaper.Sweep(ctx)
+				require.NoError(t, err)
+				st, err := c.Stats(ctx)
+				require.NoError(t, err)
+				if st.Failed == 10 {
+					require.Equal(t, maxAttempts, round, "parked at MaxAttempts")
+					_, max := attempts()
+					require.EqualValues(t, maxAttempts, max)
+					break
+				}
+				require.Less(t, round, maxAttempts, "not parked at MaxAttempts: %+v", st)
+			}
 		})
 	}
 }

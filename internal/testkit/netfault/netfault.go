@@ -190,7 +190,7 @@ func (p *Proxy) requests(client, server net.Conn, closeBoth func(), cut *atomic.
 					// A statement sent with its text in one write
 					// (simple protocol, or parse and execute
 					// together) is dropped after this write.
-						drop = executes(buf[:n])
+					drop = executes(buf[:n])
 				}
 				p.mu.Unlock()
 			}
