@@ -89,3 +89,72 @@ func TestServerRestart(t *testing.T) {
 		})
 	}
 }
+
+// envOutage names a command (scripts/restart-servers.sh) that kills or
+// restarts the server the DSNs point at: "CMD kill|restart pg|mysql
+// SECONDS". The outage scenario runs only when it is set, on servers of
+// its own (never the shared ones).
+const envOutage = "CLAIMLOCK_CHAOS_OUTAGE"
+
+// outages are the scenario's server outages: SIGKILLs and one clean
+// restart, each followed by SECONDS down before the server starts again
+// (its own recovery then adds a few seconds).
+var outages = []struct {
+	how  string
+	down string
+}{{"kill", "0.5"}, {"restart", "1"}, {"kill", "3"}, {"kill", "1.5"}}
+
+// TestServerOutages drains a task with four worker processes running
+// claim.Claimer.Run (batches of 50) while the server is SIGKILLed three
+// times and shut down cleanly once, and reports what the outages cost:
+// rows sent more than once, the attempts rows ended with, rows at
+// MaxAttempts (there are no handler failures, so every attempt past the
+// first is an outage's), lost and stuck rows. Acks outlast the outages and
+// the claims' attempts are handed back, so resends stay at most 1% of the
+// rows and no row reaches MaxAttempts. Then a lease contest across a
+// restart: the fences never go back and no two holders overlap.
+func TestServerOutages(t *testing.T) {
+	script := os.Getenv(envOutage)
+	for _, e := range engines() {
+		t.Run(e.name, func(t *testing.T) {
+			if e.driver == "sqlite" {
+				t.Skip("SQLite has no server to restart")
+			}
+			if script == "" {
+				t.Skipf("SKIPPING: set %s to scripts/restart-servers.sh (and the DSNs to its servers) to run it", envOutage)
+			}
+			which := map[string]string{"postgres": "pg", "mysql": "mysql"}[e.driver]
+			const maxAttempts = 5
+			rows := size(4000, 20000)
+			spec := fleetSpec{
+				scenario: "server-outages", rows: rows, workers: 4, batch: 50, run: true, maxAttempts: maxAttempts,
+				sendDelay: time.Millisecond, heartbeat: time.Second, reapTimeout: 20 * time.Second,
+				inject: func(f *fleet) int {
+					for i, o := range outages {
+						// Each outage once another share of the rows is done.
+						want := int64(rows * (i + 1) / (len(outages) + 2))
+						for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+							st, err := stats(context.Background(), f.d)
+							if err == nil && st.Done >= want {
+								break
+							}
+							require.True(t, time.Now().Before(deadline), "no progress before outage %d", i+1)
+						}
+						start := time.Now()
+						out, err := exec.Command(script, o.how, which, o.down).CombinedOutput()
+						require.NoError(t, err, "%s: %s", script, out)
+						fmt.Printf("chaos: %s %s (down %ss) answering again after %v\n", e.name, o.how, o.down, time.Since(start).Round(time.Millisecond))
+					}
+					return len(outages)
+				},
+			}
+			r := runFleet(t, e, spec)
+			require.Zero(t, r.lost)
+			require.Zero(t, r.overlaps)
+			require.Zero(t, r.run.stuck)
+			require.Zero(t, r.run.parked, "no handler fails: a parked row is an outage's")
+			require.Zero(t, r.run.atMax, "outages moved rows to MaxAttempts")
+			require.LessOrEqual(t, r.run.resent*100, rows, "at most 1%% of the rows sent more than once")
+		})
+	}
+}
