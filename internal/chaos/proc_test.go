@@ -109,6 +109,8 @@ func runRole(role string) error {
 		return workerRole(ctx, out)
 	case "runworker":
 		return runWorkerRole(ctx, out)
+	case "leasecontender":
+		return leaseContenderRole(ctx, out)
 	case "leaseholder":
 		return leaseHolderRole(ctx, out)
 	case "frozenclaimer":

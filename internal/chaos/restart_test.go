@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -155,6 +156,77 @@ func TestServerOutages(t *testing.T) {
 			require.Zero(t, r.run.parked, "no handler fails: a parked row is an outage's")
 			require.Zero(t, r.run.atMax, "outages moved rows to MaxAttempts")
 			require.LessOrEqual(t, r.run.resent*100, rows, "at most 1%% of the rows sent more than once")
+		})
+	}
+}
+
+// TestLeaseContestAcrossRestart: three processes take turns on one lease
+// (tasklock, TTL 2 s, KeepAlive) while the server is SIGKILLed and then shut
+// down cleanly. Every tenure has its own fence, fences follow the order of
+// the tenures, no tenure begins before the one before it ended (the holder's
+// context ends before its row is freed or expires), and the fenced write
+// holds the largest fence.
+func TestLeaseContestAcrossRestart(t *testing.T) {
+	script := os.Getenv(envOutage)
+	for _, e := range engines() {
+		t.Run(e.name, func(t *testing.T) {
+			if e.driver == "sqlite" {
+				t.Skip("SQLite has no server to restart")
+			}
+			if script == "" {
+				t.Skipf("SKIPPING: set %s to scripts/restart-servers.sh (and the DSNs to its servers) to run it", envOutage)
+			}
+			which := map[string]string{"postgres": "pg", "mysql": "mysql"}[e.driver]
+			dsn := e.dsn(t)
+			d := openT(t, e.driver, dsn)
+			setup(t, d, 1) // also the fenced row, fence 0
+			const contest = 40 * time.Second
+			env := []string{envDriver + "=" + e.driver, envDSN + "=" + dsn, envTTL + "=2s",
+				envContest + "=" + contest.String(), envLifetime + "=2m"}
+			var holders []*child
+			for range 3 {
+				holders = append(holders, spawn(t, "leasecontender", env...))
+			}
+			for _, how := range []string{"kill", "restart"} {
+				time.Sleep(4 * time.Second)
+				out, err := exec.Command(script, how, which, "1").CombinedOutput()
+				require.NoError(t, err, "%s: %s", script, out)
+			}
+			var held []event
+			for _, h := range holders {
+				h.wait(t, contest+time.Minute)
+				require.NoError(t, h.err)
+				for _, ev := range h.Events() {
+					if ev.Ev == "held" {
+						held = append(held, ev)
+					}
+				}
+			}
+			sort.Slice(held, func(i, j int) bool { return held[i].Fence < held[j].Fence })
+			require.Greater(t, len(held), 5, "tenures")
+			lost := 0
+			for i, h := range held {
+				if h.Lost {
+					lost++
+				}
+				if i == 0 {
+					continue
+				}
+				p := held[i-1]
+				require.Greater(t, h.Fence, p.Fence, "one fence per tenure")
+				require.Greater(t, h.T0, p.T0, "fences follow the order of the tenures")
+				if h.Owner != p.Owner {
+					require.GreaterOrEqual(t, h.T0, p.T, "tenure of fence %d (%s) began %v before tenure %d (%s) ended",
+						h.Fence, h.Owner, time.Duration(p.T-h.T0), p.Fence, p.Owner)
+				}
+			}
+			var fence int64
+			require.NoError(t, d.sql.QueryRowContext(context.Background(), d.sqlf("SELECT {fence} FROM {chaos_fenced}")).Scan(&fence))
+			require.LessOrEqual(t, fence, held[len(held)-1].Fence)
+			line := fmt.Sprintf("chaos: scenario=lease-contest-restart engine=%s tenures=%d ended-by-loss=%d fences=%d..%d overlaps=0",
+				e.name, len(held), lost, held[0].Fence, held[len(held)-1].Fence)
+			t.Log(line)
+			fmt.Println(line)
 		})
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/tasklock"
 )
 
 // envReap is the workers' Config.ReapTimeout (the reaper's Timeout), which
@@ -154,4 +156,64 @@ func checkRun(t *testing.T, d *db, rows, maxAttempts int) report {
 		}
 	}
 	return r
+}
+
+// envContest is how long a lease contender contends.
+const envContest = "CHAOS_CONTEST"
+
+// contestLease is the key the contenders take turns on.
+const contestLease = "contest"
+
+// leaseContenderRole takes the contest lease again and again for envContest:
+// it holds it with KeepAlive for fenced writes (stopping at once if
+// the lease's context ends), then releases it, and reports each tenure as
+// a "held" event: the fence, when it held the lease (T0, after Acquire
+// returned) and when its work on it had stopped (T, before Release).
+func leaseContenderRole(ctx context.Context, out *emitter) error {
+	d, err := openRetry(ctx, os.Getenv(envDriver), os.Getenv(envDSN))
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	k, err := tasklock.New(d.d, tasklock.Config{Table: store.KeyedLeaseTable(leaseTable, 64), TTL: envDuration(envTTL, 2*time.Second)})
+	if err != nil {
+		return err
+	}
+	me := fmt.Sprintf("pid-%d", os.Getpid())
+	until := time.Now().Add(envDuration(envContest, 20*time.Second))
+	for time.Now().Before(until) && ctx.Err() == nil {
+		actx, cancel := context.WithDeadline(ctx, until)
+		l, err := k.AcquireWait(actx, contestLease)
+		cancel()
+		if err != nil {
+			pause(ctx, 50*time.Millisecond) // an outage, or the contest is over
+			continue
+		}
+		t0 := time.Now().UnixNano()
+		stop := l.KeepAlive(context.WithoutCancel(ctx))
+		lctx, lcancel := l.Context(ctx)
+		var wrote int64
+		// About 1.5 s of work; a holder whose writes fail (the server is
+		// away) keeps at it for up to 5 s, past the lease's local deadline
+		// (TTL 2 s), which then ends it.
+		start := time.Now()
+		for lctx.Err() == nil {
+			n, err := fencedWrite(lctx, d, l.Fence(), me)
+			wrote += n
+			if since := time.Since(start); since > 5*time.Second || err == nil && since > 1500*time.Millisecond {
+				break
+			}
+			pause(lctx, 50*time.Millisecond)
+		}
+		end := time.Now().UnixNano()
+		lost := lctx.Err() != nil
+		lcancel()
+		stop()
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		_, _ = l.Release(rctx)
+		rcancel()
+		out.emit(event{Ev: "held", Fence: l.Fence(), T0: t0, T: end, N: wrote, Lost: lost, Owner: me})
+		pause(ctx, 10*time.Millisecond)
+	}
+	return nil
 }
