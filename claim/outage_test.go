@@ -2,8 +2,11 @@ package claim_test
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +14,9 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/dialect/sqlite"
+	"github.com/claimlock/claimlock/internal/testkit/connfault"
+	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 	"github.com/claimlock/claimlock/internal/testkit/netfault"
 	"github.com/claimlock/claimlock/internal/testkit/testengine"
 	"github.com/claimlock/claimlock/zombie"
@@ -205,4 +211,107 @@ func TestOutageKeepsAttemptsPoisonParks(t *testing.T) {
 			}
 		})
 	}
+}
+
+var faultSeq atomic.Int64
+
+// openFaulty opens a fresh SQLite database through a connfault driver: the
+// engine has no network, so the test takes the database away at the
+// database/sql driver instead.
+func openFaulty(t *testing.T) (*env, *connfault.Switch) {
+	t.Helper()
+	path := dbtest.SQLitePath(t)
+	probe, err := sqlite.Open(path)
+	require.NoError(t, err)
+	inner := probe.Driver()
+	probe.Close()
+	sw := &connfault.Switch{}
+	name := fmt.Sprintf("sqlite-fault-%d", faultSeq.Add(1))
+	connfault.Register(name, inner, sw)
+	db, err := sql.Open(name, "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	require.NoError(t, err)
+	db.SetMaxOpenConns(8)
+	t.Cleanup(func() { db.Close() })
+	d, err := sqlite.New(context.Background(), db, dialect.Options{})
+	require.NoError(t, err)
+	return &env{kind: testengine.SQLite, dsn: path, d: d, raw: db}, sw
+}
+
+// TestOutagesSQLite is TestRunAckOutlastsOutage and
+// TestOutageKeepsAttemptsPoisonParks on SQLite, with the database taken away
+// at the driver: Run's ack waits out 1.5 s without a database and every row
+// is handled once; a claim whose reply is lost, with the database then away
+// for a second, is released with its attempts handed back.
+func TestOutagesSQLite(t *testing.T) {
+	t.Parallel()
+	t.Run("run-ack", func(t *testing.T) {
+		t.Parallel()
+		e, sw := openFaulty(t)
+		logs := &recordingHandler{}
+		_, cfg := jobSetup(t, e, dialect.StrategyTokenUpdate, 20, func(cfg *claim.Config) {
+			cfg.BatchSize = 20
+			cfg.ReapTimeout = 20 * time.Second
+			cfg.HeartbeatInterval = 5 * time.Second
+		})
+		cfg.Logger = slog.New(logs)
+		c, err := claim.New(e.d, cfg, jobFields)
+		require.NoError(t, err)
+		var mu sync.Mutex
+		calls := map[int64]int{}
+		var once sync.Once
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			done <- c.Run(ctx, claim.WorkerConfig[job]{PollMin: time.Millisecond, PollMax: 20 * time.Millisecond,
+				Handler: func(ctx context.Context, r claim.Row[job]) error {
+					mu.Lock()
+					calls[r.ID.(int64)]++
+					mu.Unlock()
+					once.Do(func() {
+						sw.Down()
+						time.AfterFunc(1500*time.Millisecond, sw.Up)
+					})
+					return nil
+				}})
+		}()
+		require.Eventually(t, func() bool {
+			st, err := c.Stats(ctx)
+			return err == nil && st.Done == 20
+		}, 45*time.Second, 20*time.Millisecond, "every row acked; logged: %v", logs.atLeast(slog.LevelWarn))
+		cancel()
+		require.NoError(t, <-done)
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, calls, 20)
+		for id, n := range calls {
+			require.Equal(t, 1, n, "row %d handled %d times", id, n)
+		}
+		require.Empty(t, logs.matching("ack failed; rows stay processing"))
+	})
+	t.Run("claim-reply-lost", func(t *testing.T) {
+		t.Parallel()
+		e, sw := openFaulty(t)
+		c, cfg := jobSetup(t, e, dialect.StrategyTokenUpdate, 10, func(cfg *claim.Config) {
+			cfg.BatchSize = 10
+			cfg.MaxAttempts = 3
+			cfg.ReapTimeout = 20 * time.Second
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		require.NoError(t, c.Verify(ctx))
+		for range 3 {
+			sw.LoseNextReply()
+			time.AfterFunc(time.Second, sw.Up)
+			_, err := c.Claim(ctx)
+			require.Error(t, err)
+			require.Eventually(t, func() bool {
+				st, err := c.Stats(ctx)
+				return err == nil && st.Pending == 10
+			}, 20*time.Second, 20*time.Millisecond, "the claimed rows were released")
+			var sum int64
+			require.NoError(t, e.raw.QueryRowContext(ctx, "SELECT COALESCE(SUM(attempts), 0) FROM "+cfg.Table+" WHERE task_id = 42").Scan(&sum))
+			require.Zero(t, sum, "an outage counted attempts")
+		}
+	})
 }
