@@ -149,16 +149,29 @@ func (b *Batch[T]) flushLocked(ctx context.Context, op string) error {
 	}
 	d := b.later
 	d.stop()
-	if len(d.wait) > 0 {
+	// A write an outage fails is tried again while the batch holds its
+	// rows (outage.go); between tries a heartbeat tick may write the
+	// waiting acks itself, so each try takes them afresh.
+	err := b.outlast(ctx, op, func() error {
+		if err := b.settle(ctx); err != nil {
+			return err
+		}
+		if len(d.wait) == 0 {
+			return nil
+		}
 		idx := d.wait
 		lostPos, err := b.writeDone(ctx, idx)
 		if err != nil {
-			return storeError(op, err)
+			return err
 		}
 		d.wait = nil
 		for _, j := range lostPos {
 			d.lost = append(d.lost, b.rows[idx[j]].ID)
 		}
+		return nil
+	})
+	if err != nil {
+		return storeError(op, err)
 	}
 	return lostError(op, d.takeLost())
 }
@@ -233,6 +246,10 @@ func (b *Batch[T]) writeDeferred(ctx context.Context) error {
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.noteUnknown(err)
+	if err == nil && len(res.Lost) > 0 && b.writtenBefore() {
+		res.Lost = nil // completed by an earlier write of unknown outcome
+	}
 	if err == nil {
 		for _, j := range b.recordDone(idx, p, res) {
 			d.lost = append(d.lost, b.rows[idx[j]].ID)
@@ -280,9 +297,9 @@ func (b *Batch[T]) ackLocked(ctx context.Context, idx []int) error {
 // positions in idx of the lost ones. On error nothing changes in the batch.
 func (b *Batch[T]) writeDone(ctx context.Context, idx []int) ([]int, error) {
 	p := b.doneParams(idx)
-	res, err := b.core.cs.Ack(ctx, p)
+	res, err := b.storeAck(ctx, p)
 	if err != nil {
-		return nil, err
+		return nil, b.noteUnknown(err)
 	}
 	return b.recordDone(idx, p, res), nil
 }

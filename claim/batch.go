@@ -59,6 +59,7 @@ type Batch[T any] struct {
 	inTx     []int         // rows completed in a caller's transaction (tx.go)
 	later    *deferred     // deferred acks; nil until the first deferred Ack
 	closed   chan struct{} // closed when nOpen reaches 0
+	unknown  bool          // a write of the batch had an unknown outcome (outage.go)
 
 	// Loss signal (loss.go): ctx ends when the batch does. lmu guards the
 	// deadline and its timer; it is never held while a statement runs.

@@ -50,10 +50,35 @@ const failedClaimRelease = 30 * time.Second
 // failed because ctx ended. The caller waits for it only while ctx lasts,
 // so an operation still returns by its context's deadline when the server
 // stalls; past that the release finishes in the background.
-func (k *core) releaseFailedClaim(ctx context.Context, token string) {
+//
+// A release hands the claim's attempt back, so a release an outage fails is
+// tried again, with jittered backoff, until the server answers or a reaper
+// could have taken the rows (the claim's lifetime, [core.lifetime]; the
+// release's own deadline without a ReapTimeout): rows a claim of unknown
+// outcome marked while the server went away then come back without moving
+// toward parking. Only a reap keeps the attempt.
+func (k *core) releaseFailedClaim(ctx context.Context, token string, claimed time.Time) {
 	detach.Run(ctx, failedClaimRelease, func(ctx context.Context) {
-		if _, err := k.cs.Release(ctx, token, nil); err != nil {
-			k.logger.Warn("claimlock: could not release rows of a failed claim; the reaper will", "token", token, "err", err)
+		until, ok := ctx.Deadline()
+		if life := k.lifetime(); life > 0 {
+			until, ok = claimed.Add(life), true
+		}
+		for n := 0; ; n++ {
+			_, err := k.cs.Release(ctx, token, nil)
+			if err == nil {
+				return
+			}
+			pause := store.Backoff(n, outageRetryBase, outageRetryMax)
+			if !outage(err) || ctx.Err() != nil || ok && !time.Now().Add(pause).Before(until) {
+				k.logger.Warn("claimlock: could not release rows of a failed claim; the reaper will", "token", token, "err", err)
+				return
+			}
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
 		}
 	})
 }
@@ -101,7 +126,7 @@ func (c *Claimer[T]) claimWith(ctx context.Context, run claimRun) (*Batch[T], er
 		// Rows marked before a scan failure, or by a write of unknown
 		// outcome, stay under the token: give them back so they are not
 		// stranded until the reaper runs.
-		k.releaseFailedClaim(ctx, token)
+		k.releaseFailedClaim(ctx, token, claimed)
 		return nil, storeError("claim", err)
 	}
 	// A retried statement calls scan again from its first row: the last n

@@ -121,10 +121,10 @@ func (b *Batch[T]) failLocked(ctx context.Context, i int, f failure, ack func(co
 	if f.snooze {
 		n, err := k.cs.Snooze(ctx, b.token, ids, f.delay)
 		if err != nil {
-			return storeError("snooze", err)
+			return storeError("snooze", b.noteUnknown(err))
 		}
 		res := store.AckResult{}
-		if n == 0 {
+		if n == 0 && !b.writtenBefore() {
 			res.Lost = []int{0}
 		}
 		return b.recordFail("snooze", idx, nil, res)
@@ -143,7 +143,10 @@ func (b *Batch[T]) failLocked(ctx context.Context, i int, f failure, ack func(co
 	}
 	res, err := ack(ctx, p)
 	if err != nil {
-		return storeError("fail", err)
+		return storeError("fail", b.noteUnknown(err))
+	}
+	if len(res.Lost) > 0 && b.writtenBefore() {
+		res.Lost = nil // completed by an earlier write of unknown outcome
 	}
 	if len(res.Lost) == 0 {
 		k.logFailed(b.token, p, res, f.cause)

@@ -193,12 +193,19 @@ func (r *runner[T]) pipelineFinish(ctx, fctx context.Context, b *Batch[T], ok, f
 		return nil, false
 	}
 	for j, i := range failed {
-		if err := b.settleFailure(fctx, i, causes[j], log); err != nil && !errors.Is(err, dialect.ErrClaimLost) {
+		err := b.outlast(fctx, "fail", func() error {
+			if b.settledLocked(i) {
+				return nil
+			}
+			return b.settleFailure(fctx, i, causes[j], log)
+		})
+		if err != nil && !errors.Is(err, dialect.ErrClaimLost) {
 			r.check(err)
 			log.Error("claimlock: fail failed; row stays processing until reaped", "token", b.token, "id", b.rows[i].ID, "err", err)
 		}
 	}
 	next, err := c.ackAndClaimLocked(fctx, b, ok)
+	b.noteUnknown(err)
 	if next != nil {
 		if err != nil && !errors.Is(err, dialect.ErrClaimLost) {
 			r.check(err)
@@ -210,7 +217,11 @@ func (r *runner[T]) pipelineFinish(ctx, fctx context.Context, b *Batch[T], ok, f
 	// Rows the failed call recorded (it wrote the ack but could not read the
 	// claimed rows) are closed already.
 	ok = slices.DeleteFunc(slices.Clone(ok), func(i int) bool { return !b.open[i] })
-	if err := b.ackLocked(fctx, ok); err != nil && !errors.Is(err, dialect.ErrClaimLost) {
+	err = b.outlast(fctx, "ack", func() error {
+		ok = slices.DeleteFunc(ok, b.settledLocked)
+		return b.ackLocked(fctx, ok)
+	})
+	if err != nil && !errors.Is(err, dialect.ErrClaimLost) {
 		r.check(err)
 		log.Error("claimlock: ack failed; rows stay processing until reaped", "token", b.token, "ids", b.idsOf(ok), "err", err)
 	}

@@ -282,12 +282,24 @@ func (r *runner[T]) process(ctx context.Context, b *Batch[T], log *slog.Logger) 
 	}
 	next, piped := r.pipelineFinish(ctx, fctx, b, ok, failed, causes, log)
 	if !piped {
-		if err := b.ackLocked(fctx, ok); err != nil && !errors.Is(err, dialect.ErrClaimLost) {
+		// An ack or fail an outage fails is tried again while the batch
+		// holds its rows (outage.go), heartbeats running.
+		err := b.outlast(fctx, "ack", func() error {
+			ok = slices.DeleteFunc(ok, b.settledLocked)
+			return b.ackLocked(fctx, ok)
+		})
+		if err != nil && !errors.Is(err, dialect.ErrClaimLost) {
 			r.check(err)
 			log.Error("claimlock: ack failed; rows stay processing until reaped", "token", b.token, "ids", b.idsOf(ok), "err", err)
 		}
 		for j, i := range failed {
-			if err := b.settleFailure(fctx, i, causes[j], log); err != nil && !errors.Is(err, dialect.ErrClaimLost) {
+			err := b.outlast(fctx, "fail", func() error {
+				if b.settledLocked(i) {
+					return nil
+				}
+				return b.settleFailure(fctx, i, causes[j], log)
+			})
+			if err != nil && !errors.Is(err, dialect.ErrClaimLost) {
 				r.check(err)
 				log.Error("claimlock: fail failed; row stays processing until reaped", "token", b.token, "id", b.rows[i].ID, "err", err)
 			}
@@ -298,7 +310,7 @@ func (r *runner[T]) process(ctx context.Context, b *Batch[T], log *slog.Logger) 
 	// (AckTx, FailTx) rolled back with the caller's transaction.
 	unprocessed := int64(len(slices.DeleteFunc(b.openIndexes(), b.later.isLater)))
 	b.mu.Unlock()
-	if n, err := b.Release(fctx); err != nil {
+	if n, err := b.releaseOutlasting(fctx); err != nil {
 		log.Error("claimlock: release failed; rows stay processing until reaped", "token", b.token, "err", err)
 	} else if n > 0 {
 		if u := min(n, unprocessed); u > 0 {

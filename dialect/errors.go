@@ -38,8 +38,11 @@ var (
 
 	// ErrRetryable marks a deadlock, lock-wait timeout or serialization
 	// failure (MySQL 1213 and 1205, PostgreSQL 40001 and 40P01, SQLITE_BUSY
-	// and SQLITE_LOCKED). Operations retry these themselves; one that
-	// surfaces has exhausted its [RetryPolicy]. Match it with [IsRetryable].
+	// and SQLITE_LOCKED), or a statement that never reached the server (a
+	// refused connect, a pool that handed out no connection, a session the
+	// server refused at connect). Operations retry these themselves; one
+	// that surfaces has exhausted its [RetryPolicy]. Match it with
+	// [IsRetryable].
 	ErrRetryable = errors.New("retryable conflict")
 )
 
@@ -69,8 +72,9 @@ func IsPermanent(err error) bool {
 }
 
 // IsRetryable reports whether err is a deadlock, lock-wait timeout,
-// serialization failure or busy error: the whole statement or transaction
-// that failed can be run again. It accepts errors returned by claimlock
+// serialization failure or busy error, or the error of a statement that
+// never reached the server (nothing ran): the whole statement or
+// transaction that failed can be run again. It accepts errors returned by claimlock
 // (operations retry these themselves; one that surfaces has exhausted its
 // [RetryPolicy]) and raw driver errors from the caller's own statements, so
 // [Retry] can retry the caller's transactions too.

@@ -50,9 +50,9 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 }
 
 // Retry runs fn until it returns nil, an error that is not retryable
-// ([IsRetryable]: deadlocks, lock-wait timeouts, serialization failures and
-// busy errors, raw driver errors of every engine package linked into the
-// program included), the attempts of p are exhausted, or ctx ends. Between
+// ([IsRetryable]: deadlocks, lock-wait timeouts, serialization failures,
+// busy errors and statements that never reached the server, raw driver
+// errors of every engine package linked into the program included), the attempts of p are exhausted, or ctx ends. Between
 // attempts it sleeps a capped, jittered, doubling backoff. fn must re-run
 // its whole statement or transaction: a retryable error means the engine
 // rolled it back. The error of the last attempt is returned as is. op names

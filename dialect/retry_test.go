@@ -107,6 +107,7 @@ func TestClassifyRawDriverErrors(t *testing.T) {
 	require.Equal(t, errclass.Other, errclass.Of(errors.New("plain")))
 	for c, want := range map[errclass.Class]bool{
 		errclass.Deadlock: true, errclass.LockTimeout: true, errclass.Serialization: true, errclass.Busy: true,
+		errclass.Unreachable: true, errclass.Unavailable: true,
 		errclass.ReadOnly: false, errclass.Duplicate: false, errclass.Connection: false, errclass.Other: false,
 	} {
 		require.Equal(t, want, c.Retryable(), "%d", c)

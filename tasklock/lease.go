@@ -40,6 +40,12 @@ type Lease struct {
 	gen       uint64      // bumped whenever timer is re-armed
 	ka        *keepAlive  // running keep-alive, or nil
 	released  bool        // a Release already freed the row
+	// children cancel the live contexts from [Lease.Context]; end calls
+	// them before it returns, so that no free statement can follow the
+	// end of the lease while a holder's context is still live (a
+	// context.AfterFunc on l.ctx would cancel them on a goroutine of its
+	// own, possibly after the row was freed).
+	children map[*context.CancelCauseFunc]struct{}
 }
 
 func newLease(ctx context.Context, k *Locker, key any, owner string, info store.LeaseInfo, start time.Time) *Lease {
@@ -124,11 +130,27 @@ func (l *Lease) Err() error {
 // Context returns a context derived from parent that is also cancelled when
 // the lease ends, with [Lease.Err] as its cause (see context.Cause). Call
 // the returned cancel function when done with it.
+//
+// The context is cancelled by the time the lease has ended: before
+// [Lease.Done] is closed, and before Release, Finish or [Locker.Do] send the
+// statement that lets another holder acquire the key.
 func (l *Lease) Context(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
-	stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
+	l.mu.Lock()
+	if l.ctx.Err() != nil {
+		l.mu.Unlock()
+		cancel(context.Cause(l.ctx))
+		return ctx, func() { cancel(context.Canceled) }
+	}
+	if l.children == nil {
+		l.children = map[*context.CancelCauseFunc]struct{}{}
+	}
+	l.children[&cancel] = struct{}{}
+	l.mu.Unlock()
 	return ctx, func() {
-		stop()
+		l.mu.Lock()
+		delete(l.children, &cancel)
+		l.mu.Unlock()
 		cancel(context.Canceled)
 	}
 }
@@ -158,12 +180,18 @@ func (l *Lease) expire(gen uint64) {
 }
 
 // end ends the lease with cause, once; it reports whether this call did.
+// Every context from [Lease.Context] is cancelled before l.ctx (and so
+// [Lease.Done]), and before end returns.
 func (l *Lease) end(cause error) bool {
 	l.mu.Lock()
 	if l.ctx.Err() != nil {
 		l.mu.Unlock()
 		return false
 	}
+	for c := range l.children {
+		(*c)(cause)
+	}
+	clear(l.children)
 	l.cancel(cause)
 	l.gen++
 	if l.timer != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"testing"
 
+	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
@@ -22,6 +23,17 @@ func TestConformance(t *testing.T) {
 		Name: "mysql-default-isolation",
 		Open: func(t *testing.T) (dialect.Dialect, *sql.DB) {
 			db := dbtest.MySQL(t)
+			d, err := mysql.New(context.Background(), db, dialect.Options{})
+			require.NoError(t, err)
+			return d, db
+		},
+		OpenVia: func(t *testing.T, via func(string) string) (dialect.Dialect, *sql.DB) {
+			cfg, err := gomysql.ParseDSN(dbtest.MySQLDSN(t))
+			require.NoError(t, err)
+			cfg.Addr = via(cfg.Addr)
+			db, err := sql.Open("mysql", cfg.FormatDSN())
+			require.NoError(t, err)
+			t.Cleanup(func() { db.Close() })
 			d, err := mysql.New(context.Background(), db, dialect.Options{})
 			require.NoError(t, err)
 			return d, db

@@ -6,7 +6,9 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strings"
 
 	gomysql "github.com/go-sql-driver/mysql"
@@ -59,6 +61,13 @@ const (
 	// primary component returns for every statement it refuses to run
 	// ("WSREP has not yet prepared node for application use").
 	errNotPrimary = 1047
+	// Sessions the server refused at connect: nothing ran.
+	errTooManyConnections     = 1040 // ER_CON_COUNT_ERROR
+	errTooManyUserConnections = 1203 // ER_TOO_MANY_USER_CONNECTIONS
+	// A statement whose session ended while it ran: it may have run.
+	errServerShutdown   = 1053 // ER_SERVER_SHUTDOWN
+	errConnectionKilled = 1927 // ER_CONNECTION_KILLED (MariaDB)
+	errSessionKilled    = 3169 // ER_SESSION_WAS_KILLED (MySQL)
 )
 
 // Binlog is the server's binary log configuration as read by [New].
@@ -358,6 +367,13 @@ var permanentErrors = map[uint16]bool{
 	4025: true, // a check constraint is violated (MariaDB)
 }
 
+// classify sorts go-sql-driver/mysql errors, and tells a statement that
+// never reached the server (a refused or timed-out dial, a name that does
+// not resolve, a connection the driver found dead before writing,
+// driver.ErrBadConn, or a session the server refused at connect: 1040 too
+// many connections, 1203 too many for this user) apart from one whose
+// connection broke once it was written (the driver's ErrInvalidConn, or a
+// connection killed while it ran).
 func classify(err error) errclass.Class {
 	var me *gomysql.MySQLError
 	if errors.As(err, &me) {
@@ -372,13 +388,21 @@ func classify(err error) errclass.Class {
 			return errclass.ReadOnly
 		case errNotPrimary:
 			return errclass.Unavailable
+		case errTooManyConnections, errTooManyUserConnections:
+			return errclass.Unreachable
+		case errConnectionKilled, errSessionKilled, errServerShutdown:
+			return errclass.Connection
 		}
 		if permanentErrors[me.Number] {
 			return errclass.Permanent
 		}
 		return errclass.Other
 	}
-	if errors.Is(err, gomysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) {
+	if errors.Is(err, driver.ErrBadConn) || store.IsDialError(err) {
+		return errclass.Unreachable
+	}
+	var ne net.Error
+	if errors.Is(err, gomysql.ErrInvalidConn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne) {
 		return errclass.Connection
 	}
 	return errclass.Other

@@ -48,7 +48,8 @@ func TestClassify(t *testing.T) {
 	t.Parallel()
 	for n, want := range map[uint16]errclass.Class{
 		1213: errclass.Deadlock, 1205: errclass.LockTimeout, 1062: errclass.Duplicate,
-		1061: errclass.Duplicate, 1290: errclass.ReadOnly, 1792: errclass.ReadOnly, 1146: errclass.Permanent, 1054: errclass.Permanent, 1264: errclass.Permanent, 1040: errclass.Other,
+		1061: errclass.Duplicate, 1290: errclass.ReadOnly, 1792: errclass.ReadOnly, 1146: errclass.Permanent, 1054: errclass.Permanent, 1264: errclass.Permanent, 1040: errclass.Unreachable,
+		1203: errclass.Unreachable, 1927: errclass.Connection, 3169: errclass.Connection, 1053: errclass.Connection,
 	} {
 		raw := fmt.Errorf("wrapped: %w", &gomysql.MySQLError{Number: n})
 		require.Equal(t, want, classify(raw), "%d", n)
@@ -56,18 +57,30 @@ func TestClassify(t *testing.T) {
 		require.Equal(t, want.Retryable(), dialect.IsRetryable(raw), "%d", n)
 	}
 	require.Equal(t, errclass.Connection, classify(gomysql.ErrInvalidConn))
-	require.Equal(t, errclass.Connection, classify(driver.ErrBadConn))
+	require.Equal(t, errclass.Unreachable, classify(driver.ErrBadConn), "database/sql's contract: nothing was done")
+	require.True(t, dialect.IsRetryable(driver.ErrBadConn))
 	require.False(t, dialect.IsRetryable(gomysql.ErrInvalidConn))
 	require.False(t, dialect.IsRetryable(nil))
 }
 
 // TestBrokenConnectionRetry proves a broken connection re-runs only
-// idempotent operations, once.
+// idempotent operations, once, while a connection the driver found dead
+// before writing (nothing sent) re-runs writes too, under the retry policy.
 func TestBrokenConnectionRetry(t *testing.T) {
 	t.Parallel()
 	d := offline("8.0.36").b.E
 	ctx := context.Background()
-	for _, connErr := range []error{gomysql.ErrInvalidConn, driver.ErrBadConn} {
+	calls := 0
+	err := d.Do(ctx, "write", false, func() error {
+		calls++
+		if calls < 3 {
+			return driver.ErrBadConn
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 3, calls, "nothing was sent: the write runs again")
+	for _, connErr := range []error{gomysql.ErrInvalidConn} {
 		calls := 0
 		err := d.Do(ctx, "write", false, func() error { calls++; return connErr })
 		require.ErrorIs(t, err, connErr)
@@ -89,8 +102,8 @@ func TestBrokenConnectionRetry(t *testing.T) {
 		require.ErrorIs(t, err, connErr)
 		require.Equal(t, 2, calls, "only once")
 	}
-	calls := 0
-	err := d.Do(ctx, "claim", false, func() error {
+	calls = 0
+	err = d.Do(ctx, "claim", false, func() error {
 		calls++
 		if calls < 3 {
 			return &gomysql.MySQLError{Number: 1213}
@@ -99,7 +112,7 @@ func TestBrokenConnectionRetry(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, 3, calls)
-	require.EqualValues(t, 2, d.Retry.Retries())
+	require.EqualValues(t, 4, d.Retry.Retries())
 }
 
 func TestBinlogUnsafe(t *testing.T) {

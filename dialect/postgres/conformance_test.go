@@ -5,6 +5,11 @@ import (
 	"database/sql"
 	"testing"
 
+	"net"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
@@ -27,7 +32,29 @@ func TestConformancePool(t *testing.T) {
 			t.Cleanup(func() { db.Close() })
 			return d, db
 		},
+		OpenVia: func(t *testing.T, via func(string) string) (dialect.Dialect, *sql.DB) {
+			cfg, err := pgxpool.ParseConfig(dbtest.PostgresDSN(t))
+			require.NoError(t, err)
+			reroute(t, cfg.ConnConfig, via)
+			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+			require.NoError(t, err)
+			t.Cleanup(pool.Close)
+			d, err := postgres.New(context.Background(), pool, dialect.Options{})
+			require.NoError(t, err)
+			db := stdlib.OpenDBFromPool(pool)
+			t.Cleanup(func() { db.Close() })
+			return d, db
+		},
 	})
+}
+
+// reroute points cfg at the address via returns for its server.
+func reroute(t *testing.T, cfg *pgx.ConnConfig, via func(string) string) {
+	host, port, err := net.SplitHostPort(via(net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))))
+	require.NoError(t, err)
+	p, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	cfg.Host, cfg.Port, cfg.Fallbacks = host, uint16(p), nil
 }
 
 // TestConformanceStdlib runs the shared suite on a database/sql handle.
@@ -37,6 +64,16 @@ func TestConformanceStdlib(t *testing.T) {
 		Name: "postgres-stdlib",
 		Open: func(t *testing.T) (dialect.Dialect, *sql.DB) {
 			db := dbtest.Postgres(t)
+			d, err := postgres.NewStdlib(context.Background(), db, dialect.Options{})
+			require.NoError(t, err)
+			return d, db
+		},
+		OpenVia: func(t *testing.T, via func(string) string) (dialect.Dialect, *sql.DB) {
+			cfg, err := pgx.ParseConfig(dbtest.PostgresDSN(t))
+			require.NoError(t, err)
+			reroute(t, cfg, via)
+			db := stdlib.OpenDB(*cfg)
+			t.Cleanup(func() { db.Close() })
 			d, err := postgres.NewStdlib(context.Background(), db, dialect.Options{})
 			require.NoError(t, err)
 			return d, db

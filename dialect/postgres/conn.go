@@ -10,36 +10,92 @@ import (
 )
 
 // pgxPool runs statements on pgx's own protocol, without database/sql.
-// Transactions are READ COMMITTED.
+// Transactions are READ COMMITTED. It takes each connection from the pool
+// itself, so that a pool that hands out none (a failed connect, or the
+// context ending while every connection is busy) is told apart from a
+// statement that broke on the way: nothing was sent
+// ([store.NotSent]).
 type pgxPool struct{ p *pgxpool.Pool }
 
 func (h pgxPool) Exec(ctx context.Context, q string, args ...any) (int64, error) {
-	tag, err := h.p.Exec(ctx, q, args...)
+	c, err := h.p.Acquire(ctx)
+	if err != nil {
+		return 0, store.NotSent(err)
+	}
+	defer c.Release()
+	tag, err := c.Exec(ctx, q, args...)
 	return tag.RowsAffected(), err
 }
 
 func (h pgxPool) Query(ctx context.Context, q string, args ...any) (store.Rows, error) {
-	return h.p.Query(ctx, q, args...)
+	c, err := h.p.Acquire(ctx)
+	if err != nil {
+		return nil, store.NotSent(err)
+	}
+	r, err := c.Query(ctx, q, args...)
+	if err != nil {
+		c.Release()
+		return nil, err
+	}
+	return &pooledRows{Rows: r, c: c}, nil
 }
 
 func (h pgxPool) Begin(ctx context.Context) (store.Tx, error) {
-	tx, err := h.p.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	c, err := h.p.Acquire(ctx)
 	if err != nil {
+		return nil, store.NotSent(err)
+	}
+	tx, err := c.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		c.Release()
 		return nil, err
 	}
-	return pgxTx{tx}, nil
+	return &pgxTx{tx: tx, c: c}, nil
 }
 
-type pgxTx struct{ tx pgx.Tx }
+// pooledRows gives its connection back to the pool when closed.
+type pooledRows struct {
+	pgx.Rows
+	c *pgxpool.Conn
+}
 
-func (t pgxTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+func (r *pooledRows) Close() {
+	r.Rows.Close()
+	if r.c != nil {
+		r.c.Release()
+		r.c = nil
+	}
+}
+
+type pgxTx struct {
+	tx pgx.Tx
+	c  *pgxpool.Conn // given back once, when the transaction ends
+}
+
+func (t *pgxTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
 	tag, err := t.tx.Exec(ctx, q, args...)
 	return tag.RowsAffected(), err
 }
 
-func (t pgxTx) Query(ctx context.Context, q string, args ...any) (store.Rows, error) {
+func (t *pgxTx) Query(ctx context.Context, q string, args ...any) (store.Rows, error) {
 	return t.tx.Query(ctx, q, args...)
 }
 
-func (t pgxTx) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
-func (t pgxTx) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
+// Commit ends the transaction either way (pgx rolls back a transaction
+// whose COMMIT failed), so the connection goes back to the pool.
+func (t *pgxTx) Commit(ctx context.Context) error {
+	defer t.release()
+	return t.tx.Commit(ctx)
+}
+
+func (t *pgxTx) Rollback(ctx context.Context) error {
+	defer t.release()
+	return t.tx.Rollback(ctx)
+}
+
+func (t *pgxTx) release() {
+	if t.c != nil {
+		t.c.Release()
+		t.c = nil
+	}
+}

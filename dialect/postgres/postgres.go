@@ -137,7 +137,7 @@ func build(h store.DB, num int, version string, opts dialect.Options, logger *sl
 			if !ok || t == nil {
 				return nil, false
 			}
-			return pgxTx{t}, true
+			return &pgxTx{tx: t}, true
 		}, "pgx.Tx"
 	}
 	shared := common + `{{define "materialized"}}` + materialized + `{{end}}`
@@ -168,6 +168,9 @@ const (
 	codeReadOnly             = "25006"
 	codeUniqueViolation      = "23505"
 	codeAdminShutdown        = "57P01"
+	codeCrashShutdown        = "57P02"
+	codeCannotConnectNow     = "57P03"
+	codeTooManyConnections   = "53300"
 )
 
 // permanentCode reports the SQLSTATEs of statements that fail the same way
@@ -192,8 +195,13 @@ func permanentCode(code string) bool {
 	return false
 }
 
-// classify sorts pgx errors. Connection errors are those pgx reports as
-// safe to retry (nothing was sent) and broken network connections.
+// classify sorts pgx errors by whether anything reached the server. A
+// statement pgx never wrote is unreachable: a failed connect (a refused or
+// timed-out dial, a name that does not resolve, a server that refused the
+// session with 53300 "too many clients" or 57P03 "cannot connect now"), a
+// pool that could not hand out a connection, or an error pgx reports as
+// safe to retry. A connection that broke once the statement was written is
+// a connection error: the statement may have run.
 func classify(err error) errclass.Class {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
@@ -208,7 +216,9 @@ func classify(err error) errclass.Class {
 			return errclass.ReadOnly
 		case codeUniqueViolation:
 			return errclass.Duplicate
-		case codeAdminShutdown:
+		case codeTooManyConnections, codeCannotConnectNow:
+			return errclass.Unreachable
+		case codeAdminShutdown, codeCrashShutdown:
 			return errclass.Connection
 		}
 		if permanentCode(pe.Code) {
@@ -216,8 +226,12 @@ func classify(err error) errclass.Class {
 		}
 		return errclass.Other
 	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) || pgconn.SafeToRetry(err) || errors.Is(err, driver.ErrBadConn) || store.IsDialError(err) {
+		return errclass.Unreachable
+	}
 	var ne net.Error
-	if pgconn.SafeToRetry(err) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne) {
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.As(err, &ne) {
 		return errclass.Connection
 	}
 	return errclass.Other

@@ -92,7 +92,8 @@ func TestClassify(t *testing.T) {
 	for code, want := range map[string]errclass.Class{
 		"40001": errclass.Serialization, "40P01": errclass.Deadlock, "55P03": errclass.LockTimeout,
 		"23505": errclass.Duplicate, "25006": errclass.ReadOnly, "42P01": errclass.Permanent,
-		"42703": errclass.Permanent, "22003": errclass.Permanent, "53300": errclass.Other,
+		"42703": errclass.Permanent, "22003": errclass.Permanent, "53300": errclass.Unreachable,
+		"57P03": errclass.Unreachable, "57P01": errclass.Connection, "57P02": errclass.Connection,
 	} {
 		wrapped := fmt.Errorf("op: %w", &pgconn.PgError{Code: code})
 		require.Equal(t, want, classify(wrapped), code)

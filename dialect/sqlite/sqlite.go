@@ -187,19 +187,25 @@ func checkTime(c store.ColumnInfo, textTimes bool) error {
 }
 
 // classify sorts modernc's errors: SQLITE_BUSY and SQLITE_LOCKED (any
-// extended code) are busy, constraint violations of a unique key or primary
+// extended code) are busy, SQLITE_CANTOPEN and driver.ErrBadConn
+// unreachable (nothing ran), constraint violations of a unique key or primary
 // key duplicates, SQLITE_READONLY read-only.
 func classify(err error) errclass.Class {
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
 		if errors.Is(err, driver.ErrBadConn) {
-			return errclass.Connection
+			// database/sql's contract: a driver returns it only when
+			// nothing was done.
+			return errclass.Unreachable
 		}
 		return errclass.Other
 	}
 	switch se.Code() & 0xff {
 	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
 		return errclass.Busy
+	case sqlite3.SQLITE_CANTOPEN:
+		// The file could not be opened: nothing ran.
+		return errclass.Unreachable
 	case sqlite3.SQLITE_READONLY:
 		return errclass.ReadOnly
 	}

@@ -36,6 +36,10 @@ type fleetSpec struct {
 	// inject runs the faults while the workers run and returns how many it
 	// injected.
 	inject func(f *fleet) int
+	// run makes the workers drain with claim.Claimer.Run (runworker_test.go)
+	// with MaxAttempts maxAttempts, and the report count outages' costs.
+	run         bool
+	maxAttempts int
 }
 
 // fleet is a running set of worker processes on one database, with a reaper
@@ -58,8 +62,13 @@ func (f *fleet) startWorker() *child {
 	if f.spec.workerDSN != nil {
 		dsn = f.spec.workerDSN(dsn)
 	}
-	c := spawn(f.t, "worker",
+	role := "worker"
+	if f.spec.run {
+		role = "runworker"
+	}
+	c := spawn(f.t, role,
 		envDriver+"="+f.e.driver, envDSN+"="+dsn,
+		envReap+"="+f.spec.reapTimeout.String(), envMaxAttempts+"="+strconv.Itoa(f.spec.maxAttempts),
 		envBatch+"="+strconv.Itoa(f.spec.batch),
 		envSendDelay+"="+f.spec.sendDelay.String(),
 		envHeartbeat+"="+f.spec.heartbeat.String(),
@@ -108,6 +117,7 @@ type report struct {
 	lost, overlaps                int
 	sends                         int // rows in the sends log
 	drain                         time.Duration
+	run                           runFigures // drains with Run (runworker_test.go)
 }
 
 func (r report) log(t *testing.T, scenario, engine string) {
@@ -125,7 +135,11 @@ func runFleet(t *testing.T, e engine, spec fleetSpec) report {
 	setup(t, d, spec.rows)
 	f := &fleet{t: t, e: e, spec: spec, dsn: dsn, d: d, killed: map[int]bool{}}
 
-	reaper, err := zombie.New(d.d, itemsConfig(spec.batch), zombie.Config{Timeout: spec.reapTimeout})
+	rcfg := itemsConfig(spec.batch)
+	if spec.run {
+		rcfg.MaxAttempts = spec.maxAttempts
+	}
+	reaper, err := zombie.New(d.d, rcfg, zombie.Config{Timeout: spec.reapTimeout})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	reaped := make(chan struct{})
@@ -154,6 +168,12 @@ func runFleet(t *testing.T, e engine, spec fleetSpec) report {
 			require.NoError(t, c.err, "worker %d", c.pid)
 		}
 		evs = append(evs, c.Events()...)
+	}
+	if spec.run {
+		r := checkRun(t, d, spec.rows, spec.maxAttempts)
+		r.faults, r.drain = faults, drain
+		r.logRun(t, spec.scenario, e.name)
+		return r
 	}
 	r := check(t, d, spec.rows, evs, f.killed)
 	r.faults, r.drain = faults, drain

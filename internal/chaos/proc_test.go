@@ -107,6 +107,10 @@ func runRole(role string) error {
 	switch role {
 	case "worker":
 		return workerRole(ctx, out)
+	case "runworker":
+		return runWorkerRole(ctx, out)
+	case "leasecontender":
+		return leaseContenderRole(ctx, out)
 	case "leaseholder":
 		return leaseHolderRole(ctx, out)
 	case "frozenclaimer":

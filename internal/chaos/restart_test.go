@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -86,6 +87,146 @@ func TestServerRestart(t *testing.T) {
 			require.Zero(t, r.lost)
 			require.Zero(t, r.overlaps)
 			require.Zero(t, r.dupOther)
+		})
+	}
+}
+
+// envOutage names a command (scripts/restart-servers.sh) that kills or
+// restarts the server the DSNs point at: "CMD kill|restart pg|mysql
+// SECONDS". The outage scenario runs only when it is set, on servers of
+// its own (never the shared ones).
+const envOutage = "CLAIMLOCK_CHAOS_OUTAGE"
+
+// outages are the scenario's server outages: SIGKILLs and one clean
+// restart, each followed by SECONDS down before the server starts again
+// (its own recovery then adds a few seconds).
+var outages = []struct {
+	how  string
+	down string
+}{{"kill", "0.5"}, {"restart", "1"}, {"kill", "3"}, {"kill", "1.5"}}
+
+// TestServerOutages drains a task with four worker processes running
+// claim.Claimer.Run (batches of 50) while the server is SIGKILLed three
+// times and shut down cleanly once, and reports what the outages cost:
+// rows sent more than once, the attempts rows ended with, rows at
+// MaxAttempts (there are no handler failures, so every attempt past the
+// first is an outage's), lost and stuck rows. Acks outlast the outages and
+// the claims' attempts are handed back, so resends stay at most 1% of the
+// rows and no row reaches MaxAttempts. Then a lease contest across a
+// restart: the fences never go back and no two holders overlap.
+func TestServerOutages(t *testing.T) {
+	script := os.Getenv(envOutage)
+	for _, e := range engines() {
+		t.Run(e.name, func(t *testing.T) {
+			if e.driver == "sqlite" {
+				t.Skip("SQLite has no server to restart")
+			}
+			if script == "" {
+				t.Skipf("SKIPPING: set %s to scripts/restart-servers.sh (and the DSNs to its servers) to run it", envOutage)
+			}
+			which := map[string]string{"postgres": "pg", "mysql": "mysql"}[e.driver]
+			const maxAttempts = 5
+			rows := size(4000, 20000)
+			spec := fleetSpec{
+				scenario: "server-outages", rows: rows, workers: 4, batch: 50, run: true, maxAttempts: maxAttempts,
+				sendDelay: time.Millisecond, heartbeat: time.Second, reapTimeout: 20 * time.Second,
+				inject: func(f *fleet) int {
+					for i, o := range outages {
+						// Each outage once another share of the rows is done.
+						want := int64(rows * (i + 1) / (len(outages) + 2))
+						for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+							st, err := stats(context.Background(), f.d)
+							if err == nil && st.Done >= want {
+								break
+							}
+							require.True(t, time.Now().Before(deadline), "no progress before outage %d", i+1)
+						}
+						start := time.Now()
+						out, err := exec.Command(script, o.how, which, o.down).CombinedOutput()
+						require.NoError(t, err, "%s: %s", script, out)
+						fmt.Printf("chaos: %s %s (down %ss) answering again after %v\n", e.name, o.how, o.down, time.Since(start).Round(time.Millisecond))
+					}
+					return len(outages)
+				},
+			}
+			r := runFleet(t, e, spec)
+			require.Zero(t, r.lost)
+			require.Zero(t, r.overlaps)
+			require.Zero(t, r.run.stuck)
+			require.Zero(t, r.run.parked, "no handler fails: a parked row is an outage's")
+			require.Zero(t, r.run.atMax, "outages moved rows to MaxAttempts")
+			require.LessOrEqual(t, r.run.resent*100, rows, "at most 1%% of the rows sent more than once")
+		})
+	}
+}
+
+// TestLeaseContestAcrossRestart: three processes take turns on one lease
+// (tasklock, TTL 2 s, KeepAlive) while the server is SIGKILLed and then shut
+// down cleanly. Every tenure has its own fence, fences follow the order of
+// the tenures, no tenure begins before the one before it ended (the holder's
+// context ends before its row is freed or expires), and the fenced write
+// holds the largest fence.
+func TestLeaseContestAcrossRestart(t *testing.T) {
+	script := os.Getenv(envOutage)
+	for _, e := range engines() {
+		t.Run(e.name, func(t *testing.T) {
+			if e.driver == "sqlite" {
+				t.Skip("SQLite has no server to restart")
+			}
+			if script == "" {
+				t.Skipf("SKIPPING: set %s to scripts/restart-servers.sh (and the DSNs to its servers) to run it", envOutage)
+			}
+			which := map[string]string{"postgres": "pg", "mysql": "mysql"}[e.driver]
+			dsn := e.dsn(t)
+			d := openT(t, e.driver, dsn)
+			setup(t, d, 1) // also the fenced row, fence 0
+			const contest = 40 * time.Second
+			env := []string{envDriver + "=" + e.driver, envDSN + "=" + dsn, envTTL + "=2s",
+				envContest + "=" + contest.String(), envLifetime + "=2m"}
+			var holders []*child
+			for range 3 {
+				holders = append(holders, spawn(t, "leasecontender", env...))
+			}
+			for _, how := range []string{"kill", "restart"} {
+				time.Sleep(4 * time.Second)
+				out, err := exec.Command(script, how, which, "1").CombinedOutput()
+				require.NoError(t, err, "%s: %s", script, out)
+			}
+			var held []event
+			for _, h := range holders {
+				h.wait(t, contest+time.Minute)
+				require.NoError(t, h.err)
+				for _, ev := range h.Events() {
+					if ev.Ev == "held" {
+						held = append(held, ev)
+					}
+				}
+			}
+			sort.Slice(held, func(i, j int) bool { return held[i].Fence < held[j].Fence })
+			require.Greater(t, len(held), 5, "tenures")
+			lost := 0
+			for i, h := range held {
+				if h.Lost {
+					lost++
+				}
+				if i == 0 {
+					continue
+				}
+				p := held[i-1]
+				require.Greater(t, h.Fence, p.Fence, "one fence per tenure")
+				require.Greater(t, h.T0, p.T0, "fences follow the order of the tenures")
+				if h.Owner != p.Owner {
+					require.GreaterOrEqual(t, h.T0, p.T, "tenure of fence %d (%s) began %v before tenure %d (%s) ended",
+						h.Fence, h.Owner, time.Duration(p.T-h.T0), p.Fence, p.Owner)
+				}
+			}
+			var fence int64
+			require.NoError(t, d.sql.QueryRowContext(context.Background(), d.sqlf("SELECT {fence} FROM {chaos_fenced}")).Scan(&fence))
+			require.LessOrEqual(t, fence, held[len(held)-1].Fence)
+			line := fmt.Sprintf("chaos: scenario=lease-contest-restart engine=%s tenures=%d ended-by-loss=%d fences=%d..%d overlaps=0",
+				e.name, len(held), lost, held[0].Fence, held[len(held)-1].Fence)
+			t.Log(line)
+			fmt.Println(line)
 		})
 	}
 }

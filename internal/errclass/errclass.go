@@ -31,9 +31,19 @@ const (
 	ReadOnly
 	// Duplicate: a unique key violation.
 	Duplicate
-	// Connection: the connection broke; the statement may or may not
-	// have run.
+	// Connection: the connection broke after the statement (or its
+	// COMMIT) was written; it may or may not have run, so a write of this
+	// class has an unknown outcome.
 	Connection
+	// Unreachable: the statement never reached the server, so nothing ran:
+	// a refused or timed-out connect, a name that does not resolve, a
+	// connection pool that could not hand out a connection, a server that
+	// refused the session at connect (PostgreSQL 53300 "too many
+	// clients" and 57P03 "cannot connect now", MySQL 1040 and 1203), or a
+	// pooled connection the driver found dead before writing
+	// (driver.ErrBadConn). It is retried like a conflict and is never an
+	// unknown outcome.
+	Unreachable
 	// Unavailable: the server refused the statement before running it,
 	// because it cannot serve writes or consistent reads at the moment:
 	// MySQL 1047 from a Galera node outside the primary component. Nothing
@@ -51,11 +61,11 @@ const (
 
 // Retryable reports whether the whole statement or transaction that failed
 // with an error of this class can be run again: deadlocks, lock-wait
-// timeouts, serialization failures, SQLite's busy errors and statements an
-// unavailable server refused.
+// timeouts, serialization failures, SQLite's busy errors, statements an
+// unavailable server refused and statements that never reached the server.
 func (c Class) Retryable() bool {
 	switch c {
-	case Deadlock, LockTimeout, Serialization, Busy, Unavailable:
+	case Deadlock, LockTimeout, Serialization, Busy, Unavailable, Unreachable:
 		return true
 	}
 	return false

@@ -19,29 +19,45 @@ type ConnDB struct {
 	BeginSQL []string
 }
 
-// Exec implements [Querier].
+// Exec implements [Querier]. It takes the connection from the pool itself,
+// so that a pool that hands out none (a failed connect, or the context
+// ending while every connection is busy) is told apart from a statement
+// that broke on the way: nothing was sent ([NotSent]). A connection the
+// driver finds dead before writing (driver.ErrBadConn) is retried by the
+// retrier, as database/sql would.
 func (h ConnDB) Exec(ctx context.Context, q string, args ...any) (int64, error) {
-	r, err := h.DB.ExecContext(ctx, q, args...)
+	conn, err := h.DB.Conn(ctx)
+	if err != nil {
+		return 0, NotSent(err)
+	}
+	defer conn.Close()
+	r, err := conn.ExecContext(ctx, q, args...)
 	if err != nil {
 		return 0, err
 	}
 	return r.RowsAffected()
 }
 
-// Query implements [Querier].
+// Query implements [Querier]; the connection goes back to the pool when
+// the rows are closed.
 func (h ConnDB) Query(ctx context.Context, q string, args ...any) (Rows, error) {
-	r, err := h.DB.QueryContext(ctx, q, args...)
+	conn, err := h.DB.Conn(ctx)
 	if err != nil {
+		return nil, NotSent(err)
+	}
+	r, err := conn.QueryContext(ctx, q, args...)
+	if err != nil {
+		conn.Close()
 		return nil, err
 	}
-	return sqlRows{r}, nil
+	return connRows{sqlRows{r}, conn}, nil
 }
 
 // Begin implements [DB].
 func (h ConnDB) Begin(ctx context.Context) (Tx, error) {
 	conn, err := h.DB.Conn(ctx)
 	if err != nil {
-		return nil, err
+		return nil, NotSent(err)
 	}
 	for _, s := range h.BeginSQL {
 		if _, err := conn.ExecContext(ctx, s); err != nil {
@@ -98,3 +114,14 @@ func (t connTx) Rollback(ctx context.Context) error {
 type sqlRows struct{ *sql.Rows }
 
 func (r sqlRows) Close() { _ = r.Rows.Close() }
+
+// connRows gives its connection back to the pool when closed.
+type connRows struct {
+	sqlRows
+	conn *sql.Conn
+}
+
+func (r connRows) Close() {
+	r.sqlRows.Close()
+	r.conn.Close()
+}

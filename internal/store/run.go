@@ -23,7 +23,9 @@ import (
 //
 // A write (not idempotent) that fails with a broken connection, or because
 // ctx ended while it ran, may have taken effect: its error wraps
-// [dialect.ErrOutcomeUnknown].
+// [dialect.ErrOutcomeUnknown]. One that never reached the server
+// ([errclass.Unreachable]: a refused connect, a pool that handed out no
+// connection) did not, and is retried like a conflict.
 func (e *Engine) Do(ctx context.Context, op string, idempotent bool, fn func() error) error {
 	connRetried := false
 	return e.Retry.Do(ctx, op, func() error {
@@ -34,6 +36,7 @@ func (e *Engine) Do(ctx context.Context, op string, idempotent bool, fn func() e
 			err = e.interpret(fn())
 		}
 		if !idempotent && live && err != nil && !errors.Is(err, dialect.ErrOutcomeUnknown) &&
+			ClassOf(err) != errclass.Unreachable &&
 			(ClassOf(err) == errclass.Connection || ctx.Err() != nil && isContextErr(err)) {
 			err = &unknownErr{err}
 		}

@@ -39,6 +39,12 @@ type Harness struct {
 	// Open returns a dialect on a fresh, isolated database and a
 	// database/sql handle on the same database.
 	Open func(t *testing.T) (dialect.Dialect, *sql.DB)
+	// OpenVia, for engines reached over the network, is Open with every
+	// connection going through a proxy: it calls via with the server's
+	// host:port and connects to the address via returns instead. The
+	// outage cases use it to refuse connects and to drop a connection
+	// after a statement was written. Nil for SQLite.
+	OpenVia func(t *testing.T, via func(server string) string) (dialect.Dialect, *sql.DB)
 }
 
 // CreateClaimTable creates spec's table with the schema helpers
@@ -121,6 +127,8 @@ func Run(t *testing.T, h Harness) {
 		{"AckAndClaim", perStrategy(testAckAndClaim)},
 		{"AckAndClaimFailure", perStrategy(testAckAndClaimFailure)},
 		{"AckAndClaimConcurrent", perStrategy(testAckAndClaimConcurrent)},
+		{"OutageNothingSent", testOutageNothingSent},
+		{"OutageAfterWrite", testOutageAfterWrite},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -171,6 +179,12 @@ type fixtureOpt func(*dialect.ClaimTable)
 func newFixture(t *testing.T, h Harness, opts ...fixtureOpt) *fixture {
 	t.Helper()
 	d, db := h.Open(t)
+	return newFixtureOn(t, d, db, opts...)
+}
+
+// newFixtureOn is newFixture on a dialect and handle opened already.
+func newFixtureOn(t *testing.T, d dialect.Dialect, db *sql.DB, opts ...fixtureOpt) *fixture {
+	t.Helper()
 	spec := dialect.ClaimTable{
 		Table: "cl_target", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 		Attempts: "attempts", Version: "version", Columns: []string{"payload"}, Scope: []string{"task_id"},

@@ -7,9 +7,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 
+	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
@@ -174,4 +176,31 @@ func Rebind(q string, dollar bool) string {
 		b.WriteRune(c)
 	}
 	return b.String()
+}
+
+// Reroute returns dsn of engine name with its server's host:port replaced
+// by the address via returns for it (a proxy to the server, say), and false
+// for SQLite, which has no network to go through.
+func Reroute(name, dsn string, via func(server string) string) (string, bool, error) {
+	switch name {
+	case Postgres, PostgresStdlib:
+		u, err := url.Parse(dsn)
+		if err != nil || u.Host == "" {
+			return "", false, fmt.Errorf("testengine: reroute needs a postgres:// URL: %q", dsn)
+		}
+		host := u.Host
+		if u.Port() == "" {
+			host += ":5432"
+		}
+		u.Host = via(host)
+		return u.String(), true, nil
+	case MySQL:
+		cfg, err := gomysql.ParseDSN(dsn)
+		if err != nil {
+			return "", false, err
+		}
+		cfg.Addr = via(cfg.Addr)
+		return cfg.FormatDSN(), true, nil
+	}
+	return dsn, false, nil
 }

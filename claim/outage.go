@@ -1,0 +1,128 @@
+package claim
+
+// Writes that outlast a database outage: Run's acks, fails and release and
+// Flush's deferred acks are tried again while the batch holds its rows, and
+// a write of unknown outcome is settled by the next try under the token.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
+)
+
+// The pause between two tries of a write an outage failed: doubling from
+// outageRetryBase up to outageRetryMax, with equal jitter, so that the
+// workers of a fleet do not all come back at once.
+const (
+	outageRetryBase = 50 * time.Millisecond
+	outageRetryMax  = 2 * time.Second
+)
+
+// outage reports an error that trying the same write again can cure: an
+// unreachable server, a broken connection, an unknown outcome, a conflict
+// that outlived its retries, a statement that timed out. A lost claim, a
+// row the batch does not hold, a permanent error or a cancelled context
+// cannot.
+func outage(err error) bool {
+	return err != nil && !errors.Is(err, dialect.ErrClaimLost) && !errors.Is(err, ErrNotHeld) &&
+		!dialect.IsPermanent(err) && !errors.Is(err, context.Canceled)
+}
+
+// outlast runs write, with b.mu held, and again after a jittered pause
+// while it fails with an [outage], ctx lasts and the batch still holds its
+// rows: its local deadline (Config.ReapTimeout) is not reached before the
+// next try, and no loss was found. b.mu is released during the pauses, so
+// heartbeats go on keeping the rows; write must re-read the batch's state.
+// It returns write's last error.
+func (b *Batch[T]) outlast(ctx context.Context, op string, write func() error) error {
+	err := b.noteUnknown(write())
+	for n := 0; outage(err); n++ {
+		pause := store.Backoff(n, outageRetryBase, outageRetryMax)
+		if b.lost() || ctx.Err() != nil {
+			return err
+		}
+		if dl, ok := b.Deadline(); ok && !time.Now().Add(pause).Before(dl) {
+			return err
+		}
+		b.core.logger.Warn("claimlock: "+op+" failed; trying again while the batch holds its rows",
+			"token", b.token, "in", pause, "err", err)
+		b.mu.Unlock()
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		case <-b.Done():
+		}
+		t.Stop()
+		b.mu.Lock()
+		if b.lost() || ctx.Err() != nil {
+			return err
+		}
+		err = b.noteUnknown(write())
+	}
+	return err
+}
+
+// noteUnknown records, with b.mu held, that a write of the batch had an
+// unknown outcome, and returns err.
+func (b *Batch[T]) noteUnknown(err error) error {
+	if errors.Is(err, dialect.ErrOutcomeUnknown) {
+		b.unknown = true
+	}
+	return err
+}
+
+// writtenBefore reports, with b.mu held, that rows a write found no longer
+// held by the token were completed by an earlier write of the batch whose
+// outcome was unknown, rather than lost: the batch had such a write, and
+// it still holds its rows as far as its local deadline and heartbeats
+// know. No reaper takes a row before the batch's local deadline, so the
+// token of a row can only have been cleared by the batch itself (or by an
+// operator's action on a claimed row, which is then not reported).
+// Without a local deadline (no Config.ReapTimeout) nothing is assumed.
+func (b *Batch[T]) writtenBefore() bool {
+	if !b.unknown {
+		return false
+	}
+	if _, ok := b.Deadline(); !ok {
+		return false
+	}
+	return !b.lost()
+}
+
+// storeAck runs the store's ack p for the batch. Rows it finds no longer
+// held are not reported lost when [Batch.writtenBefore] says an earlier
+// write of unknown outcome completed them.
+func (b *Batch[T]) storeAck(ctx context.Context, p *store.AckParams) (store.AckResult, error) {
+	res, err := b.core.cs.Ack(ctx, p)
+	if err == nil && len(res.Lost) > 0 && b.writtenBefore() {
+		b.core.logger.Info("claimlock: rows an earlier write of unknown outcome completed", "token", b.token, "rows", len(res.Lost))
+		res.Lost = nil
+	}
+	return res, err
+}
+
+// releaseOutlasting is [Batch.Release], tried again after an outage while
+// ctx lasts and the batch's local deadline is not reached. A release is
+// conditioned on the token, so running it again is harmless.
+func (b *Batch[T]) releaseOutlasting(ctx context.Context) (int64, error) {
+	n, err := b.Release(ctx)
+	for i := 0; outage(err) && ctx.Err() == nil; i++ {
+		pause := store.Backoff(i, outageRetryBase, outageRetryMax)
+		if dl, ok := b.Deadline(); ok && !time.Now().Add(pause).Before(dl) {
+			break
+		}
+		b.core.logger.Warn("claimlock: release failed; trying again", "token", b.token, "in", pause, "err", err)
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		n, err = b.Release(ctx)
+	}
+	return n, err
+}
