@@ -77,9 +77,25 @@ SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}}{{if
 	// in a caller's REPEATABLE READ transaction (AckTx) keeps a lock on
 	// every row it reads until the caller commits: the dead worker's stale
 	// rows too, which a sweep then skipped (TestReapBehindLiveBatch).
+	// A deleting ack (Delete) is a multi-table DELETE, the form that takes
+	// an index hint.
 	Ack: `
+{{- if .Delete}}
+DELETE {{.Table}} FROM {{.Table}}{{template "keyhint" .}}
+{{- else}}
 UPDATE {{.Table}}{{template "keyhint" .}} SET {{.Status}} = {{.Target}}, {{.Token}} = NULL{{if .Undo}}{{template "undo" .}}{{end}}{{if eq .Target .Pending}}{{template "cleartime" .}}{{end}}{{template "ackmark" .}}
+{{- end}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}`,
+
+	// Archive and Purge move rows an ack has just marked done and holds
+	// locked, by key.
+	Archive: `
+INSERT INTO {{.Archive}} SELECT * FROM {{.Table}}
+WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Done}} AND {{.Token}} IS NULL`,
+
+	Purge: `
+DELETE FROM {{.Table}}
+WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Done}} AND {{.Token}} IS NULL`,
 
 	AckLock: `
 SELECT {{.ID}}, {{or .Version "0"}}, {{or .Attempts "0"}} FROM {{.Table}}{{template "keyhint" .}}

@@ -42,6 +42,11 @@ SET {{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} 
 WHERE {{template "locked" .ID}} AND {{.Status}} = {{.Pending}}
 RETURNING {{join .Returned}}{{end}}
 {{- define "ackrows"}}
+{{- if .Delete}}
+DELETE FROM {{.Table}}
+WHERE {{.Token}} = {{if .Pipelined}}{{arg "ack_token"}}{{else}}{{arg "token"}}{{end}} AND {{.ID}} {{keys}}
+RETURNING {{.ID}}, false
+{{- else}}
 UPDATE {{.Table}}
 SET {{.Status}} = {{if .ParkAt}}CASE WHEN COALESCE({{.Attempts}}, 0) >= {{template "maxatt" .}} THEN {{.Failed}} ELSE {{.Pending}} END{{else}}{{.Target}}{{end}},
     {{.Token}} = NULL{{if and .Undo .Attempts}}, {{.Attempts}} = GREATEST({{.Attempts}} - 1, 0){{end}}
@@ -49,7 +54,8 @@ SET {{.Status}} = {{if .ParkAt}}CASE WHEN COALESCE({{.Attempts}}, 0) >= {{templa
     {{- if and .ParkAt .ClearClaimedAt}}, {{.ClaimedAt}} = CASE WHEN COALESCE({{.Attempts}}, 0) >= {{template "maxatt" .}} THEN {{.ClaimedAt}} END{{end}}
     {{- template "ackmark" .}}
 WHERE {{.Token}} = {{if .Pipelined}}{{arg "ack_token"}}{{else}}{{arg "token"}}{{end}} AND {{.ID}} {{keys}}
-RETURNING {{.ID}}, {{if .ParkAt}}{{.Status}} = {{.Failed}}{{else}}false{{end}}{{end}}
+RETURNING {{.ID}}, {{if .ParkAt}}{{.Status}} = {{.Failed}}{{else}}false{{end}}
+{{- end}}{{end}}
 `
 
 // claimSQL: claims order by id + 0 and the claim index is partial on it
@@ -102,6 +108,16 @@ SELECT 0, (SELECT json_agg(k) FROM cl_a)::text, (SELECT json_agg(k) FROM cl_a WH
 UNION ALL
 SELECT 1, NULL, NULL, cl_n.* FROM cl_n
 ORDER BY 1`,
+
+	// Archive moves rows in one statement: the DELETE's CTE returns the
+	// rows as the ack's UPDATE left them, and the INSERT's affected rows are
+	// the rows moved.
+	Archive: `
+WITH cl_m AS (
+  DELETE FROM {{.Table}}
+  WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Done}} AND {{.Token}} IS NULL
+  RETURNING *)
+INSERT INTO {{.Archive}} SELECT * FROM cl_m`,
 
 	AckLock: `
 SELECT {{.ID}}, {{or .Version "0"}}, {{or .Attempts "0"}} FROM {{.Table}}

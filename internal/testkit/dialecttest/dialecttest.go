@@ -121,6 +121,8 @@ func Run(t *testing.T, h Harness) {
 		{"AckAndClaim", perStrategy(testAckAndClaim)},
 		{"AckAndClaimFailure", perStrategy(testAckAndClaimFailure)},
 		{"AckAndClaimConcurrent", perStrategy(testAckAndClaimConcurrent)},
+		{"AckDeleteDone", perStrategy(testAckDeleteDone)},
+		{"AckArchive", perStrategy(testAckArchive)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
