@@ -13,8 +13,6 @@ import (
 
 func withDeleteDone(s *dialect.ClaimTable) { s.DeleteDone = true }
 
-func withArchive(s *dialect.ClaimTable) { s.DeleteDone, s.Archive = true, "cl_done" }
-
 // has reports whether the fixture's table holds a row with key id.
 func (f *fixture) has(id any) bool {
 	f.t.Helper()
@@ -153,9 +151,23 @@ func testAckDeleteDone(t *testing.T, h Harness, s dialect.Strategy) {
 // would have left them (done, no token), in one transaction with the ack;
 // lost rows are reported and neither copied nor touched.
 func testAckArchive(t *testing.T, h Harness, s dialect.Strategy) {
-	f := newFixture(t, h, withArchive)
-	f.createArchive()
+	f := newFixture(t, h, withDeleteDone)
 	ctx := ctxT(t)
+	f.spec.Archive = "cl_done"
+	cs, err := store.OpenClaims(f.d, f.spec)
+	require.NoError(t, err)
+	err = cs.VerifySchema(ctx)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "no archive table yet")
+	require.Contains(t, err.Error(), "Archive")
+	_, err = f.db.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (%s INT)", f.q("cl_done"), f.q("id")))
+	require.NoError(t, err)
+	err = cs.VerifySchema(ctx)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "an archive without the table's columns")
+	_, err = f.db.ExecContext(ctx, fmt.Sprintf("DROP TABLE %s", f.q("cl_done")))
+	require.NoError(t, err)
+	f.createArchive()
+	require.NoError(t, cs.VerifySchema(ctx))
+	f.cs = cs
 	f.insert(1, 4)
 	tokA, a := f.claim(s, 1, 4)
 	require.Len(t, a, 4)
