@@ -29,7 +29,9 @@ const (
 	measureLater    = "claim+ack-later"     // claim, then a deferred Ack per row (Config.AckDelay) and one Flush
 	measurePerRow   = "claim+ack-per-row"   // claim, then one Ack statement per row
 	measurePiped    = "claim+ack-pipelined" // claim once, then one AckAllAndClaim per batch
-	measureLarge    = "large"               // claim latency, large vs small table
+	measureDelete   = "claim+delete"        // measureBatched on a DeleteDone table: the ack deletes
+	measurePipedDel = "claim+delete-pipelined"
+	measureLarge    = "large" // claim latency, large vs small table
 	benchTable      = "claimbench_jobs"
 	smallTable      = "claimbench_jobs_small" // the small table of -large
 	benchTask       = 1
@@ -160,11 +162,13 @@ func (b *bench) run(ctx context.Context) error {
 		}{
 			{measureBatched, b.o.rows, strategies},
 			{measurePiped, b.o.rows, strategies},
+			{measureDelete, b.o.rows, strategies},
+			{measurePipedDel, b.o.rows, strategies},
 			{measureLater, b.o.rows, []dialect.Strategy{dialect.StrategyAuto}},
 			{measurePerRow, b.o.perRowRows, []dialect.Strategy{dialect.StrategyAuto}},
 		}
 		for _, v := range variants {
-			if v.rows == 0 {
+			if v.rows == 0 || !b.o.wants(v.measure) {
 				continue
 			}
 			for _, s := range v.list {
@@ -217,7 +221,7 @@ func (b *bench) emit(r result) {
 	if r.P50ms > 0 {
 		lat = fmt.Sprintf("claim p50 %.2f ms p99 %.2f ms", r.P50ms, r.P99ms)
 	}
-	fmt.Fprintf(b.out, "%-10s %-31s workers %2d  %9.0f rows/s  %-14s %-34s retries %d  overlaps %d  missing %d  duplicates %d\n",
+	fmt.Fprintf(b.out, "%-10s %-38s workers %2d  %9.0f rows/s  %-14s %-34s retries %d  overlaps %d  missing %d  duplicates %d\n",
 		r.Engine, r.Measure+strategySuffix(r.Strategy), r.Workers, r.RowsPerS, ratio, lat, r.Retries, r.Overlaps, r.Missing, r.Duplicates)
 }
 
@@ -229,14 +233,19 @@ func strategySuffix(s string) string {
 }
 
 // config is the claimer configuration of the bench table for measure:
-// acks are deferred (Config.AckDelay) for measureLater only.
+// acks are deferred (Config.AckDelay) for measureLater only, and delete
+// their rows (ClaimTable.DeleteDone) for the delete measures.
 func (b *bench) config(s dialect.Strategy, measure string) claim.Config {
 	cfg := b.configFor(benchTable, s)
 	if measure == measureLater {
 		cfg.AckDelay = time.Second
 	}
+	cfg.DeleteDone = deletes(measure)
 	return cfg
 }
+
+// deletes reports whether measure's acks delete their rows.
+func deletes(measure string) bool { return measure == measureDelete || measure == measurePipedDel }
 
 // configFor is the claimer configuration of a bench table.
 func (b *bench) configFor(table string, s dialect.Strategy) claim.Config {
@@ -465,15 +474,22 @@ func (b *bench) claimlockRun(ctx context.Context, measure string, s dialect.Stra
 	if err != nil {
 		return r, err
 	}
-	if st.Done != int64(rows) {
-		return r, fmt.Errorf("%d rows done in the database, want %d (stats %+v)", st.Done, rows, st)
+	want := Stats{Done: int64(rows)}
+	if deletes(measure) {
+		want = Stats{} // every row deleted
+	}
+	if got := (Stats{st.Pending, st.Processing, st.Done, st.Failed, st.Other}); got != want {
+		return r, fmt.Errorf("rows in the database: %+v, want %+v", got, want)
 	}
 	return r, nil
 }
 
+// Stats are the row counts by status a run leaves in the bench table.
+type Stats struct{ Pending, Processing, Done, Failed, Other int64 }
+
 // worker claims until nothing is pending, acking as measure says.
 func (b *bench) worker(ctx context.Context, c *claim.Claimer[struct{}], measure string, t *tracker, lat *[]time.Duration) error {
-	if measure == measurePiped {
+	if measure == measurePiped || measure == measurePipedDel {
 		return pipelinedWorker(ctx, c, t, lat)
 	}
 	for {
@@ -491,7 +507,7 @@ func (b *bench) worker(ctx context.Context, c *claim.Claimer[struct{}], measure 
 			return err
 		}
 		switch measure {
-		case measureBatched:
+		case measureBatched, measureDelete:
 			for _, row := range rows {
 				t.drop(row.ID)
 			}
