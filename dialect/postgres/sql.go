@@ -234,6 +234,44 @@ WHERE n.nspname = COALESCE({{arg "schema"}}::text, current_schema())
 		`CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.SchedIndex}} ON {{.Table}} ({{.RunAt}}) WHERE {{.Status}} = {{.Pending}} AND {{.RunAt}} IS NOT NULL`,
 	},
 	DropIndex: `DROP INDEX {{template "concurrently" .}}IF EXISTS {{.IndexName}}`,
+
+	Held: heldSQL,
+}
+
+// heldSQL is the held-transaction claim: FOR NO KEY UPDATE takes the
+// weakest row lock that still conflicts with every other claim (FOR UPDATE
+// SKIP LOCKED) and with writers' UPDATEs, while foreign keys that reference
+// the row do not wait for it. PostgreSQL writes it as a tuple lock, not a
+// new row version. The limits are set LOCAL, for this transaction only:
+// idle in the transaction for the hold limit ends the session (a frozen or
+// partitioned holder), and no statement or lock wait in it lasts longer.
+var heldSQL = store.HeldSQL{
+	Limit: `
+SELECT set_config('idle_in_transaction_session_timeout', {{arg "hold_ms"}}, true),
+       set_config('statement_timeout', {{arg "hold_ms"}}, true),
+       set_config('lock_timeout', {{arg "hold_ms"}}, true)`,
+
+	Claim: `
+SELECT {{join .Returned}} FROM {{.Table}}
+WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{template "runnable" .}}
+ORDER BY {{template "order" .}} LIMIT {{arg "limit"}}
+FOR NO KEY UPDATE SKIP LOCKED`,
+
+	Attempts: `
+SELECT {{.ID}}, {{if .Attempts}}COALESCE({{.Attempts}}, 0)::bigint{{else}}0::bigint{{end}} FROM {{.Table}} WHERE {{.ID}} {{keys}}`,
+
+	Ack: `
+{{- if .Delete}}
+DELETE FROM {{.Table}} WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Pending}}
+{{- else}}
+UPDATE {{.Table}}
+SET {{.Status}} = {{.Target}}
+    {{- if and .Attempts (ne .Target .Done)}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}
+    {{- if .Error}}, {{.Error}} = {{if eq .Target .Done}}NULL{{else}}{{arg "error"}}{{end}}{{end}}
+    {{- if and .RunAt (eq .Target .Pending)}}, {{.RunAt}} = {{template "delayed" .}}{{end}}
+    {{- if and .RunAt .Failed (eq .Target .Failed)}}, {{.RunAt}} = NULL{{end}}
+WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Pending}}
+{{- end}}`,
 }
 
 // leaseSQL: every operation is one autocommit statement on the database

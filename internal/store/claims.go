@@ -121,6 +121,8 @@ type ClaimSQL struct {
 	Archive string
 	// Purge, if set, deletes the rows Archive copied (same condition).
 	Purge string
+	// Held are the held-transaction claim's statements (empty: none).
+	Held HeldSQL
 	// Common is prepended to every template: {{define}} blocks the others
 	// share.
 	Common string
@@ -163,6 +165,7 @@ type Claims struct {
 	keyed                                [2]keyStmts // [Names.KeyHint]: see key()
 	ackPark                              Stmt
 	archive, purge                       Stmt // ClaimTable.Archive: see move
+	held                                 heldStmts
 	heartbeat, heartbeatHeld             Stmt
 	release                              Stmt
 	reap, reapLock                       [3][2]Stmt // [reapAll, reapPark, reapBelow][scoped]; reapLock optional
@@ -386,6 +389,7 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 		}
 	}
 	s.renderPipeline(r, t(sqls.AckClaim))
+	s.renderHeld(r, sqls.Held, t)
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -724,6 +728,8 @@ func (s *Claims) named() map[string]Stmt {
 		"reap lock below": s.reapLock[reapBelow][0], "reap lock below scoped": s.reapLock[reapBelow][1],
 		"reap keys": s.reapKeys[0][0], "reap keys scoped": s.reapKeys[0][1], "reap keys park": s.reapKeys[1][0], "reap keys park scoped": s.reapKeys[1][1],
 		"stats": s.stats[0], "stats scoped": s.stats[1], "snooze": s.snooze, "archive": s.archive, "purge": s.purge,
+		"held limit": s.held.limit, "held unlimit": s.held.unlimit, "held claim": s.held.claim, "held attempts": s.held.attempts,
+		"held ack done": s.held.ackTo[s.Names.Done], "held ack pending": s.held.ackTo[s.Names.Pending], "held ack failed": s.held.ackTo[s.Names.Failed],
 		"unpark": s.unpark[0][0][0], "unpark scoped": s.unpark[0][1][0], "unpark keys": s.unpark[0][0][1], "unpark reset scoped": s.unpark[1][1][0],
 		"retry now": s.retryNow[0][0][0], "retry now scoped": s.retryNow[0][1][0], "retry now keys": s.retryNow[0][0][1],
 		"list failed": s.list[0][0], "list failed scoped": s.list[0][1], "list processing": s.list[1][0],

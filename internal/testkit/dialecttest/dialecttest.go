@@ -123,6 +123,8 @@ func Run(t *testing.T, h Harness) {
 		{"AckAndClaimConcurrent", perStrategy(testAckAndClaimConcurrent)},
 		{"AckDeleteDone", perStrategy(testAckDeleteDone)},
 		{"AckArchive", perStrategy(testAckArchive)},
+		{"Held", testHeld},
+		{"HeldDeleteDone", testHeldDeleteDone},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

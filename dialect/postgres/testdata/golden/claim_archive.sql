@@ -425,3 +425,39 @@ WITH cl_a (k, parked) AS ( UPDATE "app"."jobs"
   UNION ALL SELECT 1, NULL, NULL, cl_n.*
   FROM cl_n
   ORDER BY 1;
+
+-- held limit
+-- args: hold_ms, hold_ms, hold_ms
+SELECT set_config('idle_in_transaction_session_timeout', $1, true), set_config('statement_timeout', $2, true), set_config('lock_timeout', $3, true);
+
+-- held claim
+-- args: limit
+SELECT "id", COALESCE("attempts", 0)
+  FROM "app"."jobs"
+  WHERE "status" = 'PENDING'
+  ORDER BY "id" + 0
+  LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED;
+
+-- held attempts
+-- args: keys
+SELECT "id", COALESCE("attempts", 0)::bigint
+  FROM "app"."jobs"
+  WHERE "id" = ANY($1::bigint[]);
+
+-- held ack (to 'DONE')
+-- args: keys
+UPDATE "app"."jobs"
+  SET "status" = 'DONE'
+  WHERE "id" = ANY($1::bigint[]) AND "status" = 'PENDING';
+
+-- held ack (to 'PENDING')
+-- args: keys
+UPDATE "app"."jobs"
+  SET "status" = 'PENDING', "attempts" = COALESCE("attempts", 0) + 1
+  WHERE "id" = ANY($1::bigint[]) AND "status" = 'PENDING';
+
+-- held ack (to 'FAILED')
+-- args: keys
+UPDATE "app"."jobs"
+  SET "status" = 'FAILED', "attempts" = COALESCE("attempts", 0) + 1
+  WHERE "id" = ANY($1::bigint[]) AND "status" = 'PENDING';
