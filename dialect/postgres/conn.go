@@ -22,6 +22,10 @@ func (h pgxPool) Query(ctx context.Context, q string, args ...any) (store.Rows, 
 	return h.p.Query(ctx, q, args...)
 }
 
+// MaxConns is the pool's size, for the bound on held claims
+// ([store.PoolSize]).
+func (h pgxPool) MaxConns() int { return int(h.p.Config().MaxConns) }
+
 func (h pgxPool) Begin(ctx context.Context) (store.Tx, error) {
 	tx, err := h.p.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {

@@ -377,7 +377,24 @@ func (h *Held) end(ctx context.Context) error {
 // Holder is a claim store that can hold claims ([Claims]).
 type Holder interface {
 	Holds() bool
+	PoolSize() int
 	Hold(ctx context.Context, p *HoldParams, scan func(Scanner) error) (*Held, int, error)
 }
 
 var _ Holder = (*Claims)(nil)
+
+// PoolSize returns the most connections the engine's pool opens, or 0 when
+// it is not bounded or not known: a [ConnDB]'s MaxOpenConns, or the
+// MaxConns of a pool that reports it.
+func (e *Engine) PoolSize() int {
+	switch db := e.DB.(type) {
+	case ConnDB:
+		return db.DB.Stats().MaxOpenConnections
+	case interface{ MaxConns() int }:
+		return db.MaxConns()
+	}
+	return 0
+}
+
+// PoolSize is the engine's [Engine.PoolSize].
+func (s *Claims) PoolSize() int { return s.E.PoolSize() }
