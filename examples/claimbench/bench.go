@@ -31,7 +31,9 @@ const (
 	measurePiped    = "claim+ack-pipelined" // claim once, then one AckAllAndClaim per batch
 	measureDelete   = "claim+delete"        // measureBatched on a DeleteDone table: the ack deletes
 	measurePipedDel = "claim+delete-pipelined"
-	measureLarge    = "large" // claim latency, large vs small table
+	measureHeld     = "held"        // held-transaction claim (Claimer.Holder), AckAll, COMMIT
+	measureHeldDel  = "held+delete" // measureHeld on a DeleteDone table
+	measureLarge    = "large"       // claim latency, large vs small table
 	benchTable      = "claimbench_jobs"
 	smallTable      = "claimbench_jobs_small" // the small table of -large
 	benchTask       = 1
@@ -164,6 +166,8 @@ func (b *bench) run(ctx context.Context) error {
 			{measurePiped, b.o.rows, strategies},
 			{measureDelete, b.o.rows, strategies},
 			{measurePipedDel, b.o.rows, strategies},
+			{measureHeld, b.o.rows, b.heldStrategies()},
+			{measureHeldDel, b.o.rows, b.heldStrategies()},
 			{measureLater, b.o.rows, []dialect.Strategy{dialect.StrategyAuto}},
 			{measurePerRow, b.o.perRowRows, []dialect.Strategy{dialect.StrategyAuto}},
 		}
@@ -245,7 +249,19 @@ func (b *bench) config(s dialect.Strategy, measure string) claim.Config {
 }
 
 // deletes reports whether measure's acks delete their rows.
-func deletes(measure string) bool { return measure == measureDelete || measure == measurePipedDel }
+func deletes(measure string) bool {
+	return measure == measureDelete || measure == measurePipedDel || measure == measureHeldDel
+}
+
+// heldStrategies is the strategy list of the held measures: none where the
+// engine cannot hold claims (SQLite), else one (a held claim has its own
+// protocol; the strategy only names the claimer's other claims).
+func (b *bench) heldStrategies() []dialect.Strategy {
+	if !b.caps.SkipLocked || b.caps.Engine == dialect.EngineSQLite {
+		return nil
+	}
+	return []dialect.Strategy{dialect.StrategySkipLocked}
+}
 
 // configFor is the claimer configuration of a bench table.
 func (b *bench) configFor(table string, s dialect.Strategy) claim.Config {
@@ -446,6 +462,13 @@ func (b *bench) claimlockRun(ctx context.Context, measure string, s dialect.Stra
 	r := b.base(measure, workers, rows)
 	r.Strategy = c.Strategy().String()
 	t := newTracker(first, rows)
+	var holder *claim.Holder[struct{}]
+	if measure == measureHeld || measure == measureHeldDel {
+		if holder, err = c.Holder(claim.HoldConfig{MaxInFlight: workers}); err != nil {
+			return result{}, err
+		}
+		r.Strategy = "tx"
+	}
 	retries0 := store.Retries(b.d)
 	lat := make([][]time.Duration, workers)
 	errs := make(chan error, workers)
@@ -453,7 +476,11 @@ func (b *bench) claimlockRun(ctx context.Context, measure string, s dialect.Stra
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
-			if err := b.worker(ctx, c, measure, t, &lat[w]); err != nil {
+			work := func() error { return b.worker(ctx, c, measure, t, &lat[w]) }
+			if holder != nil {
+				work = func() error { return heldWorker(ctx, holder, t, &lat[w]) }
+			}
+			if err := work(); err != nil {
 				errs <- err
 			}
 		})
@@ -531,6 +558,35 @@ func (b *bench) worker(ctx context.Context, c *claim.Claimer[struct{}], measure 
 			}
 		}
 		if err != nil {
+			return err
+		}
+	}
+}
+
+// heldWorker holds batches until one comes back empty, acking each whole
+// in its transaction and committing. Its latencies are those of the holds.
+func heldWorker(ctx context.Context, h *claim.Holder[struct{}], t *tracker, lat *[]time.Duration) error {
+	for {
+		t0 := time.Now()
+		batch, err := h.Hold(ctx)
+		if err != nil {
+			return err
+		}
+		*lat = append(*lat, time.Since(t0))
+		if batch.Len() == 0 {
+			return nil
+		}
+		rows := batch.Rows()
+		if err := t.hold(rows); err != nil {
+			return err
+		}
+		for _, row := range rows {
+			t.drop(row.ID)
+		}
+		if err := batch.AckAll(ctx); err != nil {
+			return err
+		}
+		if err := batch.Commit(ctx); err != nil {
 			return err
 		}
 	}
