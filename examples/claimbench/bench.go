@@ -53,13 +53,16 @@ type result struct {
 	Seconds  float64 `json:"seconds"`
 	RowsPerS float64 `json:"rows_per_s"`
 	// Ratio is RowsPerS over the ceiling's at the same worker count.
-	Ratio      float64 `json:"ratio_to_ceiling,omitempty"`
-	P50ms      float64 `json:"p50_claim_ms,omitempty"`
-	P99ms      float64 `json:"p99_claim_ms,omitempty"`
-	Retries    int64   `json:"retries"`
-	Overlaps   int64   `json:"overlaps"`
-	Missing    int     `json:"missing"`
-	Duplicates int     `json:"duplicates"`
+	Ratio   float64 `json:"ratio_to_ceiling,omitempty"`
+	P50ms   float64 `json:"p50_claim_ms,omitempty"`
+	P99ms   float64 `json:"p99_claim_ms,omitempty"`
+	Retries int64   `json:"retries"`
+	// Rollbacks are held batches the server rolled back (a deadlock in
+	// the ack): their rows went back to pending and were held again.
+	Rollbacks  int64 `json:"rollbacks,omitempty"`
+	Overlaps   int64 `json:"overlaps"`
+	Missing    int   `json:"missing"`
+	Duplicates int   `json:"duplicates"`
 	// Large-table comparison (-large).
 	SmallRows  int     `json:"small_rows,omitempty"`
 	LargeRows  int     `json:"large_rows,omitempty"`
@@ -225,8 +228,12 @@ func (b *bench) emit(r result) {
 	if r.P50ms > 0 {
 		lat = fmt.Sprintf("claim p50 %.2f ms p99 %.2f ms", r.P50ms, r.P99ms)
 	}
-	fmt.Fprintf(b.out, "%-10s %-38s workers %2d  %9.0f rows/s  %-14s %-34s retries %d  overlaps %d  missing %d  duplicates %d\n",
-		r.Engine, r.Measure+strategySuffix(r.Strategy), r.Workers, r.RowsPerS, ratio, lat, r.Retries, r.Overlaps, r.Missing, r.Duplicates)
+	rb := ""
+	if r.Rollbacks > 0 {
+		rb = fmt.Sprintf("  rollbacks %d", r.Rollbacks)
+	}
+	fmt.Fprintf(b.out, "%-10s %-38s workers %2d  %9.0f rows/s  %-14s %-34s retries %d%s  overlaps %d  missing %d  duplicates %d\n",
+		r.Engine, r.Measure+strategySuffix(r.Strategy), r.Workers, r.RowsPerS, ratio, lat, r.Retries, rb, r.Overlaps, r.Missing, r.Duplicates)
 }
 
 func strategySuffix(s string) string {
@@ -429,6 +436,16 @@ func (t *tracker) hold(rows []claim.Row[struct{}]) error {
 	return nil
 }
 
+// undo forgets one processing of rows whose batch rolled back: the
+// processing left no trace and the rows will be processed again.
+func (t *tracker) undo(rows []claim.Row[struct{}]) {
+	for _, r := range rows {
+		if i, err := t.slot(r.ID); err == nil {
+			t.processed[i].Add(-1)
+		}
+	}
+}
+
 // drop marks one row no longer held (just before its ack is written).
 func (t *tracker) drop(id any) {
 	if i, err := t.slot(id); err == nil {
@@ -463,6 +480,7 @@ func (b *bench) claimlockRun(ctx context.Context, measure string, s dialect.Stra
 	r.Strategy = c.Strategy().String()
 	t := newTracker(first, rows)
 	var holder *claim.Holder[struct{}]
+	var rollbacks atomic.Int64
 	if measure == measureHeld || measure == measureHeldDel {
 		if holder, err = c.Holder(claim.HoldConfig{MaxInFlight: workers}); err != nil {
 			return result{}, err
@@ -478,7 +496,7 @@ func (b *bench) claimlockRun(ctx context.Context, measure string, s dialect.Stra
 		wg.Go(func() {
 			work := func() error { return b.worker(ctx, c, measure, t, &lat[w]) }
 			if holder != nil {
-				work = func() error { return heldWorker(ctx, holder, t, &lat[w]) }
+				work = func() error { return heldWorker(ctx, holder, t, &lat[w], &rollbacks) }
 			}
 			if err := work(); err != nil {
 				errs <- err
@@ -494,6 +512,7 @@ func (b *bench) claimlockRun(ctx context.Context, measure string, s dialect.Stra
 	r.RowsPerS = float64(rows) / r.Seconds
 	r.Retries = store.Retries(b.d) - retries0
 	r.Overlaps = t.overlaps.Load()
+	r.Rollbacks = rollbacks.Load()
 	r.Missing, r.Duplicates = t.check()
 	all := slices.Concat(lat...)
 	r.P50ms, r.P99ms = quantile(all, 0.50), quantile(all, 0.99)
@@ -565,7 +584,10 @@ func (b *bench) worker(ctx context.Context, c *claim.Claimer[struct{}], measure 
 
 // heldWorker holds batches until one comes back empty, acking each whole
 // in its transaction and committing. Its latencies are those of the holds.
-func heldWorker(ctx context.Context, h *claim.Holder[struct{}], t *tracker, lat *[]time.Duration) error {
+// A batch the server rolled back (a deadlock: the error matches
+// dialect.ErrClaimLost) is counted in rollbacks and its rows, pending
+// again, are held by a later batch.
+func heldWorker(ctx context.Context, h *claim.Holder[struct{}], t *tracker, lat *[]time.Duration, rollbacks *atomic.Int64) error {
 	for {
 		t0 := time.Now()
 		batch, err := h.Hold(ctx)
@@ -583,10 +605,17 @@ func heldWorker(ctx context.Context, h *claim.Holder[struct{}], t *tracker, lat 
 		for _, row := range rows {
 			t.drop(row.ID)
 		}
-		if err := batch.AckAll(ctx); err != nil {
-			return err
+		err = batch.AckAll(ctx)
+		if err == nil {
+			err = batch.Commit(ctx)
 		}
-		if err := batch.Commit(ctx); err != nil {
+		if errors.Is(err, dialect.ErrClaimLost) {
+			_ = batch.Rollback(ctx)
+			t.undo(rows)
+			rollbacks.Add(1)
+			continue
+		}
+		if err != nil {
 			return err
 		}
 	}
