@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
@@ -45,6 +46,11 @@ type Holder[T any] struct {
 	limit  time.Duration
 	margin time.Duration
 	slots  chan struct{}
+	// cursor is the highest key a full batch of this holder held (integer
+	// keys): the next claim starts above it, past the rows the holder's
+	// other open batches hold (held rows stay pending, and a claim would
+	// otherwise skip them one by one). A short batch resets it to 0.
+	cursor atomic.Int64
 }
 
 // Holder returns a holder of held-transaction claims of c's table and
@@ -134,7 +140,8 @@ func (h *Holder[T]) Hold(ctx context.Context) (*Held[T], error) {
 	k.checkIndexes(ctx)
 	b := &Held[T]{core: k, limit: h.limit, margin: h.margin, free: free, stop: make(chan struct{}), stopped: make(chan struct{})}
 	start := time.Now()
-	sh, _, err := k.held.Hold(ctx, &store.HoldParams{Limit: k.limit, ScopeValues: k.scope, HoldLimit: h.limit}, func(s store.Scanner) error {
+	from := h.cursor.Load()
+	sh, _, err := k.held.Hold(ctx, &store.HoldParams{Limit: k.limit, ScopeValues: k.scope, HoldLimit: h.limit, From: from}, func(s store.Scanner) error {
 		r, err := h.c.scan(s)
 		if err != nil {
 			return err
@@ -147,6 +154,7 @@ func (h *Holder[T]) Hold(ctx context.Context) (*Held[T], error) {
 		return nil, storeError("hold", err)
 	}
 	b.h = sh
+	h.advance(b.rows, k.limit)
 	b.ctx, b.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	if len(b.rows) == 0 {
 		err := b.Commit(ctx)
@@ -155,6 +163,25 @@ func (h *Holder[T]) Hold(ctx context.Context) (*Held[T], error) {
 	b.lastOK = start
 	go b.keepAlive()
 	return b, nil
+}
+
+// advance moves the key cursor past a full batch, or back to the start
+// after a short one.
+func (h *Holder[T]) advance(rows []Row[T], limit int) {
+	if len(rows) < limit {
+		h.cursor.Store(0)
+		return
+	}
+	last, ok := rows[len(rows)-1].ID.(int64)
+	if !ok {
+		return
+	}
+	for {
+		cur := h.cursor.Load()
+		if last <= cur || h.cursor.CompareAndSwap(cur, last) {
+			return
+		}
+	}
 }
 
 // Held is a batch of rows held by a transaction ([Holder.Hold]). Its

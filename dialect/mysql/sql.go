@@ -317,7 +317,7 @@ var heldSQL = store.HeldSQL{
 
 	Claim: `
 SELECT {{join .Returned}} FROM {{.Table}} FORCE INDEX ({{.ClaimIndex}})
-WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{template "runnable" .}}
+WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{if .From}} AND {{.ID}} > {{arg "from"}}{{end}}{{template "runnable" .}}
 ORDER BY {{.ID}} LIMIT {{arg "limit"}} FOR UPDATE SKIP LOCKED`,
 
 	Attempts: `

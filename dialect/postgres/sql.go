@@ -253,7 +253,7 @@ SELECT set_config('idle_in_transaction_session_timeout', {{arg "hold_ms"}}, true
 
 	Claim: `
 SELECT {{join .Returned}} FROM {{.Table}}
-WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{template "runnable" .}}
+WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{template "runnable" .}}{{if .From}} AND {{template "order" .}} > {{arg "from"}}{{end}}
 ORDER BY {{template "order" .}} LIMIT {{arg "limit"}}
 FOR NO KEY UPDATE SKIP LOCKED`,
 

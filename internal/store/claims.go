@@ -729,7 +729,7 @@ func (s *Claims) named() map[string]Stmt {
 		"reap lock below": s.reapLock[reapBelow][0], "reap lock below scoped": s.reapLock[reapBelow][1],
 		"reap keys": s.reapKeys[0][0], "reap keys scoped": s.reapKeys[0][1], "reap keys park": s.reapKeys[1][0], "reap keys park scoped": s.reapKeys[1][1],
 		"stats": s.stats[0], "stats scoped": s.stats[1], "snooze": s.snooze, "archive": s.archive, "purge": s.purge,
-		"held claim": s.held.claim, "held attempts": s.held.attempts,
+		"held claim": s.held.claim, "held claim from": s.held.claimFrom, "held attempts": s.held.attempts,
 		"held ack done": s.held.ackTo[s.Names.Done], "held ack pending": s.held.ackTo[s.Names.Pending], "held ack failed": s.held.ackTo[s.Names.Failed],
 		"unpark": s.unpark[0][0][0], "unpark scoped": s.unpark[0][1][0], "unpark keys": s.unpark[0][0][1], "unpark reset scoped": s.unpark[1][1][0],
 		"retry now": s.retryNow[0][0][0], "retry now scoped": s.retryNow[0][1][0], "retry now keys": s.retryNow[0][0][1],

@@ -31,7 +31,8 @@ type HeldSQL struct {
 	// transaction).
 	Unlimit string
 	// Claim selects and locks, skipping locked rows, up to "limit" pending
-	// rows in scope, in key order, returning Names.Returned.
+	// rows in scope, in key order, returning Names.Returned; with From
+	// (integer keys), only rows whose key is above "from".
 	Claim string
 	// Attempts returns the key and attempts (0 without) of the {{keys}}
 	// rows.
@@ -47,6 +48,7 @@ type HeldSQL struct {
 // heldStmts are a store's rendered held-claim statements.
 type heldStmts struct {
 	limit, unlimit, claim, attempts Stmt
+	claimFrom                       Stmt            // Claim above a key cursor; integer keys only
 	ackTo                           map[string]Stmt // by target literal
 }
 
@@ -60,6 +62,9 @@ func (s *Claims) renderHeld(r *renderer, sqls HeldSQL, t func(string) string) {
 	h.limit = r.stmt("held limit", t(sqls.Limit), nil)
 	h.unlimit = r.stmt("held unlimit", t(sqls.Unlimit), nil)
 	h.claim = r.stmt("held claim", t(sqls.Claim), nil)
+	if s.Spec.IDKind == dialect.IDInt {
+		h.claimFrom = r.stmt("held claim", t(sqls.Claim), func(n *Names) { n.From = true })
+	}
 	h.attempts = r.stmt("held attempts", t(sqls.Attempts), nil)
 	h.ackTo = map[string]Stmt{}
 	for _, target := range []string{s.Names.Done, s.Names.Pending, s.Names.Failed} {
@@ -76,6 +81,11 @@ type HoldParams struct {
 	Limit int
 	// ScopeValues are the scope columns' values.
 	ScopeValues []any
+	// From, if positive, is a key cursor: the claim takes rows whose key is
+	// above it first (integer keys), and starts again from the lowest key
+	// when none is. It spares a holder the rows its own other batches hold
+	// (they stay pending, so a claim would otherwise skip them one by one).
+	From int64
 	// HoldLimit is the server's hold limit: it ends the transaction when
 	// it has been idle that long (a frozen or partitioned holder), and
 	// bounds each statement and lock wait in it. Positive; MySQL's unit is
@@ -136,8 +146,23 @@ func (h *Held) claim(ctx context.Context, p *HoldParams, scan func(Scanner) erro
 	if _, err := Exec(ctx, h.tx, s.E.Dialect, s.held.limit, &Args{HoldLimit: p.HoldLimit}); err != nil {
 		return 0, fmt.Errorf("hold limit: %w", err)
 	}
+	st := s.held.claim
+	if p.From > 0 && s.held.claimFrom.SQL != "" {
+		st = s.held.claimFrom
+	}
+	n, err := h.claimWith(ctx, st, &Args{Limit: p.Limit, Scope: p.ScopeValues, From: p.From}, scan)
+	if err == nil && n == 0 && st.SQL != s.held.claim.SQL {
+		// Nothing above the cursor: from the start (nothing is locked yet,
+		// so no row comes twice).
+		n, err = h.claimWith(ctx, s.held.claim, &Args{Limit: p.Limit, Scope: p.ScopeValues}, scan)
+	}
+	return n, err
+}
+
+func (h *Held) claimWith(ctx context.Context, st Stmt, a *Args, scan func(Scanner) error) (int, error) {
+	s := h.s
 	n := 0
-	err := Query(ctx, h.tx, s.E.Dialect, s.held.claim, &Args{Limit: p.Limit, Scope: p.ScopeValues}, func(r Rows) error {
+	err := Query(ctx, h.tx, s.E.Dialect, st, a, func(r Rows) error {
 		key := &keyScanner{r: r, kind: s.Spec.IDKind}
 		if err := scan(key); err != nil {
 			return err

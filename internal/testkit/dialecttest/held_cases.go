@@ -41,6 +41,31 @@ func (f *fixture) hold(limit int, holdLimit time.Duration) (*store.Held, []claim
 	return h, out
 }
 
+// holdFrom is hold with a key cursor.
+func (f *fixture) holdFrom(limit int, from int64) (*store.Held, []claimed) {
+	f.t.Helper()
+	var out []claimed
+	h, _, err := f.holder().Hold(ctxT(f.t), &store.HoldParams{Limit: limit, ScopeValues: []any{1}, HoldLimit: time.Minute, From: from},
+		func(sc store.Scanner) error {
+			var c claimed
+			var id any
+			if err := sc.Scan(&id, &c.Version, &c.Attempts, &c.Payload); err != nil {
+				return err
+			}
+			c.ID = norm(id)
+			out = append(out, c)
+			return nil
+		})
+	require.NoError(f.t, err)
+	return h, out
+}
+
+func keyOf(t *testing.T, id any) int64 {
+	k, ok := id.(int64)
+	require.True(t, ok, "integer key %v", id)
+	return k
+}
+
 // sessionID returns the server's id of the held claim's connection, and
 // the statement that ends that session from another connection.
 func (f *fixture) sessionID(h *store.Held) (int64, string) {
@@ -124,6 +149,14 @@ func testHeld(t *testing.T, h Harness) {
 	require.Equal(t, lifecycleRow{status: "PENDING", runAtNull: true}, f.lifecycle(b[0].ID), "the rollback undid the retry")
 	_, err = h2.Ack(ctx, &store.AckParams{IDs: ids(b), Outcome: store.OutcomeDone})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "an ack after the end")
+
+	// A key cursor: rows above it first; above every row, from the start.
+	hc, above := f.holdFrom(10, keyOf(t, a[2].ID))
+	require.Equal(t, ids(b), ids(above), "only the rows above the cursor (the others are held or done)")
+	require.NoError(t, hc.Rollback(ctx))
+	hc, wrap := f.holdFrom(1, keyOf(t, b[1].ID))
+	require.Equal(t, []any{a[2].ID}, ids(wrap), "nothing above the cursor: from the start")
+	require.NoError(t, hc.Rollback(ctx))
 
 	// A retry with a delay, committed: the row waits.
 	h3, c := f.hold(1, time.Minute)

@@ -438,6 +438,14 @@ SELECT "id", COALESCE("attempts", 0)
   ORDER BY "id" + 0
   LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED;
 
+-- held claim (from cursor)
+-- args: from, limit
+SELECT "id", COALESCE("attempts", 0)
+  FROM "app"."jobs"
+  WHERE "status" = 'PENDING' AND "id" + 0 > $1
+  ORDER BY "id" + 0
+  LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED;
+
 -- held attempts
 -- args: keys
 SELECT "id", COALESCE("attempts", 0)::bigint

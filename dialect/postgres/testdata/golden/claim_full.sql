@@ -555,6 +555,14 @@ SELECT "id", "version", COALESCE("attempts", 0), "payload", "openid"
   ORDER BY "id" + 0
   LIMIT $3 FOR NO KEY UPDATE SKIP LOCKED;
 
+-- held claim (from cursor)
+-- args: scope0, scope1, from, limit
+SELECT "id", "version", COALESCE("attempts", 0), "payload", "openid"
+  FROM "app"."jobs"
+  WHERE "status" = 'PENDING' AND "task_id" = $1 AND "shard" = $2 AND COALESCE("run_at", '-infinity') <= now() AND "id" + 0 > $3
+  ORDER BY "id" + 0
+  LIMIT $4 FOR NO KEY UPDATE SKIP LOCKED;
+
 -- held attempts
 -- args: keys
 SELECT "id", COALESCE("attempts", 0)::bigint

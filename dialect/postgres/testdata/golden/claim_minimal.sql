@@ -375,6 +375,14 @@ SELECT "id"
   ORDER BY "id" + 0
   LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED;
 
+-- held claim (from cursor)
+-- args: from, limit
+SELECT "id"
+  FROM "jobs"
+  WHERE "status" = 'PENDING' AND "id" + 0 > $1
+  ORDER BY "id" + 0
+  LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED;
+
 -- held attempts
 -- args: keys
 SELECT "id", 0::bigint
