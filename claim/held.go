@@ -144,25 +144,82 @@ func (h *Holder[T]) Hold(ctx context.Context) (*Held[T], error) {
 	sh, _, err := k.held.Hold(ctx, &store.HoldParams{Limit: k.limit, ScopeValues: k.scope, HoldLimit: h.limit, From: from}, func(s store.Scanner) error {
 		r, err := h.c.scan(s)
 		if err != nil {
-			return err
+			return &scanError{err}
 		}
 		b.rows = append(b.rows, r)
 		return nil
 	})
+	if se := (*scanError)(nil); errors.As(err, &se) {
+		// A row the row type cannot hold (a NULL into a string field,
+		// say) must not stop every batch: hold the keys, then read the
+		// rows one by one in the transaction and park the unreadable ones
+		// alone (below).
+		b.rows = nil
+		sh, err = h.salvage(ctx, b, from)
+	}
 	if err != nil {
 		free()
 		return nil, storeError("hold", err)
 	}
 	b.h = sh
+	park := store.OutcomeFailed
+	if !k.spec.Failed.IsSet() {
+		park = store.OutcomeRetry // no parked status: counted and retried
+	}
+	for i, u := range b.unreadable {
+		if _, err := sh.Ack(ctx, &store.AckParams{IDs: []any{u.ID}, Outcome: park, MaxAttempts: k.maxAttempts, Error: u.Err.Error()}); err != nil {
+			b.unreadable[i].Err = errors.Join(u.Err, err)
+			free()
+			return nil, storeError("hold", err)
+		}
+	}
 	h.advance(b.rows, k.limit)
 	b.ctx, b.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	if len(b.rows) == 0 {
-		err := b.Commit(ctx)
-		return b, err
+		// Nothing to hand out: nothing pending, or only unreadable rows,
+		// parked by this commit (then hold again: others may be pending).
+		if err := b.Commit(ctx); err != nil || len(b.unreadable) == 0 {
+			return b, err
+		}
+		return h.Hold(ctx)
 	}
 	b.lastOK = start
 	go b.keepAlive()
 	return b, nil
+}
+
+// salvage holds a batch reading only its keys, then reads its rows one at
+// a time, so that a row the row type cannot hold fails only its own read:
+// b.rows gets the readable rows and b.unreadable the others.
+func (h *Holder[T]) salvage(ctx context.Context, b *Held[T], from int64) (*store.Held, error) {
+	k := h.c.core
+	var keys []any
+	sh, _, err := k.held.Hold(ctx, &store.HoldParams{Limit: k.limit, ScopeValues: k.scope, HoldLimit: h.limit, From: from}, func(s store.Scanner) error {
+		id, err := h.c.scanKey(s)
+		keys = append(keys, id)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range keys {
+		var r Row[T]
+		var serr error
+		err := sh.Read(ctx, []any{id}, func(s store.Scanner) error {
+			r, serr = h.c.scan(s)
+			return serr
+		})
+		switch {
+		case serr != nil:
+			b.unreadable = append(b.unreadable, RowError{ID: id, Err: serr})
+		case err != nil:
+			_ = sh.Rollback(ctx)
+			return nil, err
+		default:
+			b.rows = append(b.rows, r)
+		}
+	}
+	return sh, nil
 }
 
 // advance moves the key cursor past a full batch, or back to the start
@@ -191,6 +248,7 @@ type Held[T any] struct {
 	core          *core
 	h             *store.Held
 	rows          []Row[T]
+	unreadable    []RowError // parked in the batch's transaction
 	limit, margin time.Duration
 	free          func()
 
@@ -207,6 +265,11 @@ type Held[T any] struct {
 
 // Rows returns the held rows in key order.
 func (b *Held[T]) Rows() []Row[T] { return b.rows }
+
+// Unreadable returns the rows the row type could not hold (a NULL into a
+// string field, say): they are parked, with the scan error as their error,
+// when the batch commits, and are not in Rows.
+func (b *Held[T]) Unreadable() []RowError { return b.unreadable }
 
 // Len returns how many rows the batch holds.
 func (b *Held[T]) Len() int { return len(b.rows) }

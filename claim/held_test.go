@@ -230,3 +230,27 @@ func TestSnippetHeldLoop(t *testing.T) {
 		require.Equal(t, n, k)
 	})
 }
+
+// TestHeldUnreadable: a row the row type cannot hold is parked alone, in
+// the batch's transaction, with the scan error as its error; the batch's
+// other rows are handed out.
+func TestHeldUnreadable(t *testing.T) {
+	t.Parallel()
+	holdable(t, func(t *testing.T, e *env) {
+		c, cfg := jobSetup(t, e, dialect.StrategySkipLocked, 4, nil)
+		e.exec(t, fmt.Sprintf("UPDATE %s SET payload = NULL WHERE id = (SELECT MIN(id) FROM (SELECT id FROM %s WHERE task_id = 42) x)", cfg.Table, cfg.Table))
+		h, err := c.Holder(claim.HoldConfig{MaxInFlight: 1})
+		require.NoError(t, err)
+		ctx := context.Background()
+		b, err := h.Hold(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 3, b.Len())
+		require.Len(t, b.Unreadable(), 1)
+		require.NoError(t, b.AckAll(ctx))
+		require.NoError(t, b.Commit(ctx))
+		requireStats(t, c, 0, 0, 3, 1)
+		var status string
+		require.NoError(t, e.raw.QueryRowContext(ctx, e.rebind(fmt.Sprintf("SELECT status FROM %s WHERE id = ?", cfg.Table)), b.Unreadable()[0].ID).Scan(&status))
+		require.Equal(t, "FAILED", status)
+	})
+}

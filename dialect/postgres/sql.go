@@ -257,6 +257,9 @@ WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{template "runnable" .}}{{if .F
 ORDER BY {{template "order" .}} LIMIT {{arg "limit"}}
 FOR NO KEY UPDATE SKIP LOCKED`,
 
+	Read: `
+SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.ID}} {{keys}} ORDER BY {{.ID}}`,
+
 	Attempts: `
 SELECT {{.ID}}, {{if .Attempts}}COALESCE({{.Attempts}}, 0)::bigint{{else}}0::bigint{{end}} FROM {{.Table}} WHERE {{.ID}} {{keys}}`,
 

@@ -37,6 +37,9 @@ type HeldSQL struct {
 	// Attempts returns the key and attempts (0 without) of the {{keys}}
 	// rows.
 	Attempts string
+	// Read returns Names.Returned of the {{keys}} rows, in key order (the
+	// held claim reads rows one by one when one cannot be scanned).
+	Read string
 	// Ack sets the {{keys}} rows that are still pending to Target (with
 	// Delete, deletes them), and for a failure (Target pending or failed)
 	// increments the attempts, stores "error" and, to pending, sets RunAt to
@@ -47,7 +50,7 @@ type HeldSQL struct {
 
 // heldStmts are a store's rendered held-claim statements.
 type heldStmts struct {
-	limit, unlimit, claim, attempts Stmt
+	limit, unlimit, claim, attempts, read Stmt
 	claimFrom                       Stmt            // Claim above a key cursor; integer keys only
 	ackTo                           map[string]Stmt // by target literal
 }
@@ -66,6 +69,7 @@ func (s *Claims) renderHeld(r *renderer, sqls HeldSQL, t func(string) string) {
 		h.claimFrom = r.stmt("held claim", t(sqls.Claim), func(n *Names) { n.From = true })
 	}
 	h.attempts = r.stmt("held attempts", t(sqls.Attempts), nil)
+	h.read = r.stmt("held read", t(sqls.Read), nil)
 	h.ackTo = map[string]Stmt{}
 	for _, target := range []string{s.Names.Done, s.Names.Pending, s.Names.Failed} {
 		if target != "" {
@@ -217,6 +221,16 @@ func derefKey(dest any) (any, error) {
 		return string(*d), nil
 	}
 	return nil, fmt.Errorf("held claim: cannot read a key scanned into %T", dest)
+}
+
+// Read reads the held rows of ids in the held transaction, passing each to
+// scan (Names.Returned), in key order.
+func (h *Held) Read(ctx context.Context, ids []any, scan func(Scanner) error) error {
+	keys, err := normalizeKeys(h.s.Spec.IDKind, ids)
+	if err != nil {
+		return wrap("read", err)
+	}
+	return Query(ctx, h.tx, h.s.E.Dialect, h.s.held.read, &Args{Keys: keys}, func(r Rows) error { return scan(r) })
 }
 
 // Querier returns the held transaction, for the handler's own statements:

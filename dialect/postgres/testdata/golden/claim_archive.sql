@@ -452,6 +452,13 @@ SELECT "id", COALESCE("attempts", 0)::bigint
   FROM "app"."jobs"
   WHERE "id" = ANY($1::bigint[]);
 
+-- held read
+-- args: keys
+SELECT "id", COALESCE("attempts", 0)
+  FROM "app"."jobs"
+  WHERE "id" = ANY($1::bigint[])
+  ORDER BY "id";
+
 -- held ack (to 'DONE')
 -- args: keys
 UPDATE "app"."jobs"

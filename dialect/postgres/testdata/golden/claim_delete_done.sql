@@ -466,6 +466,13 @@ SELECT "id", COALESCE("attempts", 0)::bigint
   FROM "jobs"
   WHERE "id" = ANY($1::bigint[]);
 
+-- held read
+-- args: keys
+SELECT "id", "version", COALESCE("attempts", 0)
+  FROM "jobs"
+  WHERE "id" = ANY($1::bigint[])
+  ORDER BY "id";
+
 -- held ack (to 'DONE', delete)
 -- args: keys
 DELETE

@@ -569,6 +569,13 @@ SELECT "id", COALESCE("attempts", 0)::bigint
   FROM "app"."jobs"
   WHERE "id" = ANY($1::bigint[]);
 
+-- held read
+-- args: keys
+SELECT "id", "version", COALESCE("attempts", 0), "payload", "openid"
+  FROM "app"."jobs"
+  WHERE "id" = ANY($1::bigint[])
+  ORDER BY "id";
+
 -- held ack (to 'DONE')
 -- args: keys
 UPDATE "app"."jobs"

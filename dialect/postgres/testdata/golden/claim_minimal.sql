@@ -389,6 +389,13 @@ SELECT "id", 0::bigint
   FROM "jobs"
   WHERE "id" = ANY($1::bigint[]);
 
+-- held read
+-- args: keys
+SELECT "id"
+  FROM "jobs"
+  WHERE "id" = ANY($1::bigint[])
+  ORDER BY "id";
+
 -- held ack (to 'DONE')
 -- args: keys
 UPDATE "jobs"

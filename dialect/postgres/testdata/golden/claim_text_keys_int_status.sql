@@ -458,6 +458,13 @@ SELECT "msg_id", COALESCE("tries", 0)::bigint
   FROM "outbox"
   WHERE "msg_id" = ANY($1::text[]);
 
+-- held read
+-- args: keys
+SELECT "msg_id", COALESCE("tries", 0)
+  FROM "outbox"
+  WHERE "msg_id" = ANY($1::text[])
+  ORDER BY "msg_id";
+
 -- held ack (to 2)
 -- args: keys
 UPDATE "outbox"
