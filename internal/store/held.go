@@ -51,8 +51,8 @@ type HeldSQL struct {
 // heldStmts are a store's rendered held-claim statements.
 type heldStmts struct {
 	limit, unlimit, claim, attempts, read Stmt
-	claimFrom                       Stmt            // Claim above a key cursor; integer keys only
-	ackTo                           map[string]Stmt // by target literal
+	claimFrom                             Stmt            // Claim above a key cursor; integer keys only
+	ackTo                                 map[string]Stmt // by target literal
 }
 
 // renderHeld renders the held-claim statements (none when the engine has
