@@ -356,17 +356,26 @@ func (b *Held[T]) run(fn func() error) error {
 		b.lastOK = t0
 		return nil
 	}
-	if errors.Is(err, dialect.ErrClaimLost) {
-		b.ended = true
-		b.lose(err)
-		b.finish()
+	// A failed statement ends the batch on every engine: PostgreSQL has
+	// aborted the transaction already (its COMMIT would roll back), and a
+	// deadlock has on every server. Roll back, so that the rows are
+	// pending again at once.
+	b.ended = true
+	if !errors.Is(err, dialect.ErrClaimLost) {
+		_ = b.h.Rollback(context.WithoutCancel(b.ctx))
+		err = fmt.Errorf("%w (the held batch is rolled back: %w)", err, dialect.ErrClaimLost)
 	}
+	b.lose(err)
+	b.finish()
 	return err
 }
 
 // Exec runs one statement of yours in the batch's transaction, with the
 // engine's placeholders ($1 on PostgreSQL, ? on MySQL), and returns its
-// affected rows: it commits or rolls back with the batch.
+// affected rows: it commits or rolls back with the batch. A statement that
+// fails (any statement of the batch: Exec, Query, Ack, Fail) rolls the
+// batch back and ends it: its error then also matches
+// [dialect.ErrClaimLost], and the rows are pending again.
 func (b *Held[T]) Exec(ctx context.Context, query string, args ...any) (int64, error) {
 	var n int64
 	err := b.run(func() error {
@@ -471,16 +480,20 @@ func (b *Held[T]) attempts(id any) int64 {
 
 // write runs one held ack.
 func (b *Held[T]) write(ctx context.Context, p *store.AckParams) error {
-	return b.run(func() error {
-		res, err := b.h.Ack(ctx, p)
+	var res store.AckResult
+	err := b.run(func() error {
+		var err error
+		res, err = b.h.Ack(ctx, p)
 		if err != nil {
 			return storeError("ack", err)
 		}
-		if len(res.Lost) > 0 {
-			return fmt.Errorf("claim: ack: %w: %d of %d keys are not held by this batch (or were acked already)", dialect.ErrClaimLost, len(res.Lost), len(p.IDs))
-		}
 		return nil
 	})
+	if err == nil && len(res.Lost) > 0 {
+		// The batch goes on: the other keys were written.
+		return fmt.Errorf("claim: ack: %w: %d of %d keys are not held by this batch (or were acked already)", dialect.ErrClaimLost, len(res.Lost), len(p.IDs))
+	}
+	return err
 }
 
 // Commit commits the batch's transaction: its acks, fails and your

@@ -146,7 +146,7 @@ func TestHeldConcurrent(t *testing.T) {
 func TestHeldLoss(t *testing.T) {
 	t.Parallel()
 	holdable(t, func(t *testing.T, e *env) {
-		c, _ := jobSetup(t, e, dialect.StrategySkipLocked, 3, nil)
+		c, cfg := jobSetup(t, e, dialect.StrategySkipLocked, 3, nil)
 		h, err := c.Holder(claim.HoldConfig{Limit: 3 * time.Second, MaxInFlight: 2})
 		require.NoError(t, err)
 		ctx := context.Background()
@@ -177,6 +177,21 @@ func TestHeldLoss(t *testing.T) {
 		require.NoError(t, b2.Commit(ctx))
 		require.ErrorIs(t, context.Cause(b2.Context()), claim.ErrBatchDone)
 		requireStats(t, c, 0, 0, 3, 0)
+
+		// A failed statement of the batch rolls it back: the rows are
+		// pending again, the handler's writes undone.
+		e.exec(t, fmt.Sprintf("UPDATE %s SET status = 'PENDING' WHERE task_id = 42", cfg.Table))
+		b3, err := h.Hold(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 3, b3.Len())
+		require.NoError(t, b3.Ack(ctx, b3.Rows()[0].ID))
+		require.ErrorIs(t, b3.Ack(ctx, b3.Rows()[0].ID), dialect.ErrClaimLost, "acked already")
+		require.NoError(t, b3.Ack(ctx, b3.Rows()[1].ID), "a key not held ends nothing")
+		_, err = b3.Exec(ctx, "UPDATE no_such_table SET x = 1")
+		require.ErrorIs(t, err, dialect.ErrClaimLost)
+		require.ErrorIs(t, context.Cause(b3.Context()), dialect.ErrClaimLost)
+		require.ErrorIs(t, b3.Commit(ctx), dialect.ErrClaimLost)
+		requireStats(t, c, 3, 0, 0, 0)
 	})
 }
 
