@@ -26,6 +26,7 @@ type Claimer[T any] struct {
 type core struct {
 	d           dialect.Dialect
 	cs          store.ClaimStore
+	held        store.Holder // held claims (held.go); nil where the store has none
 	spec        dialect.ClaimTable
 	scope       []any
 	strategy    dialect.Strategy
@@ -97,6 +98,7 @@ func New[T any](d dialect.Dialect, cfg Config, fields func(*T) []any) (*Claimer[
 		reapTimeout: cfg.ReapTimeout, margin: cfg.safetyMargin(), heartbeat: cfg.heartbeatInterval(),
 		logger: logger.With("table", spec.Table), obs: cfg.Observer,
 	}
+	k.held, _ = cs.(store.Holder)
 	k.cs = observed(cs, k)
 	return &Claimer[T]{core: k, fields: fields, nfields: len(cfg.Columns)}, nil
 }

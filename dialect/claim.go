@@ -67,6 +67,25 @@ type ClaimTable struct {
 	// date or text type unless TextTimes is set, and one declared INTEGER if
 	// it is, so the two conventions never mix in one column.
 	TextTimes bool
+	// DeleteDone makes an ack to done delete the row instead of keeping it
+	// with the Done status, under the same conditions as the update it
+	// replaces: only rows the ack's token still holds are deleted, a row
+	// whose version moved goes back to pending instead, and the keys the
+	// token no longer holds are reported lost. Failed and retried rows are
+	// kept as without it. The table then holds only live rows (pending,
+	// processing, failed), so it neither grows with done rows nor needs a
+	// purge, and an ack writes no new row version.
+	DeleteDone bool
+	// Archive, if set, names a table that receives every row acked done
+	// before the row is deleted from Table, in the ack's transaction. It
+	// needs DeleteDone. The archive must have Table's columns in the same
+	// order (CREATE TABLE archive (LIKE t) on PostgreSQL, CREATE TABLE
+	// archive LIKE t on MySQL); a row arrives as an ack without DeleteDone
+	// would have left it (status Done, token NULL). An archiving ack locks
+	// the rows, updates them, copies them and deletes them: it costs more
+	// than a plain DeleteDone ack, and AckAndClaim runs it in a
+	// transaction rather than as one statement.
+	Archive string
 	// Columns are extra columns returned by a claim, in this order, after
 	// the key (and the version, if set).
 	Columns []string
@@ -98,6 +117,17 @@ func (s ClaimTable) Validate() error {
 		}
 		if err := validateColumn(c.f, c.v); err != nil {
 			return err
+		}
+	}
+	if s.Archive != "" {
+		if err := validateIdent("Archive", s.Archive); err != nil {
+			return err
+		}
+		if !s.DeleteDone {
+			return fmt.Errorf("%w: Archive: an archive table needs DeleteDone (done rows are moved there)", ErrInvalidConfig)
+		}
+		if s.Archive == s.Table {
+			return fmt.Errorf("%w: Archive: the archive table is the claim table %s", ErrInvalidConfig, s.Table)
 		}
 	}
 	for i, c := range s.Columns {

@@ -84,6 +84,13 @@ checks+=(
 	# --- leases: 2 holders, TTL 10 ticks, margin TTL/10, rate bound 1/10
 	#     (one run checks c, d and d': the same state space)
 	"pass|lease c fences rise + d cancelled before another acquires + d'|-DLEASE -DP_C -DP_D -DP_DLIVE|safety|heavy"
+	# --- held-transaction claims: 2 rows, 2 workers, 2 sessions ended by the server
+	"pass|held h1 one committed DONE per row + h2 acks only locked rows|-DHELD|safety"
+	"pass|held h1+h2, 3 workers, 3 ends|-DHELD -DNW=3 -DKILLS=3|safety"
+	"pass|held b nothing lost (LTL, weak fairness)|-DHELD -DLIVENESS|liveness"
+	"fail|mutant HELD_UNLOCK_NO_ROLLBACK vs h2|-DHELD -DMUTANT_HELD_UNLOCK_NO_ROLLBACK|bfs"
+	"fail|mutant HELD_UNLOCK_NO_ROLLBACK vs h1|-DHELD -DNO_H2 -DMUTANT_HELD_UNLOCK_NO_ROLLBACK|bfs"
+	"fail|mutant HELD_NO_LOCK vs h1|-DHELD -DNO_H2 -DMUTANT_HELD_NO_LOCK|bfs"
 	# --- negative controls
 	"fail|mutant ACK_NO_TOKEN vs a1|$claims -DMUTANT_ACK_NO_TOKEN -DLOSTREPLIES=0 -DP_A1|bfs"
 	"fail|mutant REAP_IGNORES_CLAIMED_AT vs no_theft|$claims -DMUTANT_REAP_IGNORES_CLAIMED_AT -DP_THEFT|bfs"

@@ -7,6 +7,9 @@
  *   default   the claim protocol: rows with status / token / claimed_at /
  *             attempts, workers that claim, heartbeat, ack, fail, release,
  *             freeze and crash, a reaper with a timeout, a database clock.
+ *   -DHELD    held-transaction claims: row locks released only by the
+ *             transaction's end (commit, rollback, the server ending it),
+ *             acks that take effect at commit (part 3, at the top).
  *   -DLEASE   the lease protocol: one key row with owner / expires_at /
  *             fence, holders that acquire, renew and release, each with a
  *             local deadline on a local clock whose rate differs from the
@@ -39,7 +42,154 @@
  *   MUTANT_NO_FENCE_INC         lease: acquire does not increment the fence
  */
 
-#ifndef LEASE
+#if defined(HELD)
+/* ======================================================================
+ * Part 3 (-DHELD): held-transaction claims (store.Held, claim.Held)
+ * ======================================================================
+ * A held claim writes nothing: BEGIN; SELECT ... FOR NO KEY UPDATE SKIP
+ * LOCKED (MySQL: FOR UPDATE SKIP LOCKED) takes row locks that only the end
+ * of the transaction releases: its COMMIT, its ROLLBACK, or the server
+ * ending it (a dropped connection, a crashed client, the hold limit:
+ * idle_in_transaction_session_timeout / wait_timeout). The acks are UPDATEs
+ * (or DELETEs) in that transaction, "WHERE id IN (...) AND status =
+ * pending"; they take effect at COMMIT, all together, or not at all.
+ * Rows NR=2, workers NW (default 2), at most KILLS (default 2) sessions
+ * ended by the server, at any point, whatever the worker is doing (it may
+ * be frozen: it is simply not scheduled).
+ *
+ * Properties:
+ *   h1  a row is made DONE by at most one committed transaction
+ *   h2  an ack writes only rows its transaction has locked
+ *   b   (LIVENESS) nothing lost: under weak fairness every row ends DONE
+ * NO_H2 leaves h2 out (so that a mutant is shown to break h1 itself).
+ * Negative controls:
+ *   MUTANT_HELD_UNLOCK_NO_ROLLBACK  the server's timeout releases the locks
+ *                                   but leaves the transaction open
+ *   MUTANT_HELD_NO_LOCK             the claim reads pending rows without
+ *                                   locking them (SELECT without FOR UPDATE)
+ */
+#ifndef NW
+#define NW 2
+#endif
+#ifndef KILLS
+#define KILLS 2
+#endif
+#define NR 2
+#define PENDING 0
+#define DONE 1
+#define BIT(r) (1 << (r))
+
+byte status[NR];  /* committed status */
+byte lk[NR];      /* row lock owner: 0 none, else worker + 1 */
+bool alive[NW];   /* the worker's transaction is open on the server */
+byte held[NW];    /* rows the worker's claim locked (its own view) */
+byte wrote[NW];   /* acks written in the open transaction, not committed */
+byte commits[NR]; /* ghost: committed DONE writes per row */
+byte kills;
+
+/* the server ends w's transaction: rollback, locks released */
+inline rollback(w) {
+	alive[w] = false;
+	wrote[w] = 0;
+	if :: lk[0] == w + 1 -> lk[0] = 0 :: else fi;
+	if :: lk[1] == w + 1 -> lk[1] = 0 :: else fi
+}
+
+proctype Worker(byte w) {
+	byte r;
+	do
+	:: true ->
+		/* BEGIN; SET LOCAL ...timeouts; SELECT ... LIMIT 2 FOR NO KEY UPDATE SKIP LOCKED */
+		d_step {
+			alive[w] = true; held[w] = 0; wrote[w] = 0;
+#ifdef MUTANT_HELD_NO_LOCK
+			if :: status[0] == PENDING -> held[w] = held[w] | BIT(0) :: else fi;
+			if :: status[1] == PENDING -> held[w] = held[w] | BIT(1) :: else fi
+#else
+			if :: status[0] == PENDING && lk[0] == 0 -> lk[0] = w + 1; held[w] = held[w] | BIT(0) :: else fi;
+			if :: status[1] == PENDING && lk[1] == 0 -> lk[1] = w + 1; held[w] = held[w] | BIT(1) :: else fi
+#endif
+		}
+		/* handle, then ack each held row in the transaction; a statement on
+		   an ended session fails and the worker starts over */
+		r = 0;
+		do
+		:: r < NR && (held[w] & BIT(r)) ->
+			d_step {
+				if
+				:: alive[w] ->
+#ifndef NO_H2
+					assert(lk[r] == w + 1);                         /* h2 */
+#endif
+					if :: status[r] == PENDING -> wrote[w] = wrote[w] | BIT(r) :: else fi
+				:: else -> held[w] = 0
+				fi
+			}
+			r++
+		:: r < NR && !(held[w] & BIT(r)) -> r++
+		:: r >= NR ->
+			/* COMMIT */
+			d_step {
+				if :: alive[w] ->
+					if :: wrote[w] & BIT(0) -> status[0] = DONE; commits[0]++ :: else fi;
+					if :: wrote[w] & BIT(1) -> status[1] = DONE; commits[1]++ :: else fi;
+					rollback(w)   /* the end of the transaction releases its locks */
+				:: else
+				fi;
+				held[w] = 0
+			};
+			break
+		od
+	od
+}
+
+/* The server ends a session: a dropped connection, a SIGKILLed client, or
+   the hold limit for a holder frozen (not scheduled) that long. */
+active proctype Server() {
+	byte w;
+	do
+	:: kills < KILLS ->
+		if
+		:: w = 0
+		:: w = 1
+#if NW > 2
+		:: w = 2
+#endif
+		fi;
+		d_step {
+			if
+			:: alive[w] ->
+#ifdef MUTANT_HELD_UNLOCK_NO_ROLLBACK
+				if :: lk[0] == w + 1 -> lk[0] = 0 :: else fi;
+				if :: lk[1] == w + 1 -> lk[1] = 0 :: else fi;
+#else
+				rollback(w);
+#endif
+				kills++
+			:: else
+			fi
+		}
+	:: kills >= KILLS -> break
+	od
+}
+
+active proctype Monitor() {
+end:	atomic { !(commits[0] <= 1 && commits[1] <= 1) -> assert(commits[0] <= 1 && commits[1] <= 1) }  /* h1 */
+}
+
+init {
+	byte k;
+	atomic {
+		for (k : 0 .. NW-1) { run Worker(k) }
+		k = 0
+	}
+}
+
+#ifdef LIVENESS
+ltl nothing_lost { <> (status[0] == DONE && status[1] == DONE) }
+#endif
+
+#elif !defined(LEASE)
 /* ======================================================================
  * Part 1: claims
  * ====================================================================== */

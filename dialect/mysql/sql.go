@@ -77,9 +77,25 @@ SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}}{{if
 	// in a caller's REPEATABLE READ transaction (AckTx) keeps a lock on
 	// every row it reads until the caller commits: the dead worker's stale
 	// rows too, which a sweep then skipped (TestReapBehindLiveBatch).
+	// A deleting ack (Delete) is a multi-table DELETE, the form that takes
+	// an index hint.
 	Ack: `
+{{- if .Delete}}
+DELETE {{.Table}} FROM {{.Table}}{{template "keyhint" .}}
+{{- else}}
 UPDATE {{.Table}}{{template "keyhint" .}} SET {{.Status}} = {{.Target}}, {{.Token}} = NULL{{if .Undo}}{{template "undo" .}}{{end}}{{if eq .Target .Pending}}{{template "cleartime" .}}{{end}}{{template "ackmark" .}}
+{{- end}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}`,
+
+	// Archive and Purge move rows an ack has just marked done and holds
+	// locked, by key.
+	Archive: `
+INSERT INTO {{.Archive}} SELECT * FROM {{.Table}}
+WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Done}} AND {{.Token}} IS NULL`,
+
+	Purge: `
+DELETE FROM {{.Table}}
+WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Done}} AND {{.Token}} IS NULL`,
 
 	AckLock: `
 SELECT {{.ID}}, {{or .Version "0"}}, {{or .Attempts "0"}} FROM {{.Table}}{{template "keyhint" .}}
@@ -215,6 +231,8 @@ WHERE table_schema = COALESCE({{arg "schema"}}, DATABASE()) AND table_name = {{a
 		"",
 		`CREATE INDEX {{.SchedIndex}} ON {{.Table}} ({{.IndexCols}}){{template "online" .}}`,
 	},
+
+	Held: heldSQL,
 }
 
 // leaseSQL: every write changes its row (a new owner, a later time, the
@@ -278,4 +296,46 @@ WHERE {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < UTC_TIMESTAMP(6) - INTERVAL {{
 ORDER BY {{.ExpiresAt}}, {{.Key}} LIMIT {{arg "limit"}}`,
 
 	Columns: claimSQL.Columns,
+}
+
+// heldSQL is the held-transaction claim (MariaDB 10.6+, MySQL 8.0.1+):
+// InnoDB keeps the row locks of FOR UPDATE SKIP LOCKED in memory and writes
+// nothing. The hold limit is set on the session, the only scope MySQL has:
+// wait_timeout closes a connection idle for that long (a frozen or
+// partitioned holder: the server rolls the transaction back), and lock
+// waits in the transaction last no longer. Unlimit restores the server's
+// defaults before COMMIT or ROLLBACK, so the connection goes back to the
+// pool as it came. The claim reads the claim index in key order, as the
+// SKIP LOCKED claim does, and always names it: a plan that sorts locks
+// every row it reads before the LIMIT (MariaDB 10.11 chose the reap index
+// and a sort, and a second holder found every pending row locked), so the
+// held claim needs the recommended claim index and fails without it.
+var heldSQL = store.HeldSQL{
+	Limit: `SET SESSION wait_timeout = {{arg "hold_s"}}, innodb_lock_wait_timeout = {{arg "hold_s"}}`,
+
+	Unlimit: `SET SESSION wait_timeout = @@GLOBAL.wait_timeout, innodb_lock_wait_timeout = @@GLOBAL.innodb_lock_wait_timeout`,
+
+	Claim: `
+SELECT {{join .Returned}} FROM {{.Table}} FORCE INDEX ({{.ClaimIndex}})
+WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{if .From}} AND {{.ID}} > {{arg "from"}}{{end}}{{template "runnable" .}}
+ORDER BY {{.ID}} LIMIT {{arg "limit"}} FOR UPDATE SKIP LOCKED`,
+
+	Read: `
+SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.ID}} {{keys}} ORDER BY {{.ID}}`,
+
+	Attempts: `
+SELECT {{.ID}}, {{if .Attempts}}COALESCE({{.Attempts}}, 0){{else}}0{{end}} FROM {{.Table}} WHERE {{.ID}} {{keys}}`,
+
+	Ack: `
+{{- if .Delete}}
+DELETE FROM {{.Table}} WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Pending}}
+{{- else}}
+UPDATE {{.Table}}
+SET {{.Status}} = {{.Target}}
+    {{- if and .Attempts (ne .Target .Done)}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}
+    {{- if .Error}}, {{.Error}} = {{if eq .Target .Done}}NULL{{else}}{{arg "error"}}{{end}}{{end}}
+    {{- if and .RunAt (eq .Target .Pending)}}, {{.RunAt}} = {{template "delayed" .}}{{end}}
+    {{- if and .RunAt .Failed (eq .Target .Failed)}}, {{.RunAt}} = NULL{{end}}
+WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Pending}}
+{{- end}}`,
 }

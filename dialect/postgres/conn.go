@@ -40,6 +40,10 @@ func (h pgxPool) Query(ctx context.Context, q string, args ...any) (store.Rows, 
 	return &pooledRows{Rows: r, c: c}, nil
 }
 
+// MaxConns is the pool's size, for the bound on held claims
+// ([store.PoolSize]).
+func (h pgxPool) MaxConns() int { return int(h.p.Config().MaxConns) }
+
 func (h pgxPool) Begin(ctx context.Context) (store.Tx, error) {
 	c, err := h.p.Acquire(ctx)
 	if err != nil {

@@ -42,6 +42,11 @@ SET {{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} 
 WHERE {{template "locked" .ID}} AND {{.Status}} = {{.Pending}}
 RETURNING {{join .Returned}}{{end}}
 {{- define "ackrows"}}
+{{- if .Delete}}
+DELETE FROM {{.Table}}
+WHERE {{.Token}} = {{if .Pipelined}}{{arg "ack_token"}}{{else}}{{arg "token"}}{{end}} AND {{.ID}} {{keys}}
+RETURNING {{.ID}}, false
+{{- else}}
 UPDATE {{.Table}}
 SET {{.Status}} = {{if .ParkAt}}CASE WHEN COALESCE({{.Attempts}}, 0) >= {{template "maxatt" .}} THEN {{.Failed}} ELSE {{.Pending}} END{{else}}{{.Target}}{{end}},
     {{.Token}} = NULL{{if and .Undo .Attempts}}, {{.Attempts}} = GREATEST({{.Attempts}} - 1, 0){{end}}
@@ -49,7 +54,8 @@ SET {{.Status}} = {{if .ParkAt}}CASE WHEN COALESCE({{.Attempts}}, 0) >= {{templa
     {{- if and .ParkAt .ClearClaimedAt}}, {{.ClaimedAt}} = CASE WHEN COALESCE({{.Attempts}}, 0) >= {{template "maxatt" .}} THEN {{.ClaimedAt}} END{{end}}
     {{- template "ackmark" .}}
 WHERE {{.Token}} = {{if .Pipelined}}{{arg "ack_token"}}{{else}}{{arg "token"}}{{end}} AND {{.ID}} {{keys}}
-RETURNING {{.ID}}, {{if .ParkAt}}{{.Status}} = {{.Failed}}{{else}}false{{end}}{{end}}
+RETURNING {{.ID}}, {{if .ParkAt}}{{.Status}} = {{.Failed}}{{else}}false{{end}}
+{{- end}}{{end}}
 `
 
 // claimSQL: claims order by id + 0 and the claim index is partial on it
@@ -102,6 +108,16 @@ SELECT 0, (SELECT json_agg(k) FROM cl_a)::text, (SELECT json_agg(k) FROM cl_a WH
 UNION ALL
 SELECT 1, NULL, NULL, cl_n.* FROM cl_n
 ORDER BY 1`,
+
+	// Archive moves rows in one statement: the DELETE's CTE returns the
+	// rows as the ack's UPDATE left them, and the INSERT's affected rows are
+	// the rows moved.
+	Archive: `
+WITH cl_m AS (
+  DELETE FROM {{.Table}}
+  WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Done}} AND {{.Token}} IS NULL
+  RETURNING *)
+INSERT INTO {{.Archive}} SELECT * FROM cl_m`,
 
 	AckLock: `
 SELECT {{.ID}}, {{or .Version "0"}}, {{or .Attempts "0"}} FROM {{.Table}}
@@ -218,6 +234,47 @@ WHERE n.nspname = COALESCE({{arg "schema"}}::text, current_schema())
 		`CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.SchedIndex}} ON {{.Table}} ({{.RunAt}}) WHERE {{.Status}} = {{.Pending}} AND {{.RunAt}} IS NOT NULL`,
 	},
 	DropIndex: `DROP INDEX {{template "concurrently" .}}IF EXISTS {{.IndexName}}`,
+
+	Held: heldSQL,
+}
+
+// heldSQL is the held-transaction claim: FOR NO KEY UPDATE takes the
+// weakest row lock that still conflicts with every other claim (FOR UPDATE
+// SKIP LOCKED) and with writers' UPDATEs, while foreign keys that reference
+// the row do not wait for it. PostgreSQL writes it as a tuple lock, not a
+// new row version. The limits are set LOCAL, for this transaction only:
+// idle in the transaction for the hold limit ends the session (a frozen or
+// partitioned holder), and no statement or lock wait in it lasts longer.
+var heldSQL = store.HeldSQL{
+	Limit: `
+SELECT set_config('idle_in_transaction_session_timeout', {{arg "hold_ms"}}, true),
+       set_config('statement_timeout', {{arg "hold_ms"}}, true),
+       set_config('lock_timeout', {{arg "hold_ms"}}, true)`,
+
+	Claim: `
+SELECT {{join .Returned}} FROM {{.Table}}
+WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{template "runnable" .}}{{if .From}} AND {{template "order" .}} > {{arg "from"}}{{end}}
+ORDER BY {{template "order" .}} LIMIT {{arg "limit"}}
+FOR NO KEY UPDATE SKIP LOCKED`,
+
+	Read: `
+SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.ID}} {{keys}} ORDER BY {{.ID}}`,
+
+	Attempts: `
+SELECT {{.ID}}, {{if .Attempts}}COALESCE({{.Attempts}}, 0)::bigint{{else}}0::bigint{{end}} FROM {{.Table}} WHERE {{.ID}} {{keys}}`,
+
+	Ack: `
+{{- if .Delete}}
+DELETE FROM {{.Table}} WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Pending}}
+{{- else}}
+UPDATE {{.Table}}
+SET {{.Status}} = {{.Target}}
+    {{- if and .Attempts (ne .Target .Done)}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}
+    {{- if .Error}}, {{.Error}} = {{if eq .Target .Done}}NULL{{else}}{{arg "error"}}{{end}}{{end}}
+    {{- if and .RunAt (eq .Target .Pending)}}, {{.RunAt}} = {{template "delayed" .}}{{end}}
+    {{- if and .RunAt .Failed (eq .Target .Failed)}}, {{.RunAt}} = NULL{{end}}
+WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Pending}}
+{{- end}}`,
 }
 
 // leaseSQL: every operation is one autocommit statement on the database

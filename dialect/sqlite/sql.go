@@ -61,6 +61,11 @@ RETURNING {{join .Returned}}`,
 SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}} ORDER BY {{.ID}}`,
 
 	Ack: `
+{{- if .Delete}}
+DELETE FROM {{.Table}}
+WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}
+RETURNING {{.ID}}, false
+{{- else}}
 UPDATE {{.Table}}
 SET {{.Status}} = {{if .ParkAt}}CASE WHEN COALESCE({{.Attempts}}, 0) >= {{template "maxatt" .}} THEN {{.Failed}} ELSE {{.Pending}} END{{else}}{{.Target}}{{end}},
     {{.Token}} = NULL{{if and .Undo .Attempts}}, {{.Attempts}} = MAX({{.Attempts}} - 1, 0){{end}}
@@ -68,7 +73,18 @@ SET {{.Status}} = {{if .ParkAt}}CASE WHEN COALESCE({{.Attempts}}, 0) >= {{templa
     {{- if and .ParkAt .ClearClaimedAt}}, {{.ClaimedAt}} = CASE WHEN COALESCE({{.Attempts}}, 0) >= {{template "maxatt" .}} THEN {{.ClaimedAt}} END{{end}}
     {{- template "ackmark" .}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}
-RETURNING {{.ID}}, {{if .ParkAt}}{{.Status}} = {{.Failed}}{{else}}false{{end}}`,
+RETURNING {{.ID}}, {{if .ParkAt}}{{.Status}} = {{.Failed}}{{else}}false{{end}}
+{{- end}}`,
+
+	// Archive and Purge move rows an ack has just marked done, in its
+	// IMMEDIATE transaction.
+	Archive: `
+INSERT INTO {{.Archive}} SELECT * FROM {{.Table}}
+WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Done}} AND {{.Token}} IS NULL`,
+
+	Purge: `
+DELETE FROM {{.Table}}
+WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Done}} AND {{.Token}} IS NULL`,
 
 	// No FOR UPDATE: the per-row ack runs in a BEGIN IMMEDIATE transaction,
 	// which holds the database's write lock from its first statement.

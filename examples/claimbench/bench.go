@@ -29,7 +29,11 @@ const (
 	measureLater    = "claim+ack-later"     // claim, then a deferred Ack per row (Config.AckDelay) and one Flush
 	measurePerRow   = "claim+ack-per-row"   // claim, then one Ack statement per row
 	measurePiped    = "claim+ack-pipelined" // claim once, then one AckAllAndClaim per batch
-	measureLarge    = "large"               // claim latency, large vs small table
+	measureDelete   = "claim+delete"        // measureBatched on a DeleteDone table: the ack deletes
+	measurePipedDel = "claim+delete-pipelined"
+	measureHeld     = "held"        // held-transaction claim (Claimer.Holder), AckAll, COMMIT
+	measureHeldDel  = "held+delete" // measureHeld on a DeleteDone table
+	measureLarge    = "large"       // claim latency, large vs small table
 	benchTable      = "claimbench_jobs"
 	smallTable      = "claimbench_jobs_small" // the small table of -large
 	benchTask       = 1
@@ -49,13 +53,16 @@ type result struct {
 	Seconds  float64 `json:"seconds"`
 	RowsPerS float64 `json:"rows_per_s"`
 	// Ratio is RowsPerS over the ceiling's at the same worker count.
-	Ratio      float64 `json:"ratio_to_ceiling,omitempty"`
-	P50ms      float64 `json:"p50_claim_ms,omitempty"`
-	P99ms      float64 `json:"p99_claim_ms,omitempty"`
-	Retries    int64   `json:"retries"`
-	Overlaps   int64   `json:"overlaps"`
-	Missing    int     `json:"missing"`
-	Duplicates int     `json:"duplicates"`
+	Ratio   float64 `json:"ratio_to_ceiling,omitempty"`
+	P50ms   float64 `json:"p50_claim_ms,omitempty"`
+	P99ms   float64 `json:"p99_claim_ms,omitempty"`
+	Retries int64   `json:"retries"`
+	// Rollbacks are held batches the server rolled back (a deadlock in
+	// the ack): their rows went back to pending and were held again.
+	Rollbacks  int64 `json:"rollbacks,omitempty"`
+	Overlaps   int64 `json:"overlaps"`
+	Missing    int   `json:"missing"`
+	Duplicates int   `json:"duplicates"`
 	// Large-table comparison (-large).
 	SmallRows  int     `json:"small_rows,omitempty"`
 	LargeRows  int     `json:"large_rows,omitempty"`
@@ -160,11 +167,15 @@ func (b *bench) run(ctx context.Context) error {
 		}{
 			{measureBatched, b.o.rows, strategies},
 			{measurePiped, b.o.rows, strategies},
+			{measureDelete, b.o.rows, strategies},
+			{measurePipedDel, b.o.rows, strategies},
+			{measureHeld, b.o.rows, b.heldStrategies()},
+			{measureHeldDel, b.o.rows, b.heldStrategies()},
 			{measureLater, b.o.rows, []dialect.Strategy{dialect.StrategyAuto}},
 			{measurePerRow, b.o.perRowRows, []dialect.Strategy{dialect.StrategyAuto}},
 		}
 		for _, v := range variants {
-			if v.rows == 0 {
+			if v.rows == 0 || !b.o.wants(v.measure) {
 				continue
 			}
 			for _, s := range v.list {
@@ -217,8 +228,12 @@ func (b *bench) emit(r result) {
 	if r.P50ms > 0 {
 		lat = fmt.Sprintf("claim p50 %.2f ms p99 %.2f ms", r.P50ms, r.P99ms)
 	}
-	fmt.Fprintf(b.out, "%-10s %-31s workers %2d  %9.0f rows/s  %-14s %-34s retries %d  overlaps %d  missing %d  duplicates %d\n",
-		r.Engine, r.Measure+strategySuffix(r.Strategy), r.Workers, r.RowsPerS, ratio, lat, r.Retries, r.Overlaps, r.Missing, r.Duplicates)
+	rb := ""
+	if r.Rollbacks > 0 {
+		rb = fmt.Sprintf("  rollbacks %d", r.Rollbacks)
+	}
+	fmt.Fprintf(b.out, "%-10s %-38s workers %2d  %9.0f rows/s  %-14s %-34s retries %d%s  overlaps %d  missing %d  duplicates %d\n",
+		r.Engine, r.Measure+strategySuffix(r.Strategy), r.Workers, r.RowsPerS, ratio, lat, r.Retries, rb, r.Overlaps, r.Missing, r.Duplicates)
 }
 
 func strategySuffix(s string) string {
@@ -229,13 +244,30 @@ func strategySuffix(s string) string {
 }
 
 // config is the claimer configuration of the bench table for measure:
-// acks are deferred (Config.AckDelay) for measureLater only.
+// acks are deferred (Config.AckDelay) for measureLater only, and delete
+// their rows (ClaimTable.DeleteDone) for the delete measures.
 func (b *bench) config(s dialect.Strategy, measure string) claim.Config {
 	cfg := b.configFor(benchTable, s)
 	if measure == measureLater {
 		cfg.AckDelay = time.Second
 	}
+	cfg.DeleteDone = deletes(measure)
 	return cfg
+}
+
+// deletes reports whether measure's acks delete their rows.
+func deletes(measure string) bool {
+	return measure == measureDelete || measure == measurePipedDel || measure == measureHeldDel
+}
+
+// heldStrategies is the strategy list of the held measures: none where the
+// engine cannot hold claims (SQLite), else one (a held claim has its own
+// protocol; the strategy only names the claimer's other claims).
+func (b *bench) heldStrategies() []dialect.Strategy {
+	if !b.caps.SkipLocked || b.caps.Engine == dialect.EngineSQLite {
+		return nil
+	}
+	return []dialect.Strategy{dialect.StrategySkipLocked}
 }
 
 // configFor is the claimer configuration of a bench table.
@@ -404,6 +436,16 @@ func (t *tracker) hold(rows []claim.Row[struct{}]) error {
 	return nil
 }
 
+// undo forgets one processing of rows whose batch rolled back: the
+// processing left no trace and the rows will be processed again.
+func (t *tracker) undo(rows []claim.Row[struct{}]) {
+	for _, r := range rows {
+		if i, err := t.slot(r.ID); err == nil {
+			t.processed[i].Add(-1)
+		}
+	}
+}
+
 // drop marks one row no longer held (just before its ack is written).
 func (t *tracker) drop(id any) {
 	if i, err := t.slot(id); err == nil {
@@ -437,6 +479,14 @@ func (b *bench) claimlockRun(ctx context.Context, measure string, s dialect.Stra
 	r := b.base(measure, workers, rows)
 	r.Strategy = c.Strategy().String()
 	t := newTracker(first, rows)
+	var holder *claim.Holder[struct{}]
+	var rollbacks atomic.Int64
+	if measure == measureHeld || measure == measureHeldDel {
+		if holder, err = c.Holder(claim.HoldConfig{MaxInFlight: workers}); err != nil {
+			return result{}, err
+		}
+		r.Strategy = "tx"
+	}
 	retries0 := store.Retries(b.d)
 	lat := make([][]time.Duration, workers)
 	errs := make(chan error, workers)
@@ -444,7 +494,11 @@ func (b *bench) claimlockRun(ctx context.Context, measure string, s dialect.Stra
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
-			if err := b.worker(ctx, c, measure, t, &lat[w]); err != nil {
+			work := func() error { return b.worker(ctx, c, measure, t, &lat[w]) }
+			if holder != nil {
+				work = func() error { return heldWorker(ctx, holder, t, &lat[w], &rollbacks) }
+			}
+			if err := work(); err != nil {
 				errs <- err
 			}
 		})
@@ -458,6 +512,7 @@ func (b *bench) claimlockRun(ctx context.Context, measure string, s dialect.Stra
 	r.RowsPerS = float64(rows) / r.Seconds
 	r.Retries = store.Retries(b.d) - retries0
 	r.Overlaps = t.overlaps.Load()
+	r.Rollbacks = rollbacks.Load()
 	r.Missing, r.Duplicates = t.check()
 	all := slices.Concat(lat...)
 	r.P50ms, r.P99ms = quantile(all, 0.50), quantile(all, 0.99)
@@ -465,15 +520,22 @@ func (b *bench) claimlockRun(ctx context.Context, measure string, s dialect.Stra
 	if err != nil {
 		return r, err
 	}
-	if st.Done != int64(rows) {
-		return r, fmt.Errorf("%d rows done in the database, want %d (stats %+v)", st.Done, rows, st)
+	want := Stats{Done: int64(rows)}
+	if deletes(measure) {
+		want = Stats{} // every row deleted
+	}
+	if got := (Stats{st.Pending, st.Processing, st.Done, st.Failed, st.Other}); got != want {
+		return r, fmt.Errorf("rows in the database: %+v, want %+v", got, want)
 	}
 	return r, nil
 }
 
+// Stats are the row counts by status a run leaves in the bench table.
+type Stats struct{ Pending, Processing, Done, Failed, Other int64 }
+
 // worker claims until nothing is pending, acking as measure says.
 func (b *bench) worker(ctx context.Context, c *claim.Claimer[struct{}], measure string, t *tracker, lat *[]time.Duration) error {
-	if measure == measurePiped {
+	if measure == measurePiped || measure == measurePipedDel {
 		return pipelinedWorker(ctx, c, t, lat)
 	}
 	for {
@@ -491,7 +553,7 @@ func (b *bench) worker(ctx context.Context, c *claim.Claimer[struct{}], measure 
 			return err
 		}
 		switch measure {
-		case measureBatched:
+		case measureBatched, measureDelete:
 			for _, row := range rows {
 				t.drop(row.ID)
 			}
@@ -513,6 +575,45 @@ func (b *bench) worker(ctx context.Context, c *claim.Claimer[struct{}], measure 
 					break
 				}
 			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// heldWorker holds batches until one comes back empty, acking each whole
+// in its transaction and committing. Its latencies are those of the holds.
+// A batch the server rolled back (a deadlock: the error matches
+// dialect.ErrClaimLost) is counted in rollbacks and its rows, pending
+// again, are held by a later batch.
+func heldWorker(ctx context.Context, h *claim.Holder[struct{}], t *tracker, lat *[]time.Duration, rollbacks *atomic.Int64) error {
+	for {
+		t0 := time.Now()
+		batch, err := h.Hold(ctx)
+		if err != nil {
+			return err
+		}
+		*lat = append(*lat, time.Since(t0))
+		if batch.Len() == 0 {
+			return nil
+		}
+		rows := batch.Rows()
+		if err := t.hold(rows); err != nil {
+			return err
+		}
+		for _, row := range rows {
+			t.drop(row.ID)
+		}
+		err = batch.AckAll(ctx)
+		if err == nil {
+			err = batch.Commit(ctx)
+		}
+		if errors.Is(err, dialect.ErrClaimLost) {
+			_ = batch.Rollback(ctx)
+			t.undo(rows)
+			rollbacks.Add(1)
+			continue
 		}
 		if err != nil {
 			return err

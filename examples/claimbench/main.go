@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -30,6 +31,9 @@ type options struct {
 	perRowRows  int
 	strategies  []dialect.Strategy
 	strategyArg string
+	// measures, if not empty, are the only claimlock measures run (the
+	// ceiling always runs).
+	measures    []string
 	json        bool
 	large       bool
 	largeRows   int
@@ -46,6 +50,11 @@ type options struct {
 	// earlier -json output instead of running.
 	chart     string
 	chartFrom []string
+}
+
+// wants reports whether measure is to run.
+func (o *options) wants(measure string) bool {
+	return len(o.measures) == 0 || slices.Contains(o.measures, measure)
 }
 
 // The -large-layout values.
@@ -115,6 +124,8 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	fs.IntVar(&o.latencyRate, "latency-rate", 200, "rows inserted per second (-latency)")
 	fs.IntVar(&o.latencyWorkers, "latency-workers", 16, "Claimer.Run workers (-latency)")
 	fs.StringVar(&o.chart, "chart", "", "write an SVG chart of the throughput results (rows/s and ratio to the ceiling vs workers) to this file")
+	var measures string
+	fs.StringVar(&measures, "measures", "", "comma-separated claimlock measures to run (empty: all): claim+ack, claim+ack-pipelined, claim+delete, claim+delete-pipelined, held, held+delete, claim+ack-later, claim+ack-per-row")
 	var chartFrom string
 	fs.StringVar(&chartFrom, "chart-from", "", "comma-separated files of -json output to draw the -chart from instead of running (one engine per file or several)")
 	if err := fs.Parse(args); err != nil {
@@ -125,6 +136,16 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 			return nil, fmt.Errorf("-chart-from needs -chart")
 		}
 		o.chartFrom = strings.Split(chartFrom, ",")
+	}
+	if measures != "" {
+		known := []string{measureBatched, measurePiped, measureDelete, measurePipedDel, measureHeld, measureHeldDel, measureLater, measurePerRow}
+		for _, m := range strings.Split(measures, ",") {
+			m = strings.TrimSpace(m)
+			if !slices.Contains(known, m) {
+				return nil, fmt.Errorf("-measures: unknown %q", m)
+			}
+			o.measures = append(o.measures, m)
+		}
 	}
 	for _, w := range strings.Split(workers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(w))

@@ -49,7 +49,7 @@ func TestRunSQLiteTiny(t *testing.T) {
 		require.Equal(t, "token-update", r.Strategy, "SQLite has one strategy")
 	}
 	require.Equal(t, map[string]int{
-		measureCeiling: 2, measureBatched: 2, measurePiped: 2, measureLater: 2, measurePerRow: 2, measureLarge: 1,
+		measureCeiling: 2, measureBatched: 2, measurePiped: 2, measureDelete: 2, measurePipedDel: 2, measureLater: 2, measurePerRow: 2, measureLarge: 1,
 	}, seen)
 }
 
@@ -63,7 +63,16 @@ func TestRunTextOutputAndBadFlags(t *testing.T) {
 	require.Contains(t, text, "overlaps 0  missing 0  duplicates 0")
 	require.NotContains(t, text, measurePerRow)
 
-	for _, bad := range [][]string{{"-workers", "0"}, {"-strategy", "nope"}, {"-batch", "-1"}, {"-driver", "oracle"}, {"-large-layout", "diagonal"}} {
+	// -measures runs only the measures named, and the ceiling.
+	out.Reset()
+	require.NoError(t, run(context.Background(), []string{"-workers", "2", "-batch", "10", "-rows", "60", "-strategy", "auto", "-measures", "claim+delete"}, &out, &errOut))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 2, out.String())
+	require.Contains(t, lines[0], "ceiling")
+	require.Contains(t, lines[1], "claim+delete/token-update")
+	require.Contains(t, lines[1], "overlaps 0  missing 0  duplicates 0")
+
+	for _, bad := range [][]string{{"-workers", "0"}, {"-strategy", "nope"}, {"-batch", "-1"}, {"-driver", "oracle"}, {"-large-layout", "diagonal"}, {"-measures", "claim+nothing"}} {
 		require.Error(t, run(context.Background(), bad, &out, &errOut), "%v", bad)
 	}
 }
@@ -94,11 +103,12 @@ func TestChart(t *testing.T) {
 	svg, err := os.ReadFile(dir + "/run.svg")
 	require.NoError(t, err)
 	require.NoError(t, xml.Unmarshal(svg, new(struct{})), "the chart is well-formed XML")
-	for _, series := range []string{measureCeiling, measureBatched + "/token-update", measurePiped + "/token-update", measureLater + "/token-update"} {
+	for _, series := range []string{measureCeiling, measureBatched + "/token-update", measurePiped + "/token-update", measureLater + "/token-update",
+		measureDelete + "/token-update", measurePipedDel + "/token-update"} {
 		require.Contains(t, string(svg), ">"+series+"</text>", "legend entry %s", series)
 	}
-	// Two panels, four series, each a line over the two worker counts.
-	require.Equal(t, 8, strings.Count(string(svg), "<polyline"))
+	// Two panels, six series, each a line over the two worker counts.
+	require.Equal(t, 12, strings.Count(string(svg), "<polyline"))
 
 	// The same chart from the -json output, twice over (two engines' files).
 	require.NoError(t, os.WriteFile(dir+"/a.jsonl", out.Bytes(), 0o644))
@@ -107,7 +117,7 @@ func TestChart(t *testing.T) {
 	require.NoError(t, run(context.Background(), []string{"-chart", dir + "/both.svg", "-chart-from", dir + "/a.jsonl," + dir + "/b.jsonl"}, &out, &errOut))
 	both, err := os.ReadFile(dir + "/both.svg")
 	require.NoError(t, err)
-	require.Equal(t, 16, strings.Count(string(both), "<polyline"))
+	require.Equal(t, 24, strings.Count(string(both), "<polyline"))
 	require.Contains(t, string(both), "other ")
 
 	require.Error(t, run(context.Background(), []string{"-chart-from", dir + "/a.jsonl"}, &out, &errOut), "-chart-from without -chart")

@@ -79,12 +79,44 @@ func (s *Claims) oneStatement(p *AckParams) (st Stmt, ok bool) {
 	versioned := p.Versions != nil && p.Outcome == OutcomeDone
 	parkAt := p.Outcome == OutcomeRetry && p.MaxAttempts > 0
 	switch {
-	case versioned || parkAt && !s.E.Returning:
+	case versioned || parkAt && !s.E.Returning || s.moves(p):
 		return Stmt{}, false
 	case parkAt:
 		return s.ackPark, true
 	}
 	return s.key().ackTo[s.target(p.Outcome)], true
+}
+
+// moves reports whether the ack p moves its done rows to the archive
+// table: it then locks them, updates them, copies and deletes them, in one
+// transaction (ackByRow).
+func (s *Claims) moves(p *AckParams) bool {
+	return s.archive.SQL != "" && p.Outcome == OutcomeDone
+}
+
+// move copies the done rows of keys, which the caller's transaction has
+// just acked (and so holds), to the archive table and deletes them from the
+// claim table. It fails, so that the transaction rolls back, if it did not
+// copy every one.
+func (s *Claims) move(ctx context.Context, tx Querier, keys []any) error {
+	a := &Args{Keys: keys}
+	n, err := Exec(ctx, tx, s.E.Dialect, s.archive, a)
+	if err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	if n != int64(len(keys)) {
+		return fmt.Errorf("archive: copied %d of %d acked rows", n, len(keys))
+	}
+	if s.purge.SQL == "" {
+		return nil
+	}
+	if n, err = Exec(ctx, tx, s.E.Dialect, s.purge, a); err != nil {
+		return fmt.Errorf("archive: delete: %w", err)
+	}
+	if n != int64(len(keys)) {
+		return fmt.Errorf("archive: deleted %d of %d archived rows", n, len(keys))
+	}
+	return nil
 }
 
 // ackPrep validates an ack's params and returns its normalised keys, their
@@ -300,6 +332,11 @@ func (s *Claims) ackByRow(ctx context.Context, tx Querier, p *AckParams, a *Args
 		}
 		if err != nil {
 			return fmt.Errorf("update: %w", err)
+		}
+	}
+	if len(done) > 0 && s.moves(p) {
+		if err := s.move(ctx, tx, done); err != nil {
+			return err
 		}
 	}
 	res.Lost = missing(got)

@@ -112,6 +112,17 @@ type ClaimSQL struct {
 	// Claim in one statement (see pipeline.go). Engines without it run the
 	// two in one transaction.
 	AckClaim string
+	// Archive copies the {{keys}} rows that are done with no token
+	// (acked by this transaction, which holds their locks) to the archive
+	// table (Names.Archive), whose columns are the table's in the same
+	// order, and returns nothing; affected rows are the rows copied. An
+	// engine may also delete them in the same statement (PostgreSQL: a
+	// data-modifying CTE) and leave Purge empty.
+	Archive string
+	// Purge, if set, deletes the rows Archive copied (same condition).
+	Purge string
+	// Held are the held-transaction claim's statements (empty: none).
+	Held HeldSQL
 	// Common is prepended to every template: {{define}} blocks the others
 	// share.
 	Common string
@@ -153,6 +164,8 @@ type Claims struct {
 	claim, claimSkip, readBack, readKeys Stmt
 	keyed                                [2]keyStmts // [Names.KeyHint]: see key()
 	ackPark                              Stmt
+	archive, purge                       Stmt // ClaimTable.Archive: see move
+	held                                 heldStmts
 	heartbeat, heartbeatHeld             Stmt
 	release                              Stmt
 	reap, reapLock                       [3][2]Stmt // [reapAll, reapPark, reapBelow][scoped]; reapLock optional
@@ -288,7 +301,8 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 		}
 		for _, target := range []string{s.Names.Done, s.Names.Pending, s.Names.Failed} {
 			if target != "" {
-				k.ackTo[target] = r.stmt("ack", t(sqls.Ack), hinted(func(n *Names) { n.Target = target }))
+				del := target == s.Names.Done && spec.DeleteDone && spec.Archive == ""
+				k.ackTo[target] = r.stmt("ack", t(sqls.Ack), hinted(func(n *Names) { n.Target, n.Delete = target, del }))
 			}
 		}
 		k.ackRequeue = r.stmt("ack requeue", t(sqls.Ack), hinted(func(n *Names) { n.Target, n.Undo = n.Pending, true }))
@@ -297,6 +311,13 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 	}
 	if e.Returning && s.Names.Attempts != "" && s.Names.Failed != "" {
 		s.ackPark = r.stmt("ack park", t(sqls.Ack), func(n *Names) { n.ParkAt = true })
+	}
+	if spec.Archive != "" {
+		if sqls.Archive == "" {
+			return nil, fmt.Errorf("%w: Archive: %s has no archive statement", dialect.ErrNotSupported, e.Name)
+		}
+		s.archive = r.stmt("archive", t(sqls.Archive), func(n *Names) { n.ByKeys = true })
+		s.purge = r.stmt("purge", t(sqls.Purge), func(n *Names) { n.ByKeys = true })
 	}
 	s.heartbeat = r.stmt("heartbeat", t(sqls.Heartbeat), nil)
 	s.heartbeatHeld = r.stmt("heartbeat held", t(sqls.HeartbeatHeld), nil)
@@ -368,6 +389,7 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 		}
 	}
 	s.renderPipeline(r, t(sqls.AckClaim))
+	s.renderHeld(r, sqls.Held, t)
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -693,7 +715,8 @@ func (s *Claims) Bind(name string, a *Args) (query string, args []any, ok bool) 
 }
 
 // named maps the names of Statements to the rendered statements the store
-// has (the engine's catalog queries and index DDL excluded).
+// has (the engine's catalog queries, index DDL and the held claim's session
+// settings excluded).
 func (s *Claims) named() map[string]Stmt {
 	m := map[string]Stmt{
 		"claim": s.claim, "claim skip locked": s.claimSkip, "read back": s.readBack,
@@ -705,7 +728,9 @@ func (s *Claims) named() map[string]Stmt {
 		"reap lock": s.reapLock[reapAll][0], "reap lock scoped": s.reapLock[reapAll][1], "reap lock park": s.reapLock[reapPark][0], "reap lock park scoped": s.reapLock[reapPark][1],
 		"reap lock below": s.reapLock[reapBelow][0], "reap lock below scoped": s.reapLock[reapBelow][1],
 		"reap keys": s.reapKeys[0][0], "reap keys scoped": s.reapKeys[0][1], "reap keys park": s.reapKeys[1][0], "reap keys park scoped": s.reapKeys[1][1],
-		"stats": s.stats[0], "stats scoped": s.stats[1], "snooze": s.snooze,
+		"stats": s.stats[0], "stats scoped": s.stats[1], "snooze": s.snooze, "archive": s.archive, "purge": s.purge,
+		"held claim": s.held.claim, "held claim from": s.held.claimFrom, "held attempts": s.held.attempts,
+		"held ack done": s.held.ackTo[s.Names.Done], "held ack pending": s.held.ackTo[s.Names.Pending], "held ack failed": s.held.ackTo[s.Names.Failed],
 		"unpark": s.unpark[0][0][0], "unpark scoped": s.unpark[0][1][0], "unpark keys": s.unpark[0][0][1], "unpark reset scoped": s.unpark[1][1][0],
 		"retry now": s.retryNow[0][0][0], "retry now scoped": s.retryNow[0][1][0], "retry now keys": s.retryNow[0][0][1],
 		"list failed": s.list[0][0], "list failed scoped": s.list[0][1], "list processing": s.list[1][0],

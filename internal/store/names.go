@@ -16,6 +16,8 @@ type Names struct {
 	Table, ID, Status, Token, ClaimedAt, Attempts, Version, CreatedAt string
 	// RunAt and Error are the optional run-at and error columns, quoted.
 	RunAt, Error string
+	// Archive is the quoted archive table (ClaimTable.Archive), or "".
+	Archive string
 	// Scope are the quoted scope columns (for {{scope .Scope}}).
 	Scope []string
 	// Returned are the columns a claim returns, quoted: the key, the
@@ -51,6 +53,7 @@ type Names struct {
 	Undo      bool   // ack, release: undo the claim's attempts increment
 	ParkAt    bool   // ack: park rows whose attempts reached MaxAttempts
 	Target    string // ack: the status literal to set
+	Delete    bool   // ack to done: delete the rows instead (ClaimTable.DeleteDone)
 	Snooze    bool   // release: set RunAt to now + "delay" (a snooze)
 	Reset     bool   // unpark: reset the attempts
 	Set       int    // list: the RowSet listed
@@ -82,6 +85,9 @@ func (e *Engine) claimNames(t dialect.ClaimTable) Names {
 	}
 	if t.Failed.IsSet() {
 		n.Failed = t.Failed.Literal()
+	}
+	if t.Archive != "" {
+		n.Archive = e.QuoteName(t.Archive)
 	}
 	for _, c := range t.Scope {
 		n.Scope = append(n.Scope, q(c))
@@ -133,6 +139,7 @@ func variant(n Names) string {
 	flag(n.Undo, "undo")
 	flag(n.ParkAt, "park at max")
 	flag(n.Target != "", "to "+n.Target)
+	flag(n.Delete, "delete")
 	flag(n.Snooze, "snooze")
 	flag(n.Reset, "reset")
 	flag(n.Hint, "force index")

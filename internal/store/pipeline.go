@@ -35,8 +35,12 @@ func (s *Claims) renderPipeline(r *renderer, src string) {
 	}
 	s.pipe.to, s.pipe.byName = map[string]Stmt{}, map[string]Stmt{}
 	for _, t := range []struct{ name, target string }{{"done", s.Names.Done}, {"pending", s.Names.Pending}, {"failed", s.Names.Failed}} {
-		if t.target != "" {
-			st := r.stmt("ack claim", src, func(n *Names) { n.Target, n.Pipelined = t.target, true })
+		// An archiving ack locks, updates, copies and deletes: not one
+		// statement (see ackByRow).
+		archived := t.target == s.Names.Done && s.Spec.Archive != ""
+		if t.target != "" && !archived {
+			del := t.target == s.Names.Done && s.Spec.DeleteDone
+			st := r.stmt("ack claim", src, func(n *Names) { n.Target, n.Pipelined, n.Delete = t.target, true, del })
 			s.pipe.to[t.target], s.pipe.byName["ack claim "+t.name] = st, st
 		}
 	}
@@ -180,6 +184,7 @@ func (s *Claims) ackIn(ctx context.Context, tx Querier, p *AckParams, a *Args, k
 	if !parkAt {
 		st = s.key().ackTo[s.target(p.Outcome)]
 	}
+	fast = fast && !s.moves(p)
 	switch {
 	case fast && s.E.Returning:
 		return s.ackReturning(ctx, tx, st, a, idx, len(keys), res)

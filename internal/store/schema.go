@@ -167,6 +167,32 @@ func (s *Claims) VerifySchema(ctx context.Context) error {
 	s.types.Store(types)
 	id, _ := cols.Get(s.Spec.ID)
 	s.keyHint.Store(s.E.KeyHint && id.PrimaryKey)
+	return s.verifyArchive(ctx, cols)
+}
+
+// verifyArchive checks that the archive table, if any, exists and has the
+// claim table's columns, by name (the catalog queries do not say their
+// order, which the archive's INSERT ... SELECT * relies on as well).
+func (s *Claims) verifyArchive(ctx context.Context, cols Columns) error {
+	if s.Spec.Archive == "" {
+		return nil
+	}
+	arch, err := s.E.catalogColumns(ctx, s.columns, s.Spec.Archive)
+	if err != nil {
+		return wrap("verify schema", err)
+	}
+	if len(arch.ByName) == 0 {
+		return fmt.Errorf("%w: Archive: table %s not found (or it has no columns)", dialect.ErrInvalidConfig, s.Spec.Archive)
+	}
+	for name := range cols.ByName {
+		if _, ok := arch.Get(name); !ok {
+			return fmt.Errorf("%w: Archive: table %s has no column %q of %s", dialect.ErrInvalidConfig, s.Spec.Archive, name, s.Spec.Table)
+		}
+	}
+	if len(arch.ByName) != len(cols.ByName) {
+		return fmt.Errorf("%w: Archive: table %s has %d columns, %s has %d: they must be the same, in the same order",
+			dialect.ErrInvalidConfig, s.Spec.Archive, len(arch.ByName), s.Spec.Table, len(cols.ByName))
+	}
 	return nil
 }
 

@@ -52,6 +52,7 @@ type Args struct {
 	Index       string        // "index": an unquoted index name (catalog queries)
 	Delay       time.Duration // "delay", in the engine's time unit (0 stays 0)
 	Error       string        // "error": a failure's text ("" binds NULL)
+	HoldLimit   time.Duration // "hold_ms": whole milliseconds as text (PostgreSQL settings); "hold_s": whole seconds; both rounded up, at least 1
 }
 
 // binder takes one placeholder's value from a call's Args; u is the
@@ -81,6 +82,10 @@ var binders = map[string]binder{
 	"schema":       func(_ Unit, a *Args) any { return a.Schema },
 	"table":        func(_ Unit, a *Args) any { return a.Table },
 	"index":        func(_ Unit, a *Args) any { return a.Index },
+	"hold_ms": func(_ Unit, a *Args) any {
+		return strconv.FormatInt(max(int64((a.HoldLimit+time.Millisecond-1)/time.Millisecond), 1), 10)
+	},
+	"hold_s": func(_ Unit, a *Args) any { return max(int64((a.HoldLimit+time.Second-1)/time.Second), 1) },
 	"error": func(_ Unit, a *Args) any {
 		if a.Error == "" {
 			return nil

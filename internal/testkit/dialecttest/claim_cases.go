@@ -71,6 +71,9 @@ func testBadSpecs(t *testing.T, h Harness) {
 		func(s *dialect.ClaimTable) { s.Done = s.Pending },
 		func(s *dialect.ClaimTable) { s.Done = st(t, 3) },
 		func(s *dialect.ClaimTable) { s.Processing = dialect.Status{} },
+		func(s *dialect.ClaimTable) { s.Archive = "t_done" },
+		func(s *dialect.ClaimTable) { s.DeleteDone, s.Archive = true, "t" },
+		func(s *dialect.ClaimTable) { s.DeleteDone, s.Archive = true, "t_done; DROP TABLE t" },
 	}
 	for i, mut := range bad {
 		s := good

@@ -129,6 +129,10 @@ func Run(t *testing.T, h Harness) {
 		{"AckAndClaimConcurrent", perStrategy(testAckAndClaimConcurrent)},
 		{"OutageNothingSent", testOutageNothingSent},
 		{"OutageAfterWrite", testOutageAfterWrite},
+		{"AckDeleteDone", perStrategy(testAckDeleteDone)},
+		{"AckArchive", perStrategy(testAckArchive)},
+		{"Held", testHeld},
+		{"HeldDeleteDone", testHeldDeleteDone},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -47,6 +47,8 @@ func Claims(textTimes bool) []Claim {
 			Pending: dialect.StatusInt(0), Processing: dialect.StatusInt(1), Done: dialect.StatusInt(2), Failed: dialect.StatusInt(3),
 			Attempts: "tries", ClearClaimedAt: true,
 		}},
+		{"claim_delete_done", dialect.ClaimTable{Table: "jobs", Attempts: "attempts", Version: "version", DeleteDone: true}},
+		{"claim_archive", dialect.ClaimTable{Table: "app.jobs", Attempts: "attempts", DeleteDone: true, Archive: "app.jobs_done"}},
 	}
 	if textTimes {
 		out = append(out, Claim{"claim_text_times", dialect.ClaimTable{

@@ -211,6 +211,17 @@ func Cases() []Case {
 		"ack requeue by key", "ack lock by key", "release keys by key"} {
 		out = append(out, Case{Store: Claims, Name: name, Args: held, Budget: small, Why: "one token's rows"})
 	}
+	// Held-transaction claims: a batch of pending rows; their acks and
+	// attempts read the listed keys.
+	out = append(out, Case{Store: Claims, Name: "held claim", Args: func(Phase) *store.Args {
+		return &store.Args{Limit: Limit, Scope: []any{int64(ClaimTask)}}
+	}, Budget: small, Why: "a batch of pending rows"})
+	out = append(out, Case{Store: Claims, Name: "held claim from", Args: func(Phase) *store.Args {
+		return &store.Args{Limit: Limit, Scope: []any{int64(ClaimTask)}, From: int64((ClaimTask-1)*TaskRows + TaskRows/2)}
+	}, Budget: small, Why: "a batch of pending rows above the key cursor"})
+	for _, name := range []string{"held attempts", "held ack done", "held ack pending", "held ack failed"} {
+		out = append(out, Case{Store: Claims, Name: name, Args: held, Budget: small, Why: "the listed keys"})
+	}
 	// Ack+claim (PostgreSQL's one statement): the held token's rows and a
 	// batch of pending rows.
 	for _, name := range []string{"ack claim done", "ack claim pending", "ack claim failed", "ack claim park"} {

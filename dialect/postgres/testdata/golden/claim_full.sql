@@ -542,3 +542,54 @@ WITH cl_a (k, parked) AS ( UPDATE "app"."jobs"
   UNION ALL SELECT 1, NULL, NULL, cl_n.*
   FROM cl_n
   ORDER BY 1;
+
+-- held limit
+-- args: hold_ms, hold_ms, hold_ms
+SELECT set_config('idle_in_transaction_session_timeout', $1, true), set_config('statement_timeout', $2, true), set_config('lock_timeout', $3, true);
+
+-- held claim
+-- args: scope0, scope1, limit
+SELECT "id", "version", COALESCE("attempts", 0), "payload", "openid"
+  FROM "app"."jobs"
+  WHERE "status" = 'PENDING' AND "task_id" = $1 AND "shard" = $2 AND COALESCE("run_at", '-infinity') <= now()
+  ORDER BY "id" + 0
+  LIMIT $3 FOR NO KEY UPDATE SKIP LOCKED;
+
+-- held claim (from cursor)
+-- args: scope0, scope1, from, limit
+SELECT "id", "version", COALESCE("attempts", 0), "payload", "openid"
+  FROM "app"."jobs"
+  WHERE "status" = 'PENDING' AND "task_id" = $1 AND "shard" = $2 AND COALESCE("run_at", '-infinity') <= now() AND "id" + 0 > $3
+  ORDER BY "id" + 0
+  LIMIT $4 FOR NO KEY UPDATE SKIP LOCKED;
+
+-- held attempts
+-- args: keys
+SELECT "id", COALESCE("attempts", 0)::bigint
+  FROM "app"."jobs"
+  WHERE "id" = ANY($1::bigint[]);
+
+-- held read
+-- args: keys
+SELECT "id", "version", COALESCE("attempts", 0), "payload", "openid"
+  FROM "app"."jobs"
+  WHERE "id" = ANY($1::bigint[])
+  ORDER BY "id";
+
+-- held ack (to 'DONE')
+-- args: keys
+UPDATE "app"."jobs"
+  SET "status" = 'DONE', "last_error" = NULL
+  WHERE "id" = ANY($1::bigint[]) AND "status" = 'PENDING';
+
+-- held ack (to 'PENDING')
+-- args: error, delay, keys
+UPDATE "app"."jobs"
+  SET "status" = 'PENDING', "attempts" = COALESCE("attempts", 0) + 1, "last_error" = $1, "run_at" = now() + ($2::bigint * interval '1 microsecond')
+  WHERE "id" = ANY($3::bigint[]) AND "status" = 'PENDING';
+
+-- held ack (to 'FAILED')
+-- args: error, keys
+UPDATE "app"."jobs"
+  SET "status" = 'FAILED', "attempts" = COALESCE("attempts", 0) + 1, "last_error" = $1, "run_at" = NULL
+  WHERE "id" = ANY($2::bigint[]) AND "status" = 'PENDING';

@@ -362,3 +362,54 @@ WITH cl_a (k, parked) AS ( UPDATE "jobs"
   UNION ALL SELECT 1, NULL, NULL, cl_n.*
   FROM cl_n
   ORDER BY 1;
+
+-- held limit
+-- args: hold_ms, hold_ms, hold_ms
+SELECT set_config('idle_in_transaction_session_timeout', $1, true), set_config('statement_timeout', $2, true), set_config('lock_timeout', $3, true);
+
+-- held claim
+-- args: limit
+SELECT "id"
+  FROM "jobs"
+  WHERE "status" = 'PENDING'
+  ORDER BY "id" + 0
+  LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED;
+
+-- held claim (from cursor)
+-- args: from, limit
+SELECT "id"
+  FROM "jobs"
+  WHERE "status" = 'PENDING' AND "id" + 0 > $1
+  ORDER BY "id" + 0
+  LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED;
+
+-- held attempts
+-- args: keys
+SELECT "id", 0::bigint
+  FROM "jobs"
+  WHERE "id" = ANY($1::bigint[]);
+
+-- held read
+-- args: keys
+SELECT "id"
+  FROM "jobs"
+  WHERE "id" = ANY($1::bigint[])
+  ORDER BY "id";
+
+-- held ack (to 'DONE')
+-- args: keys
+UPDATE "jobs"
+  SET "status" = 'DONE'
+  WHERE "id" = ANY($1::bigint[]) AND "status" = 'PENDING';
+
+-- held ack (to 'PENDING')
+-- args: keys
+UPDATE "jobs"
+  SET "status" = 'PENDING'
+  WHERE "id" = ANY($1::bigint[]) AND "status" = 'PENDING';
+
+-- held ack (to 'FAILED')
+-- args: keys
+UPDATE "jobs"
+  SET "status" = 'FAILED'
+  WHERE "id" = ANY($1::bigint[]) AND "status" = 'PENDING';

@@ -439,3 +439,46 @@ WITH cl_a (k, parked) AS ( UPDATE "outbox"
   UNION ALL SELECT 1, NULL, NULL, cl_n.*
   FROM cl_n
   ORDER BY 1;
+
+-- held limit
+-- args: hold_ms, hold_ms, hold_ms
+SELECT set_config('idle_in_transaction_session_timeout', $1, true), set_config('statement_timeout', $2, true), set_config('lock_timeout', $3, true);
+
+-- held claim
+-- args: limit
+SELECT "msg_id", COALESCE("tries", 0)
+  FROM "outbox"
+  WHERE "state" = 0
+  ORDER BY ("msg_id" || '')
+  LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED;
+
+-- held attempts
+-- args: keys
+SELECT "msg_id", COALESCE("tries", 0)::bigint
+  FROM "outbox"
+  WHERE "msg_id" = ANY($1::text[]);
+
+-- held read
+-- args: keys
+SELECT "msg_id", COALESCE("tries", 0)
+  FROM "outbox"
+  WHERE "msg_id" = ANY($1::text[])
+  ORDER BY "msg_id";
+
+-- held ack (to 2)
+-- args: keys
+UPDATE "outbox"
+  SET "state" = 2
+  WHERE "msg_id" = ANY($1::text[]) AND "state" = 0;
+
+-- held ack (to 0)
+-- args: keys
+UPDATE "outbox"
+  SET "state" = 0, "tries" = COALESCE("tries", 0) + 1
+  WHERE "msg_id" = ANY($1::text[]) AND "state" = 0;
+
+-- held ack (to 3)
+-- args: keys
+UPDATE "outbox"
+  SET "state" = 3, "tries" = COALESCE("tries", 0) + 1
+  WHERE "msg_id" = ANY($1::text[]) AND "state" = 0;

@@ -1,0 +1,544 @@
+package claim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
+)
+
+// HoldConfig configures held-transaction claims ([Claimer.Holder]).
+type HoldConfig struct {
+	// Limit is the hold limit, enforced by the server: a held batch's
+	// transaction that stays idle for this long is ended by the server and
+	// its rows go back to pending (a frozen or partitioned process cannot
+	// hold them longer), and no statement or lock wait in it lasts longer.
+	// While the batch lives its connection pings the server every Limit/3
+	// (when no statement of yours is running), so a live batch is never
+	// ended for idleness. The batch's context is cancelled at (start of the
+	// last statement that succeeded) + Limit - SafetyMargin, on the local
+	// monotonic clock, whether or not the server answers. MySQL and MariaDB
+	// count it in whole seconds, rounded up. Zero means 30 seconds.
+	Limit time.Duration
+	// SafetyMargin is subtracted from Limit for the batch's local deadline.
+	// Zero means Limit/10; it must be below Limit.
+	SafetyMargin time.Duration
+	// MaxInFlight is how many held batches of this holder may be open at
+	// once; [Holder.Hold] waits for a free slot. Each holds one connection of
+	// the pool for its whole life. Zero means the pool's size less one
+	// (one connection stays free for everything else), or 1 when the pool's
+	// size is not bounded or not known. It must be below the pool's size.
+	MaxInFlight int
+}
+
+// DefaultHoldLimit is the hold limit when [HoldConfig.Limit] is zero.
+const DefaultHoldLimit = 30 * time.Second
+
+// Holder claims batches whose rows are held by a transaction rather than
+// marked: see [Claimer.Holder].
+type Holder[T any] struct {
+	c      *Claimer[T]
+	limit  time.Duration
+	margin time.Duration
+	slots  chan struct{}
+	// cursor is the highest key a full batch of this holder held (integer
+	// keys): the next claim starts above it, past the rows the holder's
+	// other open batches hold (held rows stay pending, and a claim would
+	// otherwise skip them one by one). A short batch resets it to 0.
+	cursor atomic.Int64
+}
+
+// Holder returns a holder of held-transaction claims of c's table and
+// scope, or an error wrapping [dialect.ErrNotSupported] (an engine without
+// row locks that skip: SQLite, which has one writer at a time, so a
+// transaction held through a handler would stop every other claim and ack;
+// a server without SKIP LOCKED) or [dialect.ErrInvalidConfig] (a bad
+// configuration, or MaxInFlight at or above the pool's size: every
+// connection would be held).
+//
+// A held claim writes nothing: in a transaction on one connection it
+// selects and locks up to the batch size of pending rows, skipping rows
+// locked now (PostgreSQL: FOR NO KEY UPDATE SKIP LOCKED; MySQL and
+// MariaDB: FOR UPDATE SKIP LOCKED), and leaves the transaction open while
+// you handle them. Acks, fails and your own statements run in that
+// transaction and take effect together at [Held.Commit]; a crash, a
+// dropped connection or the hold limit rolls everything back and the rows
+// are pending as they were, so the server itself is the reaper. Rows stay
+// in the pending status while held: durable claims and other holders skip
+// them (with SKIP LOCKED; a token-update claimer of the same table waits
+// for them instead, so do not mix the two). A claim does not count an
+// attempt; a failure does. The claim index ([Claimer.IndexDDL]) is needed
+// on MySQL and MariaDB.
+func (c *Claimer[T]) Holder(cfg HoldConfig) (*Holder[T], error) {
+	k := c.core
+	if k.held == nil || !k.held.Holds() {
+		caps := k.d.Capabilities()
+		return nil, fmt.Errorf("claim: %w: held claims on %s %s (they need row locks that other claims skip; SQLite has one writer at a time)",
+			dialect.ErrNotSupported, caps.Engine, caps.Version)
+	}
+	limit := cfg.Limit
+	switch {
+	case limit < 0:
+		return nil, invalid("HoldConfig.Limit", "%v is negative", limit)
+	case limit == 0:
+		limit = DefaultHoldLimit
+	case limit < time.Millisecond:
+		return nil, invalid("HoldConfig.Limit", "%v is below one millisecond", limit)
+	}
+	margin := cfg.SafetyMargin
+	switch {
+	case margin < 0:
+		return nil, invalid("HoldConfig.SafetyMargin", "%v is negative", margin)
+	case margin == 0:
+		margin = limit / 10
+	case margin >= limit:
+		return nil, invalid("HoldConfig.SafetyMargin", "%v is not below the hold limit %v", margin, limit)
+	}
+	pool := k.held.PoolSize()
+	n := cfg.MaxInFlight
+	switch {
+	case n < 0:
+		return nil, invalid("HoldConfig.MaxInFlight", "%d is negative", n)
+	case n == 0 && pool > 1:
+		n = pool - 1
+	case n == 0:
+		n = 1
+	case pool > 0 && n >= pool:
+		return nil, invalid("HoldConfig.MaxInFlight", "%d held batches would take every connection of a pool of %d (each holds one for its life; keep one free)", n, pool)
+	}
+	if pool == 1 {
+		return nil, invalid("HoldConfig", "a pool of one connection cannot hold a batch and still serve anything else")
+	}
+	return &Holder[T]{c: c, limit: limit, margin: margin, slots: make(chan struct{}, n)}, nil
+}
+
+// MaxInFlight returns how many held batches the holder opens at most.
+func (h *Holder[T]) MaxInFlight() int { return cap(h.slots) }
+
+// Hold claims a held batch: up to the batch size of pending rows in scope,
+// locked by a transaction it leaves open, in key order. It waits for a
+// free slot (MaxInFlight) while ctx lasts. With nothing pending it returns
+// an empty batch, already ended. End every batch with [Held.Commit] or
+// [Held.Rollback].
+func (h *Holder[T]) Hold(ctx context.Context) (*Held[T], error) {
+	k := h.c.core
+	select {
+	case h.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	free := func() { <-h.slots }
+	if err := k.verify(ctx); err != nil {
+		free()
+		return nil, err
+	}
+	k.checkIndexes(ctx)
+	b := &Held[T]{core: k, limit: h.limit, margin: h.margin, free: free, stop: make(chan struct{}), stopped: make(chan struct{})}
+	start := time.Now()
+	from := h.cursor.Load()
+	sh, _, err := k.held.Hold(ctx, &store.HoldParams{Limit: k.limit, ScopeValues: k.scope, HoldLimit: h.limit, From: from}, func(s store.Scanner) error {
+		r, err := h.c.scan(s)
+		if err != nil {
+			return &scanError{err}
+		}
+		b.rows = append(b.rows, r)
+		return nil
+	})
+	if se := (*scanError)(nil); errors.As(err, &se) {
+		// A row the row type cannot hold (a NULL into a string field,
+		// say) must not stop every batch: hold the keys, then read the
+		// rows one by one in the transaction and park the unreadable ones
+		// alone (below).
+		b.rows = nil
+		sh, err = h.salvage(ctx, b, from)
+	}
+	if err != nil {
+		free()
+		return nil, storeError("hold", err)
+	}
+	b.h = sh
+	park := store.OutcomeFailed
+	if !k.spec.Failed.IsSet() {
+		park = store.OutcomeRetry // no parked status: counted and retried
+	}
+	for i, u := range b.unreadable {
+		if _, err := sh.Ack(ctx, &store.AckParams{IDs: []any{u.ID}, Outcome: park, MaxAttempts: k.maxAttempts, Error: u.Err.Error()}); err != nil {
+			b.unreadable[i].Err = errors.Join(u.Err, err)
+			free()
+			return nil, storeError("hold", err)
+		}
+	}
+	h.advance(b.rows, k.limit)
+	b.ctx, b.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	if len(b.rows) == 0 {
+		// Nothing to hand out: nothing pending, or only unreadable rows,
+		// parked by this commit (then hold again: others may be pending).
+		if err := b.Commit(ctx); err != nil || len(b.unreadable) == 0 {
+			return b, err
+		}
+		return h.Hold(ctx)
+	}
+	b.lastOK = start
+	go b.keepAlive()
+	return b, nil
+}
+
+// salvage holds a batch reading only its keys, then reads its rows one at
+// a time, so that a row the row type cannot hold fails only its own read:
+// b.rows gets the readable rows and b.unreadable the others.
+func (h *Holder[T]) salvage(ctx context.Context, b *Held[T], from int64) (*store.Held, error) {
+	k := h.c.core
+	var keys []any
+	sh, _, err := k.held.Hold(ctx, &store.HoldParams{Limit: k.limit, ScopeValues: k.scope, HoldLimit: h.limit, From: from}, func(s store.Scanner) error {
+		id, err := h.c.scanKey(s)
+		keys = append(keys, id)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range keys {
+		var r Row[T]
+		var serr error
+		err := sh.Read(ctx, []any{id}, func(s store.Scanner) error {
+			r, serr = h.c.scan(s)
+			return serr
+		})
+		switch {
+		case serr != nil:
+			b.unreadable = append(b.unreadable, RowError{ID: id, Err: serr})
+		case err != nil:
+			_ = sh.Rollback(ctx)
+			return nil, err
+		default:
+			b.rows = append(b.rows, r)
+		}
+	}
+	return sh, nil
+}
+
+// advance moves the key cursor past a full batch, or back to the start
+// after a short one.
+func (h *Holder[T]) advance(rows []Row[T], limit int) {
+	if len(rows) < limit {
+		h.cursor.Store(0)
+		return
+	}
+	last, ok := rows[len(rows)-1].ID.(int64)
+	if !ok {
+		return
+	}
+	for {
+		cur := h.cursor.Load()
+		if last <= cur || h.cursor.CompareAndSwap(cur, last) {
+			return
+		}
+	}
+}
+
+// Held is a batch of rows held by a transaction ([Holder.Hold]). Its
+// methods are safe for concurrent use; statements run one at a time on the
+// batch's connection.
+type Held[T any] struct {
+	core          *core
+	h             *store.Held
+	rows          []Row[T]
+	unreadable    []RowError // parked in the batch's transaction
+	limit, margin time.Duration
+	free          func()
+
+	mu     sync.Mutex // serialises the connection's statements; guards the fields below
+	lastOK time.Time  // local start of the last statement that succeeded
+	ended  bool
+
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	stop    chan struct{}
+	stopped chan struct{}
+	once    sync.Once
+}
+
+// Rows returns the held rows in key order.
+func (b *Held[T]) Rows() []Row[T] { return b.rows }
+
+// Unreadable returns the rows the row type could not hold (a NULL into a
+// string field, say): they are parked, with the scan error as their error,
+// when the batch commits, and are not in Rows.
+func (b *Held[T]) Unreadable() []RowError { return b.unreadable }
+
+// Len returns how many rows the batch holds.
+func (b *Held[T]) Len() int { return len(b.rows) }
+
+// Context is cancelled when the batch ends (commit or rollback, cause
+// [ErrBatchDone]), when the transaction is found gone (a ping or
+// statement failed: cause matching [dialect.ErrClaimLost]), and at the
+// local deadline (cause matching [dialect.ErrClaimLost] and
+// [ErrLocalDeadline]), whether or not the database answers.
+func (b *Held[T]) Context() context.Context {
+	if b.ctx == nil {
+		return context.Background()
+	}
+	return b.ctx
+}
+
+// keepAlive pings the server every limit/3 while no statement runs, and
+// cancels the batch's context at its local deadline.
+func (b *Held[T]) keepAlive() {
+	defer close(b.stopped)
+	every := max(b.limit/3, time.Millisecond)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		b.mu.Lock()
+		deadline := b.lastOK.Add(b.limit - b.margin)
+		b.mu.Unlock()
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			b.lose(fmt.Errorf("%w: %w", dialect.ErrClaimLost, ErrLocalDeadline))
+			return
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-b.stop:
+			timer.Stop()
+			return
+		case <-timer.C:
+			continue
+		case <-tick.C:
+			timer.Stop()
+		}
+		if !b.mu.TryLock() {
+			continue // a statement of the handler is running: it counts
+		}
+		if b.ended {
+			b.mu.Unlock()
+			return
+		}
+		t0 := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), b.limit)
+		err := b.h.Ping(ctx)
+		cancel()
+		if err == nil {
+			b.lastOK = t0
+			b.mu.Unlock()
+			continue
+		}
+		b.ended = true
+		b.mu.Unlock()
+		b.lose(err)
+		b.finish()
+		return
+	}
+}
+
+// lose cancels the batch's context with cause.
+func (b *Held[T]) lose(cause error) { b.cancel(cause) }
+
+// finish releases the batch's slot once.
+func (b *Held[T]) finish() { b.once.Do(b.free) }
+
+// run runs fn, one statement of the batch, with the connection to itself;
+// a failure of fn that lost the transaction ends the batch.
+func (b *Held[T]) run(fn func() error) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ended {
+		return fmt.Errorf("claim: %w: the held batch has ended", dialect.ErrClaimLost)
+	}
+	t0 := time.Now()
+	err := fn()
+	if err == nil {
+		b.lastOK = t0
+		return nil
+	}
+	// A failed statement ends the batch on every engine: PostgreSQL has
+	// aborted the transaction already (its COMMIT would roll back), and a
+	// deadlock has on every server. Roll back, so that the rows are
+	// pending again at once.
+	b.ended = true
+	if !errors.Is(err, dialect.ErrClaimLost) {
+		_ = b.h.Rollback(context.WithoutCancel(b.ctx))
+		err = fmt.Errorf("%w (the held batch is rolled back: %w)", err, dialect.ErrClaimLost)
+	}
+	b.lose(err)
+	b.finish()
+	return err
+}
+
+// Exec runs one statement of yours in the batch's transaction, with the
+// engine's placeholders ($1 on PostgreSQL, ? on MySQL), and returns its
+// affected rows: it commits or rolls back with the batch. A statement that
+// fails (any statement of the batch: Exec, Query, Ack, Fail) rolls the
+// batch back and ends it: its error then also matches
+// [dialect.ErrClaimLost], and the rows are pending again.
+func (b *Held[T]) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	var n int64
+	err := b.run(func() error {
+		var err error
+		n, err = b.h.Querier().Exec(ctx, query, args...)
+		return err
+	})
+	return n, err
+}
+
+// Query runs one query of yours in the batch's transaction and calls fn
+// for each row with a function that scans it.
+func (b *Held[T]) Query(ctx context.Context, query string, args []any, fn func(scan func(dest ...any) error) error) error {
+	return b.run(func() error {
+		r, err := b.h.Querier().Query(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		for r.Next() {
+			if err := fn(r.Scan); err != nil {
+				return err
+			}
+		}
+		return r.Err()
+	})
+}
+
+// Ack marks ids done (with [dialect.ClaimTable.DeleteDone], deletes them)
+// in the batch's transaction. Keys the batch does not hold, or acked or
+// failed already, are refused with an error matching
+// [dialect.ErrClaimLost]; the others are acked.
+func (b *Held[T]) Ack(ctx context.Context, ids ...any) error {
+	return b.write(ctx, &store.AckParams{IDs: ids, Outcome: store.OutcomeDone})
+}
+
+// AckAll acks every held row not acked or failed yet.
+func (b *Held[T]) AckAll(ctx context.Context) error {
+	ids := make([]any, len(b.rows))
+	for i, r := range b.rows {
+		ids[i] = r.ID
+	}
+	err := b.Ack(ctx, ids...)
+	if errors.Is(err, dialect.ErrClaimLost) && b.h != nil && !b.isEnded() {
+		return nil // rows acked or failed before: AckAll takes the rest
+	}
+	return err
+}
+
+func (b *Held[T]) isEnded() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ended
+}
+
+// Fail fails row id with cause in the batch's transaction, as
+// [Batch.Fail] does: back to pending with the attempt counted (after
+// [RetryAfter]'s delay, or the backoff with a RunAt column), or parked at
+// MaxAttempts or with [Park]. A [SnoozeFor] is refused (roll back
+// instead: the row is pending as before, no attempt counted).
+func (b *Held[T]) Fail(ctx context.Context, id any, cause error) error {
+	k := b.core
+	f, err := k.failureOf(cause)
+	if err != nil {
+		return fmt.Errorf("claim: fail: %w", err)
+	}
+	if f.snooze {
+		return fmt.Errorf("claim: fail: %w: a held batch does not snooze; roll it back (its rows are pending as before)", dialect.ErrNotSupported)
+	}
+	p := &store.AckParams{IDs: []any{id}, Outcome: store.OutcomeRetry, MaxAttempts: k.maxAttempts}
+	if f.park {
+		p.Outcome, p.MaxAttempts = store.OutcomeFailed, 0
+	}
+	if f.cause != nil {
+		p.Error = f.cause.Error()
+	}
+	if p.Outcome == store.OutcomeRetry && k.spec.RunAt != "" {
+		p.Delay = f.delay
+		if p.Delay < 0 {
+			p.Delay = 0
+			if k.backoff != nil {
+				p.Delay = k.backoff(int(b.attempts(id)) + 1)
+			}
+		}
+	}
+	return b.write(ctx, p)
+}
+
+// attempts returns the attempts the claim read for id.
+func (b *Held[T]) attempts(id any) int64 {
+	k, err := store.NormalizeKey(b.core.spec.IDKind, id)
+	if err != nil {
+		return 0
+	}
+	for _, r := range b.rows {
+		if r.ID == k {
+			return r.Attempts
+		}
+	}
+	return 0
+}
+
+// write runs one held ack.
+func (b *Held[T]) write(ctx context.Context, p *store.AckParams) error {
+	var res store.AckResult
+	err := b.run(func() error {
+		var err error
+		res, err = b.h.Ack(ctx, p)
+		if err != nil {
+			return storeError("ack", err)
+		}
+		return nil
+	})
+	if err == nil && len(res.Lost) > 0 {
+		// The batch goes on: the other keys were written.
+		return fmt.Errorf("claim: ack: %w: %d of %d keys are not held by this batch (or were acked already)", dialect.ErrClaimLost, len(res.Lost), len(p.IDs))
+	}
+	return err
+}
+
+// Commit commits the batch's transaction: its acks, fails and your
+// statements take effect together and the row locks are released; rows
+// neither acked nor failed are pending as before, with no attempt counted.
+// An error matching [dialect.ErrOutcomeUnknown] means the connection broke
+// during the COMMIT: the batch may or may not have committed.
+func (b *Held[T]) Commit(ctx context.Context) error {
+	return b.end(ctx, true)
+}
+
+// Rollback rolls the batch's transaction back: every row is pending as it
+// was before the claim and your statements are undone. It is a no-op on an
+// ended batch.
+func (b *Held[T]) Rollback(ctx context.Context) error {
+	return b.end(ctx, false)
+}
+
+func (b *Held[T]) end(ctx context.Context, commit bool) error {
+	b.mu.Lock()
+	if b.ended {
+		b.mu.Unlock()
+		if commit {
+			return fmt.Errorf("claim: commit: %w: the held batch has ended", dialect.ErrClaimLost)
+		}
+		return nil
+	}
+	b.ended = true
+	var err error
+	if commit {
+		err = b.h.Commit(ctx)
+	} else {
+		err = b.h.Rollback(ctx)
+	}
+	b.mu.Unlock()
+	if b.ctx != nil {
+		b.cancel(ErrBatchDone)
+	}
+	if len(b.rows) > 0 {
+		close(b.stop)
+		<-b.stopped
+	}
+	b.finish()
+	if err != nil {
+		return storeError("commit", err)
+	}
+	return nil
+}

@@ -1,0 +1,271 @@
+package claim_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// holdable runs fn on every engine that holds claims, and checks on the
+// others that Holder refuses with ErrNotSupported.
+func holdable(t *testing.T, fn func(t *testing.T, e *env)) {
+	t.Helper()
+	for _, en := range engines {
+		t.Run(en.kind, func(t *testing.T) {
+			t.Parallel()
+			e := open(t, en)
+			c, _ := jobSetup(t, e, e.d.Capabilities().PreferredStrategy, 1, nil)
+			if _, err := c.Holder(claim.HoldConfig{MaxInFlight: 1}); errors.Is(err, dialect.ErrNotSupported) {
+				require.False(t, e.d.Capabilities().SkipLocked && e.d.Capabilities().Engine != dialect.EngineSQLite,
+					"only engines without SKIP LOCKED, and SQLite, refuse held claims: %v", err)
+				return
+			} else {
+				require.NoError(t, err)
+			}
+			fn(t, e)
+		})
+	}
+}
+
+// TestHolderConfig checks the holder's refusals, the pool bound among them.
+func TestHolderConfig(t *testing.T) {
+	t.Parallel()
+	holdable(t, func(t *testing.T, e *env) {
+		c, _ := jobSetup(t, e, dialect.StrategySkipLocked, 1, nil)
+		for _, bad := range []claim.HoldConfig{
+			{Limit: -time.Second}, {Limit: time.Microsecond}, {Limit: time.Second, SafetyMargin: time.Second},
+			{SafetyMargin: -1}, {MaxInFlight: -1}, {MaxInFlight: 24}, {MaxInFlight: 1000},
+		} {
+			_, err := c.Holder(bad)
+			require.ErrorIs(t, err, dialect.ErrInvalidConfig, "%+v", bad)
+		}
+		h, err := c.Holder(claim.HoldConfig{})
+		require.NoError(t, err)
+		require.Equal(t, 23, h.MaxInFlight(), "the pool's 24 connections less one")
+	})
+}
+
+// TestHeldConcurrent runs holders in parallel goroutines that log each
+// row in the batch's transaction, fail some rows once, roll some batches
+// back, and commit: no row is ever held by two batches at once, and every
+// row ends done with exactly one log row.
+func TestHeldConcurrent(t *testing.T) {
+	t.Parallel()
+	holdable(t, func(t *testing.T, e *env) {
+		const n = 300
+		c, cfg := jobSetup(t, e, dialect.StrategySkipLocked, n, func(cfg *claim.Config) { cfg.BatchSize = 7; cfg.MaxAttempts = 3 })
+		log := cfg.Table + "_log"
+		e.exec(t, fmt.Sprintf("CREATE TABLE %s (id BIGINT NOT NULL PRIMARY KEY)", log))
+		h, err := c.Holder(claim.HoldConfig{MaxInFlight: 4, Limit: 10 * time.Second})
+		require.NoError(t, err)
+		ctx := context.Background()
+		var inflight sync.Map
+		var overlaps, rollbacks atomic.Int64
+		failed := sync.Map{}
+		var wg sync.WaitGroup
+		errs := make(chan error, 6)
+		for w := range 6 {
+			wg.Go(func() {
+				for round := 0; ; round++ {
+					b, err := h.Hold(ctx)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if b.Len() == 0 {
+						return
+					}
+					for _, r := range b.Rows() {
+						if _, dup := inflight.LoadOrStore(r.ID, true); dup {
+							overlaps.Add(1)
+						}
+					}
+					err = func() error {
+						for _, r := range b.Rows() {
+							id := r.ID.(int64)
+							if _, seen := failed.LoadOrStore(id, true); !seen && id%5 == 0 {
+								if err := b.Fail(ctx, id, errors.New("once")); err != nil {
+									return err
+								}
+								continue
+							}
+							if _, err := b.Exec(ctx, e.rebind(fmt.Sprintf("INSERT INTO %s (id) VALUES (?)", log)), id); err != nil {
+								return err
+							}
+							if err := b.Ack(ctx, id); err != nil {
+								return err
+							}
+						}
+						return nil
+					}()
+					for _, r := range b.Rows() {
+						inflight.Delete(r.ID)
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+					if (w+round)%4 == 3 {
+						rollbacks.Add(1)
+						require.NoError(t, b.Rollback(ctx))
+						continue
+					}
+					if err := b.Commit(ctx); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		require.NoError(t, <-errs)
+		require.Zero(t, overlaps.Load())
+		require.NotZero(t, rollbacks.Load())
+		requireStats(t, c, 0, 0, n, 0)
+		var logged, distinct int64
+		require.NoError(t, e.raw.QueryRowContext(ctx, fmt.Sprintf("SELECT COUNT(*), COUNT(DISTINCT id) FROM %s", log)).Scan(&logged, &distinct))
+		require.EqualValues(t, n, logged, "one log row per row, written with its ack: rolled-back batches left none")
+		require.EqualValues(t, n, distinct)
+	})
+}
+
+// TestHeldLoss: a held batch whose connection is killed learns of it from
+// its keep-alive, within a third of the hold limit: its context ends with
+// ErrClaimLost, its commit is refused, and another batch holds its rows at
+// once. Its rows were never written.
+func TestHeldLoss(t *testing.T) {
+	t.Parallel()
+	holdable(t, func(t *testing.T, e *env) {
+		c, cfg := jobSetup(t, e, dialect.StrategySkipLocked, 3, nil)
+		h, err := c.Holder(claim.HoldConfig{Limit: 3 * time.Second, MaxInFlight: 2})
+		require.NoError(t, err)
+		ctx := context.Background()
+		b, err := h.Hold(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 3, b.Len())
+		q, kill := "SELECT CONNECTION_ID()", "KILL %d"
+		if e.d.Capabilities().Engine == dialect.EnginePostgreSQL {
+			q, kill = "SELECT pg_backend_pid()::bigint", "SELECT pg_terminate_backend(%d)"
+		}
+		var id int64
+		require.NoError(t, b.Query(ctx, q, nil, func(scan func(...any) error) error { return scan(&id) }))
+		require.NoError(t, b.Ack(ctx, b.Rows()[0].ID))
+		_, err = e.raw.ExecContext(ctx, fmt.Sprintf(kill, id))
+		require.NoError(t, err)
+		select {
+		case <-b.Context().Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("the batch's context outlived its killed connection")
+		}
+		require.ErrorIs(t, context.Cause(b.Context()), dialect.ErrClaimLost)
+		require.ErrorIs(t, b.Commit(ctx), dialect.ErrClaimLost)
+		require.NoError(t, b.Rollback(ctx), "a rollback of an ended batch is a no-op")
+		b2, err := h.Hold(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 3, b2.Len(), "the server released every row, the acked one too")
+		require.NoError(t, b2.AckAll(ctx))
+		require.NoError(t, b2.Commit(ctx))
+		require.ErrorIs(t, context.Cause(b2.Context()), claim.ErrBatchDone)
+		requireStats(t, c, 0, 0, 3, 0)
+
+		// A failed statement of the batch rolls it back: the rows are
+		// pending again, the handler's writes undone.
+		e.exec(t, fmt.Sprintf("UPDATE %s SET status = 'PENDING' WHERE task_id = 42", cfg.Table))
+		b3, err := h.Hold(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 3, b3.Len())
+		require.NoError(t, b3.Ack(ctx, b3.Rows()[0].ID))
+		require.ErrorIs(t, b3.Ack(ctx, b3.Rows()[0].ID), dialect.ErrClaimLost, "acked already")
+		require.NoError(t, b3.Ack(ctx, b3.Rows()[1].ID), "a key not held ends nothing")
+		_, err = b3.Exec(ctx, "UPDATE no_such_table SET x = 1")
+		require.ErrorIs(t, err, dialect.ErrClaimLost)
+		require.ErrorIs(t, context.Cause(b3.Context()), dialect.ErrClaimLost)
+		require.ErrorIs(t, b3.Commit(ctx), dialect.ErrClaimLost)
+		requireStats(t, c, 3, 0, 0, 0)
+	})
+}
+
+// TestSnippetHeldLoop runs docs/claim.md's held loop on every engine that
+// holds claims: every row ends done with one result row, written in the
+// same transaction as its ack.
+func TestSnippetHeldLoop(t *testing.T) {
+	t.Parallel()
+	holdable(t, func(t *testing.T, e *env) {
+		const n = 25
+		claimer, cfg := jobSetup(t, e, dialect.StrategySkipLocked, n, nil)
+		results := cfg.Table + "_results"
+		e.exec(t, fmt.Sprintf("CREATE TABLE %s (id BIGINT NOT NULL PRIMARY KEY)", results))
+		insertResult := e.rebind(fmt.Sprintf("INSERT INTO %s (id) VALUES (?)", results))
+		ctx := context.Background()
+		run := func() error {
+			// snippet: held-loop
+			holder, err := claimer.Holder(claim.HoldConfig{Limit: 10 * time.Second})
+			if err != nil {
+				return err // dialect.ErrNotSupported on SQLite
+			}
+			for {
+				b, err := holder.Hold(ctx)
+				if err != nil {
+					return err
+				}
+				if b.Len() == 0 {
+					break // nothing pending; the empty batch has ended
+				}
+				for _, r := range b.Rows() {
+					if _, err := b.Exec(b.Context(), insertResult, r.ID); err != nil {
+						_ = b.Rollback(ctx)
+						return err
+					}
+				}
+				if err := b.AckAll(ctx); err != nil {
+					_ = b.Rollback(ctx)
+					return err
+				}
+				if err := b.Commit(ctx); err != nil {
+					return err // the results and the acks commit together, or neither
+				}
+			}
+			// end snippet
+			return nil
+		}
+		require.NoError(t, run())
+		requireStats(t, claimer, 0, 0, n, 0)
+		var k int
+		require.NoError(t, e.raw.QueryRowContext(ctx, fmt.Sprintf("SELECT COUNT(*) FROM %s", results)).Scan(&k))
+		require.Equal(t, n, k)
+	})
+}
+
+// TestHeldUnreadable: a row the row type cannot hold is parked alone, in
+// the batch's transaction, with the scan error as its error; the batch's
+// other rows are handed out.
+func TestHeldUnreadable(t *testing.T) {
+	t.Parallel()
+	holdable(t, func(t *testing.T, e *env) {
+		c, cfg := jobSetup(t, e, dialect.StrategySkipLocked, 4, nil)
+		e.exec(t, fmt.Sprintf("UPDATE %s SET payload = NULL WHERE id = (SELECT MIN(id) FROM (SELECT id FROM %s WHERE task_id = 42) x)", cfg.Table, cfg.Table))
+		h, err := c.Holder(claim.HoldConfig{MaxInFlight: 1})
+		require.NoError(t, err)
+		ctx := context.Background()
+		b, err := h.Hold(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 3, b.Len())
+		require.Len(t, b.Unreadable(), 1)
+		require.NoError(t, b.AckAll(ctx))
+		require.NoError(t, b.Commit(ctx))
+		requireStats(t, c, 0, 0, 3, 1)
+		var status string
+		require.NoError(t, e.raw.QueryRowContext(ctx, e.rebind(fmt.Sprintf("SELECT status FROM %s WHERE id = ?", cfg.Table)), b.Unreadable()[0].ID).Scan(&status))
+		require.Equal(t, "FAILED", status)
+	})
+}

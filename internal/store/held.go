@@ -1,0 +1,439 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// HeldSQL are an engine's statements of the held-transaction claim, as
+// text/template sources over [Names] like [ClaimSQL]. An engine without
+// them (SQLite: one writer at a time, so a transaction held through a
+// handler would stop every other claim and ack) leaves them empty and the
+// store refuses held claims.
+//
+// A held claim writes nothing: in a transaction on one connection it
+// selects and locks up to "limit" pending rows, skipping rows locked now,
+// and keeps the transaction open while the rows are handled. The acks
+// write in that transaction and COMMIT releases the locks; a crash, a
+// dropped connection or the server's hold limit rolls it back, and the rows
+// are pending as they were, for the next claim.
+type HeldSQL struct {
+	// Limit sets the server's hold limit, "hold_ms" or "hold_s", for the
+	// transaction (or its session): the server ends a transaction that
+	// stays idle that long, and bounds each statement and lock wait in it.
+	Limit string
+	// Unlimit, if set, restores the session's own limits before COMMIT
+	// (engines whose Limit sets session variables that outlive the
+	// transaction).
+	Unlimit string
+	// Claim selects and locks, skipping locked rows, up to "limit" pending
+	// rows in scope, in key order, returning Names.Returned; with From
+	// (integer keys), only rows whose key is above "from".
+	Claim string
+	// Attempts returns the key and attempts (0 without) of the {{keys}}
+	// rows.
+	Attempts string
+	// Read returns Names.Returned of the {{keys}} rows, in key order (the
+	// held claim reads rows one by one when one cannot be scanned).
+	Read string
+	// Ack sets the {{keys}} rows that are still pending to Target (with
+	// Delete, deletes them), and for a failure (Target pending or failed)
+	// increments the attempts, stores "error" and, to pending, sets RunAt to
+	// {{template "delayed" .}}. A held claim does not count attempts: a
+	// failure does.
+	Ack string
+}
+
+// heldStmts are a store's rendered held-claim statements.
+type heldStmts struct {
+	limit, unlimit, claim, attempts, read Stmt
+	claimFrom                             Stmt            // Claim above a key cursor; integer keys only
+	ackTo                                 map[string]Stmt // by target literal
+}
+
+// renderHeld renders the held-claim statements (none when the engine has
+// no Claim template).
+func (s *Claims) renderHeld(r *renderer, sqls HeldSQL, t func(string) string) {
+	if sqls.Claim == "" {
+		return
+	}
+	h := &s.held
+	h.limit = r.stmt("held limit", t(sqls.Limit), nil)
+	h.unlimit = r.stmt("held unlimit", t(sqls.Unlimit), nil)
+	h.claim = r.stmt("held claim", t(sqls.Claim), nil)
+	if s.Spec.IDKind == dialect.IDInt {
+		h.claimFrom = r.stmt("held claim", t(sqls.Claim), func(n *Names) { n.From = true })
+	}
+	h.attempts = r.stmt("held attempts", t(sqls.Attempts), nil)
+	h.read = r.stmt("held read", t(sqls.Read), nil)
+	h.ackTo = map[string]Stmt{}
+	for _, target := range []string{s.Names.Done, s.Names.Pending, s.Names.Failed} {
+		if target != "" {
+			del := target == s.Names.Done && s.Spec.DeleteDone && s.Spec.Archive == ""
+			h.ackTo[target] = r.stmt("held ack", t(sqls.Ack), func(n *Names) { n.Target, n.Delete = target, del })
+		}
+	}
+}
+
+// HoldParams are the params of [Claims.Hold].
+type HoldParams struct {
+	// Limit is the most rows to claim.
+	Limit int
+	// ScopeValues are the scope columns' values.
+	ScopeValues []any
+	// From, if positive, is a key cursor: the claim takes rows whose key is
+	// above it first (integer keys), and starts again from the lowest key
+	// when none is. It spares a holder the rows its own other batches hold
+	// (they stay pending, so a claim would otherwise skip them one by one).
+	From int64
+	// HoldLimit is the server's hold limit: it ends the transaction when
+	// it has been idle that long (a frozen or partitioned holder), and
+	// bounds each statement and lock wait in it. Positive; MySQL's unit is
+	// the second, rounded up.
+	HoldLimit time.Duration
+}
+
+// Held is a held claim: its transaction, on one connection, holds the row
+// locks of the rows it claimed until Commit or Rollback. It is not safe for
+// concurrent use (one connection runs one statement at a time).
+type Held struct {
+	s    *Claims
+	tx   Tx
+	keys map[any]bool // held keys not yet acked
+	over bool
+}
+
+// Holds reports whether the store can hold claims (the engine has the
+// statements, and the server SKIP LOCKED).
+func (s *Claims) Holds() bool { return s.held.claim.SQL != "" && s.E.Caps.SkipLocked }
+
+// Hold claims up to p.Limit pending rows in scope by locking them in a
+// transaction it leaves open, scanning each (Names.Returned) with scan. It
+// returns the held claim even with no rows (commit or roll it back). It
+// never retries: a failed hold has rolled back.
+func (s *Claims) Hold(ctx context.Context, p *HoldParams, scan func(Scanner) error) (*Held, int, error) {
+	if !s.Holds() {
+		return nil, 0, fmt.Errorf("%w: held claims on %s %s (a transaction held through a handler needs row locks and SKIP LOCKED)",
+			dialect.ErrNotSupported, s.E.Caps.Engine, s.E.Caps.Version)
+	}
+	if p.Limit <= 0 {
+		return nil, 0, fmt.Errorf("%w: hold: limit must be positive, got %d", dialect.ErrInvalidConfig, p.Limit)
+	}
+	if p.HoldLimit <= 0 {
+		return nil, 0, fmt.Errorf("%w: hold: the hold limit must be positive, got %v", dialect.ErrInvalidConfig, p.HoldLimit)
+	}
+	if err := checkScope(s.Spec, len(p.ScopeValues)); err != nil {
+		return nil, 0, wrap("hold", err)
+	}
+	if err := s.checkScopeValues(p.ScopeValues); err != nil {
+		return nil, 0, wrap("hold", err)
+	}
+	tx, err := s.E.DB.Begin(ctx)
+	if err != nil {
+		return nil, 0, wrap("hold", s.E.interpret(err))
+	}
+	h := &Held{s: s, tx: tx, keys: map[any]bool{}}
+	n, err := h.claim(ctx, p, scan)
+	if err != nil {
+		_ = h.end(ctx)
+		return nil, 0, wrap("hold", s.E.interpret(err))
+	}
+	return h, n, nil
+}
+
+func (h *Held) claim(ctx context.Context, p *HoldParams, scan func(Scanner) error) (int, error) {
+	s := h.s
+	if _, err := Exec(ctx, h.tx, s.E.Dialect, s.held.limit, &Args{HoldLimit: p.HoldLimit}); err != nil {
+		return 0, fmt.Errorf("hold limit: %w", err)
+	}
+	st := s.held.claim
+	if p.From > 0 && s.held.claimFrom.SQL != "" {
+		st = s.held.claimFrom
+	}
+	n, err := h.claimWith(ctx, st, &Args{Limit: p.Limit, Scope: p.ScopeValues, From: p.From}, scan)
+	if err == nil && n == 0 && st.SQL != s.held.claim.SQL {
+		// Nothing above the cursor: from the start (nothing is locked yet,
+		// so no row comes twice).
+		n, err = h.claimWith(ctx, s.held.claim, &Args{Limit: p.Limit, Scope: p.ScopeValues}, scan)
+	}
+	return n, err
+}
+
+func (h *Held) claimWith(ctx context.Context, st Stmt, a *Args, scan func(Scanner) error) (int, error) {
+	s := h.s
+	n := 0
+	err := Query(ctx, h.tx, s.E.Dialect, st, a, func(r Rows) error {
+		key := &keyScanner{r: r, kind: s.Spec.IDKind}
+		if err := scan(key); err != nil {
+			return err
+		}
+		if key.key == nil {
+			return fmt.Errorf("held claim: the row's key was not scanned")
+		}
+		h.keys[key.key] = true
+		n++
+		return nil
+	})
+	return n, err
+}
+
+// keyScanner passes a row to the caller's scan and keeps its key, the
+// first column, normalised.
+type keyScanner struct {
+	r    Rows
+	kind dialect.IDKind
+	key  any
+}
+
+func (k *keyScanner) Scan(dest ...any) error {
+	if err := k.r.Scan(dest...); err != nil {
+		return err
+	}
+	if len(dest) == 0 {
+		return nil
+	}
+	v, err := derefKey(dest[0])
+	if err != nil {
+		return err
+	}
+	k.key, err = NormalizeKey(k.kind, v)
+	return err
+}
+
+// derefKey reads the key a scan stored through dest.
+func derefKey(dest any) (any, error) {
+	switch d := dest.(type) {
+	case *any:
+		return *d, nil
+	case *int64:
+		return *d, nil
+	case *int:
+		return *d, nil
+	case *int32:
+		return *d, nil
+	case *string:
+		return *d, nil
+	case *[]byte:
+		return string(*d), nil
+	}
+	return nil, fmt.Errorf("held claim: cannot read a key scanned into %T", dest)
+}
+
+// Read reads the held rows of ids in the held transaction, passing each to
+// scan (Names.Returned), in key order.
+func (h *Held) Read(ctx context.Context, ids []any, scan func(Scanner) error) error {
+	keys, err := normalizeKeys(h.s.Spec.IDKind, ids)
+	if err != nil {
+		return wrap("read", err)
+	}
+	return Query(ctx, h.tx, h.s.E.Dialect, h.s.held.read, &Args{Keys: keys}, func(r Rows) error { return scan(r) })
+}
+
+// Querier returns the held transaction, for the handler's own statements:
+// they commit or roll back with the acks.
+func (h *Held) Querier() Querier { return h.tx }
+
+// Ack writes p's outcome for the rows of p.IDs the claim holds and has not
+// acked yet, in the held transaction; the others are reported lost
+// (p.Token and p.Versions are ignored: the locks make both moot, a writer
+// waits for the commit). With MaxAttempts, a failure parks the rows whose
+// attempts, counting this failure, reach it.
+func (h *Held) Ack(ctx context.Context, p *AckParams) (AckResult, error) {
+	var res AckResult
+	if h.over {
+		return res, fmt.Errorf("%w: ack: the held claim has ended", dialect.ErrInvalidConfig)
+	}
+	s := h.s
+	if p.Outcome == OutcomeRetry {
+		if err := s.checkMaxAttempts(p.MaxAttempts); err != nil {
+			return res, wrap("ack", err)
+		}
+	}
+	if p.Delay < 0 || p.Delay > 0 && s.Spec.RunAt == "" {
+		return res, fmt.Errorf("%w: ack: a delay needs a RunAt column and must not be negative", dialect.ErrInvalidConfig)
+	}
+	keys, err := normalizeKeys(s.Spec.IDKind, p.IDs)
+	if err != nil {
+		return res, wrap("ack", err)
+	}
+	if p.Error != "" && p.Outcome != OutcomeDone {
+		if err := s.ensureErrorWidth(ctx); err != nil {
+			return res, wrap("ack", err)
+		}
+	}
+	var held []any
+	pos := map[any]int{}
+	for i, k := range keys {
+		if !h.keys[k] {
+			res.Lost = append(res.Lost, i)
+			continue
+		}
+		h.keys[k] = false
+		held = append(held, k)
+		pos[k] = i
+	}
+	if len(held) == 0 {
+		return res, nil
+	}
+	groups := map[string][]any{s.target(p.Outcome): held}
+	if p.Outcome == OutcomeRetry && p.MaxAttempts > 0 {
+		groups = map[string][]any{}
+		err := Query(ctx, h.tx, s.E.Dialect, s.held.attempts, &Args{Keys: held}, func(r Rows) error {
+			var id any
+			var att int64
+			if err := r.Scan(&id, &att); err != nil {
+				return err
+			}
+			k, err := NormalizeKey(s.Spec.IDKind, id)
+			if err != nil {
+				return err
+			}
+			if att+1 >= int64(p.MaxAttempts) {
+				groups[s.Names.Failed] = append(groups[s.Names.Failed], k)
+				res.Parked = append(res.Parked, pos[k])
+			} else {
+				groups[s.Names.Pending] = append(groups[s.Names.Pending], k)
+			}
+			return nil
+		})
+		if err != nil {
+			return AckResult{}, h.broken(ctx, "ack", err)
+		}
+	}
+	a := &Args{Error: s.errorText(p.Error), Delay: p.Delay}
+	for target, g := range groups {
+		a.Keys = g
+		n, err := Exec(ctx, h.tx, s.E.Dialect, s.held.ackTo[target], a)
+		if err != nil {
+			return AckResult{}, h.broken(ctx, "ack", err)
+		}
+		// Fewer is possible where affected rows are changed rows (a retry
+		// that changes nothing on MySQL); more never.
+		if n > int64(len(g)) {
+			return AckResult{}, h.broken(ctx, "ack", fmt.Errorf("wrote %d rows for %d held rows", n, len(g)))
+		}
+	}
+	if p.Outcome == OutcomeDone && s.archive.SQL != "" {
+		if err := s.move(ctx, h.tx, held); err != nil {
+			return AckResult{}, h.broken(ctx, "ack", err)
+		}
+	}
+	slices.Sort(res.Parked)
+	return res, nil
+}
+
+// broken rolls the held claim back after a failed statement (its
+// transaction is aborted, or its connection gone) and returns err wrapped
+// for op: nothing of the held claim was written.
+func (h *Held) broken(ctx context.Context, op string, err error) error {
+	h.end(ctx)
+	return wrap(op, fmt.Errorf("%w: %w", dialect.ErrClaimLost, h.s.E.interpret(err)))
+}
+
+// Unacked returns how many held rows have not been acked.
+func (h *Held) Unacked() int {
+	n := 0
+	for _, v := range h.keys {
+		if v {
+			n++
+		}
+	}
+	return n
+}
+
+// Ping runs a trivial statement in the held transaction: it tells that the
+// transaction still lives and restarts the server's idle clock. An error
+// means the claim is lost (the transaction has been rolled back).
+func (h *Held) Ping(ctx context.Context) error {
+	if h.over {
+		return fmt.Errorf("%w: the held claim has ended", dialect.ErrClaimLost)
+	}
+	r, err := h.tx.Query(ctx, "SELECT 1")
+	if err == nil {
+		for r.Next() {
+		}
+		err = r.Err()
+		r.Close()
+	}
+	if err != nil {
+		return h.broken(ctx, "ping", err)
+	}
+	return nil
+}
+
+// Commit commits the held transaction: the acks and the handler's writes
+// take effect together and the locks are released; rows not acked are
+// pending as before. A COMMIT that fails on a broken connection has an
+// unknown outcome ([dialect.ErrOutcomeUnknown]).
+func (h *Held) Commit(ctx context.Context) error {
+	if h.over {
+		return fmt.Errorf("%w: commit: the held claim has ended", dialect.ErrInvalidConfig)
+	}
+	h.over = true
+	if h.s.held.unlimit.SQL != "" {
+		if _, err := Exec(ctx, h.tx, h.s.E.Dialect, h.s.held.unlimit, &Args{}); err != nil {
+			_ = h.end(ctx)
+			return wrap("commit", fmt.Errorf("%w: %w", dialect.ErrClaimLost, h.s.E.interpret(err)))
+		}
+	}
+	if err := h.tx.Commit(ctx); err != nil {
+		_ = h.tx.Rollback(context.WithoutCancel(ctx))
+		return wrap("commit", fmt.Errorf("%w: %w", dialect.ErrOutcomeUnknown, h.s.E.interpret(err)))
+	}
+	return nil
+}
+
+// Rollback rolls the held transaction back: every row is pending as it was
+// before the claim, the handler's writes are undone.
+func (h *Held) Rollback(ctx context.Context) error {
+	if h.over {
+		return nil
+	}
+	return wrap("rollback", h.end(ctx))
+}
+
+// end rolls the held transaction back, restoring the session's own limits
+// first (an engine whose Limit outlives the transaction), so that the
+// connection goes back to the pool as it came. It is bounded by ctx's
+// deadline but not ended by its cancellation.
+func (h *Held) end(ctx context.Context) error {
+	h.over = true
+	ctx = context.WithoutCancel(ctx)
+	if h.s.held.unlimit.SQL != "" {
+		if _, err := Exec(ctx, h.tx, h.s.E.Dialect, h.s.held.unlimit, &Args{}); err != nil {
+			// The connection is gone or unusable: the rollback below
+			// fails as well, and the connection is dropped.
+			h.s.E.Logger.Debug("claimlock: held claim: restoring the session's limits failed", "err", err)
+		}
+	}
+	return h.tx.Rollback(ctx)
+}
+
+// Holder is a claim store that can hold claims ([Claims]).
+type Holder interface {
+	Holds() bool
+	PoolSize() int
+	Hold(ctx context.Context, p *HoldParams, scan func(Scanner) error) (*Held, int, error)
+}
+
+var _ Holder = (*Claims)(nil)
+
+// PoolSize returns the most connections the engine's pool opens, or 0 when
+// it is not bounded or not known: a [ConnDB]'s MaxOpenConns, or the
+// MaxConns of a pool that reports it.
+func (e *Engine) PoolSize() int {
+	switch db := e.DB.(type) {
+	case ConnDB:
+		return db.DB.Stats().MaxOpenConnections
+	case interface{ MaxConns() int }:
+		return db.MaxConns()
+	}
+	return 0
+}
+
+// PoolSize is the engine's [Engine.PoolSize].
+func (s *Claims) PoolSize() int { return s.E.PoolSize() }

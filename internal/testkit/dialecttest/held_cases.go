@@ -1,0 +1,238 @@
+package dialecttest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
+)
+
+// holder returns the fixture store's held claims.
+func (f *fixture) holder() store.Holder {
+	f.t.Helper()
+	h, ok := f.cs.(store.Holder)
+	require.True(f.t, ok, "the claim store implements store.Holder")
+	return h
+}
+
+// hold holds up to limit rows of task with the given hold limit and returns
+// the held claim and its rows in key order.
+func (f *fixture) hold(limit int, holdLimit time.Duration) (*store.Held, []claimed) {
+	f.t.Helper()
+	var out []claimed
+	h, n, err := f.holder().Hold(ctxT(f.t), &store.HoldParams{Limit: limit, ScopeValues: []any{1}, HoldLimit: holdLimit},
+		func(sc store.Scanner) error {
+			var c claimed
+			var id any
+			if err := sc.Scan(&id, &c.Version, &c.Attempts, &c.Payload); err != nil {
+				return err
+			}
+			c.ID = norm(id)
+			out = append(out, c)
+			return nil
+		})
+	require.NoError(f.t, err)
+	require.Equal(f.t, n, len(out))
+	return h, out
+}
+
+// holdFrom is hold with a key cursor.
+func (f *fixture) holdFrom(limit int, from int64) (*store.Held, []claimed) {
+	f.t.Helper()
+	var out []claimed
+	h, _, err := f.holder().Hold(ctxT(f.t), &store.HoldParams{Limit: limit, ScopeValues: []any{1}, HoldLimit: time.Minute, From: from},
+		func(sc store.Scanner) error {
+			var c claimed
+			var id any
+			if err := sc.Scan(&id, &c.Version, &c.Attempts, &c.Payload); err != nil {
+				return err
+			}
+			c.ID = norm(id)
+			out = append(out, c)
+			return nil
+		})
+	require.NoError(f.t, err)
+	return h, out
+}
+
+func keyOf(t *testing.T, id any) int64 {
+	k, ok := id.(int64)
+	require.True(t, ok, "integer key %v", id)
+	return k
+}
+
+// sessionID returns the server's id of the held claim's connection, and
+// the statement that ends that session from another connection.
+func (f *fixture) sessionID(h *store.Held) (int64, string) {
+	f.t.Helper()
+	q, kill := "SELECT CONNECTION_ID()", "KILL %d"
+	if f.d.Capabilities().Engine == dialect.EnginePostgreSQL {
+		q, kill = "SELECT pg_backend_pid()::bigint", "SELECT pg_terminate_backend(%d)"
+	}
+	r, err := h.Querier().Query(ctxT(f.t), q)
+	require.NoError(f.t, err)
+	var id int64
+	require.True(f.t, r.Next())
+	require.NoError(f.t, r.Scan(&id))
+	r.Close()
+	return id, fmt.Sprintf(kill, id)
+}
+
+// testHeld checks the held-transaction claim: it writes nothing; a held
+// row is skipped by every other claim, held or durable; acks, fails and the
+// handler's own writes commit together, and a rollback undoes them all;
+// keys the claim does not hold are reported lost; a killed connection and
+// the server's hold limit each release the rows, and the holder learns of
+// it. Engines without it refuse it.
+func testHeld(t *testing.T, h Harness) {
+	f := newFixture(t, h, withLifecycle)
+	ctx := ctxT(t)
+	hs := f.holder()
+	if !hs.Holds() {
+		_, _, err := hs.Hold(ctx, &store.HoldParams{Limit: 1, ScopeValues: []any{1}, HoldLimit: time.Second}, func(store.Scanner) error { return nil })
+		require.ErrorIs(t, err, dialect.ErrNotSupported)
+		return
+	}
+	_, err := f.db.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (%s VARCHAR(64) NOT NULL)", f.q("cl_effect"), f.q("src")))
+	require.NoError(t, err)
+	effects := func() int {
+		var n int
+		require.NoError(t, f.db.QueryRowContext(ctx, fmt.Sprintf("SELECT COUNT(*) FROM %s", f.q("cl_effect"))).Scan(&n))
+		return n
+	}
+	f.insert(1, 5)
+	h1, a := f.hold(3, time.Minute)
+	require.Len(t, a, 3)
+	h2, b := f.hold(10, time.Minute)
+	require.Len(t, b, 2, "a held claim skips the rows another holds")
+	_, none := f.claim(dialect.StrategySkipLocked, 1, 10)
+	require.Empty(t, none, "a durable claim skips held rows")
+	for _, r := range f.rows() {
+		require.Equal(t, "PENDING", r.Status, "a held claim writes nothing")
+		require.Empty(t, r.Token)
+	}
+
+	// h1: a handler write, a done ack with a key it does not hold, a
+	// parking failure, a row left alone; then commit.
+	_, err = h1.Querier().Exec(ctx, fmt.Sprintf("INSERT INTO %s (%s) VALUES ('%v')", f.q("cl_effect"), f.q("src"), a[0].ID))
+	require.NoError(t, err)
+	res, err := h1.Ack(ctx, &store.AckParams{IDs: []any{a[0].ID, b[0].ID}, Outcome: store.OutcomeDone})
+	require.NoError(t, err)
+	require.Equal(t, []int{1}, res.Lost, "a key the claim does not hold is lost")
+	res, err = h1.Ack(ctx, &store.AckParams{IDs: []any{a[0].ID}, Outcome: store.OutcomeDone})
+	require.NoError(t, err)
+	require.Equal(t, []int{0}, res.Lost, "a key acked already is lost")
+	res, err = h1.Ack(ctx, &store.AckParams{IDs: []any{a[1].ID}, Outcome: store.OutcomeRetry, MaxAttempts: 1, Error: "boom"})
+	require.NoError(t, err)
+	require.Equal(t, []int{0}, res.Parked, "a failure counts as an attempt, and the first reaches MaxAttempts 1")
+	require.Equal(t, 1, h1.Unacked())
+	require.Equal(t, 0, effects(), "nothing is visible before the commit")
+	require.NoError(t, h1.Commit(ctx))
+	require.Equal(t, 1, effects())
+	require.Equal(t, "SENT", f.row(a[0].ID).Status)
+	require.Equal(t, lifecycleRow{status: "FAILED", err: "boom", attempts: 1, runAtNull: true}, f.lifecycle(a[1].ID))
+	require.Equal(t, lifecycleRow{status: "PENDING", runAtNull: true}, f.lifecycle(a[2].ID), "the row left alone is pending as it was")
+
+	// h2: a retry with a delay and a handler write, rolled back.
+	_, err = h2.Querier().Exec(ctx, fmt.Sprintf("INSERT INTO %s (%s) VALUES ('%v')", f.q("cl_effect"), f.q("src"), b[0].ID))
+	require.NoError(t, err)
+	res, err = h2.Ack(ctx, &store.AckParams{IDs: ids(b), Outcome: store.OutcomeRetry, Delay: time.Hour, Error: "later"})
+	require.NoError(t, err)
+	require.Empty(t, res.Lost)
+	require.NoError(t, h2.Rollback(ctx))
+	require.Equal(t, 1, effects())
+	require.Equal(t, lifecycleRow{status: "PENDING", runAtNull: true}, f.lifecycle(b[0].ID), "the rollback undid the retry")
+	_, err = h2.Ack(ctx, &store.AckParams{IDs: ids(b), Outcome: store.OutcomeDone})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "an ack after the end")
+
+	// A key cursor: rows above it first; above every row, from the start.
+	hc, above := f.holdFrom(10, keyOf(t, a[2].ID))
+	require.Equal(t, ids(b), ids(above), "only the rows above the cursor (the others are held or done)")
+	require.NoError(t, hc.Rollback(ctx))
+	hc, wrap := f.holdFrom(1, keyOf(t, b[1].ID))
+	require.Equal(t, []any{a[2].ID}, ids(wrap), "nothing above the cursor: from the start")
+	require.NoError(t, hc.Rollback(ctx))
+
+	// A retry with a delay, committed: the row waits.
+	h3, c := f.hold(1, time.Minute)
+	require.Len(t, c, 1)
+	require.Equal(t, a[2].ID, c[0].ID)
+	_, err = h3.Ack(ctx, &store.AckParams{IDs: ids(c), Outcome: store.OutcomeRetry, Delay: time.Hour, Error: "later"})
+	require.NoError(t, err)
+	require.NoError(t, h3.Commit(ctx))
+	require.Equal(t, lifecycleRow{status: "PENDING", err: "later", attempts: 1}, f.lifecycle(a[2].ID))
+
+	// A killed connection releases the rows at once; the holder learns of
+	// it from its next statement.
+	h4, d := f.hold(10, time.Minute)
+	require.Equal(t, ids(b), ids(d), "the delayed row waits")
+	_, kill := f.sessionID(h4)
+	_, err = f.db.ExecContext(ctx, kill)
+	require.NoError(t, err)
+	h5, e := f.holdEventually(ids(b))
+	require.ErrorIs(t, h4.Ping(ctx), dialect.ErrClaimLost)
+	_, err = h4.Ack(ctx, &store.AckParams{IDs: ids(d), Outcome: store.OutcomeDone})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "the held claim has ended")
+	require.NoError(t, h5.Rollback(ctx))
+	require.Len(t, e, 2)
+
+	// A frozen holder: the server ends its transaction after the hold
+	// limit (MySQL counts whole seconds).
+	h6, g := f.hold(10, time.Second)
+	require.Len(t, g, 2)
+	h7, again := f.holdEventually(ids(b))
+	require.Len(t, again, 2)
+	require.ErrorIs(t, h6.Ping(ctx), dialect.ErrClaimLost)
+	require.ErrorIs(t, h6.Commit(ctx), dialect.ErrInvalidConfig, "the held claim has ended")
+	res, err = h7.Ack(ctx, &store.AckParams{IDs: ids(again), Outcome: store.OutcomeDone})
+	require.NoError(t, err)
+	require.Empty(t, res.Lost)
+	require.NoError(t, h7.Commit(ctx))
+	require.Equal(t, "SENT", f.row(b[0].ID).Status)
+	require.Equal(t, "SENT", f.row(b[1].ID).Status)
+
+	// The pool's connections came back with the server's own limits.
+	require.NoError(t, f.db.PingContext(ctx))
+}
+
+// holdEventually holds rows until it gets the keys want (the server
+// releasing another holder's locks), for at most 30 seconds.
+func (f *fixture) holdEventually(want []any) (*store.Held, []claimed) {
+	f.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		h, got := f.hold(10, time.Minute)
+		if len(got) == len(want) || time.Now().After(deadline) {
+			require.Equal(f.t, want, ids(got), "the rows were released")
+			return h, got
+		}
+		require.NoError(f.t, h.Rollback(context.Background()))
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// testHeldDeleteDone: on a DeleteDone table a held ack to done deletes the
+// rows, in the held transaction.
+func testHeldDeleteDone(t *testing.T, h Harness) {
+	f := newFixture(t, h, withDeleteDone)
+	if !f.holder().Holds() {
+		t.Skip("no held claims on this engine (testHeld checks the refusal)")
+	}
+	ctx := ctxT(t)
+	f.insert(1, 3)
+	h1, a := f.hold(10, time.Minute)
+	require.Len(t, a, 3)
+	res, err := h1.Ack(ctx, &store.AckParams{IDs: ids(a[:2]), Outcome: store.OutcomeDone})
+	require.NoError(t, err)
+	require.Empty(t, res.Lost)
+	require.Len(t, f.rows(), 3, "not before the commit")
+	require.NoError(t, h1.Commit(ctx))
+	rows := f.rows()
+	require.Len(t, rows, 1)
+	require.Equal(t, a[2].ID, rows[0].ID)
+}
