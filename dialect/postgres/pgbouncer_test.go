@@ -39,6 +39,8 @@ import (
 	"github.com/claimlock/claimlock/dialect/postgres"
 	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 	"github.com/claimlock/claimlock/internal/testkit/dialecttest"
+	"github.com/claimlock/claimlock/tasklock"
+	"github.com/claimlock/claimlock/zombie"
 )
 
 const (
@@ -323,6 +325,62 @@ func TestPgBouncerHeld(t *testing.T) {
 			require.EqualValues(t, n, b.count(t, "SELECT COUNT(*) FROM "+logTable), "rolled-back batches left no log row")
 		})
 	}
+}
+
+// TestPgBouncerReapAndLease: a reaper's sweep and leases through
+// PgBouncer in transaction mode. A batch claimed and left alone past the
+// reaper's timeout is returned to pending by the sweep, its late ack is
+// refused as lost, and the next claim gets its rows; a lease on a key table
+// refuses a second holder until it is released, then admits one, renewals
+// and all, with the fence moving forward.
+func TestPgBouncerReapAndLease(t *testing.T) {
+	b := pgBouncer(t)
+	ctx := context.Background()
+	cfg := b.table(t, "reap", 5, nil)
+	d, err := postgres.New(ctx, b.pool(t, 8), dialect.Options{})
+	require.NoError(t, err)
+	c, err := claim.New(d, cfg, bjobFields)
+	require.NoError(t, err)
+	batch, err := c.Claim(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 5, batch.Len())
+	r, err := zombie.New(d, cfg, zombie.Config{Timeout: 500 * time.Millisecond})
+	require.NoError(t, err)
+	var res zombie.Result
+	waitUntil(t, "the sweep to return the abandoned batch", func() bool {
+		res, err = r.Sweep(ctx)
+		require.NoError(t, err)
+		return res.Returned > 0
+	})
+	require.EqualValues(t, 5, res.Returned)
+	require.ErrorIs(t, batch.AckAll(ctx), dialect.ErrClaimLost)
+	again, err := c.Claim(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 5, again.Len())
+	require.NoError(t, again.AckAll(ctx))
+
+	keys := b.schema + ".leases"
+	require.NoError(t, tasklock.CreateTable(ctx, d, keys))
+	lockers := make([]*tasklock.Locker, 2)
+	for i := range lockers {
+		lockers[i], err = tasklock.New(d, tasklock.Config{Table: tasklock.KeyTable(keys), TTL: 5 * time.Second})
+		require.NoError(t, err)
+	}
+	first, err := lockers[0].Acquire(ctx, "nightly")
+	require.NoError(t, err)
+	require.NoError(t, first.Renew(ctx))
+	_, err = lockers[1].Acquire(ctx, "nightly")
+	require.ErrorIs(t, err, dialect.ErrLeaseHeld)
+	released, err := first.Release(ctx)
+	require.NoError(t, err)
+	require.True(t, released)
+	second, err := lockers[1].Acquire(ctx, "nightly")
+	require.NoError(t, err)
+	require.Greater(t, second.Fence(), first.Fence())
+	require.NoError(t, second.Renew(ctx))
+	released, err = second.Release(ctx)
+	require.NoError(t, err)
+	require.True(t, released)
 }
 
 // TestPgBouncerListen: LISTEN holds a session, which transaction pooling
