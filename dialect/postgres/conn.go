@@ -2,8 +2,11 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/claimlock/claimlock/internal/store"
@@ -24,7 +27,7 @@ func (h pgxPool) Exec(ctx context.Context, q string, args ...any) (int64, error)
 	}
 	defer c.Release()
 	tag, err := c.Exec(ctx, q, args...)
-	return tag.RowsAffected(), err
+	return tag.RowsAffected(), poolerHint(err)
 }
 
 func (h pgxPool) Query(ctx context.Context, q string, args ...any) (store.Rows, error) {
@@ -35,7 +38,7 @@ func (h pgxPool) Query(ctx context.Context, q string, args ...any) (store.Rows, 
 	r, err := c.Query(ctx, q, args...)
 	if err != nil {
 		c.Release()
-		return nil, err
+		return nil, poolerHint(err)
 	}
 	return &pooledRows{Rows: r, c: c}, nil
 }
@@ -52,7 +55,7 @@ func (h pgxPool) Begin(ctx context.Context) (store.Tx, error) {
 	tx, err := c.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		c.Release()
-		return nil, err
+		return nil, poolerHint(err)
 	}
 	return &pgxTx{tx: tx, c: c}, nil
 }
@@ -78,11 +81,12 @@ type pgxTx struct {
 
 func (t *pgxTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
 	tag, err := t.tx.Exec(ctx, q, args...)
-	return tag.RowsAffected(), err
+	return tag.RowsAffected(), poolerHint(err)
 }
 
 func (t *pgxTx) Query(ctx context.Context, q string, args ...any) (store.Rows, error) {
-	return t.tx.Query(ctx, q, args...)
+	r, err := t.tx.Query(ctx, q, args...)
+	return r, poolerHint(err)
 }
 
 // Commit ends the transaction either way (pgx rolls back a transaction
@@ -103,3 +107,26 @@ func (t *pgxTx) release() {
 		t.c = nil
 	}
 }
+
+// poolerHint explains the errors of pgx's statement cache behind a pooler
+// in transaction mode: pgx's default exec mode prepares statements under
+// names derived from their text (stmtcache_...) on the server connection of
+// the moment, and a transaction pooler lends the next transaction another
+// one, where the name is unknown (26000) or already another client's
+// (42P05). Other errors are returned as they are.
+func poolerHint(err error) error {
+	var pe *pgconn.PgError
+	if err == nil || !errors.As(err, &pe) || (pe.Code != "42P05" && pe.Code != "26000") || !strings.Contains(pe.Message, "stmtcache_") {
+		return err
+	}
+	return &poolerError{err}
+}
+
+// poolerError is an error of pgx's statement cache behind a pooler.
+type poolerError struct{ err error }
+
+func (e *poolerError) Error() string {
+	return e.err.Error() + " (pgx's cached prepared statements do not survive a pooler in transaction mode, such as PgBouncer's pool_mode = transaction: add default_query_exec_mode=simple_protocol to the DSN)"
+}
+
+func (e *poolerError) Unwrap() error { return e.err }

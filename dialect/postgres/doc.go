@@ -112,12 +112,19 @@
 // configure pgx's DefaultQueryExecMode (QueryExecModeExec or
 // QueryExecModeSimpleProtocol) as usual.
 //
+// With PgBouncer in transaction pooling mode, use
+// default_query_exec_mode=simple_protocol: pgx's default mode prepares
+// named statements on whichever server connection a transaction was lent,
+// and fails with "prepared statement \"stmtcache_...\" already exists".
+//
 // The one exception is [Dialect.Listen], which holds a session for LISTEN.
-// Behind PgBouncer in transaction pooling mode either give it a direct
-// connection (ListenConfig.ConnConfig) or do not call it: that is poll-only
-// mode, in which idle claimers find rows by polling (claim.WorkerConfig's
-// PollMin and PollMax), and the notifications the dialect sends (which work
-// through any pooler) are simply not heard.
+// It checks that its connection hears what the dialect's pool notifies, and
+// through a pooler in transaction mode, where it would hear nothing, it
+// warns and retries while claimers poll. Behind such a pooler either give it
+// a direct connection (ListenConfig.ConnConfig) or do not call it: that is
+// poll-only mode, in which idle claimers find rows by polling
+// (claim.WorkerConfig's PollMin and PollMax), and the notifications the
+// dialect sends (which work through any pooler) are simply not heard.
 //
 // # Wake-ups
 //

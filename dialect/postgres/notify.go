@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -36,6 +37,9 @@ const channelExpr = `'claimlock_' || left(md5(COALESCE($1::text, current_schema(
 // transaction it is delivered when the transaction commits, and not at all
 // if it rolls back.
 const notifySQL = "SELECT pg_notify(" + channelExpr + ", $4::text)"
+
+// probeSQL notifies channel $1 of a listener's check (notifier.check).
+const probeSQL = "SELECT pg_notify($1::text, 'probe')"
 
 // channelSQL returns the channel notifySQL notifies.
 const channelSQL = "SELECT " + channelExpr
@@ -138,6 +142,9 @@ func connectDB(db *sql.DB) connectFunc {
 type notifier struct {
 	connect connectFunc // nil for a dialect built without a server
 	logger  *slog.Logger
+	// probe sends a notification on a channel through the dialect's own
+	// handle, where its claims, releases and reaps send theirs.
+	probe func(ctx context.Context, channel string) error
 
 	mu      sync.Mutex
 	subs    map[string]map[*subscription]struct{} // by tableKey
@@ -258,10 +265,18 @@ func (n *notifier) wakeAll() {
 // every subscribed claimer claims once, to catch notifications sent while
 // nobody listened.
 //
-// LISTEN holds a session: behind PgBouncer in transaction pooling mode,
-// either point cfg.ConnConfig straight at the server or do not call Listen
-// (poll-only mode: claimers then find rows by polling, and the dialect's
-// own notifications, which work through any pooler, are simply not heard).
+// Each connection is checked before it counts as listening: it LISTENs on
+// a channel of its own, a notification is sent there through the dialect's
+// pool (which takes a second connection for a moment), and it must arrive
+// within five seconds. LISTEN holds a session, which a pooler in
+// transaction mode (PgBouncer's pool_mode = transaction) does not keep: its
+// listener's server connection goes back to the pool after the LISTEN, and
+// notifications never reach the listener. That check fails then: Listen
+// logs a warning saying so and tries again with backoff, [Dialect.Listening]
+// stays false, and claimers find rows by polling (claim.WorkerConfig's
+// PollMin and PollMax). Behind such a pooler, point cfg.ConnConfig straight
+// at the server, or do not call Listen (poll-only mode; the dialect's own
+// notifications work through any pooler and are simply not heard).
 func (d *Dialect) Listen(ctx context.Context, cfg ListenConfig) error {
 	if err := cfg.validate(); err != nil {
 		return err
@@ -286,7 +301,11 @@ func (d *Dialect) Listen(ctx context.Context, cfg ListenConfig) error {
 		if ctx.Err() != nil {
 			break
 		}
-		n.logger.Warn("claimlock: postgres listener disconnected; claimers poll until it reconnects", "err", err)
+		if errors.Is(err, errProbeNotHeard) {
+			n.logger.Warn("claimlock: postgres listener hears no notifications on its connection (a pooler in transaction mode?); claimers poll; set ListenConfig.ConnConfig to connect straight to the server", "err", err)
+		} else {
+			n.logger.Warn("claimlock: postgres listener disconnected; claimers poll until it reconnects", "err", err)
+		}
 		t := time.NewTimer(store.Backoff(attempt, cfg.ReconnectMin, cfg.ReconnectMax))
 		select {
 		case <-ctx.Done():
@@ -309,6 +328,9 @@ func (n *notifier) session(ctx context.Context, c *pgx.Conn) error {
 	listened := map[string]string{} // tableKey -> channel
 	byChannel := map[string][]string{}
 	n.pid.Store(c.PgConn().PID())
+	if err := n.check(ctx, c); err != nil {
+		return err
+	}
 	for {
 		g := n.gen.Load()
 		want := n.keys()
@@ -367,6 +389,53 @@ func (n *notifier) session(ctx context.Context, c *pgx.Conn) error {
 			return err
 		}
 	}
+}
+
+// listenProbeTimeout bounds how long [Dialect.Listen] waits for the probe
+// notification that shows its connection hears what the dialect's pool
+// sends.
+const listenProbeTimeout = 5 * time.Second
+
+// errProbeNotHeard: the listener's connection did not receive a
+// notification sent through the dialect's pool.
+var errProbeNotHeard = errors.New("postgres: listen: the probe notification sent through the dialect's pool did not reach the listener's connection: LISTEN needs a session of its own, which a pooler in transaction mode (PgBouncer pool_mode = transaction) does not keep")
+
+// check shows that c receives notifications sent through the dialect's
+// pool: it LISTENs on a channel of its own, has the pool notify it, and
+// waits for the notification (at most listenProbeTimeout). A connection
+// through a pooler in transaction mode fails it with errProbeNotHeard.
+func (n *notifier) check(ctx context.Context, c *pgx.Conn) error {
+	if n.probe == nil {
+		return nil
+	}
+	ch := "claimlock_probe_" + store.NewToken()[:16]
+	if _, err := c.Exec(ctx, "LISTEN "+quote(ch)); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	pctx, cancel := context.WithTimeoutCause(ctx, listenProbeTimeout, errProbeNotHeard)
+	defer cancel()
+	if err := n.probe(pctx, ch); err != nil {
+		if context.Cause(pctx) == errProbeNotHeard {
+			return fmt.Errorf("%w (the pool gave no connection to send it on within %v)", errProbeNotHeard, listenProbeTimeout)
+		}
+		return fmt.Errorf("listen: probe notification: %w", err)
+	}
+	for {
+		note, err := c.WaitForNotification(pctx)
+		if err != nil {
+			if ctx.Err() == nil && context.Cause(pctx) == errProbeNotHeard {
+				return fmt.Errorf("%w (waited %v)", errProbeNotHeard, listenProbeTimeout)
+			}
+			return err
+		}
+		if note.Channel == ch {
+			break
+		}
+	}
+	if _, err := c.Exec(ctx, "UNLISTEN "+quote(ch)); err != nil {
+		return fmt.Errorf("unlisten: %w", err)
+	}
+	return nil
 }
 
 // notifyPending is the engine's [store.NotifyFunc]: it runs in its own

@@ -143,6 +143,10 @@ func build(h store.DB, num int, version string, opts dialect.Options, logger *sl
 	shared := common + `{{define "materialized"}}` + materialized + `{{end}}`
 	d.b.Claims, d.b.Leases = claimSQL, leaseSQL
 	d.b.Claims.Common, d.b.Leases.Common = shared, shared
+	d.n.probe = func(ctx context.Context, channel string) error {
+		_, err := d.b.E.DB.Exec(ctx, probeSQL, channel)
+		return err
+	}
 	return d
 }
 

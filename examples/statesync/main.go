@@ -16,6 +16,10 @@
 // fold all of a user's unapplied events into one state write, and ack with
 // the version read at claim time: a user who received events during the
 // flush goes back to pending and is flushed again, so no event is lost.
+// In -mode queued the events go through the same queue, but each is applied
+// by its own state write: a queue without coalescing. -compare runs the
+// three modes under one hot user, a hundred hot users and uniform users.
+//
 // With -ack blind the claimer has no version column, the ack marks such a
 // user clean, and events that arrived during its last flush are never folded.
 //
@@ -37,6 +41,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -51,6 +56,7 @@ type options struct {
 	linger, foldDelay     time.Duration
 	seed                  uint64
 	json, quiet, keepData bool
+	compare               bool
 }
 
 func main() {
@@ -68,7 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.driver, "driver", "sqlite", "database: sqlite, mysql or postgres")
 	fs.StringVar(&o.dsn, "dsn", "", "data source name (default for sqlite: a file in a new temporary directory); the program empties its own ss_* tables first")
-	fs.StringVar(&o.mode, "mode", "coalesce", "coalesce (intake table + dirty claims + one state write per flush) or naive (one state write per event)")
+	fs.StringVar(&o.mode, "mode", "coalesce", "coalesce (intake table + dirty claims + one state write per user per flush), queued (the same queue, one state write per event: no coalescing) or naive (a synchronous state write per event)")
 	fs.StringVar(&o.ack, "ack", "versioned", "versioned (a user changed during its flush is requeued) or blind (the bug: it is marked clean and its late events wait for the next change, or forever)")
 	fs.IntVar(&o.writers, "writers", 32, "concurrent writers")
 	fs.IntVar(&o.events, "events", 20000, "distinct events to send in total")
@@ -83,6 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.json, "json", false, "print the summary as one JSON line")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines")
 	fs.BoolVar(&o.keepData, "keep", false, "keep the temporary SQLite database (its path is printed)")
+	fs.BoolVar(&o.compare, "compare", false, "run the three modes under three workloads (one hot user, a hundred hot users, uniform users) and print a table; -mode, -users and -hot are set per run")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -90,8 +97,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	switch {
-	case o.mode != "coalesce" && o.mode != "naive":
-		return o, fmt.Errorf("-mode %q: want coalesce or naive", o.mode)
+	case o.mode != "coalesce" && o.mode != "queued" && o.mode != "naive":
+		return o, fmt.Errorf("-mode %q: want coalesce, queued or naive", o.mode)
 	case o.ack != "versioned" && o.ack != "blind":
 		return o, fmt.Errorf("-ack %q: want versioned or blind", o.ack)
 	case o.writers < 1 || o.events < 1 || o.users < 1 || o.flushers < 1:
@@ -113,18 +120,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	a, err := open(ctx, o)
-	if err != nil {
-		return err
+	if o.compare {
+		return compare(ctx, o, stdout, stderr)
 	}
-	defer a.close()
-	if o.keepData && a.db.Path != "" {
-		fmt.Fprintln(stderr, "statesync: database:", a.db.Path)
-	}
-	if err := a.setup(ctx); err != nil {
-		return fmt.Errorf("setup: %w", err)
-	}
-	s, err := a.simulate(ctx, stderr)
+	s, err := runOnce(ctx, o, stderr)
 	if err != nil {
 		return err
 	}
@@ -137,6 +136,70 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if !s.Verified {
 		return fmt.Errorf("verification failed: %s", s.Problem)
+	}
+	return nil
+}
+
+// runOnce sets up the tables and runs one simulation.
+func runOnce(ctx context.Context, o options, stderr io.Writer) (summary, error) {
+	a, err := open(ctx, o)
+	if err != nil {
+		return summary{}, err
+	}
+	defer a.close()
+	if o.keepData && a.db.Path != "" {
+		fmt.Fprintln(stderr, "statesync: database:", a.db.Path)
+	}
+	if err := a.setup(ctx); err != nil {
+		return summary{}, fmt.Errorf("setup: %w", err)
+	}
+	return a.simulate(ctx, stderr)
+}
+
+// workload is one traffic shape of -compare.
+type workload struct {
+	name  string
+	users int
+	hot   float64
+}
+
+// workloads: half the events for one user (the others spread over 999),
+// all events spread over users 2..101, and over users 2..10001 (user 1,
+// the hot one of the first shape, gets none in the other two).
+var workloads = []workload{
+	{"one hot user", 1000, 0.5},
+	{"100 hot users", 101, 0},
+	{"uniform", 10001, 0},
+}
+
+// compare runs each mode under each workload and prints one line per run.
+func compare(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	fmt.Fprintf(stdout, "%-14s %-9s %10s %12s %12s %12s %12s %12s %10s %8s\n",
+		"workload", "mode", "accepted/s", "accept p50", "accept p99", "persist p50", "persist p99", "oldest", "per write", "verified")
+	var failed []string
+	for _, w := range workloads {
+		for _, mode := range []string{"naive", "queued", "coalesce"} {
+			r := o
+			r.mode, r.users, r.hot, r.json, r.quiet = mode, w.users, w.hot, false, true
+			s, err := runOnce(ctx, r, stderr)
+			if err != nil {
+				return fmt.Errorf("%s, %s: %w", w.name, mode, err)
+			}
+			// Accept latency: the hot user's where there is one (its row
+			// is the contended one), else every user's.
+			p50, p99 := s.P50Ms, s.P99Ms
+			if w.hot > 0 {
+				p50, p99 = s.HotP50Ms, s.HotP99Ms
+			}
+			fmt.Fprintf(stdout, "%-14s %-9s %10.0f %9.2f ms %9.2f ms %9.2f ms %9.2f ms %9.2f ms %10.1f %8t\n",
+				w.name, mode, s.AcceptedPerSec, p50, p99, s.PersistP50Ms, s.PersistP99Ms, s.BacklogMaxMs, s.CoalescingRatio, s.Verified)
+			if !s.Verified {
+				failed = append(failed, fmt.Sprintf("%s, %s: %s", w.name, mode, s.Problem))
+			}
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("verification failed: %s", strings.Join(failed, "; "))
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,7 +87,38 @@ func TestModesAreExact(t *testing.T) {
 			require.Equal(t, n.HotTotal, c.HotTotal)
 			require.Greater(t, c.CoalescingRatio, 1.0, "a state write folds several events")
 			require.Less(t, c.StateWrites, c.Accepted)
+
+			// Queued without coalescing: the same queue, one state write
+			// per event.
+			q := runJSON(t, append(append([]string{}, db...), append(small, "-mode", "queued")...)...)
+			require.True(t, q.Verified, q.Problem)
+			require.EqualValues(t, 1200, q.Accepted)
+			require.Equal(t, n.HotTotal, q.HotTotal)
+			require.EqualValues(t, 1200, q.StateWrites, "queued writes the state row once per event")
+
+			// Every mode measured each event's time until persisted.
+			for _, r := range []summary{n, c, q} {
+				require.Positive(t, r.PersistP50Ms, r.Mode)
+				require.GreaterOrEqual(t, r.PersistP99Ms, r.PersistP50Ms, r.Mode)
+				require.GreaterOrEqual(t, r.BacklogMaxMs, r.PersistP99Ms, r.Mode)
+			}
 		})
+	}
+}
+
+// TestCompare runs -compare on SQLite, small: nine verified runs, one line
+// each.
+func TestCompare(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"-dsn", dbtest.SQLitePath(t), "-compare", "-events", "300", "-writers", "4", "-dup", "0.1"}, &out, io.Discard))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 10, out.String())
+	for _, l := range lines[1:] {
+		require.True(t, strings.HasSuffix(l, "true"), l)
+	}
+	for _, w := range []string{"one hot user", "100 hot users", "uniform"} {
+		require.Contains(t, out.String(), w)
 	}
 }
 
@@ -164,7 +196,7 @@ func TestVerifyDetectsWrongState(t *testing.T) {
 func TestBadFlags(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
-		{"-mode", "x"}, {"-writers", "0"}, {"-events", "0"}, {"-users", "0"}, {"-hot", "1.5"}, {"-dup", "-1"},
+		{"-mode", "x"}, {"-mode", "queue"}, {"-writers", "0"}, {"-events", "0"}, {"-users", "0"}, {"-hot", "1.5"}, {"-dup", "-1"},
 		{"-batch", "0"}, {"-linger", "-1s"}, {"-ack", "x"}, {"extra"}, {"-driver", "oracle", "-dsn", "x"},
 	} {
 		require.Error(t, run(context.Background(), args, io.Discard, io.Discard), "%v", args)
@@ -175,7 +207,7 @@ func TestTextSummary(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"-quiet", "-events", "300", "-writers", "4", "-users", "3"}, &out, io.Discard))
-	for _, want := range []string{"accepted writes/s:", "state writes:", "coalescing ratio:", "requeues:", "hot user total:", "verified: true"} {
+	for _, want := range []string{"accepted writes/s:", "until persisted:", "state writes:", "coalescing ratio:", "requeues:", "hot user total:", "verified: true"} {
 		require.Contains(t, out.String(), want)
 	}
 }
@@ -209,7 +241,7 @@ func TestChangeDuringFlush(t *testing.T) {
 				require.Equal(t, 1, b.Len())
 				_, err = a.db.SQL.ExecContext(ctx, a.sq.startFlush, b.Token())
 				require.NoError(t, err)
-				require.NoError(t, a.fold(ctx, 1))
+				require.NoError(t, a.fold(ctx, []any{int64(1)}))
 
 				// The second event lands after the fold, before the ack.
 				ok, err = a.writeCoalesce(ctx, evs[1])

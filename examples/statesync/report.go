@@ -33,7 +33,9 @@ type summary struct {
 	// that matched); DirtyConflicts the ones that found the row changed.
 	DirtyWrites    int64 `json:"dirty_writes"`
 	DirtyConflicts int64 `json:"dirty_conflicts"`
-	// Retries are transactions re-run after a deadlock or busy error.
+	// Retries are the program's own transactions re-run after a deadlock
+	// or busy error (the library's retries of its claims and acks are not
+	// counted).
 	Retries int64 `json:"retries"`
 
 	WriteSeconds       float64 `json:"write_seconds"`
@@ -49,6 +51,14 @@ type summary struct {
 	HotP99Ms float64 `json:"hot_p99_ms"`
 	P50Ms    float64 `json:"p50_ms"`
 	P99Ms    float64 `json:"p99_ms"`
+	// PersistP50Ms and PersistP99Ms are the times from an event's first
+	// send until its delta was committed in its user's state row (naive
+	// mode: the write itself; coalesce: until a flush folded it), over all
+	// users; BacklogMaxMs is the longest, the oldest the backlog of
+	// unfolded events got.
+	PersistP50Ms float64 `json:"persist_p50_ms"`
+	PersistP99Ms float64 `json:"persist_p99_ms"`
+	BacklogMaxMs float64 `json:"backlog_max_ms"`
 
 	HotTotal    int64  `json:"hot_total"`
 	HotExpected int64  `json:"hot_expected"`
@@ -178,10 +188,11 @@ func (s summary) writeText(w io.Writer) {
 	fmt.Fprintf(w, "accepted:           %d (duplicates ignored: %d)\n", s.Accepted, s.DuplicatesIgnored)
 	fmt.Fprintf(w, "accepted writes/s:  %.0f\n", s.AcceptedPerSec)
 	fmt.Fprintf(w, "write latency:      hot user p50 %.2f ms, p99 %.2f ms; others p50 %.2f ms, p99 %.2f ms\n", s.HotP50Ms, s.HotP99Ms, s.P50Ms, s.P99Ms)
+	fmt.Fprintf(w, "until persisted:    p50 %.2f ms, p99 %.2f ms; oldest backlog %.2f ms\n", s.PersistP50Ms, s.PersistP99Ms, s.BacklogMaxMs)
 	fmt.Fprintf(w, "state writes:       %d (hot user: %d), %.0f/s\n", s.StateWrites, s.HotStateWrites, s.StateWritesPerSec)
 	fmt.Fprintf(w, "coalescing ratio:   %.1f events per state write (hot user: %.1f)\n", s.CoalescingRatio, s.HotCoalescingRatio)
 	fmt.Fprintf(w, "requeues:           %d (empty flushes: %d)\n", s.Requeues, s.EmptyFlushes)
-	if s.Mode == "coalesce" {
+	if s.Mode != "naive" {
 		fmt.Fprintf(w, "dirty-row writes:   %d (conflicts: %d)\n", s.DirtyWrites, s.DirtyConflicts)
 	}
 	fmt.Fprintf(w, "retries:            %d\n", s.Retries)

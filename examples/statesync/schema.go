@@ -2,15 +2,19 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"os"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/examples/internal/exdb"
-	"github.com/claimlock/claimlock/internal/store"
 )
 
 // The program's tables.
@@ -46,6 +50,39 @@ type app struct {
 
 	requeues, emptyFlushes, retries atomic.Int64
 	dirtyWrites, dirtyConflicts     atomic.Int64
+
+	// Persistence latency, set up by simulate: start is the run's start,
+	// sent[id] the time (since start, plus 1 ns) event id was first sent,
+	// persisted the time from that until its delta was in the state row
+	// (committed).
+	start       time.Time
+	sent        []atomic.Int64
+	persistedMu sync.Mutex
+	persisted   []time.Duration
+}
+
+// markSent records that event id is being sent (its first send only).
+func (a *app) markSent(id int64) {
+	if a.sent != nil {
+		a.sent[id].CompareAndSwap(0, int64(time.Since(a.start))+1)
+	}
+}
+
+// markPersisted records that the events ids are in the state rows now.
+func (a *app) markPersisted(ids []int64) {
+	if a.sent == nil {
+		return
+	}
+	now := time.Since(a.start)
+	lat := make([]time.Duration, 0, len(ids))
+	for _, id := range ids {
+		if t := a.sent[id].Load(); t > 0 {
+			lat = append(lat, now-time.Duration(t-1))
+		}
+	}
+	a.persistedMu.Lock()
+	a.persisted = append(a.persisted, lat...)
+	a.persistedMu.Unlock()
 }
 
 func open(ctx context.Context, o options) (*app, error) {
@@ -82,58 +119,68 @@ func open(ctx context.Context, o options) (*app, error) {
 
 func (a *app) close() { a.db.Close() }
 
-func status(v any) *dialect.Status {
-	s, err := store.StatusOf("default", v)
-	if err != nil {
-		panic(err)
-	}
-	return &s
-}
-
-func tableDefs() []store.TableDef {
-	return []store.TableDef{
-		{Table: eventsTable, PrimaryKey: []string{"event_id"}, Columns: []store.ColumnDef{
-			{Name: "event_id", Type: store.TypeInt, NotNull: true},
-			{Name: "user_id", Type: store.TypeInt, NotNull: true},
-			{Name: "seq", Type: store.TypeInt, NotNull: true},
-			{Name: "delta", Type: store.TypeInt, NotNull: true},
-			{Name: "flush", Type: store.TypeText, Len: store.MaxTokenLen},
-		}, Indexes: []store.IndexDef{
+// tableDefs are the program's tables, as its own migration would create
+// them with plain SQL (exdb renders the types per driver).
+func tableDefs() []exdb.Table {
+	return []exdb.Table{
+		{Name: eventsTable, PrimaryKey: []string{"event_id"}, Columns: []exdb.Column{
+			{Name: "event_id", Kind: exdb.Int, NotNull: true},
+			{Name: "user_id", Kind: exdb.Int, NotNull: true},
+			{Name: "seq", Kind: exdb.Int, NotNull: true},
+			{Name: "delta", Kind: exdb.Int, NotNull: true},
+			{Name: "flush", Kind: exdb.Text, Len: tokenLen},
+		}, Indexes: [][]string{
 			// The flusher marks a user's unapplied events (user_id, flush IS
 			// NULL), then reads them back by flush token.
-			{Name: "ss_events_user_flush", Columns: []string{"user_id", "flush"}},
-			{Name: "ss_events_flush", Columns: []string{"flush"}},
+			{"ss_events_user_flush", "user_id", "flush"},
+			{"ss_events_flush", "flush"},
 		}},
-		// The claim table, written by hand rather than with
-		// store.ClaimTableDef because its key is the user id, not a serial.
-		{Table: dirtyTable, PrimaryKey: []string{"user_id"}, Columns: []store.ColumnDef{
-			{Name: "user_id", Type: store.TypeInt, NotNull: true},
-			{Name: "status", Type: store.TypeText, Len: 32, NotNull: true, Default: status(statusClean)},
-			{Name: "token", Type: store.TypeText, Len: store.MaxTokenLen},
-			{Name: "claimed_at", Type: store.TypeTime},
-			{Name: "version", Type: store.TypeInt, NotNull: true, Default: status(0)},
-			{Name: "flush_version", Type: store.TypeInt, NotNull: true, Default: status(0)},
+		// The claim table: its key is the user id, not a serial.
+		{Name: dirtyTable, PrimaryKey: []string{"user_id"}, Columns: []exdb.Column{
+			{Name: "user_id", Kind: exdb.Int, NotNull: true},
+			{Name: "status", Kind: exdb.Text, Len: 32, NotNull: true, Default: "'" + statusClean + "'"},
+			{Name: "token", Kind: exdb.Text, Len: tokenLen},
+			{Name: "claimed_at", Kind: exdb.Time},
+			{Name: "version", Kind: exdb.Int, NotNull: true, Default: "0"},
+			{Name: "flush_version", Kind: exdb.Int, NotNull: true, Default: "0"},
 		}},
-		{Table: stateTable, PrimaryKey: []string{"user_id"}, Columns: []store.ColumnDef{
-			{Name: "user_id", Type: store.TypeInt, NotNull: true},
-			{Name: "total", Type: store.TypeInt, NotNull: true, Default: status(0)},
-			{Name: "last_seq", Type: store.TypeInt, NotNull: true, Default: status(0)},
-			{Name: "writes", Type: store.TypeInt, NotNull: true, Default: status(0)},
+		{Name: stateTable, PrimaryKey: []string{"user_id"}, Columns: []exdb.Column{
+			{Name: "user_id", Kind: exdb.Int, NotNull: true},
+			{Name: "total", Kind: exdb.Int, NotNull: true, Default: "0"},
+			{Name: "last_seq", Kind: exdb.Int, NotNull: true, Default: "0"},
+			{Name: "writes", Kind: exdb.Int, NotNull: true, Default: "0"},
 		}},
 	}
+}
+
+// tokenLen is the width of the token columns: claimlock's tokens and the
+// flush tokens of newToken fit.
+const tokenLen = 40
+
+// newToken returns a fresh flush token: 32 random hex digits.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}
+
+// backoff is the jittered, capped, doubling pause before attempt+1:
+// uniformly in [d/2, d] for d = base·2^attempt, at most max.
+func backoff(attempt int, base, max time.Duration) time.Duration {
+	d := base
+	for i := 0; i < attempt && d < max; i++ {
+		d *= 2
+	}
+	d = min(d, max)
+	return d/2 + time.Duration(mrand.Int64N(int64(d/2)+1))
 }
 
 // setup creates the tables and the claim table's recommended indexes, empties
 // them (they belong to this program) and seeds one clean dirty row and one
 // zero state row per user.
 func (a *app) setup(ctx context.Context) error {
-	d := a.db.Dialect
 	for _, def := range tableDefs() {
-		ddl, err := store.CreateTableDDL(d, def)
-		if err != nil {
-			return err
-		}
-		if err := store.ExecDDL(ctx, d, ddl); err != nil {
+		if err := a.db.CreateTable(ctx, def); err != nil {
 			return err
 		}
 	}
@@ -141,8 +188,10 @@ func (a *app) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := store.ExecDDL(ctx, d, missing); err != nil {
-		return err
+	for _, q := range missing {
+		if _, err := a.db.SQL.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
 	}
 	tx, err := a.db.SQL.BeginTx(ctx, nil)
 	if err != nil {
@@ -179,8 +228,9 @@ type statements struct {
 	// readDirty, bumpClean and bumpProcessing mark a user dirty.
 	readDirty, bumpClean, bumpProcessing string
 
-	// startFlush, markEvents, foldEvents and writeState are one flush.
-	startFlush, markEvents, foldEvents, writeState string
+	// startFlush, foldEvents and writeState are one flush (with
+	// app.markEvents, whose list of users varies).
+	startFlush, foldEvents, writeState string
 
 	// verification
 	eventsPerUser, statePerUser, unapplied string
@@ -223,9 +273,8 @@ func newStatements(db *exdb.DB) statements {
 		dirty, st, version, uid, p(1), p(2), p(3))
 
 	s.startFlush = fmt.Sprintf("UPDATE %[1]s SET %[2]s = %[3]s WHERE %[4]s = %[5]s", dirty, q("flush_version"), version, q("token"), p(1))
-	s.markEvents = fmt.Sprintf("UPDATE %s SET %s = %s WHERE %s = %s AND %s IS NULL", ev, flush, p(1), uid, p(2), flush)
-	s.foldEvents = fmt.Sprintf("SELECT COUNT(*), COALESCE(SUM(%[1]s), 0), COALESCE(MAX(%[2]s), 0) FROM %[3]s WHERE %[4]s = %[5]s",
-		q("delta"), q("seq"), ev, flush, p(1))
+	s.foldEvents = fmt.Sprintf("SELECT %s, %s, %s, %s FROM %s WHERE %s = %s ORDER BY %s",
+		uid, q("event_id"), q("delta"), q("seq"), ev, flush, p(1), uid)
 
 	s.eventsPerUser = fmt.Sprintf("SELECT %[1]s, COUNT(*), COALESCE(SUM(%[2]s), 0), COALESCE(MAX(%[3]s), 0) FROM %[4]s GROUP BY %[1]s",
 		uid, q("delta"), q("seq"), ev)

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/claimlock/claimlock/internal/store"
 )
 
 // simulate runs the writers (and, in coalesce mode, the flushers) until
@@ -29,6 +27,7 @@ func (a *app) simulate(ctx context.Context, stderr io.Writer) (summary, error) {
 	defer cancel(nil)
 
 	start := time.Now()
+	a.start, a.sent, a.persisted = start, make([]atomic.Int64, len(evs)+1), nil
 	writersDone := make(chan struct{})
 	var writers sync.WaitGroup
 	for range a.o.writers {
@@ -49,6 +48,7 @@ func (a *app) simulate(ctx context.Context, stderr io.Writer) (summary, error) {
 				if e.Resend {
 					sends = 2
 				}
+				a.markSent(e.ID)
 				for range sends {
 					t := time.Now()
 					ok, err := write(ctx, e)
@@ -62,6 +62,10 @@ func (a *app) simulate(ctx context.Context, stderr io.Writer) (summary, error) {
 						mine = append(mine, time.Since(t))
 					}
 					if ok {
+						if a.o.mode == "naive" {
+							// Its delta committed with it.
+							a.markPersisted([]int64{e.ID})
+						}
 						accepted.Add(1)
 					} else {
 						ignored.Add(1)
@@ -78,7 +82,7 @@ func (a *app) simulate(ctx context.Context, stderr io.Writer) (summary, error) {
 	}()
 
 	var flushers sync.WaitGroup
-	if a.o.mode == "coalesce" {
+	if a.o.mode != "naive" {
 		for range a.o.flushers {
 			flushers.Go(func() {
 				if err := a.flusher(ctx, writersDone); err != nil && ctx.Err() == nil {
@@ -110,7 +114,7 @@ wait:
 	s := summary{
 		Mode: a.o.mode, Driver: a.db.Driver, Writers: a.o.writers, Flushers: a.o.flushers, Users: a.o.users,
 		Events: int64(len(evs)), Accepted: accepted.Load(), DuplicatesIgnored: ignored.Load(),
-		Requeues: a.requeues.Load(), EmptyFlushes: a.emptyFlushes.Load(), Retries: a.retries.Load() + store.Retries(a.db.Dialect),
+		Requeues: a.requeues.Load(), EmptyFlushes: a.emptyFlushes.Load(), Retries: a.retries.Load(),
 		DirtyWrites: a.dirtyWrites.Load(), DirtyConflicts: a.dirtyConflicts.Load(),
 		WriteSeconds: writeElapsed.Seconds(), TotalSeconds: elapsed.Seconds(),
 	}
@@ -121,6 +125,9 @@ wait:
 	slices.Sort(hotLat)
 	s.P50Ms, s.P99Ms = ms(quantile(lat, 0.50)), ms(quantile(lat, 0.99))
 	s.HotP50Ms, s.HotP99Ms = ms(quantile(hotLat, 0.50)), ms(quantile(hotLat, 0.99))
+	slices.Sort(a.persisted)
+	s.PersistP50Ms, s.PersistP99Ms = ms(quantile(a.persisted, 0.50)), ms(quantile(a.persisted, 0.99))
+	s.BacklogMaxMs = ms(quantile(a.persisted, 1))
 	if err := a.verify(context.WithoutCancel(ctx), evs, &s); err != nil {
 		return s, err
 	}

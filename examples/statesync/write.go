@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/store"
 )
 
 // hotUser receives the -hot fraction of the events.
@@ -63,7 +62,7 @@ func (a *app) withRetry(ctx context.Context, fn func() error) error {
 			return err
 		}
 		a.retries.Add(1)
-		t := time.NewTimer(store.Backoff(attempt, retryBase, retryMax))
+		t := time.NewTimer(backoff(attempt, retryBase, retryMax))
 		select {
 		case <-ctx.Done():
 			t.Stop()
