@@ -90,7 +90,9 @@ func TestFleetOneSweeper(t *testing.T) {
 		}
 
 		rs := [2]running{run(0), run(1)}
-		time.Sleep(500 * time.Millisecond)
+		require.Eventually(t, func() bool { return log.count(0)+log.count(1) > 0 }, 10*time.Second, 5*time.Millisecond,
+			"a reaper swept")
+		time.Sleep(500 * time.Millisecond) // the other has time to try
 		leader := 0
 		if log.count(1) > 0 {
 			leader = 1
@@ -102,8 +104,8 @@ func TestFleetOneSweeper(t *testing.T) {
 		// The leader stops and releases: the other takes over.
 		stop(rs[leader])
 		before := log.count(other)
-		time.Sleep(500 * time.Millisecond)
-		require.Greater(t, log.count(other), before, "the follower took over")
+		require.Eventually(t, func() bool { return log.count(other) > before }, 10*time.Second, 5*time.Millisecond,
+			"the follower took over")
 
 		// The old leader restarts: it waits while the other leads.
 		stopped := log.count(leader)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/testkit/testengine"
 	"github.com/claimlock/claimlock/zombie"
 )
 
@@ -37,9 +38,14 @@ func TestSweepBounded(t *testing.T) {
 		dead, err := c.Claim(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 5, dead.Len())
-		// The dead claim must be stale and the fresh one not, at the sweep,
-		// with room for a loaded CI machine between the two.
-		time.Sleep(1500 * time.Millisecond)
+		// The dead claim was made an hour ago; the fresh one stays fresh
+		// for the sweep's minute, however slow the machine.
+		back := map[string]string{
+			testengine.SQLite:   "claimed_at - 3600000",
+			testengine.MySQL:    "claimed_at - INTERVAL 1 HOUR",
+			testengine.Postgres: "claimed_at - interval '1 hour'",
+		}[e.kind]
+		e.exec(t, fmt.Sprintf("UPDATE %s SET claimed_at = %s WHERE token = ?", cc.Table, back), dead.Token())
 		c3 := cc
 		c3.BatchSize = 3
 		c3c, err := claim.New[struct{}](e.d, c3, nil)
@@ -49,7 +55,7 @@ func TestSweepBounded(t *testing.T) {
 		require.Equal(t, 3, fresh.Len())
 
 		var swept []zombie.Result
-		r, err := zombie.New(e.d, cc, zombie.Config{Timeout: time.Second, BatchLimit: 2,
+		r, err := zombie.New(e.d, cc, zombie.Config{Timeout: time.Minute, BatchLimit: 2,
 			Observer: sweeps(func(r zombie.Result) { swept = append(swept, r) }, nil)})
 		require.NoError(t, err)
 		res, err := r.Sweep(ctx)
