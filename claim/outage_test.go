@@ -54,51 +54,14 @@ func TestRunAckOutlastsOutage(t *testing.T) {
 			t.Run(en.kind+"/"+fault, func(t *testing.T) {
 				t.Parallel()
 				e, p := openVia(t, en)
-				logs := &recordingHandler{}
-				c, cfg := jobSetup(t, e, e.d.Capabilities().PreferredStrategy, 20, func(cfg *claim.Config) {
-					cfg.BatchSize = 20
-					cfg.ReapTimeout = 20 * time.Second
-					cfg.HeartbeatInterval = 5 * time.Second
+				logs := drainThroughOutage(t, e, e.d.Capabilities().PreferredStrategy, func(table string) {
+					if fault == "down" {
+						p.Down()
+						time.AfterFunc(1500*time.Millisecond, p.Up)
+					} else {
+						p.DropAfterWrite(table)
+					}
 				})
-				cfg.Logger = slog.New(logs)
-				c, err := claim.New(e.d, cfg, jobFields)
-				require.NoError(t, err)
-				var mu sync.Mutex
-				calls := map[int64]int{}
-				var once sync.Once
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				done := make(chan error, 1)
-				go func() {
-					done <- c.Run(ctx, claim.WorkerConfig[job]{PollMin: time.Millisecond, PollMax: 20 * time.Millisecond,
-						Handler: func(ctx context.Context, r claim.Row[job]) error {
-							mu.Lock()
-							calls[r.ID.(int64)]++
-							mu.Unlock()
-							once.Do(func() {
-								if fault == "down" {
-									p.Down()
-									time.AfterFunc(1500*time.Millisecond, p.Up)
-								} else {
-									p.DropAfterWrite(cfg.Table)
-								}
-							})
-							return nil
-						}})
-				}()
-				require.Eventually(t, func() bool {
-					st, err := c.Stats(ctx)
-					return err == nil && st.Done == 20
-				}, 45*time.Second, 20*time.Millisecond, "every row acked; logged: %v", logs.atLeast(slog.LevelWarn))
-				cancel()
-				require.NoError(t, <-done)
-				mu.Lock()
-				defer mu.Unlock()
-				require.Len(t, calls, 20)
-				for id, n := range calls {
-					require.Equal(t, 1, n, "row %d handled %d times", id, n)
-				}
-				require.Empty(t, logs.matching("ack failed; rows stay processing"))
 				require.Empty(t, logs.matching("claim lost"), "an ack of unknown outcome is not a loss")
 			})
 		}
@@ -247,47 +210,10 @@ func TestOutagesSQLite(t *testing.T) {
 	t.Run("run-ack", func(t *testing.T) {
 		t.Parallel()
 		e, sw := openFaulty(t)
-		logs := &recordingHandler{}
-		_, cfg := jobSetup(t, e, dialect.StrategyTokenUpdate, 20, func(cfg *claim.Config) {
-			cfg.BatchSize = 20
-			cfg.ReapTimeout = 20 * time.Second
-			cfg.HeartbeatInterval = 5 * time.Second
+		drainThroughOutage(t, e, dialect.StrategyTokenUpdate, func(string) {
+			sw.Down()
+			time.AfterFunc(1500*time.Millisecond, sw.Up)
 		})
-		cfg.Logger = slog.New(logs)
-		c, err := claim.New(e.d, cfg, jobFields)
-		require.NoError(t, err)
-		var mu sync.Mutex
-		calls := map[int64]int{}
-		var once sync.Once
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		done := make(chan error, 1)
-		go func() {
-			done <- c.Run(ctx, claim.WorkerConfig[job]{PollMin: time.Millisecond, PollMax: 20 * time.Millisecond,
-				Handler: func(ctx context.Context, r claim.Row[job]) error {
-					mu.Lock()
-					calls[r.ID.(int64)]++
-					mu.Unlock()
-					once.Do(func() {
-						sw.Down()
-						time.AfterFunc(1500*time.Millisecond, sw.Up)
-					})
-					return nil
-				}})
-		}()
-		require.Eventually(t, func() bool {
-			st, err := c.Stats(ctx)
-			return err == nil && st.Done == 20
-		}, 45*time.Second, 20*time.Millisecond, "every row acked; logged: %v", logs.atLeast(slog.LevelWarn))
-		cancel()
-		require.NoError(t, <-done)
-		mu.Lock()
-		defer mu.Unlock()
-		require.Len(t, calls, 20)
-		for id, n := range calls {
-			require.Equal(t, 1, n, "row %d handled %d times", id, n)
-		}
-		require.Empty(t, logs.matching("ack failed; rows stay processing"))
 	})
 	t.Run("claim-reply-lost", func(t *testing.T) {
 		t.Parallel()
@@ -314,4 +240,51 @@ func TestOutagesSQLite(t *testing.T) {
 			require.Zero(t, sum, "an outage counted attempts")
 		}
 	})
+}
+
+// drainThroughOutage runs Run over 20 rows of a fresh table on e, with
+// heartbeats every 5 s and a 20 s claim timeout; the first handler call
+// starts fault (given the table's name). Every row must be handled once and
+// acked, and no ack left to the reaper. It returns what was logged.
+func drainThroughOutage(t *testing.T, e *env, s dialect.Strategy, fault func(table string)) *recordingHandler {
+	t.Helper()
+	logs := &recordingHandler{}
+	_, cfg := jobSetup(t, e, s, 20, func(cfg *claim.Config) {
+		cfg.BatchSize = 20
+		cfg.ReapTimeout = 20 * time.Second
+		cfg.HeartbeatInterval = 5 * time.Second
+	})
+	cfg.Logger = slog.New(logs)
+	c, err := claim.New(e.d, cfg, jobFields)
+	require.NoError(t, err)
+	var mu sync.Mutex
+	calls := map[int64]int{}
+	var once sync.Once
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Run(ctx, claim.WorkerConfig[job]{PollMin: time.Millisecond, PollMax: 20 * time.Millisecond,
+			Handler: func(ctx context.Context, r claim.Row[job]) error {
+				mu.Lock()
+				calls[r.ID.(int64)]++
+				mu.Unlock()
+				once.Do(func() { fault(cfg.Table) })
+				return nil
+			}})
+	}()
+	require.Eventually(t, func() bool {
+		st, err := c.Stats(ctx)
+		return err == nil && st.Done == 20
+	}, 45*time.Second, 20*time.Millisecond, "every row acked; logged: %v", logs.atLeast(slog.LevelWarn))
+	cancel()
+	require.NoError(t, <-done)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, calls, 20)
+	for id, n := range calls {
+		require.Equal(t, 1, n, "row %d handled %d times", id, n)
+	}
+	require.Empty(t, logs.matching("ack failed; rows stay processing"))
+	return logs
 }
