@@ -22,8 +22,8 @@ var mutations = []mutation{
 	// --- token conditions: a statement that ignores the claim token writes
 	// rows another worker has claimed since.
 	{Name: "sqlite/ack-token", File: "dialect/sqlite/sql.go",
-		From: "WHERE {{.Token}} = {{arg \"token\"}} AND {{.ID}} {{keys}}\nRETURNING",
-		To:   "WHERE {{.ID}} {{keys}}\nRETURNING",
+		From: "{{- template \"ackmark\" .}}\nWHERE {{.Token}} = {{arg \"token\"}} AND {{.ID}} {{keys}}\nRETURNING",
+		To:   "{{- template \"ackmark\" .}}\nWHERE {{.ID}} {{keys}}\nRETURNING",
 		Pkg:  "./dialect/sqlite", Run: "^TestConformance$/AckLostAfterReclaim"},
 	{Name: "sqlite/heartbeat-token", File: "dialect/sqlite/sql.go",
 		From: "{{.ClaimedAt}} + 1){{end}}\nWHERE {{.Token}} = {{arg \"token\"}} AND ",
@@ -38,8 +38,8 @@ var mutations = []mutation{
 		To:   "FROM {{.Table}} WHERE {{.Token}} IS NOT NULL{{if .ByKeys}}",
 		Pkg:  "./dialect/sqlite", Run: "^TestConformance$/Read$"},
 	{Name: "postgres/ack-token", File: "dialect/postgres/sql.go",
-		From: "WHERE {{.Token}} = {{if .Pipelined}}{{arg \"ack_token\"}}{{else}}{{arg \"token\"}}{{end}} AND {{.ID}} {{keys}}",
-		To:   "WHERE {{.ID}} {{keys}}",
+		From: "{{- template \"ackmark\" .}}\nWHERE {{.Token}} = {{if .Pipelined}}{{arg \"ack_token\"}}{{else}}{{arg \"token\"}}{{end}} AND {{.ID}} {{keys}}",
+		To:   "{{- template \"ackmark\" .}}\nWHERE {{.ID}} {{keys}}",
 		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/AckLostAfterReclaim", Env: pg},
 	{Name: "postgres/heartbeat-token", File: "dialect/postgres/sql.go",
 		From: "{{.ClaimedAt}} + interval '1 microsecond')\nWHERE {{.Token}} = {{arg \"token\"}} AND ",
@@ -54,8 +54,8 @@ var mutations = []mutation{
 		To:   "FROM {{.Table}} WHERE {{.Token}} IS NOT NULL{{if .ByKeys}}",
 		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/Read$", Env: pg},
 	{Name: "mysql/ack-token", File: "dialect/mysql/sql.go",
-		From: "{{template \"ackmark\" .}}\nWHERE {{.Token}} = {{arg \"token\"}} AND ",
-		To:   "{{template \"ackmark\" .}}\nWHERE ",
+		From: "{{- end}}\nWHERE {{.Token}} = {{arg \"token\"}} AND {{.ID}} {{keys}}`,",
+		To:   "{{- end}}\nWHERE {{.ID}} {{keys}}`,",
 		Pkg:  "./dialect/mysql", Run: "^TestConformance$/AckLostAfterReclaim", Env: my},
 	{Name: "mysql/heartbeat-token", File: "dialect/mysql/sql.go",
 		From: "INTERVAL 1 MICROSECOND, UTC_TIMESTAMP(6)))\nWHERE {{.Token}} = {{arg \"token\"}} AND ",
@@ -76,8 +76,8 @@ var mutations = []mutation{
 		To:   "  FOR UPDATE{{end}}",
 		Pkg:  "./dialect/postgres", Run: "TestClaimsNeverWaitForLocks", Env: pg},
 	{Name: "mysql/claim-skip-locked", File: "dialect/mysql/sql.go",
-		From: "ORDER BY {{.ID}} LIMIT {{arg \"limit\"}} FOR UPDATE SKIP LOCKED",
-		To:   "ORDER BY {{.ID}} LIMIT {{arg \"limit\"}} FOR UPDATE",
+		From: "{{template \"runnable\" .}}\nORDER BY {{.ID}} LIMIT {{arg \"limit\"}} FOR UPDATE SKIP LOCKED`\n",
+		To:   "{{template \"runnable\" .}}\nORDER BY {{.ID}} LIMIT {{arg \"limit\"}} FOR UPDATE`\n",
 		Pkg:  "./dialect/mysql", Run: "^TestConformance$/ClaimSkipsLockedRows$", Env: my},
 
 	// --- reap timeouts and the time columns' slack: rows and leases taken
