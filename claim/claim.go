@@ -47,40 +47,57 @@ const failedClaimRelease = 30 * time.Second
 
 // releaseFailedClaim releases the rows a failed claim may hold under token,
 // on its own deadline (failedClaimRelease), not ctx's: the claim may have
-// failed because ctx ended. The caller waits for it only while ctx lasts,
-// so an operation still returns by its context's deadline when the server
-// stalls; past that the release finishes in the background.
+// failed because ctx ended. The caller waits for the first try only while
+// ctx lasts, so an operation still returns by its context's deadline when
+// the server stalls; past that the release finishes in the background.
 //
 // A release hands the claim's attempt back, so a release an outage fails is
-// tried again, with jittered backoff, until the server answers or a reaper
-// could have taken the rows (the claim's lifetime, [core.lifetime]; the
-// release's own deadline without a ReapTimeout): rows a claim of unknown
-// outcome marked while the server went away then come back without moving
-// toward parking. Only a reap keeps the attempt.
+// tried again in the background, with jittered backoff, until the server
+// answers or a reaper could have taken the rows (the claim's lifetime,
+// [core.lifetime]; the release's own deadline without a ReapTimeout): rows
+// a claim of unknown outcome marked while the server went away then come
+// back without moving toward parking. Only a reap keeps the attempt. The
+// caller does not wait for those tries: a claim refused by a read-only
+// server returns at once, not when the server becomes writable.
 func (k *core) releaseFailedClaim(ctx context.Context, token string, claimed time.Time) {
-	detach.Run(ctx, failedClaimRelease, func(ctx context.Context) {
-		until, ok := ctx.Deadline()
-		if life := k.lifetime(); life > 0 {
-			until, ok = claimed.Add(life), true
+	detach.Run(ctx, failedClaimRelease, func(fctx context.Context) {
+		_, err := k.cs.Release(fctx, token, nil)
+		if err == nil {
+			return
 		}
-		for n := 0; ; n++ {
-			_, err := k.cs.Release(ctx, token, nil)
-			if err == nil {
-				return
-			}
-			pause := store.Backoff(n, outageRetryBase, outageRetryMax)
-			if !outage(err) || ctx.Err() != nil || ok && !time.Now().Add(pause).Before(until) {
-				k.logger.Warn("claimlock: could not release rows of a failed claim; the reaper will", "token", token, "err", err)
-				return
-			}
-			t := time.NewTimer(pause)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-			}
-			t.Stop()
+		if !outage(err) || fctx.Err() != nil {
+			k.logger.Warn("claimlock: could not release rows of a failed claim; the reaper will", "token", token, "err", err)
+			return
 		}
+		go k.retryRelease(context.WithoutCancel(ctx), token, claimed, err)
 	})
+}
+
+// retryRelease tries the release of a failed claim's rows again after an
+// outage (see [core.releaseFailedClaim]); err is the last try's error.
+func (k *core) retryRelease(ctx context.Context, token string, claimed time.Time, err error) {
+	ctx, cancel := context.WithTimeout(ctx, failedClaimRelease)
+	defer cancel()
+	until, ok := ctx.Deadline()
+	if life := k.lifetime(); life > 0 {
+		until, ok = claimed.Add(life), true
+	}
+	for n := 0; ; n++ {
+		pause := store.Backoff(n, outageRetryBase, outageRetryMax)
+		if !outage(err) || ctx.Err() != nil || ok && !time.Now().Add(pause).Before(until) {
+			k.logger.Warn("claimlock: could not release rows of a failed claim; the reaper will", "token", token, "err", err)
+			return
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		if _, err = k.cs.Release(ctx, token, nil); err == nil {
+			return
+		}
+	}
 }
 
 // claimWith claims one batch with run.

@@ -228,19 +228,21 @@ func TestReleaseAndKeepAlive(t *testing.T) {
 		require.Empty(t, b.Unacked())
 
 		// A kept-alive batch survives a reaper whose timeout is shorter than
-		// the processing time; once stopped, its rows go stale.
+		// the processing time; once stopped, its rows go stale. Heartbeats
+		// run every 50 ms against a 3 s timeout: a loaded machine's late
+		// heartbeat is no loss.
 		b, err = c.Claim(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 7, b.Len())
 		stop := b.KeepAlive(ctx)
-		time.Sleep(1500 * time.Millisecond)
-		reap := &store.ReapParams{Timeout: time.Second, Limit: 100}
+		time.Sleep(3500 * time.Millisecond)
+		reap := &store.ReapParams{Timeout: 3 * time.Second, Limit: 100}
 		res, err := claim.StoreOf(c).Reap(ctx, reap)
 		require.NoError(t, err)
 		require.Zero(t, res.Returned, "heartbeats keep the rows")
 		stop()
 		stop() // idempotent
-		time.Sleep(1200 * time.Millisecond)
+		time.Sleep(3200 * time.Millisecond)
 		res, err = claim.StoreOf(c).Reap(ctx, reap)
 		require.NoError(t, err)
 		require.EqualValues(t, 7, res.Returned)
