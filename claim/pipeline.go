@@ -192,18 +192,7 @@ func (r *runner[T]) pipelineFinish(ctx, fctx context.Context, b *Batch[T], ok, f
 	if !c.core.pipelines(r.w.Pipeline) || ctx.Err() != nil || b.lost() || len(ok) == 0 || len(ok)+len(failed) != len(b.rows) {
 		return nil, false
 	}
-	for j, i := range failed {
-		err := b.outlast(fctx, "fail", func() error {
-			if b.settledLocked(i) {
-				return nil
-			}
-			return b.settleFailure(fctx, i, causes[j], log)
-		})
-		if err != nil && !errors.Is(err, dialect.ErrClaimLost) {
-			r.check(err)
-			log.Error("claimlock: fail failed; row stays processing until reaped", "token", b.token, "id", b.rows[i].ID, "err", err)
-		}
-	}
+	r.failRows(fctx, b, failed, causes, log)
 	next, err := c.ackAndClaimLocked(fctx, b, ok)
 	b.noteUnknown(err)
 	if next != nil {

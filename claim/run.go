@@ -292,18 +292,7 @@ func (r *runner[T]) process(ctx context.Context, b *Batch[T], log *slog.Logger) 
 			r.check(err)
 			log.Error("claimlock: ack failed; rows stay processing until reaped", "token", b.token, "ids", b.idsOf(ok), "err", err)
 		}
-		for j, i := range failed {
-			err := b.outlast(fctx, "fail", func() error {
-				if b.settledLocked(i) {
-					return nil
-				}
-				return b.settleFailure(fctx, i, causes[j], log)
-			})
-			if err != nil && !errors.Is(err, dialect.ErrClaimLost) {
-				r.check(err)
-				log.Error("claimlock: fail failed; row stays processing until reaped", "token", b.token, "id", b.rows[i].ID, "err", err)
-			}
-		}
+		r.failRows(fctx, b, failed, causes, log)
 	}
 	// Rows still open now were not processed (shutdown, or a lost batch);
 	// the others Release may find held are rows whose transactional ack
@@ -373,4 +362,23 @@ func call[T any](ctx context.Context, h func(context.Context, Row[T]) error, r R
 		}
 	}()
 	return h(ctx, r)
+}
+
+// failRows records the handler failures of rows failed (with causes, in
+// order) in batch b, each tried again after an outage while the batch holds
+// its rows; a row already settled is left alone. A failure that cannot be
+// written leaves the row processing for the reaper. b.mu is held.
+func (r *runner[T]) failRows(fctx context.Context, b *Batch[T], failed []int, causes []error, log *slog.Logger) {
+	for j, i := range failed {
+		err := b.outlast(fctx, "fail", func() error {
+			if b.settledLocked(i) {
+				return nil
+			}
+			return b.settleFailure(fctx, i, causes[j], log)
+		})
+		if err != nil && !errors.Is(err, dialect.ErrClaimLost) {
+			r.check(err)
+			log.Error("claimlock: fail failed; row stays processing until reaped", "token", b.token, "id", b.rows[i].ID, "err", err)
+		}
+	}
 }
