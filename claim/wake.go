@@ -19,8 +19,8 @@ import (
 // again at once), never queued.
 //
 // Rows made pending by other processes reach idle loops through the
-// dialect's notifications where it has them ([store.Notifier]: PostgreSQL
-// with its notifier running), and through polling everywhere.
+// dialect's notifications where it has them (PostgreSQL, while its
+// Dialect.Listen runs), and through polling everywhere.
 func (c *Claimer[T]) Wake() { c.core.wake.kick() }
 
 // waker coordinates the idle loops of one claimer (of every [Claimer.Run]

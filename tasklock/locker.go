@@ -75,7 +75,7 @@ func (k *Locker) checkKey(key any) error {
 // ctx's deadline.
 //
 // Until one succeeds, each Acquire first checks the table against the
-// catalog ([store.LeaseStore.VerifySchema]): a missing table or column,
+// catalog: a missing table or column,
 // or an owner column too short for a token, is an error wrapping
 // [dialect.ErrInvalidConfig] before any lease is written.
 func (k *Locker) Acquire(ctx context.Context, key any) (*Lease, error) {
@@ -119,9 +119,9 @@ func (k *Locker) acquire(ctx context.Context, key any) (*Lease, error) {
 	return l, nil
 }
 
-// Verify checks the lease table against the database catalog (see
-// [store.LeaseStore.VerifySchema]) unless a check already passed. Acquire
-// calls it; call it at start-up to fail fast.
+// Verify checks the lease table against the database catalog unless a
+// check already passed. Acquire calls it; call it at start-up to fail
+// fast.
 func (k *Locker) Verify(ctx context.Context) error {
 	if k.verified.Load() {
 		return nil

@@ -31,7 +31,7 @@ import (
 // its first refusal, a statement outside a transaction is re-run at once on
 // a new connection (database/sql's own re-run after [driver.ErrBadConn]),
 // and one inside a transaction fails with an error the claimlock stores
-// classify as [errclass.Unavailable] and re-run whole.
+// classify as unavailable (nothing ran) and re-run whole.
 //
 // Set the pool's MaxIdleConns to its MaxOpenConns: database/sql keeps two
 // idle connections by default, and every extra one it opens costs a

@@ -20,7 +20,7 @@ import (
 // pooled connection is found out at its first statement: one on a
 // connection the caller pinned (sql.Conn) or in a transaction is not re-run
 // by database/sql, and reaches the caller (the claimlock stores re-run it
-// whole, see [errclass.Unavailable]).
+// whole: nothing ran).
 //
 // The wrapped connection is go-sql-driver/mysql's, which implements every
 // optional interface forwarded here.

@@ -119,8 +119,8 @@
 //     a node that has not yet applied another node's claim of the same row
 //     conflicts with it at certification and is rolled back.
 //   - A node outside the primary component refuses every statement with
-//     error 1047 before running it. The stores classify it as
-//     [errclass.Unavailable]: nothing ran, so the statement or
+//     error 1047 before running it. claimlock treats it as
+//     unavailable: nothing ran, so the statement or
 //     transaction is re-run under the retry policy like a deadlock.
 //     [OpenCluster] dials only nodes that report wsrep_ready, preferring
 //     synced ones, and drops a pooled connection at its node's first

@@ -166,7 +166,7 @@ func newNotifier(logger *slog.Logger) *notifier {
 	return &notifier{logger: logger, subs: map[string]map[*subscription]struct{}{}, changed: make(chan struct{}, 1)}
 }
 
-// Subscribe implements [store.Notifier]: wake is called for the
+// Subscribe registers a claimer's wake-up: wake is called for the
 // notifications of spec's table and scope (see [NotifyStatement]) that
 // reach the dialect's listener ([Dialect.Listen]). Without a running
 // listener nothing arrives, and claimers poll.

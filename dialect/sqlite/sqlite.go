@@ -52,7 +52,7 @@ func init() { errclass.Register(classify) }
 //
 // Transactions begun on the handle (BeginTx) are write transactions, BEGIN
 // IMMEDIATE (modernc's _txlock=immediate): one that reads and then writes,
-// such as a handler's effect with its ack ([store.ClaimStore.AckTx]),
+// such as a handler's effect with its ack (claim's Batch.AckTx),
 // waits for the write lock at BEGIN, up to the busy timeout, instead of
 // failing with SQLITE_BUSY when another connection wrote first (waiting
 // cannot help a deferred transaction that read an older snapshot). Begin
