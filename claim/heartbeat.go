@@ -27,7 +27,8 @@ import (
 // the deferred stop end the heartbeats.
 //
 // Each tick first writes the batch's deferred acks (Config.AckDelay).
-// A heartbeat that fails is logged and tried again at the next tick; one
+// A heartbeat may take until the batch's local deadline (at least one
+// interval); one that fails is logged and tried again at the next tick; one
 // that finds rows lost ends the batch's context ([Batch.Context]) and is
 // logged once (again only if more rows go), and heartbeats go on for the
 // rows still held, so that the batch's final acks and release can still
@@ -65,7 +66,7 @@ func (b *Batch[T]) keepAlive(ctx context.Context, interval time.Duration) {
 			return // nothing held any more
 		case <-t.C:
 		}
-		hctx, hcancel := context.WithTimeout(ctx, interval)
+		hctx, hcancel := context.WithTimeout(ctx, b.heartbeatTimeout(interval))
 		// Deferred acks first: written rows need no heartbeat, and
 		// their write never waits for a lapse.
 		if err := b.writeDeferred(hctx); err != nil && ctx.Err() == nil {
@@ -88,6 +89,22 @@ func (b *Batch[T]) keepAlive(ctx context.Context, interval time.Duration) {
 			b.core.logger.Warn("claimlock: heartbeat failed", "token", b.token, "err", err)
 		}
 	}
+}
+
+// heartbeatTimeout bounds one tick's statements: until the batch's local
+// deadline, since a heartbeat that lands before it still keeps the rows,
+// and never less than one interval. Cutting a heartbeat off at the next
+// tick instead would, on a loaded server, abort every heartbeat (and, on
+// drivers that close a connection whose query was cancelled, make each
+// next one pay for a new connection), so that the keep-alive found neither
+// the rows held nor the rows lost.
+func (b *Batch[T]) heartbeatTimeout(interval time.Duration) time.Duration {
+	if d, ok := b.Deadline(); ok {
+		if left := time.Until(d); left > interval {
+			return left
+		}
+	}
+	return interval
 }
 
 // Heartbeat moves the claim time of every row the token still holds to the

@@ -15,6 +15,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/sqlite"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testkit/connfault"
 	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 	"github.com/claimlock/claimlock/internal/testkit/netfault"
@@ -65,6 +66,47 @@ func TestRunAckOutlastsOutage(t *testing.T) {
 				require.Empty(t, logs.matching("claim lost"), "an ack of unknown outcome is not a loss")
 			})
 		}
+	}
+}
+
+// TestKeepAliveOnSlowServer: every reply takes 40 ms, twice the heartbeat
+// interval. Heartbeats still land (a heartbeat may take until the batch's
+// local deadline, not just until the next tick), so a reaper with a
+// one-second timeout finds nothing stale for three seconds; once the rows
+// are taken, the next heartbeat finds them lost and the keep-alive ends.
+// Cut off at the next tick, every heartbeat failed, the reaper took the
+// rows of a live batch, and the keep-alive never saw the loss.
+func TestKeepAliveOnSlowServer(t *testing.T) {
+	t.Parallel()
+	for _, en := range engines {
+		t.Run(en.kind, func(t *testing.T) {
+			t.Parallel()
+			e, p := openVia(t, en)
+			c, cfg := jobSetup(t, e, e.d.Capabilities().PreferredStrategy, 3, func(cfg *claim.Config) {
+				cfg.BatchSize = 3
+				cfg.ReapTimeout = 20 * time.Second
+				cfg.HeartbeatInterval = 20 * time.Millisecond
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			b, err := c.Claim(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 3, b.Len())
+			p.Delay(40 * time.Millisecond)
+			stop := b.KeepAlive(ctx)
+			defer stop()
+			reap := &store.ReapParams{Timeout: time.Second, Limit: 100, ScopeValues: cfg.ScopeValues}
+			for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+				res, err := claim.StoreOf(c).Reap(ctx, reap)
+				require.NoError(t, err)
+				require.Zero(t, res.Returned, "heartbeats on a slow server keep the rows")
+				time.Sleep(200 * time.Millisecond)
+			}
+			require.NoError(t, b.Err())
+			steal(t, c, cfg)
+			waitFor(t, "the keep-alive to find the rows lost", func() bool { return b.Err() != nil })
+			require.ErrorIs(t, b.Err(), dialect.ErrClaimLost)
+		})
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package netfault is a TCP proxy between a test and a database server
 // that can fail the way networks and servers do: refuse every connection
-// (the server is down: its port is closed) and drop a connection right after
-// a statement was written to it. It is for tests only.
+// (the server is down: its port is closed), drop a connection right after
+// a statement was written to it, and answer slowly (a loaded server or a
+// long network path). It is for tests only.
 package netfault
 
 import (
@@ -26,6 +27,7 @@ type Proxy struct {
 	conns   map[net.Conn]func() // live client connections and how to close both ends
 	marker  []byte              // armed by DropAfterWrite
 	downFor time.Duration       // after the drop, the server is away this long
+	delay   atomic.Int64        // each reply is held back this long (ns)
 	stopped bool                // the test ended: Up does nothing
 	wg      sync.WaitGroup
 }
@@ -115,6 +117,11 @@ func (p *Proxy) DropAfterWriteThenDown(marker string, d time.Duration) {
 	p.mu.Unlock()
 }
 
+// Delay holds back every reply the server sends from now on by d (zero:
+// none), the handshake's included, so that every statement and every new
+// connection takes at least that long.
+func (p *Proxy) Delay(d time.Duration) { p.delay.Store(int64(d)) }
+
 func (p *Proxy) serve(ln net.Listener) {
 	p.wg.Add(1)
 	go func() {
@@ -149,6 +156,9 @@ func (p *Proxy) serve(ln net.Listener) {
 					n, err := server.Read(buf)
 					if err == nil && cut.Load() {
 						continue // swallowed: the connection is about to drop
+					}
+					if d := time.Duration(p.delay.Load()); n > 0 && d > 0 {
+						time.Sleep(d)
 					}
 					if n > 0 && !cut.Load() {
 						if _, werr := client.Write(buf[:n]); werr != nil {
