@@ -138,7 +138,7 @@ func (h *Holder[T]) Hold(ctx context.Context) (*Held[T], error) {
 		return nil, err
 	}
 	k.checkIndexes(ctx)
-	b := &Held[T]{core: k, limit: h.limit, margin: h.margin, free: free, stop: make(chan struct{}), stopped: make(chan struct{})}
+	b := &Held[T]{core: k, token: store.NewToken(), limit: h.limit, margin: h.margin, free: free, stop: make(chan struct{}), stopped: make(chan struct{})}
 	start := time.Now()
 	from := h.cursor.Load()
 	sh, _, err := k.held.Hold(ctx, &store.HoldParams{Limit: k.limit, ScopeValues: k.scope, HoldLimit: h.limit, From: from}, func(s store.Scanner) error {
@@ -159,15 +159,24 @@ func (h *Holder[T]) Hold(ctx context.Context) (*Held[T], error) {
 	}
 	if err != nil {
 		free()
-		return nil, storeError("hold", err)
+		err = storeError("hold", err)
+		k.observeHeld(ctx, b.event(OpClaim, start, err))
+		return nil, err
 	}
 	b.h = sh
+	e := b.event(OpClaim, start, nil)
+	e.Claimed = len(b.rows) + len(b.unreadable)
+	k.observeHeld(ctx, e)
 	park := store.OutcomeFailed
 	if !k.spec.Failed.IsSet() {
 		park = store.OutcomeRetry // no parked status: counted and retried
 	}
 	for i, u := range b.unreadable {
-		if _, err := sh.Ack(ctx, &store.AckParams{IDs: []any{u.ID}, Outcome: park, MaxAttempts: k.maxAttempts, Error: u.Err.Error()}); err != nil {
+		p := &store.AckParams{IDs: []any{u.ID}, Outcome: park, MaxAttempts: k.maxAttempts, Error: u.Err.Error()}
+		t0 := time.Now()
+		res, err := sh.Ack(ctx, p)
+		k.observeHeld(ctx, b.ackEvent(p, res, t0, err))
+		if err != nil {
 			b.unreadable[i].Err = errors.Join(u.Err, err)
 			free()
 			return nil, storeError("hold", err)
@@ -246,6 +255,7 @@ func (h *Holder[T]) advance(rows []Row[T], limit int) {
 // batch's connection.
 type Held[T any] struct {
 	core          *core
+	token         string // names the batch in its events
 	h             *store.Held
 	rows          []Row[T]
 	unreadable    []RowError // parked in the batch's transaction
@@ -255,12 +265,19 @@ type Held[T any] struct {
 	mu     sync.Mutex // serialises the connection's statements; guards the fields below
 	lastOK time.Time  // local start of the last statement that succeeded
 	ended  bool
+	// sp is set once a savepoint was taken after the claim ([Holder.Run]):
+	// a failed statement of the handler then rolls back to it, keeping
+	// the rows held, and failed keeps its error (the batch refuses further
+	// statements until the loop records the failure).
+	sp     bool
+	failed error
 
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	stop    chan struct{}
 	stopped chan struct{}
 	once    sync.Once
+	lost    sync.Once // reports the loss once
 }
 
 // Rows returns the held rows in key order.
@@ -299,7 +316,7 @@ func (b *Held[T]) keepAlive() {
 		b.mu.Unlock()
 		wait := time.Until(deadline)
 		if wait <= 0 {
-			b.lose(fmt.Errorf("%w: %w", dialect.ErrClaimLost, ErrLocalDeadline))
+			b.lose(context.Background(), fmt.Errorf("%w: %w", dialect.ErrClaimLost, ErrLocalDeadline), true)
 			return
 		}
 		timer := time.NewTimer(wait)
@@ -330,31 +347,63 @@ func (b *Held[T]) keepAlive() {
 		}
 		b.ended = true
 		b.mu.Unlock()
-		b.lose(err)
+		b.lose(context.Background(), err, true)
 		b.finish()
 		return
 	}
 }
 
-// lose cancels the batch's context with cause.
-func (b *Held[T]) lose(cause error) { b.cancel(cause) }
+// lose cancels the batch's context with cause and reports the loss once
+// (OpLost; background when the keep-alive found it).
+func (b *Held[T]) lose(ctx context.Context, cause error, background bool) {
+	b.cancel(cause)
+	b.lost.Do(func() {
+		e := b.event(OpLost, time.Now(), cause)
+		e.Rows = int64(len(b.rows))
+		e.Background = background
+		b.core.observeHeld(ctx, e)
+	})
+}
 
 // finish releases the batch's slot once.
 func (b *Held[T]) finish() { b.once.Do(b.free) }
 
 // run runs fn, one statement of the batch, with the connection to itself;
 // a failure of fn that lost the transaction ends the batch.
-func (b *Held[T]) run(fn func() error) error {
+func (b *Held[T]) run(ctx context.Context, fn func() error) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.ended {
 		return fmt.Errorf("claim: %w: the held batch has ended", dialect.ErrClaimLost)
+	}
+	if b.failed != nil {
+		return fmt.Errorf("claim: a statement of the held batch failed (%w): its writes are rolled back and it takes no more", b.failed)
 	}
 	t0 := time.Now()
 	err := fn()
 	if err == nil {
 		b.lastOK = t0
 		return nil
+	}
+	if b.sp && !errors.Is(err, dialect.ErrClaimLost) {
+		// Under Holder.Run, a statement of the handler that failed on a
+		// live transaction fails the batch, not the claim: undo the
+		// handler's writes back to the savepoint, keeping the rows held,
+		// so that the loop records the rows' failure in this transaction.
+		err = b.h.Interpret(err)
+		rctx, cancel := context.WithTimeout(context.Background(), b.limit)
+		rerr := b.h.RollbackToSavepoint(rctx)
+		cancel()
+		if rerr == nil {
+			b.lastOK = time.Now()
+			b.failed = err
+			return fmt.Errorf("claim: %w (the held batch's writes are rolled back; its rows fail when the handler returns)", err)
+		}
+		b.ended = true
+		err = fmt.Errorf("%w (%w)", err, rerr)
+		b.lose(ctx, err, false)
+		b.finish()
+		return err
 	}
 	// A failed statement ends the batch on every engine: PostgreSQL has
 	// aborted the transaction already (its COMMIT would roll back), and a
@@ -365,7 +414,7 @@ func (b *Held[T]) run(fn func() error) error {
 		_ = b.h.Rollback(context.WithoutCancel(b.ctx))
 		err = fmt.Errorf("%w (the held batch is rolled back: %w)", err, dialect.ErrClaimLost)
 	}
-	b.lose(err)
+	b.lose(ctx, err, false)
 	b.finish()
 	return err
 }
@@ -378,7 +427,7 @@ func (b *Held[T]) run(fn func() error) error {
 // [dialect.ErrClaimLost], and the rows are pending again.
 func (b *Held[T]) Exec(ctx context.Context, query string, args ...any) (int64, error) {
 	var n int64
-	err := b.run(func() error {
+	err := b.run(ctx, func() error {
 		var err error
 		n, err = b.h.Querier().Exec(ctx, query, args...)
 		return err
@@ -389,7 +438,7 @@ func (b *Held[T]) Exec(ctx context.Context, query string, args ...any) (int64, e
 // Query runs one query of yours in the batch's transaction and calls fn
 // for each row with a function that scans it.
 func (b *Held[T]) Query(ctx context.Context, query string, args []any, fn func(scan func(dest ...any) error) error) error {
-	return b.run(func() error {
+	return b.run(ctx, func() error {
 		r, err := b.h.Querier().Query(ctx, query, args...)
 		if err != nil {
 			return err
@@ -414,15 +463,29 @@ func (b *Held[T]) Ack(ctx context.Context, ids ...any) error {
 
 // AckAll acks every held row not acked or failed yet.
 func (b *Held[T]) AckAll(ctx context.Context) error {
-	ids := make([]any, len(b.rows))
-	for i, r := range b.rows {
-		ids[i] = r.ID
+	ids := b.open()
+	if len(ids) == 0 && b.h != nil && !b.isEnded() {
+		return nil
 	}
 	err := b.Ack(ctx, ids...)
 	if errors.Is(err, dialect.ErrClaimLost) && b.h != nil && !b.isEnded() {
-		return nil // rows acked or failed before: AckAll takes the rest
+		return nil // rows acked or failed meanwhile: AckAll takes the rest
 	}
 	return err
+}
+
+// open returns the keys of the rows neither acked nor failed yet, in key
+// order.
+func (b *Held[T]) open() []any {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var ids []any
+	for _, r := range b.rows {
+		if b.h != nil && !b.ended && b.h.Open(r.ID) {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids
 }
 
 func (b *Held[T]) isEnded() bool {
@@ -481,9 +544,11 @@ func (b *Held[T]) attempts(id any) int64 {
 // write runs one held ack.
 func (b *Held[T]) write(ctx context.Context, p *store.AckParams) error {
 	var res store.AckResult
-	err := b.run(func() error {
+	err := b.run(ctx, func() error {
+		t0 := time.Now()
 		var err error
 		res, err = b.h.Ack(ctx, p)
+		b.core.observeHeld(ctx, b.ackEvent(p, res, t0, err))
 		if err != nil {
 			return storeError("ack", err)
 		}
@@ -522,13 +587,24 @@ func (b *Held[T]) end(ctx context.Context, commit bool) error {
 		return nil
 	}
 	b.ended = true
+	start := time.Now()
 	var err error
+	op := OpRollback
 	if commit {
+		op = OpCommit
 		err = b.h.Commit(ctx)
 	} else {
 		err = b.h.Rollback(ctx)
 	}
 	b.mu.Unlock()
+	if n := len(b.rows) + len(b.unreadable); n > 0 {
+		e := b.event(op, start, nil)
+		if err != nil {
+			e.Err = storeError(string(op), err)
+		}
+		e.Rows = int64(n)
+		b.core.observeHeld(ctx, e)
+	}
 	if b.ctx != nil {
 		b.cancel(ErrBatchDone)
 	}

@@ -60,6 +60,20 @@ const (
 	// [Claimer.Run], the clean-up of a failed claim): Event.Rows rows went
 	// back to pending.
 	OpRelease Op = "release"
+	// OpCommit is the commit of a held batch ([Held.Commit], also inside
+	// [Holder.Run]): its Event.Rows rows' acks and fails, and the caller's
+	// statements, took effect together (unless Event.Err is set).
+	OpCommit Op = "commit"
+	// OpRollback is the rollback of a held batch ([Held.Rollback], also
+	// inside [Holder.Run]): its Event.Rows rows are pending as they were
+	// before the claim, the caller's statements undone.
+	OpRollback Op = "rollback"
+	// OpLost is the loss of a held batch, reported once when it is found
+	// ([Held.Context] is then cancelled with Event.Err as its cause): a ping
+	// or a statement failed and the transaction is rolled back, or the
+	// local deadline passed (a rollback follows). Its Event.Rows rows are
+	// pending again once the server has ended the transaction.
+	OpLost Op = "lost"
 )
 
 // Labels name the table and scope an event concerns.
@@ -112,9 +126,15 @@ type Event struct {
 	// commits.
 	Tx bool
 	// Background is set when the operation ran on a goroutine of the
-	// library (a deferred ack's write, a keep-alive heartbeat) rather than
-	// in a caller's call: ctx then carries no trace of the caller.
+	// library (a deferred ack's write, a keep-alive heartbeat, a held
+	// batch's keep-alive finding it lost) rather than in a caller's call:
+	// ctx then carries no trace of the caller.
 	Background bool
+	// Held is set for the operations of a held batch ([Claimer.Holder]):
+	// its claim (OpClaim), acks and fails (OpAck, OpFail: like Tx, they
+	// count only if the batch commits), OpCommit, OpRollback and OpLost.
+	// Token then names the batch (held batches write no token).
+	Held bool
 }
 
 // observeClaim reports a claim to the observer, if any.
@@ -179,15 +199,42 @@ func (s *observedStore) report(ctx context.Context, e Event) {
 }
 
 func (s *observedStore) ackEvent(p *store.AckParams, res store.AckResult, start time.Time, err error) Event {
+	return s.k.ackEvent(p.Token, p, res, start, err)
+}
+
+// observeHeld reports an event of a held batch to the observer, if any.
+func (k *core) observeHeld(ctx context.Context, e Event) {
+	if k.obs == nil {
+		return
+	}
+	e.Held = true
+	if !e.Background {
+		e.Background = observe.IsBackground(ctx)
+	}
+	k.obs.ObserveClaim(ctx, e)
+}
+
+// event returns an event of the held batch b.
+func (b *Held[T]) event(op Op, start time.Time, err error) Event {
+	return b.core.event(op, b.token, start, err)
+}
+
+// ackEvent returns the event of a held ack or fail.
+func (b *Held[T]) ackEvent(p *store.AckParams, res store.AckResult, start time.Time, err error) Event {
+	return b.core.ackEvent(b.token, p, res, start, err)
+}
+
+// ackEvent returns the event of an ack or fail of the batch token.
+func (k *core) ackEvent(token string, p *store.AckParams, res store.AckResult, start time.Time, err error) Event {
 	if p.Outcome == store.OutcomeDone {
-		e := s.k.event(OpAck, p.Token, start, err)
+		e := k.event(OpAck, token, start, err)
 		if err == nil {
 			e.Lost, e.Requeued = len(res.Lost), len(res.Requeued)
 			e.Acked = len(p.IDs) - e.Lost - e.Requeued
 		}
 		return e
 	}
-	e := s.k.event(OpFail, p.Token, start, err)
+	e := k.event(OpFail, token, start, err)
 	if err == nil {
 		e.Lost = len(res.Lost)
 		e.Failed = len(p.IDs) - e.Lost

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -105,7 +106,58 @@ type Held struct {
 	tx   Tx
 	keys map[any]bool // held keys not yet acked
 	over bool
+	// saved is keys as they were at the savepoint (nil: none taken).
+	saved map[any]bool
 }
+
+// heldSavepoint names the savepoint a held claim takes before its handler
+// runs; PostgreSQL, MySQL and MariaDB spell SAVEPOINT and ROLLBACK TO
+// SAVEPOINT alike.
+const heldSavepoint = "claimlock_held"
+
+// Savepoint marks the held transaction's current state (the rows held, the
+// acks written so far) as the one [Held.RollbackToSavepoint] returns to,
+// keeping the row locks. An error means the claim is lost (the
+// transaction has been rolled back).
+func (h *Held) Savepoint(ctx context.Context) error {
+	if h.over {
+		return fmt.Errorf("%w: savepoint: the held claim has ended", dialect.ErrClaimLost)
+	}
+	if _, err := h.tx.Exec(ctx, "SAVEPOINT "+heldSavepoint); err != nil {
+		return h.broken(ctx, "savepoint", err)
+	}
+	h.saved = maps.Clone(h.keys)
+	return nil
+}
+
+// RollbackToSavepoint undoes every statement since [Held.Savepoint] (the
+// handler's writes, acks and fails) and keeps the row locks: the rows are
+// held as they were at the savepoint. It works in a transaction a failed
+// statement aborted (PostgreSQL). An error means the claim is lost: the
+// savepoint is gone with the transaction (a MySQL deadlock rolls the whole
+// transaction back) or the connection is, and the held claim is rolled
+// back.
+func (h *Held) RollbackToSavepoint(ctx context.Context) error {
+	if h.over {
+		return fmt.Errorf("%w: rollback to savepoint: the held claim has ended", dialect.ErrClaimLost)
+	}
+	if h.saved == nil {
+		return fmt.Errorf("%w: rollback to savepoint: no savepoint was taken", dialect.ErrInvalidConfig)
+	}
+	if _, err := h.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+heldSavepoint); err != nil {
+		return h.broken(ctx, "rollback to savepoint", err)
+	}
+	h.keys = maps.Clone(h.saved)
+	return nil
+}
+
+// Interpret classifies an error of a statement run through [Held.Querier]
+// as the store's own errors are ([dialect.IsRetryable],
+// [dialect.IsPermanent]).
+func (h *Held) Interpret(err error) error { return h.s.E.interpret(err) }
+
+// Open reports whether key (normalised) is held and not acked yet.
+func (h *Held) Open(key any) bool { return h.keys[key] }
 
 // Holds reports whether the store can hold claims (the engine has the
 // statements, and the server SKIP LOCKED).
