@@ -117,6 +117,8 @@ func runRole(role string) error {
 		return frozenClaimerRole(ctx, out)
 	case "heldworker":
 		return heldWorkerRole(ctx, out)
+	case "heldrunner":
+		return heldRunnerRole(ctx, out)
 	}
 	return fmt.Errorf("unknown role %q", role)
 }
