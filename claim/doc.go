@@ -31,6 +31,12 @@
 //   - Pipelining (ack a batch and claim the next in one operation) is a
 //     Run option, [WorkerConfig.Pipeline]; a hand-written loop uses
 //     [Claimer.AckAllAndClaim].
+//   - Claims that write nothing: [Claimer.Holder] holds rows by a
+//     transaction left open ([Held]), whose acks, fails and your own
+//     statements commit together, for short handlers whose work is in the
+//     same database (not SQLite). [Holder.Run] is its loop, as Run is for
+//     durable batches: a nil handler error acks and commits the batch, an
+//     error undoes the handler's writes and fails its rows.
 //
 // # Guarantees
 //

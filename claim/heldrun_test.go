@@ -404,3 +404,48 @@ func TestHeldRunPermanent(t *testing.T) {
 		require.NoError(t, ctx.Err(), "Run stopped on its own")
 	})
 }
+
+// Job is the row type of docs/claim.md's held-run snippet.
+type Job = job
+
+// TestSnippetHeldRun runs docs/claim.md's Holder.Run snippet on every
+// engine that holds claims: every row ends done with one result row,
+// written in the same transaction as its ack.
+func TestSnippetHeldRun(t *testing.T) {
+	t.Parallel()
+	holdable(t, func(t *testing.T, e *env) {
+		const n = 25
+		claimer, cfg := jobSetup(t, e, dialect.StrategySkipLocked, n, nil)
+		results := cfg.Table + "_results"
+		e.exec(t, fmt.Sprintf("CREATE TABLE %s (id BIGINT NOT NULL PRIMARY KEY)", results))
+		insertResult := e.rebind(fmt.Sprintf("INSERT INTO %s (id) VALUES (?)", results))
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			done <- func() error {
+				// snippet: held-run
+				holder, err := claimer.Holder(claim.HoldConfig{Limit: 10 * time.Second, MaxInFlight: 4})
+				if err != nil {
+					return err // dialect.ErrNotSupported on SQLite
+				}
+				return holder.Run(ctx, func(ctx context.Context, b *claim.Held[Job]) error {
+					for _, r := range b.Rows() {
+						if _, err := b.Exec(ctx, insertResult, r.ID); err != nil {
+							return err // every row fails; the results written so far are undone
+						}
+					}
+					return nil // the rows are acked and commit with their results
+				})
+				// end snippet
+			}()
+		}()
+		waitDrained(t, claimer)
+		cancel()
+		require.NoError(t, <-done)
+		requireStats(t, claimer, 0, 0, n, 0)
+		var k int
+		require.NoError(t, e.raw.QueryRowContext(context.Background(), fmt.Sprintf("SELECT COUNT(*) FROM %s", results)).Scan(&k))
+		require.Equal(t, n, k)
+	})
+}
