@@ -21,6 +21,7 @@ type heldBatch struct {
 	claimed                       int
 	acked, failed, parked         int
 	commits, rollbacks, lost, err int
+	retryable                     int // errors that were deadlocks between batches
 }
 
 func heldBatches(t *testing.T, evs []claim.Event) map[string]*heldBatch {
@@ -35,7 +36,11 @@ func heldBatches(t *testing.T, evs []claim.Event) map[string]*heldBatch {
 			m[e.Token] = b
 		}
 		if e.Err != nil && e.Op != claim.OpLost {
-			b.err++
+			if dialect.IsRetryable(e.Err) {
+				b.retryable++
+			} else {
+				b.err++
+			}
 			continue
 		}
 		switch e.Op {
@@ -173,9 +178,16 @@ func TestHeldRun(t *testing.T) {
 		require.Equal(t, poison*maxAttempts, parkedAttempts, "parked rows end at MaxAttempts")
 
 		evs, _ := rec.take()
-		var claimed, acked, failed, parked, commits int
+		var claimed, acked, failed, parked, commits, deadlocked int
 		for tok, b := range heldBatches(t, evs) {
 			require.Zero(t, b.err, "batch %s: an operation failed", tok)
+			if b.retryable > 0 {
+				// A deadlock between two batches' statements (MariaDB)
+				// rolled this one back whole: nothing of it counts.
+				require.Zero(t, b.commits, "batch %s: committed after a deadlock", tok)
+				deadlocked++
+				continue
+			}
 			require.Zero(t, b.lost, "batch %s lost", tok)
 			require.Zero(t, b.rollbacks, "batch %s rolled back: nothing was retryable", tok)
 			if b.claimed == 0 {
@@ -189,11 +201,11 @@ func TestHeldRun(t *testing.T) {
 			parked += b.parked
 			commits++
 		}
-		require.EqualValues(t, handled.Load(), claimed, "the rows handed to handlers are the rows claimed")
+		require.LessOrEqual(t, int64(claimed), handled.Load(), "the rows of committed batches were handed to handlers")
 		require.EqualValues(t, n-poison, acked, "acks reported in committed batches")
 		require.EqualValues(t, attempts, failed, "every counted attempt is a reported failure")
 		require.EqualValues(t, poison, parked, "parked rows reported")
-		t.Logf("batches=%d failed-batches=%d panics=%d attempts=%d", commits, batchErrs.Load(), panics.Load(), attempts)
+		t.Logf("batches=%d failed-batches=%d panics=%d deadlocked=%d attempts=%d", commits, batchErrs.Load(), panics.Load(), deadlocked, attempts)
 	})
 }
 
