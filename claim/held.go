@@ -425,6 +425,11 @@ func (b *Held[T]) run(ctx context.Context, fn func() error) error {
 // fails (any statement of the batch: Exec, Query, Ack, Fail) rolls the
 // batch back and ends it: its error then also matches
 // [dialect.ErrClaimLost], and the rows are pending again.
+// Under [Holder.Run], a statement of yours that fails on a live
+// transaction instead undoes the batch's writes back to its claim, keeping
+// the rows held: its error does not match [dialect.ErrClaimLost], the
+// batch refuses further statements, and Run fails its rows when the
+// handler returns.
 func (b *Held[T]) Exec(ctx context.Context, query string, args ...any) (int64, error) {
 	var n int64
 	err := b.run(ctx, func() error {
