@@ -188,6 +188,18 @@ func (b *bench) run(ctx context.Context) error {
 				b.results = append(b.results, r)
 			}
 		}
+		for _, m := range []string{measureAdvisory, measureAdvisoryDel} {
+			if b.caps.Engine != dialect.EnginePostgreSQL || !b.o.wants(m) {
+				continue
+			}
+			r, err := b.advisoryRun(ctx, m, w, b.o.rows)
+			if err != nil {
+				return fmt.Errorf("%s, %d workers: %w", m, w, err)
+			}
+			r.Ratio = r.RowsPerS / ceil.RowsPerS
+			b.emit(r)
+			b.results = append(b.results, r)
+		}
 	}
 	if b.o.large {
 		r, err := b.largeCompare(ctx)
