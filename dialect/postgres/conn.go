@@ -26,8 +26,9 @@ func (h pgxPool) Exec(ctx context.Context, q string, args ...any) (int64, error)
 		return 0, store.NotSent(err)
 	}
 	defer c.Release()
+	open := !c.Conn().IsClosed()
 	tag, err := c.Exec(ctx, q, args...)
-	return tag.RowsAffected(), poolerHint(err)
+	return tag.RowsAffected(), poolerHint(brokenAfterSend(c.Conn(), open, err))
 }
 
 func (h pgxPool) Query(ctx context.Context, q string, args ...any) (store.Rows, error) {
@@ -35,8 +36,10 @@ func (h pgxPool) Query(ctx context.Context, q string, args ...any) (store.Rows, 
 	if err != nil {
 		return nil, store.NotSent(err)
 	}
+	open := !c.Conn().IsClosed()
 	r, err := c.Query(ctx, q, args...)
 	if err != nil {
+		err = brokenAfterSend(c.Conn(), open, err)
 		c.Release()
 		return nil, poolerHint(err)
 	}
@@ -80,20 +83,24 @@ type pgxTx struct {
 }
 
 func (t *pgxTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	open := !t.tx.Conn().IsClosed()
 	tag, err := t.tx.Exec(ctx, q, args...)
-	return tag.RowsAffected(), poolerHint(err)
+	return tag.RowsAffected(), poolerHint(brokenAfterSend(t.tx.Conn(), open, err))
 }
 
 func (t *pgxTx) Query(ctx context.Context, q string, args ...any) (store.Rows, error) {
+	open := !t.tx.Conn().IsClosed()
 	r, err := t.tx.Query(ctx, q, args...)
-	return r, poolerHint(err)
+	return r, poolerHint(brokenAfterSend(t.tx.Conn(), open, err))
 }
 
 // Commit ends the transaction either way (pgx rolls back a transaction
 // whose COMMIT failed), so the connection goes back to the pool.
 func (t *pgxTx) Commit(ctx context.Context) error {
 	defer t.release()
-	return t.tx.Commit(ctx)
+	conn := t.tx.Conn()
+	open := !conn.IsClosed()
+	return brokenAfterSend(conn, open, t.tx.Commit(ctx))
 }
 
 func (t *pgxTx) Rollback(ctx context.Context) error {
@@ -106,6 +113,23 @@ func (t *pgxTx) release() {
 		t.c.Release()
 		t.c = nil
 	}
+}
+
+// brokenAfterSend corrects pgx's report of a statement sent on the simple
+// protocol whose connection broke before the reply: pgx (v5.12) drops the
+// read error and returns the "conn closed" it meets next, an error it calls
+// safe to retry (pgconn.SafeToRetry), as if nothing had been sent. pgx uses
+// the simple protocol in its simple_protocol exec mode (the mode for
+// poolers in transaction mode) and, in every mode, for a statement without
+// arguments, COMMIT included. Taken at its word, the store would retry a
+// write, or a whole transaction, that may have been applied. A connection
+// that was open when the call began and is closed when it failed may have
+// run the statement: the error is marked so ([store.MaybeSent]).
+func brokenAfterSend(c *pgx.Conn, open bool, err error) error {
+	if err == nil || !open || !c.IsClosed() || !pgconn.SafeToRetry(err) {
+		return err
+	}
+	return store.MaybeSent(err)
 }
 
 // poolerHint explains the errors of pgx's statement cache behind a pooler

@@ -14,7 +14,8 @@ package postgres_test
 // Each test makes a schema of its own (through a direct connection, as
 // dbtest does) and names its tables schema-qualified: transaction pooling
 // does not keep the search_path startup parameter the other tests isolate
-// themselves with.
+// themselves with. The conformance suite, whose tables are not qualified,
+// runs on a database per test instead (TestPgBouncerConformance).
 
 import (
 	"bytes"
@@ -60,14 +61,7 @@ type bouncer struct {
 // (fails under CLAIMLOCK_REQUIRE_PGBOUNCER=1) without one.
 func pgBouncer(t *testing.T) *bouncer {
 	t.Helper()
-	dsn := os.Getenv(envPgBouncer)
-	if dsn == "" {
-		msg := fmt.Sprintf("no PgBouncer: set %s to the DSN of a PgBouncer in transaction pooling mode in front of CLAIMLOCK_POSTGRES_DSN's database (scripts/pgbouncer.sh starts one)", envPgBouncer)
-		if os.Getenv(envRequirePgBouncer) == "1" {
-			t.Fatalf("%s; %s=1 makes this a failure", msg, envRequirePgBouncer)
-		}
-		t.Skipf("SKIPPING: %s", msg)
-	}
+	dsn := pgBouncerDSN(t)
 	direct := dbtest.PostgresPool(t)
 	b := &bouncer{dsn: dsn, direct: direct}
 	ctx := context.Background()
@@ -80,6 +74,21 @@ func pgBouncer(t *testing.T) *bouncer {
 	require.NoError(t, c.QueryRow(ctx, "SELECT current_database()").Scan(&viaDB))
 	require.Equal(t, directDB, viaDB, "%s must lead to CLAIMLOCK_POSTGRES_DSN's database", envPgBouncer)
 	return b
+}
+
+// pgBouncerDSN returns CLAIMLOCK_PGBOUNCER_DSN, or skips (fails under
+// CLAIMLOCK_REQUIRE_PGBOUNCER=1) without it.
+func pgBouncerDSN(t *testing.T) string {
+	t.Helper()
+	dsn := os.Getenv(envPgBouncer)
+	if dsn == "" {
+		msg := fmt.Sprintf("no PgBouncer: set %s to the DSN of a PgBouncer in transaction pooling mode in front of CLAIMLOCK_POSTGRES_DSN's database (scripts/pgbouncer.sh starts one)", envPgBouncer)
+		if os.Getenv(envRequirePgBouncer) == "1" {
+			t.Fatalf("%s; %s=1 makes this a failure", msg, envRequirePgBouncer)
+		}
+		t.Skipf("SKIPPING: %s", msg)
+	}
+	return dsn
 }
 
 // simpleDSN is PgBouncer's DSN with default_query_exec_mode=simple_protocol.

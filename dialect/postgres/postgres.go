@@ -71,7 +71,7 @@ func NewStdlib(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect,
 	if _, ok := db.Driver().(*stdlib.Driver); !ok {
 		return nil, fmt.Errorf("postgres: %w: *sql.DB uses driver %T; open it with pgx's stdlib driver (\"pgx\")", dialect.ErrInvalidConfig, db.Driver())
 	}
-	d, err := newDialect(ctx, store.ConnDB{DB: db, BeginSQL: []string{"BEGIN ISOLATION LEVEL READ COMMITTED"}}, opts)
+	d, err := newDialect(ctx, store.ConnDB{DB: db, BeginSQL: []string{"BEGIN ISOLATION LEVEL READ COMMITTED"}, Open: stdlibOpen}, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -197,6 +197,15 @@ func permanentCode(code string) bool {
 		return true
 	}
 	return false
+}
+
+// stdlibOpen reports whether a connection of pgx's stdlib driver is open,
+// for [store.ConnDB.Open]: its ErrBadConn after a statement sent on the
+// simple protocol may hide a statement the server ran (see
+// brokenAfterSend).
+func stdlibOpen(dc any) bool {
+	c, ok := dc.(*stdlib.Conn)
+	return ok && !c.Conn().IsClosed()
 }
 
 // classify sorts pgx errors by whether anything reached the server. A

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 )
 
 // ConnDB runs statements on a database/sql pool, and transactions on one
@@ -17,6 +18,28 @@ type ConnDB struct {
 	// example "BEGIN IMMEDIATE", or "SET TRANSACTION ISOLATION LEVEL READ
 	// COMMITTED" then "START TRANSACTION").
 	BeginSQL []string
+	// Open, if set, reports whether a driver connection (the value
+	// sql.Conn.Raw hands out) is open. A statement that fails with
+	// driver.ErrBadConn ("nothing was sent") on a connection that was open
+	// when it began is then marked [MaybeSent]: pgx's stdlib driver reports
+	// a simple-protocol statement whose connection broke after it was
+	// written that way.
+	Open func(driverConn any) bool
+}
+
+// guard returns how to mark an error of the next statement on conn: see
+// [ConnDB.Open].
+func (h ConnDB) guard(conn *sql.Conn) func(error) error {
+	open := false
+	if h.Open != nil {
+		_ = conn.Raw(func(dc any) error { open = h.Open(dc); return nil })
+	}
+	return func(err error) error {
+		if open && errors.Is(err, driver.ErrBadConn) {
+			return MaybeSent(err)
+		}
+		return err
+	}
 }
 
 // Exec implements [Querier]. It takes the connection from the pool itself,
@@ -31,9 +54,10 @@ func (h ConnDB) Exec(ctx context.Context, q string, args ...any) (int64, error) 
 		return 0, NotSent(err)
 	}
 	defer conn.Close()
+	mark := h.guard(conn)
 	r, err := conn.ExecContext(ctx, q, args...)
 	if err != nil {
-		return 0, err
+		return 0, mark(err)
 	}
 	return r.RowsAffected()
 }
@@ -45,10 +69,11 @@ func (h ConnDB) Query(ctx context.Context, q string, args ...any) (Rows, error) 
 	if err != nil {
 		return nil, NotSent(err)
 	}
+	mark := h.guard(conn)
 	r, err := conn.QueryContext(ctx, q, args...)
 	if err != nil {
 		conn.Close()
-		return nil, err
+		return nil, mark(err)
 	}
 	return connRows{sqlRows{r}, conn}, nil
 }
@@ -68,24 +93,29 @@ func (h ConnDB) Begin(ctx context.Context) (Tx, error) {
 			return nil, err
 		}
 	}
-	return connTx{conn}, nil
+	return connTx{conn, h}, nil
 }
 
 // connTx is a transaction on one connection.
-type connTx struct{ conn *sql.Conn }
+type connTx struct {
+	conn *sql.Conn
+	h    ConnDB
+}
 
 func (t connTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	mark := t.h.guard(t.conn)
 	r, err := t.conn.ExecContext(ctx, q, args...)
 	if err != nil {
-		return 0, err
+		return 0, mark(err)
 	}
 	return r.RowsAffected()
 }
 
 func (t connTx) Query(ctx context.Context, q string, args ...any) (Rows, error) {
+	mark := t.h.guard(t.conn)
 	r, err := t.conn.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, err
+		return nil, mark(err)
 	}
 	return sqlRows{r}, nil
 }
@@ -93,8 +123,9 @@ func (t connTx) Query(ctx context.Context, q string, args ...any) (Rows, error) 
 // Commit sends COMMIT. A failed COMMIT leaves the transaction to the
 // rollback that follows it, and only then is the connection returned.
 func (t connTx) Commit(ctx context.Context) error {
+	mark := t.h.guard(t.conn)
 	if _, err := t.conn.ExecContext(ctx, "COMMIT"); err != nil {
-		return err
+		return mark(err)
 	}
 	return t.conn.Close()
 }

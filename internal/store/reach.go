@@ -23,6 +23,17 @@ func NotSent(err error) error {
 	return &classErr{class: errclass.Unreachable, err: err}
 }
 
+// MaybeSent marks err, the failure of a statement written to a connection
+// that then broke, as [errclass.Connection] whatever the driver says of it:
+// the server may have run the statement. For a driver that reports such a
+// failure as one that sent nothing.
+func MaybeSent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &classErr{class: errclass.Connection, err: err}
+}
+
 // IsDialError reports a failure to open a network connection: a refused or
 // timed-out dial, or a host name that does not resolve. Nothing was sent.
 func IsDialError(err error) bool {

@@ -10,7 +10,9 @@
 // Each call creates a fresh schema (PostgreSQL) or database (MySQL/MariaDB)
 // with a random name and drops it when the test ends, so parallel tests never
 // see each other's rows. SQLite needs no server: [SQLite] opens a file in the
-// test's temporary directory.
+// test's temporary directory. Tests that reach PostgreSQL through a pooler
+// in transaction mode, which does not keep search_path, lease a database of
+// their own instead ([PostgresDatabase]).
 package dbtest
 
 import (

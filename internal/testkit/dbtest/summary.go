@@ -39,8 +39,14 @@ func countSkip(engine string) {
 // line per engine to the go command's own standard error (on Linux; to
 // this process's elsewhere), with the skips of every package of the run so
 // far: the last such lines of a run give its totals.
+//
+// Main also drops the databases [PostgresDatabase] leased to the tests.
 func Main(m *testing.M) {
+	mainRunning.Store(true)
 	code := m.Run()
+	if err := dropDatabases(); err != nil {
+		fmt.Fprintf(os.Stderr, "claimlock: dbtest: the test databases were not all dropped: %v\n", err)
+	}
 	skips.Lock()
 	own := skips.n
 	skips.Unlock()

@@ -129,6 +129,7 @@ func Run(t *testing.T, h Harness) {
 		{"AckAndClaimConcurrent", perStrategy(testAckAndClaimConcurrent)},
 		{"OutageNothingSent", testOutageNothingSent},
 		{"OutageAfterWrite", testOutageAfterWrite},
+		{"OutageAtCommit", testOutageAtCommit},
 		{"AckDeleteDone", perStrategy(testAckDeleteDone)},
 		{"AckArchive", perStrategy(testAckArchive)},
 		{"Held", testHeld},

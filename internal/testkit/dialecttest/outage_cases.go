@@ -94,3 +94,23 @@ func testOutageAfterWrite(t *testing.T, h Harness) {
 		require.Equal(t, tok, r.Token)
 	}
 }
+
+// testOutageAtCommit: a transaction whose COMMIT was written before its
+// connection broke may have committed. The error says the outcome is
+// unknown, and the transaction is not run again as if nothing had been
+// sent. (pgx reports the broken COMMIT as "conn closed", safe to retry.)
+func testOutageAtCommit(t *testing.T, h Harness) {
+	f, p, tok, got := outageFixture(t, h)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// An ack with versions is decided row by row in a transaction.
+	p.DropAfterWriteFold("commit")
+	_, err := f.cs.Ack(ctx, &store.AckParams{Token: tok, IDs: []any{got[0].ID}, Versions: []int64{got[0].Version}, Outcome: store.OutcomeDone})
+	require.Error(t, err)
+	require.ErrorIs(t, err, dialect.ErrOutcomeUnknown)
+	r := f.row(got[0].ID)
+	require.Contains(t, []string{"SENT", "PROCESSING"}, r.Status)
+	if r.Status == "PROCESSING" {
+		require.Equal(t, tok, r.Token)
+	}
+}

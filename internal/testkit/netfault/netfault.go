@@ -26,6 +26,7 @@ type Proxy struct {
 	ln      net.Listener        // nil while down
 	conns   map[net.Conn]func() // live client connections and how to close both ends
 	marker  []byte              // armed by DropAfterWrite
+	fold    bool                // the marker matches in any letter case
 	downFor time.Duration       // after the drop, the server is away this long
 	delay   atomic.Int64        // each reply is held back this long (ns)
 	stopped bool                // the test ended: Up does nothing
@@ -112,8 +113,18 @@ func (p *Proxy) DropAfterWrite(marker string) { p.DropAfterWriteThenDown(marker,
 // that died with the statement.
 func (p *Proxy) DropAfterWriteThenDown(marker string, d time.Duration) {
 	p.mu.Lock()
-	p.marker = []byte(marker)
+	p.marker, p.fold = []byte(marker), false
 	p.downFor = d
+	p.mu.Unlock()
+}
+
+// DropAfterWriteFold is DropAfterWrite with a marker that matches as a
+// whole word in any letter case (drivers write COMMIT as "commit" or
+// "COMMIT", and "commit" must not match "read committed").
+func (p *Proxy) DropAfterWriteFold(marker string) {
+	p.mu.Lock()
+	p.marker, p.fold = bytes.ToLower([]byte(marker)), true
+	p.downFor = 0
 	p.mu.Unlock()
 }
 
@@ -194,7 +205,7 @@ func (p *Proxy) requests(client, server net.Conn, closeBoth func(), cut *atomic.
 				drop = true
 			} else {
 				p.mu.Lock()
-				if p.marker != nil && bytes.Contains(buf[:n], p.marker) {
+				if p.marker != nil && contains(buf[:n], p.marker, p.fold) {
 					p.marker = nil
 					seen = true
 					// A statement sent with its text in one write
@@ -228,13 +239,51 @@ func (p *Proxy) requests(client, server net.Conn, closeBoth func(), cut *atomic.
 	}
 }
 
+// contains reports marker in b; with fold, in any letter case and as a
+// whole word ("commit" is not found in "committed").
+func contains(b, marker []byte, fold bool) bool {
+	if !fold {
+		return bytes.Contains(b, marker)
+	}
+	lower := bytes.ToLower(b)
+	for i := 0; ; {
+		j := bytes.Index(lower[i:], marker)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(marker)
+		if (start == 0 || !isWordByte(lower[start-1])) && (end == len(lower) || !isWordByte(lower[end])) {
+			return true
+		}
+		i = start + 1
+	}
+}
+
+func isWordByte(c byte) bool { return c == '_' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }
+
 // executes reports a write that runs its statement at once rather than
 // only preparing it: a PostgreSQL simple query ('Q'), or a parse sent with
 // its Execute of the unnamed portal ('E', length 9, "", no row limit), or a
 // MySQL COM_QUERY (a three-byte length, a sequence number, then command
-// 0x03).
+// 0x03) in any of the write's packets (go-sql-driver/mysql writes a
+// COM_STMT_CLOSE and the next COM_QUERY together).
 func executes(b []byte) bool {
 	return len(b) > 0 && b[0] == 'Q' ||
 		bytes.Contains(b, []byte{'E', 0, 0, 0, 9, 0, 0, 0, 0, 0}) ||
-		len(b) > 4 && b[3] == 0 && b[4] == 0x03
+		mysqlQuery(b)
+}
+
+// mysqlQuery reports a MySQL COM_QUERY among the packets of b.
+func mysqlQuery(b []byte) bool {
+	for len(b) > 4 {
+		if b[3] == 0 && b[4] == 0x03 {
+			return true
+		}
+		n := 4 + (int(b[0]) | int(b[1])<<8 | int(b[2])<<16)
+		if n > len(b) {
+			return false
+		}
+		b = b[n:]
+	}
+	return false
 }
