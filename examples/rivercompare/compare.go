@@ -30,9 +30,8 @@ type result struct {
 	Seconds  float64 `json:"seconds"`
 	JobsPerS float64 `json:"jobs_per_s"`
 	// RatioBest is JobsPerS over the best River line's at the same
-	// worker count (claimlock lines only; the River lines that ran before
-	// it in that worker count are compared). RatioSame is over River's
-	// line that runs as many jobs at once (-river 1, when it is the first
+	// worker count (claimlock lines only). RatioSame is over River's line
+	// that runs as many jobs at once (-river 1, when it is the first
 	// line).
 	RatioBest  float64 `json:"ratio_to_best_river,omitempty"`
 	RatioSame  float64 `json:"ratio_to_river_same_slots,omitempty"`
@@ -80,6 +79,8 @@ func (c *compare) pool(ctx context.Context, conns int) (*pgxpool.Pool, error) {
 
 // run measures every worker count: the River lines and the claimlock
 // measures alternate, so a change of load on the machine hits both sides.
+// The River lines are written as they finish, the claimlock lines after
+// the worker count's last measurement, with their ratios to River.
 func (c *compare) run(ctx context.Context) error {
 	var measures []string
 	for _, m := range allMeasures {
@@ -88,7 +89,7 @@ func (c *compare) run(ctx context.Context) error {
 		}
 	}
 	for _, w := range c.o.workers {
-		var rivers []result
+		var rivers, mine []result
 		for i := range max(len(c.o.river), len(measures)) {
 			if i < len(c.o.river) {
 				r, err := c.river(ctx, w, c.o.river[i])
@@ -105,14 +106,20 @@ func (c *compare) run(ctx context.Context) error {
 				if err != nil {
 					return fmt.Errorf("claimlock %s, %d workers: %w", measures[i], w, err)
 				}
-				best := slices.MaxFunc(rivers, func(a, b result) int { return cmp.Compare(a.JobsPerS, b.JobsPerS) })
-				r.RatioBest = r.JobsPerS / best.JobsPerS
-				if same := c.riverConfig(w, riverLine{1, 1}).String(); rivers[0].Config == same {
-					r.RatioSame = r.JobsPerS / rivers[0].JobsPerS
-				}
-				if err := c.emit(r); err != nil {
-					return err
-				}
+				mine = append(mine, r)
+			}
+		}
+		// The claimlock lines come last, compared with every River line of
+		// the worker count.
+		best := slices.MaxFunc(rivers, func(a, b result) int { return cmp.Compare(a.JobsPerS, b.JobsPerS) })
+		same := c.riverConfig(w, riverLine{1, 1}).String()
+		for _, r := range mine {
+			r.RatioBest = r.JobsPerS / best.JobsPerS
+			if rivers[0].Config == same {
+				r.RatioSame = r.JobsPerS / rivers[0].JobsPerS
+			}
+			if err := c.emit(r); err != nil {
+				return err
 			}
 		}
 	}
