@@ -84,7 +84,7 @@ func groupCharts(results []result) []*engineChart {
 	byEngine := map[string]*engineChart{}
 	for _, r := range results {
 		switch r.Measure {
-		case measureCeiling, measureBatched, measureLater, measurePerRow, measurePiped, measureDelete, measurePipedDel, measureHeld, measureHeldDel:
+		case measureCeiling, measureBatched, measureLater, measurePerRow, measurePiped, measureDelete, measurePipedDel, measureHeld, measureHeldDel, measureAdvisory, measureAdvisoryDel:
 		default:
 			continue
 		}
