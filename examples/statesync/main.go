@@ -174,8 +174,8 @@ var workloads = []workload{
 
 // compare runs each mode under each workload and prints one line per run.
 func compare(ctx context.Context, o options, stdout, stderr io.Writer) error {
-	fmt.Fprintf(stdout, "%-14s %-9s %10s %12s %12s %12s %12s %12s %10s %8s\n",
-		"workload", "mode", "accepted/s", "accept p50", "accept p99", "persist p50", "persist p99", "oldest", "per write", "verified")
+	fmt.Fprintf(stdout, "%-14s %-9s %10s %12s %12s %12s %12s %12s %10s %14s %8s\n",
+		"workload", "mode", "accepted/s", "accept p50", "accept p99", "persist p50", "persist p99", "oldest", "per write", "lock waits", "verified")
 	var failed []string
 	for _, w := range workloads {
 		for _, mode := range []string{"naive", "queued", "coalesce"} {
@@ -191,8 +191,12 @@ func compare(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			if w.hot > 0 {
 				p50, p99 = s.HotP50Ms, s.HotP99Ms
 			}
-			fmt.Fprintf(stdout, "%-14s %-9s %10.0f %9.2f ms %9.2f ms %9.2f ms %9.2f ms %9.2f ms %10.1f %8t\n",
-				w.name, mode, s.AcceptedPerSec, p50, p99, s.PersistP50Ms, s.PersistP99Ms, s.BacklogMaxMs, s.CoalescingRatio, s.Verified)
+			waits := "-" // SQLite: its waits are busy retries
+			if s.LockWaitsBy != "" {
+				waits = fmt.Sprintf("%d/%.0f ms", s.LockWaits, s.LockWaitMs)
+			}
+			fmt.Fprintf(stdout, "%-14s %-9s %10.0f %9.2f ms %9.2f ms %9.2f ms %9.2f ms %9.2f ms %10.1f %14s %8t\n",
+				w.name, mode, s.AcceptedPerSec, p50, p99, s.PersistP50Ms, s.PersistP99Ms, s.BacklogMaxMs, s.CoalescingRatio, waits, s.Verified)
 			if !s.Verified {
 				failed = append(failed, fmt.Sprintf("%s, %s: %s", w.name, mode, s.Problem))
 			}

@@ -96,6 +96,17 @@ func TestModesAreExact(t *testing.T) {
 			require.Equal(t, n.HotTotal, q.HotTotal)
 			require.EqualValues(t, 1200, q.StateWrites, "queued writes the state row once per event")
 
+			// Lock waits are measured on the servers: MariaDB counts them
+			// (server-wide, so other tests only add), and eight writers
+			// of one hot row wait for each other in naive mode.
+			for _, r := range []summary{n, c, q} {
+				require.Equal(t, e.name != "sqlite", r.LockWaitsBy != "", r.Mode)
+			}
+			if e.name == "mysql" {
+				require.Positive(t, n.LockWaits, "naive writers of one hot row wait for its lock")
+				require.Positive(t, n.LockWaitMs)
+			}
+
 			// Every mode measured each event's time until persisted.
 			for _, r := range []summary{n, c, q} {
 				require.Positive(t, r.PersistP50Ms, r.Mode)

@@ -60,6 +60,14 @@ type summary struct {
 	PersistP99Ms float64 `json:"persist_p99_ms"`
 	BacklogMaxMs float64 `json:"backlog_max_ms"`
 
+	// LockWaits and LockWaitMs are the lock waits of the run on the
+	// server's own account, and their time summed over sessions
+	// (LockWaitsBy says how they were measured; empty on SQLite, whose
+	// waits for its one writer are Retries).
+	LockWaits   int64   `json:"lock_waits"`
+	LockWaitMs  float64 `json:"lock_wait_ms"`
+	LockWaitsBy string  `json:"lock_waits_by,omitempty"`
+
 	HotTotal    int64  `json:"hot_total"`
 	HotExpected int64  `json:"hot_expected"`
 	Verified    bool   `json:"verified"`
@@ -196,6 +204,9 @@ func (s summary) writeText(w io.Writer) {
 		fmt.Fprintf(w, "dirty-row writes:   %d (conflicts: %d)\n", s.DirtyWrites, s.DirtyConflicts)
 	}
 	fmt.Fprintf(w, "retries:            %d\n", s.Retries)
+	if s.LockWaitsBy != "" {
+		fmt.Fprintf(w, "lock waits:         %d, %.0f ms in all (%s)\n", s.LockWaits, s.LockWaitMs, s.LockWaitsBy)
+	}
 	fmt.Fprintf(w, "hot user total:     %d (expected %d)\n", s.HotTotal, s.HotExpected)
 	fmt.Fprintf(w, "elapsed:            %.2fs writing, %.2fs until folded\n", s.WriteSeconds, s.TotalSeconds)
 	fmt.Fprintf(w, "verified: %t\n", s.Verified)

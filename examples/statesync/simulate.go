@@ -25,6 +25,10 @@ func (a *app) simulate(ctx context.Context, stderr io.Writer) (summary, error) {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	stopMeter, err := a.meterLocks(ctx)
+	if err != nil {
+		return summary{}, fmt.Errorf("lock waits: %w", err)
+	}
 
 	start := time.Now()
 	a.start, a.sent, a.persisted = start, make([]atomic.Int64, len(evs)+1), nil
@@ -107,8 +111,12 @@ wait:
 		}
 	}
 	elapsed := time.Since(start)
+	locks, merr := stopMeter()
 	if err := context.Cause(ctx); err != nil {
 		return summary{}, err
+	}
+	if merr != nil {
+		return summary{}, fmt.Errorf("lock waits: %w", merr)
 	}
 
 	s := summary{
@@ -117,6 +125,7 @@ wait:
 		Requeues: a.requeues.Load(), EmptyFlushes: a.emptyFlushes.Load(), Retries: a.retries.Load(),
 		DirtyWrites: a.dirtyWrites.Load(), DirtyConflicts: a.dirtyConflicts.Load(),
 		WriteSeconds: writeElapsed.Seconds(), TotalSeconds: elapsed.Seconds(),
+		LockWaits: locks.Waits, LockWaitMs: locks.WaitMs, LockWaitsBy: locks.By,
 	}
 	if a.o.mode == "naive" {
 		s.Flushers = 0
