@@ -3,7 +3,7 @@ module github.com/claimlock/claimlock/contrib/prometheus
 go 1.26.0
 
 require (
-	github.com/claimlock/claimlock v0.1.0
+	github.com/claimlock/claimlock v0.2.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/stretchr/testify v1.12.1
 )

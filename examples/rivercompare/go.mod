@@ -3,7 +3,7 @@ module github.com/claimlock/claimlock/examples/rivercompare
 go 1.26.0
 
 require (
-	github.com/claimlock/claimlock v0.1.0
+	github.com/claimlock/claimlock v0.2.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/riverqueue/river v0.51.2
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
