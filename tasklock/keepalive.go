@@ -11,6 +11,8 @@ import (
 // keepAlive is a running background renewal loop.
 type keepAlive struct {
 	cancel context.CancelFunc
+	stop   chan struct{} // closed (once) to end the loop between renewals
+	once   sync.Once
 	done   chan struct{}
 }
 
@@ -21,8 +23,9 @@ type keepAlive struct {
 // that is longer and fits); a failed one is tried again with backoff until
 // the local deadline, which ends the lease whether or not the database
 // answers. The renewals end when the lease ends (released, finished or
-// lost), when ctx ends, and when stop is called; stop cancels a renewal in
-// flight and waits for it briefly. Calling KeepAlive on a lease that
+// lost), when ctx ends, and when stop is called; stop lets a renewal in
+// flight finish (cancelling it if it has not within a quarter second) and
+// waits for it briefly. Calling KeepAlive on a lease that
 // already keeps alive, or has ended, starts nothing (its stop does
 // nothing). [github.com/claimlock/claimlock/claim.Batch.KeepAlive] is the same
 // for claimed rows.
@@ -34,9 +37,9 @@ func (l *Lease) KeepAlive(ctx context.Context) (stop func()) {
 	}
 	kctx, cancel := context.WithCancel(l.ctx)
 	stopOnCtx := context.AfterFunc(ctx, cancel)
-	ka := &keepAlive{cancel: func() { stopOnCtx(); cancel() }, done: make(chan struct{})}
+	ka := &keepAlive{cancel: func() { stopOnCtx(); cancel() }, stop: make(chan struct{}), done: make(chan struct{})}
 	l.ka = ka
-	go l.keepAliveLoop(kctx, ka.done)
+	go l.keepAliveLoop(kctx, ka.stop, ka.done)
 	var once sync.Once
 	return func() {
 		once.Do(func() { l.stopKeepAlive(context.Background(), ka) })
@@ -58,13 +61,27 @@ func (l *Lease) stopKeepAlive(ctx context.Context, ka *keepAlive) {
 	if ka == nil {
 		return
 	}
-	ka.cancel()
-	t := time.NewTimer(stopWait)
-	defer t.Stop()
-	select {
-	case <-ka.done:
-	case <-ctx.Done():
-	case <-t.C:
+	// A renewal in flight is let finish first (briefly): cancelled, it may
+	// still commit on the server while its caller sees only the
+	// cancellation, and on a task table without an owner column the lease's
+	// stamp is the lock_at it wrote, so a release that follows would be
+	// conditioned on a stamp the row no longer has and leave the key taken
+	// until its TTL ran out.
+	ka.once.Do(func() { close(ka.stop) })
+	for _, cancel := range []func(){func() {}, ka.cancel} {
+		cancel()
+		t := time.NewTimer(stopWait)
+		select {
+		case <-ka.done:
+			t.Stop()
+			ka.cancel()
+			return
+		case <-ctx.Done():
+			t.Stop()
+			ka.cancel()
+			return
+		case <-t.C:
+		}
 	}
 }
 
@@ -75,7 +92,7 @@ func (l *Lease) stopKeepAlive(ctx context.Context, ka *keepAlive) {
 // revive it.
 const stopWait = 250 * time.Millisecond
 
-func (l *Lease) keepAliveLoop(ctx context.Context, done chan<- struct{}) {
+func (l *Lease) keepAliveLoop(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	cfg := l.k.cfg
 	failures := 0
@@ -95,10 +112,18 @@ func (l *Lease) keepAliveLoop(ctx context.Context, done chan<- struct{}) {
 			case <-ctx.Done():
 				t.Stop()
 				return
+			case <-stop:
+				t.Stop()
+				return
 			case <-t.C:
 			}
 		} else if ctx.Err() != nil {
 			return
+		}
+		select {
+		case <-stop:
+			return
+		default:
 		}
 		// Half the time left, so a hung statement leaves room for a retry
 		// (but not less than one interval, unless the deadline is nearer).
