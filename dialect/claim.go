@@ -31,6 +31,11 @@ type ClaimTable struct {
 	// ClaimedAt is the claim time column (required); heartbeats move it and
 	// the reaper compares it with the database clock.
 	ClaimedAt string
+	// ClaimedAtFormat says how ClaimedAt holds a time: its own date-time
+	// type (the zero value), or integer unix time ([UnixSeconds],
+	// [UnixMillis]), as in the cron story's send_at INT. Verification
+	// refuses a format that does not match the column's type.
+	ClaimedAtFormat TimeFormat
 	// Attempts, if set, is incremented by every claim; it lets the reaper
 	// and Fail park rows that keep failing.
 	Attempts string
@@ -41,12 +46,16 @@ type ClaimTable struct {
 	// CreatedAt, if set, is used by Stats for the age of the oldest pending
 	// row.
 	CreatedAt string
+	// CreatedAtFormat says how CreatedAt holds a time, as ClaimedAtFormat.
+	CreatedAtFormat TimeFormat
 	// RunAt, if set, is a nullable time column saying when a pending row
 	// may be claimed, on the database clock: claims take only rows whose
 	// RunAt is NULL or not in the future. A retried fail with a delay and a
 	// snooze set it to the database's now plus the delay; unparking and
 	// retrying now clear it. Same type conventions as ClaimedAt.
 	RunAt string
+	// RunAtFormat says how RunAt holds a time, as ClaimedAtFormat.
+	RunAtFormat TimeFormat
 	// Error, if set, is a nullable text column where failing a row stores
 	// the error's text, cut to the column's declared width (learnt from the
 	// catalog by VerifySchema, whole characters only); an ack to done
@@ -142,6 +151,14 @@ func (s ClaimTable) Validate() error {
 	}
 	if s.IDKind != IDInt && s.IDKind != IDText {
 		return fmt.Errorf("%w: IDKind: unknown kind %d", ErrInvalidConfig, s.IDKind)
+	}
+	for _, tf := range []struct {
+		field, column string
+		f             TimeFormat
+	}{{"ClaimedAt", s.ClaimedAt, s.ClaimedAtFormat}, {"CreatedAt", s.CreatedAt, s.CreatedAtFormat}, {"RunAt", s.RunAt, s.RunAtFormat}} {
+		if err := validateTimeFormat(tf.field, tf.column, tf.f, s.TextTimes); err != nil {
+			return err
+		}
 	}
 	if err := s.checkStatuses(); err != nil {
 		return err

@@ -33,10 +33,17 @@ type LeaseTable struct {
 	// LockedAt is the acquisition/renewal time column (the cron story's
 	// lock_at). Required.
 	LockedAt string
+	// LockedAtFormat says how LockedAt holds a time: its own date-time
+	// type (the zero value), or integer unix time ([UnixSeconds],
+	// [UnixMillis]), as in a task table's lock_at INT. Verification refuses
+	// a format that does not match the column's type.
+	LockedAtFormat TimeFormat
 	// ExpiresAt, if set, holds the expiry; without it a lease expires at
 	// LockedAt + TTL, which is only safe when every holder of a key uses the
 	// same TTL.
 	ExpiresAt string
+	// ExpiresAtFormat says how ExpiresAt holds a time, as LockedAtFormat.
+	ExpiresAtFormat TimeFormat
 	// Fence, if set, is an integer incremented by every acquisition: the
 	// fencing token. Without it leases report fence 0.
 	Fence string
@@ -80,6 +87,14 @@ func (s LeaseTable) Validate() error {
 	}
 	if s.KeyKind != IDInt && s.KeyKind != IDText {
 		return fmt.Errorf("%w: KeyKind: unknown kind %d", ErrInvalidConfig, s.KeyKind)
+	}
+	for _, tf := range []struct {
+		field, column string
+		f             TimeFormat
+	}{{"LockedAt", s.LockedAt, s.LockedAtFormat}, {"ExpiresAt", s.ExpiresAt, s.ExpiresAtFormat}} {
+		if err := validateTimeFormat(tf.field, tf.column, tf.f, s.TextTimes); err != nil {
+			return err
+		}
 	}
 	if s.KeyMaxLen < 0 {
 		return fmt.Errorf("%w: KeyMaxLen: negative", ErrInvalidConfig)

@@ -68,6 +68,9 @@ type options struct {
 	RunAt          string   `json:"run-at"`
 	Error          string   `json:"error"`
 	TextTimes      bool     `json:"text-times"`
+	ClaimedAtFmt   string   `json:"claimed-at-format"`
+	CreatedAtFmt   string   `json:"created-at-format"`
+	RunAtFmt       string   `json:"run-at-format"`
 	ClearClaimedAt bool     `json:"clear-claimed-at"`
 	ScopeCols      []string `json:"scope-cols"`
 	Statuses       []string `json:"statuses"`
@@ -84,6 +87,8 @@ type options struct {
 	LeaseLockedAt  string `json:"lease-locked-at"`
 	LeaseExpiresAt string `json:"lease-expires-at"`
 	LeaseFence     string `json:"lease-fence"`
+	LeaseLockedFmt string `json:"lease-locked-at-format"`
+	LeaseExpFmt    string `json:"lease-expires-at-format"`
 
 	// Per command, never from the file.
 	Scopes        []string      `json:"-"`
@@ -145,6 +150,9 @@ func (o *options) loadFile(set map[string]bool) error {
 	apply("run-at", &o.RunAt, &f.RunAt)
 	apply("error", &o.Error, &f.Error)
 	apply("text-times", &o.TextTimes, &f.TextTimes)
+	apply("claimed-at-format", &o.ClaimedAtFmt, &f.ClaimedAtFmt)
+	apply("created-at-format", &o.CreatedAtFmt, &f.CreatedAtFmt)
+	apply("run-at-format", &o.RunAtFmt, &f.RunAtFmt)
 	apply("clear-claimed-at", &o.ClearClaimedAt, &f.ClearClaimedAt)
 	apply("scope-cols", &o.ScopeCols, &f.ScopeCols)
 	apply("statuses", &o.Statuses, &f.Statuses)
@@ -160,6 +168,8 @@ func (o *options) loadFile(set map[string]bool) error {
 	apply("lease-locked-at", &o.LeaseLockedAt, &f.LeaseLockedAt)
 	apply("lease-expires-at", &o.LeaseExpiresAt, &f.LeaseExpiresAt)
 	apply("lease-fence", &o.LeaseFence, &f.LeaseFence)
+	apply("lease-locked-at-format", &o.LeaseLockedFmt, &f.LeaseLockedFmt)
+	apply("lease-expires-at-format", &o.LeaseExpFmt, &f.LeaseExpFmt)
 	return nil
 }
 
@@ -173,6 +183,17 @@ func (o *options) claimTable() (dialect.ClaimTable, error) {
 		Table: o.Table, ID: o.ID, Status: o.Status, Token: o.Token, ClaimedAt: o.ClaimedAt,
 		Attempts: o.Attempts, Version: o.Version, CreatedAt: o.CreatedAt, RunAt: o.RunAt, Error: o.Error,
 		TextTimes: o.TextTimes, ClearClaimedAt: o.ClearClaimedAt, Scope: o.ScopeCols,
+	}
+	for _, tf := range []struct {
+		flag string
+		v    string
+		dst  *dialect.TimeFormat
+	}{{"-claimed-at-format", o.ClaimedAtFmt, &t.ClaimedAtFormat}, {"-created-at-format", o.CreatedAtFmt, &t.CreatedAtFormat}, {"-run-at-format", o.RunAtFmt, &t.RunAtFormat}} {
+		f, err := timeFormat(tf.flag, tf.v)
+		if err != nil {
+			return t, err
+		}
+		*tf.dst = f
 	}
 	switch o.IDKind {
 	case "", "int":
@@ -340,6 +361,13 @@ func (o *options) leaseTable() (dialect.LeaseTable, error) {
 	default:
 		return t, usageErr("-lease-key-kind %q: want int or text", o.LeaseKeyKind)
 	}
+	var err error
+	if t.LockedAtFormat, err = timeFormat("-lease-locked-at-format", o.LeaseLockedFmt); err != nil {
+		return t, err
+	}
+	if t.ExpiresAtFormat, err = timeFormat("-lease-expires-at-format", o.LeaseExpFmt); err != nil {
+		return t, err
+	}
 	if o.LeaseKeyLen < 0 {
 		return t, usageErr("-lease-key-len %d: must not be negative", o.LeaseKeyLen)
 	}
@@ -350,6 +378,20 @@ func (o *options) leaseTable() (dialect.LeaseTable, error) {
 		return t, usageErr("lease table description: %v", err)
 	}
 	return t, nil
+}
+
+// timeFormat parses a -...-format flag: native (the default),
+// unix-seconds or unix-millis.
+func timeFormat(flag, v string) (dialect.TimeFormat, error) {
+	switch v {
+	case "", "native":
+		return dialect.TimeNative, nil
+	case "unix-seconds":
+		return dialect.UnixSeconds, nil
+	case "unix-millis":
+		return dialect.UnixMillis, nil
+	}
+	return 0, usageErr("%s %q: want native, unix-seconds or unix-millis", flag, v)
 }
 
 // leaseKey converts a -key to the lease table's key type.

@@ -19,11 +19,11 @@ var (
 	commonFlags = []string{"config", "driver", "dsn", "json", "timeout"}
 	claimFlags  = []string{
 		"table", "id", "id-kind", "status", "token", "claimed-at", "attempts", "version", "created-at", "run-at",
-		"error", "text-times", "clear-claimed-at", "scope-cols", "statuses", "int-statuses", "scope-text",
+		"error", "text-times", "claimed-at-format", "created-at-format", "run-at-format", "clear-claimed-at", "scope-cols", "statuses", "int-statuses", "scope-text",
 	}
 	leaseFlags = []string{
 		"lease-table", "lease-kind", "lease-key", "lease-key-kind", "lease-key-len", "lease-owner", "lease-status",
-		"lease-locked-at", "lease-expires-at", "lease-fence",
+		"lease-locked-at", "lease-expires-at", "lease-fence", "lease-locked-at-format", "lease-expires-at-format",
 	}
 )
 
@@ -48,6 +48,9 @@ func defineFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.RunAt, "run-at", "", "run-at `column` (optional)")
 	fs.StringVar(&o.Error, "error", "", "error `column` (optional)")
 	fs.BoolVar(&o.TextTimes, "text-times", false, "SQLite: times stored as text")
+	fs.StringVar(&o.ClaimedAtFmt, "claimed-at-format", "", "how the claim time column holds a time: native (a date-time type, the default), unix-seconds or unix-millis (an integer `format`)")
+	fs.StringVar(&o.CreatedAtFmt, "created-at-format", "", "the creation time column's `format`, as -claimed-at-format")
+	fs.StringVar(&o.RunAtFmt, "run-at-format", "", "the run-at column's `format`, as -claimed-at-format")
 	fs.BoolVar(&o.ClearClaimedAt, "clear-claimed-at", false, "the table clears the claim time of pending rows")
 	fs.Var(listFlag{&o.ScopeCols}, "scope-cols", "scope `columns`, comma-separated")
 	fs.Var(listFlag{&o.Statuses}, "statuses", "pending,processing,done[,failed] status `values` (default PENDING,PROCESSING,DONE,FAILED)")
@@ -64,6 +67,8 @@ func defineFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.LeaseLockedAt, "lease-locked-at", "", "lock time `column` (default lock_at)")
 	fs.StringVar(&o.LeaseExpiresAt, "lease-expires-at", "", "expiry `column` (key: expires_at; - for none)")
 	fs.StringVar(&o.LeaseFence, "lease-fence", "", "fence `column` (key: fence; - for none)")
+	fs.StringVar(&o.LeaseLockedFmt, "lease-locked-at-format", "", "the lock time column's `format`, as -claimed-at-format")
+	fs.StringVar(&o.LeaseExpFmt, "lease-expires-at-format", "", "the expiry column's `format`, as -claimed-at-format")
 
 	fs.Var(repeatFlag{&o.Scopes}, "scope", "scope `values`, comma-separated in -scope-cols order (repeatable)")
 	fs.Var(repeatFlag{&o.Keys}, "key", "lease `key` (repeatable)")

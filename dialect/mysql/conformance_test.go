@@ -20,7 +20,8 @@ import (
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	dialecttest.Run(t, dialecttest.Harness{
-		Name: "mysql-default-isolation",
+		Name:      "mysql-default-isolation",
+		TimeTypes: timeTypes,
 		Open: func(t *testing.T) (dialect.Dialect, *sql.DB) {
 			db := dbtest.MySQL(t)
 			d, err := mysql.New(context.Background(), db, dialect.Options{})
@@ -46,7 +47,8 @@ func TestConformance(t *testing.T) {
 func TestConformanceReadCommitted(t *testing.T) {
 	t.Parallel()
 	dialecttest.Run(t, dialecttest.Harness{
-		Name: "mysql-read-committed",
+		Name:      "mysql-read-committed",
+		TimeTypes: timeTypes,
 		Open: func(t *testing.T) (dialect.Dialect, *sql.DB) {
 			db, err := mysql.Open(context.Background(), dbtest.MySQLDSN(t))
 			require.NoError(t, err)
@@ -58,4 +60,21 @@ func TestConformanceReadCommitted(t *testing.T) {
 			return d, db
 		},
 	})
+}
+
+// timeTypes are the time column types users' MySQL and MariaDB tables
+// have: those that hold a point in time are supported in their format
+// (TIMESTAMP here because the test server's sessions run in UTC: see
+// TestTimestampOutsideUTC), the others refused (dialecttest.TimeType).
+var timeTypes = []dialecttest.TimeType{
+	{DDL: "DATETIME"}, {DDL: "DATETIME(3)"}, {DDL: "DATETIME(6)"}, {DDL: "TIMESTAMP(6)"},
+	{DDL: "INT", Format: dialect.UnixSeconds}, {DDL: "INT UNSIGNED", Format: dialect.UnixSeconds},
+	{DDL: "BIGINT", Format: dialect.UnixSeconds}, {DDL: "BIGINT", Format: dialect.UnixMillis},
+	{DDL: "BIGINT UNSIGNED", Format: dialect.UnixMillis},
+	{DDL: "DATE", Refused: true}, {DDL: "TIME", Refused: true}, {DDL: "YEAR", Refused: true},
+	{DDL: "VARCHAR(64)", Refused: true}, {DDL: "TEXT", Refused: true},
+	{DDL: "INT", Refused: true}, {DDL: "BIGINT", Refused: true},
+	{DDL: "INT", Format: dialect.UnixMillis, Refused: true}, {DDL: "SMALLINT", Format: dialect.UnixSeconds, Refused: true},
+	{DDL: "DECIMAL(20,6)", Format: dialect.UnixSeconds, Refused: true}, {DDL: "DOUBLE", Format: dialect.UnixMillis, Refused: true},
+	{DDL: "DATETIME(6)", Format: dialect.UnixSeconds, Refused: true}, {DDL: "VARCHAR(64)", Format: dialect.UnixSeconds, Refused: true},
 }

@@ -103,6 +103,10 @@ type Dialect struct {
 	rcSession bool
 	binlog    Binlog
 	galera    Galera
+	// utcSession is true when the sessions' time zone is UTC all year
+	// (TIMESTAMP columns are then exact); timeZone names it, for errors.
+	utcSession bool
+	timeZone   string
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)
@@ -149,6 +153,9 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 	}
 	d := build(db, v, raw, opts, logger, strings.EqualFold(iso, readCommitted))
 	d.isolationVar, d.isolation = name, iso
+	if d.utcSession, d.timeZone, err = readUTCSession(ctx, db); err != nil {
+		return nil, fmt.Errorf("mysql: read time zone: %w", err)
+	}
 	if !d.rcSession {
 		logger.Warn("claimlock: mysql session isolation is not READ-COMMITTED; claims, acks and reaps will each open a READ COMMITTED transaction (open the database with mysql.Open, or set "+name+"='READ-COMMITTED' in the DSN)",
 			"variable", name, "isolation", iso)
@@ -189,6 +196,7 @@ func build(db *sql.DB, v Version, raw string, opts dialect.Options, logger *slog
 		Logger:        logger,
 		IsolateWrites: !rcSession,
 		KeyHint:       true,
+		CheckTime:     d.checkTime,
 		Caps: dialect.Capabilities{
 			Engine: v.Engine, Version: raw,
 			SkipLocked: v.SkipLocked(), Returning: false,

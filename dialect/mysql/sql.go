@@ -9,24 +9,49 @@ import "github.com/claimlock/claimlock/internal/store"
 // the DSN's parseTime nor on its loc. MySQL has no UPDATE ... RETURNING:
 // claims are marked and then read back by token, and lease writes are read
 // back by key and owner.
+//
+// A time column holding integer unix time (store.Names' ...Per fields, "per"
+// its unit in microseconds) is written as the clock's microseconds divided
+// by its unit, rounded down for claim and lock times ("enow") and up for
+// expiries and run-at times ("elater"), and compared with the clock's now
+// minus a duration, divided and rounded down ("eago"): a stored time up to
+// one unit early never makes a claim or lease look older than it is.
 
 const common = `
 {{- define "now"}}UTC_TIMESTAMP(6){{end}}
+{{- define "usnow"}}TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)){{end}}
+{{- define "enow"}}({{template "usnow"}} DIV {{.Per}}){{end}}
+{{- define "eago"}}(({{template "usnow"}}{{range .Args}} - {{arg .}}{{end}}) DIV {{.Per}}){{end}}
+{{- define "elater"}}(({{template "usnow"}}{{range .Args}} + {{arg .}}{{end}} + {{.Per}} - 1) DIV {{.Per}}){{end}}
+{{- define "eus"}}({{.C}} * {{.Per}}){{end}}
+{{- define "eage"}}({{template "usnow"}} - {{.C}} * {{.Per}}){{end}}
+{{- define "eleft"}}({{.C}} * {{.Per}} - {{template "usnow"}}){{end}}
+{{- define "claimnow"}}{{if .ClaimedAtPer}}{{template "enow" (tc .ClaimedAt .ClaimedAtPer)}}{{else}}UTC_TIMESTAMP(6){{end}}{{end}}
+{{- define "future"}}{{.RunAt}} > {{if .RunAtPer}}{{template "enow" (tc .RunAt .RunAtPer)}}{{else}}UTC_TIMESTAMP(6){{end}}{{end}}
+{{- define "locknow"}}{{if .LockedAtPer}}{{template "enow" (tc .LockedAt .LockedAtPer)}}{{else}}UTC_TIMESTAMP(6){{end}}{{end}}
+{{- define "explater"}}{{if .ExpiresAtPer}}{{template "elater" (tc .ExpiresAt .ExpiresAtPer "ttl")}}{{else}}UTC_TIMESTAMP(6) + INTERVAL {{arg "ttl"}} MICROSECOND{{end}}{{end}}
+{{- define "lockus"}}{{if .LockedAtPer}}{{template "eus" (tc .LockedAt .LockedAtPer)}}{{else}}{{template "us" .LockedAt}}{{end}}{{end}}
+{{- define "expus"}}{{if .ExpiresAtPer}}{{template "eus" (tc .ExpiresAt .ExpiresAtPer)}}{{else}}{{template "us" .ExpiresAt}}{{end}}{{end}}
+{{- define "expgone"}}{{.ExpiresAt}} < {{if .ExpiresAtPer}}{{template "eago" (tc .ExpiresAt .ExpiresAtPer "slack")}}{{else}}UTC_TIMESTAMP(6) - INTERVAL {{arg "slack"}} MICROSECOND{{end}}{{end}}
 {{- define "maxatt"}}{{arg "max_attempts"}}{{end}}
 {{- define "online"}}{{if .Online}} ALGORITHM=INPLACE LOCK=NONE{{end}}{{end}}
 {{- define "us"}}TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {{.}}){{end}}
-{{- define "held"}}{{if .Owner}}{{.Owner}} = {{arg "owner"}}{{else}}{{template "us" .LockedAt}} = {{arg "stamp"}}{{end}}{{end}}
+{{- define "held"}}{{if .Owner}}{{.Owner}} = {{arg "owner"}}{{else}}{{template "lockus" .}} = {{arg "stamp"}}{{end}}{{end}}
 {{- define "free"}}{{if .Owner}}{{.Owner}} = NULL{{else}}{{.LockedAt}} = NULL{{end}}{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}{{end}}
-{{- define "runnable"}}{{if .RunAt}} AND ({{.RunAt}} IS NULL OR {{.RunAt}} <= UTC_TIMESTAMP(6)){{end}}{{end}}
-{{- define "delayed"}}UTC_TIMESTAMP(6) + INTERVAL {{arg "delay"}} MICROSECOND{{end}}
+{{- define "runnable"}}{{if .RunAt}} AND ({{.RunAt}} IS NULL OR {{.RunAt}} <= {{if .RunAtPer}}{{template "enow" (tc .RunAt .RunAtPer)}}{{else}}UTC_TIMESTAMP(6){{end}}){{end}}{{end}}
+{{- define "delayed"}}{{if .RunAtPer}}{{template "elater" (tc .RunAt .RunAtPer "delay")}}{{else}}UTC_TIMESTAMP(6) + INTERVAL {{arg "delay"}} MICROSECOND{{end}}{{end}}
 {{- define "filter"}}{{if .Scoped}}{{scope .Scope}}{{end}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}}{{end}}
 {{- define "until"}}('1970-01-01 00:00:00' + INTERVAL {{arg "hold"}} MICROSECOND){{end}}
-{{- define "hold"}}{{.Owner}} = IF({{template "until"}} > UTC_TIMESTAMP(6), {{.Owner}}, NULL), {{.ExpiresAt}} = IF({{template "until"}} > UTC_TIMESTAMP(6), {{template "until"}}, NULL){{end}}
+{{- define "hold"}}{{if .ExpiresAtPer -}}
+  {{.Owner}} = IF({{arg "hold"}} > {{template "usnow"}}, {{.Owner}}, NULL), {{.ExpiresAt}} = IF({{arg "hold"}} > {{template "usnow"}}, ({{arg "hold"}} + {{.ExpiresAtPer}} - 1) DIV {{.ExpiresAtPer}}, NULL)
+  {{- else -}}
+  {{.Owner}} = IF({{template "until"}} > UTC_TIMESTAMP(6), {{.Owner}}, NULL), {{.ExpiresAt}} = IF({{template "until"}} > UTC_TIMESTAMP(6), {{template "until"}}, NULL)
+  {{- end}}{{end}}
 {{- define "hint"}}{{if .Hint}} FORCE INDEX ({{.ClaimIndex}}){{end}}{{end}}
 {{- define "keyhint"}}{{if .KeyHint}} FORCE INDEX (PRIMARY){{end}}{{end}}
-{{- define "claimset"}}{{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = UTC_TIMESTAMP(6)
+{{- define "claimset"}}{{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = {{template "claimnow" .}}
   {{- if .Attempts}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}{{end}}
-{{- define "stale"}}{{.Status}} = {{.Processing}} AND {{.ClaimedAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "timeout"}} MICROSECOND
+{{- define "stale"}}{{.Status}} = {{.Processing}} AND {{.ClaimedAt}} < {{if .ClaimedAtPer}}{{template "eago" (tc .ClaimedAt .ClaimedAtPer "timeout")}}{{else}}UTC_TIMESTAMP(6) - INTERVAL {{arg "timeout"}} MICROSECOND{{end}}
   {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{template "maxatt" .}}{{else if .Below}} AND COALESCE({{.Attempts}}, 0) < {{arg "below"}}{{end}}
   {{- if .Scoped}}{{scope .Scope}}{{end}}{{end}}
 {{- define "reapset"}}{{.Status}} = {{if .Park}}{{.Failed}}{{else}}{{.Pending}}{{end}}, {{.Token}} = NULL{{if not .Park}}{{template "cleartime" .}}{{end}}{{end}}
@@ -106,7 +131,7 @@ FOR UPDATE`,
 	// the old value, and MySQL reports such a row as unchanged: the rows
 	// still held are counted instead.
 	Heartbeat: `
-UPDATE {{.Table}} SET {{.ClaimedAt}} = GREATEST(UTC_TIMESTAMP(6), COALESCE({{.ClaimedAt}} + INTERVAL 1 MICROSECOND, UTC_TIMESTAMP(6)))
+UPDATE {{.Table}} SET {{.ClaimedAt}} = {{if .ClaimedAtPer}}{{template "claimnow" .}}{{else}}GREATEST(UTC_TIMESTAMP(6), COALESCE({{.ClaimedAt}} + INTERVAL 1 MICROSECOND, UTC_TIMESTAMP(6))){{end}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}`,
 
 	HeartbeatHeld: `
@@ -129,21 +154,21 @@ LIMIT {{arg "limit"}}`,
 
 	RetryNow: `
 UPDATE {{.Table}} SET {{.RunAt}} = NULL
-WHERE {{.Status}} = {{.Pending}} AND {{.RunAt}} > UTC_TIMESTAMP(6){{template "filter" .}}
+WHERE {{.Status}} = {{.Pending}} AND {{template "future" .}}{{template "filter" .}}
 LIMIT {{arg "limit"}}`,
 
 	List: `
 SELECT {{.ID}}, COALESCE({{.Token}}, ''), {{if .Attempts}}COALESCE({{.Attempts}}, 0){{else}}0{{end}},
-       COALESCE(GREATEST(TIMESTAMPDIFF(MICROSECOND, {{.ClaimedAt}}, UTC_TIMESTAMP(6)), 0), -1),
-       {{if .RunAt}}COALESCE(GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), {{.RunAt}}), 0), 0){{else}}0{{end}},
+       COALESCE(GREATEST({{if .ClaimedAtPer}}{{template "eage" (tc .ClaimedAt .ClaimedAtPer)}}{{else}}TIMESTAMPDIFF(MICROSECOND, {{.ClaimedAt}}, UTC_TIMESTAMP(6)){{end}}, 0), -1),
+       {{if .RunAt}}COALESCE(GREATEST({{if .RunAtPer}}{{template "eleft" (tc .RunAt .RunAtPer)}}{{else}}TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), {{.RunAt}}){{end}}, 0), 0){{else}}0{{end}},
        {{if .Error}}COALESCE({{.Error}}, ''){{else}}''{{end}}
 FROM {{.Table}}
 {{- if eq .Set 0}}
 WHERE {{.Status}} = {{.Failed}}{{template "filter" .}} ORDER BY {{.ClaimedAt}}
 {{- else if eq .Set 1}}
-WHERE {{.Status}} = {{.Processing}} AND {{.ClaimedAt}} <= UTC_TIMESTAMP(6) - INTERVAL {{arg "older"}} MICROSECOND{{template "filter" .}} ORDER BY {{.ClaimedAt}}
+WHERE {{.Status}} = {{.Processing}} AND {{.ClaimedAt}} <= {{if .ClaimedAtPer}}{{template "eago" (tc .ClaimedAt .ClaimedAtPer "older")}}{{else}}UTC_TIMESTAMP(6) - INTERVAL {{arg "older"}} MICROSECOND{{end}}{{template "filter" .}} ORDER BY {{.ClaimedAt}}
 {{- else}}
-WHERE {{.Status}} = {{.Pending}} AND {{.RunAt}} > UTC_TIMESTAMP(6){{template "filter" .}} ORDER BY {{.RunAt}}
+WHERE {{.Status}} = {{.Pending}} AND {{template "future" .}}{{template "filter" .}} ORDER BY {{.RunAt}}
 {{- end}}
 LIMIT {{arg "limit"}}`,
 
@@ -193,8 +218,10 @@ SELECT COALESCE(SUM({{.Status}} = {{.Pending}}), 0),
        COALESCE(SUM({{.Status}} = {{.Done}}), 0),
        {{if .Failed}}COALESCE(SUM({{.Status}} = {{.Failed}}), 0){{else}}0{{end}},
        COUNT(*),
-       TIMESTAMPDIFF(MICROSECOND, MIN(CASE WHEN {{.Status}} = {{.Processing}} THEN {{.ClaimedAt}} END), UTC_TIMESTAMP(6)),
-       {{if .CreatedAt}}TIMESTAMPDIFF(MICROSECOND, MIN(CASE WHEN {{.Status}} = {{.Pending}} THEN {{.CreatedAt}} END), UTC_TIMESTAMP(6)){{else}}NULL{{end}}
+       {{if .ClaimedAtPer}}{{template "eage" (tc (printf "MIN(CASE WHEN %s = %s THEN %s END)" .Status .Processing .ClaimedAt) .ClaimedAtPer)}}
+       {{- else}}TIMESTAMPDIFF(MICROSECOND, MIN(CASE WHEN {{.Status}} = {{.Processing}} THEN {{.ClaimedAt}} END), UTC_TIMESTAMP(6)){{end}},
+       {{if and .CreatedAt .CreatedAtPer}}{{template "eage" (tc (printf "MIN(CASE WHEN %s = %s THEN %s END)" .Status .Pending .CreatedAt) .CreatedAtPer)}}
+       {{- else if .CreatedAt}}TIMESTAMPDIFF(MICROSECOND, MIN(CASE WHEN {{.Status}} = {{.Pending}} THEN {{.CreatedAt}} END), UTC_TIMESTAMP(6)){{else}}NULL{{end}}
 FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
 
 	// Columns reads the table's columns, and whether the primary key is
@@ -242,57 +269,59 @@ var leaseSQL = store.LeaseSQL{
 	Common: common,
 	Acquire: `
 UPDATE {{.Table}}
-SET {{if .Owner}}{{.Owner}} = {{arg "owner"}}, {{end}}{{.LockedAt}} = UTC_TIMESTAMP(6)
-    {{- if .ExpiresAt}}, {{.ExpiresAt}} = UTC_TIMESTAMP(6) + INTERVAL {{arg "ttl"}} MICROSECOND{{end}}
+SET {{if .Owner}}{{.Owner}} = {{arg "owner"}}, {{end}}{{.LockedAt}} = {{template "locknow" .}}
+    {{- if .ExpiresAt}}, {{.ExpiresAt}} = {{template "explater" .}}{{end}}
     {{- if .Fence}}, {{.Fence}} = COALESCE({{.Fence}}, 0) + 1{{end}}
 WHERE {{.Key}} = {{arg "key"}}
-  AND ({{if .Owner}}{{.Owner}} IS NULL OR {{end}}{{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "slack"}} MICROSECOND
-       {{- else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "ttl"}} MICROSECOND - INTERVAL {{arg "slack"}} MICROSECOND{{end}})`,
+  AND ({{if .Owner}}{{.Owner}} IS NULL OR {{end}}{{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{template "expgone" .}}
+       {{- else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} < {{if .LockedAtPer}}{{template "eago" (tc .LockedAt .LockedAtPer "ttl" "slack")}}{{else}}UTC_TIMESTAMP(6) - INTERVAL {{arg "ttl"}} MICROSECOND - INTERVAL {{arg "slack"}} MICROSECOND{{end}}{{end}})`,
 
 	// A plain INSERT: a duplicate key means someone else created the row
 	// first. INSERT ... ON DUPLICATE KEY UPDATE would report 1 affected row
 	// for an untouched duplicate on a DSN with clientFoundRows=true.
 	Insert: `
 INSERT INTO {{.Table}} ({{.Key}}, {{.Owner}}, {{.LockedAt}}{{if .ExpiresAt}}, {{.ExpiresAt}}{{end}}{{if .Fence}}, {{.Fence}}{{end}})
-VALUES ({{arg "key"}}, {{arg "owner"}}, UTC_TIMESTAMP(6){{if .ExpiresAt}}, UTC_TIMESTAMP(6) + INTERVAL {{arg "ttl"}} MICROSECOND{{end}}{{if .Fence}}, 1{{end}})`,
+VALUES ({{arg "key"}}, {{arg "owner"}}, {{template "locknow" .}}{{if .ExpiresAt}}, {{template "explater" .}}{{end}}{{if .Fence}}, 1{{end}})`,
 
 	// Without an Owner column the read-back runs in the acquiring or
 	// renewing transaction, which holds the row: see store.Leases.
 	ReadBack: `
 SELECT {{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}},
-       {{if .ExpiresAt}}{{template "us" .ExpiresAt}}{{else}}TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {{.LockedAt}} + INTERVAL {{arg "ttl"}} MICROSECOND){{end}},
-       {{template "us" .LockedAt}}
+       {{if .ExpiresAt}}{{template "expus" .}}{{else if .LockedAtPer}}({{.LockedAt}} * {{.LockedAtPer}} + {{arg "ttl"}}){{else}}TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {{.LockedAt}} + INTERVAL {{arg "ttl"}} MICROSECOND){{end}},
+       {{template "lockus" .}}
 FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}{{if .Owner}} AND {{.Owner}} = {{arg "owner"}}{{end}}`,
 
 	Renew: `
 UPDATE {{.Table}}
 SET {{if .ExpiresAt -}}
-      {{.LockedAt}} = UTC_TIMESTAMP(6),
-      {{.ExpiresAt}} = GREATEST(UTC_TIMESTAMP(6) + INTERVAL {{arg "ttl"}} MICROSECOND, COALESCE({{.ExpiresAt}} + INTERVAL 1 MICROSECOND, UTC_TIMESTAMP(6)))
+      {{.LockedAt}} = {{template "locknow" .}},
+      {{.ExpiresAt}} = {{if .ExpiresAtPer}}GREATEST({{template "explater" .}}, COALESCE({{.ExpiresAt}}, 0)){{else}}GREATEST(UTC_TIMESTAMP(6) + INTERVAL {{arg "ttl"}} MICROSECOND, COALESCE({{.ExpiresAt}} + INTERVAL 1 MICROSECOND, UTC_TIMESTAMP(6))){{end}}
+    {{- else if .LockedAtPer -}}
+      {{.LockedAt}} = GREATEST({{template "locknow" .}}, COALESCE({{.LockedAt}}, 0))
     {{- else -}}
       {{.LockedAt}} = GREATEST(UTC_TIMESTAMP(6), COALESCE({{.LockedAt}} + INTERVAL 1 MICROSECOND, UTC_TIMESTAMP(6)))
     {{- end}}
 WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
 
 	Inspect: `
-SELECT {{if .Owner}}{{.Owner}}{{else}}CAST({{template "us" .LockedAt}} AS CHAR){{end}}, {{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}},
-       {{if .ExpiresAt}}{{template "us" .ExpiresAt}}, {{.ExpiresAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "slack"}} MICROSECOND{{else}}NULL, FALSE{{end}}
+SELECT {{if .Owner}}{{.Owner}}{{else}}CAST({{template "lockus" .}} AS CHAR){{end}}, {{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}},
+       {{if .ExpiresAt}}{{template "expus" .}}, {{template "expgone" .}}{{else}}NULL, FALSE{{end}}
 FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
 
 	// Held reads the expiry index in order (held leases only have an
 	// expiry; IS NOT NULL keeps the free ones, NULL and first in MySQL's
 	// order, out of the range).
 	Held: `
-SELECT {{.Key}}, {{if .Owner}}{{.Owner}}{{else}}CAST({{template "us" .LockedAt}} AS CHAR){{end}}, {{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}},
-       {{template "us" .ExpiresAt}}, GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), {{.ExpiresAt}}), 0),
-       {{.ExpiresAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "slack"}} MICROSECOND
+SELECT {{.Key}}, {{if .Owner}}{{.Owner}}{{else}}CAST({{template "lockus" .}} AS CHAR){{end}}, {{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}},
+       {{template "expus" .}}, GREATEST({{if .ExpiresAtPer}}{{template "eleft" (tc .ExpiresAt .ExpiresAtPer)}}{{else}}TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), {{.ExpiresAt}}){{end}}, 0),
+       {{template "expgone" .}}
 FROM {{.Table}} WHERE {{.ExpiresAt}} IS NOT NULL{{if .Owner}} AND {{.Owner}} IS NOT NULL{{end}}
 ORDER BY {{.ExpiresAt}} LIMIT {{arg "limit"}}`,
 
 	// The oldest expiries first, in the order of the expiry index.
 	Reap: `
 UPDATE {{.Table}} SET {{.Owner}} = NULL, {{.ExpiresAt}} = NULL
-WHERE {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < UTC_TIMESTAMP(6) - INTERVAL {{arg "slack"}} MICROSECOND
+WHERE {{.Owner}} IS NOT NULL AND {{template "expgone" .}}
 ORDER BY {{.ExpiresAt}}, {{.Key}} LIMIT {{arg "limit"}}`,
 
 	Columns: claimSQL.Columns,

@@ -23,7 +23,8 @@ import (
 func TestConformancePool(t *testing.T) {
 	t.Parallel()
 	dialecttest.Run(t, dialecttest.Harness{
-		Name: "postgres-pgxpool",
+		Name:      "postgres-pgxpool",
+		TimeTypes: timeTypes,
 		Open: func(t *testing.T) (dialect.Dialect, *sql.DB) {
 			pool := dbtest.PostgresPool(t)
 			d, err := postgres.New(context.Background(), pool, dialect.Options{})
@@ -61,7 +62,8 @@ func reroute(t *testing.T, cfg *pgx.ConnConfig, via func(string) string) {
 func TestConformanceStdlib(t *testing.T) {
 	t.Parallel()
 	dialecttest.Run(t, dialecttest.Harness{
-		Name: "postgres-stdlib",
+		Name:      "postgres-stdlib",
+		TimeTypes: timeTypes,
 		Open: func(t *testing.T) (dialect.Dialect, *sql.DB) {
 			db := dbtest.Postgres(t)
 			d, err := postgres.NewStdlib(context.Background(), db, dialect.Options{})
@@ -79,4 +81,21 @@ func TestConformanceStdlib(t *testing.T) {
 			return d, db
 		},
 	})
+}
+
+// timeTypes are the time column types users' PostgreSQL tables have:
+// those that hold a point in time are supported in their format, the
+// others refused (dialecttest.TimeType).
+var timeTypes = []dialecttest.TimeType{
+	{DDL: "timestamptz"}, {DDL: "timestamptz(0)"}, {DDL: "timestamptz(3)"},
+	{DDL: "integer", Format: dialect.UnixSeconds}, {DDL: "bigint", Format: dialect.UnixSeconds},
+	{DDL: "bigint", Format: dialect.UnixMillis},
+	{DDL: "date", Refused: true}, {DDL: "time", Refused: true}, {DDL: "timetz", Refused: true, Says: "time with time zone"},
+	{DDL: "timestamp", Refused: true, Says: "without time zone"}, {DDL: "text", Refused: true},
+	{DDL: "varchar(64)", Refused: true, Says: "character varying"}, {DDL: "interval", Refused: true},
+	{DDL: "integer", Refused: true}, {DDL: "bigint", Refused: true},
+	{DDL: "integer", Format: dialect.UnixMillis, Refused: true}, {DDL: "smallint", Format: dialect.UnixSeconds, Refused: true},
+	{DDL: "numeric", Format: dialect.UnixSeconds, Refused: true}, {DDL: "double precision", Format: dialect.UnixMillis, Refused: true},
+	{DDL: "timestamptz", Format: dialect.UnixSeconds, Refused: true, Says: "timestamp with time zone"},
+	{DDL: "text", Format: dialect.UnixSeconds, Refused: true},
 }

@@ -44,7 +44,8 @@ func TestPgBouncerConformance(t *testing.T) {
 		t.Run("pgxpool/"+mode.String(), func(t *testing.T) {
 			t.Parallel()
 			dialecttest.Run(t, dialecttest.Harness{
-				Name: "postgres-pgxpool-pgbouncer-" + mode.String(),
+				Name:      "postgres-pgxpool-pgbouncer-" + mode.String(),
+				TimeTypes: timeTypes,
 				Open: func(t *testing.T) (dialect.Dialect, *sql.DB) {
 					return openBouncerPool(t, dsn, mode, nil)
 				},
@@ -56,7 +57,8 @@ func TestPgBouncerConformance(t *testing.T) {
 		t.Run("stdlib/"+mode.String(), func(t *testing.T) {
 			t.Parallel()
 			dialecttest.Run(t, dialecttest.Harness{
-				Name: "postgres-stdlib-pgbouncer-" + mode.String(),
+				Name:      "postgres-stdlib-pgbouncer-" + mode.String(),
+				TimeTypes: timeTypes,
 				Open: func(t *testing.T) (dialect.Dialect, *sql.DB) {
 					return openBouncerStdlib(t, dsn, mode, nil)
 				},

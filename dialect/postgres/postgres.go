@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -150,15 +151,31 @@ func build(h store.DB, num int, version string, opts dialect.Options, logger *sl
 	return d
 }
 
-// checkTime refuses time columns without a time zone: now() is a
-// timestamptz, and comparing it with a timestamp column converts through
-// the session's TimeZone, so two sessions with different settings would
-// disagree about which leases and claims have expired.
-func checkTime(c store.ColumnInfo, _ bool) error {
-	if c.Type == "timestamp without time zone" {
-		return errors.New("is timestamp without time zone; sessions with different TimeZone settings would disagree about expiries (use timestamptz: ALTER TABLE ... ALTER COLUMN ... TYPE timestamptz USING ... AT TIME ZONE 'UTC')")
+// checkTime accepts timestamptz, the one type that holds a point in time
+// natively, and refuses every other with what to use instead. A timestamp
+// without time zone is refused: now() is a timestamptz, and comparing or
+// storing it there converts it through the session's TimeZone setting, so
+// sessions with different settings would disagree about expiries. (The
+// store checks unix-time columns, which must be integers, and refuses
+// integer columns described as native times.)
+func checkTime(c store.ColumnInfo, f dialect.TimeFormat, _ bool) (string, error) {
+	const fix = "use timestamptz, or integer unix time (bigint) described as such in the table description"
+	if f.IsUnix() {
+		return "", nil
 	}
-	return nil
+	switch {
+	case c.Type == "timestamp with time zone":
+		return "", nil
+	case c.Type == "timestamp without time zone":
+		return "", errors.New("is timestamp without time zone; sessions with different TimeZone settings would disagree about expiries (use timestamptz: ALTER TABLE ... ALTER COLUMN ... TYPE timestamptz USING ... AT TIME ZONE 'UTC')")
+	case c.Type == "date":
+		return "", errors.New("has type date, which holds no time of day: every claim or lease would look up to a day old (" + fix + ")")
+	case strings.HasPrefix(c.Type, "time "):
+		return "", fmt.Errorf("has type %s, a time of day without a date (%s)", c.Type, fix)
+	case c.IsText():
+		return "", fmt.Errorf("has type %s: claimlock would overwrite its text with times (%s)", c.Type, fix)
+	}
+	return "", fmt.Errorf("has type %s, which does not hold a point in time (%s)", c.Type, fix)
 }
 
 // quote quotes one identifier part that was validated already.

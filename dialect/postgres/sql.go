@@ -6,6 +6,14 @@ import "github.com/claimlock/claimlock/internal/store"
 // identifiers ({{.Table}}, {{.ID}}, ...), status literals ({{.Pending}},
 // ...), variant flags, and values as placeholders ({{arg "token"}} renders
 // $n). They are rendered once per table, when its store is built.
+//
+// A time column holding integer unix time (store.Names' ...Per fields, "per"
+// its unit in microseconds) is written as the clock's microseconds divided
+// by its unit, rounded down for claim and lock times ("enow") and up for
+// expiries and run-at times ("elater"), and compared with the clock's now
+// minus a duration, divided and rounded down ("eago"): a stored time up to
+// one unit early never makes a claim or lease look older than it is. The
+// column's side of every comparison stays bare, so its indexes serve.
 
 // common holds the fragments the statements share. "materialized" is
 // defined per server (see New): PostgreSQL 12+ would otherwise inline a CTE
@@ -15,21 +23,39 @@ const common = `
 {{- define "concurrently"}}{{if .Online}}CONCURRENTLY {{end}}{{end}}
 {{- define "order"}}{{if .TextKey}}({{.ID}} || ''){{else}}{{.ID}} + 0{{end}}{{end}}
 {{- define "us"}}CAST(EXTRACT(EPOCH FROM {{.}}) * 1000000 AS bigint){{end}}
+{{- define "usnow"}}CAST(EXTRACT(EPOCH FROM now()) * 1000000 AS bigint){{end}}
+{{- define "enow"}}({{template "usnow"}} / {{.Per}}){{end}}
+{{- define "eago"}}(({{template "usnow"}}{{range .Args}} - {{arg .}}::bigint{{end}}) / {{.Per}}){{end}}
+{{- define "elater"}}(({{template "usnow"}}{{range .Args}} + {{arg .}}::bigint{{end}} + {{.Per}} - 1) / {{.Per}}){{end}}
+{{- define "eus"}}({{.C}}::bigint * {{.Per}}){{end}}
+{{- define "eage"}}({{template "usnow"}} - {{.C}}::bigint * {{.Per}}){{end}}
+{{- define "eleft"}}({{.C}}::bigint * {{.Per}} - {{template "usnow"}}){{end}}
+{{- define "claimnow"}}{{if .ClaimedAtPer}}{{template "enow" (tc .ClaimedAt .ClaimedAtPer)}}{{else}}now(){{end}}{{end}}
+{{- define "future"}}{{.RunAt}} > {{if .RunAtPer}}{{template "enow" (tc .RunAt .RunAtPer)}}{{else}}now(){{end}}{{end}}
+{{- define "locknow"}}{{if .LockedAtPer}}{{template "enow" (tc .LockedAt .LockedAtPer)}}{{else}}now(){{end}}{{end}}
+{{- define "explater"}}{{if .ExpiresAtPer}}{{template "elater" (tc .ExpiresAt .ExpiresAtPer "ttl")}}{{else}}now() + {{template "ttl"}}{{end}}{{end}}
+{{- define "lockus"}}{{if .LockedAtPer}}{{template "eus" (tc .LockedAt .LockedAtPer)}}{{else}}{{template "us" .LockedAt}}{{end}}{{end}}
+{{- define "expus"}}{{if .ExpiresAtPer}}{{template "eus" (tc .ExpiresAt .ExpiresAtPer)}}{{else}}{{template "us" .ExpiresAt}}{{end}}{{end}}
+{{- define "expgone"}}{{.ExpiresAt}} < {{if .ExpiresAtPer}}{{template "eago" (tc .ExpiresAt .ExpiresAtPer "slack")}}{{else}}now() - {{template "slack"}}{{end}}{{end}}
 {{- define "age"}}GREATEST(CAST(EXTRACT(EPOCH FROM (now() - {{.}})) * 1000000 AS bigint), 0){{end}}
 {{- define "ttl"}}({{arg "ttl"}}::bigint * interval '1 microsecond'){{end}}
 {{- define "slack"}}({{arg "slack"}}::bigint * interval '1 microsecond'){{end}}
-{{- define "stamp"}}{{template "us" .LockedAt}}{{end}}
+{{- define "stamp"}}{{template "lockus" .}}{{end}}
 {{- define "held"}}{{if .Owner}}{{.Owner}} = {{arg "owner"}}{{else}}{{template "stamp" .}} = {{arg "stamp"}}{{end}}{{end}}
 {{- define "free"}}{{if .Owner}}{{.Owner}} = NULL{{else}}{{.LockedAt}} = NULL{{end}}{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}{{end}}
 {{- define "fence"}}{{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0::bigint{{end}}{{end}}
-{{- define "runnable"}}{{if .RunAt}} AND {{template "runat" .}} <= now(){{end}}{{end}}
-{{- define "runat"}}COALESCE({{.RunAt}}, '-infinity'){{end}}
-{{- define "delayed"}}now() + ({{arg "delay"}}::bigint * interval '1 microsecond'){{end}}
+{{- define "runnable"}}{{if .RunAt}} AND {{template "runat" .}} <= {{if .RunAtPer}}{{template "enow" (tc .RunAt .RunAtPer)}}{{else}}now(){{end}}{{end}}{{end}}
+{{- define "runat"}}COALESCE({{.RunAt}}, {{if .RunAtPer}}0{{else}}'-infinity'{{end}}){{end}}
+{{- define "delayed"}}{{if .RunAtPer}}{{template "elater" (tc .RunAt .RunAtPer "delay")}}{{else}}now() + ({{arg "delay"}}::bigint * interval '1 microsecond'){{end}}{{end}}
 {{- define "filter"}}{{if .Scoped}}{{scope .Scope}}{{end}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}}{{end}}
 {{- define "locked"}}{{.}} = ANY(ARRAY(SELECT {{.}} FROM cl_c)){{end}}
 {{- define "until"}}(timestamptz 'epoch' + {{arg "hold"}}::bigint * interval '1 microsecond'){{end}}
-{{- define "hold"}}{{.Owner}} = CASE WHEN {{template "until"}} > now() THEN {{.Owner}} END, {{.ExpiresAt}} = CASE WHEN {{template "until"}} > now() THEN {{template "until"}} END{{end}}
-{{- define "expiry"}}{{if .ExpiresAt}}{{template "us" .ExpiresAt}}{{else}}CAST(EXTRACT(EPOCH FROM {{.LockedAt}} + {{template "ttl"}}) * 1000000 AS bigint){{end}}{{end}}
+{{- define "hold"}}{{if .ExpiresAtPer -}}
+  {{.Owner}} = CASE WHEN {{arg "hold"}}::bigint > {{template "usnow"}} THEN {{.Owner}} END, {{.ExpiresAt}} = CASE WHEN {{arg "hold"}}::bigint > {{template "usnow"}} THEN ({{arg "hold"}}::bigint + {{.ExpiresAtPer}} - 1) / {{.ExpiresAtPer}} END
+  {{- else -}}
+  {{.Owner}} = CASE WHEN {{template "until"}} > now() THEN {{.Owner}} END, {{.ExpiresAt}} = CASE WHEN {{template "until"}} > now() THEN {{template "until"}} END
+  {{- end}}{{end}}
+{{- define "expiry"}}{{if .ExpiresAt}}{{template "expus" .}}{{else if .LockedAtPer}}({{.LockedAt}}::bigint * {{.LockedAtPer}} + {{arg "ttl"}}::bigint){{else}}CAST(EXTRACT(EPOCH FROM {{.LockedAt}} + {{template "ttl"}}) * 1000000 AS bigint){{end}}{{end}}
 {{- define "claimpick"}}
   SELECT {{.ID}} FROM {{.Table}}
   WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{template "runnable" .}}
@@ -37,7 +63,7 @@ const common = `
   FOR UPDATE SKIP LOCKED{{end}}
 {{- define "claimmark"}}
 UPDATE {{.Table}}
-SET {{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = now()
+SET {{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = {{template "claimnow" .}}
     {{- if .Attempts}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}
 WHERE {{template "locked" .ID}} AND {{.Status}} = {{.Pending}}
 RETURNING {{join .Returned}}{{end}}
@@ -125,7 +151,7 @@ WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}
 FOR UPDATE`,
 
 	Heartbeat: `
-UPDATE {{.Table}} SET {{.ClaimedAt}} = GREATEST(now(), {{.ClaimedAt}} + interval '1 microsecond')
+UPDATE {{.Table}} SET {{.ClaimedAt}} = {{if .ClaimedAtPer}}{{template "claimnow" .}}{{else}}GREATEST(now(), {{.ClaimedAt}} + interval '1 microsecond'){{end}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}`,
 
 	Release: `
@@ -149,26 +175,26 @@ WHERE {{template "locked" .ID}} AND {{.Status}} = {{.Failed}}`,
 
 	RetryNow: `
 WITH cl_c AS {{template "materialized"}}(
-  SELECT {{.ID}} FROM {{.Table}} WHERE {{.Status}} = {{.Pending}} AND {{.RunAt}} > now(){{template "filter" .}}
+  SELECT {{.ID}} FROM {{.Table}} WHERE {{.Status}} = {{.Pending}} AND {{template "future" .}}{{template "filter" .}}
   LIMIT {{arg "limit"}} FOR UPDATE)
 UPDATE {{.Table}} SET {{.RunAt}} = NULL
-WHERE {{template "locked" .ID}} AND {{.Status}} = {{.Pending}} AND {{.RunAt}} > now()`,
+WHERE {{template "locked" .ID}} AND {{.Status}} = {{.Pending}} AND {{template "future" .}}`,
 
 	// List reads each set in the order of an index: failed rows (oldest
 	// claim first) through the reap or scope index, scheduled rows through
 	// the partial sched index.
 	List: `
 SELECT {{.ID}}, COALESCE({{.Token}}, ''), {{if .Attempts}}COALESCE({{.Attempts}}, 0)::bigint{{else}}0::bigint{{end}},
-       COALESCE({{template "age" .ClaimedAt}}, -1),
-       {{if .RunAt}}COALESCE(GREATEST(CAST(EXTRACT(EPOCH FROM ({{.RunAt}} - now())) * 1000000 AS bigint), 0), 0){{else}}0::bigint{{end}},
+       COALESCE({{if .ClaimedAtPer}}GREATEST({{template "eage" (tc .ClaimedAt .ClaimedAtPer)}}, 0){{else}}{{template "age" .ClaimedAt}}{{end}}, -1),
+       {{if .RunAt}}COALESCE(GREATEST({{if .RunAtPer}}{{template "eleft" (tc .RunAt .RunAtPer)}}{{else}}CAST(EXTRACT(EPOCH FROM ({{.RunAt}} - now())) * 1000000 AS bigint){{end}}, 0), 0){{else}}0::bigint{{end}},
        {{if .Error}}COALESCE({{.Error}}, ''){{else}}''{{end}}
 FROM {{.Table}}
 {{- if eq .Set 0}}
 WHERE {{.Status}} = {{.Failed}}{{template "filter" .}} ORDER BY {{.ClaimedAt}}
 {{- else if eq .Set 1}}
-WHERE {{.Status}} = {{.Processing}} AND {{.ClaimedAt}} <= now() - ({{arg "older"}}::bigint * interval '1 microsecond'){{template "filter" .}} ORDER BY {{.ClaimedAt}}
+WHERE {{.Status}} = {{.Processing}} AND {{.ClaimedAt}} <= {{if .ClaimedAtPer}}{{template "eago" (tc .ClaimedAt .ClaimedAtPer "older")}}{{else}}now() - ({{arg "older"}}::bigint * interval '1 microsecond'){{end}}{{template "filter" .}} ORDER BY {{.ClaimedAt}}
 {{- else}}
-WHERE {{.Status}} = {{.Pending}} AND {{.RunAt}} > now(){{template "filter" .}} ORDER BY {{.RunAt}}
+WHERE {{.Status}} = {{.Pending}} AND {{template "future" .}}{{template "filter" .}} ORDER BY {{.RunAt}}
 {{- end}}
 LIMIT {{arg "limit"}}`,
 
@@ -176,7 +202,7 @@ LIMIT {{arg "limit"}}`,
 WITH cl_c AS {{template "materialized"}}(
   SELECT {{.ID}} FROM {{.Table}}
   WHERE {{.Status}} = {{.Processing}}
-    AND {{.ClaimedAt}} < now() - ({{arg "timeout"}}::bigint * interval '1 microsecond')
+    AND {{.ClaimedAt}} < {{if .ClaimedAtPer}}{{template "eago" (tc .ClaimedAt .ClaimedAtPer "timeout")}}{{else}}now() - ({{arg "timeout"}}::bigint * interval '1 microsecond'){{end}}
     {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{template "maxatt" .}}{{else if .Below}} AND COALESCE({{.Attempts}}, 0) < {{arg "below"}}::bigint{{end}}
     {{- if .Scoped}}{{scope .Scope}}{{end}}
   ORDER BY {{.ClaimedAt}} LIMIT {{arg "limit"}}
@@ -191,8 +217,10 @@ SELECT COUNT(*) FILTER (WHERE {{.Status}} = {{.Pending}}),
        COUNT(*) FILTER (WHERE {{.Status}} = {{.Done}}),
        {{if .Failed}}COUNT(*) FILTER (WHERE {{.Status}} = {{.Failed}}){{else}}0::bigint{{end}},
        COUNT(*),
-       {{template "age" (printf "MIN(%s) FILTER (WHERE %s = %s)" .ClaimedAt .Status .Processing)}},
-       {{if .CreatedAt}}{{template "age" (printf "MIN(%s) FILTER (WHERE %s = %s)" .CreatedAt .Status .Pending)}}{{else}}NULL::bigint{{end}}
+       {{if .ClaimedAtPer}}GREATEST({{template "eage" (tc (printf "MIN(%s) FILTER (WHERE %s = %s)" .ClaimedAt .Status .Processing) .ClaimedAtPer)}}, 0)
+       {{- else}}{{template "age" (printf "MIN(%s) FILTER (WHERE %s = %s)" .ClaimedAt .Status .Processing)}}{{end}},
+       {{if and .CreatedAt .CreatedAtPer}}GREATEST({{template "eage" (tc (printf "MIN(%s) FILTER (WHERE %s = %s)" .CreatedAt .Status .Pending) .CreatedAtPer)}}, 0)
+       {{- else if .CreatedAt}}{{template "age" (printf "MIN(%s) FILTER (WHERE %s = %s)" .CreatedAt .Status .Pending)}}{{else}}NULL::bigint{{end}}
 FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
 
 	// Columns gives an enum column's labels in MySQL's enum('a','b') form,
@@ -283,23 +311,25 @@ WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Pending}}
 var leaseSQL = store.LeaseSQL{
 	Acquire: `
 UPDATE {{.Table}}
-SET {{if .Owner}}{{.Owner}} = {{arg "owner"}}, {{end}}{{.LockedAt}} = now()
-    {{- if .ExpiresAt}}, {{.ExpiresAt}} = now() + {{template "ttl"}}{{end}}
+SET {{if .Owner}}{{.Owner}} = {{arg "owner"}}, {{end}}{{.LockedAt}} = {{template "locknow" .}}
+    {{- if .ExpiresAt}}, {{.ExpiresAt}} = {{template "explater" .}}{{end}}
     {{- if .Fence}}, {{.Fence}} = COALESCE({{.Fence}}, 0) + 1{{end}}
 WHERE {{.Key}} = {{arg "key"}}
-  AND ({{if .Owner}}{{.Owner}} IS NULL OR {{end}}{{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < now() - {{template "slack"}}{{else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} < now() - {{template "ttl"}} - {{template "slack"}}{{end}})
+  AND ({{if .Owner}}{{.Owner}} IS NULL OR {{end}}{{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{template "expgone" .}}{{else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} < {{if .LockedAtPer}}{{template "eago" (tc .LockedAt .LockedAtPer "ttl" "slack")}}{{else}}now() - {{template "ttl"}} - {{template "slack"}}{{end}}{{end}})
 RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{template "stamp" .}}`,
 
 	Insert: `
 INSERT INTO {{.Table}} ({{.Key}}, {{.Owner}}, {{.LockedAt}}{{if .ExpiresAt}}, {{.ExpiresAt}}{{end}}{{if .Fence}}, {{.Fence}}{{end}})
-VALUES ({{arg "key"}}, {{arg "owner"}}, now(){{if .ExpiresAt}}, now() + {{template "ttl"}}{{end}}{{if .Fence}}, 1{{end}})
+VALUES ({{arg "key"}}, {{arg "owner"}}, {{template "locknow" .}}{{if .ExpiresAt}}, {{template "explater" .}}{{end}}{{if .Fence}}, 1{{end}})
 ON CONFLICT ({{.Key}}) DO NOTHING
 RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{template "stamp" .}}`,
 
 	Renew: `
 UPDATE {{.Table}}
 SET {{if .ExpiresAt -}}
-      {{.LockedAt}} = now(), {{.ExpiresAt}} = GREATEST(now() + {{template "ttl"}}, {{.ExpiresAt}} + interval '1 microsecond')
+      {{.LockedAt}} = {{template "locknow" .}}, {{.ExpiresAt}} = {{if .ExpiresAtPer}}GREATEST({{template "explater" .}}, COALESCE({{.ExpiresAt}}, 0)){{else}}GREATEST(now() + {{template "ttl"}}, {{.ExpiresAt}} + interval '1 microsecond'){{end}}
+    {{- else if .LockedAtPer -}}
+      {{.LockedAt}} = GREATEST({{template "locknow" .}}, COALESCE({{.LockedAt}}, 0))
     {{- else -}}
       {{.LockedAt}} = GREATEST(now(), {{.LockedAt}} + interval '1 microsecond')
     {{- end}}
@@ -308,26 +338,26 @@ RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{template "stamp" .}
 
 	Inspect: `
 SELECT {{if .Owner}}{{.Owner}}{{else}}CAST({{template "stamp" .}} AS text){{end}}, {{template "fence" .}},
-       {{if .ExpiresAt}}{{template "us" .ExpiresAt}}, {{.ExpiresAt}} < now() - {{template "slack"}}{{else}}NULL::bigint, false{{end}}
+       {{if .ExpiresAt}}{{template "expus" .}}, {{template "expgone" .}}{{else}}NULL::bigint, false{{end}}
 FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
 
 	// Held reads the expiry index in order (held leases only have an
 	// expiry).
 	Held: `
 SELECT {{.Key}}, {{if .Owner}}{{.Owner}}{{else}}CAST({{template "stamp" .}} AS text){{end}}, {{template "fence" .}},
-       {{template "us" .ExpiresAt}}, GREATEST(CAST(EXTRACT(EPOCH FROM ({{.ExpiresAt}} - now())) * 1000000 AS bigint), 0),
-       {{.ExpiresAt}} < now() - {{template "slack"}}
+       {{template "expus" .}}, GREATEST({{if .ExpiresAtPer}}{{template "eleft" (tc .ExpiresAt .ExpiresAtPer)}}{{else}}CAST(EXTRACT(EPOCH FROM ({{.ExpiresAt}} - now())) * 1000000 AS bigint){{end}}, 0),
+       {{template "expgone" .}}
 FROM {{.Table}} WHERE {{.ExpiresAt}} IS NOT NULL{{if .Owner}} AND {{.Owner}} IS NOT NULL{{end}}
 ORDER BY {{.ExpiresAt}} LIMIT {{arg "limit"}}`,
 
 	Reap: `
 WITH cl_c AS {{template "materialized"}}(
   SELECT {{.Key}} FROM {{.Table}}
-  WHERE {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < now() - {{template "slack"}}
+  WHERE {{.Owner}} IS NOT NULL AND {{template "expgone" .}}
   ORDER BY {{.ExpiresAt}} LIMIT {{arg "limit"}}
   FOR UPDATE SKIP LOCKED)
 UPDATE {{.Table}} SET {{.Owner}} = NULL, {{.ExpiresAt}} = NULL
-WHERE {{template "locked" .Key}} AND {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < now() - {{template "slack"}}`,
+WHERE {{template "locked" .Key}} AND {{.Owner}} IS NOT NULL AND {{template "expgone" .}}`,
 
 	Columns: claimSQL.Columns,
 }

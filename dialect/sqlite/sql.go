@@ -10,35 +10,50 @@ import "github.com/claimlock/claimlock/internal/store"
 // ('YYYY-MM-DD HH:MM:SS.SSS', UTC), which compare in time order as text;
 // with LeaseTable.TextTimes the lock and expiry columns do. "claimnow" is
 // the time now as the table's time columns hold it.
+//
+// A column holding unix seconds (store.Names' ...Per fields: "1000", its
+// unit in milliseconds; unix milliseconds are SQLite's own convention) is
+// written as the clock's milliseconds divided by 1000, rounded down for
+// claim and lock times ("enow") and up for expiries and run-at times
+// ("elater"), and compared with the clock's now minus a duration, divided
+// and rounded down ("eago"): a stored time up to a second early never makes
+// a claim or lease look older than it is.
 
 const common = `
 {{- define "now"}}CAST(unixepoch('subsec') * 1000 AS INTEGER){{end}}
 {{- define "maxatt"}}{{arg "max_attempts"}}{{end}}
+{{- define "enow"}}({{template "now"}} / {{.Per}}){{end}}
+{{- define "eago"}}(({{template "now"}}{{range .Args}} - {{arg .}}{{end}}) / {{.Per}}){{end}}
+{{- define "elater"}}(({{template "now"}}{{range .Args}} + {{arg .}}{{end}} + {{.Per}} - 1) / {{.Per}}){{end}}
+{{- define "cnow"}}{{if .ClaimedAtPer}}{{template "enow" (tc .ClaimedAt .ClaimedAtPer)}}{{else}}{{template "claimnow" .}}{{end}}{{end}}
+{{- define "runnow"}}{{if .RunAtPer}}{{template "enow" (tc .RunAt .RunAtPer)}}{{else}}{{template "claimnow" .}}{{end}}{{end}}
+{{- define "locknow"}}{{if .LockedAtPer}}{{template "enow" (tc .LockedAt .LockedAtPer)}}{{else}}{{template "claimnow" .}}{{end}}{{end}}
+{{- define "expgone"}}{{.ExpiresAt}} < {{if .ExpiresAtPer}}{{template "eago" (tc .ExpiresAt .ExpiresAtPer "slack")}}{{else}}{{template "graced" .}}{{end}}{{end}}
 {{- define "claimnow"}}{{if .TextTimes}}strftime('%Y-%m-%d %H:%M:%f', 'now'){{else}}{{template "now"}}{{end}}{{end}}
 {{- define "agepre"}}{{if .TextTimes}}CAST((julianday('now') - julianday({{else}}({{template "now"}} - ({{end}}{{end}}
 {{- define "agepost"}}{{if .TextTimes}})) * 86400000000 AS INTEGER){{else}})) * 1000{{end}}{{end}}
-{{- define "runnable"}}{{if .RunAt}} AND ({{.RunAt}} IS NULL OR {{.RunAt}} <= {{template "claimnow" .}}){{end}}{{end}}
-{{- define "delayed"}}{{if .TextTimes}}strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || ({{arg "delay"}} / 1000.0) || ' seconds'){{else}}{{template "now"}} + {{arg "delay"}}{{end}}{{end}}
+{{- define "runnable"}}{{if .RunAt}} AND ({{.RunAt}} IS NULL OR {{.RunAt}} <= {{template "runnow" .}}){{end}}{{end}}
+{{- define "delayed"}}{{if .RunAtPer}}{{template "elater" (tc .RunAt .RunAtPer "delay")}}{{else if .TextTimes}}strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || ({{arg "delay"}} / 1000.0) || ' seconds'){{else}}{{template "now"}} + {{arg "delay"}}{{end}}{{end}}
 {{- define "filter"}}{{if .Scoped}}{{scope .Scope}}{{end}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}}{{end}}
-{{- define "future"}}{{.RunAt}} > {{template "claimnow" .}}{{end}}
+{{- define "future"}}{{.RunAt}} > {{template "runnow" .}}{{end}}
 {{- define "ms"}}CAST(ROUND(unixepoch({{.}}, 'subsec') * 1000) AS INTEGER){{end}}
-{{- define "lockms"}}{{if .TextTimes}}{{template "ms" .LockedAt}}{{else}}{{.LockedAt}}{{end}}{{end}}
-{{- define "expms"}}{{if .TextTimes}}{{template "ms" .ExpiresAt}}{{else}}{{.ExpiresAt}}{{end}}{{end}}
-{{- define "later"}}{{if .TextTimes}}strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || ({{arg "ttl"}} / 1000.0) || ' seconds'){{else}}{{template "now"}} + {{arg "ttl"}}{{end}}{{end}}
+{{- define "lockms"}}{{if .LockedAtPer}}({{.LockedAt}} * {{.LockedAtPer}}){{else if .TextTimes}}{{template "ms" .LockedAt}}{{else}}{{.LockedAt}}{{end}}{{end}}
+{{- define "expms"}}{{if .ExpiresAtPer}}({{.ExpiresAt}} * {{.ExpiresAtPer}}){{else if .TextTimes}}{{template "ms" .ExpiresAt}}{{else}}{{.ExpiresAt}}{{end}}{{end}}
+{{- define "later"}}{{if .ExpiresAtPer}}{{template "elater" (tc .ExpiresAt .ExpiresAtPer "ttl")}}{{else if .TextTimes}}strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || ({{arg "ttl"}} / 1000.0) || ' seconds'){{else}}{{template "now"}} + {{arg "ttl"}}{{end}}{{end}}
 {{- define "graced"}}{{if .TextTimes}}strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || ({{arg "slack"}} / 1000.0) || ' seconds'){{else}}{{template "now"}} - {{arg "slack"}}{{end}}{{end}}
 {{- define "held"}}{{if .Owner}}{{.Owner}} = {{arg "owner"}}{{else}}{{template "lockms" .}} = {{arg "stamp"}}{{end}}{{end}}
 {{- define "free"}}{{if .Owner}}{{.Owner}} = NULL{{else}}{{.LockedAt}} = NULL{{end}}{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}{{end}}
 {{- define "hold"}}{{.Owner}} = CASE WHEN {{arg "hold"}} > {{template "now"}} THEN {{.Owner}} END, {{.ExpiresAt}} = CASE WHEN {{arg "hold"}} > {{template "now"}} THEN
-  {{- if .TextTimes}} strftime('%Y-%m-%d %H:%M:%f', {{arg "hold"}} / 1000.0, 'unixepoch'){{else}} {{arg "hold"}}{{end}} END{{end}}
+  {{- if .ExpiresAtPer}} ({{arg "hold"}} + {{.ExpiresAtPer}} - 1) / {{.ExpiresAtPer}}{{else if .TextTimes}} strftime('%Y-%m-%d %H:%M:%f', {{arg "hold"}} / 1000.0, 'unixepoch'){{else}} {{arg "hold"}}{{end}} END{{end}}
 {{- define "fence"}}{{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}}{{end}}
 {{- define "expiry"}}{{if .ExpiresAt}}{{template "expms" .}} * 1000{{else}}({{template "lockms" .}} + {{arg "ttl"}}) * 1000{{end}}{{end}}
-{{- define "expired"}}{{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < {{template "graced" .}}
+{{- define "expired"}}{{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{template "expgone" .}}
   {{- else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} <
-  {{- if .TextTimes}} strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (({{arg "ttl"}} + {{arg "slack"}}) / 1000.0) || ' seconds'){{else}} {{template "now"}} - {{arg "ttl"}} - {{arg "slack"}}{{end}}{{end}}{{end}}
+  {{- if .LockedAtPer}} {{template "eago" (tc .LockedAt .LockedAtPer "ttl" "slack")}}{{else if .TextTimes}} strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (({{arg "ttl"}} + {{arg "slack"}}) / 1000.0) || ' seconds'){{else}} {{template "now"}} - {{arg "ttl"}} - {{arg "slack"}}{{end}}{{end}}{{end}}
 {{- define "bumpexp"}}{{if .TextTimes}}strftime('%Y-%m-%d %H:%M:%f', {{.ExpiresAt}}, '+0.001 seconds'){{else}}{{.ExpiresAt}} + 1{{end}}{{end}}
 {{- define "bumplock"}}{{if .TextTimes}}strftime('%Y-%m-%d %H:%M:%f', {{.LockedAt}}, '+0.001 seconds'){{else}}{{.LockedAt}} + 1{{end}}{{end}}
 {{- define "stale"}}{{.Status}} = {{.Processing}} AND {{.ClaimedAt}} <
-  {{- if .TextTimes}} strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || ({{arg "timeout"}} / 1000.0) || ' seconds'){{else}} {{template "now"}} - {{arg "timeout"}}{{end}}
+  {{- if .ClaimedAtPer}} {{template "eago" (tc .ClaimedAt .ClaimedAtPer "timeout")}}{{else if .TextTimes}} strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || ({{arg "timeout"}} / 1000.0) || ' seconds'){{else}} {{template "now"}} - {{arg "timeout"}}{{end}}
   {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{template "maxatt" .}}{{else if .Below}} AND COALESCE({{.Attempts}}, 0) < {{arg "below"}}{{end}}
   {{- if .Scoped}}{{scope .Scope}}{{end}}{{end}}
 `
@@ -51,7 +66,7 @@ var claimSQL = store.ClaimSQL{
 	Common: common,
 	Claim: `
 UPDATE {{.Table}}
-SET {{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = {{template "claimnow" .}}
+SET {{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = {{template "cnow" .}}
     {{- if .Attempts}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}
 WHERE {{.ID}} IN (SELECT {{.ID}} FROM {{.Table}} WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{template "runnable" .}} ORDER BY {{.ID}} LIMIT {{arg "limit"}})
   AND {{.Status}} = {{.Pending}}
@@ -93,7 +108,7 @@ SELECT {{.ID}}, {{or .Version "0"}}, {{or .Attempts "0"}} FROM {{.Table}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}`,
 
 	Heartbeat: `
-UPDATE {{.Table}} SET {{.ClaimedAt}} = {{if .TextTimes -}}
+UPDATE {{.Table}} SET {{.ClaimedAt}} = {{if .ClaimedAtPer}}{{template "cnow" .}}{{else if .TextTimes -}}
   MAX(strftime('%Y-%m-%d %H:%M:%f', 'now'), strftime('%Y-%m-%d %H:%M:%f', {{.ClaimedAt}}, '+0.001 seconds'))
   {{- else}}MAX({{template "now"}}, {{.ClaimedAt}} + 1){{end}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}`,
@@ -118,15 +133,15 @@ WHERE {{.ID}} IN (SELECT {{.ID}} FROM {{.Table}} WHERE {{.Status}} = {{.Pending}
 
 	List: `
 SELECT {{.ID}}, COALESCE({{.Token}}, ''), {{if .Attempts}}COALESCE({{.Attempts}}, 0){{else}}0{{end}},
-       COALESCE(MAX({{template "agepre" .}}{{.ClaimedAt}}{{template "agepost" .}}, 0), -1),
-       {{if .RunAt}}COALESCE(MAX(-{{template "agepre" .}}{{.RunAt}}{{template "agepost" .}}, 0), 0){{else}}0{{end}},
+       COALESCE(MAX({{if .ClaimedAtPer}}({{template "now"}} - {{.ClaimedAt}} * {{.ClaimedAtPer}}) * 1000{{else}}{{template "agepre" .}}{{.ClaimedAt}}{{template "agepost" .}}{{end}}, 0), -1),
+       {{if .RunAt}}COALESCE(MAX({{if .RunAtPer}}({{.RunAt}} * {{.RunAtPer}} - {{template "now"}}) * 1000{{else}}-{{template "agepre" .}}{{.RunAt}}{{template "agepost" .}}{{end}}, 0), 0){{else}}0{{end}},
        {{if .Error}}COALESCE({{.Error}}, ''){{else}}''{{end}}
 FROM {{.Table}}
 {{- if eq .Set 0}}
 WHERE {{.Status}} = {{.Failed}}{{template "filter" .}} ORDER BY {{.ClaimedAt}}
 {{- else if eq .Set 1}}
 WHERE {{.Status}} = {{.Processing}} AND {{.ClaimedAt}} <=
-  {{- if .TextTimes}} strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || ({{arg "older"}} / 1000.0) || ' seconds'){{else}} {{template "now"}} - {{arg "older"}}{{end}}
+  {{- if .ClaimedAtPer}} {{template "eago" (tc .ClaimedAt .ClaimedAtPer "older")}}{{else if .TextTimes}} strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || ({{arg "older"}} / 1000.0) || ' seconds'){{else}} {{template "now"}} - {{arg "older"}}{{end}}
   {{- template "filter" .}} ORDER BY {{.ClaimedAt}}
 {{- else}}
 WHERE {{.Status}} = {{.Pending}} AND {{template "future" .}}
@@ -147,8 +162,10 @@ SELECT COALESCE(SUM({{.Status}} = {{.Pending}}), 0),
        COALESCE(SUM({{.Status}} = {{.Done}}), 0),
        {{if .Failed}}COALESCE(SUM({{.Status}} = {{.Failed}}), 0){{else}}0{{end}},
        COUNT(*),
-       {{template "agepre" .}}MIN(CASE WHEN {{.Status}} = {{.Processing}} THEN {{.ClaimedAt}} END){{template "agepost" .}},
-       {{if .CreatedAt}}{{template "agepre" .}}MIN(CASE WHEN {{.Status}} = {{.Pending}} THEN {{.CreatedAt}} END){{template "agepost" .}}{{else}}NULL{{end}}
+       {{if .ClaimedAtPer}}({{template "now"}} - MIN(CASE WHEN {{.Status}} = {{.Processing}} THEN {{.ClaimedAt}} END) * {{.ClaimedAtPer}}) * 1000
+       {{- else}}{{template "agepre" .}}MIN(CASE WHEN {{.Status}} = {{.Processing}} THEN {{.ClaimedAt}} END){{template "agepost" .}}{{end}},
+       {{if and .CreatedAt .CreatedAtPer}}({{template "now"}} - MIN(CASE WHEN {{.Status}} = {{.Pending}} THEN {{.CreatedAt}} END) * {{.CreatedAtPer}}) * 1000
+       {{- else if .CreatedAt}}{{template "agepre" .}}MIN(CASE WHEN {{.Status}} = {{.Pending}} THEN {{.CreatedAt}} END){{template "agepost" .}}{{else}}NULL{{end}}
 FROM {{.Table}}{{if .Scoped}} WHERE TRUE{{scope .Scope}}{{end}}`,
 
 	// SQLite does not enforce declared lengths: every length reads 0. Times
@@ -182,7 +199,7 @@ var leaseSQL = store.LeaseSQL{
 	Common: common,
 	Acquire: `
 UPDATE {{.Table}}
-SET {{if .Owner}}{{.Owner}} = {{arg "owner"}}, {{end}}{{.LockedAt}} = {{template "claimnow" .}}
+SET {{if .Owner}}{{.Owner}} = {{arg "owner"}}, {{end}}{{.LockedAt}} = {{template "locknow" .}}
     {{- if .ExpiresAt}}, {{.ExpiresAt}} = {{template "later" .}}{{end}}
     {{- if .Fence}}, {{.Fence}} = COALESCE({{.Fence}}, 0) + 1{{end}}
 WHERE {{.Key}} = {{arg "key"}} AND ({{if .Owner}}{{.Owner}} IS NULL OR {{end}}{{template "expired" .}})
@@ -190,14 +207,16 @@ RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{template "lockms" .
 
 	Insert: `
 INSERT INTO {{.Table}} ({{.Key}}, {{.Owner}}, {{.LockedAt}}{{if .ExpiresAt}}, {{.ExpiresAt}}{{end}}{{if .Fence}}, {{.Fence}}{{end}})
-VALUES ({{arg "key"}}, {{arg "owner"}}, {{template "claimnow" .}}{{if .ExpiresAt}}, {{template "later" .}}{{end}}{{if .Fence}}, 1{{end}})
+VALUES ({{arg "key"}}, {{arg "owner"}}, {{template "locknow" .}}{{if .ExpiresAt}}, {{template "later" .}}{{end}}{{if .Fence}}, 1{{end}})
 ON CONFLICT ({{.Key}}) DO NOTHING
 RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{template "lockms" .}}`,
 
 	Renew: `
 UPDATE {{.Table}}
 SET {{if .ExpiresAt -}}
-      {{.LockedAt}} = {{template "claimnow" .}}, {{.ExpiresAt}} = MAX({{template "later" .}}, {{template "bumpexp" .}})
+      {{.LockedAt}} = {{template "locknow" .}}, {{.ExpiresAt}} = {{if .ExpiresAtPer}}MAX({{template "later" .}}, COALESCE({{.ExpiresAt}}, 0)){{else}}MAX({{template "later" .}}, {{template "bumpexp" .}}){{end}}
+    {{- else if .LockedAtPer -}}
+      {{.LockedAt}} = MAX({{template "locknow" .}}, COALESCE({{.LockedAt}}, 0))
     {{- else -}}
       {{.LockedAt}} = MAX({{template "claimnow" .}}, {{template "bumplock" .}})
     {{- end}}
@@ -206,20 +225,20 @@ RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{template "lockms" .
 
 	Inspect: `
 SELECT {{if .Owner}}{{.Owner}}{{else}}CAST({{template "lockms" .}} AS TEXT){{end}}, {{template "fence" .}},
-       {{if .ExpiresAt}}{{template "expms" .}} * 1000, {{.ExpiresAt}} < {{template "graced" .}}{{else}}NULL, false{{end}}
+       {{if .ExpiresAt}}{{template "expms" .}} * 1000, {{template "expgone" .}}{{else}}NULL, false{{end}}
 FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
 
 	Held: `
 SELECT {{.Key}}, {{if .Owner}}{{.Owner}}{{else}}CAST({{template "lockms" .}} AS TEXT){{end}}, {{template "fence" .}},
        {{template "expms" .}} * 1000, MAX(({{template "expms" .}} - {{template "now"}}) * 1000, 0),
-       {{.ExpiresAt}} < {{template "graced" .}}
+       {{template "expgone" .}}
 FROM {{.Table}} WHERE {{.ExpiresAt}} IS NOT NULL{{if .Owner}} AND {{.Owner}} IS NOT NULL{{end}}
 ORDER BY {{.ExpiresAt}} LIMIT {{arg "limit"}}`,
 
 	Reap: `
 UPDATE {{.Table}} SET {{.Owner}} = NULL, {{.ExpiresAt}} = NULL
-WHERE {{.Key}} IN (SELECT {{.Key}} FROM {{.Table}} WHERE {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < {{template "graced" .}} ORDER BY {{.ExpiresAt}} LIMIT {{arg "limit"}})
-  AND {{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < {{template "graced" .}}`,
+WHERE {{.Key}} IN (SELECT {{.Key}} FROM {{.Table}} WHERE {{.Owner}} IS NOT NULL AND {{template "expgone" .}} ORDER BY {{.ExpiresAt}} LIMIT {{arg "limit"}})
+  AND {{.Owner}} IS NOT NULL AND {{template "expgone" .}}`,
 
 	Columns: claimSQL.Columns,
 }

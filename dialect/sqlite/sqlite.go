@@ -131,7 +131,7 @@ func build(db *sql.DB, version string, opts dialect.Options, logger *slog.Logger
 			ClaimConcurrency:  claimConcurrency,
 			PipelineAckClaim:  pipelineAckClaim,
 		},
-		CheckTime: checkTime, TextTimes: true, WideInts: true,
+		CheckTime: checkTime, TextTimes: true, WideInts: true, IntTimes: true,
 		DDL: store.DDL{Int: "INTEGER", Time: "INTEGER", TimeSeconds: "INTEGER", Text: "TEXT", Serial: "INTEGER PRIMARY KEY AUTOINCREMENT", SerialIsKey: true},
 	}
 	d.b.Claims, d.b.Leases = claimSQL, leaseSQL
@@ -173,17 +173,21 @@ var quote = store.QuoteWith('`')
 // date or text type holds text dates in the application's code, and gets
 // claimlock's text dates only with TextTimes (ClaimTable.TextTimes,
 // LeaseTable.TextTimes); any other column gets integer milliseconds.
-func checkTime(c store.ColumnInfo, textTimes bool) error {
+func checkTime(c store.ColumnInfo, f dialect.TimeFormat, textTimes bool) (string, error) {
 	t := strings.ToUpper(c.Type)
 	textual := strings.Contains(t, "DATE") || strings.Contains(t, "TIME") || strings.Contains(t, "CHAR") ||
 		strings.Contains(t, "TEXT") || strings.Contains(t, "CLOB")
 	switch {
+	case f.IsUnix() && textual:
+		return "", fmt.Errorf("is declared %s, for text dates, but %s writes integers into it: declare it INTEGER, or describe it with TextTimes", c.Type, f)
+	case f.IsUnix():
+		return "", nil // INTEGER or no type: the store checked it
 	case textual && !textTimes:
-		return fmt.Errorf("is declared %s, for text dates, and claimlock would write integer milliseconds into it: set TextTimes (ClaimTable.TextTimes, LeaseTable.TextTimes) or declare it INTEGER", c.Type)
+		return "", fmt.Errorf("is declared %s, for text dates, and claimlock would write integer milliseconds into it: set TextTimes (ClaimTable.TextTimes, LeaseTable.TextTimes) or declare it INTEGER", c.Type)
 	case !textual && textTimes && t != "":
-		return fmt.Errorf("is declared %s, not a date or text type, but TextTimes writes text dates into it", c.Type)
+		return "", fmt.Errorf("is declared %s, not a date or text type, but TextTimes writes text dates into it", c.Type)
 	}
-	return nil
+	return "", nil
 }
 
 // classify sorts modernc's errors: SQLITE_BUSY and SQLITE_LOCKED (any

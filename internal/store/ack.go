@@ -140,7 +140,10 @@ func (s *Claims) ackPrep(ctx context.Context, p *AckParams) ([]any, *keyIndex, *
 			return nil, nil, nil, err
 		}
 	}
-	a := &Args{Token: p.Token, Keys: keys, MaxAttempts: p.MaxAttempts, Error: s.errorText(p.Error), Delay: p.Delay}
+	if err := s.timeLimits().fits("RunAt", "retry delay", p.Delay); err != nil {
+		return nil, nil, nil, err
+	}
+	a := &Args{Token: p.Token, Keys: keys, MaxAttempts: p.MaxAttempts, Error: s.errorText(p.Error), Delay: s.delay(p.Delay)}
 	return keys, newKeyIndex(s.Spec.IDKind, keys), a, nil
 }
 

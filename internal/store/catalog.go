@@ -187,6 +187,12 @@ func (c ColumnInfo) kind() columnKind {
 	return kindOther
 }
 
+// IsText reports a column of a text, character or enum type.
+func (c ColumnInfo) IsText() bool { return c.kind() == kindText }
+
+// IsInt reports a column of an integer type.
+func (c ColumnInfo) IsInt() bool { return c.kind() == kindInt }
+
 // caseInsensitive reports a collation that compares letters regardless of
 // case, by MySQL's and MariaDB's naming convention (..._ci).
 func caseInsensitive(collation string) bool {

@@ -185,6 +185,11 @@ type Claims struct {
 	Ext any
 	// slack is added to the reap timeout: see [Slack].
 	slack atomic.Int64
+	// limits are the unix-time columns' limits, learnt by VerifySchema.
+	limits atomic.Pointer[timeLimits]
+	// runAtSlack is the RunAt column's resolution, learnt by
+	// VerifySchema: see delay.
+	runAtSlack atomic.Int64
 	// types are the types of the columns whose values calls pass or
 	// bound, learnt by VerifySchema; nil before.
 	types atomic.Pointer[claimTypes]
@@ -250,6 +255,25 @@ func (s *Claims) checkScopeValues(values []any) error {
 		if err := types.scope[i].checkValue(fmt.Sprintf("scope value %d (%s)", i, s.Spec.Scope[i]), v); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// delay returns the delay to bind for a run-at d from now: d plus the
+// RunAt column's resolution, so that a column holding whole seconds, which
+// stores a time up to a second early, never lets a row be claimed before
+// d has passed (zero stays zero: run now).
+func (s *Claims) delay(d time.Duration) time.Duration {
+	if d <= 0 {
+		return d
+	}
+	return d + time.Duration(s.runAtSlack.Load())
+}
+
+// timeLimits returns the limits VerifySchema learnt (nil before).
+func (s *Claims) timeLimits() timeLimits {
+	if p := s.limits.Load(); p != nil {
+		return *p
 	}
 	return nil
 }

@@ -88,9 +88,16 @@ type Engine struct {
 	// (MySQL sessions that are not READ COMMITTED).
 	IsolateWrites bool
 	// CheckTime, if set, refuses a time column whose type the engine cannot
-	// compare safely with its clock, or that holds another convention than
-	// the one configured (textTimes: ClaimTable.TextTimes).
-	CheckTime func(c ColumnInfo, textTimes bool) error
+	// compare safely with its clock in format f, or that holds another
+	// convention than the one configured (textTimes: ClaimTable.TextTimes),
+	// with an error that completes "column t.c ..." and says what to use;
+	// a warning, if not "", is logged (a type that works with limits). The
+	// store itself checks the integer range of unix-time columns.
+	CheckTime func(c ColumnInfo, f dialect.TimeFormat, textTimes bool) (warning string, err error)
+	// IntTimes is true where the engine's own time convention is an
+	// integer (SQLite's milliseconds), so that an integer column described
+	// as a native time is not refused.
+	IntTimes bool
 	// TextTimes is true where ClaimTable.TextTimes and LeaseTable.TextTimes
 	// are supported (SQLite).
 	TextTimes bool

@@ -308,6 +308,9 @@ func (h *Held) Ack(ctx context.Context, p *AckParams) (AckResult, error) {
 	if p.Delay < 0 || p.Delay > 0 && s.Spec.RunAt == "" {
 		return res, fmt.Errorf("%w: ack: a delay needs a RunAt column and must not be negative", dialect.ErrInvalidConfig)
 	}
+	if err := s.timeLimits().fits("RunAt", "retry delay", p.Delay); err != nil {
+		return res, wrap("ack", err)
+	}
 	keys, err := normalizeKeys(s.Spec.IDKind, p.IDs)
 	if err != nil {
 		return res, wrap("ack", err)
@@ -356,7 +359,7 @@ func (h *Held) Ack(ctx context.Context, p *AckParams) (AckResult, error) {
 			return AckResult{}, h.broken(ctx, "ack", err)
 		}
 	}
-	a := &Args{Error: s.errorText(p.Error), Delay: p.Delay}
+	a := &Args{Error: s.errorText(p.Error), Delay: s.delay(p.Delay)}
 	for target, g := range groups {
 		a.Keys = g
 		n, err := Exec(ctx, h.tx, s.E.Dialect, s.held.ackTo[target], a)

@@ -110,6 +110,8 @@ type Leases struct {
 	stamped bool
 	// slack is added to expiry comparisons: see [Slack].
 	slack atomic.Int64
+	// limits are the unix-time columns' limits, learnt by VerifySchema.
+	limits atomic.Pointer[timeLimits]
 	// types are the key and status columns' types, learnt by
 	// VerifySchema; nil before.
 	types atomic.Pointer[leaseTypes]
@@ -132,7 +134,7 @@ func NewLeases(e *Engine, sqls LeaseSQL, spec dialect.LeaseTable) (*Leases, erro
 	n := Names{
 		Table: e.QuoteName(spec.Table), Key: q(spec.Key), Owner: q(spec.Owner), LockedAt: q(spec.LockedAt),
 		ExpiresAt: q(spec.ExpiresAt), Fence: q(spec.Fence), TaskStatus: q(spec.Status), TextKey: spec.KeyKind == dialect.IDText,
-		TextTimes: spec.TextTimes,
+		TextTimes: spec.TextTimes, LockedAtPer: e.timePer(spec.LockedAtFormat), ExpiresAtPer: e.timePer(spec.ExpiresAtFormat),
 	}
 	l := &Leases{e: e, spec: spec, stamped: spec.Owner == ""}
 	r := &renderer{e: e, n: n, out: &l.rendered}
@@ -202,6 +204,8 @@ func (l *Leases) args(key any, owner string, ttl time.Duration, needOwner, needT
 		err = fmt.Errorf("%w: owner is %d bytes; at most %d", dialect.ErrInvalidConfig, len(owner), MaxTokenLen)
 	case needTTL && ttl <= 0:
 		err = fmt.Errorf("%w: ttl must be positive, got %v", dialect.ErrInvalidConfig, ttl)
+	case needTTL && l.timeLimits().fits("ExpiresAt", "ttl", ttl) != nil:
+		err = l.timeLimits().fits("ExpiresAt", "ttl", ttl)
 	case l.stamped && needOwner && owner != "":
 		if a.Stamp, err = strconv.ParseInt(owner, 10, 64); err != nil {
 			err = fmt.Errorf("%w: owner %q is not the stamp of a lease on a table without an owner column", dialect.ErrInvalidConfig, owner)
@@ -449,6 +453,9 @@ func (l *Leases) freeHeld(ctx context.Context, op string, st Stmt, a *Args, hold
 		return false, fmt.Errorf("%w: %s: a minimum hold needs Owner and ExpiresAt columns", dialect.ErrInvalidConfig, op)
 	}
 	a.Hold = holdUntil.Add(a.Slack)
+	if err := l.timeLimits().fits("ExpiresAt", "minimum hold", time.Until(a.Hold)); err != nil {
+		return false, wrap(op, err)
+	}
 	n, err := l.exec(ctx, op, st, a)
 	if err != nil || n > 0 || l.e.Returning {
 		return n > 0, err
@@ -577,6 +584,14 @@ func (l *Leases) named() map[string]Stmt {
 	}
 }
 
+// timeLimits returns the limits VerifySchema learnt (nil before).
+func (l *Leases) timeLimits() timeLimits {
+	if p := l.limits.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // VerifySchema implements [LeaseStore].
 func (l *Leases) VerifySchema(ctx context.Context) error {
 	cols, err := l.e.catalogColumns(ctx, l.columns, l.spec.Table)
@@ -598,10 +613,12 @@ func (l *Leases) VerifySchema(ctx context.Context) error {
 	if l.spec.Status != "" {
 		types.status = l.e.learnType(l.spec.Table, l.spec.Status, cols)
 	}
-	slack, err := l.e.timeSlack(l.spec.Table, cols, l.spec.TextTimes, timeCol{"LockedAt", l.spec.LockedAt}, timeCol{"ExpiresAt", l.spec.ExpiresAt})
+	slack, limits, err := l.e.checkTimes(l.spec.Table, cols, l.spec.TextTimes,
+		timeCol{"LockedAt", l.spec.LockedAt, l.spec.LockedAtFormat}, timeCol{"ExpiresAt", l.spec.ExpiresAt, l.spec.ExpiresAtFormat})
 	if err != nil {
 		return err
 	}
+	l.limits.Store(&limits)
 	if l.spec.TextTimes {
 		// Text dates written by the application hold whole seconds: see
 		// dialect.LeaseTable.TextTimes.

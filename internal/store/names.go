@@ -44,6 +44,17 @@ type Names struct {
 	// status columns (optional ones "").
 	Key, Owner, LockedAt, ExpiresAt, Fence, TaskStatus string
 
+	// ClaimedAtPer, CreatedAtPer, RunAtPer (claim tables), LockedAtPer and
+	// ExpiresAtPer (lease tables) are "" for a time column in the engine's
+	// own convention and, for one holding integer unix time
+	// ([dialect.TimeFormat]), how many of the engine's time units
+	// ([Dialect.TimeUnit]) make one of the column's, as SQL text: "1000000"
+	// for unix seconds on an engine counting microseconds. Templates write
+	// the two forms side by side ({{if .ClaimedAtPer}}...{{else}}...{{end}}),
+	// usually through {{tc .ClaimedAt .ClaimedAtPer "arg"...}}, which packs
+	// a column, its Per and placeholder names for a {{template}} call.
+	ClaimedAtPer, CreatedAtPer, RunAtPer, LockedAtPer, ExpiresAtPer string
+
 	// Variant flags set by the store for the statement being rendered.
 	Scoped    bool   // reap, stats: restricted to the scope
 	Park      bool   // reap: park stale rows at MaxAttempts instead of returning them
@@ -83,6 +94,7 @@ func (e *Engine) claimNames(t dialect.ClaimTable) Names {
 		Pending: t.Pending.Literal(), Processing: t.Processing.Literal(), Done: t.Done.Literal(),
 		TextKey: t.IDKind == dialect.IDText, ClearClaimedAt: t.ClearClaimedAt, TextTimes: t.TextTimes,
 	}
+	n.ClaimedAtPer, n.CreatedAtPer, n.RunAtPer = e.timePer(t.ClaimedAtFormat), e.timePer(t.CreatedAtFormat), e.timePer(t.RunAtFormat)
 	if t.Failed.IsSet() {
 		n.Failed = t.Failed.Literal()
 	}
@@ -111,6 +123,30 @@ func (e *Engine) claimNames(t dialect.ClaimTable) Names {
 		n.SchedIndex = q(IndexName(t.Table, "sched"))
 	}
 	return n
+}
+
+// timePer returns the Names...Per value of a column of format f: the
+// number of the engine's time units in one unit of the column, or "" where
+// the column holds the engine's own convention (native types; on SQLite,
+// whose own convention is integer milliseconds, unix milliseconds too).
+func (e *Engine) timePer(f dialect.TimeFormat) string {
+	ms := e.Dialect.TimeUnit == Milliseconds
+	switch {
+	case f == dialect.UnixSeconds && ms:
+		return "1000"
+	case f == dialect.UnixSeconds:
+		return "1000000"
+	case f == dialect.UnixMillis && !ms:
+		return "1000"
+	}
+	return ""
+}
+
+// timeArg is what {{tc}} passes to an engine's time fragments: a quoted
+// time column, its Names...Per, and placeholder names.
+type timeArg struct {
+	C, Per string
+	Args   []string
 }
 
 // Rendered is one statement a store rendered: its name with the variant

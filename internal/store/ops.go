@@ -33,10 +33,13 @@ func (s *Claims) Snooze(ctx context.Context, token string, ids []any, delay time
 		return 0, nil
 	}
 	keys, err := normalizeKeys(s.Spec.IDKind, ids)
+	if err == nil {
+		err = s.timeLimits().fits("RunAt", "snooze", delay)
+	}
 	if err != nil {
 		return 0, wrap("snooze", err)
 	}
-	a := &Args{Token: token, Keys: keys, Delay: delay}
+	a := &Args{Token: token, Keys: keys, Delay: s.delay(delay)}
 	var n int64
 	err = s.E.Do(ctx, "snooze", false, func() error {
 		var err error
@@ -151,7 +154,10 @@ func (s *Claims) List(ctx context.Context, p *ListParams) ([]RowInfo, error) {
 	if err != nil {
 		return nil, wrap("list", err)
 	}
-	a.Limit, a.Timeout = p.Limit, p.OlderThan
+	// A claim time column coarser than the clock may hold a time up to its
+	// resolution late (PostgreSQL and MySQL round): the listing errs
+	// towards showing a row, by that resolution.
+	a.Limit, a.Timeout = p.Limit, p.OlderThan-time.Duration(s.slack.Load())
 	var out []RowInfo
 	err = s.E.Do(ctx, "list", true, func() error {
 		out = out[:0]

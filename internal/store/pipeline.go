@@ -108,8 +108,11 @@ func (s *Claims) AckAndClaim(ctx context.Context, p *AckClaimParams, scan func(S
 			return res, 0, wrap(op, err)
 		}
 	}
+	if err := s.timeLimits().fits("RunAt", "retry delay", ap.Delay); err != nil {
+		return res, 0, wrap(op, err)
+	}
 	idx := newKeyIndex(s.Spec.IDKind, keys)
-	a := &Args{Token: ap.Token, Keys: keys, MaxAttempts: ap.MaxAttempts, Error: s.errorText(ap.Error), Delay: ap.Delay}
+	a := &Args{Token: ap.Token, Keys: keys, MaxAttempts: ap.MaxAttempts, Error: s.errorText(ap.Error), Delay: s.delay(ap.Delay)}
 	versioned := ap.Versions != nil && ap.Outcome == OutcomeDone
 	parkAt := ap.Outcome == OutcomeRetry && ap.MaxAttempts > 0
 

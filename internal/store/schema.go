@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math"
 	"strings"
 	"time"
 
@@ -148,14 +150,21 @@ func (s *Claims) VerifySchema(ctx context.Context) error {
 	if err := s.E.checkClaimColumns(s.Spec, cols); err != nil {
 		return err
 	}
-	slack, err := s.E.timeSlack(s.Spec.Table, cols, s.Spec.TextTimes, timeCol{"ClaimedAt", s.Spec.ClaimedAt}, timeCol{"CreatedAt", s.Spec.CreatedAt})
+	slack, limits, err := s.E.checkTimes(s.Spec.Table, cols, s.Spec.TextTimes,
+		timeCol{"ClaimedAt", s.Spec.ClaimedAt, s.Spec.ClaimedAtFormat}, timeCol{"CreatedAt", s.Spec.CreatedAt, s.Spec.CreatedAtFormat})
 	if err != nil {
 		return err
 	}
-	if _, err := s.E.timeSlack(s.Spec.Table, cols, s.Spec.TextTimes, timeCol{"RunAt", s.Spec.RunAt}); err != nil {
+	// RunAt's resolution is not added to the reap timeout: a run-at time
+	// only delays a claim; it is added to delays instead.
+	runAtSlack, runAt, err := s.E.checkTimes(s.Spec.Table, cols, s.Spec.TextTimes, timeCol{"RunAt", s.Spec.RunAt, s.Spec.RunAtFormat})
+	if err != nil {
 		return err
 	}
+	maps.Copy(limits, runAt)
 	s.slack.Store(int64(slack))
+	s.runAtSlack.Store(int64(runAtSlack))
+	s.limits.Store(&limits)
 	s.learnErrorWidth(cols)
 	types := &claimTypes{scope: make([]colType, len(s.Spec.Scope))}
 	for i, c := range s.Spec.Scope {
@@ -223,26 +232,103 @@ func (s *Claims) ensureErrorWidth(ctx context.Context) error {
 	return nil
 }
 
-// timeCol names a time column the library writes and compares.
-type timeCol struct{ field, name string }
+// timeCol names a time column the library writes and compares, with the
+// format the table description gives it.
+type timeCol struct {
+	field, name string
+	format      dialect.TimeFormat
+}
 
-// timeSlack checks the time columns and returns the coarsest resolution
-// among them.
-func (e *Engine) timeSlack(table string, cols Columns, textTimes bool, tcs ...timeCol) (time.Duration, error) {
+// timeLimits are, by field ("RunAt", "ExpiresAt"), the last time a time
+// column holding integer unix time can hold, learnt by verification; a
+// field without an entry has no limit that matters.
+type timeLimits map[string]time.Time
+
+// checkTimes checks the time columns against the catalog and returns the
+// coarsest resolution among them and the limits of those holding unix
+// time. Every column must hold a point in time in the format its
+// description says: the engine refuses the types it cannot compare safely
+// with its clock (DATE, TIME, text, an integer column described as a
+// native time, ...), and a unix-time column must be an integer type that
+// reaches beyond next year (warned about when it ends within 50 years, as
+// a 32-bit INT of seconds does in 2038).
+func (e *Engine) checkTimes(table string, cols Columns, textTimes bool, tcs ...timeCol) (time.Duration, timeLimits, error) {
 	var slack time.Duration
+	limits := timeLimits{}
 	for _, tc := range tcs {
 		if tc.name == "" {
 			continue
 		}
 		c, _ := cols.Get(tc.name)
+		fail := func(err error) error {
+			return fmt.Errorf("%w: %s: column %s.%s %v", dialect.ErrInvalidConfig, tc.field, table, tc.name, err)
+		}
+		if !tc.format.IsUnix() && c.kind() == kindInt && !e.IntTimes {
+			return 0, nil, fail(fmt.Errorf("has type %s: if it holds unix time, say so in the table description (%sFormat: dialect.UnixSeconds or dialect.UnixMillis); otherwise use a date-time type",
+				c.ColumnType, tc.field))
+		}
 		if e.CheckTime != nil {
-			if err := e.CheckTime(c, textTimes); err != nil {
-				return 0, fmt.Errorf("%w: %s: column %s.%s %v", dialect.ErrInvalidConfig, tc.field, table, tc.name, err)
+			warning, err := e.CheckTime(c, tc.format, textTimes)
+			if err != nil {
+				return 0, nil, fail(err)
+			}
+			if warning != "" {
+				e.Logger.Warn("claimlock: "+tc.field+": column "+table+"."+tc.name+" "+warning, "table", table, "column", tc.name)
+			}
+		}
+		if tc.format.IsUnix() {
+			limit, err := e.unixLimit(c, tc.format)
+			if err != nil {
+				return 0, nil, fail(err)
+			}
+			if !limit.IsZero() {
+				limits[tc.field] = limit
+				if limit.Before(time.Now().AddDate(50, 0, 0)) {
+					e.Logger.Warn(fmt.Sprintf("claimlock: %s: column %s.%s (%s) holds %s only until %s; widen it (BIGINT) before then",
+						tc.field, table, tc.name, c.ColumnType, tc.format, limit.UTC().Format(time.RFC3339)), "table", table, "column", tc.name)
+				}
 			}
 		}
 		slack = max(slack, c.Resolution())
 	}
-	return slack, nil
+	return slack, limits, nil
+}
+
+// unixLimit checks that column c can hold unix time in format f and returns
+// the last time it can hold (zero: no limit within int64), refusing a
+// column that is not an integer or that cannot hold next year's times.
+func (e *Engine) unixLimit(c ColumnInfo, f dialect.TimeFormat) (time.Time, error) {
+	if c.kind() != kindInt && !(e.WideInts && c.Type == "") {
+		return time.Time{}, fmt.Errorf("has type %s; %s needs an integer column (BIGINT)", c.ColumnType, f)
+	}
+	_, hi, ok := e.intRange(c)
+	if !ok || hi == math.MaxInt64 {
+		return time.Time{}, nil
+	}
+	limit := time.Unix(hi, 0)
+	if f == dialect.UnixMillis {
+		limit = time.UnixMilli(hi)
+	}
+	if limit.Before(time.Now().AddDate(1, 0, 0)) {
+		return time.Time{}, fmt.Errorf("has type %s, which holds %s only until %s; use BIGINT", c.ColumnType, f, limit.UTC().Format(time.RFC3339))
+	}
+	return limit, nil
+}
+
+// fits refuses a time now + d that the unix-time column of field cannot
+// hold (a retry delay or lease TTL reaching past 2038 in an INT of
+// seconds), before any statement runs; limits may be nil (not verified, or
+// no limit).
+func (l timeLimits) fits(field, what string, d time.Duration) error {
+	limit, ok := l[field]
+	if !ok || d <= 0 {
+		return nil
+	}
+	if at := time.Now().Add(d); at.After(limit) {
+		return fmt.Errorf("%w: %s %v would write %s into %s, whose column holds times only until %s",
+			dialect.ErrInvalidConfig, what, d, at.UTC().Format(time.RFC3339), field, limit.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // IndexDDL implements [ClaimStore].

@@ -205,6 +205,9 @@ func (d Dialect) render(name, src string, data any, textKeys bool) (Stmt, error)
 			return "IN (" + keysMarker + ")"
 		},
 		"join": func(cols []string) string { return strings.Join(cols, ", ") },
+		// tc packs a time column, its Names...Per and placeholder names
+		// for one of the engine's time fragments.
+		"tc": func(col, per string, args ...string) timeArg { return timeArg{C: col, Per: per, Args: args} },
 	}
 	t, err := template.New(name).Funcs(funcs).Option("missingkey=error").Parse(src)
 	if err != nil {

@@ -191,7 +191,9 @@ func Indexes(c dialect.ClaimTable) []IndexDef {
 const DefaultErrorLen = 1024
 
 // ClaimTableDef builds a [TableDef] holding every column spec names: the key
-// (auto-incrementing for integer keys), status, token, claimed-at, the
+// (auto-incrementing for integer keys), status, token, claimed-at (a
+// 64-bit integer where spec says it holds unix time, like created-at and
+// run-at), the
 // optional attempts, version, created-at, run-at and error columns, the scope columns
 // (integers) and spec.Columns, typed by extra where it names them and text
 // otherwise. Recommended indexes are not included: create them from
@@ -214,7 +216,7 @@ func ClaimTableDef(spec dialect.ClaimTable, extra ...ColumnDef) TableDef {
 	zero := dialect.StatusInt(0)
 	def.Columns = append(def.Columns, st,
 		ColumnDef{Name: spec.Token, Type: TypeText, Len: MaxTokenLen},
-		ColumnDef{Name: spec.ClaimedAt, Type: TypeTime})
+		ColumnDef{Name: spec.ClaimedAt, Type: timeType(spec.ClaimedAtFormat)})
 	if spec.Attempts != "" {
 		def.Columns = append(def.Columns, ColumnDef{Name: spec.Attempts, Type: TypeInt, NotNull: true, Default: &zero})
 	}
@@ -222,10 +224,10 @@ func ClaimTableDef(spec dialect.ClaimTable, extra ...ColumnDef) TableDef {
 		def.Columns = append(def.Columns, ColumnDef{Name: spec.Version, Type: TypeInt, NotNull: true, Default: &zero})
 	}
 	if spec.CreatedAt != "" {
-		def.Columns = append(def.Columns, ColumnDef{Name: spec.CreatedAt, Type: TypeTime})
+		def.Columns = append(def.Columns, ColumnDef{Name: spec.CreatedAt, Type: timeType(spec.CreatedAtFormat)})
 	}
 	if spec.RunAt != "" {
-		def.Columns = append(def.Columns, ColumnDef{Name: spec.RunAt, Type: TypeTime})
+		def.Columns = append(def.Columns, ColumnDef{Name: spec.RunAt, Type: timeType(spec.RunAtFormat)})
 	}
 	if spec.Error != "" {
 		def.Columns = append(def.Columns, ColumnDef{Name: spec.Error, Type: TypeText, Len: DefaultErrorLen})
@@ -240,6 +242,15 @@ func ClaimTableDef(spec dialect.ClaimTable, extra ...ColumnDef) TableDef {
 		def.Columns = append(def.Columns, cd)
 	}
 	return def
+}
+
+// timeType is the portable type of a time column of format f: a 64-bit
+// integer for unix time.
+func timeType(f dialect.TimeFormat) ColumnType {
+	if f.IsUnix() {
+		return TypeInt
+	}
+	return TypeTime
 }
 
 // ColumnAdder is an optional interface of a [dialect.Dialect] (the dialects of this

@@ -45,6 +45,9 @@ type Harness struct {
 	// outage cases use it to refuse connects and to drop a connection
 	// after a statement was written. Nil for SQLite.
 	OpenVia func(t *testing.T, via func(server string) string) (dialect.Dialect, *sql.DB)
+	// TimeTypes are the time column types the engine's users have, each
+	// supported or refused (the TimeColumns case).
+	TimeTypes []TimeType
 }
 
 // CreateClaimTable creates spec's table with the schema helpers
@@ -113,6 +116,7 @@ func Run(t *testing.T, h Harness) {
 		{"ErrorText", testErrorText},
 		{"AckRollsBack", testAckRollsBack},
 		{"SecondPrecision", testSecondPrecision},
+		{"TimeColumns", testTimeColumns},
 		{"ScopeValueTypes", testScopeValueTypes},
 		{"NullableCounters", testNullableCounters},
 		{"ClearClaimedAt", perStrategy(testClearClaimedAt)},

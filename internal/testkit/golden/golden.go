@@ -49,6 +49,14 @@ func Claims(textTimes bool) []Claim {
 		}},
 		{"claim_delete_done", dialect.ClaimTable{Table: "jobs", Attempts: "attempts", Version: "version", DeleteDone: true}},
 		{"claim_archive", dialect.ClaimTable{Table: "app.jobs", Attempts: "attempts", DeleteDone: true, Archive: "app.jobs_done"}},
+		// The cron story's target table with send_at INT (unix seconds),
+		// run-at in unix milliseconds and created-at in seconds.
+		{"claim_unix_times", dialect.ClaimTable{
+			Table: "xxx_task_target", Scope: []string{"task_id"}, Status: "status", Token: "cron_token",
+			ClaimedAt: "send_at", ClaimedAtFormat: dialect.UnixSeconds, RunAt: "run_at", RunAtFormat: dialect.UnixMillis,
+			CreatedAt: "created_at", CreatedAtFormat: dialect.UnixSeconds, Attempts: "attempts", Columns: []string{"openid"},
+			Pending: dialect.StatusInt(0), Processing: dialect.StatusInt(1), Done: dialect.StatusInt(2), Failed: dialect.StatusInt(3),
+		}},
 	}
 	if textTimes {
 		out = append(out, Claim{"claim_text_times", dialect.ClaimTable{
@@ -72,6 +80,13 @@ func Leases(textTimes bool) []Lease {
 			Fence: "fence", Status: "status",
 		}},
 		{"lease_keyed", store.KeyedLeaseTable("claimlock_lease", 0)},
+		// Task tables whose lock_at is INT unix seconds, without and with
+		// an owner and an expiry in milliseconds.
+		{"lease_task_unix_no_owner", dialect.LeaseTable{Table: "xxx_task", Key: "id", LockedAt: "lock_at", LockedAtFormat: dialect.UnixSeconds, Status: "status"}},
+		{"lease_task_unix_full", dialect.LeaseTable{
+			Table: "xxx_task", Key: "id", Owner: "lock_owner", LockedAt: "lock_at", LockedAtFormat: dialect.UnixSeconds,
+			ExpiresAt: "lock_expires_at", ExpiresAtFormat: dialect.UnixMillis, Fence: "fence", Status: "status",
+		}},
 	}
 	if textTimes {
 		out = append(out, Lease{"lease_text_times", dialect.LeaseTable{

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/internal/testkit/testengine"
+	"github.com/claimlock/claimlock/tasklock"
+)
+
+// TestUnixSecondsTables: claimctl on the cron story's tables as a PHP shop
+// has them (integer statuses, send_at and lock_at INT unix seconds),
+// described by its config file as it describes them to the library: stats
+// and stuck rows report ages on the database clock, a reap returns the
+// stuck rows (and only after -older), and the task lease shows as locked
+// with its stamp.
+func TestUnixSecondsTables(t *testing.T) {
+	t.Parallel()
+	for _, e := range testengine.All {
+		t.Run(e.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			c := testengine.Open(t, e, 4)
+			exec := func(q string) {
+				_, err := c.DB.ExecContext(ctx, q)
+				require.NoError(t, err, q)
+			}
+			for _, def := range []store.TableDef{
+				{Table: "xxx_task", PrimaryKey: []string{"id"}, Columns: []store.ColumnDef{
+					{Name: "id", Type: store.TypeInt, NotNull: true}, {Name: "status", Type: store.TypeInt},
+				}},
+				{Table: "xxx_task_target", Columns: []store.ColumnDef{
+					{Name: "id", Type: store.TypeSerial}, {Name: "task_id", Type: store.TypeInt, NotNull: true},
+					{Name: "openid", Type: store.TypeText, Len: 64}, {Name: "status", Type: store.TypeInt, NotNull: true, Default: ptr(dialect.StatusInt(0))},
+					{Name: "cron_token", Type: store.TypeText, Len: 40},
+				}},
+			} {
+				ddl, err := store.CreateTableDDL(c.Dialect, def)
+				require.NoError(t, err)
+				require.NoError(t, store.ExecDDL(ctx, c.Dialect, ddl))
+			}
+			exec("ALTER TABLE xxx_task ADD COLUMN lock_at INT NULL")
+			exec("ALTER TABLE xxx_task_target ADD COLUMN send_at INT NULL")
+			exec("INSERT INTO xxx_task (id, status) VALUES (42, 0)")
+			for i := range 5 {
+				exec(fmt.Sprintf("INSERT INTO xxx_task_target (task_id, openid) VALUES (42, 'o%d')", i))
+			}
+			spec := dialect.ClaimTable{Table: "xxx_task_target", Token: "cron_token", ClaimedAt: "send_at", ClaimedAtFormat: dialect.UnixSeconds,
+				Scope: []string{"task_id"}, Columns: []string{"openid"},
+				Pending: dialect.StatusInt(0), Processing: dialect.StatusInt(1), Done: dialect.StatusInt(2), Failed: dialect.StatusInt(3)}
+			cl, err := claim.New(c.Dialect, claim.Config{ClaimTable: spec, ScopeValues: []any{42}, BatchSize: 3},
+				func(x *struct{ O string }) []any { return []any{&x.O} })
+			require.NoError(t, err)
+			b, err := cl.Claim(ctx) // 3 rows stuck: never acked
+			require.NoError(t, err)
+			require.Equal(t, 3, b.Len())
+			k, err := tasklock.New(c.Dialect, tasklock.Config{TTL: time.Minute, Table: dialect.LeaseTable{
+				Table: "xxx_task", Key: "id", LockedAt: "lock_at", LockedAtFormat: dialect.UnixSeconds, Status: "status"}})
+			require.NoError(t, err)
+			l, err := k.Acquire(ctx, 42)
+			require.NoError(t, err)
+			defer l.Release(ctx)
+
+			driver := e.Name
+			if driver == testengine.Postgres {
+				driver = "postgres"
+			}
+			data, err := json.Marshal(map[string]any{
+				"driver": driver, "dsn": c.DSN, "table": "xxx_task_target", "token": "cron_token", "claimed-at": "send_at",
+				"claimed-at-format": "unix-seconds", "scope-cols": []string{"task_id"}, "statuses": []string{"0", "1", "2", "3"},
+				"int-statuses": true, "lease-table": "xxx_task", "lease-kind": "task-no-owner", "lease-locked-at-format": "unix-seconds",
+			})
+			require.NoError(t, err)
+			conf := filepath.Join(t.TempDir(), "claimctl.json")
+			require.NoError(t, os.WriteFile(conf, data, 0o600))
+
+			code, out, errOut := ctl(t, "", "stats", "-config", conf, "-scope", "42", "-json")
+			require.Equal(t, exitOK, code, errOut)
+			var stats []statsRow
+			require.NoError(t, json.Unmarshal([]byte(out), &stats))
+			require.Len(t, stats, 1)
+			require.EqualValues(t, 2, stats[0].Pending)
+			require.EqualValues(t, 3, stats[0].Processing)
+			require.Less(t, stats[0].OldestProcessingSeconds, 5.0, "claimed just now")
+
+			code, out, errOut = ctl(t, "", "stuck", "-config", conf, "-scope", "42", "-older", "1ms", "-json")
+			require.Equal(t, exitOK, code, "%s%s", out, errOut)
+			var stuck []rowOut
+			require.NoError(t, json.Unmarshal([]byte(out), &stuck))
+			require.Len(t, stuck, 3)
+			for _, r := range stuck {
+				require.Equal(t, b.Token(), r.Token)
+				require.Less(t, r.ClaimedAgeSeconds, 5.0)
+			}
+			code, out, errOut = ctl(t, "", "reap", "-config", conf, "-scope", "42", "-older", "1h", "-yes")
+			require.Equal(t, exitOK, code, "%s%s", out, errOut)
+			require.Contains(t, out, "no row has been processing longer than 1h0m0s; nothing changed", "rows claimed just now are not an hour old")
+			time.Sleep(2100 * time.Millisecond) // whole seconds: at least a second beyond -older
+			code, out, errOut = ctl(t, "", "reap", "-config", conf, "-scope", "42", "-older", "1s", "-yes")
+			require.Equal(t, exitOK, code, "%s%s", out, errOut)
+			require.Contains(t, out, "returned 3 row(s) to pending")
+
+			code, out, errOut = ctl(t, "", "leases", "-config", conf, "-key", "42", "-json")
+			require.Equal(t, exitOK, code, "%s%s", out, errOut)
+			var leases []leaseOut
+			require.NoError(t, json.Unmarshal([]byte(out), &leases))
+			require.Len(t, leases, 1)
+			// Without an owner or expiry column the lease is identified by its
+			// stamp, the lock time as an integer in the engine's unit
+			// (milliseconds or microseconds): whole seconds here.
+			require.Equal(t, "locked", leases[0].State)
+			require.Equal(t, l.Owner(), leases[0].Owner)
+			stamp, err := strconv.ParseInt(leases[0].Owner, 10, 64)
+			require.NoError(t, err)
+			require.Positive(t, stamp)
+			require.Zero(t, stamp%1000, "lock_at holds whole seconds")
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,46 @@
+-- Rendered by this package's TestGoldenSQL; regenerate with: go test -run TestGoldenSQL -update
+
+-- lease acquire
+-- args: key, ttl, slack, ttl
+UPDATE `xxx_task`
+  SET `lock_at` = (CAST(unixepoch('subsec') * 1000 AS INTEGER) / 1000)
+  WHERE `id` = ? AND (`lock_at` IS NULL OR `lock_at` < ((CAST(unixepoch('subsec') * 1000 AS INTEGER) - ? - ?) / 1000))
+  RETURNING 0, ((`lock_at` * 1000) + ?) * 1000, (`lock_at` * 1000);
+
+-- lease renew
+-- args: key, stamp, ttl
+UPDATE `xxx_task`
+  SET `lock_at` = MAX((CAST(unixepoch('subsec') * 1000 AS INTEGER) / 1000), COALESCE(`lock_at`, 0))
+  WHERE `id` = ? AND (`lock_at` * 1000) = ?
+  RETURNING 0, ((`lock_at` * 1000) + ?) * 1000, (`lock_at` * 1000);
+
+-- lease release
+-- args: key, stamp
+UPDATE `xxx_task`
+  SET `lock_at` = NULL
+  WHERE `id` = ? AND (`lock_at` * 1000) = ?;
+
+-- lease force release
+-- args: key
+UPDATE `xxx_task`
+  SET `lock_at` = NULL
+  WHERE `id` = ? AND `lock_at` IS NOT NULL;
+
+-- lease inspect
+-- args: key
+SELECT CAST((`lock_at` * 1000) AS TEXT), 0, NULL, false
+  FROM `xxx_task`
+  WHERE `id` = ?;
+
+-- lease finish
+-- args: status, key, stamp
+UPDATE `xxx_task`
+  SET `status` = ?, `lock_at` = NULL
+  WHERE `id` = ? AND (`lock_at` * 1000) = ?;
+
+-- columns
+-- args: table, schema, table, schema
+SELECT name, 0, type, 3, '', "notnull" = 0 AND pk = 0, type, pk = 1 AND (SELECT COUNT(*)
+  FROM pragma_table_info(?, COALESCE(?, 'main'))
+  WHERE pk > 0) = 1
+  FROM pragma_table_info(?, COALESCE(?, 'main'));
