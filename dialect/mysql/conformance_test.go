@@ -73,7 +73,7 @@ var timeTypes = []dialecttest.TimeType{
 	{DDL: "BIGINT UNSIGNED", Format: dialect.UnixMillis},
 	{DDL: "DATE", Refused: true}, {DDL: "TIME", Refused: true}, {DDL: "YEAR", Refused: true},
 	{DDL: "VARCHAR(64)", Refused: true}, {DDL: "TEXT", Refused: true},
-	{DDL: "INT", Refused: true}, {DDL: "BIGINT", Refused: true},
+	{DDL: "INT", Refused: true, Says: "unixseconds"}, {DDL: "BIGINT", Refused: true, Says: "unixseconds"},
 	{DDL: "INT", Format: dialect.UnixMillis, Refused: true}, {DDL: "SMALLINT", Format: dialect.UnixSeconds, Refused: true},
 	{DDL: "DECIMAL(20,6)", Format: dialect.UnixSeconds, Refused: true}, {DDL: "DOUBLE", Format: dialect.UnixMillis, Refused: true},
 	{DDL: "DATETIME(6)", Format: dialect.UnixSeconds, Refused: true}, {DDL: "VARCHAR(64)", Format: dialect.UnixSeconds, Refused: true},

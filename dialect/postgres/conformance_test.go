@@ -93,7 +93,7 @@ var timeTypes = []dialecttest.TimeType{
 	{DDL: "date", Refused: true}, {DDL: "time", Refused: true}, {DDL: "timetz", Refused: true, Says: "time with time zone"},
 	{DDL: "timestamp", Refused: true, Says: "without time zone"}, {DDL: "text", Refused: true},
 	{DDL: "varchar(64)", Refused: true, Says: "character varying"}, {DDL: "interval", Refused: true},
-	{DDL: "integer", Refused: true}, {DDL: "bigint", Refused: true},
+	{DDL: "integer", Refused: true, Says: "unixseconds"}, {DDL: "bigint", Refused: true, Says: "unixseconds"},
 	{DDL: "integer", Format: dialect.UnixMillis, Refused: true}, {DDL: "smallint", Format: dialect.UnixSeconds, Refused: true},
 	{DDL: "numeric", Format: dialect.UnixSeconds, Refused: true}, {DDL: "double precision", Format: dialect.UnixMillis, Refused: true},
 	{DDL: "timestamptz", Format: dialect.UnixSeconds, Refused: true, Says: "timestamp with time zone"},

@@ -292,9 +292,11 @@ func (x *timeTables) runClaims(t *goT, tt TimeType) {
 	}
 
 	// A retry with a delay sets the run-at: the row is not claimable
-	// before it.
+	// before it. At 0.8 s into a second, the run-at falls at 0.3 s into
+	// one: a column of whole seconds that stored it truncated would let
+	// the row go 0.3 s early.
 	const delay = 1500 * time.Millisecond
-	retried := time.Now()
+	retried := atOffset(800 * time.Millisecond)
 	ar, err := x.claims.Ack(ctx, &store.AckParams{Token: tok, IDs: []any{ids[0]}, Outcome: store.OutcomeRetry, Delay: delay})
 	require.NoError(t, err)
 	require.Empty(t, ar.Lost)
