@@ -3,7 +3,8 @@
 // Servers are found in this order:
 //  1. the DSN in CLAIMLOCK_POSTGRES_DSN / CLAIMLOCK_MYSQL_DSN;
 //  2. a testcontainers-go container (PostgreSQL 16, MySQL 8), started once
-//     per test binary, when a Docker engine answers;
+//     per test binary, when a Docker engine answers, by the command in
+//     ../containers (a module of its own: see containers.go);
 //  3. otherwise the test is skipped with a message naming the variables, or
 //     fails when CLAIMLOCK_REQUIRE_DB=1.
 //
@@ -89,7 +90,7 @@ func postgresBase() (string, error) {
 			pgBase = dsn
 			return
 		}
-		pgBase, pgBaseErr = startPostgresContainer()
+		pgBase, pgBaseErr = startContainer("postgres")
 	})
 	return pgBase, pgBaseErr
 }
@@ -100,7 +101,7 @@ func mysqlBase() (string, error) {
 			myBase = dsn
 			return
 		}
-		myBase, myBaseErr = startMySQLContainer()
+		myBase, myBaseErr = startContainer("mysql")
 	})
 	return myBase, myBaseErr
 }
