@@ -14,9 +14,9 @@ var (
 )
 
 // mutations are the deliberate bugs, each anchored on a short snippet that
-// must occur exactly once in its file. Engine-neutral code is tested on
-// SQLite; an engine's SQL on that engine (PostgreSQL through pgxpool, MySQL
-// in the server's default isolation). When the code moves, update the
+// must occur exactly once in its file (Count times when set). Engine-neutral
+// code is tested on SQLite; an engine's SQL on that engine (PostgreSQL
+// through pgxpool, MySQL in the server's default isolation). When the code moves, update the
 // snippet (From) and its replacement (To) to the code's new text.
 var mutations = []mutation{
 	// --- token conditions: a statement that ignores the claim token writes
@@ -104,6 +104,17 @@ var mutations = []mutation{
 		From: "{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < now() - {{template \"slack\"}}{{else}}",
 		To:   "{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < now(){{else}}",
 		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/SecondPrecision", Env: pg},
+	// The lease reap without its margin (in both of its conditions): a
+	// whole-second expires_at frees the lease up to a second early.
+	{Name: "postgres/lease-reap-slack", File: "dialect/postgres/sql.go",
+		From:  "{{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < now() - {{template \"slack\"}}",
+		To:    "{{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < now()",
+		Count: 2,
+		Pkg:   "./dialect/postgres", Run: "^TestConformancePool$/SecondPrecision", Env: pg},
+	{Name: "core/lease-reap-slack", File: "internal/store/leases.go",
+		From: "l.reap, &Args{Limit: limit, Slack: time.Duration(l.slack.Load())})",
+		To:   "l.reap, &Args{Limit: limit})",
+		Pkg:  "./dialect/mysql", Run: "^TestConformance$/SecondPrecision", Env: my},
 
 	// --- leases: owner checks and the fence.
 	{Name: "core/lease-release-owner", File: "internal/store/leases.go",
@@ -176,4 +187,34 @@ var mutations = []mutation{
 		From: "\tstart := k.cfg.Now()\n\tinfo, err := k.ls.Acquire(ctx, key, owner, k.cfg.TTL)\n",
 		To:   "\tinfo, err := k.ls.Acquire(ctx, key, owner, k.cfg.TTL)\n\tstart := k.cfg.Now()\n",
 		Pkg:  "./tasklock", Run: "TestLeaseDeadlineFromStatementStart"},
+	// A held batch's deadline without the safety margin: its context
+	// ends when the server may already have freed its rows.
+	{Name: "claim/held-deadline-margin", File: "claim/held.go",
+		From: "return b.lastOK.Add(b.limit - b.margin)",
+		To:   "return b.lastOK.Add(b.limit)",
+		Pkg:  "./claim", Run: "^TestHeldDeadlineWhenPingsHang$/postgres$", Env: pg},
+	// Batch.Err trusting the deadline's timer alone: a process resumed
+	// after a freeze sees its batch live and sends again.
+	{Name: "claim/err-ignores-clock", File: "claim/context.go",
+		From: "\tif late {\n\t\tb.end(b.deadlineError())\n\t}\n",
+		To:   "\t_ = late\n",
+		Pkg:  "./claim", Run: "^TestErrAfterFreeze$/sqlite$"},
+
+	// --- outages and renewals: a write of unknown outcome excuses lost
+	// rows only while the batch holds them; one failed renewal is retried.
+	{Name: "claim/written-before-when-lost", File: "claim/outage.go",
+		From: "\treturn !b.lost()\n}",
+		To:   "\treturn true\n}",
+		Pkg:  "./claim", Run: "^TestUnknownWriteThenLossReported$/sqlite/"},
+	{Name: "tasklock/keepalive-gives-up", File: "tasklock/keepalive.go",
+		From: "\t\tdefault:\n\t\t\tfailures++\n",
+		To:   "\t\tdefault:\n\t\t\treturn\n",
+		Pkg:  "./tasklock", Run: "^TestKeepAliveOutlastsTransientFailure$/sqlite$"},
+
+	// --- the reaper's leadership: a lost lease is given up and taken
+	// again, or a single reaper never sweeps again.
+	{Name: "zombie/run-keeps-lost-lease", File: "zombie/reaper.go",
+		From: "\t\t\t\tdrop()\n\t\t\t}\n\t\t\tif lease == nil {",
+		To:   "\t\t\t}\n\t\t\tif lease == nil {",
+		Pkg:  "./zombie", Run: "^TestRunRetakesLostLease$/.*/sqlite$"},
 }
