@@ -315,10 +315,8 @@ func drainThroughOutage(t *testing.T, e *env, s dialect.Strategy, fault func(tab
 				return nil
 			}})
 	}()
-	require.Eventually(t, func() bool {
-		st, err := c.Stats(ctx)
-		return err == nil && st.Done == 20
-	}, 45*time.Second, 20*time.Millisecond, "every row acked; logged: %v", logs.atLeast(slog.LevelWarn))
+	awaitStats(t, "every row acked", c.Stats, func(st claim.Stats) bool { return st.Done == 20 },
+		func() string { return fmt.Sprintf("logged: %v", logs.atLeast(slog.LevelWarn)) })
 	cancel()
 	require.NoError(t, <-done)
 	mu.Lock()
