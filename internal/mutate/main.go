@@ -6,9 +6,11 @@
 // one exact snippet of one file (a token condition dropped, a comparison
 // off by one, a time taken at the wrong moment), runs the tests expected to
 // catch it, and puts the file back. A mutation is KILLED when one of those
-// tests fails, SURVIVED when they all pass (the suite misses that bug), and
-// BROKEN when its snippet is not found exactly once (or Count times), the
-// mutated code does not build, or no test ran.
+// tests fails, SURVIVED when they all pass (the suite misses that bug),
+// HUNG when they ran into their time limit instead of failing (a broken
+// guarantee must fail in seconds, with its reason), and BROKEN when its
+// snippet is not found exactly once (or Count times), the mutated code does
+// not build, or no test ran.
 //
 //	go run ./internal/mutate                 every mutation
 //	go run ./internal/mutate -run 'sqlite/'  those whose name matches
@@ -73,6 +75,7 @@ type mutation struct {
 const (
 	killed   = "KILLED"
 	survived = "SURVIVED"
+	hung     = "HUNG"
 	broken   = "BROKEN"
 	untested = "UNTESTED"
 )
@@ -154,8 +157,8 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "mutate: interrupted; every file is restored")
 		return 1
 	}
-	fmt.Printf("mutate: %d mutations: %d killed, %d survived, %d broken, %d untested in %s\n",
-		len(selected), counts[killed], counts[survived], counts[broken], counts[untested], time.Since(start).Round(time.Second))
+	fmt.Printf("mutate: %d mutations: %d killed, %d survived, %d hung, %d broken, %d untested in %s\n",
+		len(selected), counts[killed], counts[survived], counts[hung], counts[broken], counts[untested], time.Since(start).Round(time.Second))
 	if counts[killed] != len(selected) {
 		return 1
 	}
@@ -369,8 +372,9 @@ type testEvent struct {
 }
 
 // runTests runs pkg's tests matching pattern and classifies the outcome:
-// killed when a test failed, survived when they passed, broken when the
-// package did not build or no test ran.
+// killed when a test failed, survived when they passed, hung when they ran
+// into the time limit (a test failing after it is still a hang), broken
+// when the package did not build or no test ran.
 func runTests(ctx context.Context, root, pkg, pattern string, limit time.Duration) result {
 	ctx, cancel := context.WithTimeout(ctx, limit+time.Minute)
 	defer cancel()
@@ -413,15 +417,20 @@ func runTests(ctx context.Context, root, pkg, pattern string, limit time.Duratio
 	}
 	text.WriteString(stderr.String())
 	out := tail(text.String(), 40)
+	timedOut := strings.Contains(text.String(), "panic: test timed out after")
 	switch {
 	case ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled):
 		return result{verdict: broken, detail: "interrupted"}
 	case buildFailed:
 		return result{verdict: broken, detail: "the mutated code does not build", output: out}
+	case timedOut || ctx.Err() != nil:
+		detail := pkg + ": the tests ran into their " + limit.String() + " limit instead of failing with a reason"
+		if len(failed) > 0 {
+			detail += " (failed meanwhile: " + describe(leaves(failed)) + ")"
+		}
+		return result{verdict: hung, detail: detail, output: out}
 	case len(failed) > 0:
 		return result{verdict: killed, detail: pkg + ": " + describe(leaves(failed))}
-	case ctx.Err() != nil:
-		return result{verdict: killed, detail: pkg + ": the tests hung past " + (limit + time.Minute).String()}
 	case err != nil:
 		return result{verdict: killed, detail: pkg + ": go test failed without a failing test (" + err.Error() + ")", output: out}
 	case len(passed) == 0 && len(skipped) > 0:

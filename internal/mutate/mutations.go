@@ -211,6 +211,32 @@ var mutations = []mutation{
 		To:   "\t\tdefault:\n\t\t\treturn\n",
 		Pkg:  "./tasklock", Run: "^TestKeepAliveOutlastsTransientFailure$/sqlite$"},
 
+	// --- held claims: row locks that other holders skip, parking at
+	// MaxAttempts; rows a rolled-back transactional ack left held are
+	// released; a table without attempts parks a failure at once. These
+	// were caught once only by tests that hung until their timeout, which
+	// is now a failure of its own (HUNG).
+	{Name: "postgres/held-claim-for-share", File: "dialect/postgres/sql.go",
+		From: "FOR NO KEY UPDATE SKIP LOCKED`",
+		To:   "FOR SHARE SKIP LOCKED`",
+		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/^Held$", Env: pg},
+	{Name: "mysql/held-claim-for-share", File: "dialect/mysql/sql.go",
+		From: "FOR UPDATE SKIP LOCKED`,\n\n\tRead:",
+		To:   "FOR SHARE SKIP LOCKED`,\n\n\tRead:",
+		Pkg:  "./dialect/mysql", Run: "^TestConformance$/^Held$", Env: my},
+	{Name: "core/held-park-off-by-one", File: "internal/store/held.go",
+		From: "if att+1 >= int64(p.MaxAttempts) {",
+		To:   "if att+1 > int64(p.MaxAttempts) {",
+		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/^Held$", Env: pg},
+	{Name: "claim/release-forgets-acktx", File: "claim/batch.go",
+		From: "all := append(slices.Clone(idx), b.inTx...)",
+		To:   "all := slices.Clone(idx)",
+		Pkg:  "./claim", Run: "^TestRunAckTxExactlyOneEffect$/^sqlite$"},
+	{Name: "claim/no-attempts-retried-forever", File: "claim/fail.go",
+		From: "park: k.spec.Attempts == \"\"}",
+		To:   "park: false}",
+		Pkg:  "./claim", Run: "^TestCompose$/^sqlite$/^minimal$"},
+
 	// --- the reaper's leadership: a lost lease is given up and taken
 	// again, or a single reaper never sweeps again.
 	{Name: "zombie/run-keeps-lost-lease", File: "zombie/reaper.go",
