@@ -360,10 +360,17 @@ func runCompose(t *testing.T, e *env, kind string, s shape, m mode, strategy dia
 		}
 	})
 	want := h.expect()
-	require.Eventually(t, func() bool {
-		st, err := c.Stats(ctx)
-		return err == nil && st.Pending == 0 && st.Processing == 0 && st.Done+st.Failed == composeRows
-	}, 30*time.Second, 10*time.Millisecond, "every row reaches a final state")
+	// A row handed to the handler more often than the case allows (a
+	// parked row retried, a lost row re-claimed) fails the wait at once.
+	stats := func(ctx context.Context) (claim.Stats, error) {
+		if err := h.overclaimed(want); err != nil {
+			t.Fatalf("waiting for every row to reach a final state: %v", err)
+		}
+		return c.Stats(ctx)
+	}
+	awaitStats(t, "every row to reach a final state", stats, func(st claim.Stats) bool {
+		return st.Pending == 0 && st.Processing == 0 && st.Done+st.Failed == composeRows
+	}, nil)
 	cancel()
 	require.NoError(t, <-done, "Run returns nil at shutdown")
 
@@ -392,6 +399,20 @@ func runCompose(t *testing.T, e *env, kind string, s shape, m mode, strategy dia
 	require.Zero(t, h.commits.failed, "failed commits after AckTx")
 	require.Empty(t, logs.errors(), "nothing logged at Error level")
 	require.Empty(t, logs.matching("rolled back"), "no transactional ack rolled back")
+}
+
+// overclaimed returns an error naming the first row the handler was given
+// more often than want allows.
+func (h *harness) overclaimed(want expectation) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id := int64(1); id <= composeRows; id++ {
+		if calls, _ := want.calls(id); len(h.claims[id]) > calls {
+			return fmt.Errorf("row %d was handed to the handler by %d claims, the case allows %d (poison: %v)",
+				id, len(h.claims[id]), calls, poisoned(id))
+		}
+	}
+	return nil
 }
 
 // expectation is what a case must end with.

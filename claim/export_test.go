@@ -5,3 +5,16 @@ import "github.com/claimlock/claimlock/internal/store"
 // StoreOf returns the claim store of c (with its observer's wrapper), for
 // tests that reap, heartbeat or read what the claimer wrote.
 func StoreOf[T any](c *Claimer[T]) store.ClaimStore { return c.core.cs }
+
+// FreezeDeadlineTimer stops b's local-deadline timer, as for a process
+// frozen (SIGSTOP, a paused VM) past its deadline whose timer has not run
+// yet on resuming: only the batch's own reading of the clock can then tell
+// it that the deadline passed.
+func FreezeDeadlineTimer[T any](b *Batch[T]) {
+	b.lmu.Lock()
+	defer b.lmu.Unlock()
+	b.gen++ // a timer that fired already and waits for lmu does nothing
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+}

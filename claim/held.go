@@ -304,7 +304,8 @@ func (b *Held[T]) Context() context.Context {
 }
 
 // keepAlive pings the server every limit/3 while no statement runs, and
-// cancels the batch's context at its local deadline.
+// cancels the batch's context at its local deadline, also while a ping
+// hangs.
 func (b *Held[T]) keepAlive() {
 	defer close(b.stopped)
 	every := max(b.limit/3, time.Millisecond)
@@ -312,11 +313,11 @@ func (b *Held[T]) keepAlive() {
 	defer tick.Stop()
 	for {
 		b.mu.Lock()
-		deadline := b.lastOK.Add(b.limit - b.margin)
+		deadline := b.deadlineLocked()
 		b.mu.Unlock()
 		wait := time.Until(deadline)
 		if wait <= 0 {
-			b.lose(context.Background(), fmt.Errorf("%w: %w", dialect.ErrClaimLost, ErrLocalDeadline), true)
+			b.lose(context.Background(), heldDeadlineError(), true)
 			return
 		}
 		timer := time.NewTimer(wait)
@@ -336,9 +337,19 @@ func (b *Held[T]) keepAlive() {
 			b.mu.Unlock()
 			return
 		}
+		// A ping may not outlast the local deadline: one that hangs (the
+		// server stopped answering) is cancelled there, and the batch's
+		// context ends at the deadline, not when the ping gives up.
+		deadline = b.deadlineLocked()
 		t0 := time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), b.limit)
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		stopLate := context.AfterFunc(ctx, func() {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				b.lose(context.Background(), heldDeadlineError(), true)
+			}
+		})
 		err := b.h.Ping(ctx)
+		stopLate()
 		cancel()
 		if err == nil {
 			b.lastOK = t0
@@ -347,11 +358,20 @@ func (b *Held[T]) keepAlive() {
 		}
 		b.ended = true
 		b.mu.Unlock()
+		if !time.Now().Before(deadline) {
+			err = fmt.Errorf("%w (the ping did not answer in time: %v)", heldDeadlineError(), err)
+		}
 		b.lose(context.Background(), err, true)
 		b.finish()
 		return
 	}
 }
+
+// deadlineLocked returns the batch's local deadline, with b.mu held: the
+// start of its last statement that succeeded + Limit - SafetyMargin.
+func (b *Held[T]) deadlineLocked() time.Time { return b.lastOK.Add(b.limit - b.margin) }
+
+func heldDeadlineError() error { return fmt.Errorf("%w: %w", dialect.ErrClaimLost, ErrLocalDeadline) }
 
 // lose cancels the batch's context with cause and reports the loss once
 // (OpLost; background when the keep-alive found it).

@@ -62,18 +62,12 @@ func heldBatches(t *testing.T, evs []claim.Event) map[string]*heldBatch {
 	return m
 }
 
-// waitStats waits (at most a minute: a hang, not a speed bound) until the
-// claimer's table has nothing pending or processing.
+// waitDrained waits until the claimer's table has nothing pending or
+// processing, failing when no row reached a final state for drainStall.
 func waitDrained(t *testing.T, c *claim.Claimer[job]) {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		st, err := c.Stats(context.Background())
-		require.NoError(t, err)
-		if st.Pending == 0 && st.Processing == 0 {
-			return
-		}
-		require.True(t, time.Now().Before(deadline), "not drained: %+v", st)
-	}
+	awaitStats(t, "the table to drain (nothing pending or processing)", c.Stats,
+		func(st claim.Stats) bool { return st.Pending == 0 && st.Processing == 0 }, nil)
 }
 
 // TestHeldRun drains a table with two holders (two claimers, three
@@ -243,14 +237,7 @@ func TestHeldRunStatementFailure(t *testing.T) {
 				return nil
 			})
 		}()
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-			st, err := c.Stats(context.Background())
-			require.NoError(t, err)
-			if st.Failed == 5 {
-				break
-			}
-			require.True(t, time.Now().Before(deadline), "not parked: %+v", st)
-		}
+		awaitStats(t, "the five rows to be parked", c.Stats, func(st claim.Stats) bool { return st.Failed == 5 }, nil)
 		cancel()
 		require.NoError(t, <-done)
 		require.EqualValues(t, 2, refused.Load())

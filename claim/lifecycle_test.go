@@ -133,10 +133,9 @@ func TestExplicitDelaysAndSnoozes(t *testing.T) {
 					return nil
 				}})
 		}()
-		require.Eventually(t, func() bool {
-			st, err := c.Stats(ctx)
-			return err == nil && handled.Load() >= 2 && st.Processing == 0
-		}, 30*time.Second, 20*time.Millisecond)
+		awaitStats(t, "both rows handled and none processing", c.Stats, func(st claim.Stats) bool {
+			return handled.Load() >= 2 && st.Processing == 0
+		}, func() string { return fmt.Sprintf("%d handled", handled.Load()) })
 		cancel()
 		require.NoError(t, <-done)
 		in, info = scheduledIn(t, c, rows[0].ID)
@@ -208,10 +207,7 @@ func TestPipelineRespectsRunAt(t *testing.T) {
 					return nil
 				}})
 		}()
-		require.Eventually(t, func() bool {
-			st, err := c.Stats(ctx)
-			return err == nil && st.Done == 3
-		}, 30*time.Second, 5*time.Millisecond)
+		awaitStats(t, "three rows done", c.Stats, func(st claim.Stats) bool { return st.Done == 3 }, nil)
 		cancel()
 		require.NoError(t, <-done)
 		requireStats(t, c, 1, 0, 3, 0)

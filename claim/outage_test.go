@@ -315,10 +315,8 @@ func drainThroughOutage(t *testing.T, e *env, s dialect.Strategy, fault func(tab
 				return nil
 			}})
 	}()
-	require.Eventually(t, func() bool {
-		st, err := c.Stats(ctx)
-		return err == nil && st.Done == 20
-	}, 45*time.Second, 20*time.Millisecond, "every row acked; logged: %v", logs.atLeast(slog.LevelWarn))
+	awaitStats(t, "every row acked", c.Stats, func(st claim.Stats) bool { return st.Done == 20 },
+		func() string { return fmt.Sprintf("logged: %v", logs.atLeast(slog.LevelWarn)) })
 	cancel()
 	require.NoError(t, <-done)
 	mu.Lock()
@@ -329,4 +327,100 @@ func drainThroughOutage(t *testing.T, e *env, s dialect.Strategy, fault func(tab
 	}
 	require.Empty(t, logs.matching("ack failed; rows stay processing"))
 	return logs
+}
+
+// replyLostDialect wraps a dialect so that, once armed, the next ack of its
+// claim stores runs and commits and then reports an unknown outcome, as a
+// connection that broke before the reply came back would.
+type replyLostDialect struct {
+	dialect.Dialect
+	armed atomic.Bool
+}
+
+func (r *replyLostDialect) WrapClaims(st store.ClaimStore) store.ClaimStore {
+	return &replyLostStore{ClaimStore: st, r: r}
+}
+
+// Inner implements the store's test wrapping.
+func (r *replyLostDialect) Inner() dialect.Dialect { return r.Dialect }
+
+type replyLostStore struct {
+	store.ClaimStore
+	r *replyLostDialect
+}
+
+func (s *replyLostStore) Ack(ctx context.Context, p *store.AckParams) (store.AckResult, error) {
+	res, err := s.ClaimStore.Ack(ctx, p)
+	if err == nil && s.r.armed.CompareAndSwap(true, false) {
+		return store.AckResult{}, fmt.Errorf("%w: injected: the ack's reply was lost", dialect.ErrOutcomeUnknown)
+	}
+	return res, err
+}
+
+// TestUnknownWriteThenLossReported: an ack of unknown outcome (it did
+// commit) lets a later ack treat rows found without the token as its own
+// work only while the batch holds its rows. Once the batch is lost (its
+// local deadline passed, or a heartbeat found its rows taken) and another
+// worker holds the rows, a later ack of them must report them lost: taking
+// them for the earlier write's would hide that they are processed twice.
+func TestUnknownWriteThenLossReported(t *testing.T) {
+	t.Parallel()
+	for _, en := range engines {
+		for _, loss := range []string{"deadline", "heartbeat"} {
+			t.Run(en.kind+"/"+loss, func(t *testing.T) {
+				t.Parallel()
+				e := open(t, en)
+				wrapped := &replyLostDialect{Dialect: e.d}
+				we := *e
+				we.d = wrapped
+				const timeout, margin = time.Second, 200 * time.Millisecond
+				c, cfg := jobSetup(t, &we, e.d.Capabilities().PreferredStrategy, 3, func(cfg *claim.Config) {
+					cfg.BatchSize = 3
+					cfg.ReapTimeout, cfg.SafetyMargin = timeout, margin
+					if loss == "heartbeat" {
+						cfg.ReapTimeout, cfg.SafetyMargin = time.Minute, 0
+					}
+				})
+				other, err := claim.New(e.d, cfg, jobFields)
+				require.NoError(t, err)
+				ctx := ctxT(t)
+				b, err := c.Claim(ctx)
+				require.NoError(t, err)
+				require.Equal(t, 3, b.Len())
+				ids := b.IDs()
+
+				wrapped.armed.Store(true)
+				require.ErrorIs(t, b.Ack(ctx, ids[0]), dialect.ErrOutcomeUnknown)
+				requireStats(t, c, 0, 2, 1, 0) // it did commit
+
+				switch loss {
+				case "deadline":
+					deadline, ok := b.Deadline()
+					require.True(t, ok)
+					time.Sleep(time.Until(deadline))
+					reap := &store.ReapParams{Timeout: timeout, Limit: 100, ScopeValues: cfg.ScopeValues}
+					waitFor(t, "the rows to be reaped after the claim timeout", func() bool {
+						res, err := claim.StoreOf(c).Reap(ctx, reap)
+						require.NoError(t, err)
+						return res.Returned > 0
+					})
+					require.ErrorIs(t, b.Err(), claim.ErrLocalDeadline)
+				case "heartbeat":
+					steal(t, c, cfg)
+					_, err := b.Heartbeat(ctx)
+					require.ErrorIs(t, err, dialect.ErrClaimLost)
+				}
+				second, err := other.Claim(ctx)
+				require.NoError(t, err)
+				require.ElementsMatch(t, ids[1:], second.IDs(), "another worker holds the rows")
+
+				err = b.Ack(ctx, ids[1], ids[2])
+				var lost *claim.LostError
+				require.ErrorAs(t, err, &lost, "the late ack of rows another worker holds must report them lost (batch: %v)", b.Err())
+				require.ElementsMatch(t, ids[1:], lost.IDs)
+				require.NoError(t, second.AckAll(ctx))
+				requireStats(t, c, 0, 0, 3, 0)
+			})
+		}
+	}
 }

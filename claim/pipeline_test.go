@@ -14,6 +14,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/internal/testkit/await"
 )
 
 // pipeDialect wraps a dialect so that its claim stores count ack+claim
@@ -76,7 +77,10 @@ func TestRunPipelineReportsLostRows(t *testing.T) {
 					return nil
 				}})
 		}()
-		require.Eventually(t, func() bool { return acked.Load() == 24 }, 30*time.Second, 5*time.Millisecond)
+		await.Progress(t, "24 rows acked", drainStall, 0, func() (await.State, error) {
+			n := acked.Load()
+			return await.State{Done: n == 24, Progress: n, Seen: fmt.Sprintf("%d acked, %d lost", n, lost.Load())}, nil
+		})
 		cancel()
 		require.NoError(t, <-done)
 		require.EqualValues(t, 1, lost.Load(), "the stolen row was reported lost")

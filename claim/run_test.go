@@ -82,10 +82,7 @@ func TestRunStopsOnPermanentError(t *testing.T) {
 		}()
 		// Wait until Run has processed every row, then drop a column the
 		// claim reads and give it new rows.
-		require.Eventually(t, func() bool {
-			st, err := c2.Stats(ctx)
-			return err == nil && st.Done == 20
-		}, 30*time.Second, 5*time.Millisecond)
+		awaitStats(t, "every row done", c2.Stats, func(st claim.Stats) bool { return st.Done == 20 }, nil)
 		e.exec(t, fmt.Sprintf("ALTER TABLE %s DROP COLUMN payload", cfg.Table))
 		e.exec(t, fmt.Sprintf("INSERT INTO %s (task_id) VALUES (42)", cfg.Table))
 		select {

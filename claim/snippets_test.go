@@ -211,10 +211,10 @@ func TestSnippetAckTxService(t *testing.T) {
 					}()),
 				})
 			}()
-			require.Eventually(t, func() bool {
-				st, err := c2.Stats(ctx)
-				return err == nil && st.Done == rows
-			}, 2*time.Minute, 10*time.Millisecond)
+			awaitStats(t, "every row to be done", c2.Stats, func(st claim.Stats) bool { return st.Done == rows },
+				func() string {
+					return fmt.Sprintf("%d failed commits, %d re-claims", commitErrs.Load(), reclaims.Load())
+				})
 			cancel()
 			require.NoError(t, <-done)
 			var total, distinct int
@@ -304,10 +304,9 @@ func TestSnippetDocsClaimRun(t *testing.T) {
 				// end snippet
 				done <- err
 			}()
-			require.Eventually(t, func() bool {
-				st, err := c.Stats(ctx)
-				return err == nil && st.Done == 8 && st.Failed == 1 && st.Pending == 1
-			}, time.Minute, 10*time.Millisecond)
+			awaitStats(t, "8 rows done, 1 parked, 1 waiting", c.Stats, func(st claim.Stats) bool {
+				return st.Done == 8 && st.Failed == 1 && st.Pending == 1
+			}, nil)
 			cancel()
 			require.NoError(t, <-done)
 			var status, lastErr string

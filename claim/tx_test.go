@@ -76,10 +76,8 @@ func TestRunAckTxExactlyOneEffect(t *testing.T) {
 					return tx.Commit()
 				}})
 		}()
-		require.Eventually(t, func() bool {
-			st, err := c.Stats(ctx)
-			return err == nil && st.Done == rows
-		}, time.Minute, 20*time.Millisecond)
+		awaitStats(t, "every row to be done", c.Stats, func(st claim.Stats) bool { return st.Done == rows },
+			func() string { return fmt.Sprintf("%d transactions rolled back", rollbacks.Load()) })
 		cancel()
 		require.NoError(t, <-done)
 		require.Positive(t, rollbacks.Load())

@@ -39,7 +39,7 @@ func TestConformancePool(t *testing.T) {
 			reroute(t, cfg.ConnConfig, via)
 			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 			require.NoError(t, err)
-			t.Cleanup(pool.Close)
+			t.Cleanup(func() { dbtest.ClosePool(pool) })
 			d, err := postgres.New(context.Background(), pool, dialect.Options{})
 			require.NoError(t, err)
 			db := stdlib.OpenDBFromPool(pool)

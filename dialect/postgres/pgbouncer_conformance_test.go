@@ -103,7 +103,7 @@ func openBouncerPool(t *testing.T, dsn string, mode pgx.QueryExecMode, via func(
 	cfg.ConnConfig = cc
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	t.Cleanup(func() { dbtest.ClosePool(pool) })
 	d, err := postgres.New(context.Background(), pool, dialect.Options{})
 	require.NoError(t, err, fmt.Sprintf("exec mode %v", mode))
 	db := stdlib.OpenDBFromPool(pool)

@@ -157,7 +157,7 @@ func runFleet(t *testing.T, e engine, spec fleetSpec) report {
 	if limit == 0 {
 		limit = drainLimit()
 	}
-	drain := waitDrained(t, d, limit)
+	drain := waitDrained(t, d, limit, max(time.Minute, 3*spec.reapTimeout))
 	f.mu.Lock()
 	children := append([]*child(nil), f.children...)
 	f.mu.Unlock()

@@ -3,6 +3,8 @@ package chaos
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"strconv"
@@ -15,6 +17,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/internal/testkit/await"
 	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 	"github.com/claimlock/claimlock/internal/testkit/testengine"
 )
@@ -259,21 +262,21 @@ func stats(ctx context.Context, d *db) (claim.Stats, error) {
 }
 
 // waitDrained polls until the task has nothing pending or processing, and
-// returns how long that took.
-func waitDrained(t *testing.T, d *db, limit time.Duration) time.Duration {
+// returns how long that took. It fails when no row has reached a final
+// state for stall (long enough for the scenario's outages and reap
+// timeouts: a hang, not a pause), or after limit.
+func waitDrained(t *testing.T, d *db, limit, stall time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	var last claim.Stats
-	var lastErr error
-	for time.Since(start) < limit {
+	await.Progress(t, "the task to drain (nothing pending or processing)", stall, limit, func() (await.State, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		last, lastErr = stats(ctx, d)
-		cancel()
-		if lastErr == nil && last.Pending == 0 && last.Processing == 0 {
-			return time.Since(start)
+		defer cancel()
+		st, err := stats(ctx, d)
+		if err != nil { // a server away for a while: no progress
+			return await.State{Progress: math.MinInt64, Seen: fmt.Sprintf("stats failed: %v", err)}, nil
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	require.FailNow(t, "task did not drain", "after %v: %+v (err %v)", limit, last, lastErr)
-	return 0
+		return await.State{Done: st.Pending == 0 && st.Processing == 0, Progress: st.Done + st.Failed - st.Pending - st.Processing,
+			Seen: fmt.Sprintf("%+v", st)}, nil
+	})
+	return time.Since(start)
 }

@@ -168,7 +168,7 @@ func TestHeldChaos(t *testing.T) {
 					freezes++
 				}
 			}
-			drain := waitDrained(t, d, drainLimit())
+			drain := waitDrained(t, d, drainLimit(), time.Minute)
 			f.mu.Lock()
 			children := append([]*child(nil), f.children...)
 			f.mu.Unlock()

@@ -140,7 +140,7 @@ func TestHeldServerOutages(t *testing.T) {
 				require.NoError(t, err, "%s: %s", script, out)
 				fmt.Printf("chaos: held %s %s (down %ss) answering again after %v\n", e.name, o.how, o.down, time.Since(t0).Round(time.Millisecond))
 			}
-			waitDrained(t, d, drainLimit())
+			waitDrained(t, d, drainLimit(), time.Minute)
 			drain := time.Since(start)
 			var evs []event
 			for _, w := range workers {

@@ -6,8 +6,10 @@
 // one exact snippet of one file (a token condition dropped, a comparison
 // off by one, a time taken at the wrong moment), runs the tests expected to
 // catch it, and puts the file back. A mutation is KILLED when one of those
-// tests fails, SURVIVED when they all pass (the suite misses that bug), and
-// BROKEN when its snippet is not found exactly once, the mutated code does
+// tests fails, SURVIVED when they all pass (the suite misses that bug),
+// HUNG when they ran into their time limit instead of failing (a broken
+// guarantee must fail in seconds, with its reason), and BROKEN when its
+// snippet is not found exactly once (or Count times), the mutated code does
 // not build, or no test ran.
 //
 //	go run ./internal/mutate                 every mutation
@@ -57,8 +59,11 @@ type mutation struct {
 	Name string
 	// File is the mutated file, relative to the module root.
 	File string
-	// From is an exact snippet of File, found exactly once; To replaces it.
+	// From is an exact snippet of File, found exactly once (Count times,
+	// when Count is set: a condition written twice in one statement); To
+	// replaces it (every occurrence).
 	From, To string
+	Count    int
 	// Pkg is the package whose tests must catch the bug, and Run their
 	// go test -run pattern.
 	Pkg, Run string
@@ -70,6 +75,7 @@ type mutation struct {
 const (
 	killed   = "KILLED"
 	survived = "SURVIVED"
+	hung     = "HUNG"
 	broken   = "BROKEN"
 	untested = "UNTESTED"
 )
@@ -112,14 +118,14 @@ func run() int {
 		for _, b := range bad {
 			fmt.Fprintln(os.Stderr, b)
 		}
-		fmt.Fprintf(os.Stderr, "mutate: %d of %d snippets are not found exactly once: update mutations.go to the code\n", len(bad), len(selected))
+		fmt.Fprintf(os.Stderr, "mutate: %d of %d snippets are not found as often as expected: update mutations.go to the code\n", len(bad), len(selected))
 		return 2
 	}
 	if *list {
 		for _, m := range selected {
 			fmt.Printf("%-34s %-36s %s -run '%s'\n", m.Name, m.File, m.Pkg, m.Run)
 		}
-		fmt.Printf("%d mutations, every snippet found once\n", len(selected))
+		fmt.Printf("%d mutations, every snippet found as often as expected\n", len(selected))
 		return 0
 	}
 	if err := checkClean(root, selected); err != nil {
@@ -151,8 +157,8 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "mutate: interrupted; every file is restored")
 		return 1
 	}
-	fmt.Printf("mutate: %d mutations: %d killed, %d survived, %d broken, %d untested in %s\n",
-		len(selected), counts[killed], counts[survived], counts[broken], counts[untested], time.Since(start).Round(time.Second))
+	fmt.Printf("mutate: %d mutations: %d killed, %d survived, %d hung, %d broken, %d untested in %s\n",
+		len(selected), counts[killed], counts[survived], counts[hung], counts[broken], counts[untested], time.Since(start).Round(time.Second))
 	if counts[killed] != len(selected) {
 		return 1
 	}
@@ -198,7 +204,7 @@ func selectMutations(pattern string) ([]mutation, error) {
 }
 
 // checkAnchors returns a line for each mutation whose snippet is not found
-// exactly once in its file.
+// exactly once (or Count times) in its file.
 func checkAnchors(root string, ms []mutation) []string {
 	var bad []string
 	for _, m := range ms {
@@ -207,8 +213,8 @@ func checkAnchors(root string, ms []mutation) []string {
 			bad = append(bad, fmt.Sprintf("%-9s %-34s %v", broken, m.Name, err))
 			continue
 		}
-		if n := bytes.Count(src, []byte(m.From)); n != 1 {
-			bad = append(bad, fmt.Sprintf("%-9s %-34s %s: snippet found %d times: %q", broken, m.Name, m.File, n, m.From))
+		if n := bytes.Count(src, []byte(m.From)); n != m.occurrences() {
+			bad = append(bad, fmt.Sprintf("%-9s %-34s %s: snippet found %d times, not %d: %q", broken, m.Name, m.File, n, m.occurrences(), m.From))
 		}
 	}
 	return bad
@@ -268,6 +274,9 @@ func runBaseline(ctx context.Context, root string, ms []mutation, limit time.Dur
 	return ok && ctx.Err() == nil
 }
 
+// occurrences is how many times m.From must occur in its file.
+func (m mutation) occurrences() int { return max(m.Count, 1) }
+
 func (m mutation) missingEnv() []string {
 	var out []string
 	for _, v := range m.Env {
@@ -312,10 +321,10 @@ func (m mutation) apply(root string) (restore func() error, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if n := bytes.Count(orig, []byte(m.From)); n != 1 {
-		return nil, fmt.Errorf("%s: snippet found %d times", m.File, n)
+	if n := bytes.Count(orig, []byte(m.From)); n != m.occurrences() {
+		return nil, fmt.Errorf("%s: snippet found %d times, not %d", m.File, n, m.occurrences())
 	}
-	mutated := bytes.Replace(orig, []byte(m.From), []byte(m.To), 1)
+	mutated := bytes.ReplaceAll(orig, []byte(m.From), []byte(m.To))
 	if err := writeFile(path, mutated, info.Mode()); err != nil {
 		return nil, err
 	}
@@ -363,8 +372,9 @@ type testEvent struct {
 }
 
 // runTests runs pkg's tests matching pattern and classifies the outcome:
-// killed when a test failed, survived when they passed, broken when the
-// package did not build or no test ran.
+// killed when a test failed, survived when they passed, hung when they ran
+// into the time limit (a test failing after it is still a hang), broken
+// when the package did not build or no test ran.
 func runTests(ctx context.Context, root, pkg, pattern string, limit time.Duration) result {
 	ctx, cancel := context.WithTimeout(ctx, limit+time.Minute)
 	defer cancel()
@@ -407,15 +417,20 @@ func runTests(ctx context.Context, root, pkg, pattern string, limit time.Duratio
 	}
 	text.WriteString(stderr.String())
 	out := tail(text.String(), 40)
+	timedOut := strings.Contains(text.String(), "panic: test timed out after")
 	switch {
 	case ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled):
 		return result{verdict: broken, detail: "interrupted"}
 	case buildFailed:
 		return result{verdict: broken, detail: "the mutated code does not build", output: out}
+	case timedOut || ctx.Err() != nil:
+		detail := pkg + ": the tests ran into their " + limit.String() + " limit instead of failing with a reason"
+		if len(failed) > 0 {
+			detail += " (failed meanwhile: " + describe(leaves(failed)) + ")"
+		}
+		return result{verdict: hung, detail: detail, output: out}
 	case len(failed) > 0:
 		return result{verdict: killed, detail: pkg + ": " + describe(leaves(failed))}
-	case ctx.Err() != nil:
-		return result{verdict: killed, detail: pkg + ": the tests hung past " + (limit + time.Minute).String()}
 	case err != nil:
 		return result{verdict: killed, detail: pkg + ": go test failed without a failing test (" + err.Error() + ")", output: out}
 	case len(passed) == 0 && len(skipped) > 0:

@@ -14,9 +14,9 @@ var (
 )
 
 // mutations are the deliberate bugs, each anchored on a short snippet that
-// must occur exactly once in its file. Engine-neutral code is tested on
-// SQLite; an engine's SQL on that engine (PostgreSQL through pgxpool, MySQL
-// in the server's default isolation). When the code moves, update the
+// must occur exactly once in its file (Count times when set). Engine-neutral
+// code is tested on SQLite; an engine's SQL on that engine (PostgreSQL
+// through pgxpool, MySQL in the server's default isolation). When the code moves, update the
 // snippet (From) and its replacement (To) to the code's new text.
 var mutations = []mutation{
 	// --- token conditions: a statement that ignores the claim token writes
@@ -104,6 +104,17 @@ var mutations = []mutation{
 		From: "{{.ExpiresAt}} IS NULL OR {{template \"expgone\" .}}{{else}}",
 		To:   "{{.ExpiresAt}} IS NULL OR {{.ExpiresAt}} < now(){{else}}",
 		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/SecondPrecision", Env: pg},
+	// The lease reap without its margin (in both of its conditions): a
+	// whole-second expires_at frees the lease up to a second early.
+	{Name: "postgres/lease-reap-slack", File: "dialect/postgres/sql.go",
+		From:  "{{.Owner}} IS NOT NULL AND {{template \"expgone\" .}}",
+		To:    "{{.Owner}} IS NOT NULL AND {{.ExpiresAt}} < now()",
+		Count: 2,
+		Pkg:   "./dialect/postgres", Run: "^TestConformancePool$/SecondPrecision", Env: pg},
+	{Name: "core/lease-reap-slack", File: "internal/store/leases.go",
+		From: "l.reap, &Args{Limit: limit, Slack: time.Duration(l.slack.Load())})",
+		To:   "l.reap, &Args{Limit: limit})",
+		Pkg:  "./dialect/mysql", Run: "^TestConformance$/SecondPrecision", Env: my},
 
 	// --- leases: owner checks and the fence.
 	{Name: "core/lease-release-owner", File: "internal/store/leases.go",
@@ -207,4 +218,60 @@ var mutations = []mutation{
 		From: "\treturn d + time.Duration(s.runAtSlack.Load())\n",
 		To:   "\treturn d\n",
 		Pkg:  "./dialect/mysql", Run: "^TestConformance$/TimeColumns", Env: my},
+	// A held batch's deadline without the safety margin: its context
+	// ends when the server may already have freed its rows.
+	{Name: "claim/held-deadline-margin", File: "claim/held.go",
+		From: "return b.lastOK.Add(b.limit - b.margin)",
+		To:   "return b.lastOK.Add(b.limit)",
+		Pkg:  "./claim", Run: "^TestHeldDeadlineWhenPingsHang$/postgres$", Env: pg},
+	// Batch.Err trusting the deadline's timer alone: a process resumed
+	// after a freeze sees its batch live and sends again.
+	{Name: "claim/err-ignores-clock", File: "claim/context.go",
+		From: "\tif late {\n\t\tb.end(b.deadlineError())\n\t}\n",
+		To:   "\t_ = late\n",
+		Pkg:  "./claim", Run: "^TestErrAfterFreeze$/sqlite$"},
+
+	// --- outages and renewals: a write of unknown outcome excuses lost
+	// rows only while the batch holds them; one failed renewal is retried.
+	{Name: "claim/written-before-when-lost", File: "claim/outage.go",
+		From: "\treturn !b.lost()\n}",
+		To:   "\treturn true\n}",
+		Pkg:  "./claim", Run: "^TestUnknownWriteThenLossReported$/sqlite/"},
+	{Name: "tasklock/keepalive-gives-up", File: "tasklock/keepalive.go",
+		From: "\t\tdefault:\n\t\t\tfailures++\n",
+		To:   "\t\tdefault:\n\t\t\treturn\n",
+		Pkg:  "./tasklock", Run: "^TestKeepAliveOutlastsTransientFailure$/sqlite$"},
+
+	// --- held claims: row locks that other holders skip, parking at
+	// MaxAttempts; rows a rolled-back transactional ack left held are
+	// released; a table without attempts parks a failure at once. These
+	// were caught once only by tests that hung until their timeout, which
+	// is now a failure of its own (HUNG).
+	{Name: "postgres/held-claim-for-share", File: "dialect/postgres/sql.go",
+		From: "FOR NO KEY UPDATE SKIP LOCKED`",
+		To:   "FOR SHARE SKIP LOCKED`",
+		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/^Held$", Env: pg},
+	{Name: "mysql/held-claim-for-share", File: "dialect/mysql/sql.go",
+		From: "FOR UPDATE SKIP LOCKED`,\n\n\tRead:",
+		To:   "FOR SHARE SKIP LOCKED`,\n\n\tRead:",
+		Pkg:  "./dialect/mysql", Run: "^TestConformance$/^Held$", Env: my},
+	{Name: "core/held-park-off-by-one", File: "internal/store/held.go",
+		From: "if att+1 >= int64(p.MaxAttempts) {",
+		To:   "if att+1 > int64(p.MaxAttempts) {",
+		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/^Held$", Env: pg},
+	{Name: "claim/release-forgets-acktx", File: "claim/batch.go",
+		From: "all := append(slices.Clone(idx), b.inTx...)",
+		To:   "all := slices.Clone(idx)",
+		Pkg:  "./claim", Run: "^TestRunAckTxExactlyOneEffect$/^sqlite$"},
+	{Name: "claim/no-attempts-retried-forever", File: "claim/fail.go",
+		From: "park: k.spec.Attempts == \"\"}",
+		To:   "park: false}",
+		Pkg:  "./claim", Run: "^TestCompose$/^sqlite$/^minimal$"},
+
+	// --- the reaper's leadership: a lost lease is given up and taken
+	// again, or a single reaper never sweeps again.
+	{Name: "zombie/run-keeps-lost-lease", File: "zombie/reaper.go",
+		From: "\t\t\t\tdrop()\n\t\t\t}\n\t\t\tif lease == nil {",
+		To:   "\t\t\t}\n\t\t\tif lease == nil {",
+		Pkg:  "./zombie", Run: "^TestRunRetakesLostLease$/.*/sqlite$"},
 }

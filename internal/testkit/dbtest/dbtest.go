@@ -167,8 +167,39 @@ func PostgresPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	pool, err := pgxpool.New(context.Background(), PostgresDSN(t))
 	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	t.Cleanup(func() {
+		if !ClosePool(pool) && !t.Failed() {
+			t.Errorf("dbtest: %d connections of the pool were still in use %v after the test: a held claim or transaction was left open",
+				pool.Stat().AcquiredConns(), PoolCloseWait)
+		}
+	})
 	return pool
+}
+
+// PoolCloseWait bounds how long [ClosePool] waits for connections still in
+// use.
+const PoolCloseWait = 10 * time.Second
+
+// ClosePool closes pool and reports whether it closed within
+// [PoolCloseWait]. pgxpool's Close waits for every connection in use to
+// come back, so a test that failed while it held one (a held claim, an
+// open transaction) would otherwise hang in its clean-up until the
+// package's timeout instead of reporting its failure; after the wait the
+// pool is left to close in the background.
+func ClosePool(pool *pgxpool.Pool) bool {
+	done := make(chan struct{})
+	go func() {
+		pool.Close()
+		close(done)
+	}()
+	t := time.NewTimer(PoolCloseWait)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // MySQLDSN creates a fresh database on the MySQL/MariaDB server and returns

@@ -41,7 +41,8 @@ func atOffset(off time.Duration) time.Time {
 // since the call started: a second holder before the first's local
 // deadline would break exclusive claim. A whole-second column stores a
 // time up to a second early (truncated by MariaDB, rounded by MySQL and
-// PostgreSQL), so each expiry test must allow the column's resolution.
+// PostgreSQL), so each expiry test must allow the column's resolution:
+// the acquisition's, the claim reap's and the lease reap's.
 func testSecondPrecision(t *testing.T, h Harness) {
 	d, db := h.Open(t)
 	ctx := ctxT(t)
@@ -89,6 +90,24 @@ func testSecondPrecision(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.NoError(t, claims.VerifySchema(ctx))
 
+	// One key table per offset for the lease reap, which frees every
+	// expired lease of its table: each reap below must free only its own.
+	reapers := make([]store.LeaseStore, len(precisionOffsets))
+	for i := range reapers {
+		def := store.LeaseTableDef(fmt.Sprintf("cl_lease_r%d", i), 64)
+		for j, c := range def.Columns {
+			if c.Type == store.TypeTime {
+				def.Columns[j].Type = store.TypeTimeSeconds
+			}
+		}
+		ddl, err := store.CreateTableDDL(d, def)
+		require.NoError(t, err)
+		require.NoError(t, store.ExecDDL(ctx, d, ddl))
+		reapers[i], err = store.OpenLeases(d, store.KeyedLeaseTable(def.Table, 64))
+		require.NoError(t, err)
+		require.NoError(t, reapers[i].VerifySchema(ctx))
+	}
+
 	const ttl = time.Second
 	var wg sync.WaitGroup
 	for i, off := range precisionOffsets {
@@ -111,6 +130,25 @@ func testSecondPrecision(t *testing.T, h Harness) {
 			require.GreaterOrEqual(t, got, ttl, "%s acquired at +%v into a second: a second holder after %v, before the TTL", what, off, got)
 		}
 		wg.Go(func() { takeover(leases, i, "task lease") })
+		// The lease reap frees a lease whose whole-second expires_at has
+		// passed: it may not free one before its TTL has.
+		wg.Go(func() {
+			ls := reapers[i]
+			start := atOffset(off)
+			_, err := ls.Acquire(ctx, "r", store.NewToken(), ttl)
+			require.NoError(t, err)
+			for {
+				n, err := ls.ReapExpired(ctx, 10)
+				require.NoError(t, err)
+				if n == 1 {
+					break
+				}
+				require.Less(t, time.Since(start), ttl+3*time.Second, "the lease must be reaped eventually")
+				time.Sleep(10 * time.Millisecond)
+			}
+			got := time.Since(start)
+			require.GreaterOrEqual(t, got, ttl, "lease acquired at +%v into a second: reaped after %v, before the TTL", off, got)
+		})
 		wg.Go(func() { takeover(keyed, fmt.Sprintf("k%d", i), "keyed lease") })
 		wg.Go(func() {
 			time.Sleep(ttl / 2) // the lease goroutine takes the first points

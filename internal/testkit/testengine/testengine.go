@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 
@@ -112,7 +113,13 @@ func Connect(ctx context.Context, name, dsn string, maxConns int, opts dialect.O
 		}
 		raw := stdlib.OpenDBFromPool(pool)
 		c.Dialect, c.DB, c.Dollar = d, raw, true
-		return c, func() { raw.Close(); pool.Close() }, nil
+		return c, func() {
+			raw.Close()
+			if !dbtest.ClosePool(pool) {
+				fmt.Fprintf(os.Stderr, "testengine: %d connections of the pool still in use %v after the test (a held claim or transaction left open); not waiting for them\n",
+					pool.Stat().AcquiredConns(), dbtest.PoolCloseWait)
+			}
+		}, nil
 	case PostgresStdlib:
 		db, err := sql.Open("pgx", dsn)
 		if err != nil {
