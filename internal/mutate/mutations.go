@@ -274,4 +274,11 @@ var mutations = []mutation{
 		From: "\t\t\t\tdrop()\n\t\t\t}\n\t\t\tif lease == nil {",
 		To:   "\t\t\t}\n\t\t\tif lease == nil {",
 		Pkg:  "./zombie", Run: "^TestRunRetakesLostLease$/.*/sqlite$"},
+
+	// --- fair claim order: the rotating cursor, or rows that go back to
+	// pending at once starve every higher key.
+	{Name: "store/claims-from-lowest-key", File: "internal/store/cursor.go",
+		From: "\tif c.key == nil {\n\t\treturn lowest(kind)\n\t}\n\treturn c.key\n",
+		To:   "\treturn lowest(kind)\n",
+		Pkg:  "./claim", Run: "^TestFairOrderUnderRepending$/^(sqlite|postgres)$"},
 }
