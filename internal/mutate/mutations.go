@@ -72,9 +72,9 @@ var mutations = []mutation{
 
 	// --- SKIP LOCKED dropped: concurrent claims wait for each other's rows.
 	{Name: "postgres/claim-skip-locked", File: "dialect/postgres/sql.go",
-		From: "  FOR UPDATE SKIP LOCKED{{end}}",
-		To:   "  FOR UPDATE{{end}}",
-		Pkg:  "./dialect/postgres", Run: "TestClaimsNeverWaitForLocks", Env: pg},
+		From: "    FOR UPDATE SKIP LOCKED) cl_", Count: 2,
+		To:  "    FOR UPDATE) cl_",
+		Pkg: "./dialect/postgres", Run: "TestClaimsNeverWaitForLocks", Env: pg},
 	{Name: "mysql/claim-skip-locked", File: "dialect/mysql/sql.go",
 		From: "{{template \"runnable\" .}}\nORDER BY {{.ID}} LIMIT {{arg \"limit\"}} FOR UPDATE SKIP LOCKED`\n",
 		To:   "{{template \"runnable\" .}}\nORDER BY {{.ID}} LIMIT {{arg \"limit\"}} FOR UPDATE`\n",
