@@ -85,9 +85,10 @@ type Config struct {
 	// times it has been claimed (1 after its first claim), measured on the
 	// database clock. nil means [DefaultBackoff]; [ExponentialBackoff]
 	// builds others. It needs RunAt: without the column a retried row is
-	// claimable again at once (and, being first in key order, usually
-	// re-claimed at once, so that MaxAttempts is spent in milliseconds
-	// while the service it calls is down).
+	// claimable again as soon as the claim cursor comes round to it (see
+	// "Claim order" in docs/claim.md), which on a short queue is at once,
+	// so that MaxAttempts can be spent in milliseconds while the service
+	// it calls is down.
 	Backoff func(attempts int) time.Duration
 	// AckDelay, if positive, defers acks: [Batch.Ack] records the rows and
 	// returns at once, and the deferred acks of a batch are written

@@ -166,7 +166,7 @@ func ExampleBatch_Ack_lost() {
 	fmt.Println(fresh.IDs(), fresh.AckAll(ctx))
 	// Output:
 	// true true [1 2 3]
-	// [1 2 3] <nil>
+	// [1 4 5] <nil>
 }
 
 // Run is the worker loop: N workers claim, handle each row, ack the

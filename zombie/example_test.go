@@ -65,7 +65,7 @@ func Example() {
 	}
 	fmt.Println("returned:", res.Returned, "parked:", res.Parked)
 
-	for {
+	for { // claims go on above the last key claimed, then from the lowest (docs/claim.md, "Claim order")
 		b, err := claimer.Claim(ctx)
 		if err != nil {
 			panic(err)
@@ -89,8 +89,8 @@ func Example() {
 	// Output:
 	// claimed by the dead worker: [1 2]
 	// returned: 2 parked: 0
-	// claimed again: [1 2]
-	// claimed again: [3]
+	// claimed again: [1 3]
+	// claimed again: [2]
 	// late ack lost its claim: true
 	// done: 3 pending: 0 processing: 0
 }

@@ -110,8 +110,11 @@ func TestClaimStatements(t *testing.T) {
 	require.NoError(t, err)
 	s := st.(*store.Claims).Statements()
 	require.Equal(t,
-		`WITH cl_c AS MATERIALIZED ( SELECT "id" FROM "jobs" WHERE "status" = 'PENDING' AND "task_id" = $1 ORDER BY "id" + 0 LIMIT $2 FOR UPDATE SKIP LOCKED) `+
-			`UPDATE "jobs" SET "status" = 'PROCESSING', "token" = $3, "claimed_at" = now(), "attempts" = COALESCE("attempts", 0) + 1 `+
+		`WITH cl_c AS MATERIALIZED ( SELECT "id" FROM (SELECT "id" FROM "jobs" WHERE "status" = 'PENDING' AND "task_id" = $1 AND "id" + 0 > $2::bigint `+
+			`ORDER BY "id" + 0 LIMIT $3 FOR UPDATE SKIP LOCKED) cl_above UNION ALL `+
+			`SELECT "id" FROM (SELECT "id" FROM "jobs" WHERE "status" = 'PENDING' AND "task_id" = $4 AND "id" + 0 <= $5::bigint `+
+			`ORDER BY "id" + 0 LIMIT $6 FOR UPDATE SKIP LOCKED) cl_wrap LIMIT $7) `+
+			`UPDATE "jobs" SET "status" = 'PROCESSING', "token" = $8, "claimed_at" = now(), "attempts" = COALESCE("attempts", 0) + 1 `+
 			`WHERE "id" = ANY(ARRAY(SELECT "id" FROM cl_c)) AND "status" = 'PENDING' RETURNING "id", "version", COALESCE("attempts", 0), "payload"`,
 		s["claim skip locked"])
 	require.Equal(t, s["claim skip locked"], s["claim"], "token-update claims never wait for locks either")
@@ -148,7 +151,7 @@ func TestClaimStatementsTextKeysIntegerStatusOldServer(t *testing.T) {
 	st, err := store.OpenClaims(offline(110000), spec)
 	require.NoError(t, err)
 	s := st.(*store.Claims).Statements()
-	require.Contains(t, s["claim skip locked"], `WITH cl_c AS ( SELECT "id" FROM "app"."jobs" WHERE "status" = 0 AND "task_id" = $1 ORDER BY ("id" || '') LIMIT $2`)
+	require.Contains(t, s["claim skip locked"], `WITH cl_c AS ( SELECT "id" FROM (SELECT "id" FROM "app"."jobs" WHERE "status" = 0 AND "task_id" = $1 AND ("id" || '') > $2::text ORDER BY ("id" || '') LIMIT $3`)
 	require.Equal(t, `CREATE INDEX IF NOT EXISTS "jobs_cl_claim" ON "app"."jobs" ("task_id", (("id" || ''))) WHERE "status" = 0`, st.IndexDDL()[0])
 	require.Contains(t, s["release keys"], `"id" = ANY($2::text[])`)
 }

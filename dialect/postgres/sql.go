@@ -56,11 +56,18 @@ const common = `
   {{.Owner}} = CASE WHEN {{template "until"}} > now() THEN {{.Owner}} END, {{.ExpiresAt}} = CASE WHEN {{template "until"}} > now() THEN {{template "until"}} END
   {{- end}}{{end}}
 {{- define "expiry"}}{{if .ExpiresAt}}{{template "expus" .}}{{else if .LockedAtPer}}({{.LockedAt}}::bigint * {{.LockedAtPer}} + {{arg "ttl"}}::bigint){{else}}CAST(EXTRACT(EPOCH FROM {{.LockedAt}} + {{template "ttl"}}) * 1000000 AS bigint){{end}}{{end}}
+{{- define "after"}}{{arg "after"}}::{{if .TextKey}}text{{else}}bigint{{end}}{{end}}
 {{- define "claimpick"}}
-  SELECT {{.ID}} FROM {{.Table}}
-  WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{template "runnable" .}}
-  ORDER BY {{template "order" .}} LIMIT {{arg "limit"}}
-  FOR UPDATE SKIP LOCKED{{end}}
+  SELECT {{.ID}} FROM (SELECT {{.ID}} FROM {{.Table}}
+    WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{template "runnable" .}} AND {{template "order" .}} > {{template "after" .}}
+    ORDER BY {{template "order" .}} LIMIT {{arg "limit"}}
+    FOR UPDATE SKIP LOCKED) cl_above
+  UNION ALL
+  SELECT {{.ID}} FROM (SELECT {{.ID}} FROM {{.Table}}
+    WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{template "runnable" .}} AND {{template "order" .}} <= {{template "after" .}}
+    ORDER BY {{template "order" .}} LIMIT {{arg "limit"}}
+    FOR UPDATE SKIP LOCKED) cl_wrap
+  LIMIT {{arg "limit"}}{{end}}
 {{- define "claimmark"}}
 UPDATE {{.Table}}
 SET {{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = {{template "claimnow" .}}
@@ -84,7 +91,12 @@ RETURNING {{.ID}}, {{if .ParkAt}}{{.Status}} = {{.Failed}}{{else}}false{{end}}
 {{- end}}{{end}}
 `
 
-// claimSQL: claims order by id + 0 and the claim index is partial on it
+// claimSQL: claims take rows in rotating key order (the store's cursor,
+// "after"): the rows above the cursor, then the wrapped part from the
+// lowest key up to it, each a LIMIT subquery that locks only the rows the
+// outer LIMIT pulls (the second runs only when the first comes back
+// short), each a range of the claim index. Claims order by id + 0 and the
+// claim index is partial on it
 // (PostgreSQL's plan trap: with ORDER BY id the planner may walk the
 // primary key past every processed row): the primary key cannot supply that
 // order, so no plan walks the key past processed rows. The

@@ -61,14 +61,20 @@ const common = `
 // claimSQL: SQLite has no UPDATE ... LIMIT in modernc's build, so claims
 // and reaps bound their rows with a key subquery; SQLite runs each
 // statement as one write transaction, so the subquery cannot be re-run
-// against other rows.
+// against other rows. The key subquery takes the rows in rotating key order
+// (the store's cursor, "after"): those above the cursor, then from the
+// lowest key up to it.
 var claimSQL = store.ClaimSQL{
 	Common: common,
 	Claim: `
 UPDATE {{.Table}}
 SET {{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = {{template "cnow" .}}
     {{- if .Attempts}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}
-WHERE {{.ID}} IN (SELECT {{.ID}} FROM {{.Table}} WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{template "runnable" .}} ORDER BY {{.ID}} LIMIT {{arg "limit"}})
+WHERE {{.ID}} IN (
+    SELECT {{.ID}} FROM (SELECT {{.ID}} FROM {{.Table}} WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{template "runnable" .}} AND {{.ID}} > {{arg "after"}} ORDER BY {{.ID}} LIMIT {{arg "limit"}})
+    UNION ALL
+    SELECT {{.ID}} FROM (SELECT {{.ID}} FROM {{.Table}} WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{template "runnable" .}} AND {{.ID}} <= {{arg "after"}} ORDER BY {{.ID}} LIMIT {{arg "limit"}})
+    LIMIT {{arg "limit"}})
   AND {{.Status}} = {{.Pending}}
 RETURNING {{join .Returned}}`,
 

@@ -72,9 +72,9 @@ var mutations = []mutation{
 
 	// --- SKIP LOCKED dropped: concurrent claims wait for each other's rows.
 	{Name: "postgres/claim-skip-locked", File: "dialect/postgres/sql.go",
-		From: "  FOR UPDATE SKIP LOCKED{{end}}",
-		To:   "  FOR UPDATE{{end}}",
-		Pkg:  "./dialect/postgres", Run: "TestClaimsNeverWaitForLocks", Env: pg},
+		From: "    FOR UPDATE SKIP LOCKED) cl_", Count: 2,
+		To:  "    FOR UPDATE) cl_",
+		Pkg: "./dialect/postgres", Run: "TestClaimsNeverWaitForLocks", Env: pg},
 	{Name: "mysql/claim-skip-locked", File: "dialect/mysql/sql.go",
 		From: "{{template \"runnable\" .}}\nORDER BY {{.ID}} LIMIT {{arg \"limit\"}} FOR UPDATE SKIP LOCKED`\n",
 		To:   "{{template \"runnable\" .}}\nORDER BY {{.ID}} LIMIT {{arg \"limit\"}} FOR UPDATE`\n",
@@ -274,4 +274,11 @@ var mutations = []mutation{
 		From: "\t\t\t\tdrop()\n\t\t\t}\n\t\t\tif lease == nil {",
 		To:   "\t\t\t}\n\t\t\tif lease == nil {",
 		Pkg:  "./zombie", Run: "^TestRunRetakesLostLease$/.*/sqlite$"},
+
+	// --- fair claim order: the rotating cursor, or rows that go back to
+	// pending at once starve every higher key.
+	{Name: "store/claims-from-lowest-key", File: "internal/store/cursor.go",
+		From: "\tif c.key == nil {\n\t\treturn lowest(kind)\n\t}\n\treturn c.key\n",
+		To:   "\treturn lowest(kind)\n",
+		Pkg:  "./claim", Run: "^TestFairOrderUnderRepending$/^(sqlite|postgres)$"},
 }

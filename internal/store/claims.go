@@ -20,7 +20,10 @@ import (
 // of keys.
 type ClaimSQL struct {
 	// Claim marks up to "limit" pending rows in scope under "token" and,
-	// on a Returning engine, returns Names.Returned. It serves both
+	// on a Returning engine, returns Names.Returned. It takes the rows in
+	// rotating key order (cursor.go): the pending rows whose key is above
+	// "after" in key order, then, to fill the limit, those from the lowest
+	// key up to "after". It serves both
 	// strategies: a Returning engine's claim never waits for row locks
 	// (PostgreSQL: SKIP LOCKED; SQLite: one writer). Engines without
 	// RETURNING leave it empty and implement [Claimer].
@@ -187,6 +190,8 @@ type Claims struct {
 	slack atomic.Int64
 	// limits are the unix-time columns' limits, learnt by VerifySchema.
 	limits atomic.Pointer[timeLimits]
+	// cursors are the rotating claim cursors, by scope (cursor.go).
+	cursors cursors
 	// runAtSlack is the RunAt column's resolution, learnt by
 	// VerifySchema: see delay.
 	runAtSlack atomic.Int64
@@ -473,12 +478,17 @@ func (s *Claims) Claim(ctx context.Context, p *ClaimParams, scan func(Scanner) e
 		n, err := s.override(ctx, p, scan)
 		return n, wrap("claim", err)
 	}
-	a := &Args{Token: p.Token, Limit: p.Limit, Scope: p.ScopeValues}
+	cur := s.cursors.get(p.ScopeValues)
+	a := &Args{Token: p.Token, Limit: p.Limit, Scope: p.ScopeValues, After: cur.after(s.Spec.IDKind)}
 	var n int
+	var keys []any
 	err = s.E.Do(ctx, "claim", false, func() error {
-		n = 0
-		return Query(ctx, s.E.DB, s.E.Dialect, st, a, counting(&n, scan, nil))
+		n, keys = 0, keys[:0]
+		return Query(ctx, s.E.DB, s.E.Dialect, st, a, counting(&n, s.recordKeys(scan, &keys), nil))
 	})
+	if err == nil {
+		cur.advance(a.After, keys)
+	}
 	return n, wrap("claim", err)
 }
 

@@ -131,17 +131,24 @@ func (s *Claims) AckAndClaim(ctx context.Context, p *AckClaimParams, scan func(S
 	if !parkAt {
 		one = s.pipe.to[s.target(ap.Outcome)]
 	}
+	// The claim takes rows from the rotating cursor (cursor.go), which
+	// moves once the statement or transaction committed; an engine's own
+	// claim (ClaimInTx) keeps its cursor itself.
+	cur := s.cursors.get(cp.ScopeValues)
+	after := cur.after(s.Spec.IDKind)
+	var claimed []any
+	count = s.recordKeys(count, &claimed)
 	if !versioned && one.SQL != "" {
 		b := *a
-		b.AckToken, b.Token, b.Limit, b.Scope = ap.Token, cp.Token, cp.Limit, cp.ScopeValues
+		b.AckToken, b.Token, b.Limit, b.Scope, b.After = ap.Token, cp.Token, cp.Limit, cp.ScopeValues, after
 		err = s.E.Do(ctx, op, false, func() error {
-			res, n, scanErr = AckResult{}, 0, nil
+			res, n, scanErr, claimed = AckResult{}, 0, nil, claimed[:0]
 			return s.ackClaimOne(ctx, one, &b, idx, len(keys), &res, count)
 		})
 	} else {
 		err = s.E.Do(ctx, op, false, func() error {
 			run := func(fast bool) error {
-				res, n, scanErr = AckResult{}, 0, nil
+				res, n, scanErr, claimed = AckResult{}, 0, nil, claimed[:0]
 				return s.E.InTx(ctx, func(tx Querier) error {
 					if err := s.ackIn(ctx, tx, ap, a, keys, idx, fast && !versioned, &res); err != nil {
 						return err
@@ -150,7 +157,7 @@ func (s *Claims) AckAndClaim(ctx context.Context, p *AckClaimParams, scan func(S
 						_, err := s.ClaimInTx(ctx, tx, cp, count)
 						return err
 					}
-					return Query(ctx, tx, s.E.Dialect, claimSt, &Args{Token: cp.Token, Limit: cp.Limit, Scope: cp.ScopeValues},
+					return Query(ctx, tx, s.E.Dialect, claimSt, &Args{Token: cp.Token, Limit: cp.Limit, Scope: cp.ScopeValues, After: after},
 						func(r Rows) error { return count(r) })
 				})
 			}
@@ -165,6 +172,9 @@ func (s *Claims) AckAndClaim(ctx context.Context, p *AckClaimParams, scan func(S
 	}
 	if err != nil {
 		return AckResult{}, 0, wrap(op, err)
+	}
+	if s.ClaimInTx == nil || !versioned && one.SQL != "" {
+		cur.advance(after, claimed)
 	}
 	requeued := len(res.Requeued)
 	if ap.Outcome == OutcomeRetry && ap.Delay <= 0 {

@@ -44,6 +44,7 @@ type Args struct {
 	Status      any           // "status": a status value
 	Key         any           // "key" (a lease key)
 	From        int64         // "from" (a key cursor)
+	After       any           // "after": a claim's rotating key cursor (int64 or string)
 	Scope       []any         // {{scope}}: "scope0", "scope1", ...
 	Keys        []any         // {{keys}}: normalised keys
 	Versions    []int64       // "versions" (array engines only)
@@ -78,6 +79,7 @@ var binders = map[string]binder{
 	"status":       func(_ Unit, a *Args) any { return a.Status },
 	"key":          func(_ Unit, a *Args) any { return a.Key },
 	"from":         func(_ Unit, a *Args) any { return a.From },
+	"after":        func(_ Unit, a *Args) any { return a.After },
 	"versions":     func(_ Unit, a *Args) any { return a.Versions },
 	"schema":       func(_ Unit, a *Args) any { return a.Schema },
 	"table":        func(_ Unit, a *Args) any { return a.Table },

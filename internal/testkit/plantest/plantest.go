@@ -174,7 +174,9 @@ func Cases() []Case {
 	}
 	out := []Case{
 		{Store: Claims, Name: "claim", Args: func(Phase) *store.Args {
-			return &store.Args{Token: "plan-tok", Limit: Limit, Scope: []any{int64(ClaimTask)}}
+			// The rotating cursor mid-table: the part above it and the
+			// wrapped part are both read.
+			return &store.Args{Token: "plan-tok", Limit: Limit, Scope: []any{int64(ClaimTask)}, After: int64(Rows / 2)}
 		}, Budget: small, Why: "a batch of pending rows"},
 		{Store: Claims, Name: "stats", Args: func(Phase) *store.Args { return &store.Args{} },
 			Budget: func(Phase) int64 { return Rows + Rows/10 }, FullScan: true, Why: "every row: unscoped stats count the table"},

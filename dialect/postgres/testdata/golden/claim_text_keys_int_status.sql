@@ -4,14 +4,23 @@
 CREATE TABLE IF NOT EXISTS "outbox" ("msg_id" VARCHAR(64) NOT NULL, "state" BIGINT NOT NULL DEFAULT 0, "cron_token" VARCHAR(40), "send_at" TIMESTAMPTZ, "tries" BIGINT NOT NULL DEFAULT 0, PRIMARY KEY ("msg_id"));
 
 -- claim
--- args: limit, token
+-- args: after, limit, after, limit, limit, token
 WITH cl_c AS MATERIALIZED ( SELECT "msg_id"
+  FROM (SELECT "msg_id"
   FROM "outbox"
-  WHERE "state" = 0
+  WHERE "state" = 0 AND ("msg_id" || '') > $1::text
   ORDER BY ("msg_id" || '')
-  LIMIT $1
-  FOR UPDATE SKIP LOCKED) UPDATE "outbox"
-  SET "state" = 1, "cron_token" = $2, "send_at" = now(), "tries" = COALESCE("tries", 0) + 1
+  LIMIT $2
+  FOR UPDATE SKIP LOCKED) cl_above
+  UNION ALL SELECT "msg_id"
+  FROM (SELECT "msg_id"
+  FROM "outbox"
+  WHERE "state" = 0 AND ("msg_id" || '') <= $3::text
+  ORDER BY ("msg_id" || '')
+  LIMIT $4
+  FOR UPDATE SKIP LOCKED) cl_wrap
+  LIMIT $5) UPDATE "outbox"
+  SET "state" = 1, "cron_token" = $6, "send_at" = now(), "tries" = COALESCE("tries", 0) + 1
   WHERE "msg_id" = ANY(ARRAY(SELECT "msg_id"
   FROM cl_c)) AND "state" = 0
   RETURNING "msg_id", COALESCE("tries", 0);
@@ -354,17 +363,26 @@ CREATE INDEX CONCURRENTLY IF NOT EXISTS "outbox_cl_reap" ON "outbox" ("state", "
 DROP INDEX CONCURRENTLY IF EXISTS "outbox_cl_reap";
 
 -- ack claim (to 2, pipelined)
--- args: ack_token, keys, limit, token
+-- args: ack_token, keys, after, limit, after, limit, limit, token
 WITH cl_a (k, parked) AS ( UPDATE "outbox"
   SET "state" = 2, "cron_token" = NULL
   WHERE "cron_token" = $1 AND "msg_id" = ANY($2::text[])
   RETURNING "msg_id", false), cl_c AS MATERIALIZED ( SELECT "msg_id"
+  FROM (SELECT "msg_id"
   FROM "outbox"
-  WHERE "state" = 0
+  WHERE "state" = 0 AND ("msg_id" || '') > $3::text
   ORDER BY ("msg_id" || '')
-  LIMIT $3
-  FOR UPDATE SKIP LOCKED), cl_n AS ( UPDATE "outbox"
-  SET "state" = 1, "cron_token" = $4, "send_at" = now(), "tries" = COALESCE("tries", 0) + 1
+  LIMIT $4
+  FOR UPDATE SKIP LOCKED) cl_above
+  UNION ALL SELECT "msg_id"
+  FROM (SELECT "msg_id"
+  FROM "outbox"
+  WHERE "state" = 0 AND ("msg_id" || '') <= $5::text
+  ORDER BY ("msg_id" || '')
+  LIMIT $6
+  FOR UPDATE SKIP LOCKED) cl_wrap
+  LIMIT $7), cl_n AS ( UPDATE "outbox"
+  SET "state" = 1, "cron_token" = $8, "send_at" = now(), "tries" = COALESCE("tries", 0) + 1
   WHERE "msg_id" = ANY(ARRAY(SELECT "msg_id"
   FROM cl_c)) AND "state" = 0
   RETURNING "msg_id", COALESCE("tries", 0)) SELECT 0, (SELECT json_agg(k)
@@ -376,17 +394,26 @@ WITH cl_a (k, parked) AS ( UPDATE "outbox"
   ORDER BY 1;
 
 -- ack claim (to 0, pipelined)
--- args: ack_token, keys, limit, token
+-- args: ack_token, keys, after, limit, after, limit, limit, token
 WITH cl_a (k, parked) AS ( UPDATE "outbox"
   SET "state" = 0, "cron_token" = NULL, "send_at" = NULL
   WHERE "cron_token" = $1 AND "msg_id" = ANY($2::text[])
   RETURNING "msg_id", false), cl_c AS MATERIALIZED ( SELECT "msg_id"
+  FROM (SELECT "msg_id"
   FROM "outbox"
-  WHERE "state" = 0
+  WHERE "state" = 0 AND ("msg_id" || '') > $3::text
   ORDER BY ("msg_id" || '')
-  LIMIT $3
-  FOR UPDATE SKIP LOCKED), cl_n AS ( UPDATE "outbox"
-  SET "state" = 1, "cron_token" = $4, "send_at" = now(), "tries" = COALESCE("tries", 0) + 1
+  LIMIT $4
+  FOR UPDATE SKIP LOCKED) cl_above
+  UNION ALL SELECT "msg_id"
+  FROM (SELECT "msg_id"
+  FROM "outbox"
+  WHERE "state" = 0 AND ("msg_id" || '') <= $5::text
+  ORDER BY ("msg_id" || '')
+  LIMIT $6
+  FOR UPDATE SKIP LOCKED) cl_wrap
+  LIMIT $7), cl_n AS ( UPDATE "outbox"
+  SET "state" = 1, "cron_token" = $8, "send_at" = now(), "tries" = COALESCE("tries", 0) + 1
   WHERE "msg_id" = ANY(ARRAY(SELECT "msg_id"
   FROM cl_c)) AND "state" = 0
   RETURNING "msg_id", COALESCE("tries", 0)) SELECT 0, (SELECT json_agg(k)
@@ -398,17 +425,26 @@ WITH cl_a (k, parked) AS ( UPDATE "outbox"
   ORDER BY 1;
 
 -- ack claim (to 3, pipelined)
--- args: ack_token, keys, limit, token
+-- args: ack_token, keys, after, limit, after, limit, limit, token
 WITH cl_a (k, parked) AS ( UPDATE "outbox"
   SET "state" = 3, "cron_token" = NULL
   WHERE "cron_token" = $1 AND "msg_id" = ANY($2::text[])
   RETURNING "msg_id", false), cl_c AS MATERIALIZED ( SELECT "msg_id"
+  FROM (SELECT "msg_id"
   FROM "outbox"
-  WHERE "state" = 0
+  WHERE "state" = 0 AND ("msg_id" || '') > $3::text
   ORDER BY ("msg_id" || '')
-  LIMIT $3
-  FOR UPDATE SKIP LOCKED), cl_n AS ( UPDATE "outbox"
-  SET "state" = 1, "cron_token" = $4, "send_at" = now(), "tries" = COALESCE("tries", 0) + 1
+  LIMIT $4
+  FOR UPDATE SKIP LOCKED) cl_above
+  UNION ALL SELECT "msg_id"
+  FROM (SELECT "msg_id"
+  FROM "outbox"
+  WHERE "state" = 0 AND ("msg_id" || '') <= $5::text
+  ORDER BY ("msg_id" || '')
+  LIMIT $6
+  FOR UPDATE SKIP LOCKED) cl_wrap
+  LIMIT $7), cl_n AS ( UPDATE "outbox"
+  SET "state" = 1, "cron_token" = $8, "send_at" = now(), "tries" = COALESCE("tries", 0) + 1
   WHERE "msg_id" = ANY(ARRAY(SELECT "msg_id"
   FROM cl_c)) AND "state" = 0
   RETURNING "msg_id", COALESCE("tries", 0)) SELECT 0, (SELECT json_agg(k)
@@ -420,17 +456,26 @@ WITH cl_a (k, parked) AS ( UPDATE "outbox"
   ORDER BY 1;
 
 -- ack claim park (park at max, pipelined)
--- args: max_attempts, max_attempts, ack_token, keys, limit, token
+-- args: max_attempts, max_attempts, ack_token, keys, after, limit, after, limit, limit, token
 WITH cl_a (k, parked) AS ( UPDATE "outbox"
   SET "state" = CASE WHEN COALESCE("tries", 0) >= $1::bigint THEN 3 ELSE 0 END, "cron_token" = NULL, "send_at" = CASE WHEN COALESCE("tries", 0) >= $2::bigint THEN "send_at" END
   WHERE "cron_token" = $3 AND "msg_id" = ANY($4::text[])
   RETURNING "msg_id", "state" = 3), cl_c AS MATERIALIZED ( SELECT "msg_id"
+  FROM (SELECT "msg_id"
   FROM "outbox"
-  WHERE "state" = 0
+  WHERE "state" = 0 AND ("msg_id" || '') > $5::text
   ORDER BY ("msg_id" || '')
-  LIMIT $5
-  FOR UPDATE SKIP LOCKED), cl_n AS ( UPDATE "outbox"
-  SET "state" = 1, "cron_token" = $6, "send_at" = now(), "tries" = COALESCE("tries", 0) + 1
+  LIMIT $6
+  FOR UPDATE SKIP LOCKED) cl_above
+  UNION ALL SELECT "msg_id"
+  FROM (SELECT "msg_id"
+  FROM "outbox"
+  WHERE "state" = 0 AND ("msg_id" || '') <= $7::text
+  ORDER BY ("msg_id" || '')
+  LIMIT $8
+  FOR UPDATE SKIP LOCKED) cl_wrap
+  LIMIT $9), cl_n AS ( UPDATE "outbox"
+  SET "state" = 1, "cron_token" = $10, "send_at" = now(), "tries" = COALESCE("tries", 0) + 1
   WHERE "msg_id" = ANY(ARRAY(SELECT "msg_id"
   FROM cl_c)) AND "state" = 0
   RETURNING "msg_id", COALESCE("tries", 0)) SELECT 0, (SELECT json_agg(k)
