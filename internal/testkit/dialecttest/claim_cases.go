@@ -652,3 +652,34 @@ func testBadParams(t *testing.T, h Harness) {
 	require.Equal(t, "PENDING", rows[0].Status, "nothing was written")
 	require.Zero(t, rows[0].Attempts)
 }
+
+// testHeartbeatPartialLoss: of 14 claimed rows an operator deletes one and
+// resets another to pending mid-batch; the heartbeat reports exactly the
+// 12 keys still held (the claim package loses the other two alone), and
+// moves only their claim times.
+func testHeartbeatPartialLoss(t *testing.T, h Harness, s dialect.Strategy) {
+	f := newFixture(t, h)
+	f.insert(1, 14)
+	ctx := ctxT(t)
+	tok, got := f.claim(s, 1, 14)
+	require.Len(t, got, 14)
+	gone, reset := got[3].ID, got[9].ID
+	_, err := f.db.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE %s = %v", f.q(f.spec.Table), f.q(f.spec.ID), gone))
+	require.NoError(t, err)
+	_, err = f.db.ExecContext(ctx, fmt.Sprintf("UPDATE %s SET %s = 'PENDING', %s = NULL WHERE %s = %v",
+		f.q(f.spec.Table), f.q(f.spec.Status), f.q(f.spec.Token), f.q(f.spec.ID), reset))
+	require.NoError(t, err)
+	held, err := f.cs.Heartbeat(ctx, tok)
+	require.NoError(t, err)
+	var want, heldKeys []any
+	for _, c := range got {
+		if c.ID != gone && c.ID != reset {
+			want = append(want, norm(c.ID))
+		}
+	}
+	for _, k := range held {
+		heldKeys = append(heldKeys, norm(k))
+	}
+	require.ElementsMatch(t, want, heldKeys, "the heartbeat lists the keys still held, and only those")
+	require.Equal(t, "PENDING", f.row(reset).Status, "the reset row is not taken back")
+}
