@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/holdctx"
 )
 
 // Loss signal: a batch's context ([Batch.Context], [Batch.Done],
@@ -149,7 +150,7 @@ func (b *Batch[T]) extend(start time.Time) {
 // returns [dialect.ErrClaimLost]. Make side effects outside the database
 // idempotent.
 func (b *Batch[T]) Context(parent context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
+	ctx, cancel := context.WithCancelCause(holdctx.With(parent, b.holdErr))
 	stop := b.onLoss(func(cause error) { cancel(cause) })
 	return ctx, func() {
 		stop()

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/claimlock/claimlock/internal/holdctx"
 	"github.com/claimlock/claimlock/internal/observe"
 	"github.com/claimlock/claimlock/internal/store"
 )
@@ -54,6 +55,7 @@ func (b *Batch[T]) RowContext(parent context.Context, id any) (context.Context, 
 		cancel(err)
 		return ctx, func() { cancel(context.Canceled) }
 	}
+	ctx = holdctx.With(ctx, b.rowHoldErr(i))
 	stop := b.onRowLoss(i, func(cause error) { cancel(cause) })
 	return ctx, func() {
 		stop()

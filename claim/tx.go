@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/holdctx"
 )
 
 // AckTx acks ids in the caller's transaction tx, so that the caller's own
@@ -103,7 +104,7 @@ func (b *Batch[T]) handlerContext(parent context.Context, i int) (ctx context.Co
 		stopParent()
 		stopLoss()
 	}
-	ctx = context.WithValue(ctx, batchKey{}, &handlerScope{batch: b, detach: detach})
+	ctx = context.WithValue(holdctx.With(ctx, b.rowHoldErr(i)), batchKey{}, &handlerScope{batch: b, detach: detach})
 	return ctx, func() {
 		detach()
 		cancel(context.Canceled)
