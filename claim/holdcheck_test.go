@@ -37,7 +37,7 @@ func TestHoldCheckAfterFreeze(t *testing.T) {
 			defer cancel()
 			rctx, rcancel := b.RowContext(ctx, b.IDs()[1])
 			defer rcancel()
-			deep, dcancel := context.WithTimeout(context.WithValue(rctx, struct{}{}, 1), time.Hour)
+			deep, dcancel := context.WithTimeout(context.WithValue(rctx, deepKey{}, 1), time.Hour)
 			defer dcancel()
 			for _, x := range []context.Context{bctx, rctx, deep} {
 				require.NoError(t, hold.Check(x), "inside the deadline")
@@ -55,3 +55,7 @@ func TestHoldCheckAfterFreeze(t *testing.T) {
 		})
 	}
 }
+
+// deepKey is a context key of the caller's own, between the row's context
+// and the send.
+type deepKey struct{}
