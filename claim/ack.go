@@ -2,7 +2,6 @@ package claim
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
@@ -29,7 +28,9 @@ const maxBackgroundFailures = 3
 // the token no longer held (reaped, then maybe re-claimed) are left
 // untouched and reported by an error matching [dialect.ErrClaimLost], with a
 // [*LostError] listing them reachable by errors.As; the other rows were still
-// acked. With a Version column, a row whose version moved since the claim
+// acked. An id of a row found lost already (by a heartbeat or an earlier
+// write, see [Batch.Lost]) is reported the same way, without a statement
+// for it. With a Version column, a row whose version moved since the claim
 // goes back to pending instead of done: that is not an error, and
 // [Batch.Requeued] lists it. On any other error nothing is known to be
 // acked and the rows stay held, so the call can be repeated.
@@ -63,17 +64,19 @@ func (b *Batch[T]) ack(ctx context.Context, tx *dialect.Tx, ids []any) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	idx, err := b.lookup("ack", ids)
+	idx, lost, err := b.lookup("ack", ids)
 	switch {
 	case err != nil:
 		return err
+	case len(idx) == 0:
+		return lostError("ack", lost)
 	case tx != nil:
-		return b.ackTxLocked(ctx, *tx, idx)
+		return withLost("ack", b.ackTxLocked(ctx, *tx, idx), lost)
 	case b.core.ackDelay > 0:
 		b.deferLocked(idx)
-		return nil
+		return lostError("ack", lost)
 	}
-	return b.ackLocked(ctx, idx)
+	return withLost("ack", b.ackLocked(ctx, idx), lost)
 }
 
 // deferLocked defers the acks of rows idx, with b.mu held, and arms the
@@ -97,7 +100,7 @@ func (b *Batch[T]) deferLocked(idx []int) {
 // one statement, like [Batch.Ack]. It first waits for a background write of
 // deferred acks in progress. Its [*LostError] lists every lost row of the
 // batch not reported yet, including deferred acks that an earlier background
-// write found lost.
+// write found lost and rows that [Batch.KeepAlive]'s heartbeats found lost.
 func (b *Batch[T]) AckAll(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -120,6 +123,7 @@ func (b *Batch[T]) AckAll(ctx context.Context) error {
 		d.wait = nil // all written by this statement
 		lost = append(d.takeLost(), lost...)
 	}
+	lost = append(b.takeUnheard(), lost...)
 	return lostError("ack", lost)
 }
 
@@ -127,7 +131,8 @@ func (b *Batch[T]) AckAll(ctx context.Context) error {
 // statement and waits for it, after waiting for a background write in
 // progress; it returns nil when every deferred ack since the last Flush was
 // written and found its row held. Rows the token no longer held, in this
-// write or in background writes since the last Flush, are reported once by
+// write or in background writes since the last Flush, and rows that
+// [Batch.KeepAlive]'s heartbeats found lost since then, are reported once by
 // an error matching [dialect.ErrClaimLost] with a [*LostError] listing them; they
 // were not touched. On any other error the deferred acks stay unwritten (the
 // rows stay held) and Flush can be repeated. With nothing deferred, Flush
@@ -142,7 +147,7 @@ func (b *Batch[T]) Flush(ctx context.Context) error {
 // On return no deferred ack is in flight and, unless it fails, none waits.
 func (b *Batch[T]) flushLocked(ctx context.Context, op string) error {
 	if b.later == nil {
-		return nil
+		return lostError(op, b.takeUnheard())
 	}
 	if err := b.settle(ctx); err != nil {
 		return storeError(op, err)
@@ -173,7 +178,16 @@ func (b *Batch[T]) flushLocked(ctx context.Context, op string) error {
 	if err != nil {
 		return storeError(op, err)
 	}
-	return lostError(op, d.takeLost())
+	return lostError(op, append(b.takeUnheard(), d.takeLost()...))
+}
+
+// takeUnheard returns, once, the keys of the rows [Batch.KeepAlive]'s
+// heartbeats found lost since the last AckAll, Flush or Release, with b.mu
+// held.
+func (b *Batch[T]) takeUnheard() []any {
+	ids := b.unheard
+	b.unheard = nil
+	return ids
 }
 
 // settle waits until no background write of deferred acks is in flight,
@@ -318,14 +332,12 @@ func (b *Batch[T]) doneParams(idx []int) *store.AckParams {
 }
 
 // recordDone records, with b.mu held, the committed ack p of rows idx: every
-// row is closed (acked, requeued or lost), hooks and logs are told, and the
-// positions in idx of the lost rows are returned.
+// row is closed (acked, requeued or lost: only the lost ones are lost, see
+// rowloss.go), hooks and logs are told, and the positions in idx of the
+// lost rows are returned.
 func (b *Batch[T]) recordDone(idx []int, p *store.AckParams, res store.AckResult) []int {
 	k := b.core
-	if len(res.Lost) > 0 {
-		b.end(fmt.Errorf("claim: ack: lost %d rows: %w", len(res.Lost), dialect.ErrClaimLost)) // before closeRows ends it as done
-	}
-	b.closeRows(idx)
+	b.closeWritten("ack", idx, res.Lost)
 	for _, j := range res.Requeued {
 		b.requeued = append(b.requeued, p.IDs[j])
 	}

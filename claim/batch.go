@@ -60,6 +60,8 @@ type Batch[T any] struct {
 	later    *deferred     // deferred acks; nil until the first deferred Ack
 	closed   chan struct{} // closed when nOpen reaches 0
 	unknown  bool          // a write of the batch had an unknown outcome (outage.go)
+	rl       rowLoss       // rows found lost, and who watches single rows (rowloss.go)
+	unheard  []any         // keys of rows KeepAlive's heartbeats found lost, not reported to a caller yet
 
 	// Loss signal (loss.go): ctx ends when the batch does. lmu guards the
 	// deadline and its timer; it is never held while a statement runs.
@@ -158,29 +160,35 @@ func (b *Batch[T]) closeRows(idx []int) {
 // lookup maps caller ids to open row indexes. Each id is normalised once,
 // here, with [store.NormalizeKey]: a key of the wrong type or out of range
 // is an error wrapping [dialect.ErrInvalidConfig]; an unknown, closed, deferred or
-// repeated one is [ErrNotHeld]. op names the calling method in errors.
-func (b *Batch[T]) lookup(op string, ids []any) ([]int, error) {
-	idx := make([]int, 0, len(ids))
+// repeated one is [ErrNotHeld]. op names the calling method in errors. The
+// keys of rows found lost already (rowloss.go) are returned in lost, not as
+// an error: the caller writes the others and reports these lost.
+func (b *Batch[T]) lookup(op string, ids []any) (idx []int, lost []any, err error) {
+	idx = make([]int, 0, len(ids))
 	var seen map[int]bool // for long lists; short ones are scanned
 	if len(ids) > 16 {
 		seen = make(map[int]bool, len(ids))
 	}
-	for j, id := range ids {
+	for _, id := range ids {
 		key, err := store.NormalizeKey(b.core.spec.IDKind, id)
 		if err != nil {
-			return nil, fmt.Errorf("claim: %s: %w", op, err)
+			return nil, nil, fmt.Errorf("claim: %s: %w", op, err)
 		}
 		i, ok := b.index[key]
-		repeated := seen != nil && seen[i] || seen == nil && slices.Contains(idx[:j], i)
+		if ok && !b.open[i] && b.rowLost(i) {
+			lost = append(lost, b.rows[i].ID)
+			continue
+		}
+		repeated := seen != nil && seen[i] || seen == nil && slices.Contains(idx, i)
 		if !ok || !b.open[i] || b.later.isLater(i) || repeated {
-			return nil, &notHeldError{op: op, id: id}
+			return nil, nil, &notHeldError{op: op, id: id}
 		}
 		if seen != nil {
 			seen[i] = true
 		}
 		idx = append(idx, i)
 	}
-	return idx, nil
+	return idx, lost, nil
 }
 
 // Release returns the rows the batch still holds to pending, clearing their

@@ -129,13 +129,19 @@ func TestLateAckIsLost(t *testing.T) {
 		require.ErrorIs(t, err, dialect.ErrClaimLost)
 		require.Zero(t, n)
 
+		require.Equal(t, old.IDs(), old.Lost())
+		require.ErrorIs(t, old.Err(), dialect.ErrClaimLost, "every row lost: the batch ended")
+
+		// Later writes of the rows found lost report them lost and write
+		// nothing.
 		err = old.Fail(ctx, old.Rows()[0].ID, errors.New("boom"))
-		require.ErrorIs(t, err, dialect.ErrClaimLost)
-		err = old.AckAll(ctx)
-		require.ErrorIs(t, err, dialect.ErrClaimLost)
 		var le *claim.LostError
 		require.ErrorAs(t, err, &le)
+		require.Equal(t, []any{old.IDs()[0]}, le.IDs)
+		err = old.Ack(ctx, old.IDs()[1:]...)
+		require.ErrorAs(t, err, &le)
 		require.Equal(t, old.IDs()[1:], le.IDs)
+		require.NoError(t, old.AckAll(ctx), "the heartbeat reported the lost rows already")
 		require.EqualValues(t, 10, lost.Load())
 
 		// The new owner's state is intact: still processing under its token.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/holdctx"
 )
 
 // Loss signal: a batch's context ([Batch.Context], [Batch.Done],
@@ -134,10 +135,11 @@ func (b *Batch[T]) extend(start time.Time) {
 
 // Context returns a context derived from parent that is also cancelled when
 // the batch's rows are lost, with [Batch.Err] as its cause (see
-// context.Cause): when a heartbeat or an ack finds rows lost (reaped, maybe
-// re-claimed), or at the local deadline (with Config.ReapTimeout). Pass it to
-// the work done on the batch's rows, so that a worker whose rows were taken
-// over stops. Completing the batch does not cancel it: a transaction begun
+// context.Cause): when a heartbeat or an ack finds the last rows it held
+// lost (reaped, maybe re-claimed), or at the local deadline (with
+// Config.ReapTimeout); the loss of some rows only ends their
+// [Batch.RowContext]. Pass it to the work done on the batch's rows, so that
+// a worker whose rows were taken over stops. Completing the batch does not cancel it: a transaction begun
 // on it that acked the batch's last row ([Batch.AckTx]) can still commit.
 // Call the returned cancel function when done with it.
 //
@@ -148,7 +150,7 @@ func (b *Batch[T]) extend(start time.Time) {
 // returns [dialect.ErrClaimLost]. Make side effects outside the database
 // idempotent.
 func (b *Batch[T]) Context(parent context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
+	ctx, cancel := context.WithCancelCause(holdctx.With(parent, b.holdErr))
 	stop := b.onLoss(func(cause error) { cancel(cause) })
 	return ctx, func() {
 		stop()

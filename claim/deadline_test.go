@@ -63,10 +63,10 @@ func (s *lateReplyStore) Claim(ctx context.Context, p *store.ClaimParams, scan f
 	return n, err
 }
 
-func (s *lateReplyStore) Heartbeat(ctx context.Context, token string) (int64, error) {
-	n, err := s.ClaimStore.Heartbeat(ctx, token)
+func (s *lateReplyStore) Heartbeat(ctx context.Context, token string) ([]any, error) {
+	held, err := s.ClaimStore.Heartbeat(ctx, token)
 	s.l.wait()
-	return n, err
+	return held, err
 }
 
 // whileHeld runs op with the next claim or heartbeat held after its
@@ -146,13 +146,13 @@ func TestLocalDeadlineFromStatementStart(t *testing.T) {
 	require.NoError(t, b.AckAll(ctx))
 }
 
-// TestHeartbeatPartialLossEndsBatch: a heartbeat that finds only some of
-// the batch's rows still held (another token took one of them) reports the
-// loss and ends the batch at once: Done is closed, Err and the cause of
-// every Context match ErrClaimLost (not the local deadline: there is none
-// here). The rows still held can still be acked; the lost one is reported
-// by that ack and the new owner's claim is untouched.
-func TestHeartbeatPartialLossEndsBatch(t *testing.T) {
+// TestHeartbeatPartialLoss: a heartbeat that finds only some of the
+// batch's rows still held (another token took one of them) loses that row
+// only: it reports it by key, Batch.Lost lists it, and the batch goes on
+// (Done open, Err nil, its Context live). The batch ends, with ErrClaimLost
+// (not the local deadline: there is none here), only when a heartbeat finds
+// the last rows it held lost. The new owner's claim is untouched.
+func TestHeartbeatPartialLoss(t *testing.T) {
 	t.Parallel()
 	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
 		ctx := ctxT(t)
@@ -164,11 +164,12 @@ func TestHeartbeatPartialLossEndsBatch(t *testing.T) {
 		require.Equal(t, 3, b.Len())
 		bctx, cancel := b.Context(ctx)
 		defer cancel()
+		ids := b.IDs()
 
 		// One row goes back to pending under the batch (as a reaper with a
 		// far too short timeout would return it) and another worker claims
 		// it under its own token.
-		taken := b.IDs()[1]
+		taken := ids[1]
 		n, err := claim.StoreOf(c).Release(ctx, b.Token(), []any{taken})
 		require.NoError(t, err)
 		require.EqualValues(t, 1, n)
@@ -178,13 +179,30 @@ func TestHeartbeatPartialLossEndsBatch(t *testing.T) {
 		require.NoError(t, b.Err(), "nothing has told the batch yet")
 
 		held, err := b.Heartbeat(ctx)
+		var lost *claim.LostError
+		require.ErrorAs(t, err, &lost)
 		require.ErrorIs(t, err, dialect.ErrClaimLost)
+		require.Equal(t, []any{taken}, lost.IDs)
 		require.EqualValues(t, 2, held, "the heartbeat still returns the rows held")
+		require.Equal(t, []any{taken}, b.Lost())
+		require.Equal(t, []any{ids[0], ids[2]}, b.Unacked(), "the lost row is closed")
+		require.NoError(t, b.Err(), "a heartbeat that found one row lost ended the batch")
+		require.NoError(t, bctx.Err())
+		held, err = b.Heartbeat(ctx)
+		require.NoError(t, err, "a lost row is reported once")
+		require.EqualValues(t, 2, held)
 
+		// The last rows lost: now the batch ends, lost.
+		_, err = claim.StoreOf(c).Release(ctx, b.Token(), nil)
+		require.NoError(t, err)
+		_, err = b.Heartbeat(ctx)
+		require.ErrorAs(t, err, &lost)
+		require.Equal(t, []any{ids[0], ids[2]}, lost.IDs)
+		require.Equal(t, ids, b.Lost())
 		select {
 		case <-b.Done():
 		default:
-			t.Fatal("a heartbeat that found a row lost left the batch running")
+			t.Fatal("a heartbeat that found the last rows lost left the batch running")
 		}
 		require.ErrorIs(t, b.Err(), dialect.ErrClaimLost)
 		require.NotErrorIs(t, b.Err(), claim.ErrLocalDeadline)
@@ -194,13 +212,9 @@ func TestHeartbeatPartialLossEndsBatch(t *testing.T) {
 			t.Fatal("the batch's context was not cancelled by the loss")
 		}
 		require.ErrorIs(t, context.Cause(bctx), dialect.ErrClaimLost)
-
-		err = b.AckAll(ctx)
-		var lost *claim.LostError
-		require.ErrorAs(t, err, &lost)
-		require.Equal(t, []any{taken}, lost.IDs)
-		requireStats(t, c, 0, 1, 2, 0)
+		require.NoError(t, b.AckAll(ctx), "nothing held, nothing unreported")
+		requireStats(t, c, 2, 1, 0, 0)
 		require.NoError(t, second.AckAll(ctx), "the new owner's claim is intact")
-		requireStats(t, c, 0, 0, 3, 0)
+		requireStats(t, c, 2, 0, 1, 0)
 	})
 }

@@ -44,14 +44,6 @@ func newDeferred(rows int, delay time.Duration, buffer int) *deferred {
 // isLater reports whether row i is deferred and not written yet.
 func (d *deferred) isLater(i int) bool { return d != nil && d.later[i] }
 
-// inFlight is the number of rows the background write in progress took.
-func (d *deferred) inFlight() int {
-	if d == nil {
-		return 0
-	}
-	return len(d.flight)
-}
-
 // add defers row i.
 func (d *deferred) add(i int) {
 	d.later[i] = true

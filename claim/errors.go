@@ -3,6 +3,7 @@ package claim
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/claimlock/claimlock/dialect"
@@ -56,6 +57,23 @@ func (e *LostError) Error() string {
 
 // Is makes errors.Is(err, dialect.ErrClaimLost) true.
 func (e *LostError) Is(target error) bool { return target == dialect.ErrClaimLost }
+
+// withLost adds the keys of rows found lost before a call (known) to err,
+// the outcome of that call's write of its other rows: they are reported
+// together in one [*LostError]. Another error is returned as it is.
+func withLost(op string, err error, known []any) error {
+	if len(known) == 0 {
+		return err
+	}
+	var le *LostError
+	switch {
+	case err == nil:
+		return lostError(op, known)
+	case errors.As(err, &le):
+		le.IDs = append(slices.Clip(known), le.IDs...)
+	}
+	return err
+}
 
 // lostError returns a [*LostError] of op for ids, or nil when there are none.
 func lostError(op string, ids []any) error {

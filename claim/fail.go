@@ -49,9 +49,12 @@ func (b *Batch[T]) fail(ctx context.Context, tx *dialect.Tx, id any, err error) 
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	idx, lerr := b.lookup("fail", []any{id})
+	idx, lost, lerr := b.lookup("fail", []any{id})
 	if lerr != nil {
 		return lerr
+	}
+	if len(lost) > 0 {
+		return lostError("fail", lost) // a heartbeat or an ack found it lost
 	}
 	if tx == nil {
 		return b.failLocked(ctx, idx[0], f, b.core.cs.Ack)
@@ -155,22 +158,16 @@ func (b *Batch[T]) failLocked(ctx context.Context, i int, f failure, ack func(co
 }
 
 // recordFail records, with b.mu held, the committed fail or snooze of rows
-// idx: they are closed, and those the token no longer held end the batch
-// and are returned in a [*LostError].
+// idx: they are closed, and those the token no longer held are lost (only
+// they, see rowloss.go) and returned in a [*LostError].
 func (b *Batch[T]) recordFail(op string, idx []int, p *store.AckParams, res store.AckResult) error {
-	if len(res.Lost) > 0 {
-		b.end(fmt.Errorf("claim: %s: lost %d rows: %w", op, len(res.Lost), dialect.ErrClaimLost)) // before closeRows ends it as done
-	}
-	b.closeRows(idx)
-	if len(res.Lost) == 0 {
+	err := b.closeWritten(op, idx, res.Lost)
+	if err == nil {
 		return nil
 	}
-	lost := make([]any, len(res.Lost))
-	for j, i := range res.Lost {
-		lost[j] = b.rows[idx[i]].ID
-	}
+	lost := err.(*LostError).IDs
 	b.core.logger.Warn("claimlock: claim lost: rows were reaped or released before "+op, "token", b.token, "ids", keyList(lost))
-	return lostError(op, lost)
+	return err
 }
 
 // settleFailure ends row i after its Run handler returned err, with b.mu

@@ -3,7 +3,6 @@ package claim
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -29,11 +28,10 @@ import (
 // Each tick first writes the batch's deferred acks (Config.AckDelay).
 // A heartbeat may take until the batch's local deadline (at least one
 // interval); one that fails is logged and tried again at the next tick; one
-// that finds rows lost ends the batch's context ([Batch.Context]) and is
-// logged once (again only if more rows go), and heartbeats go on for the
-// rows still held, so that the batch's final acks and release can still
-// land; the next ack reports the lost rows precisely. tasklock.Lease.KeepAlive
-// is the same for leases.
+// that finds rows lost loses those rows only (see [Batch.Heartbeat]) and
+// logs them, and heartbeats go on for the rows still held, so that their
+// work, acks and release can still land. tasklock.Lease.KeepAlive is the
+// same for leases.
 func (b *Batch[T]) KeepAlive(ctx context.Context) (stop func()) {
 	interval := b.core.heartbeat
 	if interval <= 0 {
@@ -57,7 +55,6 @@ func (b *Batch[T]) KeepAlive(ctx context.Context) (stop func()) {
 func (b *Batch[T]) keepAlive(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	held := int64(-1) // rows held at the last heartbeat that found a loss
 	for {
 		select {
 		case <-ctx.Done():
@@ -72,19 +69,16 @@ func (b *Batch[T]) keepAlive(ctx context.Context, interval time.Duration) {
 		if err := b.writeDeferred(hctx); err != nil && ctx.Err() == nil {
 			b.core.logger.Warn("claimlock: deferred ack write failed; rows stay held", "token", b.token, "err", err)
 		}
-		n, err := b.Heartbeat(hctx)
+		n, err := b.heartbeat(hctx, true)
 		hcancel()
 		switch {
 		case err == nil && n == 0:
 			return // nothing held any more
 		case errors.Is(err, dialect.ErrClaimLost):
-			if n == 0 {
-				return // every row lost: nothing left to keep
-			}
-			if held < 0 || n < held {
-				b.core.logger.Warn("claimlock: heartbeat found rows lost", "token", b.token, "held", n, "err", err)
-			}
-			held = n
+			// Only the rows this heartbeat found lost are reported: the
+			// next one expects them no more. When none is left, the
+			// batch has ended and the next tick sees it.
+			b.core.logger.Warn("claimlock: heartbeat found rows lost; the batch goes on with the rest", "token", b.token, "held", n, "err", err)
 		case err != nil && ctx.Err() == nil:
 			b.core.logger.Warn("claimlock: heartbeat failed", "token", b.token, "err", err)
 		}
@@ -109,14 +103,26 @@ func (b *Batch[T]) heartbeatTimeout(interval time.Duration) time.Duration {
 
 // Heartbeat moves the claim time of every row the token still holds to the
 // database's now, so that a reaper does not take them back, and returns how
-// many rows it holds. When fewer rows are held than the batch expects, the
-// error wraps [dialect.ErrClaimLost] (the count is still returned), and the batch's
-// context ends with it ([Batch.Context]); the lost rows are found by the
-// next ack. A heartbeat that finds every row held moves the local deadline
+// many rows it holds. Rows the batch holds that the token no longer holds
+// (reaped, released, reset or deleted by an operator, changed by another
+// writer) are lost, and only they: they are closed (never acked, failed or
+// released by the batch, listed by [Batch.Lost]), their row contexts end
+// ([Batch.RowContext]), an OpLost event lists them, and the error is a
+// [*LostError] listing them (matching [dialect.ErrClaimLost]; the count is
+// still returned). The batch's context ([Batch.Context]) ends only when no
+// row is left held. Deferred acks (Config.AckDelay) are not checked: their
+// write reports them lost if they were.
+//
+// A heartbeat that finds the remaining rows held moves the local deadline
 // to the local start of its statement + Config.ReapTimeout -
 // Config.SafetyMargin, unless the batch has ended already: an ended batch
 // stays ended.
-func (b *Batch[T]) Heartbeat(ctx context.Context) (int64, error) {
+func (b *Batch[T]) Heartbeat(ctx context.Context) (int64, error) { return b.heartbeat(ctx, false) }
+
+// heartbeat is [Batch.Heartbeat]; background is set for [Batch.KeepAlive]'s,
+// whose lost rows no caller has heard of: the next AckAll, Flush or Release
+// reports them.
+func (b *Batch[T]) heartbeat(ctx context.Context, background bool) (int64, error) {
 	b.mu.Lock()
 	open := b.nOpen
 	b.mu.Unlock()
@@ -127,22 +133,32 @@ func (b *Batch[T]) Heartbeat(ctx context.Context) (int64, error) {
 	// caller's transaction holds ([Batch.AckTx]), and that caller may call
 	// the batch meanwhile.
 	start := time.Now()
-	n, err := b.core.cs.Heartbeat(ctx, b.token)
+	held, err := b.core.cs.Heartbeat(ctx, b.token)
 	if err != nil {
 		return 0, storeError("heartbeat", err)
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	// Rows only ever close, so every row open now was open, and held if
 	// not lost, while the statement ran; rows closed meanwhile may or may
-	// not have been counted. Rows of a background ack write in flight are
-	// held until it commits, which may be before or after the heartbeat:
-	// expect at least the others.
-	if least := b.nOpen - b.later.inFlight(); n < int64(least) {
-		err := fmt.Errorf("claim: heartbeat: token holds %d of %d rows: %w", n, least, dialect.ErrClaimLost)
-		b.end(err)
-		return n, err
+	// not have been listed, and are not looked at.
+	missing := b.missingLocked(held)
+	lostErr := b.closeWritten("heartbeat", missing, allPositions(len(missing)))
+	if lostErr != nil && background {
+		b.unheard = append(b.unheard, b.idsOf(missing)...)
 	}
-	b.extend(start)
-	return n, nil
+	b.mu.Unlock()
+	if lostErr != nil {
+		b.core.observeLost(ctx, b.token, start, b.idsOf(missing))
+	}
+	b.extend(start) // the rows left were found held; an ended batch stays ended
+	return int64(len(held)), lostErr
+}
+
+// allPositions returns 0, 1, ..., n-1.
+func allPositions(n int) []int {
+	p := make([]int, n)
+	for i := range p {
+		p[i] = i
+	}
+	return p
 }

@@ -54,7 +54,8 @@ const (
 	// Event.Rows rows went back to pending, Event.Lost were no longer held.
 	OpSnooze Op = "snooze"
 	// OpHeartbeat is a heartbeat ([Batch.Heartbeat], [Batch.KeepAlive]):
-	// Event.Rows is how many rows the token still holds.
+	// Event.Rows is how many rows the token still holds. Rows it found
+	// lost follow in an OpLost event.
 	OpHeartbeat Op = "heartbeat"
 	// OpRelease is a release ([Batch.Release], the shutdown of
 	// [Claimer.Run], the clean-up of a failed claim): Event.Rows rows went
@@ -68,11 +69,21 @@ const (
 	// inside [Holder.Run]): its Event.Rows rows are pending as they were
 	// before the claim, the caller's statements undone.
 	OpRollback Op = "rollback"
-	// OpLost is the loss of a held batch, reported once when it is found
-	// ([Held.Context] is then cancelled with Event.Err as its cause): a ping
-	// or a statement failed and the transaction is rolled back, or the
-	// local deadline passed (a rollback follows). Its Event.Rows rows are
-	// pending again once the server has ended the transaction.
+	// OpLost is a loss found outside an ack or fail statement.
+	//
+	// For a batch of [Claimer.Claim] (Event.Held false), it follows an
+	// OpHeartbeat that found rows of the batch no longer held under its
+	// token (reaped, released, reset or deleted by an operator, changed by
+	// another writer): Event.Lost rows, their keys in Event.LostIDs. Only
+	// they are lost ([Batch.Lost], [Batch.RowContext]); Event.Err is nil,
+	// as for the lost rows an ack reports.
+	//
+	// For a held batch (Event.Held), it is the loss of the batch, reported
+	// once when it is found ([Held.Context] is then cancelled with
+	// Event.Err as its cause): a ping or a statement failed and the
+	// transaction is rolled back, or the local deadline passed (a rollback
+	// follows). Its Event.Rows rows are pending again once the server has
+	// ended the transaction.
 	OpLost Op = "lost"
 )
 
@@ -116,8 +127,12 @@ type Event struct {
 	// a RunAt column).
 	RetryIn time.Duration
 	// Lost counts the rows of an OpAck, OpFail or OpSnooze that the token
-	// no longer held (reaped, maybe re-claimed); they were not touched.
+	// no longer held (reaped, maybe re-claimed); they were not touched. For
+	// a token batch's OpLost, the rows a heartbeat found lost.
 	Lost int
+	// LostIDs are the keys of the Lost rows of an OpAck, OpFail or OpLost
+	// (nil for an OpSnooze, whose statement counts them only).
+	LostIDs []any
 	// Rows is the count of an OpSnooze, OpRelease or OpHeartbeat: rows
 	// snoozed, released, or still held by the token.
 	Rows int64
@@ -231,12 +246,14 @@ func (k *core) ackEvent(token string, p *store.AckParams, res store.AckResult, s
 		if err == nil {
 			e.Lost, e.Requeued = len(res.Lost), len(res.Requeued)
 			e.Acked = len(p.IDs) - e.Lost - e.Requeued
+			e.LostIDs = lostIDs(p, res)
 		}
 		return e
 	}
 	e := k.event(OpFail, token, start, err)
 	if err == nil {
 		e.Lost = len(res.Lost)
+		e.LostIDs = lostIDs(p, res)
 		e.Failed = len(p.IDs) - e.Lost
 		e.Parked = len(res.Parked)
 		if p.Outcome == store.OutcomeFailed {
@@ -268,13 +285,13 @@ func (s *observedStore) AckTx(ctx context.Context, tx dialect.Tx, p *store.AckPa
 }
 
 // Heartbeat reports a heartbeat.
-func (s *observedStore) Heartbeat(ctx context.Context, token string) (int64, error) {
+func (s *observedStore) Heartbeat(ctx context.Context, token string) ([]any, error) {
 	start := time.Now()
-	n, err := s.ClaimStore.Heartbeat(ctx, token)
+	held, err := s.ClaimStore.Heartbeat(ctx, token)
 	e := s.k.event(OpHeartbeat, token, start, err)
-	e.Rows = n
+	e.Rows = int64(len(held))
 	s.report(ctx, e)
-	return n, err
+	return held, err
 }
 
 // Release reports a release.
@@ -298,4 +315,16 @@ func (s *observedStore) Snooze(ctx context.Context, token string, ids []any, del
 	}
 	s.report(ctx, e)
 	return n, err
+}
+
+// lostIDs returns the keys of the rows ack p found lost, nil for none.
+func lostIDs(p *store.AckParams, res store.AckResult) []any {
+	if len(res.Lost) == 0 {
+		return nil
+	}
+	ids := make([]any, len(res.Lost))
+	for j, i := range res.Lost {
+		ids[j] = p.IDs[i]
+	}
+	return ids
 }

@@ -41,14 +41,18 @@ type WorkerConfig[T any] struct {
 	// may complete its row itself in its own transaction ([BatchOf],
 	// [Batch.AckTx], [Batch.FailTx]); Run then leaves that row alone.
 	//
-	// Each call gets a context of its own, derived from Run's: cancelled on
-	// shutdown (ShutdownRelease), and, with a cause matching
-	// [dialect.ErrClaimLost], when a heartbeat or an ack finds the batch's
-	// rows lost or at its local deadline (Config.ReapTimeout). Run then
-	// hands out no more rows of that batch, acks the rows whose handlers
-	// succeeded (the ack skips and reports lost ones), and releases the
-	// rest still held; a handler error after the loss is not counted as
-	// the row's failure. Once the handler has completed its row in its own
+	// Each call gets a context of its own, derived from Run's
+	// ([Batch.RowContext]): cancelled on shutdown (ShutdownRelease), and,
+	// with a cause matching [dialect.ErrClaimLost], when a heartbeat or an
+	// ack finds its row lost (deleted or reset by an operator, changed by
+	// another writer, reaped), and at the batch's local deadline
+	// (Config.ReapTimeout). The loss of a row costs that row only: its
+	// handler error is not counted as its failure, it is neither acked nor
+	// released, and a lost row whose turn has not come is skipped, while
+	// the batch's other rows are processed and acked as usual. When every
+	// row still held is lost, or at the local deadline, Run hands out no
+	// more rows of that batch, acks the rows whose handlers succeeded (the
+	// ack skips and reports lost ones), and releases the rest still held. Once the handler has completed its row in its own
 	// transaction ([Batch.AckTx], [Batch.FailTx]), neither cancels the context any more, so that
 	// the transaction begun on it can commit.
 	//
@@ -236,6 +240,9 @@ func (r *runner[T]) process(ctx context.Context, b *Batch[T], log *slog.Logger) 
 		if b.lost() {
 			break // the rest is released, if still held
 		}
+		if b.rowLost(i) {
+			continue // found lost before its turn: not this batch's any more
+		}
 		err := r.handle(parent, b, i)
 		if err == nil {
 			ok = append(ok, i)
@@ -246,6 +253,9 @@ func (r *runner[T]) process(ctx context.Context, b *Batch[T], log *slog.Logger) 
 		}
 		if b.lost() {
 			break // interrupted by the loss: not the row's failure
+		}
+		if b.rowLost(i) {
+			continue // interrupted by the row's loss: not its failure
 		}
 		if b.settledRow(i) {
 			// The handler completed its row itself (Batch.Ack, Fail,
@@ -265,6 +275,8 @@ func (r *runner[T]) process(ctx context.Context, b *Batch[T], log *slog.Logger) 
 	if b.lost() {
 		log.Warn("claimlock: stopped processing a lost batch; acking the rows done, releasing the rest still held",
 			"token", b.token, "done", len(ok), "err", b.Err())
+	} else if lost := b.Lost(); len(lost) > 0 {
+		log.Warn("claimlock: rows of the batch were lost; the others were processed", "token", b.token, "lost", keyList(lost))
 	}
 
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.ShutdownTimeout)
@@ -325,7 +337,7 @@ const handlerCalls = 5
 // handlerCalls calls in all, while the batch holds the row.
 func (r *runner[T]) handle(ctx context.Context, b *Batch[T], i int) error {
 	for n := 0; ; n++ {
-		hctx, end := b.handlerContext(ctx)
+		hctx, end := b.handlerContext(ctx, i)
 		err := call(hctx, r.w.Handler, b.rows[i])
 		end()
 		if err == nil || n+1 >= handlerCalls || !dialect.IsRetryable(err) || ctx.Err() != nil || b.lost() || b.settledRow(i) {
@@ -340,6 +352,9 @@ func (r *runner[T]) handle(ctx context.Context, b *Batch[T], i int) error {
 			t.Stop()
 			return err
 		case <-t.C:
+		}
+		if b.settledRow(i) {
+			return err // lost (or completed) during the pause
 		}
 	}
 }

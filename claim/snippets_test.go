@@ -15,6 +15,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/sqlite"
+	"github.com/claimlock/claimlock/hold"
 )
 
 // The tests in this file run the code snippets of the documentation
@@ -290,6 +291,9 @@ func TestSnippetDocsClaimRun(t *testing.T) {
 				err := c.Run(ctx, claim.WorkerConfig[Msg]{
 					Workers: 8,
 					Handler: func(ctx context.Context, r claim.Row[Msg]) error {
+						if err := hold.Check(ctx); err != nil {
+							return err // the row may be someone else's by now: do not send
+						}
 						err := send(ctx, r.Value.OpenID) // idempotent on r.ID
 						var busy *RateLimited
 						switch {

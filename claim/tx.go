@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/holdctx"
 )
 
 // AckTx acks ids in the caller's transaction tx, so that the caller's own
@@ -85,24 +86,25 @@ type handlerScope struct {
 	detach func()
 }
 
-// handlerContext returns the context of one handler call of b: parent's
-// values, cancelled when parent ends (Run's shutdown, unless it finishes
-// rows) or when b's rows are lost, until the handler completes its row in
-// its own transaction ([Batch.AckTx], [Batch.FailTx]).
+// handlerContext returns the context of one handler call of row i of b:
+// parent's values, cancelled when parent ends (Run's shutdown, unless it
+// finishes rows) or when row i is lost (alone or with the batch: see
+// [Batch.RowContext]), until the handler completes its row in its own
+// transaction ([Batch.AckTx], [Batch.FailTx]).
 // From then on the row is written in that transaction and locked by it, so
 // no other worker can take it; cancelling the context would only roll the
 // transaction back (database/sql and pgx end a transaction when the context
 // it began with ends) and have the row processed again. end releases the
 // context.
-func (b *Batch[T]) handlerContext(parent context.Context) (ctx context.Context, end func()) {
+func (b *Batch[T]) handlerContext(parent context.Context, i int) (ctx context.Context, end func()) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
 	stopParent := context.AfterFunc(parent, func() { cancel(context.Cause(parent)) })
-	stopLoss := b.onLoss(func(cause error) { cancel(cause) })
+	stopLoss := b.onRowLoss(i, func(cause error) { cancel(cause) })
 	detach := func() {
 		stopParent()
 		stopLoss()
 	}
-	ctx = context.WithValue(ctx, batchKey{}, &handlerScope{batch: b, detach: detach})
+	ctx = context.WithValue(holdctx.With(ctx, b.rowHoldErr(i)), batchKey{}, &handlerScope{batch: b, detach: detach})
 	return ctx, func() {
 		detach()
 		cancel(context.Canceled)

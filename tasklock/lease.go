@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/holdctx"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -135,7 +136,7 @@ func (l *Lease) Err() error {
 // [Lease.Done] is closed, and before Release, Finish or [Locker.Do] send the
 // statement that lets another holder acquire the key.
 func (l *Lease) Context(parent context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
+	ctx, cancel := context.WithCancelCause(holdctx.With(parent, l.holdErr))
 	l.mu.Lock()
 	if l.ctx.Err() != nil {
 		l.mu.Unlock()
@@ -153,6 +154,19 @@ func (l *Lease) Context(parent context.Context) (context.Context, context.Cancel
 		l.mu.Unlock()
 		cancel(context.Canceled)
 	}
+}
+
+// holdErr is the lease's check for package hold: [Lease.Err], and the
+// local deadline compared with the clock itself (a process resumed after a
+// freeze sees it before the deadline's timer has run).
+func (l *Lease) holdErr() error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	if !l.k.cfg.Now().Before(l.deadlineNow()) {
+		return fmt.Errorf("%w: %w (key %v, fence %d)", dialect.ErrLeaseLost, ErrLocalDeadline, l.key, l.fence)
+	}
+	return nil
 }
 
 // armLocked sets the local deadline and (re)arms the timer that ends the

@@ -62,7 +62,7 @@
 // the row it matches: acks, releases and reaps clear the token or owner,
 // acquisition sets a new owner, LockedAt and fence, and a heartbeat or renewal
 // moves its time strictly forward (GREATEST(now, old + 1 microsecond)).
-// Heartbeats count the held rows and renewals read the lease back by owner, so
+// Heartbeats read back the keys still held and renewals read the lease back by owner, so
 // both stay right even on a DATETIME column without microseconds, where the
 // write can round to the old value. Keyed leases insert a missing key with a
 // plain INSERT and treat a duplicate-key error as "held": INSERT ... ON

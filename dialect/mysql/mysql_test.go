@@ -239,7 +239,7 @@ func TestCoarseDatetimeColumns(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		held, err := cs.Heartbeat(ctx, tok)
 		require.NoError(t, err)
-		require.EqualValues(t, 3, held, "heartbeat %d", i)
+		require.Len(t, held, 3, "heartbeat %d", i)
 	}
 	res, err := cs.Ack(ctx, &store.AckParams{Token: tok, IDs: got, Outcome: store.OutcomeDone})
 	require.NoError(t, err)

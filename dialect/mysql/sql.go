@@ -128,14 +128,15 @@ WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}
 FOR UPDATE`,
 
 	// A heartbeat on a DATETIME column without microseconds can round to
-	// the old value, and MySQL reports such a row as unchanged: the rows
-	// still held are counted instead.
+	// the old value, and MySQL reports such a row as unchanged; and UPDATE
+	// has no RETURNING: the keys still held are read instead
+	// (HeartbeatHeld), so that a batch loses only the rows missing.
 	Heartbeat: `
 UPDATE {{.Table}} SET {{.ClaimedAt}} = {{if .ClaimedAtPer}}{{template "claimnow" .}}{{else}}GREATEST(UTC_TIMESTAMP(6), COALESCE({{.ClaimedAt}} + INTERVAL 1 MICROSECOND, UTC_TIMESTAMP(6))){{end}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}`,
 
 	HeartbeatHeld: `
-SELECT COUNT(*) FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}`,
+SELECT {{.ID}} FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}`,
 
 	Release: `
 UPDATE {{.Table}}{{if .ByKeys}}{{template "keyhint" .}}{{end}} SET {{.Status}} = {{.Pending}}, {{.Token}} = NULL{{template "undo" .}}{{template "cleartime" .}}{{if .Snooze}}, {{.RunAt}} = {{template "delayed" .}}{{end}}

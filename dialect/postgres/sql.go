@@ -164,7 +164,8 @@ FOR UPDATE`,
 
 	Heartbeat: `
 UPDATE {{.Table}} SET {{.ClaimedAt}} = {{if .ClaimedAtPer}}{{template "claimnow" .}}{{else}}GREATEST(now(), {{.ClaimedAt}} + interval '1 microsecond'){{end}}
-WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}`,
+WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}
+RETURNING {{.ID}}`,
 
 	Release: `
 UPDATE {{.Table}}

@@ -117,7 +117,8 @@ WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}`,
 UPDATE {{.Table}} SET {{.ClaimedAt}} = {{if .ClaimedAtPer}}{{template "cnow" .}}{{else if .TextTimes -}}
   MAX(strftime('%Y-%m-%d %H:%M:%f', 'now'), strftime('%Y-%m-%d %H:%M:%f', {{.ClaimedAt}}, '+0.001 seconds'))
   {{- else}}MAX({{template "now"}}, {{.ClaimedAt}} + 1){{end}}
-WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}`,
+WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}
+RETURNING {{.ID}}`,
 
 	Release: `
 UPDATE {{.Table}}

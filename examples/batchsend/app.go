@@ -14,6 +14,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/examples/internal/exdb"
+	"github.com/claimlock/claimlock/hold"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
@@ -319,7 +320,17 @@ func (a *app) claimRun(ctx context.Context, lease *tasklock.Lease, name string) 
 				}
 				continue
 			}
-			if err := a.send(ctx, name, r.ID); err != nil {
+			// The last check before the side effect, from the clock: a row
+			// lost (reaped, taken by another worker) or past the batch's
+			// local deadline is not sent; its ack reports it lost.
+			rctx, rcancel := b.RowContext(ctx, r.ID)
+			if hold.Check(rctx) != nil {
+				rcancel()
+				continue
+			}
+			err := a.send(rctx, name, r.ID)
+			rcancel()
+			if err != nil {
 				stop()
 				_, _ = b.Release(context.WithoutCancel(ctx))
 				return found, released, err

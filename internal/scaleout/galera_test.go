@@ -302,7 +302,7 @@ func TestGaleraCausalReads(t *testing.T) {
 			require.NoError(t, err)
 			h, err := cs.Heartbeat(ctx, b.Token())
 			require.NoError(t, err)
-			if n != 1 || h != 1 {
+			if n != 1 || len(h) != 1 {
 				misses++
 			}
 			require.NoError(t, b.AckAll(ctx))

@@ -42,11 +42,11 @@ type ClaimSQL struct {
 	// row inside a transaction.
 	AckLock string
 	// Heartbeat moves the claimed-at time of the rows "token" holds
-	// strictly forward to the database clock.
+	// strictly forward to the database clock. On a Returning engine it
+	// returns the key of each row it moved.
 	Heartbeat string
-	// HeartbeatHeld, if set, counts the rows "token" holds after a
-	// heartbeat (engines whose affected rows are changed rows, not matched
-	// ones); otherwise the heartbeat's affected rows are the count.
+	// HeartbeatHeld lists the keys of the rows "token" holds after a
+	// heartbeat, on engines without UPDATE ... RETURNING (required there).
 	HeartbeatHeld string
 	// Release returns the processing rows "token" holds (with ByKeys, only
 	// the {{keys}} rows) to pending, clearing the token and undoing the
@@ -350,6 +350,9 @@ func NewClaims(e *Engine, sqls ClaimSQL, spec dialect.ClaimTable, override Claim
 	}
 	s.heartbeat = r.stmt("heartbeat", t(sqls.Heartbeat), nil)
 	s.heartbeatHeld = r.stmt("heartbeat held", t(sqls.HeartbeatHeld), nil)
+	if !e.Returning && sqls.HeartbeatHeld == "" {
+		return nil, fmt.Errorf("%w: %s: a heartbeat needs a statement listing the held keys (no UPDATE ... RETURNING)", dialect.ErrNotSupported, e.Name)
+	}
 	s.release = r.stmt("release", t(sqls.Release), nil)
 	for mode := range 3 {
 		for scoped := range 2 {
@@ -558,22 +561,47 @@ func counting(n *int, scan func(Scanner) error, wrapScan func(Scanner) Scanner) 
 	}
 }
 
-// Heartbeat implements [ClaimStore].
-func (s *Claims) Heartbeat(ctx context.Context, token string) (int64, error) {
+// Heartbeat implements [ClaimStore]: one statement that returns the held
+// keys where UPDATE has RETURNING, else the update and a read of the keys
+// the token holds after it.
+func (s *Claims) Heartbeat(ctx context.Context, token string) ([]any, error) {
 	if token == "" {
-		return 0, fmt.Errorf("%w: heartbeat: empty token", dialect.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: heartbeat: empty token", dialect.ErrInvalidConfig)
 	}
 	a := &Args{Token: token}
-	var n int64
+	var held []any
 	err := s.E.Do(ctx, "heartbeat", true, func() error {
-		var err error
-		if n, err = Exec(ctx, s.E.DB, s.E.Dialect, s.heartbeat, a); err != nil || s.heartbeatHeld.SQL == "" {
-			return err
+		held = held[:0]
+		list := s.heartbeat
+		if s.heartbeatHeld.SQL != "" {
+			if _, err := Exec(ctx, s.E.DB, s.E.Dialect, s.heartbeat, a); err != nil {
+				return err
+			}
+			list = s.heartbeatHeld
 		}
-		_, err = QueryRow(ctx, s.E.DB, s.E.Dialect, s.heartbeatHeld, a, &n)
-		return err
+		return Query(ctx, s.E.DB, s.E.Dialect, list, a, func(r Rows) error {
+			k, err := scanKey(r, s.Spec.IDKind)
+			held = append(held, k)
+			return err
+		})
 	})
-	return n, wrap("heartbeat", err)
+	if err != nil {
+		return nil, wrap("heartbeat", err)
+	}
+	return held, nil
+}
+
+// scanKey scans the one key column of r in its normalised form: an int64
+// for integer keys, a string for text keys.
+func scanKey(r Rows, kind dialect.IDKind) (any, error) {
+	if kind == dialect.IDText {
+		var k string
+		err := r.Scan(&k)
+		return k, err
+	}
+	var k int64
+	err := r.Scan(&k)
+	return k, err
 }
 
 // Release implements [ClaimStore].

@@ -209,8 +209,11 @@ type ClaimStore interface {
 
 	// Heartbeat moves ClaimedAt to the database's now for every row token
 	// still holds (strictly forward, so the write always changes the row) and
-	// returns how many it holds.
-	Heartbeat(ctx context.Context, token string) (int64, error)
+	// returns their keys, normalised as by [NormalizeKey], in no particular
+	// order: a caller compares them with the rows it expects to hold, and
+	// the missing ones are lost (reaped, released, reset or deleted by
+	// someone else).
+	Heartbeat(ctx context.Context, token string) (held []any, err error)
 
 	// Release returns the rows token still holds to pending (all of them if
 	// ids is nil), clearing the token and undoing the claim's Attempts

@@ -95,7 +95,7 @@ func fakeEngine(f *fakeDB, returning bool) *Engine {
 var fakeClaimSQL = ClaimSQL{
 	Claim: `UPDATE {{.Table}} SET {{.Token}} = {{arg "token"}} LIMIT {{arg "limit"}}`, ReadBack: `SELECT 1`,
 	Ack: `UPDATE {{.Table}} SET {{.Status}} = {{.Target}} WHERE {{.ID}} {{keys}}`, AckLock: `SELECT {{.ID}} WHERE {{.ID}} {{keys}}`,
-	Heartbeat: `UPDATE h`, HeartbeatHeld: `SELECT COUNT(*)`, Release: `UPDATE r{{if .ByKeys}} WHERE {{.ID}} {{keys}}{{end}}`,
+	Heartbeat: `UPDATE h`, HeartbeatHeld: `SELECT {{.ID}}`, Release: `UPDATE r{{if .ByKeys}} WHERE {{.ID}} {{keys}}{{end}}`,
 	Reap: `UPDATE reap`, Stats: `SELECT stats`, Columns: `SELECT cols`, IndexExists: `SELECT idx`,
 	Indexes: [5]string{`CREATE INDEX a`, `CREATE INDEX b`, `CREATE INDEX c`, `CREATE INDEX d`},
 }

@@ -255,7 +255,7 @@ func testAckLost(t *testing.T, h Harness, s dialect.Strategy) {
 	require.Equal(t, []int{0}, res.Lost)
 	hb, err := f.cs.Heartbeat(ctx, tokA)
 	require.NoError(t, err)
-	require.Zero(t, hb)
+	require.Empty(t, hb)
 	res = f.ack(tokB, ids(b), store.OutcomeDone, 0)
 	require.Empty(t, res.Lost)
 	require.Equal(t, "SENT", f.row(a[1].ID).Status)
@@ -316,9 +316,9 @@ func testHeartbeatReap(t *testing.T, h Harness, s dialect.Strategy) {
 	res, err := f.cs.Reap(ctx, &store.ReapParams{Timeout: time.Minute, Limit: 100})
 	require.NoError(t, err)
 	require.Equal(t, store.ReapResult{}, res, "rows claimed within the timeout are not stale")
-	n, err := f.cs.Heartbeat(ctx, tokB)
+	held, err := f.cs.Heartbeat(ctx, tokB)
 	require.NoError(t, err)
-	require.EqualValues(t, 2, n)
+	require.Len(t, held, 2)
 	res, err = f.cs.Reap(ctx, &store.ReapParams{Timeout: 500 * time.Millisecond, Limit: 100})
 	require.NoError(t, err)
 	require.EqualValues(t, 2, res.Returned, "only the batch that stopped heartbeating")
@@ -337,9 +337,9 @@ func testHeartbeatReap(t *testing.T, h Harness, s dialect.Strategy) {
 	tokC, c := f.claim(s, 1, 10)
 	require.Len(t, c, 2)
 	for i := 0; i < 50; i++ {
-		n, err := f.cs.Heartbeat(ctx, tokC)
+		held, err := f.cs.Heartbeat(ctx, tokC)
 		require.NoError(t, err)
-		require.EqualValues(t, 2, n, "heartbeat %d", i)
+		require.Len(t, held, 2, "heartbeat %d", i)
 	}
 }
 
@@ -355,9 +355,9 @@ func testReapOldestFirst(t *testing.T, h Harness, s dialect.Strategy) {
 	require.Len(t, high, 2)
 	time.Sleep(400 * time.Millisecond)
 	// The rows with the lower keys heartbeat: the others are now older.
-	n, err := f.cs.Heartbeat(ctx, tokLow)
+	held, err := f.cs.Heartbeat(ctx, tokLow)
 	require.NoError(t, err)
-	require.EqualValues(t, 2, n)
+	require.Len(t, held, 2)
 	time.Sleep(400 * time.Millisecond)
 	p := &store.ReapParams{Timeout: 200 * time.Millisecond, Limit: 2}
 	res, err := f.cs.Reap(ctx, p)
@@ -651,4 +651,35 @@ func testBadParams(t *testing.T, h Harness) {
 	require.Len(t, rows, 1)
 	require.Equal(t, "PENDING", rows[0].Status, "nothing was written")
 	require.Zero(t, rows[0].Attempts)
+}
+
+// testHeartbeatPartialLoss: of 14 claimed rows an operator deletes one and
+// resets another to pending mid-batch; the heartbeat reports exactly the
+// 12 keys still held (the claim package loses the other two alone), and
+// moves only their claim times.
+func testHeartbeatPartialLoss(t *testing.T, h Harness, s dialect.Strategy) {
+	f := newFixture(t, h)
+	f.insert(1, 14)
+	ctx := ctxT(t)
+	tok, got := f.claim(s, 1, 14)
+	require.Len(t, got, 14)
+	gone, reset := got[3].ID, got[9].ID
+	_, err := f.db.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE %s = %v", f.q(f.spec.Table), f.q(f.spec.ID), gone))
+	require.NoError(t, err)
+	_, err = f.db.ExecContext(ctx, fmt.Sprintf("UPDATE %s SET %s = 'PENDING', %s = NULL WHERE %s = %v",
+		f.q(f.spec.Table), f.q(f.spec.Status), f.q(f.spec.Token), f.q(f.spec.ID), reset))
+	require.NoError(t, err)
+	held, err := f.cs.Heartbeat(ctx, tok)
+	require.NoError(t, err)
+	var want, heldKeys []any
+	for _, c := range got {
+		if c.ID != gone && c.ID != reset {
+			want = append(want, norm(c.ID))
+		}
+	}
+	for _, k := range held {
+		heldKeys = append(heldKeys, norm(k))
+	}
+	require.ElementsMatch(t, want, heldKeys, "the heartbeat lists the keys still held, and only those")
+	require.Equal(t, "PENDING", f.row(reset).Status, "the reset row is not taken back")
 }

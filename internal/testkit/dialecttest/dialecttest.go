@@ -93,6 +93,7 @@ func Run(t *testing.T, h Harness) {
 		{"AckVersioned", perStrategy(testAckVersioned)},
 		{"AckFailAndRetry", perStrategy(testAckFailRetry)},
 		{"HeartbeatAndReap", perStrategy(testHeartbeatReap)},
+		{"HeartbeatPartialLoss", perStrategy(testHeartbeatPartialLoss)},
 		{"ReapBoundedAndParks", perStrategy(testReapBounded)},
 		{"ReapOldestFirst", perStrategy(testReapOldestFirst)},
 		{"ReapReturnsOnlyBelowMax", perStrategy(testReapReturnsOnlyBelowMax)},

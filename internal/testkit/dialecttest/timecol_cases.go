@@ -303,9 +303,9 @@ func (x *timeTables) runClaims(t *goT, tt TimeType) {
 	x.checkStored(t, tt, x.claimSpec.Table, "id", ids[0], "t_run", retried.Add(delay))
 
 	heartbeat := time.Now()
-	n, err := x.claims.Heartbeat(ctx, tok)
+	held, err := x.claims.Heartbeat(ctx, tok)
 	require.NoError(t, err)
-	require.EqualValues(t, 1, n)
+	require.Len(t, held, 1)
 	var reapedAt, reclaimedAt time.Duration
 	for reapedAt == 0 || reclaimedAt == 0 {
 		if reapedAt == 0 {

@@ -99,7 +99,8 @@ WITH cl_m AS ( DELETE
 -- args: token
 UPDATE "app"."jobs"
   SET "claimed_at" = GREATEST(now(), "claimed_at" + interval '1 microsecond')
-  WHERE "token" = $1 AND "status" = 'PROCESSING';
+  WHERE "token" = $1 AND "status" = 'PROCESSING'
+  RETURNING "id";
 
 -- release
 -- args: token

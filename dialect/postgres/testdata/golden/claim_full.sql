@@ -91,7 +91,8 @@ UPDATE "app"."jobs"
 -- args: token
 UPDATE "app"."jobs"
   SET "claimed_at" = GREATEST(now(), "claimed_at" + interval '1 microsecond')
-  WHERE "token" = $1 AND "status" = 'PROCESSING';
+  WHERE "token" = $1 AND "status" = 'PROCESSING'
+  RETURNING "id";
 
 -- release
 -- args: token

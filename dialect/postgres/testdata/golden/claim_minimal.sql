@@ -84,7 +84,8 @@ UPDATE "jobs"
 -- args: token
 UPDATE "jobs"
   SET "claimed_at" = GREATEST(now(), "claimed_at" + interval '1 microsecond')
-  WHERE "token" = $1 AND "status" = 'PROCESSING';
+  WHERE "token" = $1 AND "status" = 'PROCESSING'
+  RETURNING "id";
 
 -- release
 -- args: token

@@ -91,7 +91,8 @@ UPDATE "outbox"
 -- args: token
 UPDATE "outbox"
   SET "send_at" = GREATEST(now(), "send_at" + interval '1 microsecond')
-  WHERE "cron_token" = $1 AND "state" = 1;
+  WHERE "cron_token" = $1 AND "state" = 1
+  RETURNING "msg_id";
 
 -- release
 -- args: token

@@ -97,7 +97,8 @@ UPDATE "xxx_task_target"
 UPDATE "xxx_task_target"
   SET "send_at" = (CAST(EXTRACT(EPOCH
   FROM now()) * 1000000 AS bigint) / 1000000)
-  WHERE "cron_token" = $1 AND "status" = 1;
+  WHERE "cron_token" = $1 AND "status" = 1
+  RETURNING "id";
 
 -- release
 -- args: token
