@@ -127,6 +127,11 @@ func (b *Batch[T]) heartbeat(ctx context.Context, background bool) (int64, error
 	open := b.nOpen
 	b.mu.Unlock()
 	if open == 0 {
+		// Nothing held: a batch whose rows were found lost (or that
+		// passed its deadline) says so again, not that all is well.
+		if err := b.Err(); err != nil && err != ErrBatchDone {
+			return 0, err
+		}
 		return 0, nil
 	}
 	// The statement runs without the batch's lock: it may wait for rows a
@@ -151,6 +156,13 @@ func (b *Batch[T]) heartbeat(ctx context.Context, background bool) (int64, error
 		b.core.observeLost(ctx, b.token, start, b.idsOf(missing))
 	}
 	b.extend(start) // the rows left were found held; an ended batch stays ended
+	if lostErr == nil && len(held) == 0 {
+		// Nothing held, the rows closed meanwhile (a KeepAlive heartbeat
+		// found them lost first): report how the batch ended.
+		if err := b.Err(); err != nil && err != ErrBatchDone {
+			return 0, err
+		}
+	}
 	return int64(len(held)), lostErr
 }
 
