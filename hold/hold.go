@@ -2,11 +2,12 @@
 // the claim or lease the work depends on is still held: the last check
 // before a side effect outside the database.
 //
-// Pass the context claimlock handed to the work ([claim.Batch.Context],
-// [claim.Batch.RowContext], a [claim.Claimer.Run] handler's context, a held
-// claim's [claim.Held.Context] is not covered yet, [tasklock.Lease.Context],
-// a [tasklock.Locker.Do] function's context) down to the code that sends,
-// and call Check right before the send:
+// Pass the context claimlock handed to the work (claim.Batch.Context,
+// claim.Batch.RowContext, a claim.Claimer.Run handler's context,
+// tasklock.Lease.Context, a tasklock.Locker.Do function's context) down to
+// the code that sends, and call Check right before the send. A held
+// claim's context (claim.Held.Context) carries no check yet: Check returns
+// [ErrNoHold] on it.
 //
 //	if err := hold.Check(ctx); err != nil {
 //		return err // the rows may be someone else's by now: do not send
