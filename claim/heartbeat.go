@@ -3,6 +3,7 @@ package claim
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -113,6 +114,12 @@ func (b *Batch[T]) heartbeatTimeout(interval time.Duration) time.Duration {
 // row is left held. Deferred acks (Config.AckDelay) are not checked: their
 // write reports them lost if they were.
 //
+// A batch that holds nothing makes no statement: its heartbeat reports the
+// rows [Batch.KeepAlive]'s heartbeats found lost that no caller has been
+// told of yet (a [*LostError]; AckAll, Flush and Release still report them
+// too), and returns nil when there are none: rows whose loss an ack, a fail
+// or an earlier call reported are not reported again.
+//
 // A heartbeat that finds the remaining rows held moves the local deadline
 // to the local start of its statement + Config.ReapTimeout -
 // Config.SafetyMargin, unless the batch has ended already: an ended batch
@@ -127,12 +134,7 @@ func (b *Batch[T]) heartbeat(ctx context.Context, background bool) (int64, error
 	open := b.nOpen
 	b.mu.Unlock()
 	if open == 0 {
-		// Nothing held: a batch whose rows were found lost (or that
-		// passed its deadline) says so again, not that all is well.
-		if err := b.Err(); err != nil && err != ErrBatchDone {
-			return 0, err
-		}
-		return 0, nil
+		return 0, b.unheardLost()
 	}
 	// The statement runs without the batch's lock: it may wait for rows a
 	// caller's transaction holds ([Batch.AckTx]), and that caller may call
@@ -157,13 +159,22 @@ func (b *Batch[T]) heartbeat(ctx context.Context, background bool) (int64, error
 	}
 	b.extend(start) // the rows left were found held; an ended batch stays ended
 	if lostErr == nil && len(held) == 0 {
-		// Nothing held, the rows closed meanwhile (a KeepAlive heartbeat
-		// found them lost first): report how the batch ended.
-		if err := b.Err(); err != nil && err != ErrBatchDone {
-			return 0, err
-		}
+		// The rows closed meanwhile: a KeepAlive heartbeat may have found
+		// them lost first.
+		return 0, b.unheardLost()
 	}
 	return int64(len(held)), lostErr
+}
+
+// unheardLost returns the [*LostError] of the rows [Batch.KeepAlive]'s
+// heartbeats found lost that no caller has been told of yet, nil when there
+// are none. It leaves them unheard: the next AckAll, Flush or Release still
+// reports them. Rows whose loss an ack, a fail or a caller's heartbeat
+// reported already are not reported again.
+func (b *Batch[T]) unheardLost() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return lostError("heartbeat", slices.Clone(b.unheard))
 }
 
 // allPositions returns 0, 1, ..., n-1.
