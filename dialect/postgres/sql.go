@@ -2,12 +2,15 @@ package postgres
 
 import "github.com/claimlock/claimlock/internal/store"
 
-// The statements below are text/template sources over store.Names: quoted
-// identifiers ({{.Table}}, {{.ID}}, ...), status literals ({{.Pending}},
-// ...), variant flags, and values as placeholders ({{arg "token"}} renders
-// $n). They are rendered once per table, when its store is built.
+// The statements below are text/template sources over store.ClaimNames and
+// store.ClaimVariant (claim statements) or store.LeaseNames (lease
+// statements): quoted identifiers ({{.Table}}, {{.ID}}, ...), status
+// literals ({{.Pending}}, ...), variant flags, and values as placeholders
+// ({{arg "token"}} renders $n). They are rendered once per table, when its
+// store is built (internal/store's claimstmts.go and leasestmts.go list
+// which, for which variants).
 //
-// A time column holding integer unix time (store.Names' ...Per fields, "per"
+// A time column holding integer unix time (the names' ...Per fields, "per"
 // its unit in microseconds) is written as the clock's microseconds divided
 // by its unit, rounded down for claim and lock times ("enow") and up for
 // expiries and run-at times ("elater"), and compared with the clock's now
@@ -267,12 +270,12 @@ WHERE n.nspname = COALESCE({{arg "schema"}}::text, current_schema())
 
 	// Online builds indexes with CONCURRENTLY (store.IndexOptions.Online:
 	// writes go on while it builds; never inside a transaction block).
-	Indexes: [5]string{
-		`CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.ClaimIndex}} ON {{.Table}} ({{range .Scope}}{{.}}, {{end}}({{template "order" .}}){{if .RunAt}}, ({{template "runat" .}}){{end}}) WHERE {{.Status}} = {{.Pending}}`,
-		`CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}})`,
-		`CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}})`,
-		`CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.ScopeIndex}} ON {{.Table}} ({{.IndexCols}})`,
-		`CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.SchedIndex}} ON {{.Table}} ({{.RunAt}}) WHERE {{.Status}} = {{.Pending}} AND {{.RunAt}} IS NOT NULL`,
+	Indexes: store.IndexSQL{
+		Claim: `CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.ClaimIndex}} ON {{.Table}} ({{range .Scope}}{{.}}, {{end}}({{template "order" .}}){{if .RunAt}}, ({{template "runat" .}}){{end}}) WHERE {{.Status}} = {{.Pending}}`,
+		Token: `CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		Reap:  `CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		Scope: `CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.ScopeIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		Sched: `CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.SchedIndex}} ON {{.Table}} ({{.RunAt}}) WHERE {{.Status}} = {{.Pending}} AND {{.RunAt}} IS NOT NULL`,
 	},
 	DropIndex: `DROP INDEX {{template "concurrently" .}}IF EXISTS {{.IndexName}}`,
 
