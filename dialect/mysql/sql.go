@@ -359,16 +359,5 @@ SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.ID}} {{keys}} ORDER BY {{.ID}
 	Attempts: `
 SELECT {{.ID}}, {{if .Attempts}}COALESCE({{.Attempts}}, 0){{else}}0{{end}} FROM {{.Table}} WHERE {{.ID}} {{keys}}`,
 
-	Ack: `
-{{- if .Delete}}
-DELETE FROM {{.Table}} WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Pending}}
-{{- else}}
-UPDATE {{.Table}}
-SET {{.Status}} = {{.Target}}
-    {{- if and .Attempts (ne .Target .Done)}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}
-    {{- if .Error}}, {{.Error}} = {{if eq .Target .Done}}NULL{{else}}{{arg "error"}}{{end}}{{end}}
-    {{- if and .RunAt (eq .Target .Pending)}}, {{.RunAt}} = {{template "delayed" .}}{{end}}
-    {{- if and .RunAt .Failed (eq .Target .Failed)}}, {{.RunAt}} = NULL{{end}}
-WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Pending}}
-{{- end}}`,
+	// The acks are the store's (internal/store's heldAck).
 }

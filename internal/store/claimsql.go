@@ -172,13 +172,26 @@ type HeldSQL struct {
 	// Read returns ClaimNames.Returned of the {{keys}} rows, in key order
 	// (the held claim reads rows one by one when one cannot be scanned).
 	Read string
-	// Ack sets the {{keys}} rows that are still pending to Target (with
-	// Delete, deletes them), and for a failure (Target pending or failed)
-	// increments the attempts, stores "error" and, to pending, sets RunAt to
-	// {{template "delayed" .}}. A held claim does not count attempts: a
-	// failure does.
+	// Ack, if set, replaces the store's held ack (heldAck), which every
+	// engine with held claims writes the same way.
 	Ack string
 }
+
+// heldAck is the held claim's ack: it sets the {{keys}} rows that are
+// still pending to Target (with Delete, deletes them), and for a failure
+// (Target pending or failed) increments the attempts and sets what every
+// ack sets besides the status ("ackmark": the error, RunAt). A held claim
+// does not count attempts: a failure does.
+const heldAck = `
+{{- if .Delete}}
+DELETE FROM {{.Table}} WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Pending}}
+{{- else}}
+UPDATE {{.Table}}
+SET {{.Status}} = {{.Target}}
+    {{- if and .Attempts (ne .Target .Done)}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}
+    {{- template "ackmark" .}}
+WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Pending}}
+{{- end}}`
 
 // coreDefines are template fragments every engine's claim statements may
 // use: "cleartime" is ", claimed_at = NULL" for a row going back to pending

@@ -127,6 +127,9 @@ func (c *ClaimSQL) source(t claimTmpl, ix indexKind) string {
 		tHeldLimit: c.Held.Limit, tHeldUnlimit: c.Held.Unlimit, tHeldClaim: c.Held.Claim, tHeldAttempts: c.Held.Attempts,
 		tHeldRead: c.Held.Read, tHeldAck: c.Held.Ack,
 	}[t]
+	if t == tHeldAck && src == "" {
+		src = heldAck
+	}
 	if src == "" {
 		return ""
 	}
