@@ -1,11 +1,13 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store/render"
 )
 
 // ColumnInfo is a column as the database's catalog reports it.
@@ -207,4 +209,35 @@ func checkLeaseColumns(s dialect.LeaseTable, c tableColumns) error {
 		{"Key", s.Key}, {"Owner", s.Owner}, {"LockedAt", s.LockedAt}, {"ExpiresAt", s.ExpiresAt}, {"Fence", s.Fence}, {"Status", s.Status},
 	}
 	return c.check(s.Table, cols, "Owner", s.Owner)
+}
+
+// catalogColumns reads a table's columns with the engine's catalog query.
+func (b *Backend) catalogColumns(ctx context.Context, st render.Stmt, name string) (tableColumns, error) {
+	schema, table := SplitName(name)
+	a := &render.Args{Table: table}
+	if schema != "" {
+		a.Schema = schema
+	}
+	cols := tableColumns{Fold: b.drv.FoldsCase()}
+	err := b.Do(ctx, "verify schema", true, func() error {
+		cols.ByName = map[string]ColumnInfo{}
+		return b.query(ctx, b.db, st, a, func(r Rows) error {
+			var n, typ, coll, full string
+			var l, p int64
+			var nullable, key bool
+			if err := r.Scan(&n, &l, &typ, &p, &coll, &nullable, &full, &key); err != nil {
+				return err
+			}
+			if b.drv.FoldsCase() {
+				n = strings.ToLower(n)
+			}
+			if full == "" {
+				full = typ
+			}
+			cols.ByName[n] = ColumnInfo{MaxLen: int(l), Type: strings.ToLower(typ), Precision: int(p), Collation: strings.ToLower(coll),
+				Nullable: nullable, ColumnType: full, PrimaryKey: key}
+			return nil
+		})
+	})
+	return cols, err
 }

@@ -23,11 +23,27 @@
 // (MySQL's claim without RETURNING: [ClaimOverride]; SQLite's immediate
 // transactions through its [DB]).
 //
-// The files hold one concept each: claims.go, ack.go, pipeline.go,
-// held.go, ops.go (operator actions) and cursor.go run claim operations;
-// leases.go lease operations; catalog.go, verify.go, timecols.go,
-// indexes.go and ddl.go the schema; run.go retries, transactions and
-// errors; backend.go and driver.go the engine contract.
+// The files hold one concept each:
+//
+//   - the engine contract: driver.go ([Driver] and its optional
+//     interfaces), claimsql.go and leasesql.go (the statements an engine
+//     writes), claimrunner.go (an engine's own claim), backend.go (a
+//     driver with the store's retrier, and how a Dialect carries it),
+//     conndb.go and reach.go (running statements on a database/sql pool);
+//   - rendering: claimstmts.go and leasestmts.go (the tables of
+//     statements), statements.go (a store's rendered statements); the
+//     templates themselves are package render's;
+//   - claims: contract.go (the operations and their params), claims.go
+//     (claim, read, heartbeat, release, reap, stats), ack.go, txops.go (an
+//     ack in the caller's transaction), pipeline.go (ack+claim), held.go,
+//     ops.go (operator actions), cursor.go (the fair order), check.go
+//     (params), notify.go, key.go (keys and tokens);
+//   - leases: leases.go;
+//   - schema and catalog: tabledef.go and ddl.go (portable tables and
+//     their DDL), catalog.go (columns as the catalog reports them),
+//     verify.go, coltypes.go (the values a column holds), timecols.go (time
+//     columns' precision and range), indexes.go (the recommended indexes);
+//   - run.go: retries, transactions and errors.
 //
 // This package is not for users: its API changes whenever the engines need
 // it to.
