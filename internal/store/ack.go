@@ -275,15 +275,18 @@ func missing(got []bool) []int {
 	return out
 }
 
+// lockedRow is a row an ack locked: its key, its position in the ack's
+// keys, and its version and attempts.
+type lockedRow struct {
+	key               any
+	pos               int
+	version, attempts int64
+}
+
 // ackByRow is the per-row ack inside a transaction: lock what the token
 // holds, decide, update by group.
 func (s *Claims) ackByRow(ctx context.Context, tx Querier, p *AckParams, a *render.Args, keys []any, idx *keyIndex, res *AckResult) error {
-	type held struct {
-		key               any
-		pos               int
-		version, attempts int64
-	}
-	var hs []held
+	var hs []lockedRow
 	hint := s.hinted(ClaimVariant{})
 	err := s.b.query(ctx, tx, s.st(claimKey{t: tAckLock, v: hint}), a, func(r Rows) error {
 		var v, at sql.NullInt64
@@ -291,35 +294,17 @@ func (s *Claims) ackByRow(ctx context.Context, tx Querier, p *AckParams, a *rend
 			return err
 		}
 		if i, ok := idx.scanned(); ok {
-			hs = append(hs, held{key: keys[i], pos: i, version: v.Int64, attempts: at.Int64})
+			hs = append(hs, lockedRow{key: keys[i], pos: i, version: v.Int64, attempts: at.Int64})
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	var done, requeue, failed, pending []any
+	done, requeue, failed, pending := decide(p, hs, res)
 	got := make([]bool, len(keys))
 	for _, h := range hs {
 		got[h.pos] = true
-		switch p.Outcome {
-		case OutcomeDone:
-			if p.Versions != nil && h.version != p.Versions[h.pos] {
-				requeue = append(requeue, h.key)
-				res.Requeued = append(res.Requeued, h.pos)
-			} else {
-				done = append(done, h.key)
-			}
-		case OutcomeFailed:
-			failed = append(failed, h.key)
-		case OutcomeRetry:
-			if p.MaxAttempts > 0 && h.attempts >= int64(p.MaxAttempts) {
-				failed = append(failed, h.key)
-				res.Parked = append(res.Parked, h.pos)
-			} else {
-				pending = append(pending, h.key)
-			}
-		}
 	}
 	requeueV := hint
 	requeueV.Undo = true
@@ -353,4 +338,32 @@ func (s *Claims) ackByRow(ctx context.Context, tx Querier, p *AckParams, a *rend
 	}
 	res.Lost = missing(got)
 	return nil
+}
+
+// decide sorts the locked rows of the ack p by what it does to them: done,
+// back to pending because their version moved since the claim (reported in
+// res.Requeued), failed (a failure, or a retry that reached MaxAttempts:
+// res.Parked), or back to pending.
+func decide(p *AckParams, hs []lockedRow, res *AckResult) (done, requeue, failed, pending []any) {
+	for _, h := range hs {
+		switch p.Outcome {
+		case OutcomeDone:
+			if p.Versions != nil && h.version != p.Versions[h.pos] {
+				requeue = append(requeue, h.key)
+				res.Requeued = append(res.Requeued, h.pos)
+			} else {
+				done = append(done, h.key)
+			}
+		case OutcomeFailed:
+			failed = append(failed, h.key)
+		case OutcomeRetry:
+			if p.MaxAttempts > 0 && h.attempts >= int64(p.MaxAttempts) {
+				failed = append(failed, h.key)
+				res.Parked = append(res.Parked, h.pos)
+			} else {
+				pending = append(pending, h.key)
+			}
+		}
+	}
+	return done, requeue, failed, pending
 }
