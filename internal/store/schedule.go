@@ -168,8 +168,12 @@ type ScheduleNames struct {
 	Running, Lost, Skipped string
 	// Run: Advance for a run (the job must not be paused).
 	Run bool
-	// Skip: Insert of a skipped range.
+	// Skip: Insert of a skipped range, or Advance that records only
+	// skipped fire times.
 	Skip bool
+	// WhilePaused: Advance that records the fire times of a paused job
+	// (it must still be paused).
+	WhilePaused bool
 }
 
 // Schedules runs the statements on one pair of schedule tables.
@@ -178,8 +182,8 @@ type Schedules struct {
 	t        ScheduleTables
 	rendered []Rendered
 
-	register, state, advanceRun, advanceSkip, markLost, insertRun, insertSkip Stmt
-	finish, pause, run, history, jobs, cutoff, prune, columns                 Stmt
+	register, state, advanceRun, advanceSkip, advancePaused, markLost, insertRun, insertSkip Stmt
+	finish, pause, run, history, jobs, cutoff, prune, columns                                Stmt
 }
 
 // OpenSchedules validates t and renders d's schedule statements for it.
@@ -222,6 +226,8 @@ func NewSchedules(e *Engine, sqls ScheduleSQL, t ScheduleTables) (*Schedules, er
 			switch {
 			case nn.Run:
 				label += " (run)"
+			case nn.WhilePaused:
+				label += " (paused)"
 			case nn.Skip:
 				label += " (skipped)"
 			}
@@ -238,6 +244,7 @@ func NewSchedules(e *Engine, sqls ScheduleSQL, t ScheduleTables) (*Schedules, er
 	s.state = render("state", sqls.State, nil)
 	s.advanceRun = render("advance", sqls.Advance, func(n *ScheduleNames) { n.Run = true })
 	s.advanceSkip = render("advance", sqls.Advance, func(n *ScheduleNames) { n.Skip = true })
+	s.advancePaused = render("advance", sqls.Advance, func(n *ScheduleNames) { n.WhilePaused = true })
 	s.markLost = render("mark lost", sqls.MarkLost, nil)
 	s.insertRun = render("insert", sqls.Insert, func(n *ScheduleNames) { n.Run = true })
 	s.insertSkip = render("insert", sqls.Insert, func(n *ScheduleNames) { n.Skip = true })
@@ -344,9 +351,12 @@ type ScheduleClaim struct {
 	WinFrom, WinTo int64
 	// Run records a run of fire time To under Token and Fence; the job
 	// must not be paused.
-	Run   bool
-	Token string
-	Fence int64
+	Run bool
+	// Paused records skipped fire times of a paused job: it must still
+	// be paused.
+	Paused bool
+	Token  string
+	Fence  int64
 	// SkipFrom and SkipUntil, when SkipUntil > SkipFrom, record the fire
 	// times in [SkipFrom, SkipUntil) as skipped, for SkipReason.
 	SkipFrom, SkipUntil int64
@@ -382,12 +392,17 @@ func (s *Schedules) Claim(ctx context.Context, c ScheduleClaim) (ClaimResult, er
 		return res, fmt.Errorf("schedule claim: %w: the cursor must move forward (%d to %d)", dialect.ErrInvalidConfig, c.Prev, c.To)
 	case c.Run && (c.Token == "" || len(c.Token) > MaxTokenLen):
 		return res, fmt.Errorf("schedule claim: %w: a run needs a token of 1..%d bytes", dialect.ErrInvalidConfig, MaxTokenLen)
-	case c.SkipUntil > c.SkipFrom && (c.SkipFrom <= c.Prev || c.SkipUntil > c.To+1 && c.Run):
+	case c.Run && c.Paused:
+		return res, fmt.Errorf("schedule claim: %w: a run of a paused job", dialect.ErrInvalidConfig)
+	case c.SkipUntil > c.SkipFrom && (c.SkipFrom <= c.Prev || c.Run && c.SkipUntil > c.To):
 		return res, fmt.Errorf("schedule claim: %w: skipped range [%d, %d) outside (%d, %d]", dialect.ErrInvalidConfig, c.SkipFrom, c.SkipUntil, c.Prev, c.To)
 	}
 	adv := s.advanceSkip
-	if c.Run {
+	switch {
+	case c.Run:
 		adv = s.advanceRun
+	case c.Paused:
+		adv = s.advancePaused
 	}
 	a := &Args{Job: c.Job, Prev: c.Prev, Fire: c.To, WinFrom: c.WinFrom, WinTo: c.WinTo}
 	err := s.e.Do(ctx, "schedule claim", false, func() error {
@@ -609,7 +624,7 @@ SELECT {{.Cursor}}, {{.Paused}}, {{template "usnow"}} FROM {{.Jobs}} WHERE {{.Jo
 	// the hosts that try.
 	Advance: `
 UPDATE {{.Jobs}} SET {{.Cursor}} = {{arg "fire"}}
-WHERE {{.Job}} = {{arg "job"}} AND {{.Cursor}} = {{arg "prev"}}{{if .Run}} AND {{.Paused}} = 0{{end}}
+WHERE {{.Job}} = {{arg "job"}} AND {{.Cursor}} = {{arg "prev"}}{{if .Run}} AND {{.Paused}} = 0{{else if .WhilePaused}} AND {{.Paused}} <> 0{{end}}
   AND {{template "usnow"}} >= {{arg "win_from"}} AND {{template "usnow"}} < {{arg "win_to"}}`,
 
 	// A running run whose token does not own the job's live lease has

@@ -37,6 +37,12 @@ UPDATE `app`.`claimlock_jobs`
   SET `cursor_us` = ?
   WHERE `job` = ? AND `cursor_us` = ? AND TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) >= ? AND TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) < ?;
 
+-- schedule advance (paused)
+-- args: fire, job, prev, win_from, win_to
+UPDATE `app`.`claimlock_jobs`
+  SET `cursor_us` = ?
+  WHERE `job` = ? AND `cursor_us` = ? AND `paused` <> 0 AND TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) >= ? AND TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) < ?;
+
 -- schedule mark lost
 -- args: error, job, job, slack
 UPDATE `app`.`claimlock_runs`

@@ -39,6 +39,14 @@ UPDATE "app"."claimlock_jobs"
   FROM now()) * 1000000 AS bigint) >= $4 AND CAST(EXTRACT(EPOCH
   FROM now()) * 1000000 AS bigint) < $5;
 
+-- schedule advance (paused)
+-- args: fire, job, prev, win_from, win_to
+UPDATE "app"."claimlock_jobs"
+  SET "cursor_us" = $1
+  WHERE "job" = $2 AND "cursor_us" = $3 AND "paused" <> 0 AND CAST(EXTRACT(EPOCH
+  FROM now()) * 1000000 AS bigint) >= $4 AND CAST(EXTRACT(EPOCH
+  FROM now()) * 1000000 AS bigint) < $5;
+
 -- schedule mark lost
 -- args: error, job, job, slack
 UPDATE "app"."claimlock_runs"

@@ -33,6 +33,12 @@ UPDATE `app`.`claimlock_jobs`
   SET `cursor_us` = ?
   WHERE `job` = ? AND `cursor_us` = ? AND (CAST(unixepoch('subsec') * 1000 AS INTEGER) * 1000) >= ? AND (CAST(unixepoch('subsec') * 1000 AS INTEGER) * 1000) < ?;
 
+-- schedule advance (paused)
+-- args: fire, job, prev, win_from, win_to
+UPDATE `app`.`claimlock_jobs`
+  SET `cursor_us` = ?
+  WHERE `job` = ? AND `cursor_us` = ? AND `paused` <> 0 AND (CAST(unixepoch('subsec') * 1000 AS INTEGER) * 1000) >= ? AND (CAST(unixepoch('subsec') * 1000 AS INTEGER) * 1000) < ?;
+
 -- schedule mark lost
 -- args: error, job, job, slack
 UPDATE `app`.`claimlock_runs`
