@@ -104,3 +104,20 @@ func account(recs []schedule.Record, sched schedule.Schedule, from, to time.Time
 	}
 	return a
 }
+
+// span returns the fire times a history covers: from its first record's
+// fire time to its last one's, or the end of the last skipped range.
+func span(recs []schedule.Record) (from, to time.Time) {
+	last := recs[len(recs)-1]
+	to = last.FireTime
+	if last.Status == schedule.Skipped {
+		to = last.Until.Add(-time.Microsecond)
+	}
+	return recs[0].FireTime, to
+}
+
+// accountAll accounts for the whole span of a history.
+func accountAll(recs []schedule.Record, sched schedule.Schedule) accounting {
+	from, to := span(recs)
+	return account(recs, sched, from, to)
+}
