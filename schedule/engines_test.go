@@ -89,12 +89,12 @@ func TestOncePerFireTime(t *testing.T) {
 		to := start.Add(4*time.Second - time.Second).Truncate(period)
 		a := account(recs, sched, from, to)
 		t.Logf("%s: %s ran=%d", c.Engine, a, len(ran))
-		require.Empty(t, a.twice, "fire times recorded twice")
-		require.Empty(t, a.uncovered, "fire times neither run nor recorded")
+		require.Empty(t, a.Twice, "fire times recorded twice")
+		require.Empty(t, a.Uncovered, "fire times neither run nor recorded")
 		for f, ws := range ran {
 			require.Len(t, ws, 1, "fire time %v ran on %v", time.UnixMicro(f), ws)
 		}
-		require.Zero(t, a.skipped, "no fire time should be missed with three schedulers up")
-		require.GreaterOrEqual(t, a.runs, a.fires)
+		require.Zero(t, a.Skipped, "no fire time should be missed with three schedulers up")
+		require.GreaterOrEqual(t, a.Runs, a.Fires)
 	})
 }

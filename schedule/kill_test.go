@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/internal/testkit/await"
+	"github.com/claimlock/claimlock/internal/testkit/schedtest"
 	"github.com/claimlock/claimlock/internal/testkit/testengine"
 	"github.com/claimlock/claimlock/schedule"
 )
@@ -24,10 +25,10 @@ func TestKillMidRun(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, c *testengine.Conn) {
 		const period, ttl = 500 * time.Millisecond, time.Second
 		env := childEnv(c, envPeriod+"="+period.String(), envWork+"=300ms", envTTL+"="+ttl.String())
-		kids := []*child{spawn(t, "runner", env...), spawn(t, "runner", env...)}
+		kids := []*schedtest.Child{schedtest.Spawn(t, env...), schedtest.Spawn(t, env...)}
 		// Wait for a run to start, and kill its process mid-run.
-		var victim *child
-		var killed event
+		var victim *schedtest.Child
+		var killed schedtest.Event
 		await.Until(t, "a run to start", 15*time.Second, func() (bool, string) {
 			for _, k := range kids {
 				for _, ev := range k.Events() {
@@ -40,14 +41,14 @@ func TestKillMidRun(t *testing.T) {
 			return false, "no start yet"
 		})
 		time.Sleep(100 * time.Millisecond)
-		require.NoError(t, victim.cmd.Process.Signal(syscall.SIGKILL))
+		victim.Signal(t, syscall.SIGKILL)
 		killedAt := time.Now()
 		other := kids[0]
 		if other == victim {
 			other = kids[1]
 		}
 		// The survivor runs the first fire time after the lease expired.
-		var next event
+		var next schedtest.Event
 		await.Until(t, "the survivor to run after the kill", 10*time.Second, func() (bool, string) {
 			for _, ev := range other.Events() {
 				if ev.Ev == "start" && ev.Fire > killed.Fire {
@@ -59,7 +60,7 @@ func TestKillMidRun(t *testing.T) {
 		})
 		took := time.Since(killedAt)
 		time.Sleep(2 * period) // one more run, so that its end is in the history
-		other.stop(t)
+		other.Stop(t)
 
 		s, err := schedule.New(c.Dialect, schedule.Config{})
 		require.NoError(t, err)
@@ -67,8 +68,8 @@ func TestKillMidRun(t *testing.T) {
 		acc := accountAll(recs, schedule.Every(period))
 		t.Logf("%s: killed fire %v (fence %d); next run %v (fence %d) %v after the kill; %s",
 			c.Engine, time.UnixMicro(killed.Fire).UTC(), killed.Fence, time.UnixMicro(next.Fire).UTC(), next.Fence, took.Round(time.Millisecond), acc)
-		require.Empty(t, acc.uncovered)
-		require.Empty(t, acc.twice)
+		require.Empty(t, acc.Uncovered)
+		require.Empty(t, acc.Twice)
 		require.Greater(t, next.Fence, killed.Fence)
 		// The kill came 100 ms into a 300 ms run: the next run waits for the
 		// lease's TTL (plus up to a period and the poll), not longer.

@@ -53,8 +53,8 @@ func TestMissed(t *testing.T) {
 			recs := history(t, s, job)
 			a := accountAll(recs, schedule.Every(period))
 			t.Logf("%s %s: %s: tick %v", c.Engine, policy, a, err)
-			require.Empty(t, a.uncovered)
-			require.Empty(t, a.twice)
+			require.Empty(t, a.Uncovered)
+			require.Empty(t, a.Twice)
 			last := recs[len(recs)-1]
 			switch policy {
 			case schedule.SkipMissed:
@@ -62,7 +62,7 @@ func TestMissed(t *testing.T) {
 				require.Equal(t, int32(1), runs.Load())
 				require.Equal(t, schedule.Skipped, last.Status)
 				require.Contains(t, last.Error, "missed")
-				require.GreaterOrEqual(t, a.fires, 7)
+				require.GreaterOrEqual(t, a.Fires, 7)
 			case schedule.CatchUp:
 				require.NoError(t, err)
 				require.Equal(t, int32(2), runs.Load())
@@ -115,8 +115,8 @@ func TestPause(t *testing.T) {
 			require.Equal(t, "paused", r.Error)
 		}
 		a := accountAll(recs, schedule.Every(period))
-		require.Empty(t, a.uncovered)
-		require.Empty(t, a.twice)
+		require.Empty(t, a.Uncovered)
+		require.Empty(t, a.Twice)
 	})
 }
 
@@ -162,9 +162,9 @@ func TestOverlap(t *testing.T) {
 		recs := history(t, a, "long")
 		acc := accountAll(recs, schedule.Every(period))
 		t.Logf("%s: %s", c.Engine, acc)
-		require.Empty(t, acc.uncovered)
-		require.Empty(t, acc.twice)
-		require.GreaterOrEqual(t, acc.skipped, 1)
+		require.Empty(t, acc.Uncovered)
+		require.Empty(t, acc.Twice)
+		require.GreaterOrEqual(t, acc.Skipped, 1)
 
 		// MinHold: a 10 ms run holds the job for 300 ms, so the fire time
 		// 200 ms later is missed.
