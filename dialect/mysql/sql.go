@@ -69,17 +69,18 @@ const common = `
 // reading the index in order whenever the connection's collation differs
 // from the status column's (5,000 pending rows: 13 ms instead of 2 ms per
 // claim). The SKIP LOCKED SELECT is the other way round: ORDER BY key reads
-// the index in order there, and the long form sorts. From adds the key
-// cursor (cursor.go).
+// the index in order there, and the long form sorts. From starts the claim
+// above the rotating key cursor (internal/store/cursor.go); "after" is its
+// key.
 const (
 	claimUpdate = `
 UPDATE {{.Table}}{{template "hint" .}} SET {{template "claimset" .}}
-WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{if .From}} AND {{.ID}} > {{arg "from"}}{{end}}{{template "runnable" .}}
+WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{if .From}} AND {{.ID}} > {{arg "after"}}{{end}}{{template "runnable" .}}
 ORDER BY {{range .Scope}}{{.}}, {{end}}{{.Status}}, {{.ID}} LIMIT {{arg "limit"}}`
 
 	claimSkipSelect = `
 SELECT {{.ID}} FROM {{.Table}}{{template "hint" .}}
-WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{if .From}} AND {{.ID}} > {{arg "from"}}{{end}}{{template "runnable" .}}
+WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{if .From}} AND {{.ID}} > {{arg "after"}}{{end}}{{template "runnable" .}}
 ORDER BY {{.ID}} LIMIT {{arg "limit"}} FOR UPDATE SKIP LOCKED`
 
 	claimSkipUpdate = `
