@@ -39,6 +39,7 @@ type event struct {
 	Fence int64  `json:"fence,omitempty"`
 	OK    bool   `json:"ok,omitempty"`
 	T     int64  `json:"t"`
+	T0    int64  `json:"t0,omitempty"` // a write: when it was issued
 	Err   string `json:"err,omitempty"`
 }
 
@@ -93,8 +94,9 @@ func runLeader() error {
 	return el.Run(ctx, func(ctx context.Context, term leader.Term) error {
 		emit(event{Ev: "lead", Fence: term.Fence})
 		for ctx.Err() == nil {
+			t0 := time.Now().UnixNano()
 			ok, err := fencedWrite(c, term.Fence)
-			ev := event{Ev: "write", Fence: term.Fence, OK: ok}
+			ev := event{Ev: "write", Fence: term.Fence, OK: ok, T0: t0}
 			if err != nil {
 				ev.Err = err.Error()
 			}

@@ -159,7 +159,9 @@ func (s *Scheduler) claimRun(ctx context.Context, j *job, st store.JobState, p p
 		SkipFrom: p.skipFrom, SkipUntil: p.skipUntil, SkipReason: missedReason,
 		LostReason: lostReason,
 	}
+	start := time.Now()
 	res, err := s.st.Claim(ctx, c)
+	defer func() { s.report(ctx, opClaim, j.Name, start, err, boolN(res.Claimed)) }()
 	if err != nil && errors.Is(err, dialect.ErrOutcomeUnknown) {
 		// The claim may have committed: the run row says.
 		if status, token, ok, rerr := s.st.RunOf(context.WithoutCancel(ctx), j.Name, p.run); rerr == nil {
@@ -202,7 +204,9 @@ func (s *Scheduler) recordMissed(ctx context.Context, j *job, st store.JobState,
 		Job: j.Name, Prev: st.Cursor, To: p.skipTo, WinFrom: p.skipAfter, WinTo: store.NoEnd,
 		SkipFrom: p.skipFrom, SkipUntil: p.skipUntil, SkipReason: missedReason, Worker: s.cfg.Worker, LostReason: lostReason,
 	}
+	start := time.Now()
 	res, err := s.st.Claim(ctx, c)
+	s.report(ctx, opSkip, j.Name, start, err, boolN(res.Claimed))
 	if err != nil {
 		return fmt.Errorf("schedule: %s: %w", j.Name, err)
 	}
@@ -228,7 +232,10 @@ func (s *Scheduler) skipPaused(ctx context.Context, j *job, st store.JobState, p
 			Job: j.Name, Prev: st.Cursor, To: last, WinFrom: 0, WinTo: store.NoEnd, Paused: true,
 			SkipFrom: p.skipFrom, SkipUntil: until, SkipReason: pausedReason, Worker: s.cfg.Worker, LostReason: lostReason,
 		}
-		if _, err := s.st.Claim(ctx, c); err != nil {
+		start := time.Now()
+		res, err := s.st.Claim(ctx, c)
+		s.report(ctx, opSkip, j.Name, start, err, boolN(res.Claimed))
+		if err != nil {
 			return fmt.Errorf("schedule: %s: %w", j.Name, err)
 		}
 	}
@@ -241,4 +248,12 @@ func (j *job) format(us int64) string {
 		return "(none)"
 	}
 	return time.UnixMicro(us).In(j.Location).Format(time.RFC3339Nano)
+}
+
+// boolN is 1 for true.
+func boolN(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -159,7 +159,10 @@ func (s *Scheduler) setPaused(ctx context.Context, job string, paused bool) erro
 	if err := s.st.Register(ctx, job); err != nil {
 		return fmt.Errorf("schedule: %w", err)
 	}
-	if err := s.st.Pause(ctx, job, paused); err != nil {
+	start := time.Now()
+	err := s.st.Pause(ctx, job, paused)
+	s.report(ctx, opPause, job, start, err, boolN(paused))
+	if err != nil {
 		return fmt.Errorf("schedule: %w", err)
 	}
 	s.cfg.Logger.Info("schedule: job paused", "job", job, "paused", paused)

@@ -24,7 +24,7 @@ func waitFire(period, after time.Duration) {
 // skipped.
 func TestMissed(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, c *testengine.Conn) {
-		const period = 200 * time.Millisecond
+		const period = 400 * time.Millisecond
 		ctx := context.Background()
 		for _, policy := range []schedule.Missed{schedule.SkipMissed, schedule.CatchUp} {
 			job := "missed-" + policy.String()
@@ -44,11 +44,11 @@ func TestMissed(t *testing.T) {
 			require.ErrorIs(t, s.Tick(ctx, job), schedule.ErrNotDue)
 			waitFire(period, 10*time.Millisecond)
 			require.NoError(t, s.Tick(ctx, job))
-			// Down for five fire times; tick 70 ms after the sixth: past its
-			// 50 ms grace, and nearer to it than to the next one (a tick
+			// Down for three fire times; tick 120 ms after the fourth: past
+			// its 50 ms grace, and nearer to it than to the next one (a tick
 			// nearer to the next would wait for it and run it).
-			time.Sleep(5 * period)
-			waitFire(period, 70*time.Millisecond)
+			time.Sleep(3 * period)
+			waitFire(period, 120*time.Millisecond)
 			err = s.Tick(ctx, job)
 			recs := history(t, s, job)
 			a := accountAll(recs, schedule.Every(period))
@@ -62,7 +62,7 @@ func TestMissed(t *testing.T) {
 				require.Equal(t, int32(1), runs.Load())
 				require.Equal(t, schedule.Skipped, last.Status)
 				require.Contains(t, last.Error, "missed")
-				require.GreaterOrEqual(t, a.Fires, 7)
+				require.GreaterOrEqual(t, a.Fires, 5)
 			case schedule.CatchUp:
 				require.NoError(t, err)
 				require.Equal(t, int32(2), runs.Load())
@@ -166,18 +166,20 @@ func TestOverlap(t *testing.T) {
 		require.Empty(t, acc.Twice)
 		require.GreaterOrEqual(t, acc.Skipped, 1)
 
-		// MinHold: a 10 ms run holds the job for 300 ms, so the fire time
-		// 200 ms later is missed.
-		h, err := schedule.New(c.Dialect, schedule.Config{TTL: time.Second, MinHold: 300 * time.Millisecond, Grace: 50 * time.Millisecond, PollInterval: 10 * time.Millisecond})
+		// MinHold: a 10 ms run holds the job for 600 ms, so the fire time
+		// 400 ms later is missed (its 100 ms grace ends inside the hold),
+		// and the one after runs.
+		const slow = 400 * time.Millisecond
+		h, err := schedule.New(c.Dialect, schedule.Config{TTL: time.Second, MinHold: 600 * time.Millisecond, Grace: 100 * time.Millisecond, PollInterval: 10 * time.Millisecond})
 		require.NoError(t, err)
-		require.NoError(t, h.Add(schedule.Job{Name: "held", Schedule: schedule.Every(period), Func: fn(10 * time.Millisecond)}))
-		waitFire(period, 10*time.Millisecond)
+		require.NoError(t, h.Add(schedule.Job{Name: "held", Schedule: schedule.Every(slow), Func: fn(10 * time.Millisecond)}))
+		waitFire(slow, 10*time.Millisecond)
 		_ = h.Tick(ctx, "held")
-		waitFire(period, 5*time.Millisecond)
+		waitFire(slow, 5*time.Millisecond)
 		require.NoError(t, h.Tick(ctx, "held"))
-		waitFire(period, 5*time.Millisecond)
+		waitFire(slow, 5*time.Millisecond)
 		require.ErrorIs(t, h.Tick(ctx, "held"), schedule.ErrNotDue)
-		waitFire(period, 5*time.Millisecond)
+		waitFire(slow, 5*time.Millisecond)
 		require.NoError(t, h.Tick(ctx, "held"))
 		recs = history(t, h, "held")
 		require.Equal(t, []schedule.Status{schedule.Succeeded, schedule.Skipped, schedule.Succeeded}, statuses(recs[len(recs)-3:]))

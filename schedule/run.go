@@ -72,7 +72,11 @@ func (r *Run) Context(parent context.Context) (context.Context, context.CancelFu
 // all the same; the next run records this one as lost). Calls after the
 // first return the first one's result.
 func (r *Run) Finish(ctx context.Context, runErr error) error {
-	r.once.Do(func() { r.result = r.finish(ctx, runErr) })
+	r.once.Do(func() {
+		start := time.Now()
+		r.result = r.finish(ctx, runErr)
+		r.s.report(ctx, opFinish, r.j.Name, start, r.result, 1)
+	})
 	return r.result
 }
 
