@@ -370,3 +370,16 @@ SET {{.Status}} = {{.Target}}
 WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Pending}}
 {{- end}}`,
 }
+
+// scheduleSQL: the schedule statements are the store's, with this
+// engine's clock in microseconds, its test of a live lease, and an ON
+// DUPLICATE KEY clause that leaves a job row made twice as it was.
+var scheduleSQL = func() store.ScheduleSQL {
+	s := store.GenericScheduleSQL
+	s.Common = `
+{{- define "usnow"}}TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)){{end}}
+{{- define "live"}}{{.ExpiresAt}} >= UTC_TIMESTAMP(6) - INTERVAL {{arg "slack"}} MICROSECOND{{end}}
+{{- define "keepfirst"}}ON DUPLICATE KEY UPDATE {{.Job}} = {{.Job}}{{end}}`
+	s.Columns = claimSQL.Columns
+	return s
+}()
