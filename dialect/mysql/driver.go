@@ -40,8 +40,9 @@ func (s *storeDriver) Capabilities() dialect.Capabilities {
 // Style: ? placeholders, key lists as IN (...), times in microseconds.
 func (s *storeDriver) Style() render.Style { return render.Style{TimeUnit: render.Microseconds} }
 
-func (s *storeDriver) ClaimSQL() store.ClaimSQL { return claimSQL }
-func (s *storeDriver) LeaseSQL() store.LeaseSQL { return leaseSQL }
+func (s *storeDriver) ClaimSQL() store.ClaimSQL       { return claimSQL }
+func (s *storeDriver) LeaseSQL() store.LeaseSQL       { return leaseSQL }
+func (s *storeDriver) ScheduleSQL() store.ScheduleSQL { return scheduleSQL }
 
 // DDL: text columns use a binary utf8mb4 collation, so keys and tokens
 // compare exactly as on the other engines.

@@ -361,3 +361,14 @@ SELECT {{.ID}}, {{if .Attempts}}COALESCE({{.Attempts}}, 0){{else}}0{{end}} FROM 
 
 	// The acks are the store's (internal/store's heldAck).
 }
+
+// scheduleSQL: the schedule statements are the store's, with this
+// engine's clock in microseconds, its test of a live lease, and an ON
+// DUPLICATE KEY clause that leaves a job row made twice as it was.
+var scheduleSQL = store.ScheduleSQL{
+	Common: `
+{{- define "usnow"}}TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)){{end}}
+{{- define "live"}}{{.ExpiresAt}} >= UTC_TIMESTAMP(6) - INTERVAL {{arg "slack"}} MICROSECOND{{end}}
+{{- define "keepfirst"}}ON DUPLICATE KEY UPDATE {{.Job}} = {{.Job}}{{end}}`,
+	Columns: claimSQL.Columns,
+}

@@ -76,6 +76,8 @@ func (d *storeDriver) LeaseSQL() store.LeaseSQL {
 	return l
 }
 
+func (d *storeDriver) ScheduleSQL() store.ScheduleSQL { return scheduleSQL }
+
 func (d *storeDriver) DDL() store.DDL {
 	serial := "BIGSERIAL NOT NULL"
 	if d.num >= 100000 {

@@ -36,6 +36,7 @@ func (storeDriver) Style() render.Style { return render.Style{TimeUnit: render.M
 func (storeDriver) Classify(err error) errclass.Class { return classify(err) }
 func (storeDriver) ClaimSQL() store.ClaimSQL          { return claimSQL }
 func (storeDriver) LeaseSQL() store.LeaseSQL          { return leaseSQL }
+func (storeDriver) ScheduleSQL() store.ScheduleSQL    { return scheduleSQL }
 
 func (storeDriver) DDL() store.DDL {
 	return store.DDL{Int: "INTEGER", Time: "INTEGER", TimeSeconds: "INTEGER", Text: "TEXT", Serial: "INTEGER PRIMARY KEY AUTOINCREMENT", SerialIsKey: true}

@@ -284,6 +284,18 @@ var mutations = []mutation{
 		To:   "park: false}",
 		Pkg:  "./claim", Run: "^TestCompose$/^sqlite$/^minimal$"},
 
+	// --- scheduled runs: a run is recorded lost only once its lease is
+	// gone, and every fire time claim waits for the fire time on the
+	// database clock.
+	{Name: "store/schedule-marks-live-runs-lost", File: "internal/store/schedulesql.go",
+		From: "WHERE {{.Job}} = {{arg \"job\"}} AND {{template \"live\" .}}), '')",
+		To:   "WHERE {{.Job}} = {{arg \"job\"}} AND 1 = 0), '')",
+		Pkg:  "./schedule", Run: "^TestOverlap$/^sqlite$"},
+	{Name: "store/schedule-claims-before-fire-time", File: "internal/store/schedulesql.go",
+		From: "AND {{template \"usnow\"}} >= {{arg \"win_from\"}} AND",
+		To:   "AND {{arg \"win_from\"}} = {{arg \"win_from\"}} AND",
+		Pkg:  "./schedule", Run: "^TestClaimStatements$/^sqlite$"},
+
 	// --- the reaper's leadership: a lost lease is given up and taken
 	// again, or a single reaper never sweeps again.
 	{Name: "zombie/run-keeps-lost-lease", File: "zombie/reaper.go",

@@ -15,14 +15,15 @@ import (
 // package builds it when its Dialect is built, and keeps it in the Dialect
 // through a [BackendRef]; the orchestration packages reach it with [Of].
 type Backend struct {
-	drv    Driver
-	db     DB
-	style  render.Style
-	caps   dialect.Capabilities
-	claims ClaimSQL
-	leases LeaseSQL
-	retry  *retrier
-	logger *slog.Logger
+	drv       Driver
+	db        DB
+	style     render.Style
+	caps      dialect.Capabilities
+	claims    ClaimSQL
+	leases    LeaseSQL
+	schedules ScheduleSQL
+	retry     *retrier
+	logger    *slog.Logger
 }
 
 // NewBackend returns the backend of drv, reading its statements and
@@ -31,7 +32,7 @@ type Backend struct {
 func NewBackend(drv Driver, opts dialect.Options, logger *slog.Logger) *Backend {
 	return &Backend{
 		drv: drv, db: drv.DB(), style: drv.Style(), caps: drv.Capabilities(),
-		claims: drv.ClaimSQL(), leases: drv.LeaseSQL(), retry: newRetrier(opts.Retry), logger: logger,
+		claims: drv.ClaimSQL(), leases: drv.LeaseSQL(), schedules: drv.ScheduleSQL(), retry: newRetrier(opts.Retry), logger: logger,
 	}
 }
 

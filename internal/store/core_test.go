@@ -105,9 +105,10 @@ func (d *fakeDriver) Classify(err error) errclass.Class {
 	}
 	return errclass.Other
 }
-func (d *fakeDriver) ClaimSQL() ClaimSQL { return d.claims }
-func (d *fakeDriver) LeaseSQL() LeaseSQL { return d.leases }
-func (d *fakeDriver) DDL() DDL           { return DDL{} }
+func (d *fakeDriver) ClaimSQL() ClaimSQL       { return d.claims }
+func (d *fakeDriver) LeaseSQL() LeaseSQL       { return d.leases }
+func (d *fakeDriver) ScheduleSQL() ScheduleSQL { return ScheduleSQL{} }
+func (d *fakeDriver) DDL() DDL                 { return DDL{} }
 func (d *fakeDriver) CheckTime(ColumnInfo, dialect.TimeFormat, bool) (string, error) {
 	return "", nil
 }

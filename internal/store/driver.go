@@ -66,10 +66,11 @@ type Driver interface {
 	// Classify sorts an engine error into a class; it must recognise the
 	// driver's own error types (errors.As).
 	Classify(err error) errclass.Class
-	// ClaimSQL and LeaseSQL are the engine's statements as text/template
-	// sources.
+	// ClaimSQL, LeaseSQL and ScheduleSQL are the engine's statements as
+	// text/template sources.
 	ClaimSQL() ClaimSQL
 	LeaseSQL() LeaseSQL
+	ScheduleSQL() ScheduleSQL
 	// DDL is how the engine renders portable table definitions.
 	DDL() DDL
 	// CheckTime refuses a time column whose type the engine cannot compare
