@@ -429,7 +429,7 @@ func (s *Claims) Stats(ctx context.Context, scopeValues []any) (Stats, error) {
 // and EXPLAIN checks. Where the server has SKIP LOCKED, "claim skip
 // locked" is the claim statement (it serves both strategies).
 func (s *Claims) Statements() map[string]string {
-	m := s.stmts.names()
+	m := s.stmts.sqlByName()
 	if q, ok := m["claim"]; ok && s.b.caps.SkipLocked {
 		m["claim skip locked"] = q
 	}

@@ -79,7 +79,9 @@ type claimData struct {
 	ClaimVariant
 }
 
-// claimTmpl is the [ClaimSQL] template a claim statement renders.
+// claimTmpl is the [ClaimSQL] template a claim statement renders: each is
+// the field of its name (tMark: Mark, tHeldAck: Held.Ack, tIndex: the
+// field of Indexes the key's index names).
 type claimTmpl uint8
 
 const (

@@ -422,7 +422,7 @@ func (l *Leases) ReapExpired(ctx context.Context, limit int) (int64, error) {
 
 // Statements returns every statement of the store that the lease table
 // lists by name (leasestmts.go): for tests.
-func (l *Leases) Statements() map[string]string { return l.stmts.names() }
+func (l *Leases) Statements() map[string]string { return l.stmts.sqlByName() }
 
 // Rendered returns every statement rendered for the store, in the order
 // they were rendered: for the golden files.

@@ -51,8 +51,8 @@ func (s *statements[K]) add(b *Backend, k K, name, listed, src string, data any,
 	return nil
 }
 
-// names returns the listed statements' SQL by name.
-func (s *statements[K]) names() map[string]string {
+// sqlByName returns the listed statements' SQL by name.
+func (s *statements[K]) sqlByName() map[string]string {
 	m := map[string]string{}
 	for k, st := range s.byName {
 		m[k] = st.SQL
