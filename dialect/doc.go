@@ -15,9 +15,9 @@
 //
 // The store that runs claims and leases, and the contract the engines
 // implement, live in the module's internal/store package, not here. No
-// engine outside this module could implement that contract anyway (it
-// hands engines the whole store, not just interfaces), and every exported
-// field or method of it would let user code change the SQL or the
+// engine outside this module could implement that contract anyway (its
+// driver interface takes and returns the store's own types), and every
+// exported field or method of it would let user code change the SQL or the
 // capabilities the guarantees rest on. A Dialect therefore carries its
 // store in an unexported field; a value of another type passed where a
 // Dialect is expected is refused with an error wrapping [ErrInvalidConfig].
@@ -49,8 +49,9 @@
 //     and turns the scanned rows into a batch.
 //  2. internal/store/claims.go: Claims.Claim checks the params, picks the
 //     statement of the strategy (rendered once, when the claimer was
-//     built) and runs it, passing each returned row to the scan function.
-//  3. internal/store/run.go: Engine.Do runs it under the retrier
+//     built, from the table of statements in claimstmts.go) and runs it,
+//     passing each returned row to the scan function.
+//  3. internal/store/run.go: Backend.Do runs it under the retrier
 //     (deadlocks and serialization failures re-run it, with the jittered
 //     backoff of [Retry]); Query binds the call's values to the
 //     statement's placeholders, in the order the template named them.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/internal/store/render"
 )
 
 // claimer is the MySQL claim of one table: mark rows (token-update: UPDATE
@@ -17,50 +18,33 @@ import (
 // until the token is released or the reaper returns them.
 type claimer struct {
 	d *Dialect
-	s *store.Claims
-	// update and skip are the marking statements by [hinted][from].
-	update, skip [2][2]store.Stmt
-	skipUpdate   store.Stmt
+	s store.ClaimSteps
 	// noHint is set once FORCE INDEX failed because the recommended claim
 	// index is missing (the claimer warns about it).
 	noHint atomic.Bool
 }
 
-// prepareClaim renders the claim statements of one table.
-func (d *Dialect) prepareClaim(s *store.Claims) (store.ClaimFunc, error) {
-	c := &claimer{d: d, s: s}
-	s.Ext = c
-	for hint := range 2 {
-		for from := range 2 {
-			vary := func(n *store.Names) { n.Hint, n.From = hint == 1, from == 1 }
-			var err error
-			if c.update[hint][from], err = s.Render("claim", common+claimUpdate, vary); err != nil {
-				return nil, err
-			}
-			if c.skip[hint][from], err = s.Render("claim skip locked", common+claimSkipSelect, vary); err != nil {
-				return nil, err
-			}
-		}
-	}
-	var err error
-	c.skipUpdate, err = s.Render("claim skip locked update", common+claimSkipUpdate, nil)
-	s.ClaimInTx = c.claimTx
-	return c.claim, err
+// ClaimRunner implements [store.ClaimOverride]: the claimer of one table,
+// on the statements the store's claim table renders for it (Mark,
+// SkipLockedPick, SkipLockedMark in sql.go).
+func (s *storeDriver) ClaimRunner(t store.ClaimSteps) (store.ClaimRunner, error) {
+	return &claimer{d: s.d, s: t}, nil
 }
 
-func (c *claimer) claim(ctx context.Context, p *store.ClaimParams, scan func(store.Scanner) error) (int, error) {
+// Claim implements [store.ClaimRunner].
+func (c *claimer) Claim(ctx context.Context, p *store.ClaimParams, scan func(store.Scanner) error) (int, error) {
 	after, set := c.s.CursorAfter(p.ScopeValues)
 	var marked int64
 	var err error
 	if p.Strategy == dialect.StrategySkipLocked {
 		marked, err = c.markSkipLocked(ctx, p, after, set)
 	} else {
-		marked, err = c.markTokenUpdate(ctx, p, after, set, true, func(hinted, plain store.Stmt, a *store.Args) (int64, error) {
+		marked, err = c.markTokenUpdate(ctx, p, after, set, true, func(hinted, plain render.Stmt, a *render.Args) (int64, error) {
 			return c.updateClaim(ctx, hinted, plain, a)
 		})
 	}
 	return c.readBack(p, after, marked, err, scan, func(scan func(store.Scanner) error, wrapScan func(store.Scanner) store.Scanner) (int, error) {
-		return c.s.ReadBack(ctx, p.Token, scan, wrapScan)
+		return c.s.ReadBack(ctx, nil, p.Token, scan, wrapScan)
 	})
 }
 
@@ -83,15 +67,6 @@ func (c *claimer) readBack(p *store.ClaimParams, after any, marked int64, err er
 	return n, err
 }
 
-// stmt picks the hinted statement unless the claim index is missing.
-func (c *claimer) stmt(set *[2][2]store.Stmt, from bool) (store.Stmt, store.Stmt) {
-	f := 0
-	if from {
-		f = 1
-	}
-	return set[1][f], set[0][f]
-}
-
 // markTokenUpdate marks up to p.Limit rows in the rotating key order: the
 // pending rows above the cursor after (when set) first and, when those are
 // fewer than the limit, the rest from the lowest key (the wrap), so a claim
@@ -102,19 +77,19 @@ func (c *claimer) stmt(set *[2][2]store.Stmt, from bool) (store.Stmt, store.Stmt
 // exec runs one marking statement: on its own with retries (a claim,
 // standalone), or in the caller's transaction (ack+claim), where a failed
 // statement fails the whole transaction and nothing is handed over.
-func (c *claimer) markTokenUpdate(ctx context.Context, p *store.ClaimParams, after any, set, standalone bool, exec func(hinted, plain store.Stmt, a *store.Args) (int64, error)) (int64, error) {
-	a := &store.Args{Token: p.Token, Scope: p.ScopeValues, Limit: p.Limit}
+func (c *claimer) markTokenUpdate(ctx context.Context, p *store.ClaimParams, after any, set, standalone bool, exec func(hinted, plain render.Stmt, a *render.Args) (int64, error)) (int64, error) {
+	a := &render.Args{Token: p.Token, Scope: p.ScopeValues, Limit: p.Limit}
 	var n int64
 	if set {
 		a.After = after
-		hinted, plain := c.stmt(&c.update, true)
+		hinted, plain := c.s.Mark(true, true), c.s.Mark(false, true)
 		var err error
 		if n, err = exec(hinted, plain, a); err != nil || n >= int64(p.Limit) {
 			return n, err
 		}
 	}
 	a.Limit = p.Limit - int(n)
-	hinted, plain := c.stmt(&c.update, false)
+	hinted, plain := c.s.Mark(true, false), c.s.Mark(false, false)
 	m, err := exec(hinted, plain, a)
 	if err != nil && n > 0 && standalone {
 		// The rows above the cursor are committed under the token: hand
@@ -122,7 +97,7 @@ func (c *claimer) markTokenUpdate(ctx context.Context, p *store.ClaimParams, aft
 		// have marked) rather than strand them until a reaper returns
 		// them. On Galera a statement can exhaust its retries on
 		// certification conflicts while the first one went through.
-		c.d.b.E.Logger.Debug("claimlock: mysql claim from the lowest key failed; returning the rows claimed above the cursor", "rows", n, "err", err)
+		c.d.b.Logger().Debug("claimlock: mysql claim from the lowest key failed; returning the rows claimed above the cursor", "rows", n, "err", err)
 		return n, nil
 	}
 	return n + m, err
@@ -130,9 +105,9 @@ func (c *claimer) markTokenUpdate(ctx context.Context, p *store.ClaimParams, aft
 
 // updateClaim runs one token-update claim statement (hinted, or unhinted
 // when the claim index is missing) and returns the rows it marked.
-func (c *claimer) updateClaim(ctx context.Context, hinted, plain store.Stmt, a *store.Args) (int64, error) {
+func (c *claimer) updateClaim(ctx context.Context, hinted, plain render.Stmt, a *render.Args) (int64, error) {
 	var n int64
-	err := c.d.b.E.Do(ctx, "claim", false, func() error {
+	err := c.d.b.Do(ctx, "claim", false, func() error {
 		return c.d.inReadCommitted(ctx, func(q store.Querier) error {
 			var err error
 			n, err = c.updateOn(ctx, q, hinted, plain, a)
@@ -143,11 +118,11 @@ func (c *claimer) updateClaim(ctx context.Context, hinted, plain store.Stmt, a *
 }
 
 // updateOn runs one token-update claim statement on q.
-func (c *claimer) updateOn(ctx context.Context, q store.Querier, hinted, plain store.Stmt, a *store.Args) (int64, error) {
+func (c *claimer) updateOn(ctx context.Context, q store.Querier, hinted, plain render.Stmt, a *render.Args) (int64, error) {
 	var n int64
-	err := c.withHint(func(st store.Stmt) error {
+	err := c.withHint(func(st render.Stmt) error {
 		var err error
-		n, err = store.Exec(ctx, q, c.d.b.E.Dialect, st, a)
+		n, err = store.Exec(ctx, q, c.d.b.Style(), st, a)
 		return err
 	}, hinted, plain)
 	return n, err
@@ -155,7 +130,7 @@ func (c *claimer) updateOn(ctx context.Context, q store.Querier, hinted, plain s
 
 // withHint runs fn with the hinted statement, falling back to the plain one
 // for good when the server reports the hinted index missing.
-func (c *claimer) withHint(fn func(store.Stmt) error, hinted, plain store.Stmt) error {
+func (c *claimer) withHint(fn func(render.Stmt) error, hinted, plain render.Stmt) error {
 	if c.noHint.Load() {
 		return fn(plain)
 	}
@@ -173,8 +148,8 @@ func (c *claimer) withHint(fn func(store.Stmt) error, hinted, plain store.Stmt) 
 // transaction: rows it locked but does not mark stay pending).
 func (c *claimer) markSkipLocked(ctx context.Context, p *store.ClaimParams, after any, set bool) (int64, error) {
 	var n int64
-	err := c.d.b.E.Do(ctx, "claim", false, func() error {
-		return c.d.b.E.InTx(ctx, func(q store.Querier) error {
+	err := c.d.b.Do(ctx, "claim", false, func() error {
+		return c.d.b.InTx(ctx, func(q store.Querier) error {
 			var err error
 			n, err = c.pickAndMark(ctx, q, p, after, set)
 			return err
@@ -192,12 +167,12 @@ func (c *claimer) pickAndMark(ctx context.Context, q store.Querier, p *store.Cla
 	var ids []any
 	var err error
 	if set {
-		if ids, err = c.selectSkipping(ctx, q, true, &store.Args{Scope: p.ScopeValues, After: after, Limit: p.Limit}); err != nil {
+		if ids, err = c.selectSkipping(ctx, q, true, &render.Args{Scope: p.ScopeValues, After: after, Limit: p.Limit}); err != nil {
 			return 0, err
 		}
 	}
 	if len(ids) < p.Limit {
-		low, err := c.selectSkipping(ctx, q, false, &store.Args{Scope: p.ScopeValues, Limit: p.Limit})
+		low, err := c.selectSkipping(ctx, q, false, &render.Args{Scope: p.ScopeValues, Limit: p.Limit})
 		if err != nil {
 			return 0, err
 		}
@@ -213,21 +188,21 @@ func (c *claimer) pickAndMark(ctx context.Context, q store.Querier, p *store.Cla
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	return store.Exec(ctx, q, c.d.b.E.Dialect, c.skipUpdate, &store.Args{Token: p.Token, Keys: ids})
+	return store.Exec(ctx, q, c.d.b.Style(), c.s.SkipLockedMark(), &render.Args{Token: p.Token, Keys: ids})
 }
 
 // selectSkipping runs one SKIP LOCKED select and returns the keys it locked.
-func (c *claimer) selectSkipping(ctx context.Context, q store.Querier, from bool, a *store.Args) ([]any, error) {
-	hinted, plain := c.stmt(&c.skip, from)
+func (c *claimer) selectSkipping(ctx context.Context, q store.Querier, from bool, a *render.Args) ([]any, error) {
+	hinted, plain := c.s.SkipLockedPick(true, from), c.s.SkipLockedPick(false, from)
 	var ids []any
-	err := c.withHint(func(st store.Stmt) error {
+	err := c.withHint(func(st render.Stmt) error {
 		ids = ids[:0]
-		return store.Query(ctx, q, c.d.b.E.Dialect, st, a, func(r store.Rows) error {
+		return store.Query(ctx, q, c.d.b.Style(), st, a, func(r store.Rows) error {
 			var id any
 			if err := r.Scan(&id); err != nil {
 				return err
 			}
-			k, err := store.NormalizeKey(c.s.Spec.IDKind, id)
+			k, err := store.NormalizeKey(c.s.IDKind(), id)
 			ids = append(ids, k)
 			return err
 		})

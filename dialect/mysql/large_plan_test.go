@@ -15,6 +15,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/internal/store/render"
 	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 	"github.com/claimlock/claimlock/internal/testkit/plantest"
 )
@@ -61,7 +62,7 @@ func TestEveryPlanReadsOnlyWhatItNeeds(t *testing.T) {
 	prepared := preparedPool(t, dsn, d.Version())
 	cs, ls := loadLargeLayout(ctx, t, db, d)
 	claims, leases := cs.(*store.Claims), ls.(*store.Leases)
-	c := claims.Ext.(*claimer)
+	c := claims.Steps()
 
 	exec := func(q string) {
 		t.Helper()
@@ -76,21 +77,21 @@ func TestEveryPlanReadsOnlyWhatItNeeds(t *testing.T) {
 	// The claimer's statements, by [hinted][above the cursor].
 	type own struct {
 		name string
-		st   store.Stmt
-		args *store.Args
+		st   render.Stmt
+		args *render.Args
 	}
 	pendingKeys := make([]any, plantest.Limit)
 	for i := range pendingKeys {
 		pendingKeys[i] = int64((plantest.ClaimTask-1)*plantest.TaskRows + 1 + i)
 	}
-	claimArgs := &store.Args{Token: "plan-tok", Scope: []any{int64(plantest.ClaimTask)}, Limit: plantest.Limit,
+	claimArgs := &render.Args{Token: "plan-tok", Scope: []any{int64(plantest.ClaimTask)}, Limit: plantest.Limit,
 		From: int64((plantest.ClaimTask-1)*plantest.TaskRows + plantest.TaskRows/2)}
 	// The hinted forms only: the others run when the claim index is missing.
-	owns := []own{{"claim skip locked update", c.skipUpdate, &store.Args{Token: "plan-tok", Keys: pendingKeys}}}
+	owns := []own{{"claim skip locked update", c.SkipLockedMark(), &render.Args{Token: "plan-tok", Keys: pendingKeys}}}
 	for from, f := range []string{"", " above the cursor"} {
 		owns = append(owns,
-			own{"claim" + f, c.update[1][from], claimArgs},
-			own{"claim skip locked" + f, c.skip[1][from], claimArgs})
+			own{"claim" + f, c.Mark(true, from == 1), claimArgs},
+			own{"claim skip locked" + f, c.SkipLockedPick(true, from == 1), claimArgs})
 	}
 
 	explained := map[string]bool{}
@@ -162,7 +163,7 @@ func TestEveryPlanReadsOnlyWhatItNeeds(t *testing.T) {
 					check(plantest.Name(stats, ph, mode, tc), key, pool, q, args, budget, tc.FullScan, sortOK, why)
 				}
 				for _, o := range owns {
-					q, args := o.st.Bind(d.b.E.Dialect, o.args)
+					q, args := o.st.Bind(d.b.Style(), o.args)
 					check(fmt.Sprintf("%s, %s, %s: claimer %s", stats, ph.Name, mode, o.name), "claimer "+o.name, pool, q, args,
 						plantest.Small, false, false, "a batch of pending rows")
 				}

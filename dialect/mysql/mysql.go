@@ -84,14 +84,15 @@ func (b Binlog) Unsafe() bool {
 	return b.Enabled && strings.EqualFold(b.Format, "STATEMENT")
 }
 
-// handle carries the engine inside Dialect; its field name is unexported,
-// so users cannot reach it.
-type handle = store.Handle
+// backendRef carries the engine's store inside Dialect; its field name is
+// unexported, so users cannot reach it.
+type backendRef = store.BackendRef
 
 // Dialect is the MySQL/MariaDB/TiDB implementation of [dialect.Dialect].
 type Dialect struct {
-	handle
-	b       *store.Base // the engine the handle carries
+	backendRef
+	b       *store.Backend // the store the backendRef carries, for the claim (claim.go)
+	drv     *storeDriver   // what the dialect supplies to the store (driver.go)
 	db      *sql.DB
 	version Version
 
@@ -182,36 +183,14 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 // build assembles the dialect for a server of version v whose sessions are
 // (rcSession) or are not READ COMMITTED.
 func build(db *sql.DB, v Version, raw string, opts dialect.Options, logger *slog.Logger, rcSession bool) *Dialect {
-	d := &Dialect{db: db, version: v, rcSession: rcSession, b: &store.Base{}}
-	d.handle = store.NewHandle(d.b)
+	d := &Dialect{db: db, version: v, rcSession: rcSession}
 	begin := []string{"START TRANSACTION"}
 	if !rcSession {
 		begin = []string{"SET TRANSACTION ISOLATION LEVEL READ COMMITTED", "START TRANSACTION"}
 	}
-	d.b.E = &store.Engine{
-		Name: "mysql", DB: store.ConnDB{DB: db, BeginSQL: begin}, Classify: classify, FoldCase: true,
-		Dialect:       store.Dialect{TimeUnit: store.Microseconds},
-		Quote:         quote,
-		Retry:         store.NewRetrier(opts.Retry),
-		Logger:        logger,
-		IsolateWrites: !rcSession,
-		KeyHint:       true,
-		CheckTime:     d.checkTime,
-		Caps: dialect.Capabilities{
-			Engine: v.Engine, Version: raw,
-			SkipLocked: v.SkipLocked(), Returning: false,
-			PreferredStrategy: preferredStrategy(v),
-			ClaimConcurrency:  claimConcurrency,
-			PipelineAckClaim:  pipelineAckClaim,
-		},
-		// Text columns use a binary utf8mb4 collation, so keys and tokens
-		// compare exactly as on the other engines.
-		DDL: store.DDL{
-			Int: "BIGINT", Time: "DATETIME(6)", TimeSeconds: "DATETIME", Text: "VARCHAR(%d) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
-			Serial: "BIGINT NOT NULL AUTO_INCREMENT", InlineIndexes: true, Suffix: " ENGINE=InnoDB",
-		},
-	}
-	d.b.Claims, d.b.Leases, d.b.Override, d.b.Schedules = claimSQL, leaseSQL, d.prepareClaim, scheduleSQL
+	d.drv = &storeDriver{d: d, db: store.ConnDB{DB: db, BeginSQL: begin}, raw: raw}
+	d.b = store.NewBackend(d.drv, opts, logger)
+	d.backendRef = d.b.Ref()
 	return d
 }
 
@@ -420,7 +399,7 @@ func classify(err error) errclass.Class {
 // COMMITTED, and in a READ COMMITTED transaction otherwise.
 func (d *Dialect) inReadCommitted(ctx context.Context, fn func(store.Querier) error) error {
 	if d.rcSession {
-		return fn(d.b.E.DB)
+		return fn(d.drv.db)
 	}
-	return d.b.E.InTx(ctx, fn)
+	return d.b.InTx(ctx, fn)
 }

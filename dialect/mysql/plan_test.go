@@ -56,16 +56,16 @@ func TestClaimPlansReadTheIndexInOrder(t *testing.T) {
 	_, err = db.ExecContext(ctx, "ANALYZE TABLE `plan_jobs`")
 	require.NoError(t, err)
 
-	c := cs.(*store.Claims).Ext.(*claimer)
+	c := cs.(*store.Claims).Steps()
 	claimIdx := store.IndexName(spec.Table, "claim")
 	for _, tc := range []struct {
 		name, query string
 		args        []any
 	}{
-		{"token-update", c.update[1][0].SQL, []any{"tok", 1, 100}},
-		{"token-update above the cursor", c.update[1][1].SQL, []any{"tok", 1, 7000, 100}},
-		{"skip locked", c.skip[1][0].SQL, []any{1, 100}},
-		{"skip locked above the cursor", c.skip[1][1].SQL, []any{1, 7000, 100}},
+		{"token-update", c.Mark(true, false).SQL, []any{"tok", 1, 100}},
+		{"token-update above the cursor", c.Mark(true, true).SQL, []any{"tok", 1, 7000, 100}},
+		{"skip locked", c.SkipLockedPick(true, false).SQL, []any{1, 100}},
+		{"skip locked above the cursor", c.SkipLockedPick(true, true).SQL, []any{1, 7000, 100}},
 	} {
 		plan := explain(ctx, t, db, tc.query, tc.args...)
 		require.Equal(t, claimIdx, plan.key, "%s: %s", tc.name, plan)

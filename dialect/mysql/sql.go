@@ -2,15 +2,15 @@ package mysql
 
 import "github.com/claimlock/claimlock/internal/store"
 
-// The statements below are text/template sources over store.Names (see
-// dialect/postgres/sql.go for the conventions). The database clock is
-// UTC_TIMESTAMP(6), whatever the session time_zone; times are read as
-// integer microseconds since the epoch, so the dialect depends neither on
-// the DSN's parseTime nor on its loc. MySQL has no UPDATE ... RETURNING:
-// claims are marked and then read back by token, and lease writes are read
-// back by key and owner.
+// The statements below are text/template sources over store.ClaimNames and
+// store.ClaimVariant, or store.LeaseNames (see dialect/postgres/sql.go for
+// the conventions). The database clock is UTC_TIMESTAMP(6), whatever the
+// session time_zone; times are read as integer microseconds since the epoch,
+// so the dialect depends neither on the DSN's parseTime nor on its loc.
+// MySQL has no UPDATE ... RETURNING: claims are marked and then read back by
+// token, and lease writes are read back by key and owner.
 //
-// A time column holding integer unix time (store.Names' ...Per fields, "per"
+// A time column holding integer unix time (the names' ...Per fields, "per"
 // its unit in microseconds) is written as the clock's microseconds divided
 // by its unit, rounded down for claim and lock times ("enow") and up for
 // expiries and run-at times ("elater"), and compared with the clock's now
@@ -58,20 +58,20 @@ const common = `
 {{- define "undo"}}{{if .Attempts}}, {{.Attempts}} = GREATEST({{.Attempts}}, 1) - 1{{end}}{{end}}
 `
 
-// Claim statements of the override in claim.go. FORCE INDEX (Hint): MariaDB
-// (10.11 measured) does not pick the claim index for an UPDATE that changes
-// one of its columns; it range-scans the reaper's (status, claimed_at) index
-// and sorts every pending row, locking all of them (100k pending rows: ~90
-// ms per claim, and every concurrent claim waits). The hint gives a range
-// scan of the claim index. The UPDATE orders by the claim index's own
-// columns, (scope..., status, key), which for one scope and one status is
-// key order: with a bare ORDER BY key MariaDB 10.11 sorts instead of
-// reading the index in order whenever the connection's collation differs
-// from the status column's (5,000 pending rows: 13 ms instead of 2 ms per
-// claim). The SKIP LOCKED SELECT is the other way round: ORDER BY key reads
-// the index in order there, and the long form sorts. From starts the claim
-// above the rotating key cursor (internal/store/cursor.go); "after" is its
-// key.
+// Claim statements of the claimer in claim.go (ClaimSQL's Mark,
+// SkipLockedPick and SkipLockedMark). FORCE INDEX (Hint): MariaDB (10.11
+// measured) does not pick the claim index for an UPDATE that changes one of
+// its columns; it range-scans the reaper's (status, claimed_at) index and
+// sorts every pending row, locking all of them (100k pending rows: ~90 ms
+// per claim, and every concurrent claim waits). The hint gives a range scan
+// of the claim index. The UPDATE orders by the claim index's own columns,
+// (scope..., status, key), which for one scope and one status is key order:
+// with a bare ORDER BY key MariaDB 10.11 sorts instead of reading the index
+// in order whenever the connection's collation differs from the status
+// column's (5,000 pending rows: 13 ms instead of 2 ms per claim). The SKIP
+// LOCKED SELECT is the other way round: ORDER BY key reads the index in
+// order there, and the long form sorts. From starts the claim above the
+// rotating key cursor (internal/store/cursor.go); "after" is its key.
 const (
 	claimUpdate = `
 UPDATE {{.Table}}{{template "hint" .}} SET {{template "claimset" .}}
@@ -89,6 +89,9 @@ UPDATE {{.Table}} SET {{template "claimset" .}} WHERE {{.Status}} = {{.Pending}}
 
 var claimSQL = store.ClaimSQL{
 	Common: common,
+	// No RETURNING: the claimer (claim.go) marks rows, then reads them
+	// back by token.
+	Mark: claimUpdate, SkipLockedPick: claimSkipSelect, SkipLockedMark: claimSkipUpdate,
 	ReadBack: `
 SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}} ORDER BY {{.ID}}`,
 
@@ -253,12 +256,11 @@ WHERE table_schema = COALESCE({{arg "schema"}}, DATABASE()) AND table_name = {{a
 	//
 	// Online builds with InnoDB's online DDL (store.IndexOptions.Online),
 	// which fails rather than locking the table where it cannot build so.
-	Indexes: [5]string{
-		`CREATE INDEX {{.ClaimIndex}} ON {{.Table}} ({{.IndexCols}}){{template "online" .}}`,
-		`CREATE INDEX {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}}){{template "online" .}}`,
-		`CREATE INDEX {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}}){{template "online" .}}`,
-		"",
-		`CREATE INDEX {{.SchedIndex}} ON {{.Table}} ({{.IndexCols}}){{template "online" .}}`,
+	Indexes: store.IndexSQL{
+		Claim: `CREATE INDEX {{.ClaimIndex}} ON {{.Table}} ({{.IndexCols}}){{template "online" .}}`,
+		Token: `CREATE INDEX {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}}){{template "online" .}}`,
+		Reap:  `CREATE INDEX {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}}){{template "online" .}}`,
+		Sched: `CREATE INDEX {{.SchedIndex}} ON {{.Table}} ({{.IndexCols}}){{template "online" .}}`,
 	},
 
 	Held: heldSQL,
@@ -357,29 +359,16 @@ SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.ID}} {{keys}} ORDER BY {{.ID}
 	Attempts: `
 SELECT {{.ID}}, {{if .Attempts}}COALESCE({{.Attempts}}, 0){{else}}0{{end}} FROM {{.Table}} WHERE {{.ID}} {{keys}}`,
 
-	Ack: `
-{{- if .Delete}}
-DELETE FROM {{.Table}} WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Pending}}
-{{- else}}
-UPDATE {{.Table}}
-SET {{.Status}} = {{.Target}}
-    {{- if and .Attempts (ne .Target .Done)}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}
-    {{- if .Error}}, {{.Error}} = {{if eq .Target .Done}}NULL{{else}}{{arg "error"}}{{end}}{{end}}
-    {{- if and .RunAt (eq .Target .Pending)}}, {{.RunAt}} = {{template "delayed" .}}{{end}}
-    {{- if and .RunAt .Failed (eq .Target .Failed)}}, {{.RunAt}} = NULL{{end}}
-WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Pending}}
-{{- end}}`,
+	// The acks are the store's (internal/store's heldAck).
 }
 
 // scheduleSQL: the schedule statements are the store's, with this
 // engine's clock in microseconds, its test of a live lease, and an ON
 // DUPLICATE KEY clause that leaves a job row made twice as it was.
-var scheduleSQL = func() store.ScheduleSQL {
-	s := store.GenericScheduleSQL
-	s.Common = `
+var scheduleSQL = store.ScheduleSQL{
+	Common: `
 {{- define "usnow"}}TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)){{end}}
 {{- define "live"}}{{.ExpiresAt}} >= UTC_TIMESTAMP(6) - INTERVAL {{arg "slack"}} MICROSECOND{{end}}
-{{- define "keepfirst"}}ON DUPLICATE KEY UPDATE {{.Job}} = {{.Job}}{{end}}`
-	s.Columns = claimSQL.Columns
-	return s
-}()
+{{- define "keepfirst"}}ON DUPLICATE KEY UPDATE {{.Job}} = {{.Job}}{{end}}`,
+	Columns: claimSQL.Columns,
+}

@@ -68,7 +68,8 @@ func TestClassify(t *testing.T) {
 // before writing (nothing sent) re-runs writes too, under the retry policy.
 func TestBrokenConnectionRetry(t *testing.T) {
 	t.Parallel()
-	d := offline("8.0.36").b.E
+	dl := offline("8.0.36")
+	d := dl.b
 	ctx := context.Background()
 	calls := 0
 	err := d.Do(ctx, "write", false, func() error {
@@ -112,7 +113,7 @@ func TestBrokenConnectionRetry(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, 3, calls)
-	require.EqualValues(t, 4, d.Retry.Retries())
+	require.EqualValues(t, 4, store.Retries(dl))
 }
 
 func TestBinlogUnsafe(t *testing.T) {
@@ -181,11 +182,11 @@ func TestClaimStoreStatements(t *testing.T) {
 	cs, err := store.OpenClaims(d, dialect.ClaimTable{Table: "t", ID: "id", Status: "status", Token: "token", ClaimedAt: "claimed_at",
 		Attempts: "attempts", Scope: []string{"task_id"}, Pending: st("PENDING"), Processing: st("PROCESSING"), Done: st("SENT"), Failed: st("FAILED")})
 	require.NoError(t, err)
-	c := cs.(*store.Claims).Ext.(*claimer)
-	require.Equal(t, "UPDATE `t` FORCE INDEX (`t_cl_claim`) SET `status` = 'PROCESSING', `token` = ?, `claimed_at` = UTC_TIMESTAMP(6), `attempts` = COALESCE(`attempts`, 0) + 1 WHERE `status` = 'PENDING' AND `task_id` = ? ORDER BY `task_id`, `status`, `id` LIMIT ?", c.update[1][0].SQL)
-	require.Equal(t, "UPDATE `t` SET `status` = 'PROCESSING', `token` = ?, `claimed_at` = UTC_TIMESTAMP(6), `attempts` = COALESCE(`attempts`, 0) + 1 WHERE `status` = 'PENDING' AND `task_id` = ? ORDER BY `task_id`, `status`, `id` LIMIT ?", c.update[0][0].SQL)
-	require.Equal(t, "SELECT `id` FROM `t` FORCE INDEX (`t_cl_claim`) WHERE `status` = 'PENDING' AND `task_id` = ? ORDER BY `id` LIMIT ? FOR UPDATE SKIP LOCKED", c.skip[1][0].SQL)
-	require.Equal(t, "SELECT `id` FROM `t` WHERE `status` = 'PENDING' AND `task_id` = ? AND `id` > ? ORDER BY `id` LIMIT ? FOR UPDATE SKIP LOCKED", c.skip[0][1].SQL)
+	c := cs.(*store.Claims).Steps()
+	require.Equal(t, "UPDATE `t` FORCE INDEX (`t_cl_claim`) SET `status` = 'PROCESSING', `token` = ?, `claimed_at` = UTC_TIMESTAMP(6), `attempts` = COALESCE(`attempts`, 0) + 1 WHERE `status` = 'PENDING' AND `task_id` = ? ORDER BY `task_id`, `status`, `id` LIMIT ?", c.Mark(true, false).SQL)
+	require.Equal(t, "UPDATE `t` SET `status` = 'PROCESSING', `token` = ?, `claimed_at` = UTC_TIMESTAMP(6), `attempts` = COALESCE(`attempts`, 0) + 1 WHERE `status` = 'PENDING' AND `task_id` = ? ORDER BY `task_id`, `status`, `id` LIMIT ?", c.Mark(false, false).SQL)
+	require.Equal(t, "SELECT `id` FROM `t` FORCE INDEX (`t_cl_claim`) WHERE `status` = 'PENDING' AND `task_id` = ? ORDER BY `id` LIMIT ? FOR UPDATE SKIP LOCKED", c.SkipLockedPick(true, false).SQL)
+	require.Equal(t, "SELECT `id` FROM `t` WHERE `status` = 'PENDING' AND `task_id` = ? AND `id` > ? ORDER BY `id` LIMIT ? FOR UPDATE SKIP LOCKED", c.SkipLockedPick(false, true).SQL)
 	require.Equal(t, []string{
 		"CREATE INDEX `t_cl_claim` ON `t` (`task_id`, `status`, `id`)",
 		"CREATE INDEX `t_cl_token` ON `t` (`token`)",

@@ -47,7 +47,7 @@ func (h pgxPool) Query(ctx context.Context, q string, args ...any) (store.Rows, 
 }
 
 // MaxConns is the pool's size, for the bound on held claims
-// ([store.PoolSize]).
+// (store.Claims.PoolSize).
 func (h pgxPool) MaxConns() int { return int(h.p.Config().MaxConns) }
 
 func (h pgxPool) Begin(ctx context.Context) (store.Tx, error) {

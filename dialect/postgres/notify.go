@@ -438,15 +438,21 @@ func (n *notifier) check(ctx context.Context, c *pgx.Conn) error {
 	return nil
 }
 
-// notifyPending is the engine's [store.NotifyFunc]: it runs in its own
+// NotifyPending implements [store.PendingNotifier]: it runs in its own
 // statement, after the one that made the rows pending committed.
-func (d *Dialect) notifyPending(ctx context.Context, spec dialect.ClaimTable, scopeValues []any) error {
+func (d *storeDriver) NotifyPending(ctx context.Context, spec dialect.ClaimTable, scopeValues []any) error {
 	_, args, err := NotifyStatement(spec, scopeValues...)
 	if err != nil {
 		return err
 	}
-	_, err = d.b.E.DB.Exec(ctx, notifySQL, args...)
+	_, err = d.db.Exec(ctx, notifySQL, args...)
 	return err
+}
+
+// Subscribe implements [store.Notifier] with the dialect's listener
+// (notifier.Subscribe).
+func (d *storeDriver) Subscribe(spec dialect.ClaimTable, scopeValues []any, wake func()) (cancel func()) {
+	return d.n.Subscribe(spec, scopeValues, wake)
 }
 
 // Execer runs a statement: pgx.Tx, *pgx.Conn, *pgxpool.Pool and

@@ -13,6 +13,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/internal/store/render"
 	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 	"github.com/claimlock/claimlock/internal/testkit/dialecttest"
 )
@@ -90,7 +91,7 @@ func checkClaimPlan(t *testing.T, label, planJSON, claimIndex string) {
 func explainClaim(t *testing.T, pool *pgxpool.Pool, st *store.Claims, after int64, edit func(string) string) (custom, generic string) {
 	t.Helper()
 	ctx := ctxT(t)
-	claim, args, ok := st.Bind("claim skip locked", &store.Args{Scope: []any{int64(1)}, Limit: 10, Token: "tok", After: after})
+	claim, args, ok := st.Bind("claim skip locked", &render.Args{Scope: []any{int64(1)}, Limit: 10, Token: "tok", After: after})
 	require.True(t, ok)
 	if edit != nil {
 		claim = edit(claim)
@@ -216,7 +217,7 @@ func TestClaimSkipsWaitingRowsInIndex(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `ANALYZE waiting`)
 	require.NoError(t, err)
-	claim, args, ok := st.(*store.Claims).Bind("claim skip locked", &store.Args{Scope: []any{int64(1)}, Limit: runnable, Token: "tok", After: int64(math.MinInt64)})
+	claim, args, ok := st.(*store.Claims).Bind("claim skip locked", &render.Args{Scope: []any{int64(1)}, Limit: runnable, Token: "tok", After: int64(math.MinInt64)})
 	require.True(t, ok)
 	require.Contains(t, claim, `COALESCE("run_at", '-infinity') <= now()`)
 	claimIndex := store.IndexName("waiting", "claim")

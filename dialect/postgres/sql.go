@@ -2,12 +2,15 @@ package postgres
 
 import "github.com/claimlock/claimlock/internal/store"
 
-// The statements below are text/template sources over store.Names: quoted
-// identifiers ({{.Table}}, {{.ID}}, ...), status literals ({{.Pending}},
-// ...), variant flags, and values as placeholders ({{arg "token"}} renders
-// $n). They are rendered once per table, when its store is built.
+// The statements below are text/template sources over store.ClaimNames and
+// store.ClaimVariant (claim statements) or store.LeaseNames (lease
+// statements): quoted identifiers ({{.Table}}, {{.ID}}, ...), status
+// literals ({{.Pending}}, ...), variant flags, and values as placeholders
+// ({{arg "token"}} renders $n). They are rendered once per table, when its
+// store is built (internal/store's claimstmts.go and leasestmts.go list
+// which, for which variants).
 //
-// A time column holding integer unix time (store.Names' ...Per fields, "per"
+// A time column holding integer unix time (the names' ...Per fields, "per"
 // its unit in microseconds) is written as the clock's microseconds divided
 // by its unit, rounded down for claim and lock times ("enow") and up for
 // expiries and run-at times ("elater"), and compared with the clock's now
@@ -267,12 +270,12 @@ WHERE n.nspname = COALESCE({{arg "schema"}}::text, current_schema())
 
 	// Online builds indexes with CONCURRENTLY (store.IndexOptions.Online:
 	// writes go on while it builds; never inside a transaction block).
-	Indexes: [5]string{
-		`CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.ClaimIndex}} ON {{.Table}} ({{range .Scope}}{{.}}, {{end}}({{template "order" .}}){{if .RunAt}}, ({{template "runat" .}}){{end}}) WHERE {{.Status}} = {{.Pending}}`,
-		`CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}})`,
-		`CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}})`,
-		`CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.ScopeIndex}} ON {{.Table}} ({{.IndexCols}})`,
-		`CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.SchedIndex}} ON {{.Table}} ({{.RunAt}}) WHERE {{.Status}} = {{.Pending}} AND {{.RunAt}} IS NOT NULL`,
+	Indexes: store.IndexSQL{
+		Claim: `CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.ClaimIndex}} ON {{.Table}} ({{range .Scope}}{{.}}, {{end}}({{template "order" .}}){{if .RunAt}}, ({{template "runat" .}}){{end}}) WHERE {{.Status}} = {{.Pending}}`,
+		Token: `CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		Reap:  `CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		Scope: `CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.ScopeIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		Sched: `CREATE INDEX {{template "concurrently" .}}IF NOT EXISTS {{.SchedIndex}} ON {{.Table}} ({{.RunAt}}) WHERE {{.Status}} = {{.Pending}} AND {{.RunAt}} IS NOT NULL`,
 	},
 	DropIndex: `DROP INDEX {{template "concurrently" .}}IF EXISTS {{.IndexName}}`,
 
@@ -304,18 +307,7 @@ SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.ID}} {{keys}} ORDER BY {{.ID}
 	Attempts: `
 SELECT {{.ID}}, {{if .Attempts}}COALESCE({{.Attempts}}, 0)::bigint{{else}}0::bigint{{end}} FROM {{.Table}} WHERE {{.ID}} {{keys}}`,
 
-	Ack: `
-{{- if .Delete}}
-DELETE FROM {{.Table}} WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Pending}}
-{{- else}}
-UPDATE {{.Table}}
-SET {{.Status}} = {{.Target}}
-    {{- if and .Attempts (ne .Target .Done)}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}
-    {{- if .Error}}, {{.Error}} = {{if eq .Target .Done}}NULL{{else}}{{arg "error"}}{{end}}{{end}}
-    {{- if and .RunAt (eq .Target .Pending)}}, {{.RunAt}} = {{template "delayed" .}}{{end}}
-    {{- if and .RunAt .Failed (eq .Target .Failed)}}, {{.RunAt}} = NULL{{end}}
-WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Pending}}
-{{- end}}`,
+	// The acks are the store's (internal/store's heldAck).
 }
 
 // leaseSQL: every operation is one autocommit statement on the database
@@ -379,12 +371,10 @@ WHERE {{template "locked" .Key}} AND {{.Owner}} IS NOT NULL AND {{template "expg
 // engine's clock in microseconds, its test of a live lease, and ON
 // CONFLICT for a job row made twice. now() is the start of the
 // transaction, so a claim's window is tested at its BEGIN.
-var scheduleSQL = func() store.ScheduleSQL {
-	s := store.GenericScheduleSQL
-	s.Common = `
+var scheduleSQL = store.ScheduleSQL{
+	Common: `
 {{- define "usnow"}}CAST(EXTRACT(EPOCH FROM now()) * 1000000 AS bigint){{end}}
 {{- define "live"}}{{.ExpiresAt}} >= now() - ({{arg "slack"}}::bigint * interval '1 microsecond'){{end}}
-{{- define "keepfirst"}}ON CONFLICT ({{.Job}}) DO NOTHING{{end}}`
-	s.Columns = claimSQL.Columns
-	return s
-}()
+{{- define "keepfirst"}}ON CONFLICT ({{.Job}}) DO NOTHING{{end}}`,
+	Columns: claimSQL.Columns,
+}

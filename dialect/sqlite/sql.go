@@ -2,16 +2,16 @@ package sqlite
 
 import "github.com/claimlock/claimlock/internal/store"
 
-// The statements below are text/template sources over store.Names (see
-// dialect/postgres/sql.go for the conventions). Times are integer
-// milliseconds since the Unix epoch from SQLite's own clock; ages and
-// expiries are reported in microseconds. With ClaimTable.TextTimes the
-// claimed-at and created-at columns hold SQLite's text dates instead
-// ('YYYY-MM-DD HH:MM:SS.SSS', UTC), which compare in time order as text;
-// with LeaseTable.TextTimes the lock and expiry columns do. "claimnow" is
-// the time now as the table's time columns hold it.
+// The statements below are text/template sources over store.ClaimNames and
+// store.ClaimVariant, or store.LeaseNames (see dialect/postgres/sql.go for
+// the conventions). Times are integer milliseconds since the Unix epoch from
+// SQLite's own clock; ages and expiries are reported in microseconds. With
+// ClaimTable.TextTimes the claimed-at and created-at columns hold SQLite's
+// text dates instead ('YYYY-MM-DD HH:MM:SS.SSS', UTC), which compare in time
+// order as text; with LeaseTable.TextTimes the lock and expiry columns do.
+// "claimnow" is the time now as the table's time columns hold it.
 //
-// A column holding unix seconds (store.Names' ...Per fields: "1000", its
+// A column holding unix seconds (the names' ...Per fields: "1000", its
 // unit in milliseconds; unix milliseconds are SQLite's own convention) is
 // written as the clock's milliseconds divided by 1000, rounded down for
 // claim and lock times ("enow") and up for expiries and run-at times
@@ -188,12 +188,12 @@ FROM pragma_table_info({{arg "table"}}, COALESCE({{arg "schema"}}, 'main'))`,
 	IndexExists: `
 SELECT COUNT(*), COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = {{arg "index"}}`,
 
-	Indexes: [5]string{
-		`CREATE INDEX IF NOT EXISTS {{.ClaimIndex}} ON {{.Table}} ({{.IndexCols}})`,
-		`CREATE INDEX IF NOT EXISTS {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}})`,
-		`CREATE INDEX IF NOT EXISTS {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}})`,
-		`CREATE INDEX IF NOT EXISTS {{.ScopeIndex}} ON {{.Table}} ({{.IndexCols}})`,
-		`CREATE INDEX IF NOT EXISTS {{.SchedIndex}} ON {{.Table}} ({{.IndexCols}})`,
+	Indexes: store.IndexSQL{
+		Claim: `CREATE INDEX IF NOT EXISTS {{.ClaimIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		Token: `CREATE INDEX IF NOT EXISTS {{.TokenIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		Reap:  `CREATE INDEX IF NOT EXISTS {{.ReapIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		Scope: `CREATE INDEX IF NOT EXISTS {{.ScopeIndex}} ON {{.Table}} ({{.IndexCols}})`,
+		Sched: `CREATE INDEX IF NOT EXISTS {{.SchedIndex}} ON {{.Table}} ({{.IndexCols}})`,
 	},
 }
 
@@ -253,12 +253,10 @@ WHERE {{.Key}} IN (SELECT {{.Key}} FROM {{.Table}} WHERE {{.Owner}} IS NOT NULL 
 // scheduleSQL: the schedule statements are the store's, with this
 // engine's clock (milliseconds) in microseconds, its test of a live lease
 // (expires_at holds milliseconds) and ON CONFLICT for a job row made twice.
-var scheduleSQL = func() store.ScheduleSQL {
-	s := store.GenericScheduleSQL
-	s.Common = `
+var scheduleSQL = store.ScheduleSQL{
+	Common: `
 {{- define "usnow"}}(CAST(unixepoch('subsec') * 1000 AS INTEGER) * 1000){{end}}
 {{- define "live"}}{{.ExpiresAt}} >= CAST(unixepoch('subsec') * 1000 AS INTEGER) - {{arg "slack"}}{{end}}
-{{- define "keepfirst"}}ON CONFLICT ({{.Job}}) DO NOTHING{{end}}`
-	s.Columns = claimSQL.Columns
-	return s
-}()
+{{- define "keepfirst"}}ON CONFLICT ({{.Job}}) DO NOTHING{{end}}`,
+	Columns: claimSQL.Columns,
+}

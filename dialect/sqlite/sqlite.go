@@ -30,14 +30,13 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// handle carries the engine inside Dialect; its field name is unexported,
-// so users cannot reach it.
-type handle = store.Handle
+// backendRef carries the engine's store inside Dialect; its field name is
+// unexported, so users cannot reach it.
+type backendRef = store.BackendRef
 
 // Dialect is the SQLite implementation of [dialect.Dialect].
 type Dialect struct {
-	handle
-	b *store.Base // the engine the handle carries
+	backendRef
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)
@@ -113,29 +112,11 @@ func New(ctx context.Context, db *sql.DB, opts dialect.Options) (*Dialect, error
 
 // build assembles the dialect for a database of the given version.
 func build(db *sql.DB, version string, opts dialect.Options, logger *slog.Logger) *Dialect {
-	d := &Dialect{b: &store.Base{}}
-	d.handle = store.NewHandle(d.b)
 	// Multi-statement operations run in BEGIN IMMEDIATE transactions,
 	// which take the write lock at once and so never fail later with
 	// SQLITE_BUSY_SNAPSHOT.
-	d.b.E = &store.Engine{
-		Name: "sqlite", DB: store.ConnDB{DB: db, BeginSQL: []string{"BEGIN IMMEDIATE"}}, Classify: classify, Returning: true, FoldCase: true,
-		Dialect: store.Dialect{TimeUnit: store.Milliseconds},
-		Quote:   quote,
-		Retry:   store.NewRetrier(opts.Retry),
-		Logger:  logger,
-		Caps: dialect.Capabilities{
-			Engine: dialect.EngineSQLite, Version: version,
-			SkipLocked: false, Returning: true,
-			PreferredStrategy: dialect.StrategyTokenUpdate,
-			ClaimConcurrency:  claimConcurrency,
-			PipelineAckClaim:  pipelineAckClaim,
-		},
-		CheckTime: checkTime, TextTimes: true, WideInts: true, IntTimes: true,
-		DDL: store.DDL{Int: "INTEGER", Time: "INTEGER", TimeSeconds: "INTEGER", Text: "TEXT", Serial: "INTEGER PRIMARY KEY AUTOINCREMENT", SerialIsKey: true},
-	}
-	d.b.Claims, d.b.Leases, d.b.Schedules = claimSQL, leaseSQL, scheduleSQL
-	return d
+	drv := storeDriver{db: store.ConnDB{DB: db, BeginSQL: []string{"BEGIN IMMEDIATE"}}, version: version}
+	return &Dialect{backendRef: store.NewBackend(drv, opts, logger).Ref()}
 }
 
 // claimConcurrency is [dialect.Capabilities.ClaimConcurrency] on SQLite: no

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store/render"
 )
 
 // errPartialAck rolls back a one-statement ack that matched fewer rows than
@@ -37,14 +38,14 @@ func (s *Claims) ack(ctx context.Context, p *AckParams) (AckResult, error) {
 	}
 	if st, ok := s.oneStatement(p); ok {
 		done := false
-		err := s.E.Do(ctx, "ack", false, func() error {
+		err := s.b.Do(ctx, "ack", false, func() error {
 			res = AckResult{}
-			if s.E.Returning {
+			if s.b.caps.Returning {
 				done = true
-				return s.ackReturning(ctx, s.E.DB, st, a, idx, len(keys), &res)
+				return s.ackReturning(ctx, s.b.db, st, a, idx, len(keys), &res)
 			}
-			err := s.E.InTx(ctx, func(tx Querier) error {
-				n, err := Exec(ctx, tx, s.E.Dialect, st, a)
+			err := s.b.InTx(ctx, func(tx Querier) error {
+				n, err := s.b.exec(ctx, tx, st, a)
 				if err == nil && n != int64(idx.distinct()) {
 					err = errPartialAck
 				}
@@ -60,9 +61,9 @@ func (s *Claims) ack(ctx context.Context, p *AckParams) (AckResult, error) {
 			return res, wrap("ack", err)
 		}
 	}
-	err = s.E.Do(ctx, "ack", false, func() error {
+	err = s.b.Do(ctx, "ack", false, func() error {
 		res = AckResult{}
-		return s.E.InTx(ctx, func(tx Querier) error { return s.ackByRow(ctx, tx, p, a, keys, idx, &res) })
+		return s.b.InTx(ctx, func(tx Querier) error { return s.ackByRow(ctx, tx, p, a, keys, idx, &res) })
 	})
 	if err != nil {
 		return AckResult{}, wrap("ack", err)
@@ -75,23 +76,28 @@ func (s *Claims) ack(ctx context.Context, p *AckParams) (AckResult, error) {
 // (each row's version decides its outcome), or when parking at MaxAttempts
 // on an engine without RETURNING (the statement cannot say which rows it
 // parked).
-func (s *Claims) oneStatement(p *AckParams) (st Stmt, ok bool) {
+func (s *Claims) oneStatement(p *AckParams) (st render.Stmt, ok bool) {
 	versioned := p.Versions != nil && p.Outcome == OutcomeDone
 	parkAt := p.Outcome == OutcomeRetry && p.MaxAttempts > 0
 	switch {
-	case versioned || parkAt && !s.E.Returning || s.moves(p):
-		return Stmt{}, false
+	case versioned || parkAt && !s.b.caps.Returning || s.moves(p):
+		return render.Stmt{}, false
 	case parkAt:
-		return s.ackPark, true
+		return s.st(claimKey{t: tAck, v: ClaimVariant{ParkAt: true}}), true
 	}
-	return s.key().ackTo[s.target(p.Outcome)], true
+	return s.st(claimKey{t: tAck, to: toOf(p.Outcome), v: s.hinted(ClaimVariant{})}), true
 }
 
 // moves reports whether the ack p moves its done rows to the archive
 // table: it then locks them, updates them, copies and deletes them, in one
 // transaction (ackByRow).
 func (s *Claims) moves(p *AckParams) bool {
-	return s.archive.SQL != "" && p.Outcome == OutcomeDone
+	return s.archives() && p.Outcome == OutcomeDone
+}
+
+// archives reports a table whose done rows move to an archive table.
+func (s *Claims) archives() bool {
+	return s.stmts.has(claimKey{t: tArchive, v: ClaimVariant{ByKeys: true}})
 }
 
 // move copies the done rows of keys, which the caller's transaction has
@@ -99,18 +105,19 @@ func (s *Claims) moves(p *AckParams) bool {
 // claim table. It fails, so that the transaction rolls back, if it did not
 // copy every one.
 func (s *Claims) move(ctx context.Context, tx Querier, keys []any) error {
-	a := &Args{Keys: keys}
-	n, err := Exec(ctx, tx, s.E.Dialect, s.archive, a)
+	a := &render.Args{Keys: keys}
+	n, err := s.b.exec(ctx, tx, s.st(claimKey{t: tArchive, v: ClaimVariant{ByKeys: true}}), a)
 	if err != nil {
 		return fmt.Errorf("archive: %w", err)
 	}
 	if n != int64(len(keys)) {
 		return fmt.Errorf("archive: copied %d of %d acked rows", n, len(keys))
 	}
-	if s.purge.SQL == "" {
+	purge := s.st(claimKey{t: tPurge, v: ClaimVariant{ByKeys: true}})
+	if purge.SQL == "" {
 		return nil
 	}
-	if n, err = Exec(ctx, tx, s.E.Dialect, s.purge, a); err != nil {
+	if n, err = s.b.exec(ctx, tx, purge, a); err != nil {
 		return fmt.Errorf("archive: delete: %w", err)
 	}
 	if n != int64(len(keys)) {
@@ -122,8 +129,8 @@ func (s *Claims) move(ctx context.Context, tx Querier, keys []any) error {
 // ackPrep validates an ack's params and returns its normalised keys, their
 // index and the statements' arguments. A failure's text is cut to the
 // Error column's width, which it learns from the catalog first if need be.
-func (s *Claims) ackPrep(ctx context.Context, p *AckParams) ([]any, *keyIndex, *Args, error) {
-	if err := checkAck(s.Spec, p); err != nil {
+func (s *Claims) ackPrep(ctx context.Context, p *AckParams) ([]any, *keyIndex, *render.Args, error) {
+	if err := checkAck(s.spec, p); err != nil {
 		return nil, nil, nil, err
 	}
 	if p.Outcome == OutcomeRetry {
@@ -131,7 +138,7 @@ func (s *Claims) ackPrep(ctx context.Context, p *AckParams) ([]any, *keyIndex, *
 			return nil, nil, nil, err
 		}
 	}
-	keys, err := normalizeKeys(s.Spec.IDKind, p.IDs)
+	keys, err := normalizeKeys(s.spec.IDKind, p.IDs)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -143,8 +150,8 @@ func (s *Claims) ackPrep(ctx context.Context, p *AckParams) ([]any, *keyIndex, *
 	if err := s.timeLimits().fits("RunAt", "retry delay", p.Delay); err != nil {
 		return nil, nil, nil, err
 	}
-	a := &Args{Token: p.Token, Keys: keys, MaxAttempts: p.MaxAttempts, Error: s.errorText(p.Error), Delay: s.delay(p.Delay)}
-	return keys, newKeyIndex(s.Spec.IDKind, keys), a, nil
+	a := &render.Args{Token: p.Token, Keys: keys, MaxAttempts: p.MaxAttempts, Error: s.errorText(p.Error), Delay: s.delay(p.Delay)}
+	return keys, newKeyIndex(s.spec.IDKind, keys), a, nil
 }
 
 // normalizeKeys applies [NormalizeKey] to every key, returning a
@@ -175,22 +182,22 @@ func normalizeKeys(kind dialect.IDKind, keys []any) ([]any, error) {
 	return out, nil
 }
 
-// target is the status literal an outcome sets.
-func (s *Claims) target(o AckOutcome) string {
+// toOf is the status an outcome sets.
+func toOf(o AckOutcome) ackTo {
 	switch o {
 	case OutcomeFailed:
-		return s.Names.Failed
+		return toFailed
 	case OutcomeRetry:
-		return s.Names.Pending
+		return toPending
 	}
-	return s.Names.Done
+	return toDone
 }
 
 // ackReturning runs a one-statement ack that returns each changed key and
 // whether it was parked, on q.
-func (s *Claims) ackReturning(ctx context.Context, q Querier, st Stmt, a *Args, idx *keyIndex, n int, res *AckResult) error {
+func (s *Claims) ackReturning(ctx context.Context, q Querier, st render.Stmt, a *render.Args, idx *keyIndex, n int, res *AckResult) error {
 	got := make([]bool, n)
-	err := Query(ctx, q, s.E.Dialect, st, a, func(r Rows) error {
+	err := s.b.query(ctx, q, st, a, func(r Rows) error {
 		var parked bool
 		if err := r.Scan(idx.dest(), &parked); err != nil {
 			return err
@@ -268,33 +275,77 @@ func missing(got []bool) []int {
 	return out
 }
 
+// lockedRow is a row an ack locked: its key, its position in the ack's
+// keys, and its version and attempts.
+type lockedRow struct {
+	key               any
+	pos               int
+	version, attempts int64
+}
+
 // ackByRow is the per-row ack inside a transaction: lock what the token
 // holds, decide, update by group.
-func (s *Claims) ackByRow(ctx context.Context, tx Querier, p *AckParams, a *Args, keys []any, idx *keyIndex, res *AckResult) error {
-	type held struct {
-		key               any
-		pos               int
-		version, attempts int64
-	}
-	var hs []held
-	k := s.key()
-	err := Query(ctx, tx, s.E.Dialect, k.ackLock, a, func(r Rows) error {
+func (s *Claims) ackByRow(ctx context.Context, tx Querier, p *AckParams, a *render.Args, keys []any, idx *keyIndex, res *AckResult) error {
+	var hs []lockedRow
+	hint := s.hinted(ClaimVariant{})
+	err := s.b.query(ctx, tx, s.st(claimKey{t: tAckLock, v: hint}), a, func(r Rows) error {
 		var v, at sql.NullInt64
 		if err := r.Scan(idx.dest(), &v, &at); err != nil {
 			return err
 		}
 		if i, ok := idx.scanned(); ok {
-			hs = append(hs, held{key: keys[i], pos: i, version: v.Int64, attempts: at.Int64})
+			hs = append(hs, lockedRow{key: keys[i], pos: i, version: v.Int64, attempts: at.Int64})
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	var done, requeue, failed, pending []any
+	done, requeue, failed, pending := decide(p, hs, res)
 	got := make([]bool, len(keys))
 	for _, h := range hs {
 		got[h.pos] = true
+	}
+	requeueV := hint
+	requeueV.Undo = true
+	groups := []struct {
+		st   render.Stmt
+		keys []any
+	}{
+		{s.st(claimKey{t: tAck, to: toDone, v: hint}), done}, {s.st(claimKey{t: tAck, to: toPending, v: requeueV}), requeue},
+		{s.st(claimKey{t: tAck, to: toFailed, v: hint}), failed}, {s.st(claimKey{t: tAck, to: toPending, v: hint}), pending},
+	}
+	for _, g := range groups {
+		if len(g.keys) == 0 {
+			continue
+		}
+		ga := &render.Args{Token: p.Token, Keys: g.keys, Error: a.Error, Delay: a.Delay}
+		if s.b.caps.Returning {
+			// The statement returns rows; read them so that the driver
+			// finishes it inside the transaction.
+			err = s.b.query(ctx, tx, g.st, ga, func(Rows) error { return nil })
+		} else {
+			_, err = s.b.exec(ctx, tx, g.st, ga)
+		}
+		if err != nil {
+			return fmt.Errorf("update: %w", err)
+		}
+	}
+	if len(done) > 0 && s.moves(p) {
+		if err := s.move(ctx, tx, done); err != nil {
+			return err
+		}
+	}
+	res.Lost = missing(got)
+	return nil
+}
+
+// decide sorts the locked rows of the ack p by what it does to them: done,
+// back to pending because their version moved since the claim (reported in
+// res.Requeued), failed (a failure, or a retry that reached MaxAttempts:
+// res.Parked), or back to pending.
+func decide(p *AckParams, hs []lockedRow, res *AckResult) (done, requeue, failed, pending []any) {
+	for _, h := range hs {
 		switch p.Outcome {
 		case OutcomeDone:
 			if p.Versions != nil && h.version != p.Versions[h.pos] {
@@ -314,34 +365,5 @@ func (s *Claims) ackByRow(ctx context.Context, tx Querier, p *AckParams, a *Args
 			}
 		}
 	}
-	groups := []struct {
-		st   Stmt
-		keys []any
-	}{
-		{k.ackTo[s.Names.Done], done}, {k.ackRequeue, requeue},
-		{k.ackTo[s.Names.Failed], failed}, {k.ackTo[s.Names.Pending], pending},
-	}
-	for _, g := range groups {
-		if len(g.keys) == 0 {
-			continue
-		}
-		ga := &Args{Token: p.Token, Keys: g.keys, Error: a.Error, Delay: a.Delay}
-		if s.E.Returning {
-			// The statement returns rows; read them so that the driver
-			// finishes it inside the transaction.
-			err = Query(ctx, tx, s.E.Dialect, g.st, ga, func(Rows) error { return nil })
-		} else {
-			_, err = Exec(ctx, tx, s.E.Dialect, g.st, ga)
-		}
-		if err != nil {
-			return fmt.Errorf("update: %w", err)
-		}
-	}
-	if len(done) > 0 && s.moves(p) {
-		if err := s.move(ctx, tx, done); err != nil {
-			return err
-		}
-	}
-	res.Lost = missing(got)
-	return nil
+	return done, requeue, failed, pending
 }

@@ -1,11 +1,13 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store/render"
 )
 
 // ColumnInfo is a column as the database's catalog reports it.
@@ -50,16 +52,16 @@ func (c ColumnInfo) Resolution() time.Duration {
 	return d
 }
 
-// Columns is a table's columns by name, as read from the catalog. Engines
+// tableColumns is a table's columns by name, as read from the catalog. Engines
 // whose column names are case-insensitive (MySQL, SQLite) store lower-case
 // names and set Fold.
-type Columns struct {
+type tableColumns struct {
 	ByName map[string]ColumnInfo
 	Fold   bool
 }
 
 // Get returns the column named name, folding case where the engine does.
-func (c Columns) Get(name string) (ColumnInfo, bool) {
+func (c tableColumns) Get(name string) (ColumnInfo, bool) {
 	if c.Fold {
 		name = strings.ToLower(name)
 	}
@@ -67,7 +69,7 @@ func (c Columns) Get(name string) (ColumnInfo, bool) {
 	return ci, ok
 }
 
-func (c Columns) check(table string, cols []struct{ field, name string }, tokenField, tokenCol string) error {
+func (c tableColumns) check(table string, cols []struct{ field, name string }, tokenField, tokenCol string) error {
 	if len(c.ByName) == 0 {
 		return fmt.Errorf("%w: Table: table %s not found (or it has no columns)", dialect.ErrInvalidConfig, table)
 	}
@@ -90,7 +92,7 @@ func (c Columns) check(table string, cols []struct{ field, name string }, tokenF
 // columns: every configured column exists, the token column can hold a
 // token, the counters hold numbers and the status column every status
 // value.
-func (e *Engine) checkClaimColumns(s dialect.ClaimTable, c Columns) error {
+func (b *Backend) checkClaimColumns(s dialect.ClaimTable, c tableColumns) error {
 	cols := []struct{ field, name string }{
 		{"ID", s.ID}, {"Status", s.Status}, {"Token", s.Token}, {"ClaimedAt", s.ClaimedAt},
 		{"Attempts", s.Attempts}, {"Version", s.Version}, {"CreatedAt", s.CreatedAt},
@@ -122,11 +124,11 @@ func (e *Engine) checkClaimColumns(s dialect.ClaimTable, c Columns) error {
 		if cc.name == "" {
 			continue
 		}
-		if err := e.learnType(s.Table, cc.name, c).needInt(cc.field); err != nil {
+		if err := b.learnType(s.Table, cc.name, c).needInt(cc.field); err != nil {
 			return err
 		}
 	}
-	return e.checkStatusColumn(s, c)
+	return b.checkStatusColumn(s, c)
 }
 
 // checkStatusColumn verifies that the status column can hold every status
@@ -137,9 +139,9 @@ func (e *Engine) checkClaimColumns(s dialect.ClaimTable, c Columns) error {
 // column, 300 as 127 in a TINYINT), and a row so marked can then neither be
 // heartbeaten, released nor reaped. On a case-insensitive collation 'done'
 // and 'DONE' are one value, and done rows would be claimed again.
-func (e *Engine) checkStatusColumn(s dialect.ClaimTable, c Columns) error {
+func (b *Backend) checkStatusColumn(s dialect.ClaimTable, c tableColumns) error {
 	col, _ := c.Get(s.Status)
-	typ := e.learnType(s.Table, s.Status, c)
+	typ := b.learnType(s.Table, s.Status, c)
 	all := []struct {
 		field string
 		v     dialect.Status
@@ -202,9 +204,40 @@ func caseInsensitive(collation string) bool {
 // checkLeaseColumns verifies the lease table described by s against its
 // catalog columns: every configured column exists and the owner column can
 // hold a token.
-func checkLeaseColumns(s dialect.LeaseTable, c Columns) error {
+func checkLeaseColumns(s dialect.LeaseTable, c tableColumns) error {
 	cols := []struct{ field, name string }{
 		{"Key", s.Key}, {"Owner", s.Owner}, {"LockedAt", s.LockedAt}, {"ExpiresAt", s.ExpiresAt}, {"Fence", s.Fence}, {"Status", s.Status},
 	}
 	return c.check(s.Table, cols, "Owner", s.Owner)
+}
+
+// catalogColumns reads a table's columns with the engine's catalog query.
+func (b *Backend) catalogColumns(ctx context.Context, st render.Stmt, name string) (tableColumns, error) {
+	schema, table := SplitName(name)
+	a := &render.Args{Table: table}
+	if schema != "" {
+		a.Schema = schema
+	}
+	cols := tableColumns{Fold: b.drv.FoldsCase()}
+	err := b.Do(ctx, "verify schema", true, func() error {
+		cols.ByName = map[string]ColumnInfo{}
+		return b.query(ctx, b.db, st, a, func(r Rows) error {
+			var n, typ, coll, full string
+			var l, p int64
+			var nullable, key bool
+			if err := r.Scan(&n, &l, &typ, &p, &coll, &nullable, &full, &key); err != nil {
+				return err
+			}
+			if b.drv.FoldsCase() {
+				n = strings.ToLower(n)
+			}
+			if full == "" {
+				full = typ
+			}
+			cols.ByName[n] = ColumnInfo{MaxLen: int(l), Type: strings.ToLower(typ), Precision: int(p), Collation: strings.ToLower(coll),
+				Nullable: nullable, ColumnType: full, PrimaryKey: key}
+			return nil
+		})
+	})
+	return cols, err
 }

@@ -265,7 +265,7 @@ type ClaimStore interface {
 	Stats(ctx context.Context, scopeValues []any) (Stats, error)
 
 	// IndexDDL returns the CREATE INDEX statements recommended for this
-	// table ([Indexes]): the claim index, the token index, the
+	// table ([recommendedIndexes]): the claim index, the token index, the
 	// reaper's (status, claimed_at) index and, for a scoped table on the
 	// engines that use it, the scope index (scope..., status, claimed_at).
 	// They block writes to the table while they build: for a table in use,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/errclass"
+	"github.com/claimlock/claimlock/internal/store/render"
 )
 
 // fakeErr is an engine error of a given class.
@@ -74,22 +75,59 @@ func (noRows) Scan(...any) error { return nil }
 func (noRows) Err() error        { return nil }
 func (noRows) Close()            {}
 
-// fakeEngine is an engine on f whose statements are trivial templates.
-func fakeEngine(f *fakeDB, returning bool) *Engine {
-	return &Engine{
-		Name: "fake", DB: f, Returning: returning,
-		Quote: func(p string) string { return `"` + p + `"` },
-		Classify: func(err error) errclass.Class {
-			var fe fakeErr
-			if errors.As(err, &fe) {
-				return fe.class
-			}
-			return errclass.Other
-		},
-		Retry:  NewRetrier(dialect.RetryPolicy{BaseDelay: time.Microsecond, MaxDelay: time.Microsecond}),
-		Logger: slog.New(slog.DiscardHandler),
-		Caps:   dialect.Capabilities{PreferredStrategy: dialect.StrategyTokenUpdate},
+// fakeDriver is an engine on db whose statements are trivial templates.
+type fakeDriver struct {
+	db        DB
+	returning bool
+	claims    ClaimSQL
+	leases    LeaseSQL
+	textTimes bool
+	wideInts  bool
+	quote     func(string) string
+}
+
+func (d *fakeDriver) Name() string        { return "fake" }
+func (d *fakeDriver) DB() DB              { return d.db }
+func (d *fakeDriver) Style() render.Style { return render.Style{} }
+func (d *fakeDriver) Quote(p string) string {
+	if d.quote != nil {
+		return d.quote(p)
 	}
+	return `"` + p + `"`
+}
+func (d *fakeDriver) Capabilities() dialect.Capabilities {
+	return dialect.Capabilities{PreferredStrategy: dialect.StrategyTokenUpdate, Returning: d.returning}
+}
+func (d *fakeDriver) Classify(err error) errclass.Class {
+	var fe fakeErr
+	if errors.As(err, &fe) {
+		return fe.class
+	}
+	return errclass.Other
+}
+func (d *fakeDriver) ClaimSQL() ClaimSQL       { return d.claims }
+func (d *fakeDriver) LeaseSQL() LeaseSQL       { return d.leases }
+func (d *fakeDriver) ScheduleSQL() ScheduleSQL { return ScheduleSQL{} }
+func (d *fakeDriver) DDL() DDL                 { return DDL{} }
+func (d *fakeDriver) CheckTime(ColumnInfo, dialect.TimeFormat, bool) (string, error) {
+	return "", nil
+}
+func (d *fakeDriver) FoldsCase() bool         { return false }
+func (d *fakeDriver) IsolatesWrites() bool    { return false }
+func (d *fakeDriver) IntTimes() bool          { return false }
+func (d *fakeDriver) SupportsTextTimes() bool { return d.textTimes }
+func (d *fakeDriver) WideInts() bool          { return d.wideInts }
+func (d *fakeDriver) HintsKeys() bool         { return false }
+
+// fakeBackend is a backend on f with the fake statements, adjusted by
+// edits.
+func fakeBackend(f DB, returning bool, edits ...func(*fakeDriver)) *Backend {
+	d := &fakeDriver{db: f, returning: returning, claims: fakeClaimSQL, leases: fakeLeaseSQL}
+	for _, e := range edits {
+		e(d)
+	}
+	return NewBackend(d, dialect.Options{Retry: dialect.RetryPolicy{BaseDelay: time.Microsecond, MaxDelay: time.Microsecond}},
+		slog.New(slog.DiscardHandler))
 }
 
 var fakeClaimSQL = ClaimSQL{
@@ -97,7 +135,7 @@ var fakeClaimSQL = ClaimSQL{
 	Ack: `UPDATE {{.Table}} SET {{.Status}} = {{.Target}} WHERE {{.ID}} {{keys}}`, AckLock: `SELECT {{.ID}} WHERE {{.ID}} {{keys}}`,
 	Heartbeat: `UPDATE h`, HeartbeatHeld: `SELECT {{.ID}}`, Release: `UPDATE r{{if .ByKeys}} WHERE {{.ID}} {{keys}}{{end}}`,
 	Reap: `UPDATE reap`, Stats: `SELECT stats`, Columns: `SELECT cols`, IndexExists: `SELECT idx`,
-	Indexes: [5]string{`CREATE INDEX a`, `CREATE INDEX b`, `CREATE INDEX c`, `CREATE INDEX d`},
+	Indexes: IndexSQL{Claim: `CREATE INDEX a`, Token: `CREATE INDEX b`, Reap: `CREATE INDEX c`, Scope: `CREATE INDEX d`},
 }
 
 var fakeLeaseSQL = LeaseSQL{
@@ -114,13 +152,13 @@ func fakeSpec(t *testing.T) dialect.ClaimTable {
 
 // ops are the store's operations, each marked as a read (idempotent) or a
 // write.
-func ops(t *testing.T, e *Engine) map[string]struct {
+func ops(t *testing.T, b *Backend) map[string]struct {
 	read bool
 	run  func(ctx context.Context) error
 } {
-	cs, err := NewClaims(e, fakeClaimSQL, fakeSpec(t), nil)
+	cs, err := newClaims(b, fakeSpec(t))
 	require.NoError(t, err)
-	ls, err := NewLeases(e, fakeLeaseSQL, KeyedLeaseTable("l", 10))
+	ls, err := newLeases(b, KeyedLeaseTable("l", 10))
 	require.NoError(t, err)
 	scan := func(Scanner) error { return nil }
 	type op = struct {
@@ -145,7 +183,10 @@ func ops(t *testing.T, e *Engine) map[string]struct {
 		"stats":         {true, func(ctx context.Context) error { _, err := cs.Stats(ctx, nil); return err }},
 		"verify":        {true, func(ctx context.Context) error { err := cs.VerifySchema(ctx); return ignoreInvalid(err) }},
 		"missing index": {true, func(ctx context.Context) error { _, err := cs.MissingIndexes(ctx); return err }},
-		"read back":     {true, func(ctx context.Context) error { _, err := cs.ReadBack(ctx, "t", scan, nil); return err }},
+		"read back": {true, func(ctx context.Context) error {
+			_, err := cs.Steps().ReadBack(ctx, nil, "t", scan, nil)
+			return err
+		}},
 		"lease inspect": {true, func(ctx context.Context) error { _, err := ls.Inspect(ctx, "k"); return err }},
 		"lease release": {false, func(ctx context.Context) error { _, err := ls.Release(ctx, "k", "o", time.Time{}); return err }},
 		"lease release hold": {false, func(ctx context.Context) error {
@@ -191,8 +232,8 @@ func TestEveryOperationRetriesConflicts(t *testing.T) {
 	t.Parallel()
 	for _, returning := range []bool{true, false} {
 		f := &fakeDB{}
-		e := fakeEngine(f, returning)
-		for name, op := range ops(t, e) {
+		b := fakeBackend(f, returning)
+		for name, op := range ops(t, b) {
 			f.count = nil
 			failed := false
 			f.fail = func(call string, n int) error {
@@ -202,10 +243,10 @@ func TestEveryOperationRetriesConflicts(t *testing.T) {
 				}
 				return nil
 			}
-			before := e.Retry.Retries()
+			before := b.retry.Retries()
 			require.NoError(t, op.run(context.Background()), "%s (returning %v)", name, returning)
 			require.True(t, failed, name)
-			require.Equal(t, before+1, e.Retry.Retries(), "%s (returning %v) retried once", name, returning)
+			require.Equal(t, before+1, b.retry.Retries(), "%s (returning %v) retried once", name, returning)
 		}
 	}
 }
@@ -215,8 +256,8 @@ func TestEveryOperationRetriesConflicts(t *testing.T) {
 func TestConnectionErrorsRerunOnlyReads(t *testing.T) {
 	t.Parallel()
 	f := &fakeDB{}
-	e := fakeEngine(f, true)
-	for name, op := range ops(t, e) {
+	b := fakeBackend(f, true)
+	for name, op := range ops(t, b) {
 		f.count = nil
 		f.calls = nil
 		f.fail = func(call string, n int) error {
@@ -242,8 +283,8 @@ func TestFailedStatementRollsBack(t *testing.T) {
 	t.Parallel()
 	for _, returning := range []bool{true, false} {
 		f := &fakeDB{}
-		e := fakeEngine(f, returning)
-		cs, err := NewClaims(e, fakeClaimSQL, fakeSpec(t), nil)
+		b := fakeBackend(f, returning)
+		cs, err := newClaims(b, fakeSpec(t))
 		require.NoError(t, err)
 		boom := fakeErr{errclass.Other}
 		f.fail = func(call string, n int) error {
@@ -265,12 +306,12 @@ func TestFailedStatementRollsBack(t *testing.T) {
 func TestRollbackSurvivesCancelledContext(t *testing.T) {
 	t.Parallel()
 	f := &fakeDB{}
-	e := fakeEngine(f, true)
+	b := fakeBackend(f, true)
 	ctx, cancel := context.WithCancel(context.Background())
 	var rollbackCtxErr error = errors.New("not called")
 	tx := &ctxTx{fakeTx: fakeTx{f}, onRollback: func(c context.Context) { rollbackCtxErr = c.Err() }}
-	e.DB = beginWith{f, tx}
-	err := e.InTx(ctx, func(Querier) error { cancel(); return context.Canceled })
+	b.db = beginWith{f, tx}
+	err := b.InTx(ctx, func(Querier) error { cancel(); return context.Canceled })
 	require.ErrorIs(t, err, context.Canceled)
 	require.NoError(t, rollbackCtxErr, "the rollback runs on a live context")
 }
@@ -294,7 +335,7 @@ func (b beginWith) Begin(context.Context) (Tx, error) { return b.tx, nil }
 func TestKeysNormalisedAtTheBoundary(t *testing.T) {
 	t.Parallel()
 	f := &fakeDB{}
-	cs, err := NewClaims(fakeEngine(f, true), fakeClaimSQL, fakeSpec(t), nil)
+	cs, err := newClaims(fakeBackend(f, true), fakeSpec(t))
 	require.NoError(t, err)
 	ctx := context.Background()
 	_, err = cs.Ack(ctx, &AckParams{Token: "t", IDs: []any{uint64(1) << 63}})
@@ -306,43 +347,35 @@ func TestKeysNormalisedAtTheBoundary(t *testing.T) {
 	require.NoError(t, err)
 }
 
-func TestStatementArguments(t *testing.T) {
-	t.Parallel()
-	d := Dialect{Dollar: true, ArrayKeys: true, KeysIntArray: "= ANY(%s::bigint[])", KeysTextArray: "= ANY(%s::text[])"}
-	st, err := d.render("x", `SELECT {{arg "token"}} WHERE a{{scope .}} AND id {{keys}} LIMIT {{arg "limit"}}`, []string{`"s1"`, `"s2"`}, false)
-	require.NoError(t, err)
-	require.Equal(t, `SELECT $1 WHERE a AND "s1" = $2 AND "s2" = $3 AND id = ANY($4::bigint[]) LIMIT $5`, st.SQL)
-	q, args := st.Bind(d, &Args{Token: "tok", Limit: 7, Scope: []any{"x", 9}, Keys: []any{int64(1), int64(2)}})
-	require.Equal(t, st.SQL, q)
-	require.Equal(t, []any{"tok", "x", 9, []int64{1, 2}, int64(7)}, args)
-
-	q2 := Dialect{}
-	st, err = q2.render("x", `UPDATE t SET a = {{arg "token"}} WHERE id {{keys}} AND b = {{arg "limit"}}`, nil, false)
-	require.NoError(t, err)
-	q, args = st.Bind(q2, &Args{Token: "tok", Limit: 2, Keys: []any{"a", "b", "c"}})
-	require.Equal(t, `UPDATE t SET a = ? WHERE id IN (?, ?, ?) AND b = ?`, q)
-	require.Equal(t, []any{"tok", "a", "b", "c", int64(2)}, args)
-
-	_, err = d.render("bad", `{{.Nope}}`, Names{}, false)
-	require.Error(t, err, "a template naming a missing field is refused when the store is built")
-}
-
 // A placeholder name that is not one of Args' fails when the store is
 // built (claim.New, tasklock.New), not when the statement first runs.
 func TestPlaceholderTypoFailsAtBuild(t *testing.T) {
 	t.Parallel()
-	_, err := Dialect{}.render("heartbeat", `UPDATE t SET a = 1 WHERE token = {{arg "tokn"}}`, Names{}, false)
-	require.ErrorContains(t, err, `unknown placeholder name "tokn"`)
-	_, err = Dialect{}.render("x", `SELECT {{arg "scope"}}, {{arg "scope01"}}`, Names{}, false)
-	require.ErrorContains(t, err, `unknown placeholder name "scope"`)
-
 	spec := dialect.ClaimTable{Table: "jobs"}.WithDefaults()
-	_, err = NewClaims(fakeEngine(&fakeDB{}, true), ClaimSQL{Heartbeat: `UPDATE {{.Table}} SET {{.ClaimedAt}} = now() WHERE {{.Token}} = {{arg "tokn"}}`}, spec, nil)
+	_, err := newClaims(fakeBackend(&fakeDB{}, true, func(d *fakeDriver) {
+		d.claims = ClaimSQL{Heartbeat: `UPDATE {{.Table}} SET {{.ClaimedAt}} = now() WHERE {{.Token}} = {{arg "tokn"}}`}
+	}), spec)
 	require.ErrorContains(t, err, `statement heartbeat`)
 	require.ErrorContains(t, err, `unknown placeholder name "tokn"`)
-	_, err = NewLeases(fakeEngine(&fakeDB{}, true), LeaseSQL{Renew: `UPDATE {{.Table}} SET {{.LockedAt}} = now() WHERE {{.Owner}} = {{arg "ownr"}}`},
-		dialect.LeaseTable{Table: "l", Key: "k", Owner: "o", LockedAt: "at"})
+	_, err = newLeases(fakeBackend(&fakeDB{}, true, func(d *fakeDriver) {
+		d.leases = LeaseSQL{Renew: `UPDATE {{.Table}} SET {{.LockedAt}} = now() WHERE {{.Owner}} = {{arg "ownr"}}`}
+	}), dialect.LeaseTable{Table: "l", Key: "k", Owner: "o", LockedAt: "at"})
 	require.ErrorContains(t, err, `unknown placeholder name "ownr"`)
+}
+
+// A claim template sees the claim table's names and its variant; a lease
+// template the lease table's names: a field of the other kind is refused
+// when the store is built.
+func TestTemplatesSeeTheirOwnNames(t *testing.T) {
+	t.Parallel()
+	_, err := newClaims(fakeBackend(&fakeDB{}, true, func(d *fakeDriver) {
+		d.claims.Heartbeat = `UPDATE {{.Table}} SET {{.LockedAt}} = now()`
+	}), fakeSpec(t))
+	require.ErrorContains(t, err, `statement heartbeat`)
+	_, err = newLeases(fakeBackend(&fakeDB{}, true, func(d *fakeDriver) {
+		d.leases.Renew = `UPDATE {{.Table}} SET {{.Scoped}}`
+	}), dialect.LeaseTable{Table: "l", Key: "k", Owner: "o", LockedAt: "at"})
+	require.ErrorContains(t, err, `statement lease renew`)
 }
 
 // The store's param checks apply the claim table's one MaxAttempts rule.
@@ -373,8 +406,8 @@ func TestParamChecksApplyTheMaxAttemptsRule(t *testing.T) {
 func TestOutcomeUnknown(t *testing.T) {
 	t.Parallel()
 	f := &fakeDB{}
-	e := fakeEngine(f, true)
-	for name, op := range ops(t, e) {
+	b := fakeBackend(f, true)
+	for name, op := range ops(t, b) {
 		f.count, f.calls = nil, nil
 		f.fail = func(call string, n int) error {
 			if call != "rollback" && len(f.calls) == 1 {
@@ -385,7 +418,7 @@ func TestOutcomeUnknown(t *testing.T) {
 		err := op.run(context.Background())
 		require.Equal(t, !op.read, errors.Is(err, dialect.ErrOutcomeUnknown), name)
 	}
-	cs, err := NewClaims(e, fakeClaimSQL, fakeSpec(t), nil)
+	cs, err := newClaims(b, fakeSpec(t))
 	require.NoError(t, err)
 	versioned := &AckParams{Token: "t", IDs: []any{1}, Versions: []int64{1}}
 	for class, unknown := range map[errclass.Class]bool{errclass.Other: true, errclass.Connection: true, errclass.Duplicate: false} {
@@ -416,11 +449,9 @@ func TestTextTimesOnlyWhereSupported(t *testing.T) {
 	t.Parallel()
 	spec := fakeSpec(t)
 	spec.TextTimes = true
-	_, err := NewClaims(fakeEngine(&fakeDB{}, true), fakeClaimSQL, spec, nil)
+	_, err := newClaims(fakeBackend(&fakeDB{}, true), spec)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
-	e := fakeEngine(&fakeDB{}, true)
-	e.TextTimes = true
-	_, err = NewClaims(e, fakeClaimSQL, spec, nil)
+	_, err = newClaims(fakeBackend(&fakeDB{}, true, func(d *fakeDriver) { d.textTimes = true }), spec)
 	require.NoError(t, err)
 }
 
@@ -443,7 +474,7 @@ func TestColumnTypes(t *testing.T) {
 		_, ok := enumMembers(in)
 		require.False(t, ok, in)
 	}
-	e := &Engine{}
+	b := fakeBackend(&fakeDB{}, true)
 	for _, c := range []struct {
 		typ, full string
 		lo, hi    int64
@@ -457,14 +488,14 @@ func TestColumnTypes(t *testing.T) {
 		{"bigint", "bigint(20) unsigned", 0, math.MaxInt64},
 		{"bigint", "bigint", math.MinInt64, math.MaxInt64},
 	} {
-		lo, hi, ok := e.intRange(ColumnInfo{Type: c.typ, ColumnType: c.full})
+		lo, hi, ok := b.intRange(ColumnInfo{Type: c.typ, ColumnType: c.full})
 		require.True(t, ok, c.full)
 		require.Equal(t, [2]int64{c.lo, c.hi}, [2]int64{lo, hi}, c.full)
 	}
-	_, _, ok := e.intRange(ColumnInfo{Type: "numeric", ColumnType: "numeric"})
+	_, _, ok := b.intRange(ColumnInfo{Type: "numeric", ColumnType: "numeric"})
 	require.False(t, ok, "no range for types claimlock does not know")
-	e.WideInts = true
-	lo, hi, ok := e.intRange(ColumnInfo{Type: "tinyint", ColumnType: "TINYINT"})
+	b = fakeBackend(&fakeDB{}, true, func(d *fakeDriver) { d.wideInts = true })
+	lo, hi, ok := b.intRange(ColumnInfo{Type: "tinyint", ColumnType: "TINYINT"})
 	require.True(t, ok)
 	require.Equal(t, [2]int64{math.MinInt64, math.MaxInt64}, [2]int64{lo, hi}, "SQLite")
 }
@@ -475,11 +506,9 @@ func TestLeaseTextTimesOnlyWhereSupported(t *testing.T) {
 	t.Parallel()
 	spec := dialect.LeaseTable{Table: "xxx_task", Key: "id", LockedAt: "lock_at", TextTimes: true}
 	sqls := LeaseSQL{Common: `{{define "held"}}1 = 1{{end}}{{define "free"}}x = NULL{{end}}{{define "hold"}}x = NULL{{end}}`}
-	_, err := NewLeases(fakeEngine(&fakeDB{}, true), sqls, spec)
+	_, err := newLeases(fakeBackend(&fakeDB{}, true, func(d *fakeDriver) { d.leases = sqls }), spec)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	require.ErrorContains(t, err, "TextTimes: only SQLite keeps times as text")
-	e := fakeEngine(&fakeDB{}, true)
-	e.TextTimes = true
-	_, err = NewLeases(e, sqls, spec)
+	_, err = newLeases(fakeBackend(&fakeDB{}, true, func(d *fakeDriver) { d.leases, d.textTimes = sqls, true }), spec)
 	require.NoError(t, err)
 }

@@ -8,77 +8,8 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store/render"
 )
-
-// HeldSQL are an engine's statements of the held-transaction claim, as
-// text/template sources over [Names] like [ClaimSQL]. An engine without
-// them (SQLite: one writer at a time, so a transaction held through a
-// handler would stop every other claim and ack) leaves them empty and the
-// store refuses held claims.
-//
-// A held claim writes nothing: in a transaction on one connection it
-// selects and locks up to "limit" pending rows, skipping rows locked now,
-// and keeps the transaction open while the rows are handled. The acks
-// write in that transaction and COMMIT releases the locks; a crash, a
-// dropped connection or the server's hold limit rolls it back, and the rows
-// are pending as they were, for the next claim.
-type HeldSQL struct {
-	// Limit sets the server's hold limit, "hold_ms" or "hold_s", for the
-	// transaction (or its session): the server ends a transaction that
-	// stays idle that long, and bounds each statement and lock wait in it.
-	Limit string
-	// Unlimit, if set, restores the session's own limits before COMMIT
-	// (engines whose Limit sets session variables that outlive the
-	// transaction).
-	Unlimit string
-	// Claim selects and locks, skipping locked rows, up to "limit" pending
-	// rows in scope, in key order, returning Names.Returned; with From
-	// (integer keys), only rows whose key is above "from".
-	Claim string
-	// Attempts returns the key and attempts (0 without) of the {{keys}}
-	// rows.
-	Attempts string
-	// Read returns Names.Returned of the {{keys}} rows, in key order (the
-	// held claim reads rows one by one when one cannot be scanned).
-	Read string
-	// Ack sets the {{keys}} rows that are still pending to Target (with
-	// Delete, deletes them), and for a failure (Target pending or failed)
-	// increments the attempts, stores "error" and, to pending, sets RunAt to
-	// {{template "delayed" .}}. A held claim does not count attempts: a
-	// failure does.
-	Ack string
-}
-
-// heldStmts are a store's rendered held-claim statements.
-type heldStmts struct {
-	limit, unlimit, claim, attempts, read Stmt
-	claimFrom                             Stmt            // Claim above a key cursor; integer keys only
-	ackTo                                 map[string]Stmt // by target literal
-}
-
-// renderHeld renders the held-claim statements (none when the engine has
-// no Claim template).
-func (s *Claims) renderHeld(r *renderer, sqls HeldSQL, t func(string) string) {
-	if sqls.Claim == "" {
-		return
-	}
-	h := &s.held
-	h.limit = r.stmt("held limit", t(sqls.Limit), nil)
-	h.unlimit = r.stmt("held unlimit", t(sqls.Unlimit), nil)
-	h.claim = r.stmt("held claim", t(sqls.Claim), nil)
-	if s.Spec.IDKind == dialect.IDInt {
-		h.claimFrom = r.stmt("held claim", t(sqls.Claim), func(n *Names) { n.From = true })
-	}
-	h.attempts = r.stmt("held attempts", t(sqls.Attempts), nil)
-	h.read = r.stmt("held read", t(sqls.Read), nil)
-	h.ackTo = map[string]Stmt{}
-	for _, target := range []string{s.Names.Done, s.Names.Pending, s.Names.Failed} {
-		if target != "" {
-			del := target == s.Names.Done && s.Spec.DeleteDone && s.Spec.Archive == ""
-			h.ackTo[target] = r.stmt("held ack", t(sqls.Ack), func(n *Names) { n.Target, n.Delete = target, del })
-		}
-	}
-}
 
 // HoldParams are the params of [Claims.Hold].
 type HoldParams struct {
@@ -154,23 +85,23 @@ func (h *Held) RollbackToSavepoint(ctx context.Context) error {
 // Interpret classifies an error of a statement run through [Held.Querier]
 // as the store's own errors are ([dialect.IsRetryable],
 // [dialect.IsPermanent]).
-func (h *Held) Interpret(err error) error { return h.s.E.interpret(err) }
+func (h *Held) Interpret(err error) error { return h.s.b.interpret(err) }
 
 // Open reports whether key (normalised) is held and not acked yet.
 func (h *Held) Open(key any) bool { return h.keys[key] }
 
 // Holds reports whether the store can hold claims (the engine has the
 // statements, and the server SKIP LOCKED).
-func (s *Claims) Holds() bool { return s.held.claim.SQL != "" && s.E.Caps.SkipLocked }
+func (s *Claims) Holds() bool { return s.stmts.has(claimKey{t: tHeldClaim}) && s.b.caps.SkipLocked }
 
 // Hold claims up to p.Limit pending rows in scope by locking them in a
-// transaction it leaves open, scanning each (Names.Returned) with scan. It
-// returns the held claim even with no rows (commit or roll it back). It
-// never retries: a failed hold has rolled back.
+// transaction it leaves open, scanning each (ClaimNames.Returned) with
+// scan. It returns the held claim even with no rows (commit or roll it
+// back). It never retries: a failed hold has rolled back.
 func (s *Claims) Hold(ctx context.Context, p *HoldParams, scan func(Scanner) error) (*Held, int, error) {
 	if !s.Holds() {
 		return nil, 0, fmt.Errorf("%w: held claims on %s %s (a transaction held through a handler needs row locks and SKIP LOCKED)",
-			dialect.ErrNotSupported, s.E.Caps.Engine, s.E.Caps.Version)
+			dialect.ErrNotSupported, s.b.caps.Engine, s.b.caps.Version)
 	}
 	if p.Limit <= 0 {
 		return nil, 0, fmt.Errorf("%w: hold: limit must be positive, got %d", dialect.ErrInvalidConfig, p.Limit)
@@ -178,48 +109,49 @@ func (s *Claims) Hold(ctx context.Context, p *HoldParams, scan func(Scanner) err
 	if p.HoldLimit <= 0 {
 		return nil, 0, fmt.Errorf("%w: hold: the hold limit must be positive, got %v", dialect.ErrInvalidConfig, p.HoldLimit)
 	}
-	if err := checkScope(s.Spec, len(p.ScopeValues)); err != nil {
+	if err := checkScope(s.spec, len(p.ScopeValues)); err != nil {
 		return nil, 0, wrap("hold", err)
 	}
 	if err := s.checkScopeValues(p.ScopeValues); err != nil {
 		return nil, 0, wrap("hold", err)
 	}
-	tx, err := s.E.DB.Begin(ctx)
+	tx, err := s.b.db.Begin(ctx)
 	if err != nil {
-		return nil, 0, wrap("hold", s.E.interpret(err))
+		return nil, 0, wrap("hold", s.b.interpret(err))
 	}
 	h := &Held{s: s, tx: tx, keys: map[any]bool{}}
 	n, err := h.claim(ctx, p, scan)
 	if err != nil {
 		_ = h.end(ctx)
-		return nil, 0, wrap("hold", s.E.interpret(err))
+		return nil, 0, wrap("hold", s.b.interpret(err))
 	}
 	return h, n, nil
 }
 
 func (h *Held) claim(ctx context.Context, p *HoldParams, scan func(Scanner) error) (int, error) {
 	s := h.s
-	if _, err := Exec(ctx, h.tx, s.E.Dialect, s.held.limit, &Args{HoldLimit: p.HoldLimit}); err != nil {
+	if _, err := s.b.exec(ctx, h.tx, s.st(claimKey{t: tHeldLimit}), &render.Args{HoldLimit: p.HoldLimit}); err != nil {
 		return 0, fmt.Errorf("hold limit: %w", err)
 	}
-	st := s.held.claim
-	if p.From > 0 && s.held.claimFrom.SQL != "" {
-		st = s.held.claimFrom
+	low := s.st(claimKey{t: tHeldClaim})
+	st := low
+	if from := s.st(claimKey{t: tHeldClaim, v: ClaimVariant{From: true}}); p.From > 0 && from.SQL != "" {
+		st = from
 	}
-	n, err := h.claimWith(ctx, st, &Args{Limit: p.Limit, Scope: p.ScopeValues, From: p.From}, scan)
-	if err == nil && n == 0 && st.SQL != s.held.claim.SQL {
+	n, err := h.claimWith(ctx, st, &render.Args{Limit: p.Limit, Scope: p.ScopeValues, From: p.From}, scan)
+	if err == nil && n == 0 && st.SQL != low.SQL {
 		// Nothing above the cursor: from the start (nothing is locked yet,
 		// so no row comes twice).
-		n, err = h.claimWith(ctx, s.held.claim, &Args{Limit: p.Limit, Scope: p.ScopeValues}, scan)
+		n, err = h.claimWith(ctx, low, &render.Args{Limit: p.Limit, Scope: p.ScopeValues}, scan)
 	}
 	return n, err
 }
 
-func (h *Held) claimWith(ctx context.Context, st Stmt, a *Args, scan func(Scanner) error) (int, error) {
+func (h *Held) claimWith(ctx context.Context, st render.Stmt, a *render.Args, scan func(Scanner) error) (int, error) {
 	s := h.s
 	n := 0
-	err := Query(ctx, h.tx, s.E.Dialect, st, a, func(r Rows) error {
-		key := &keyScanner{r: r, kind: s.Spec.IDKind}
+	err := s.b.query(ctx, h.tx, st, a, func(r Rows) error {
+		key := &keyScanner{r: r, kind: s.spec.IDKind}
 		if err := scan(key); err != nil {
 			return err
 		}
@@ -276,13 +208,13 @@ func derefKey(dest any) (any, error) {
 }
 
 // Read reads the held rows of ids in the held transaction, passing each to
-// scan (Names.Returned), in key order.
+// scan (ClaimNames.Returned), in key order.
 func (h *Held) Read(ctx context.Context, ids []any, scan func(Scanner) error) error {
-	keys, err := normalizeKeys(h.s.Spec.IDKind, ids)
+	keys, err := normalizeKeys(h.s.spec.IDKind, ids)
 	if err != nil {
 		return wrap("read", err)
 	}
-	return Query(ctx, h.tx, h.s.E.Dialect, h.s.held.read, &Args{Keys: keys}, func(r Rows) error { return scan(r) })
+	return h.s.b.query(ctx, h.tx, h.s.st(claimKey{t: tHeldRead}), &render.Args{Keys: keys}, func(r Rows) error { return scan(r) })
 }
 
 // Querier returns the held transaction, for the handler's own statements:
@@ -300,25 +232,9 @@ func (h *Held) Ack(ctx context.Context, p *AckParams) (AckResult, error) {
 		return res, fmt.Errorf("%w: ack: the held claim has ended", dialect.ErrInvalidConfig)
 	}
 	s := h.s
-	if p.Outcome == OutcomeRetry {
-		if err := s.checkMaxAttempts(p.MaxAttempts); err != nil {
-			return res, wrap("ack", err)
-		}
-	}
-	if p.Delay < 0 || p.Delay > 0 && s.Spec.RunAt == "" {
-		return res, fmt.Errorf("%w: ack: a delay needs a RunAt column and must not be negative", dialect.ErrInvalidConfig)
-	}
-	if err := s.timeLimits().fits("RunAt", "retry delay", p.Delay); err != nil {
-		return res, wrap("ack", err)
-	}
-	keys, err := normalizeKeys(s.Spec.IDKind, p.IDs)
+	keys, err := s.heldAckPrep(ctx, p)
 	if err != nil {
-		return res, wrap("ack", err)
-	}
-	if p.Error != "" && p.Outcome != OutcomeDone {
-		if err := s.ensureErrorWidth(ctx); err != nil {
-			return res, wrap("ack", err)
-		}
+		return res, err
 	}
 	var held []any
 	pos := map[any]int{}
@@ -334,35 +250,16 @@ func (h *Held) Ack(ctx context.Context, p *AckParams) (AckResult, error) {
 	if len(held) == 0 {
 		return res, nil
 	}
-	groups := map[string][]any{s.target(p.Outcome): held}
+	groups := map[ackTo][]any{toOf(p.Outcome): held}
 	if p.Outcome == OutcomeRetry && p.MaxAttempts > 0 {
-		groups = map[string][]any{}
-		err := Query(ctx, h.tx, s.E.Dialect, s.held.attempts, &Args{Keys: held}, func(r Rows) error {
-			var id any
-			var att int64
-			if err := r.Scan(&id, &att); err != nil {
-				return err
-			}
-			k, err := NormalizeKey(s.Spec.IDKind, id)
-			if err != nil {
-				return err
-			}
-			if att+1 >= int64(p.MaxAttempts) {
-				groups[s.Names.Failed] = append(groups[s.Names.Failed], k)
-				res.Parked = append(res.Parked, pos[k])
-			} else {
-				groups[s.Names.Pending] = append(groups[s.Names.Pending], k)
-			}
-			return nil
-		})
-		if err != nil {
+		if groups, err = h.parkGroups(ctx, p, held, pos, &res); err != nil {
 			return AckResult{}, h.broken(ctx, "ack", err)
 		}
 	}
-	a := &Args{Error: s.errorText(p.Error), Delay: s.delay(p.Delay)}
-	for target, g := range groups {
+	a := &render.Args{Error: s.errorText(p.Error), Delay: s.delay(p.Delay)}
+	for to, g := range groups {
 		a.Keys = g
-		n, err := Exec(ctx, h.tx, s.E.Dialect, s.held.ackTo[target], a)
+		n, err := s.b.exec(ctx, h.tx, s.st(claimKey{t: tHeldAck, to: to}), a)
 		if err != nil {
 			return AckResult{}, h.broken(ctx, "ack", err)
 		}
@@ -372,7 +269,7 @@ func (h *Held) Ack(ctx context.Context, p *AckParams) (AckResult, error) {
 			return AckResult{}, h.broken(ctx, "ack", fmt.Errorf("wrote %d rows for %d held rows", n, len(g)))
 		}
 	}
-	if p.Outcome == OutcomeDone && s.archive.SQL != "" {
+	if p.Outcome == OutcomeDone && s.archives() {
 		if err := s.move(ctx, h.tx, held); err != nil {
 			return AckResult{}, h.broken(ctx, "ack", err)
 		}
@@ -381,12 +278,68 @@ func (h *Held) Ack(ctx context.Context, p *AckParams) (AckResult, error) {
 	return res, nil
 }
 
+// heldAckPrep validates the params of [Held.Ack] (the token and versions
+// are not checked: see there) and returns the normalised keys, or an error
+// for "ack". A failure's text is cut to the Error column's width, which it
+// learns from the catalog first if need be.
+func (s *Claims) heldAckPrep(ctx context.Context, p *AckParams) ([]any, error) {
+	if p.Outcome == OutcomeRetry {
+		if err := s.checkMaxAttempts(p.MaxAttempts); err != nil {
+			return nil, wrap("ack", err)
+		}
+	}
+	if p.Delay < 0 || p.Delay > 0 && s.spec.RunAt == "" {
+		return nil, fmt.Errorf("%w: ack: a delay needs a RunAt column and must not be negative", dialect.ErrInvalidConfig)
+	}
+	if err := s.timeLimits().fits("RunAt", "retry delay", p.Delay); err != nil {
+		return nil, wrap("ack", err)
+	}
+	keys, err := normalizeKeys(s.spec.IDKind, p.IDs)
+	if err != nil {
+		return nil, wrap("ack", err)
+	}
+	if p.Error != "" && p.Outcome != OutcomeDone {
+		if err := s.ensureErrorWidth(ctx); err != nil {
+			return nil, wrap("ack", err)
+		}
+	}
+	return keys, nil
+}
+
+// parkGroups reads the attempts of the held rows of a failure bounded by
+// MaxAttempts and groups them: those whose attempts, counting this
+// failure, reach it are parked (their positions, by pos, added to
+// res.Parked), the others go back to pending.
+func (h *Held) parkGroups(ctx context.Context, p *AckParams, held []any, pos map[any]int, res *AckResult) (map[ackTo][]any, error) {
+	s := h.s
+	groups := map[ackTo][]any{}
+	err := s.b.query(ctx, h.tx, s.st(claimKey{t: tHeldAttempts}), &render.Args{Keys: held}, func(r Rows) error {
+		var id any
+		var att int64
+		if err := r.Scan(&id, &att); err != nil {
+			return err
+		}
+		k, err := NormalizeKey(s.spec.IDKind, id)
+		if err != nil {
+			return err
+		}
+		if att+1 >= int64(p.MaxAttempts) {
+			groups[toFailed] = append(groups[toFailed], k)
+			res.Parked = append(res.Parked, pos[k])
+		} else {
+			groups[toPending] = append(groups[toPending], k)
+		}
+		return nil
+	})
+	return groups, err
+}
+
 // broken rolls the held claim back after a failed statement (its
 // transaction is aborted, or its connection gone) and returns err wrapped
 // for op: nothing of the held claim was written.
 func (h *Held) broken(ctx context.Context, op string, err error) error {
 	h.end(ctx)
-	return wrap(op, fmt.Errorf("%w: %w", dialect.ErrClaimLost, h.s.E.interpret(err)))
+	return wrap(op, fmt.Errorf("%w: %w", dialect.ErrClaimLost, h.s.b.interpret(err)))
 }
 
 // Unacked returns how many held rows have not been acked.
@@ -429,15 +382,15 @@ func (h *Held) Commit(ctx context.Context) error {
 		return fmt.Errorf("%w: commit: the held claim has ended", dialect.ErrInvalidConfig)
 	}
 	h.over = true
-	if h.s.held.unlimit.SQL != "" {
-		if _, err := Exec(ctx, h.tx, h.s.E.Dialect, h.s.held.unlimit, &Args{}); err != nil {
+	if unlimit := h.s.st(claimKey{t: tHeldUnlimit}); unlimit.SQL != "" {
+		if _, err := h.s.b.exec(ctx, h.tx, unlimit, &render.Args{}); err != nil {
 			_ = h.end(ctx)
-			return wrap("commit", fmt.Errorf("%w: %w", dialect.ErrClaimLost, h.s.E.interpret(err)))
+			return wrap("commit", fmt.Errorf("%w: %w", dialect.ErrClaimLost, h.s.b.interpret(err)))
 		}
 	}
 	if err := h.tx.Commit(ctx); err != nil {
 		_ = h.tx.Rollback(context.WithoutCancel(ctx))
-		return wrap("commit", fmt.Errorf("%w: %w", dialect.ErrOutcomeUnknown, h.s.E.interpret(err)))
+		return wrap("commit", fmt.Errorf("%w: %w", dialect.ErrOutcomeUnknown, h.s.b.interpret(err)))
 	}
 	return nil
 }
@@ -458,11 +411,11 @@ func (h *Held) Rollback(ctx context.Context) error {
 func (h *Held) end(ctx context.Context) error {
 	h.over = true
 	ctx = context.WithoutCancel(ctx)
-	if h.s.held.unlimit.SQL != "" {
-		if _, err := Exec(ctx, h.tx, h.s.E.Dialect, h.s.held.unlimit, &Args{}); err != nil {
+	if unlimit := h.s.st(claimKey{t: tHeldUnlimit}); unlimit.SQL != "" {
+		if _, err := h.s.b.exec(ctx, h.tx, unlimit, &render.Args{}); err != nil {
 			// The connection is gone or unusable: the rollback below
 			// fails as well, and the connection is dropped.
-			h.s.E.Logger.Debug("claimlock: held claim: restoring the session's limits failed", "err", err)
+			h.s.b.logger.Debug("claimlock: held claim: restoring the session's limits failed", "err", err)
 		}
 	}
 	return h.tx.Rollback(ctx)
@@ -480,15 +433,4 @@ var _ Holder = (*Claims)(nil)
 // PoolSize returns the most connections the engine's pool opens, or 0 when
 // it is not bounded or not known: a [ConnDB]'s MaxOpenConns, or the
 // MaxConns of a pool that reports it.
-func (e *Engine) PoolSize() int {
-	switch db := e.DB.(type) {
-	case ConnDB:
-		return db.DB.Stats().MaxOpenConnections
-	case interface{ MaxConns() int }:
-		return db.MaxConns()
-	}
-	return 0
-}
-
-// PoolSize is the engine's [Engine.PoolSize].
-func (s *Claims) PoolSize() int { return s.E.PoolSize() }
+func (s *Claims) PoolSize() int { return s.b.poolSize() }

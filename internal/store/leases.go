@@ -10,105 +10,18 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/errclass"
+	"github.com/claimlock/claimlock/internal/store/render"
 )
 
-// LeaseSQL are an engine's lease-table statements as text/template sources
-// over [Names] (Table, Key, Owner, LockedAt, ExpiresAt, Fence; optional
-// columns ""), with the values {{arg "key"}}, {{arg "owner"}}, {{arg "ttl"}}
-// and {{arg "limit"}}. Expiries are read as integer microseconds since the
-// Unix epoch on the database clock; without an ExpiresAt column a lease
-// expires at LockedAt + ttl. Fences read 0 without a Fence column. Every
-// test of whether a lease has expired adds {{arg "slack"}}, the resolution
-// of the user's time columns ([Slack]).
-//
-// Without an Owner column (Names.Owner "") a lease is identified by its
-// stamp: the LockedAt value as an integer on the database clock. Statements
-// that return a lease return fence, expiry and stamp; the holder presents
-// its stamp as {{arg "stamp"}} where others present {{arg "owner"}}.
-type LeaseSQL struct {
-	// Acquire takes "key" for "owner" when it is free or expired,
-	// incrementing the fence. On a Returning engine it returns the fence and
-	// expiry.
-	Acquire string
-	// Insert creates the row of a missing key, held by "owner" (keyed
-	// tables); a duplicate key means someone else created it first. On a
-	// Returning engine it returns the fence and expiry.
-	Insert string
-	// ReadBack returns the fence and expiry of "key" while "owner" holds it
-	// (engines without RETURNING).
-	ReadBack string
-	// Renew extends the lease of "key" while "owner" holds it, strictly
-	// forward. On a Returning engine it returns the fence and expiry.
-	Renew string
-	// Release frees "key" if "owner" holds it; Force frees it whoever does.
-	Release, Force string
-	// Inspect returns owner (the stamp as text without an Owner column),
-	// fence, expiry and a boolean "expired" on the database clock for "key".
-	Inspect string
-	// Finish sets Status to {{arg "status"}} and frees "key" if its holder
-	// still holds it.
-	Finish string
-	// ReleaseHold and FinishHold are Release and Finish under a minimum
-	// hold (tables with Owner and ExpiresAt only): while {{arg "hold"}}, a
-	// time on the database clock, is ahead of the database's now, the lease
-	// stays held by "owner" with its expiry moved to the hold, so the key
-	// cannot be acquired before it; otherwise they free the lease as Release
-	// and Finish do. They use the engine's {{template "hold" .}}, that SET
-	// list.
-	ReleaseHold, FinishHold string
-	// Reap frees at most "limit" expired leases (needs ExpiresAt).
-	Reap string
-	// Held returns key, owner (the stamp as text without an Owner
-	// column), fence, expiry, microseconds until the expiry (0 once past)
-	// and a boolean "expired" of at most "limit" leases whose ExpiresAt is
-	// set, soonest first (needs ExpiresAt).
-	Held string
-	// Columns is the catalog query of [ClaimSQL.Columns].
-	Columns string
-	// Common is prepended to every template.
-	Common string
-}
-
-// GenericLeaseSQL are the lease statements that every engine writes the
-// same way; an engine's LeaseSQL leaves them empty to use these. They use
-// the engine's {{template "held" .}} (the holder's condition: owner or
-// stamp) and {{template "free" .}} (the SET list that frees a lease).
-var GenericLeaseSQL = LeaseSQL{
-	Release: `
-UPDATE {{.Table}} SET {{template "free" .}}
-WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
-
-	Finish: `
-UPDATE {{.Table}} SET {{.TaskStatus}} = {{arg "status"}}, {{template "free" .}}
-WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
-
-	Force: `
-UPDATE {{.Table}} SET {{template "free" .}}
-WHERE {{.Key}} = {{arg "key"}} AND {{or .Owner .LockedAt}} IS NOT NULL`,
-
-	ReleaseHold: `
-UPDATE {{.Table}} SET {{template "hold" .}}
-WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
-
-	FinishHold: `
-UPDATE {{.Table}} SET {{.TaskStatus}} = {{arg "status"}}, {{template "hold" .}}
-WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
-}
-
-// Leases is the engine-neutral [LeaseStore].
+// Leases is the engine-neutral [LeaseStore] of one table.
 type Leases struct {
-	e    *Engine
+	b    *Backend
 	spec dialect.LeaseTable
-	// rendered are the statements rendered for the store, in order.
-	rendered []Rendered
-
-	acquire, insert, readBack, renew, release, force, inspect, reap, finish, columns Stmt
-	held                                                                             Stmt
-	// releaseHold and finishHold: tables with Owner and ExpiresAt only.
-	releaseHold, finishHold Stmt
+	// stmts are the statements rendered for the table (leasestmts.go).
+	stmts statements[leaseStmt]
 	// stamped: no Owner column, a lease is identified by its stamp.
 	stamped bool
-	// slack is added to expiry comparisons: see [Slack].
+	// slack is added to expiry comparisons: see defaultSlack.
 	slack atomic.Int64
 	// limits are the unix-time columns' limits, learnt by VerifySchema.
 	limits atomic.Pointer[timeLimits]
@@ -122,72 +35,29 @@ type leaseTypes struct{ key, status colType }
 
 var _ LeaseStore = (*Leases)(nil)
 
-// NewLeases validates spec and renders the engine's statements for it.
-func NewLeases(e *Engine, sqls LeaseSQL, spec dialect.LeaseTable) (*Leases, error) {
+// newLeases validates spec and renders the engine's statements for it.
+func newLeases(b *Backend, spec dialect.LeaseTable) (*Leases, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	if spec.TextTimes && !e.TextTimes {
-		return nil, fmt.Errorf("%w: TextTimes: only SQLite keeps times as text; %s has time types", dialect.ErrInvalidConfig, e.Name)
+	if spec.TextTimes && !b.drv.SupportsTextTimes() {
+		return nil, fmt.Errorf("%w: TextTimes: only SQLite keeps times as text; %s has time types", dialect.ErrInvalidConfig, b.drv.Name())
 	}
-	q := e.quoteOpt
-	n := Names{
-		Table: e.QuoteName(spec.Table), Key: q(spec.Key), Owner: q(spec.Owner), LockedAt: q(spec.LockedAt),
-		ExpiresAt: q(spec.ExpiresAt), Fence: q(spec.Fence), TaskStatus: q(spec.Status), TextKey: spec.KeyKind == dialect.IDText,
-		TextTimes: spec.TextTimes, LockedAtPer: e.timePer(spec.LockedAtFormat), ExpiresAtPer: e.timePer(spec.ExpiresAtFormat),
+	l := &Leases{b: b, spec: spec, stamped: spec.Owner == ""}
+	var err error
+	if l.stmts, err = b.renderLeases(spec); err != nil {
+		return nil, err
 	}
-	l := &Leases{e: e, spec: spec, stamped: spec.Owner == ""}
-	r := &renderer{e: e, n: n, out: &l.rendered}
-	t := func(src string) string {
-		if src == "" {
-			return ""
-		}
-		return sqls.Common + src
-	}
-	for _, g := range []struct {
-		dst *string
-		src string
-	}{
-		{&sqls.Release, GenericLeaseSQL.Release}, {&sqls.Finish, GenericLeaseSQL.Finish}, {&sqls.Force, GenericLeaseSQL.Force},
-		{&sqls.ReleaseHold, GenericLeaseSQL.ReleaseHold}, {&sqls.FinishHold, GenericLeaseSQL.FinishHold},
-	} {
-		if *g.dst == "" {
-			*g.dst = g.src
-		}
-	}
-	l.acquire = r.stmt("lease acquire", t(sqls.Acquire), nil)
-	if spec.Keyed {
-		l.insert = r.stmt("lease insert", t(sqls.Insert), nil)
-	}
-	l.readBack = r.stmt("lease read back", t(sqls.ReadBack), nil)
-	l.renew = r.stmt("lease renew", t(sqls.Renew), nil)
-	l.release = r.stmt("lease release", t(sqls.Release), nil)
-	l.force = r.stmt("lease force release", t(sqls.Force), nil)
-	l.inspect = r.stmt("lease inspect", t(sqls.Inspect), nil)
-	if spec.Status != "" {
-		l.finish = r.stmt("lease finish", t(sqls.Finish), nil)
-	}
-	if spec.Owner != "" && spec.ExpiresAt != "" {
-		l.releaseHold = r.stmt("lease release with hold", t(sqls.ReleaseHold), nil)
-		if spec.Status != "" {
-			l.finishHold = r.stmt("lease finish with hold", t(sqls.FinishHold), nil)
-		}
-	}
-	if spec.ExpiresAt != "" {
-		l.reap = r.stmt("lease reap", t(sqls.Reap), nil)
-		l.held = r.stmt("lease held", t(sqls.Held), nil)
-	}
-	l.columns = r.stmt("columns", t(sqls.Columns), nil)
-	if r.err != nil {
-		return nil, r.err
-	}
-	l.slack.Store(int64(Slack))
+	l.slack.Store(int64(defaultSlack))
 	return l, nil
 }
 
+// st returns the statement s (its SQL "" where the store has none).
+func (l *Leases) st(s leaseStmt) render.Stmt { return l.stmts.get(s) }
+
 // args validates a call's key, owner and ttl and returns its arguments. A
 // stamped lease's owner is its stamp, a decimal integer; Acquire takes none.
-func (l *Leases) args(key any, owner string, ttl time.Duration, needOwner, needTTL bool) (*Args, error) {
+func (l *Leases) args(key any, owner string, ttl time.Duration, needOwner, needTTL bool) (*render.Args, error) {
 	k, err := NormalizeKey(l.spec.KeyKind, key)
 	if err == nil {
 		err = l.spec.CheckKey(k)
@@ -195,7 +65,7 @@ func (l *Leases) args(key any, owner string, ttl time.Duration, needOwner, needT
 	if types := l.types.Load(); err == nil && types != nil {
 		err = types.key.checkValue("key", k)
 	}
-	a := &Args{Key: k, Owner: owner, TTL: ttl, Slack: time.Duration(l.slack.Load())}
+	a := &render.Args{Key: k, Owner: owner, TTL: ttl, Slack: time.Duration(l.slack.Load())}
 	switch {
 	case err != nil:
 	case needOwner && owner == "":
@@ -216,9 +86,9 @@ func (l *Leases) args(key any, owner string, ttl time.Duration, needOwner, needT
 
 // info scans a fence, an expiry in microseconds and a stamp, and fills in
 // the owner a holder presents from now on.
-func (l *Leases) info(ctx context.Context, q Querier, st Stmt, a *Args) (LeaseInfo, bool, error) {
+func (l *Leases) info(ctx context.Context, q Querier, st render.Stmt, a *render.Args) (LeaseInfo, bool, error) {
 	var fence, exp, stamp sql.NullInt64
-	ok, err := QueryRow(ctx, q, l.e.Dialect, st, a, &fence, &exp, &stamp)
+	ok, err := l.b.queryRow(ctx, q, st, a, &fence, &exp, &stamp)
 	info := LeaseInfo{Fence: fence.Int64, Owner: a.Owner}
 	if exp.Valid {
 		info.ExpiresAt = time.UnixMicro(exp.Int64).UTC()
@@ -237,19 +107,19 @@ func (l *Leases) Acquire(ctx context.Context, key any, owner string, ttl time.Du
 	if err != nil {
 		return LeaseInfo{}, wrap("lease acquire", err)
 	}
-	if l.stamped && !l.e.Returning {
+	if l.stamped && !l.b.caps.Returning {
 		return l.acquireStamped(ctx, a)
 	}
 	var info LeaseInfo
-	err = l.e.Do(ctx, "lease acquire", false, func() error {
+	err = l.b.Do(ctx, "lease acquire", false, func() error {
 		var ok bool
 		var err error
-		if info, ok, err = l.write(ctx, l.acquire, a); err != nil || ok {
+		if info, ok, err = l.write(ctx, l.st(lAcquire), a); err != nil || ok {
 			return err
 		}
 		if l.spec.Keyed {
-			info, ok, err = l.write(ctx, l.insert, a)
-			if ClassOf(l.e.interpret(err)) == errclass.Duplicate {
+			info, ok, err = l.write(ctx, l.st(lInsert), a)
+			if classOf(l.b.interpret(err)) == errclass.Duplicate {
 				return dialect.ErrLeaseHeld
 			}
 			if err != nil || ok {
@@ -257,7 +127,7 @@ func (l *Leases) Acquire(ctx context.Context, key any, owner string, ttl time.Du
 			}
 			return dialect.ErrLeaseHeld
 		}
-		found, err := QueryRow(ctx, l.e.DB, l.e.Dialect, l.inspect, a, new(any), new(any), new(any), new(any))
+		found, err := l.b.queryRow(ctx, l.b.db, l.st(lInspect), a, new(any), new(any), new(any), new(any))
 		if err != nil {
 			return err
 		}
@@ -269,7 +139,7 @@ func (l *Leases) Acquire(ctx context.Context, key any, owner string, ttl time.Du
 	if err != nil {
 		return LeaseInfo{}, wrap("lease acquire", err)
 	}
-	if l.e.Returning {
+	if l.b.caps.Returning {
 		return info, nil
 	}
 	info, ok, err := l.readBackInfo(ctx, a)
@@ -288,18 +158,18 @@ func (l *Leases) Acquire(ctx context.Context, key any, owner string, ttl time.Du
 // engine without RETURNING: the compare-and-set and the read-back of the
 // stamp it wrote run in one transaction, which holds the row lock, so the
 // read-back sees this acquisition and no later one.
-func (l *Leases) acquireStamped(ctx context.Context, a *Args) (LeaseInfo, error) {
+func (l *Leases) acquireStamped(ctx context.Context, a *render.Args) (LeaseInfo, error) {
 	var info LeaseInfo
-	err := l.e.Do(ctx, "lease acquire", false, func() error {
-		return l.e.InTx(ctx, func(tx Querier) error {
-			n, err := Exec(ctx, tx, l.e.Dialect, l.acquire, a)
+	err := l.b.Do(ctx, "lease acquire", false, func() error {
+		return l.b.InTx(ctx, func(tx Querier) error {
+			n, err := l.b.exec(ctx, tx, l.st(lAcquire), a)
 			if err != nil || n > 0 {
 				if err == nil {
-					info, _, err = l.info(ctx, tx, l.readBack, a)
+					info, _, err = l.info(ctx, tx, l.st(lReadBack), a)
 				}
 				return err
 			}
-			found, err := QueryRow(ctx, tx, l.e.Dialect, l.inspect, a, new(any), new(any), new(any), new(any))
+			found, err := l.b.queryRow(ctx, tx, l.st(lInspect), a, new(any), new(any), new(any), new(any))
 			switch {
 			case err != nil:
 				return err
@@ -317,20 +187,20 @@ func (l *Leases) acquireStamped(ctx context.Context, a *Args) (LeaseInfo, error)
 
 // write runs an acquiring statement: on a Returning engine the row it
 // returns says it wrote; otherwise its affected rows do.
-func (l *Leases) write(ctx context.Context, st Stmt, a *Args) (LeaseInfo, bool, error) {
-	if l.e.Returning {
-		return l.info(ctx, l.e.DB, st, a)
+func (l *Leases) write(ctx context.Context, st render.Stmt, a *render.Args) (LeaseInfo, bool, error) {
+	if l.b.caps.Returning {
+		return l.info(ctx, l.b.db, st, a)
 	}
-	n, err := Exec(ctx, l.e.DB, l.e.Dialect, st, a)
+	n, err := l.b.exec(ctx, l.b.db, st, a)
 	return LeaseInfo{}, n > 0, err
 }
 
-func (l *Leases) readBackInfo(ctx context.Context, a *Args) (LeaseInfo, bool, error) {
+func (l *Leases) readBackInfo(ctx context.Context, a *render.Args) (LeaseInfo, bool, error) {
 	var info LeaseInfo
 	var ok bool
-	err := l.e.Do(ctx, "lease read back", true, func() error {
+	err := l.b.Do(ctx, "lease read back", true, func() error {
 		var err error
-		info, ok, err = l.info(ctx, l.e.DB, l.readBack, a)
+		info, ok, err = l.info(ctx, l.b.db, l.st(lReadBack), a)
 		return err
 	})
 	return info, ok, err
@@ -348,15 +218,15 @@ func (l *Leases) Renew(ctx context.Context, key any, owner string, ttl time.Dura
 	var info LeaseInfo
 	ok := false
 	switch {
-	case l.stamped && !l.e.Returning:
+	case l.stamped && !l.b.caps.Returning:
 		info, ok, err = l.renewStamped(ctx, a)
 	default:
-		err = l.e.Do(ctx, "lease renew", true, func() error {
+		err = l.b.Do(ctx, "lease renew", true, func() error {
 			var err error
-			info, ok, err = l.write(ctx, l.renew, a)
+			info, ok, err = l.write(ctx, l.st(lRenew), a)
 			return err
 		})
-		if err == nil && !l.e.Returning {
+		if err == nil && !l.b.caps.Returning {
 			info, ok, err = l.readBackInfo(ctx, a)
 		}
 	}
@@ -375,16 +245,16 @@ func (l *Leases) Renew(ctx context.Context, key any, owner string, ttl time.Dura
 // rows tell a new stamp (1) from a stamp the column's precision kept (0, and
 // the row still shows the holder's stamp) from a lease lost (0, another
 // stamp).
-func (l *Leases) renewStamped(ctx context.Context, a *Args) (LeaseInfo, bool, error) {
+func (l *Leases) renewStamped(ctx context.Context, a *render.Args) (LeaseInfo, bool, error) {
 	var info LeaseInfo
 	ok := false
-	err := l.e.Do(ctx, "lease renew", true, func() error {
-		return l.e.InTx(ctx, func(tx Querier) error {
-			n, err := Exec(ctx, tx, l.e.Dialect, l.renew, a)
+	err := l.b.Do(ctx, "lease renew", true, func() error {
+		return l.b.InTx(ctx, func(tx Querier) error {
+			n, err := l.b.exec(ctx, tx, l.st(lRenew), a)
 			if err != nil {
 				return err
 			}
-			info, ok, err = l.info(ctx, tx, l.readBack, a)
+			info, ok, err = l.info(ctx, tx, l.st(lReadBack), a)
 			ok = ok && (n > 0 || info.Owner == a.Owner)
 			return err
 		})
@@ -392,11 +262,11 @@ func (l *Leases) renewStamped(ctx context.Context, a *Args) (LeaseInfo, bool, er
 	return info, ok, err
 }
 
-func (l *Leases) exec(ctx context.Context, op string, st Stmt, a *Args) (int64, error) {
+func (l *Leases) exec(ctx context.Context, op string, st render.Stmt, a *render.Args) (int64, error) {
 	var n int64
-	err := l.e.Do(ctx, op, false, func() error {
+	err := l.b.Do(ctx, op, false, func() error {
 		var err error
-		n, err = Exec(ctx, l.e.DB, l.e.Dialect, st, a)
+		n, err = l.b.exec(ctx, l.b.db, st, a)
 		return err
 	})
 	return n, wrap(op, err)
@@ -409,15 +279,15 @@ func (l *Leases) Release(ctx context.Context, key any, owner string, holdUntil t
 		return false, wrap("lease release", err)
 	}
 	if holdUntil.IsZero() {
-		n, err := l.exec(ctx, "lease release", l.release, a)
+		n, err := l.exec(ctx, "lease release", l.st(lRelease), a)
 		return n > 0, err
 	}
-	return l.freeHeld(ctx, "lease release", l.releaseHold, a, holdUntil)
+	return l.freeHeld(ctx, "lease release", l.st(lReleaseHold), a, holdUntil)
 }
 
 // Finish implements [LeaseStore].
 func (l *Leases) Finish(ctx context.Context, key any, owner string, status any, holdUntil time.Time) (bool, error) {
-	if l.finish.SQL == "" {
+	if l.st(lFinish).SQL == "" {
 		return false, fmt.Errorf("%w: lease finish: the lease table has no Status column", dialect.ErrInvalidConfig)
 	}
 	a, err := l.args(key, owner, 0, true, false)
@@ -431,10 +301,10 @@ func (l *Leases) Finish(ctx context.Context, key any, owner string, status any, 
 	}
 	a.Status = status
 	if holdUntil.IsZero() {
-		n, err := l.exec(ctx, "lease finish", l.finish, a)
+		n, err := l.exec(ctx, "lease finish", l.st(lFinish), a)
 		return n > 0, err
 	}
-	return l.freeHeld(ctx, "lease finish", l.finishHold, a, holdUntil)
+	return l.freeHeld(ctx, "lease finish", l.st(lFinishHold), a, holdUntil)
 }
 
 // freeHeld runs a release or finish under a minimum hold. The hold is
@@ -448,7 +318,7 @@ func (l *Leases) Finish(ctx context.Context, key any, owner string, status any, 
 // holds the lease is then read back. That read is exact: an owner token is
 // fresh for every acquisition, so a row that names it now named it when the
 // statement ran.
-func (l *Leases) freeHeld(ctx context.Context, op string, st Stmt, a *Args, holdUntil time.Time) (bool, error) {
+func (l *Leases) freeHeld(ctx context.Context, op string, st render.Stmt, a *render.Args, holdUntil time.Time) (bool, error) {
 	if st.SQL == "" {
 		return false, fmt.Errorf("%w: %s: a minimum hold needs Owner and ExpiresAt columns", dialect.ErrInvalidConfig, op)
 	}
@@ -457,7 +327,7 @@ func (l *Leases) freeHeld(ctx context.Context, op string, st Stmt, a *Args, hold
 		return false, wrap(op, err)
 	}
 	n, err := l.exec(ctx, op, st, a)
-	if err != nil || n > 0 || l.e.Returning {
+	if err != nil || n > 0 || l.b.caps.Returning {
 		return n > 0, err
 	}
 	_, ok, err := l.readBackInfo(ctx, a)
@@ -470,7 +340,7 @@ func (l *Leases) ForceRelease(ctx context.Context, key any) (bool, error) {
 	if err != nil {
 		return false, wrap("lease force release", err)
 	}
-	n, err := l.exec(ctx, "lease force release", l.force, a)
+	n, err := l.exec(ctx, "lease force release", l.st(lForce), a)
 	return n > 0, err
 }
 
@@ -485,9 +355,9 @@ func (l *Leases) Inspect(ctx context.Context, key any) (LeaseState, error) {
 	var owner sql.NullString
 	var fence, exp sql.NullInt64
 	var expired sql.NullBool
-	err = l.e.Do(ctx, "lease inspect", true, func() error {
+	err = l.b.Do(ctx, "lease inspect", true, func() error {
 		var err error
-		st.Exists, err = QueryRow(ctx, l.e.DB, l.e.Dialect, l.inspect, a, &owner, &fence, &exp, &expired)
+		st.Exists, err = l.b.queryRow(ctx, l.b.db, l.st(lInspect), a, &owner, &fence, &exp, &expired)
 		return err
 	})
 	if err != nil {
@@ -503,17 +373,17 @@ func (l *Leases) Inspect(ctx context.Context, key any) (LeaseState, error) {
 
 // Held implements [LeaseStore].
 func (l *Leases) Held(ctx context.Context, limit int) ([]LeaseHolder, error) {
-	if l.held.SQL == "" {
+	if l.st(lHeld).SQL == "" {
 		return nil, fmt.Errorf("%w: lease held: listing leases needs an ExpiresAt column", dialect.ErrNotSupported)
 	}
 	if limit <= 0 || limit > MaxHeldLimit {
 		return nil, fmt.Errorf("%w: lease held: limit %d is outside 1..%d", dialect.ErrInvalidConfig, limit, MaxHeldLimit)
 	}
-	a := &Args{Limit: limit, Slack: time.Duration(l.slack.Load())}
+	a := &render.Args{Limit: limit, Slack: time.Duration(l.slack.Load())}
 	var out []LeaseHolder
-	err := l.e.Do(ctx, "lease held", true, func() error {
+	err := l.b.Do(ctx, "lease held", true, func() error {
 		out = out[:0]
-		return Query(ctx, l.e.DB, l.e.Dialect, l.held, a, func(r Rows) error {
+		return l.b.query(ctx, l.b.db, l.st(lHeld), a, func(r Rows) error {
 			var key any
 			var owner sql.NullString
 			var fence, exp, left sql.NullInt64
@@ -541,104 +411,34 @@ func (l *Leases) Held(ctx context.Context, limit int) ([]LeaseHolder, error) {
 // ReapExpired implements [LeaseStore]. It needs an ExpiresAt
 // column; the rows and their fences stay, so fences keep increasing.
 func (l *Leases) ReapExpired(ctx context.Context, limit int) (int64, error) {
-	if l.reap.SQL == "" {
+	if l.st(lReap).SQL == "" {
 		return 0, fmt.Errorf("%w: lease reap: reaping leases needs an ExpiresAt column", dialect.ErrNotSupported)
 	}
 	if limit <= 0 {
 		return 0, fmt.Errorf("%w: lease reap: limit must be positive", dialect.ErrInvalidConfig)
 	}
-	return l.exec(ctx, "lease reap", l.reap, &Args{Limit: limit, Slack: time.Duration(l.slack.Load())})
+	return l.exec(ctx, "lease reap", l.st(lReap), &render.Args{Limit: limit, Slack: time.Duration(l.slack.Load())})
 }
 
-// Statements returns every rendered statement of the store by name: for
-// tests.
-func (l *Leases) Statements() map[string]string {
-	m := map[string]string{}
-	for k, st := range l.named() {
-		m[k] = st.SQL
-	}
-	return m
-}
+// Statements returns every statement of the store that the lease table
+// lists by name (leasestmts.go): for tests.
+func (l *Leases) Statements() map[string]string { return l.stmts.sqlByName() }
 
 // Rendered returns every statement rendered for the store, in the order
 // they were rendered: for the golden files.
-func (l *Leases) Rendered() []Rendered { return l.rendered }
+func (l *Leases) Rendered() []Rendered { return l.stmts.rendered }
 
 // Bind returns the statement Statements calls name, with its arguments
 // taken from a in the order of its placeholders: for EXPLAIN checks. ok is
 // false when the store has no such statement.
-func (l *Leases) Bind(name string, a *Args) (query string, args []any, ok bool) {
-	st, ok := l.named()[name]
-	if !ok || st.SQL == "" {
-		return "", nil, false
-	}
-	query, args = st.Bind(l.e.Dialect, a)
-	return query, args, true
-}
-
-func (l *Leases) named() map[string]Stmt {
-	return map[string]Stmt{
-		"acquire": l.acquire, "insert": l.insert, "read back": l.readBack, "renew": l.renew,
-		"release": l.release, "force": l.force, "inspect": l.inspect, "reap": l.reap, "finish": l.finish,
-		"release hold": l.releaseHold, "finish hold": l.finishHold, "held": l.held,
-	}
+func (l *Leases) Bind(name string, a *render.Args) (query string, args []any, ok bool) {
+	return l.stmts.bind(l.b, name, a)
 }
 
 // timeLimits returns the limits VerifySchema learnt (nil before).
 func (l *Leases) timeLimits() timeLimits {
 	if p := l.limits.Load(); p != nil {
 		return *p
-	}
-	return nil
-}
-
-// VerifySchema implements [LeaseStore].
-func (l *Leases) VerifySchema(ctx context.Context) error {
-	cols, err := l.e.catalogColumns(ctx, l.columns, l.spec.Table)
-	if err != nil {
-		return wrap("verify schema", err)
-	}
-	if err := checkLeaseColumns(l.spec, cols); err != nil {
-		return err
-	}
-	types := &leaseTypes{key: l.e.learnType(l.spec.Table, l.spec.Key, cols)}
-	if err := l.checkKeyType(types.key); err != nil {
-		return err
-	}
-	if l.spec.Fence != "" {
-		if err := l.e.learnType(l.spec.Table, l.spec.Fence, cols).needInt("Fence"); err != nil {
-			return err
-		}
-	}
-	if l.spec.Status != "" {
-		types.status = l.e.learnType(l.spec.Table, l.spec.Status, cols)
-	}
-	slack, limits, err := l.e.checkTimes(l.spec.Table, cols, l.spec.TextTimes,
-		timeCol{"LockedAt", l.spec.LockedAt, l.spec.LockedAtFormat}, timeCol{"ExpiresAt", l.spec.ExpiresAt, l.spec.ExpiresAtFormat})
-	if err != nil {
-		return err
-	}
-	l.limits.Store(&limits)
-	if l.spec.TextTimes {
-		// Text dates written by the application hold whole seconds: see
-		// dialect.LeaseTable.TextTimes.
-		slack = max(slack, TextSlack)
-	}
-	l.slack.Store(int64(slack))
-	l.types.Store(types)
-	return nil
-}
-
-// checkKeyType refuses a key column whose values are not of the kind the
-// table's KeyKind says: MySQL compares a text column with an integer key
-// as numbers (every key that is not a number equals 0), and PostgreSQL
-// refuses the comparison.
-func (l *Leases) checkKeyType(t colType) error {
-	switch {
-	case l.spec.KeyKind == dialect.IDText && t.kind == kindInt:
-		return fmt.Errorf("%w: KeyKind: text keys for column %s, which holds integers", dialect.ErrInvalidConfig, t.desc)
-	case l.spec.KeyKind == dialect.IDInt && t.kind == kindText:
-		return fmt.Errorf("%w: KeyKind: integer keys for column %s, which holds text (set KeyKind to dialect.IDText)", dialect.ErrInvalidConfig, t.desc)
 	}
 	return nil
 }

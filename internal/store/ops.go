@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store/render"
 )
 
 // opBatch bounds the rows one operator statement (unpark, retry now)
@@ -25,108 +26,105 @@ func (s *Claims) Snooze(ctx context.Context, token string, ids []any, delay time
 	switch {
 	case token == "":
 		return 0, fmt.Errorf("%w: snooze: empty token", dialect.ErrInvalidConfig)
-	case s.snooze.SQL == "":
+	case !s.stmts.has(claimKey{t: tRelease, v: ClaimVariant{ByKeys: true, Snooze: true}}):
 		return 0, fmt.Errorf("%w: snooze: the table has no RunAt column", dialect.ErrInvalidConfig)
 	case delay < 0:
 		return 0, fmt.Errorf("%w: snooze: negative delay %v", dialect.ErrInvalidConfig, delay)
 	case len(ids) == 0:
 		return 0, nil
 	}
-	keys, err := normalizeKeys(s.Spec.IDKind, ids)
+	keys, err := normalizeKeys(s.spec.IDKind, ids)
 	if err == nil {
 		err = s.timeLimits().fits("RunAt", "snooze", delay)
 	}
 	if err != nil {
 		return 0, wrap("snooze", err)
 	}
-	a := &Args{Token: token, Keys: keys, Delay: s.delay(delay)}
+	a := &render.Args{Token: token, Keys: keys, Delay: s.delay(delay)}
 	var n int64
-	err = s.E.Do(ctx, "snooze", false, func() error {
+	err = s.b.Do(ctx, "snooze", false, func() error {
 		var err error
-		n, err = Exec(ctx, s.E.DB, s.E.Dialect, s.snooze, a)
+		n, err = s.b.exec(ctx, s.b.db, s.st(claimKey{t: tRelease, v: ClaimVariant{ByKeys: true, Snooze: true}}), a)
 		return err
 	})
 	return n, wrap("snooze", err)
 }
 
-// filterArgs validates a row filter and returns its args and variant
-// indexes (scoped, byKeys).
-func (s *Claims) filterArgs(f RowFilter) (*Args, int, int, error) {
-	a := &Args{}
-	scoped, byKeys := 0, 0
+// filterArgs validates a row filter and returns its args and the variant
+// of its statements (Scoped, ByKeys).
+func (s *Claims) filterArgs(f RowFilter) (*render.Args, ClaimVariant, error) {
+	a := &render.Args{}
+	var v ClaimVariant
 	if f.ScopeValues != nil {
-		if err := checkScope(s.Spec, len(f.ScopeValues)); err != nil {
-			return nil, 0, 0, err
+		if err := checkScope(s.spec, len(f.ScopeValues)); err != nil {
+			return nil, v, err
 		}
 		if err := s.checkScopeValues(f.ScopeValues); err != nil {
-			return nil, 0, 0, err
+			return nil, v, err
 		}
-		a.Scope, scoped = f.ScopeValues, 1
+		a.Scope, v.Scoped = f.ScopeValues, true
 	}
 	if f.IDs != nil {
 		if len(f.IDs) > MaxFilterIDs {
-			return nil, 0, 0, fmt.Errorf("%w: %d keys; at most %d per call", dialect.ErrInvalidConfig, len(f.IDs), MaxFilterIDs)
+			return nil, v, fmt.Errorf("%w: %d keys; at most %d per call", dialect.ErrInvalidConfig, len(f.IDs), MaxFilterIDs)
 		}
-		keys, err := normalizeKeys(s.Spec.IDKind, f.IDs)
+		keys, err := normalizeKeys(s.spec.IDKind, f.IDs)
 		if err != nil {
-			return nil, 0, 0, err
+			return nil, v, err
 		}
-		a.Keys, byKeys = keys, 1
+		a.Keys, v.ByKeys = keys, true
 	}
-	return a, scoped, byKeys, nil
+	return a, v, nil
 }
 
 // Unpark implements [ClaimStore].
 func (s *Claims) Unpark(ctx context.Context, p *UnparkParams) (int64, error) {
-	if s.Names.Failed == "" {
+	if s.names.Failed == "" {
 		return 0, fmt.Errorf("%w: unpark: the table has no Failed status", dialect.ErrInvalidConfig)
 	}
-	if p.ResetAttempts && s.Names.Attempts == "" {
+	if p.ResetAttempts && s.names.Attempts == "" {
 		return 0, fmt.Errorf("%w: unpark: ResetAttempts needs an Attempts column", dialect.ErrInvalidConfig)
 	}
-	a, scoped, byKeys, err := s.filterArgs(p.RowFilter)
+	a, v, err := s.filterArgs(p.RowFilter)
 	if err != nil {
 		return 0, wrap("unpark", err)
 	}
 	if p.IDs != nil && len(p.IDs) == 0 {
 		return 0, nil
 	}
-	reset := 0
-	if p.ResetAttempts {
-		reset = 1
-	}
-	n, err := s.chunked(ctx, "unpark", s.unpark[reset][scoped][byKeys], a)
+	v.Reset = p.ResetAttempts
+	n, err := s.chunked(ctx, "unpark", s.st(claimKey{t: tUnpark, v: v}), a)
 	s.pending(ctx, p.ScopeValues, n)
 	return n, wrap("unpark", err)
 }
 
 // RetryNow implements [ClaimStore].
 func (s *Claims) RetryNow(ctx context.Context, f RowFilter) (int64, error) {
-	if s.Names.RunAt == "" {
+	if s.names.RunAt == "" {
 		return 0, fmt.Errorf("%w: retry now: the table has no RunAt column", dialect.ErrInvalidConfig)
 	}
-	a, scoped, byKeys, err := s.filterArgs(f)
+	a, v, err := s.filterArgs(f)
 	if err != nil {
 		return 0, wrap("retry now", err)
 	}
 	if f.IDs != nil && len(f.IDs) == 0 {
 		return 0, nil
 	}
-	n, err := s.chunked(ctx, "retry now", s.retryNow[0][scoped][byKeys], a)
+	n, err := s.chunked(ctx, "retry now", s.st(claimKey{t: tRetryNow, v: v}), a)
 	s.pending(ctx, f.ScopeValues, n)
 	return n, wrap("retry now", err)
 }
 
 // chunked runs an operator statement of at most opBatch rows until one
 // changes fewer, and returns the total.
-func (s *Claims) chunked(ctx context.Context, op string, st Stmt, a *Args) (int64, error) {
+func (s *Claims) chunked(ctx context.Context, op string, st render.Stmt, a *render.Args) (int64, error) {
 	a.Limit = opBatch
 	var total int64
 	for {
 		var n int64
-		err := s.E.Do(ctx, op, false, func() error {
+		err := s.b.Do(ctx, op, false, func() error {
 			var err error
-			n, err = Exec(ctx, s.E.DB, s.E.Dialect, st, a)
+			n, err = s.b.exec(ctx, s.b.db, st, a)
 			return err
 		})
 		total += n
@@ -145,12 +143,12 @@ func (s *Claims) List(ctx context.Context, p *ListParams) ([]RowInfo, error) {
 		return nil, fmt.Errorf("%w: list: limit %d is outside 1..%d", dialect.ErrInvalidConfig, p.Limit, MaxListLimit)
 	case p.OlderThan < 0:
 		return nil, fmt.Errorf("%w: list: negative OlderThan", dialect.ErrInvalidConfig)
-	case p.Set == SetFailed && s.Names.Failed == "":
+	case p.Set == SetFailed && s.names.Failed == "":
 		return nil, fmt.Errorf("%w: list: the table has no Failed status", dialect.ErrInvalidConfig)
-	case p.Set == SetScheduled && s.Names.RunAt == "":
+	case p.Set == SetScheduled && s.names.RunAt == "":
 		return nil, fmt.Errorf("%w: list: the table has no RunAt column", dialect.ErrInvalidConfig)
 	}
-	a, scoped, _, err := s.filterArgs(RowFilter{ScopeValues: p.ScopeValues})
+	a, v, err := s.filterArgs(RowFilter{ScopeValues: p.ScopeValues})
 	if err != nil {
 		return nil, wrap("list", err)
 	}
@@ -159,9 +157,9 @@ func (s *Claims) List(ctx context.Context, p *ListParams) ([]RowInfo, error) {
 	// towards showing a row, by that resolution.
 	a.Limit, a.Timeout = p.Limit, p.OlderThan-time.Duration(s.slack.Load())
 	var out []RowInfo
-	err = s.E.Do(ctx, "list", true, func() error {
+	err = s.b.Do(ctx, "list", true, func() error {
 		out = out[:0]
-		return Query(ctx, s.E.DB, s.E.Dialect, s.list[p.Set][scoped], a, func(r Rows) error {
+		return s.b.query(ctx, s.b.db, s.st(claimKey{t: tList, v: ClaimVariant{Set: p.Set, Scoped: v.Scoped}}), a, func(r Rows) error {
 			var id any
 			var ri RowInfo
 			var tok, msg sql.NullString
@@ -169,7 +167,7 @@ func (s *Claims) List(ctx context.Context, p *ListParams) ([]RowInfo, error) {
 			if err := r.Scan(&id, &tok, &ri.Attempts, &age, &runIn, &msg); err != nil {
 				return err
 			}
-			k, err := NormalizeKey(s.Spec.IDKind, id)
+			k, err := NormalizeKey(s.spec.IDKind, id)
 			if err != nil {
 				return err
 			}
@@ -194,7 +192,7 @@ func (s *Claims) List(ctx context.Context, p *ListParams) ([]RowInfo, error) {
 // width in whole characters (or to maxErrorText bytes when the column is
 // not bounded).
 func (s *Claims) errorText(msg string) string {
-	if msg == "" || s.Names.Error == "" {
+	if msg == "" || s.names.Error == "" {
 		return ""
 	}
 	msg = strings.ToValidUTF8(msg, "\uFFFD")

@@ -10,52 +10,8 @@ import (
 	"strings"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store/render"
 )
-
-// TxClaimFunc runs one claim, with params the store validated, on q, a
-// transaction the store opened: no retries, no commit. A [Claimer] override
-// sets [Claims.ClaimInTx] to one, so that ack+claim runs the engine's own
-// claim protocol inside its transaction.
-type TxClaimFunc func(ctx context.Context, q Querier, p *ClaimParams, scan func(Scanner) error) (int, error)
-
-// pipeStmts are the one-statement ack+claim statements of an engine with
-// [ClaimSQL.AckClaim]: by the ack's target status literal, the parking
-// retry's, and all of them by their name in [Claims.Statements].
-type pipeStmts struct {
-	to     map[string]Stmt
-	park   Stmt
-	byName map[string]Stmt
-}
-
-// renderPipeline renders the ack+claim statements from src (empty: the
-// engine has none).
-func (s *Claims) renderPipeline(r *renderer, src string) {
-	if src == "" {
-		return
-	}
-	s.pipe.to, s.pipe.byName = map[string]Stmt{}, map[string]Stmt{}
-	for _, t := range []struct{ name, target string }{{"done", s.Names.Done}, {"pending", s.Names.Pending}, {"failed", s.Names.Failed}} {
-		// An archiving ack locks, updates, copies and deletes: not one
-		// statement (see ackByRow).
-		archived := t.target == s.Names.Done && s.Spec.Archive != ""
-		if t.target != "" && !archived {
-			del := t.target == s.Names.Done && s.Spec.DeleteDone
-			st := r.stmt("ack claim", src, func(n *Names) { n.Target, n.Pipelined, n.Delete = t.target, true, del })
-			s.pipe.to[t.target], s.pipe.byName["ack claim "+t.name] = st, st
-		}
-	}
-	if s.Names.Attempts != "" && s.Names.Failed != "" {
-		s.pipe.park = r.stmt("ack claim park", src, func(n *Names) { n.ParkAt, n.Pipelined = true, true })
-		s.pipe.byName["ack claim park"] = s.pipe.park
-	}
-}
-
-// name adds the ack+claim statements to the statements by name.
-func (p *pipeStmts) name(m map[string]Stmt) {
-	for k, v := range p.byName {
-		m[k] = v
-	}
-}
 
 var _ AckClaimer = (*Claims)(nil)
 
@@ -65,144 +21,139 @@ var _ AckClaimer = (*Claims)(nil)
 // whose rows say which keys were acked (and parked) and which rows were
 // claimed. Otherwise both run in one transaction from [DB.Begin]: the ack
 // as [Claims.Ack] decides it (one UPDATE, or lock, decide and update by
-// group), then the claim (the engine's claim statement, or its override's
-// [Claims.ClaimInTx]), then one COMMIT. Either way the two commit together.
+// group), then the claim (the engine's claim statement, or its
+// [ClaimRunner]'s ClaimTx), then one COMMIT. Either way the two commit
+// together.
 func (s *Claims) AckAndClaim(ctx context.Context, p *AckClaimParams, scan func(Scanner) error) (AckResult, int, error) {
 	const op = "ack and claim"
-	var res AckResult
 	if p == nil {
-		return res, 0, fmt.Errorf("%w: %s: nil params", dialect.ErrInvalidConfig, op)
+		return AckResult{}, 0, fmt.Errorf("%w: %s: nil params", dialect.ErrInvalidConfig, op)
 	}
 	ap, cp := &p.Ack, &p.Claim
-	if err := checkClaim(s.Spec, cp); err != nil {
-		return res, 0, wrap(op, err)
+	if err := checkClaim(s.spec, cp); err != nil {
+		return AckResult{}, 0, wrap(op, err)
 	}
 	if err := s.checkScopeValues(cp.ScopeValues); err != nil {
-		return res, 0, wrap(op, err)
+		return AckResult{}, 0, wrap(op, err)
 	}
 	claimSt, err := s.claimStmt(cp)
 	if err != nil {
-		return res, 0, wrap(op, err)
+		return AckResult{}, 0, wrap(op, err)
 	}
 	if len(ap.IDs) == 0 {
 		n, err := s.Claim(ctx, cp, scan)
-		return res, n, err
+		return AckResult{}, n, err
 	}
 	if ap.Token == cp.Token {
-		return res, 0, fmt.Errorf("%w: %s: the claim token is the ack's", dialect.ErrInvalidConfig, op)
+		return AckResult{}, 0, fmt.Errorf("%w: %s: the claim token is the ack's", dialect.ErrInvalidConfig, op)
 	}
-	if err := checkAck(s.Spec, ap); err != nil {
-		return res, 0, wrap(op, err)
-	}
-	if ap.Outcome == OutcomeRetry {
-		if err := s.checkMaxAttempts(ap.MaxAttempts); err != nil {
-			return res, 0, wrap(op, err)
-		}
-	}
-	keys, err := normalizeKeys(s.Spec.IDKind, ap.IDs)
+	keys, idx, a, err := s.ackPrep(ctx, ap)
 	if err != nil {
-		return res, 0, wrap(op, err)
+		return AckResult{}, 0, wrap(op, err)
 	}
-	if ap.Error != "" && ap.Outcome != OutcomeDone {
-		if err := s.ensureErrorWidth(ctx); err != nil {
-			return res, 0, wrap(op, err)
-		}
-	}
-	if err := s.timeLimits().fits("RunAt", "retry delay", ap.Delay); err != nil {
-		return res, 0, wrap(op, err)
-	}
-	idx := newKeyIndex(s.Spec.IDKind, keys)
-	a := &Args{Token: ap.Token, Keys: keys, MaxAttempts: ap.MaxAttempts, Error: s.errorText(ap.Error), Delay: s.delay(ap.Delay)}
 	versioned := ap.Versions != nil && ap.Outcome == OutcomeDone
-	parkAt := ap.Outcome == OutcomeRetry && ap.MaxAttempts > 0
-
-	// scan errors do not abort (see AckClaimer): the first is kept
-	// and the remaining rows are only counted.
-	var n int
-	var scanErr error
-	count := func(r Scanner) error {
-		n++
-		if scanErr == nil {
-			scanErr = scan(r)
-		}
-		return nil
-	}
-	one := s.pipe.park
-	if !parkAt {
-		one = s.pipe.to[s.target(ap.Outcome)]
+	one := s.st(claimKey{t: tAckClaim, to: toOf(ap.Outcome), v: ClaimVariant{Pipelined: true}})
+	if ap.Outcome == OutcomeRetry && ap.MaxAttempts > 0 {
+		one = s.st(claimKey{t: tAckClaim, v: ClaimVariant{ParkAt: true, Pipelined: true}})
 	}
 	// The claim takes rows from the rotating cursor (cursor.go), which
 	// moves once the statement or transaction committed; an engine's own
-	// claim (ClaimInTx) keeps its cursor itself.
+	// claim (its ClaimRunner) keeps its cursor itself.
 	cur := s.cursors.get(cp.ScopeValues)
-	after := cur.after(s.Spec.IDKind)
-	var claimed []any
-	count = s.recordKeys(count, &claimed)
+	after := cur.after(s.spec.IDKind)
+	r := &ackClaim{scan: scan}
 	if !versioned && one.SQL != "" {
 		b := *a
 		b.AckToken, b.Token, b.Limit, b.Scope, b.After = ap.Token, cp.Token, cp.Limit, cp.ScopeValues, after
-		err = s.E.Do(ctx, op, false, func() error {
-			res, n, scanErr, claimed = AckResult{}, 0, nil, claimed[:0]
-			return s.ackClaimOne(ctx, one, &b, idx, len(keys), &res, count)
+		err = s.b.Do(ctx, op, false, func() error {
+			r.reset()
+			return s.ackClaimOne(ctx, one, &b, idx, len(keys), &r.res, s.recordKeys(r.count, &r.claimed))
 		})
 	} else {
-		err = s.E.Do(ctx, op, false, func() error {
-			run := func(fast bool) error {
-				res, n, scanErr, claimed = AckResult{}, 0, nil, claimed[:0]
-				return s.E.InTx(ctx, func(tx Querier) error {
-					if err := s.ackIn(ctx, tx, ap, a, keys, idx, fast && !versioned, &res); err != nil {
-						return err
-					}
-					if s.ClaimInTx != nil {
-						_, err := s.ClaimInTx(ctx, tx, cp, count)
-						return err
-					}
-					return Query(ctx, tx, s.E.Dialect, claimSt, &Args{Token: cp.Token, Limit: cp.Limit, Scope: cp.ScopeValues, After: after},
-						func(r Rows) error { return count(r) })
-				})
-			}
-			err := run(true)
-			if errors.Is(err, errPartialAck) {
-				// Some keys were lost: the transaction rolled back before the
-				// claim; decide the ack row by row this time.
-				err = run(false)
-			}
-			return err
-		})
+		claim := &render.Args{Token: cp.Token, Limit: cp.Limit, Scope: cp.ScopeValues, After: after}
+		err = s.b.Do(ctx, op, false, func() error { return s.ackClaimTx(ctx, r, ap, a, keys, idx, cp, claimSt, claim) })
 	}
 	if err != nil {
 		return AckResult{}, 0, wrap(op, err)
 	}
-	if s.ClaimInTx == nil || !versioned && one.SQL != "" {
-		cur.advance(after, claimed)
+	if s.runner == nil || !versioned && one.SQL != "" {
+		cur.advance(after, r.claimed)
 	}
-	requeued := len(res.Requeued)
-	if ap.Outcome == OutcomeRetry && ap.Delay <= 0 {
-		requeued += len(ap.IDs) - len(res.Lost) - len(res.Parked)
+	s.pendingAfterAck(ctx, ap, r.res)
+	if r.scanErr != nil {
+		return r.res, r.n, wrap(op, r.scanErr)
 	}
-	s.pending(ctx, nil, int64(requeued))
-	if scanErr != nil {
-		return res, n, wrap(op, scanErr)
+	return r.res, r.n, nil
+}
+
+// ackClaim is what one AckAndClaim gathers, attempt after attempt.
+type ackClaim struct {
+	scan    func(Scanner) error
+	res     AckResult
+	n       int   // claimed rows
+	scanErr error // scan's first error
+	claimed []any // the claimed rows' keys
+}
+
+// reset forgets what an attempt that did not commit gathered.
+func (r *ackClaim) reset() { r.res, r.n, r.scanErr, r.claimed = AckResult{}, 0, nil, r.claimed[:0] }
+
+// count hands a claimed row to scan. Scan errors do not abort (see
+// AckClaimer): the first is kept and the remaining rows are only counted.
+func (r *ackClaim) count(row Scanner) error {
+	r.n++
+	if r.scanErr == nil {
+		r.scanErr = r.scan(row)
 	}
-	return res, n, nil
+	return nil
+}
+
+// ackClaimTx runs one attempt of an ack+claim in a transaction: the ack as
+// [Claims.Ack] decides it, then the claim (claimSt with claim's arguments,
+// or the engine's own ClaimRunner). An ack that lost some keys rolls back
+// before the claim and runs again, decided row by row.
+func (s *Claims) ackClaimTx(ctx context.Context, r *ackClaim, ap *AckParams, a *render.Args, keys []any, idx *keyIndex,
+	cp *ClaimParams, claimSt render.Stmt, claim *render.Args) error {
+	versioned := ap.Versions != nil && ap.Outcome == OutcomeDone
+	count := s.recordKeys(r.count, &r.claimed)
+	run := func(fast bool) error {
+		r.reset()
+		return s.b.InTx(ctx, func(tx Querier) error {
+			if err := s.ackIn(ctx, tx, ap, a, keys, idx, fast && !versioned, &r.res); err != nil {
+				return err
+			}
+			if s.runner != nil {
+				_, err := s.runner.ClaimTx(ctx, tx, cp, count)
+				return err
+			}
+			return s.b.query(ctx, tx, claimSt, claim, func(row Rows) error { return count(row) })
+		})
+	}
+	err := run(true)
+	if errors.Is(err, errPartialAck) {
+		// Some keys were lost: the transaction rolled back before the
+		// claim; decide the ack row by row this time.
+		err = run(false)
+	}
+	return err
 }
 
 // ackIn runs the ack of [Claims.ack] on tx. fast tries the one UPDATE that
 // decides nothing row by row; on an engine without RETURNING it returns
 // errPartialAck when the UPDATE matched fewer rows than keys, so that the
 // caller rolls back and runs again without fast.
-func (s *Claims) ackIn(ctx context.Context, tx Querier, p *AckParams, a *Args, keys []any, idx *keyIndex, fast bool, res *AckResult) error {
+func (s *Claims) ackIn(ctx context.Context, tx Querier, p *AckParams, a *render.Args, keys []any, idx *keyIndex, fast bool, res *AckResult) error {
 	parkAt := p.Outcome == OutcomeRetry && p.MaxAttempts > 0
-	st := s.ackPark
+	st := s.st(claimKey{t: tAck, v: ClaimVariant{ParkAt: true}})
 	if !parkAt {
-		st = s.key().ackTo[s.target(p.Outcome)]
+		st = s.st(claimKey{t: tAck, to: toOf(p.Outcome), v: s.hinted(ClaimVariant{})})
 	}
 	fast = fast && !s.moves(p)
 	switch {
-	case fast && s.E.Returning:
+	case fast && s.b.caps.Returning:
 		return s.ackReturning(ctx, tx, st, a, idx, len(keys), res)
 	case fast && !parkAt:
-		n, err := Exec(ctx, tx, s.E.Dialect, st, a)
+		n, err := s.b.exec(ctx, tx, st, a)
 		if err == nil && n != int64(idx.distinct()) {
 			err = errPartialAck
 		}
@@ -216,11 +167,11 @@ func (s *Claims) ackIn(ctx context.Context, tx Querier, p *AckParams, a *Args, k
 // rows (kind 1) follow, with the claim's columns after three that claim
 // skips. Every row has the same destination types from one row to the
 // next, so that drivers that plan a scan per column type (pgx) plan once.
-func (s *Claims) ackClaimOne(ctx context.Context, st Stmt, a *Args, idx *keyIndex, nkeys int, res *AckResult, claim func(Scanner) error) error {
+func (s *Claims) ackClaimOne(ctx context.Context, st render.Stmt, a *render.Args, idx *keyIndex, nkeys int, res *AckResult, claim func(Scanner) error) error {
 	got := make([]bool, nkeys)
 	first := true
 	head := pastHead{skip: []any{new(any), new(any), new(any)}}
-	err := Query(ctx, s.E.DB, s.E.Dialect, st, a, func(r Rows) error {
+	err := s.b.query(ctx, s.b.db, st, a, func(r Rows) error {
 		if !first {
 			head.r = r
 			return claim(head)
@@ -229,7 +180,7 @@ func (s *Claims) ackClaimOne(ctx context.Context, st Stmt, a *Args, idx *keyInde
 		var kind int64
 		var acked, parked sql.NullString
 		dest := []any{&kind, &acked, &parked}
-		for range s.Names.Returned {
+		for range s.names.Returned {
 			dest = append(dest, new(any))
 		}
 		if err := r.Scan(dest...); err != nil {
@@ -271,7 +222,7 @@ func (s *Claims) ackedKeys(acked, parked string, idx *keyIndex, got []bool, res 
 				}
 				k = v
 			}
-			nk, err := NormalizeKey(s.Spec.IDKind, k)
+			nk, err := NormalizeKey(s.spec.IDKind, k)
 			if err != nil {
 				return err
 			}
@@ -318,13 +269,4 @@ func (x *keyIndex) find(k any) (int, bool) {
 	}
 	i, ok := x.ints[v]
 	return i, ok
-}
-
-// ReadBackTx is [Claims.ReadBack] on q, a transaction the store opened
-// ([TxClaimFunc]): it reads the rows the transaction marked, before its
-// commit, without retries of its own.
-func (s *Claims) ReadBackTx(ctx context.Context, q Querier, token string, scan func(Scanner) error, wrapScan func(Scanner) Scanner) (int, error) {
-	n := 0
-	err := Query(ctx, q, s.E.Dialect, s.readBack, &Args{Token: token}, counting(&n, scan, wrapScan))
-	return n, err
 }

@@ -11,8 +11,8 @@ import (
 
 func TestQuoteName(t *testing.T) {
 	t.Parallel()
-	e := &Engine{Quote: QuoteWith('"')}
-	require.Equal(t, `"s"."t"`, e.QuoteName("s.t"))
+	b := fakeBackend(&fakeDB{}, true)
+	require.Equal(t, `"s"."t"`, b.quoteName("s.t"))
 	require.Equal(t, "`t`", QuoteWith('`')("t"))
 	require.Equal(t, "`t``x`", QuoteWith('`')("t`x"), "an embedded quote is doubled")
 }
@@ -30,7 +30,7 @@ func FuzzQuote(f *testing.F) {
 			return
 		}
 		for _, q := range []byte{'"', '`'} {
-			out := (&Engine{Quote: QuoteWith(q)}).QuoteName(name)
+			out := fakeBackend(&fakeDB{}, true, func(d *fakeDriver) { d.quote = QuoteWith(q) }).quoteName(name)
 			var parts []string
 			for _, p := range strings.Split(out, ".") {
 				require.True(t, len(p) >= 2 && p[0] == q && p[len(p)-1] == q, "%q is quoted", p)

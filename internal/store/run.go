@@ -8,12 +8,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/errclass"
+	"github.com/claimlock/claimlock/internal/store/render"
 )
 
 // Do runs fn under the retrier: retryable conflicts re-run the whole of fn.
@@ -26,18 +26,18 @@ import (
 // [dialect.ErrOutcomeUnknown]. One that never reached the server
 // ([errclass.Unreachable]: a refused connect, a pool that handed out no
 // connection) did not, and is retried like a conflict.
-func (e *Engine) Do(ctx context.Context, op string, idempotent bool, fn func() error) error {
+func (b *Backend) Do(ctx context.Context, op string, idempotent bool, fn func() error) error {
 	connRetried := false
-	return e.Retry.Do(ctx, op, func() error {
+	return b.retry.Do(ctx, op, func() error {
 		live := ctx.Err() == nil
-		err := e.interpret(fn())
-		if idempotent && !connRetried && ClassOf(err) == errclass.Connection && ctx.Err() == nil {
+		err := b.interpret(fn())
+		if idempotent && !connRetried && classOf(err) == errclass.Connection && ctx.Err() == nil {
 			connRetried = true
-			err = e.interpret(fn())
+			err = b.interpret(fn())
 		}
 		if !idempotent && live && err != nil && !errors.Is(err, dialect.ErrOutcomeUnknown) &&
-			ClassOf(err) != errclass.Unreachable &&
-			(ClassOf(err) == errclass.Connection || ctx.Err() != nil && isContextErr(err)) {
+			classOf(err) != errclass.Unreachable &&
+			(classOf(err) == errclass.Connection || ctx.Err() != nil && isContextErr(err)) {
 			err = &unknownErr{err}
 		}
 		return err
@@ -48,10 +48,10 @@ func (e *Engine) Do(ctx context.Context, op string, idempotent bool, fn func() e
 // nil and rolling back otherwise. The rollback does not use the caller's
 // context, so a cancelled context never leaves a connection inside the
 // transaction; a rollback that fails closes the connection.
-func (e *Engine) InTx(ctx context.Context, fn func(Querier) error) (err error) {
-	tx, err := e.DB.Begin(ctx)
+func (b *Backend) InTx(ctx context.Context, fn func(Querier) error) (err error) {
+	tx, err := b.db.Begin(ctx)
 	if err != nil {
-		return e.interpret(err)
+		return b.interpret(err)
 	}
 	defer func() {
 		if err != nil {
@@ -61,13 +61,13 @@ func (e *Engine) InTx(ctx context.Context, fn func(Querier) error) (err error) {
 		}
 	}()
 	if err := fn(tx); err != nil {
-		return e.interpret(err)
+		return b.interpret(err)
 	}
-	if err := e.interpret(tx.Commit(ctx)); err != nil {
+	if err := b.interpret(tx.Commit(ctx)); err != nil {
 		// Only a refusal the engine names (a deadlock or serialization
 		// failure at COMMIT) says the transaction did not commit; anything
 		// else may have come after the commit was applied.
-		if c := ClassOf(err); c == errclass.Other || c == errclass.Connection {
+		if c := classOf(err); c == errclass.Other || c == errclass.Connection {
 			return &unknownErr{err}
 		}
 		return err
@@ -76,13 +76,13 @@ func (e *Engine) InTx(ctx context.Context, fn func(Querier) error) (err error) {
 }
 
 // Exec runs one statement and returns its affected rows.
-func Exec(ctx context.Context, q Querier, d Dialect, st Stmt, a *Args) (int64, error) {
+func Exec(ctx context.Context, q Querier, d render.Style, st render.Stmt, a *render.Args) (int64, error) {
 	sqlText, args := st.Bind(d, a)
 	return q.Exec(ctx, sqlText, args...)
 }
 
 // Query runs one statement and calls fn for each row.
-func Query(ctx context.Context, q Querier, d Dialect, st Stmt, a *Args, fn func(Rows) error) error {
+func Query(ctx context.Context, q Querier, d render.Style, st render.Stmt, a *render.Args, fn func(Rows) error) error {
 	sqlText, args := st.Bind(d, a)
 	r, err := q.Query(ctx, sqlText, args...)
 	if err != nil {
@@ -99,7 +99,7 @@ func Query(ctx context.Context, q Querier, d Dialect, st Stmt, a *Args, fn func(
 
 // QueryRow runs one statement and scans its first row into dest, reporting
 // whether there was one. It never returns a "no rows" error.
-func QueryRow(ctx context.Context, q Querier, d Dialect, st Stmt, a *Args, dest ...any) (bool, error) {
+func QueryRow(ctx context.Context, q Querier, d render.Style, st render.Stmt, a *render.Args, dest ...any) (bool, error) {
 	found := false
 	err := Query(ctx, q, d, st, a, func(r Rows) error {
 		if found {
@@ -111,47 +111,19 @@ func QueryRow(ctx context.Context, q Querier, d Dialect, st Stmt, a *Args, dest 
 	return found, err
 }
 
-// Bind returns the statement's SQL and its arguments taken from a, in the
-// order of its placeholders.
-func (s Stmt) Bind(d Dialect, a *Args) (string, []any) {
-	q := s.SQL
-	out := make([]any, 0, len(s.binds)+len(a.Keys))
-	for _, b := range s.binds {
-		if b != nil {
-			out = append(out, b(d.TimeUnit, a))
-			continue
-		}
-		out = append(out, a.Keys...) // the expanded key list
-		q = strings.Replace(q, keysMarker, placeholders(len(a.Keys)), 1)
-	}
-	return q, out
+// exec is [Exec] in the engine's style.
+func (b *Backend) exec(ctx context.Context, q Querier, st render.Stmt, a *render.Args) (int64, error) {
+	return Exec(ctx, q, b.style, st, a)
 }
 
-// placeholders renders n question marks separated by commas.
-func placeholders(n int) string {
-	if n == 0 {
-		return "NULL" // IN (NULL) matches nothing
-	}
-	return strings.Repeat("?, ", n-1) + "?"
+// query is [Query] in the engine's style.
+func (b *Backend) query(ctx context.Context, q Querier, st render.Stmt, a *render.Args, fn func(Rows) error) error {
+	return Query(ctx, q, b.style, st, a, fn)
 }
 
-// typedKeys turns normalised keys into one typed slice, []int64 or
-// []string, for engines that take a key list as an array.
-func typedKeys(keys []any) any {
-	if len(keys) > 0 {
-		if _, ok := keys[0].(string); ok {
-			out := make([]string, len(keys))
-			for i, k := range keys {
-				out[i] = k.(string)
-			}
-			return out
-		}
-	}
-	out := make([]int64, len(keys))
-	for i, k := range keys {
-		out[i] = k.(int64)
-	}
-	return out
+// queryRow is [QueryRow] in the engine's style.
+func (b *Backend) queryRow(ctx context.Context, q Querier, st render.Stmt, a *render.Args, dest ...any) (bool, error) {
+	return QueryRow(ctx, q, b.style, st, a, dest...)
 }
 
 // wrap prefixes an error with the operation once.
@@ -164,7 +136,7 @@ func wrap(op string, err error) error {
 
 // interpret classifies err once; errors that are already classified or
 // belong to the library pass through.
-func (e *Engine) interpret(err error) error {
+func (b *Backend) interpret(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -172,14 +144,14 @@ func (e *Engine) interpret(err error) error {
 	if errors.As(err, &ce) {
 		return err
 	}
-	if c := e.Classify(err); c != errclass.Other {
+	if c := b.drv.Classify(err); c != errclass.Other {
 		return &classErr{class: c, err: err}
 	}
 	return err
 }
 
-// ClassOf returns the class of an error returned by this store's operations.
-func ClassOf(err error) errclass.Class {
+// classOf returns the class of an error returned by this store's operations.
+func classOf(err error) errclass.Class {
 	var ce *classErr
 	if errors.As(err, &ce) {
 		return ce.class
@@ -220,25 +192,25 @@ func isContextErr(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// Retrier runs operations under a [dialect.RetryPolicy] and counts the
-// retries it made, for [Retries]. It is safe for concurrent
-// use; each dialect holds one.
-type Retrier struct {
+// retrier runs operations under a [dialect.RetryPolicy] and counts the
+// retries it made, for [Retries]. It is safe for concurrent use; each
+// Backend holds one.
+type retrier struct {
 	policy  dialect.RetryPolicy
 	retries atomic.Int64
 }
 
 // Retries returns how many times an operation was re-run so far.
-func (r *Retrier) Retries() int64 { return r.retries.Load() }
+func (r *retrier) Retries() int64 { return r.retries.Load() }
 
 // Do runs fn with [dialect.Retry] under the policy.
-func (r *Retrier) Do(ctx context.Context, op string, fn func() error) error {
+func (r *retrier) Do(ctx context.Context, op string, fn func() error) error {
 	return dialect.Retry(ctx, r.policy, op, fn)
 }
 
-// NewRetrier returns a Retrier for p.
-func NewRetrier(p dialect.RetryPolicy) *Retrier {
-	r := &Retrier{policy: p}
+// newRetrier returns a retrier for p.
+func newRetrier(p dialect.RetryPolicy) *retrier {
+	r := &retrier{policy: p}
 	onRetry := p.OnRetry
 	r.policy.OnRetry = func(op string, attempt int, err error) {
 		r.retries.Add(1)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/errclass"
+	"github.com/claimlock/claimlock/internal/store/render"
 )
 
 // This file is the engine-neutral side of scheduled runs (package
@@ -108,82 +109,12 @@ func ScheduleLeaseTable(jobs string) dialect.LeaseTable {
 	}
 }
 
-// ScheduleSQL are an engine's statements on the schedule tables, as
-// text/template sources over [ScheduleNames], with the engine's
-// {{template "usnow"}} (the database clock in microseconds since the
-// epoch) and {{template "live" .}} (the jobs row's lease is unexpired by
-// the database clock, allowing {{arg "slack"}}). Common is prepended to
-// each.
-type ScheduleSQL struct {
-	Common string
-	// Register makes the row of "job" if it has none: not paused, fence 0,
-	// its cursor the database's now.
-	Register string
-	// State returns the cursor, the paused flag and the database's now of
-	// "job".
-	State string
-	// Advance moves the cursor of "job" from "prev" to "fire", only while
-	// the database's now is in ["win_from", "win_to") and, for a run
-	// (ScheduleNames.Run), the job is not paused.
-	Advance string
-	// MarkLost sets every running run of "job" whose token is not the
-	// owner of the job's live lease to lost, with "error".
-	MarkLost string
-	// Insert adds the run of "job" at "fire" as running under "token" and
-	// "fence", or (ScheduleNames.Skip) the skipped range ["fire", "until"),
-	// by "worker", with "error".
-	Insert string
-	// Finish sets the running run of "job" at "fire" held by "token" to
-	// "status" with "error".
-	Finish string
-	// Pause sets the paused flag of "job" to "flag".
-	Pause string
-	// Run returns the status and token of the run of "job" at "fire".
-	Run string
-	// History returns the runs of "job" before "fire", newest first, at
-	// most "limit": fire, until, status, worker, fence, started, finished,
-	// error.
-	History string
-	// Jobs returns every job: name, paused flag, cursor and the database's
-	// now.
-	Jobs string
-	// Cutoff returns the fire time of the run "offset" places below the
-	// newest of "job".
-	Cutoff string
-	// Prune deletes the runs of "job" before "fire" that are not running.
-	Prune string
-	// Columns is the catalog query of [ClaimSQL.Columns].
-	Columns string
-}
-
-// ScheduleNames are what schedule templates see: the quoted tables and
-// columns, status literals, and the variant flags of the statement being
-// rendered.
-type ScheduleNames struct {
-	Jobs, Runs string
-	// Columns of both tables (Job and Fence are in both).
-	Job, Owner, ExpiresAt, Fence, Paused, Cursor                   string
-	FireAt, Until, Status, Token, Worker, Started, Finished, Error string
-	// Status literals.
-	Running, Lost, Skipped string
-	// Run: Advance for a run (the job must not be paused).
-	Run bool
-	// Skip: Insert of a skipped range, or Advance that records only
-	// skipped fire times.
-	Skip bool
-	// WhilePaused: Advance that records the fire times of a paused job
-	// (it must still be paused).
-	WhilePaused bool
-}
-
 // Schedules runs the statements on one pair of schedule tables.
 type Schedules struct {
-	e        *Engine
-	t        ScheduleTables
-	rendered []Rendered
-
-	register, state, advanceRun, advanceSkip, advancePaused, markLost, insertRun, insertSkip Stmt
-	finish, pause, run, history, jobs, cutoff, prune, columns                                Stmt
+	b *Backend
+	t ScheduleTables
+	// stmts are the statements rendered for the tables (schedulestmts.go).
+	stmts statements[scheduleKey]
 }
 
 // OpenSchedules validates t and renders d's schedule statements for it.
@@ -193,78 +124,27 @@ func OpenSchedules(d dialect.Dialect, t ScheduleTables) (*Schedules, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewSchedules(b.E, b.Schedules, t)
-}
-
-// NewSchedules validates t and renders sqls for it.
-func NewSchedules(e *Engine, sqls ScheduleSQL, t ScheduleTables) (*Schedules, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	if sqls.Register == "" {
-		return nil, fmt.Errorf("%w: %s has no schedule statements", dialect.ErrNotSupported, e.Name)
+	if b.schedules.Common == "" {
+		return nil, fmt.Errorf("%w: %s has no schedule statements", dialect.ErrNotSupported, b.drv.Name())
 	}
-	q := e.Quote
-	n := ScheduleNames{
-		Jobs: e.QuoteName(t.Jobs), Runs: e.QuoteName(t.Runs),
-		Job: q("job"), Owner: q("owner"), ExpiresAt: q("expires_at"), Fence: q("fence"), Paused: q("paused"), Cursor: q("cursor_us"),
-		FireAt: q("fire_us"), Until: q("until_us"), Status: q("status"), Token: q("token"), Worker: q("worker"),
-		Started: q("started_us"), Finished: q("finished_us"), Error: q("error"),
-		Running: dialect.StatusString(RunRunning).Literal(), Lost: dialect.StatusString(RunLost).Literal(),
-		Skipped: dialect.StatusString(RunSkipped).Literal(),
-	}
-	s := &Schedules{e: e, t: t}
-	var firstErr error
-	render := func(name, src string, vary func(*ScheduleNames)) Stmt {
-		if firstErr != nil {
-			return Stmt{}
-		}
-		nn := n
-		label := name
-		if vary != nil {
-			vary(&nn)
-			switch {
-			case nn.Run:
-				label += " (run)"
-			case nn.WhilePaused:
-				label += " (paused)"
-			case nn.Skip:
-				label += " (skipped)"
-			}
-		}
-		st, err := e.Dialect.render(name, sqls.Common+src, nn, true)
-		if err != nil {
-			firstErr = fmt.Errorf("%s: %w", e.Name, err)
-			return Stmt{}
-		}
-		s.rendered = append(s.rendered, Rendered{Name: "schedule " + label, SQL: st.SQL, Args: st.names})
-		return st
-	}
-	s.register = render("register", sqls.Register, nil)
-	s.state = render("state", sqls.State, nil)
-	s.advanceRun = render("advance", sqls.Advance, func(n *ScheduleNames) { n.Run = true })
-	s.advanceSkip = render("advance", sqls.Advance, func(n *ScheduleNames) { n.Skip = true })
-	s.advancePaused = render("advance", sqls.Advance, func(n *ScheduleNames) { n.WhilePaused = true })
-	s.markLost = render("mark lost", sqls.MarkLost, nil)
-	s.insertRun = render("insert", sqls.Insert, func(n *ScheduleNames) { n.Run = true })
-	s.insertSkip = render("insert", sqls.Insert, func(n *ScheduleNames) { n.Skip = true })
-	s.finish = render("finish", sqls.Finish, nil)
-	s.pause = render("pause", sqls.Pause, nil)
-	s.run = render("run", sqls.Run, nil)
-	s.history = render("history", sqls.History, nil)
-	s.jobs = render("jobs", sqls.Jobs, nil)
-	s.cutoff = render("cutoff", sqls.Cutoff, nil)
-	s.prune = render("prune", sqls.Prune, nil)
-	s.columns = render("columns", sqls.Columns, nil)
-	if firstErr != nil {
-		return nil, firstErr
+	s := &Schedules{b: b, t: t}
+	if s.stmts, err = b.renderSchedules(t); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
+// st returns the statement of template t for variant v.
+func (s *Schedules) st(t scheduleTmpl, v ScheduleVariant) render.Stmt {
+	return s.stmts.get(scheduleKey{t: t, v: v})
+}
+
 // Rendered returns every statement rendered, in order: for the golden
 // files.
-func (s *Schedules) Rendered() []Rendered { return s.rendered }
+func (s *Schedules) Rendered() []Rendered { return s.stmts.rendered }
 
 // Tables returns the tables' names.
 func (s *Schedules) Tables() ScheduleTables { return s.t }
@@ -288,11 +168,11 @@ func checkJob(job string) error {
 func CheckJob(job string) error { return checkJob(job) }
 
 // exec runs one write under the retrier.
-func (s *Schedules) exec(ctx context.Context, op string, st Stmt, a *Args) (int64, error) {
+func (s *Schedules) exec(ctx context.Context, op string, st render.Stmt, a *render.Args) (int64, error) {
 	var n int64
-	err := s.e.Do(ctx, op, false, func() error {
+	err := s.b.Do(ctx, op, false, func() error {
 		var err error
-		n, err = Exec(ctx, s.e.DB, s.e.Dialect, st, a)
+		n, err = s.b.exec(ctx, s.b.db, st, a)
 		return err
 	})
 	return n, wrap(op, err)
@@ -305,8 +185,8 @@ func (s *Schedules) Register(ctx context.Context, job string) error {
 		return wrap("schedule register", err)
 	}
 	// Idempotent: a re-run after a broken connection makes nothing twice.
-	err := s.e.Do(ctx, "schedule register", true, func() error {
-		_, err := Exec(ctx, s.e.DB, s.e.Dialect, s.register, &Args{Job: job})
+	err := s.b.Do(ctx, "schedule register", true, func() error {
+		_, err := s.b.exec(ctx, s.b.db, s.st(sRegister, ScheduleVariant{}), &render.Args{Job: job})
 		return err
 	})
 	return wrap("schedule register", err)
@@ -331,10 +211,10 @@ func (s *Schedules) State(ctx context.Context, job string) (JobState, error) {
 	if err := checkJob(job); err != nil {
 		return st, wrap("schedule state", err)
 	}
-	err := s.e.Do(ctx, "schedule state", true, func() error {
+	err := s.b.Do(ctx, "schedule state", true, func() error {
 		var paused int64
 		var err error
-		st.Exists, err = QueryRow(ctx, s.e.DB, s.e.Dialect, s.state, &Args{Job: job}, &st.Cursor, &paused, &st.Now)
+		st.Exists, err = s.b.queryRow(ctx, s.b.db, s.st(sState, ScheduleVariant{}), &render.Args{Job: job}, &st.Cursor, &paused, &st.Now)
 		st.Paused = paused != 0
 		return err
 	})
@@ -397,34 +277,34 @@ func (s *Schedules) Claim(ctx context.Context, c ScheduleClaim) (ClaimResult, er
 	case c.SkipUntil > c.SkipFrom && (c.SkipFrom <= c.Prev || c.Run && c.SkipUntil > c.To):
 		return res, fmt.Errorf("schedule claim: %w: skipped range [%d, %d) outside (%d, %d]", dialect.ErrInvalidConfig, c.SkipFrom, c.SkipUntil, c.Prev, c.To)
 	}
-	adv := s.advanceSkip
+	adv := s.st(sAdvance, ScheduleVariant{Skip: true})
 	switch {
 	case c.Run:
-		adv = s.advanceRun
+		adv = s.st(sAdvance, ScheduleVariant{Run: true})
 	case c.Paused:
-		adv = s.advancePaused
+		adv = s.st(sAdvance, ScheduleVariant{WhilePaused: true})
 	}
-	a := &Args{Job: c.Job, Prev: c.Prev, Fire: c.To, WinFrom: c.WinFrom, WinTo: c.WinTo}
-	err := s.e.Do(ctx, "schedule claim", false, func() error {
+	a := &render.Args{Job: c.Job, Prev: c.Prev, Fire: c.To, WinFrom: c.WinFrom, WinTo: c.WinTo}
+	err := s.b.Do(ctx, "schedule claim", false, func() error {
 		res = ClaimResult{}
-		return s.e.InTx(ctx, func(tx Querier) error {
-			n, err := Exec(ctx, tx, s.e.Dialect, adv, a)
+		return s.b.InTx(ctx, func(tx Querier) error {
+			n, err := s.b.exec(ctx, tx, adv, a)
 			if err != nil || n == 0 {
 				return err
 			}
-			lost := &Args{Job: c.Job, Slack: Slack, Error: cutError(c.LostReason)}
-			if res.Lost, err = Exec(ctx, tx, s.e.Dialect, s.markLost, lost); err != nil {
+			lost := &render.Args{Job: c.Job, Slack: defaultSlack, Error: cutError(c.LostReason)}
+			if res.Lost, err = s.b.exec(ctx, tx, s.st(sMarkLost, ScheduleVariant{}), lost); err != nil {
 				return err
 			}
 			if c.SkipUntil > c.SkipFrom {
-				sk := &Args{Job: c.Job, Fire: c.SkipFrom, Until: c.SkipUntil, Worker: c.Worker, Error: cutError(c.SkipReason)}
-				if _, err := Exec(ctx, tx, s.e.Dialect, s.insertSkip, sk); err != nil {
+				sk := &render.Args{Job: c.Job, Fire: c.SkipFrom, Until: c.SkipUntil, Worker: c.Worker, Error: cutError(c.SkipReason)}
+				if _, err := s.b.exec(ctx, tx, s.st(sInsert, ScheduleVariant{Skip: true}), sk); err != nil {
 					return err
 				}
 			}
 			if c.Run {
-				r := &Args{Job: c.Job, Fire: c.To, Token: c.Token, Fence: c.Fence, Worker: c.Worker}
-				if _, err := Exec(ctx, tx, s.e.Dialect, s.insertRun, r); err != nil {
+				r := &render.Args{Job: c.Job, Fire: c.To, Token: c.Token, Fence: c.Fence, Worker: c.Worker}
+				if _, err := s.b.exec(ctx, tx, s.st(sInsert, ScheduleVariant{Run: true}), r); err != nil {
 					return err
 				}
 			}
@@ -432,7 +312,7 @@ func (s *Schedules) Claim(ctx context.Context, c ScheduleClaim) (ClaimResult, er
 			return nil
 		})
 	})
-	if ClassOf(err) == errclass.Duplicate {
+	if classOf(err) == errclass.Duplicate {
 		// A row of the claim exists already: someone recorded it (the
 		// cursor was moved back by hand?). Nothing was committed.
 		return ClaimResult{}, nil
@@ -467,9 +347,9 @@ func (s *Schedules) Finish(ctx context.Context, job string, fire int64, token, s
 	default:
 		return false, fmt.Errorf("schedule finish: %w: status %q", dialect.ErrInvalidConfig, status)
 	}
-	a := &Args{Job: job, Fire: fire, Token: token, Status: status, Error: cutError(msg)}
-	n, err := s.exec(ctx, "schedule finish", s.finish, a)
-	if err == nil && n == 0 && !s.e.Returning {
+	a := &render.Args{Job: job, Fire: fire, Token: token, Status: status, Error: cutError(msg)}
+	n, err := s.exec(ctx, "schedule finish", s.st(sFinish, ScheduleVariant{}), a)
+	if err == nil && n == 0 && !s.b.caps.Returning {
 		// MySQL reports changed rows; the status always changes here, so 0
 		// rows means no match.
 		return false, nil
@@ -486,16 +366,16 @@ func (s *Schedules) Pause(ctx context.Context, job string, paused bool) error {
 	if paused {
 		flag = 1
 	}
-	_, err := s.exec(ctx, "schedule pause", s.pause, &Args{Job: job, Flag: flag})
+	_, err := s.exec(ctx, "schedule pause", s.st(sPause, ScheduleVariant{}), &render.Args{Job: job, Flag: flag})
 	return err
 }
 
 // RunOf returns the status and token of the run of job at fire, and
 // whether there is one.
 func (s *Schedules) RunOf(ctx context.Context, job string, fire int64) (status, token string, ok bool, err error) {
-	err = s.e.Do(ctx, "schedule run", true, func() error {
+	err = s.b.Do(ctx, "schedule run", true, func() error {
 		var e error
-		ok, e = QueryRow(ctx, s.e.DB, s.e.Dialect, s.run, &Args{Job: job, Fire: fire}, &status, &token)
+		ok, e = s.b.queryRow(ctx, s.b.db, s.st(sRun, ScheduleVariant{}), &render.Args{Job: job, Fire: fire}, &status, &token)
 		return e
 	})
 	return status, token, ok, wrap("schedule run", err)
@@ -521,9 +401,9 @@ func (s *Schedules) History(ctx context.Context, job string, before int64, limit
 		return nil, fmt.Errorf("schedule history: %w: limit %d is outside 1..%d", dialect.ErrInvalidConfig, limit, MaxListLimit)
 	}
 	var out []RunRow
-	err := s.e.Do(ctx, "schedule history", true, func() error {
+	err := s.b.Do(ctx, "schedule history", true, func() error {
 		out = out[:0]
-		return Query(ctx, s.e.DB, s.e.Dialect, s.history, &Args{Job: job, Fire: before, Limit: limit}, func(r Rows) error {
+		return s.b.query(ctx, s.b.db, s.st(sHistory, ScheduleVariant{}), &render.Args{Job: job, Fire: before, Limit: limit}, func(r Rows) error {
 			var row RunRow
 			var until, started, finished sql.NullInt64
 			if err := r.Scan(&row.Fire, &until, &row.Status, &row.Worker, &row.Fence, &started, &finished, &row.Error); err != nil {
@@ -548,9 +428,9 @@ type JobRow struct {
 // Jobs lists every job's row, by name.
 func (s *Schedules) Jobs(ctx context.Context) ([]JobRow, error) {
 	var out []JobRow
-	err := s.e.Do(ctx, "schedule jobs", true, func() error {
+	err := s.b.Do(ctx, "schedule jobs", true, func() error {
 		out = out[:0]
-		return Query(ctx, s.e.DB, s.e.Dialect, s.jobs, &Args{}, func(r Rows) error {
+		return s.b.query(ctx, s.b.db, s.st(sJobs, ScheduleVariant{}), &render.Args{}, func(r Rows) error {
 			var row JobRow
 			var paused int64
 			if err := r.Scan(&row.Job, &paused, &row.Cursor, &row.Now); err != nil {
@@ -572,22 +452,22 @@ func (s *Schedules) Prune(ctx context.Context, job string, keep int) (int64, err
 	}
 	var cut int64
 	var found bool
-	err := s.e.Do(ctx, "schedule prune", true, func() error {
+	err := s.b.Do(ctx, "schedule prune", true, func() error {
 		var err error
-		found, err = QueryRow(ctx, s.e.DB, s.e.Dialect, s.cutoff, &Args{Job: job, Offset: int64(keep - 1)}, &cut)
+		found, err = s.b.queryRow(ctx, s.b.db, s.st(sCutoff, ScheduleVariant{}), &render.Args{Job: job, Offset: int64(keep - 1)}, &cut)
 		return err
 	})
 	if err != nil || !found {
 		return 0, wrap("schedule prune", err)
 	}
-	return s.exec(ctx, "schedule prune", s.prune, &Args{Job: job, Fire: cut})
+	return s.exec(ctx, "schedule prune", s.st(sPrune, ScheduleVariant{}), &render.Args{Job: job, Fire: cut})
 }
 
 // VerifySchema checks that both tables exist with the columns the
 // statements use.
 func (s *Schedules) VerifySchema(ctx context.Context) error {
 	for _, def := range ScheduleTableDefs(s.t) {
-		cols, err := s.e.catalogColumns(ctx, s.columns, def.Table)
+		cols, err := s.b.catalogColumns(ctx, s.st(sColumns, ScheduleVariant{}), def.Table)
 		if err != nil {
 			return wrap("schedule verify schema", err)
 		}
@@ -605,66 +485,3 @@ func (s *Schedules) VerifySchema(ctx context.Context) error {
 
 // NoEnd is the end of a window that never closes.
 const NoEnd = math.MaxInt64
-
-// GenericScheduleSQL are the schedule statements every engine writes the
-// same way; an engine supplies Common (its {{template "usnow"}}, {{template
-// "live" .}} and {{template "keepfirst" .}}, the clause that makes an
-// INSERT of an existing key change nothing) and Columns.
-var GenericScheduleSQL = ScheduleSQL{
-	Register: `
-INSERT INTO {{.Jobs}} ({{.Job}}, {{.Fence}}, {{.Paused}}, {{.Cursor}})
-VALUES ({{arg "job"}}, 0, 0, {{template "usnow"}}) {{template "keepfirst" .}}`,
-
-	State: `
-SELECT {{.Cursor}}, {{.Paused}}, {{template "usnow"}} FROM {{.Jobs}} WHERE {{.Job}} = {{arg "job"}}`,
-
-	// The window is tested on the database clock, in the statement that
-	// moves the cursor: a claim of a fire time can only commit inside it,
-	// and a record of it as missed only after it, whatever the clocks of
-	// the hosts that try.
-	Advance: `
-UPDATE {{.Jobs}} SET {{.Cursor}} = {{arg "fire"}}
-WHERE {{.Job}} = {{arg "job"}} AND {{.Cursor}} = {{arg "prev"}}{{if .Run}} AND {{.Paused}} = 0{{else if .WhilePaused}} AND {{.Paused}} <> 0{{end}}
-  AND {{template "usnow"}} >= {{arg "win_from"}} AND {{template "usnow"}} < {{arg "win_to"}}`,
-
-	// A running run whose token does not own the job's live lease has
-	// lost it: its holder's local deadline has passed, so it stopped (or
-	// was killed) before anyone else could take the lease.
-	MarkLost: `
-UPDATE {{.Runs}} SET {{.Status}} = {{.Lost}}, {{.Finished}} = {{template "usnow"}}, {{.Error}} = {{arg "error"}}
-WHERE {{.Job}} = {{arg "job"}} AND {{.Status}} = {{.Running}}
-  AND {{.Token}} <> COALESCE((SELECT {{.Owner}} FROM {{.Jobs}} WHERE {{.Job}} = {{arg "job"}} AND {{template "live" .}}), '')`,
-
-	Insert: `
-INSERT INTO {{.Runs}} ({{.Job}}, {{.FireAt}}, {{.Until}}, {{.Status}}, {{.Token}}, {{.Fence}}, {{.Worker}}, {{.Started}}, {{.Finished}}, {{.Error}})
-{{- if .Skip}}
-VALUES ({{arg "job"}}, {{arg "fire"}}, {{arg "until"}}, {{.Skipped}}, NULL, NULL, {{arg "worker"}}, {{template "usnow"}}, {{template "usnow"}}, {{arg "error"}})
-{{- else}}
-VALUES ({{arg "job"}}, {{arg "fire"}}, NULL, {{.Running}}, {{arg "token"}}, {{arg "fence"}}, {{arg "worker"}}, {{template "usnow"}}, NULL, NULL)
-{{- end}}`,
-
-	Finish: `
-UPDATE {{.Runs}} SET {{.Status}} = {{arg "status"}}, {{.Finished}} = {{template "usnow"}}, {{.Error}} = {{arg "error"}}
-WHERE {{.Job}} = {{arg "job"}} AND {{.FireAt}} = {{arg "fire"}} AND {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Running}}`,
-
-	Pause: `
-UPDATE {{.Jobs}} SET {{.Paused}} = {{arg "flag"}} WHERE {{.Job}} = {{arg "job"}}`,
-
-	Run: `
-SELECT {{.Status}}, COALESCE({{.Token}}, '') FROM {{.Runs}} WHERE {{.Job}} = {{arg "job"}} AND {{.FireAt}} = {{arg "fire"}}`,
-
-	// History and Cutoff read the primary key (job, fire_us) in order.
-	History: `
-SELECT {{.FireAt}}, {{.Until}}, {{.Status}}, COALESCE({{.Worker}}, ''), COALESCE({{.Fence}}, 0), {{.Started}}, {{.Finished}}, COALESCE({{.Error}}, '')
-FROM {{.Runs}} WHERE {{.Job}} = {{arg "job"}} AND {{.FireAt}} < {{arg "fire"}}
-ORDER BY {{.FireAt}} DESC LIMIT {{arg "limit"}}`,
-
-	Jobs: `
-SELECT {{.Job}}, {{.Paused}}, {{.Cursor}}, {{template "usnow"}} FROM {{.Jobs}} ORDER BY {{.Job}}`,
-
-	Cutoff: `
-SELECT {{.FireAt}} FROM {{.Runs}} WHERE {{.Job}} = {{arg "job"}} ORDER BY {{.FireAt}} DESC LIMIT 1 OFFSET {{arg "offset"}}`,
-
-	Prune: `
-DELETE FROM {{.Runs}} WHERE {{.Job}} = {{arg "job"}} AND {{.FireAt}} < {{arg "fire"}} AND {{.Status}} <> {{.Running}}`,
-}

@@ -143,7 +143,7 @@ func fnv32(s string) uint32 {
 	return h
 }
 
-// Indexes returns the indexes a claim table needs, in the order the
+// recommendedIndexes returns the indexes a claim table needs, in the order the
 // dialects' IndexDDL lists them:
 //
 //   - claim (scope columns..., status, key): claims read the pending rows of
@@ -164,7 +164,7 @@ func fnv32(s string) uint32 {
 // so that its scoped Stats need the scope index. MySQL and MariaDB leave
 // the scope index out: their claim index serves scoped Stats, and MariaDB
 // does not use a scope index for sweeps (see dialect/mysql).
-func Indexes(c dialect.ClaimTable) []IndexDef {
+func recommendedIndexes(c dialect.ClaimTable) []IndexDef {
 	claimCols := append(append([]string{}, c.Scope...), c.Status, c.ID)
 	if c.RunAt != "" {
 		// Claims skip pending rows whose RunAt is in the future: with the
@@ -187,8 +187,8 @@ func Indexes(c dialect.ClaimTable) []IndexDef {
 	return out
 }
 
-// DefaultErrorLen is the width [ClaimTableDef] gives an Error column.
-const DefaultErrorLen = 1024
+// defaultErrorLen is the width [ClaimTableDef] gives an Error column.
+const defaultErrorLen = 1024
 
 // ClaimTableDef builds a [TableDef] holding every column spec names: the key
 // (auto-incrementing for integer keys), status, token, claimed-at (a
@@ -230,7 +230,7 @@ func ClaimTableDef(spec dialect.ClaimTable, extra ...ColumnDef) TableDef {
 		def.Columns = append(def.Columns, ColumnDef{Name: spec.RunAt, Type: timeType(spec.RunAtFormat)})
 	}
 	if spec.Error != "" {
-		def.Columns = append(def.Columns, ColumnDef{Name: spec.Error, Type: TypeText, Len: DefaultErrorLen})
+		def.Columns = append(def.Columns, ColumnDef{Name: spec.Error, Type: TypeText, Len: defaultErrorLen})
 	}
 	for _, c := range spec.Columns {
 		cd := ColumnDef{Name: c, Type: TypeText}

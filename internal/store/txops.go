@@ -9,13 +9,14 @@ import (
 )
 
 // callerTx adapts the caller's transaction, or refuses its type.
-func (e *Engine) callerTx(t dialect.Tx) (Querier, error) {
-	tx, err := TxOf(t)
+func (b *Backend) callerTx(t dialect.Tx) (Querier, error) {
+	tx, err := txOf(t)
 	if err != nil {
 		return nil, err
 	}
-	if e.CallerTx != nil {
-		if q, ok := e.CallerTx(tx); ok {
+	ad, adapts := b.drv.(TxAdapter)
+	if adapts {
+		if q, ok := ad.CallerTx(tx); ok {
 			return q, nil
 		}
 	}
@@ -23,10 +24,10 @@ func (e *Engine) callerTx(t dialect.Tx) (Querier, error) {
 		return sqlTx{t}, nil
 	}
 	want := "*sql.Tx"
-	if e.TxType != "" {
-		want = e.TxType + " or a *sql.Tx"
+	if adapts && ad.CallerTxType() != "" {
+		want = ad.CallerTxType() + " or a *sql.Tx"
 	}
-	return nil, fmt.Errorf("%w: %s takes a %s, got %T", dialect.ErrInvalidConfig, e.Name, want, tx)
+	return nil, fmt.Errorf("%w: %s takes a %s, got %T", dialect.ErrInvalidConfig, b.drv.Name(), want, tx)
 }
 
 // sqlTx runs statements in a caller's *sql.Tx.
@@ -56,7 +57,7 @@ func (t sqlTx) Query(ctx context.Context, q string, args ...any) (Rows, error) {
 // all-or-nothing shortcut of Ack would need a transaction of its own.
 func (s *Claims) AckTx(ctx context.Context, tx dialect.Tx, p *AckParams) (AckResult, error) {
 	var res AckResult
-	q, err := s.E.callerTx(tx)
+	q, err := s.b.callerTx(tx)
 	if err != nil {
 		return res, wrap("ack", err)
 	}
@@ -71,13 +72,13 @@ func (s *Claims) AckTx(ctx context.Context, tx dialect.Tx, p *AckParams) (AckRes
 	}
 	// Without RETURNING the one statement's partial match could only be
 	// undone by rolling back the caller's transaction: decide row by row.
-	if st, ok := s.oneStatement(p); ok && s.E.Returning {
+	if st, ok := s.oneStatement(p); ok && s.b.caps.Returning {
 		err = s.ackReturning(ctx, q, st, a, idx, len(keys), &res)
 	} else {
 		err = s.ackByRow(ctx, q, p, a, keys, idx, &res)
 	}
 	if err != nil {
-		return AckResult{}, wrap("ack", s.E.interpret(err))
+		return AckResult{}, wrap("ack", s.b.interpret(err))
 	}
 	return res, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/internal/store/render"
 )
 
 // The claim table: Rows rows with keys 1..Rows, in tasks (the scope column
@@ -128,7 +129,7 @@ const (
 type Case struct {
 	Store Store
 	Name  string
-	Args  func(Phase) *store.Args
+	Args  func(Phase) *render.Args
 	// Budget is the most rows the statement may read from its table, summed
 	// over every access to it.
 	Budget func(Phase) int64
@@ -156,32 +157,32 @@ func heldKeys() []any {
 // PostgreSQL no "read back") skip it; engine-specific statements (MySQL's
 // claim) are the engine test's own cases.
 func Cases() []Case {
-	held := func(Phase) *store.Args { return &store.Args{Token: HeldToken, Keys: heldKeys(), MaxAttempts: 3} }
-	reap := func(scope []any) func(Phase) *store.Args {
-		return func(p Phase) *store.Args {
-			return &store.Args{Timeout: p.Timeout, Limit: Limit, MaxAttempts: 2, Below: 2, Scope: scope}
+	held := func(Phase) *render.Args { return &render.Args{Token: HeldToken, Keys: heldKeys(), MaxAttempts: 3} }
+	reap := func(scope []any) func(Phase) *render.Args {
+		return func(p Phase) *render.Args {
+			return &render.Args{Timeout: p.Timeout, Limit: Limit, MaxAttempts: 2, Below: 2, Scope: scope}
 		}
 	}
 	// Parking reads the stale rows until it has found Limit at MaxAttempts
 	// (none here): its need is the stale rows, not the table.
 	park := func(p Phase) int64 { return p.Stale + Small }
-	lease := func(Phase) *store.Args {
-		return &store.Args{Key: LeaseKey, Owner: LeaseOwner, TTL: time.Minute, Limit: Limit}
+	lease := func(Phase) *render.Args {
+		return &render.Args{Key: LeaseKey, Owner: LeaseOwner, TTL: time.Minute, Limit: Limit}
 	}
 	// Insert creates a key that is not there yet.
-	insert := func(Phase) *store.Args {
-		return &store.Args{Key: NewLeaseKey, Owner: LeaseOwner, TTL: time.Minute}
+	insert := func(Phase) *render.Args {
+		return &render.Args{Key: NewLeaseKey, Owner: LeaseOwner, TTL: time.Minute}
 	}
 	out := []Case{
-		{Store: Claims, Name: "claim", Args: func(Phase) *store.Args {
+		{Store: Claims, Name: "claim", Args: func(Phase) *render.Args {
 			// The rotating cursor mid-table: the part above it and the
 			// wrapped part are both read.
-			return &store.Args{Token: "plan-tok", Limit: Limit, Scope: []any{int64(ClaimTask)}, After: int64(Rows / 2)}
+			return &render.Args{Token: "plan-tok", Limit: Limit, Scope: []any{int64(ClaimTask)}, After: int64(Rows / 2)}
 		}, Budget: small, Why: "a batch of pending rows"},
-		{Store: Claims, Name: "stats", Args: func(Phase) *store.Args { return &store.Args{} },
+		{Store: Claims, Name: "stats", Args: func(Phase) *render.Args { return &render.Args{} },
 			Budget: func(Phase) int64 { return Rows + Rows/10 }, FullScan: true, Why: "every row: unscoped stats count the table"},
-		{Store: Claims, Name: "stats scoped", Args: func(Phase) *store.Args {
-			return &store.Args{Scope: []any{int64(StatsTask)}}
+		{Store: Claims, Name: "stats scoped", Args: func(Phase) *render.Args {
+			return &render.Args{Scope: []any{int64(StatsTask)}}
 		}, Budget: func(Phase) int64 { return 2 * TaskRows }, Why: "the scope's rows"},
 		{Store: Claims, Name: "reap", Args: reap(nil), Budget: small, Why: "a batch of stale rows"},
 		{Store: Claims, Name: "reap scoped", Args: reap([]any{int64(ReapTask)}), Budget: small, Why: "a batch of stale rows"},
@@ -204,8 +205,8 @@ func Cases() []Case {
 		out = append(out, c)
 	}
 	for _, name := range []string{"reap keys", "reap keys scoped", "reap keys park", "reap keys park scoped"} {
-		out = append(out, Case{Store: Claims, Name: name, Args: func(p Phase) *store.Args {
-			return &store.Args{Timeout: p.Timeout, Keys: heldKeys(), MaxAttempts: 2, Below: 2, Scope: []any{int64(ReapTask)}}
+		out = append(out, Case{Store: Claims, Name: name, Args: func(p Phase) *render.Args {
+			return &render.Args{Timeout: p.Timeout, Keys: heldKeys(), MaxAttempts: 2, Below: 2, Scope: []any{int64(ReapTask)}}
 		}, Budget: small, Why: "the locked keys"})
 	}
 	for _, name := range []string{"read back", "read back keys", "ack done", "ack pending", "ack failed", "ack requeue", "ack park", "ack lock",
@@ -215,11 +216,11 @@ func Cases() []Case {
 	}
 	// Held-transaction claims: a batch of pending rows; their acks and
 	// attempts read the listed keys.
-	out = append(out, Case{Store: Claims, Name: "held claim", Args: func(Phase) *store.Args {
-		return &store.Args{Limit: Limit, Scope: []any{int64(ClaimTask)}}
+	out = append(out, Case{Store: Claims, Name: "held claim", Args: func(Phase) *render.Args {
+		return &render.Args{Limit: Limit, Scope: []any{int64(ClaimTask)}}
 	}, Budget: small, Why: "a batch of pending rows"})
-	out = append(out, Case{Store: Claims, Name: "held claim from", Args: func(Phase) *store.Args {
-		return &store.Args{Limit: Limit, Scope: []any{int64(ClaimTask)}, From: int64((ClaimTask-1)*TaskRows + TaskRows/2)}
+	out = append(out, Case{Store: Claims, Name: "held claim from", Args: func(Phase) *render.Args {
+		return &render.Args{Limit: Limit, Scope: []any{int64(ClaimTask)}, From: int64((ClaimTask-1)*TaskRows + TaskRows/2)}
 	}, Budget: small, Why: "a batch of pending rows above the key cursor"})
 	for _, name := range []string{"held attempts", "held ack done", "held ack pending", "held ack failed"} {
 		out = append(out, Case{Store: Claims, Name: name, Args: held, Budget: small, Why: "the listed keys"})
@@ -227,12 +228,12 @@ func Cases() []Case {
 	// Ack+claim (PostgreSQL's one statement): the held token's rows and a
 	// batch of pending rows.
 	for _, name := range []string{"ack claim done", "ack claim pending", "ack claim failed", "ack claim park"} {
-		out = append(out, Case{Store: Claims, Name: name, Args: func(Phase) *store.Args {
-			return &store.Args{Token: "plan-tok", AckToken: HeldToken, Keys: heldKeys(), MaxAttempts: 3, Limit: Limit, Scope: []any{int64(ClaimTask)}}
+		out = append(out, Case{Store: Claims, Name: name, Args: func(Phase) *render.Args {
+			return &render.Args{Token: "plan-tok", AckToken: HeldToken, Keys: heldKeys(), MaxAttempts: 3, Limit: Limit, Scope: []any{int64(ClaimTask)}}
 		}, Budget: small, Why: "one token's rows and a batch of pending rows"})
 	}
-	out = append(out, Case{Store: Claims, Name: "snooze", Args: func(Phase) *store.Args {
-		return &store.Args{Token: HeldToken, Keys: heldKeys(), Delay: time.Minute}
+	out = append(out, Case{Store: Claims, Name: "snooze", Args: func(Phase) *render.Args {
+		return &render.Args{Token: HeldToken, Keys: heldKeys(), Delay: time.Minute}
 	}, Budget: small, Why: "one token's rows"})
 	// Operator actions and listings. Failed rows and processing rows are
 	// found through the status indexes; there are no failed rows here, so
@@ -240,9 +241,9 @@ func Cases() []Case {
 	// future RunAt are found among the pending rows (of the scope): no
 	// index orders them by RunAt, and these statements are for operators,
 	// not loops.
-	op := func(scope []any, keys bool) func(Phase) *store.Args {
-		return func(p Phase) *store.Args {
-			a := &store.Args{Limit: 1000, Scope: scope, Timeout: p.Timeout}
+	op := func(scope []any, keys bool) func(Phase) *render.Args {
+		return func(p Phase) *render.Args {
+			a := &render.Args{Limit: 1000, Scope: scope, Timeout: p.Timeout}
 			if keys {
 				a.Keys = heldKeys()
 			}
@@ -279,7 +280,7 @@ func Cases() []Case {
 	for _, name := range []string{"acquire", "read back", "renew", "release", "force", "inspect"} {
 		out = append(out, Case{Store: Leases, Name: name, Args: lease, Budget: small, Why: "one key"})
 	}
-	out = append(out, Case{Store: Leases, Name: "release hold", Args: func(p Phase) *store.Args {
+	out = append(out, Case{Store: Leases, Name: "release hold", Args: func(p Phase) *render.Args {
 		a := lease(p)
 		a.Hold = time.Now().Add(time.Minute)
 		return a

@@ -30,7 +30,7 @@ type colType struct {
 }
 
 // learnType describes column name of table as cols reports it.
-func (e *Engine) learnType(table, name string, cols Columns) colType {
+func (b *Backend) learnType(table, name string, cols tableColumns) colType {
 	c, _ := cols.Get(name)
 	t := colType{kind: c.kind(), maxLen: c.MaxLen, name: table + "." + name}
 	t.desc = fmt.Sprintf("%s (%s)", t.name, c.ColumnType)
@@ -38,15 +38,15 @@ func (e *Engine) learnType(table, name string, cols Columns) colType {
 		t.kind, t.members, t.enum = kindText, members, true
 	}
 	if t.kind == kindInt {
-		t.lo, t.hi, t.ranged = e.intRange(c)
+		t.lo, t.hi, t.ranged = b.intRange(c)
 	}
 	return t
 }
 
 // intRange returns the values an integer column holds. SQLite stores any
 // integer in any column of integer affinity, whatever its declared width.
-func (e *Engine) intRange(c ColumnInfo) (lo, hi int64, ok bool) {
-	if e.WideInts {
+func (b *Backend) intRange(c ColumnInfo) (lo, hi int64, ok bool) {
+	if b.drv.WideInts() {
 		return math.MinInt64, math.MaxInt64, true
 	}
 	bits := map[string]uint{"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "integer": 32, "bigint": 64}[c.Type]

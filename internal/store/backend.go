@@ -7,51 +7,68 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/seal"
+	"github.com/claimlock/claimlock/internal/store/render"
 )
 
-// Base is one engine's implementation of the store: its runtime, its
-// statements and its overrides. An engine package builds it and hides it in
-// its Dialect through a [Handle]; the orchestration packages reach it with
-// [Of].
-type Base struct {
-	E      *Engine
-	Claims ClaimSQL
-	Leases LeaseSQL
-	// Schedules are the statements on the schedule tables.
-	Schedules ScheduleSQL
-	// Override, if not nil, runs claims instead of ClaimSQL.Claim.
-	Override Claimer
-	// Notifier, if not nil, wakes the claimers of this process when another
-	// process makes rows pending (PostgreSQL's LISTEN/NOTIFY).
-	Notifier Notifier
+// Backend is one engine's store: its [Driver], with the retrier that every
+// operation runs under and the logger that receives warnings. An engine
+// package builds it when its Dialect is built, and keeps it in the Dialect
+// through a [BackendRef]; the orchestration packages reach it with [Of].
+type Backend struct {
+	drv       Driver
+	db        DB
+	style     render.Style
+	caps      dialect.Capabilities
+	claims    ClaimSQL
+	leases    LeaseSQL
+	schedules ScheduleSQL
+	retry     *retrier
+	logger    *slog.Logger
 }
 
-// Handle carries an engine's [Base] inside the engine package's Dialect,
-// which embeds it through an unexported alias (type handle = store.Handle),
-// so that the field is unexported there and users cannot reach the Base.
-type Handle struct{ b *Base }
+// NewBackend returns the backend of drv, reading its statements and
+// settings once. Its operations retry under opts.Retry (validated by
+// [CheckOptions]) and warn through logger, which must not be nil.
+func NewBackend(drv Driver, opts dialect.Options, logger *slog.Logger) *Backend {
+	return &Backend{
+		drv: drv, db: drv.DB(), style: drv.Style(), caps: drv.Capabilities(),
+		claims: drv.ClaimSQL(), leases: drv.LeaseSQL(), schedules: drv.ScheduleSQL(), retry: newRetrier(opts.Retry), logger: logger,
+	}
+}
 
-// NewHandle returns the handle of b.
-func NewHandle(b *Base) Handle { return Handle{b: b} }
+// Ref returns the reference an engine package's Dialect embeds.
+func (b *Backend) Ref() BackendRef { return BackendRef{b: b} }
+
+// Logger returns the logger warnings go to.
+func (b *Backend) Logger() *slog.Logger { return b.logger }
+
+// Style returns the engine's placeholder style.
+func (b *Backend) Style() render.Style { return b.style }
+
+// BackendRef carries a [Backend] inside an engine package's Dialect, which
+// embeds it through an unexported alias (type backendRef =
+// store.BackendRef), so that the field is unexported there and users
+// cannot reach the Backend. It gives the Dialect its Capabilities method.
+type BackendRef struct{ b *Backend }
 
 // Capabilities implements [dialect.Dialect].
-func (h Handle) Capabilities() dialect.Capabilities { return h.b.E.Caps }
+func (r BackendRef) Capabilities() dialect.Capabilities { return r.b.caps }
 
-// base is the method that only a Handle (and so only a Dialect of this
-// module's engine packages) has.
-func (h Handle) base() *Base { return h.b }
+// backend is the method that only a BackendRef (and so only a Dialect of
+// this module's engine packages) has.
+func (r BackendRef) backend() *Backend { return r.b }
 
-// handled is a value that embeds a Handle.
-type handled interface{ base() *Base }
+// referrer is a value that embeds a BackendRef.
+type referrer interface{ backend() *Backend }
 
-// Of returns the Base of d, or an error wrapping [dialect.ErrInvalidConfig]
-// when d is not a Dialect of this module's engine packages. A test's
-// dialect that wraps another (it has an Inner method) resolves to the
-// inner one's Base.
-func Of(d dialect.Dialect) (*Base, error) {
+// Of returns the Backend of d, or an error wrapping
+// [dialect.ErrInvalidConfig] when d is not a Dialect of this module's
+// engine packages. A test's dialect that wraps another (it has an Inner
+// method) resolves to the inner one's Backend.
+func Of(d dialect.Dialect) (*Backend, error) {
 	for d != nil {
-		if h, ok := d.(handled); ok && h.base() != nil {
-			return h.base(), nil
+		if r, ok := d.(referrer); ok && r.backend() != nil {
+			return r.backend(), nil
 		}
 		w, ok := d.(inner)
 		if !ok {
@@ -68,7 +85,8 @@ func Of(d dialect.Dialect) (*Base, error) {
 // this module can write those methods (they name this package's types).
 type inner interface{ Inner() dialect.Dialect }
 
-// wrappers returns the wrapping dialects around d's Base, innermost first.
+// wrappers returns the wrapping dialects around d's Backend, innermost
+// first.
 func wrappers(d dialect.Dialect) []dialect.Dialect {
 	var out []dialect.Dialect
 	for {
@@ -88,7 +106,7 @@ func OpenClaims(d dialect.Dialect, spec dialect.ClaimTable) (ClaimStore, error) 
 	if err != nil {
 		return nil, err
 	}
-	s, err := NewClaims(b.E, b.Claims, spec, b.Override)
+	s, err := newClaims(b, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +126,7 @@ func OpenLeases(d dialect.Dialect, spec dialect.LeaseTable) (LeaseStore, error) 
 	if err != nil {
 		return nil, err
 	}
-	s, err := NewLeases(b.E, b.Leases, spec)
+	s, err := newLeases(b, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +149,7 @@ func QuoteIdent(d dialect.Dialect, field, name string) (string, error) {
 	if err := ValidateIdent(field, name); err != nil {
 		return "", err
 	}
-	return b.E.QuoteName(name), nil
+	return b.quoteName(name), nil
 }
 
 // CreateTableDDL renders CREATE TABLE IF NOT EXISTS (plus its indexes) for
@@ -142,7 +160,7 @@ func CreateTableDDL(d dialect.Dialect, def TableDef) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return b.E.CreateTableDDL(def)
+	return b.createTableDDL(def)
 }
 
 // ExecDDL runs statements made by the DDL functions on d, in order.
@@ -151,7 +169,7 @@ func ExecDDL(ctx context.Context, d dialect.Dialect, stmts []string) error {
 	if err != nil {
 		return err
 	}
-	return b.E.ExecDDL(ctx, stmts)
+	return b.execDDL(ctx, stmts)
 }
 
 // Retries returns how many times d re-ran a statement or transaction after
@@ -162,7 +180,7 @@ func Retries(d dialect.Dialect) int64 {
 	if err != nil {
 		return 0
 	}
-	return b.E.Retry.Retries()
+	return b.retry.Retries()
 }
 
 // NotifierOf returns d's notifier, or nil where the engine has none.
@@ -171,13 +189,14 @@ func NotifierOf(d dialect.Dialect) Notifier {
 	if err != nil {
 		return nil
 	}
-	return b.Notifier
+	n, _ := b.drv.(PendingNotifier)
+	return n
 }
 
-// TxOf returns the transaction a [dialect.Tx] holds (a *sql.Tx, or an
+// txOf returns the transaction a [dialect.Tx] holds (a *sql.Tx, or an
 // engine driver's own transaction), or an error wrapping
 // [dialect.ErrInvalidConfig] for the zero Tx.
-func TxOf(tx dialect.Tx) (any, error) {
+func txOf(tx dialect.Tx) (any, error) {
 	t := seal.TxOf(tx)
 	if t == nil {
 		return nil, fmt.Errorf("%w: Tx: the zero Tx holds no transaction (use dialect.SQLTx or postgres.PgxTx)", dialect.ErrInvalidConfig)
@@ -227,4 +246,44 @@ func CheckOptions(engine string, opts dialect.Options) (*slog.Logger, error) {
 		return slog.Default(), nil
 	}
 	return opts.Logger, nil
+}
+
+// quoteName quotes a validated, possibly schema-qualified name.
+func (b *Backend) quoteName(name string) string {
+	schema, table := SplitName(name)
+	if schema == "" {
+		return b.drv.Quote(table)
+	}
+	return b.drv.Quote(schema) + "." + b.drv.Quote(table)
+}
+
+// quoteOpt quotes an optional column name ("" stays "").
+func (b *Backend) quoteOpt(c string) string {
+	if c == "" {
+		return ""
+	}
+	return b.drv.Quote(c)
+}
+
+// SplitName splits schema.table; schema is "" for a one-part name.
+func SplitName(name string) (schema, table string) {
+	for i := len(name) - 1; i >= 0; i-- {
+		if name[i] == '.' {
+			return name[:i], name[i+1:]
+		}
+	}
+	return "", name
+}
+
+// poolSize returns the most connections the engine's pool opens, or 0 when
+// it is not bounded or not known: a [ConnDB]'s MaxOpenConns, or the
+// MaxConns of a pool that reports it.
+func (b *Backend) poolSize() int {
+	switch db := b.db.(type) {
+	case ConnDB:
+		return db.DB.Stats().MaxOpenConnections
+	case interface{ MaxConns() int }:
+		return db.MaxConns()
+	}
+	return 0
 }

@@ -1,31 +1,9 @@
-package store
+package render
 
 import (
-	"fmt"
 	"strconv"
-	"strings"
-	"text/template"
 	"time"
 )
-
-// A Stmt is one statement rendered from an engine's template: its SQL text
-// with the engine's placeholders, and what each placeholder takes, in
-// order. Engines write values as {{arg "name"}} (and the scope conditions
-// and key lists through {{scope}} and {{keys}}), so the order of a
-// statement's arguments is read from its text and can never disagree with
-// it; a name that is not one of [Args]' fails the render, so a typo fails
-// when the store is built, not when the statement first runs.
-type Stmt struct {
-	SQL string
-	// names are the placeholders' names, in order (for the golden files).
-	names []string
-	// binds take each placeholder's value from a call's Args; nil for an
-	// expanded key list.
-	binds []binder
-	// expand is true when the key list is rendered as one placeholder per
-	// key (keysMarker) rather than one array value.
-	expand bool
-}
 
 // Args are the values a statement may take, by the names engines use in
 // their templates (see binders).
@@ -125,129 +103,21 @@ func scopeBinder(i int) binder { return func(_ Unit, a *Args) any { return a.Sco
 // keysBinder binds a key list as one typed array.
 func keysBinder(_ Unit, a *Args) any { return typedKeys(a.Keys) }
 
-// keysMarker stands in a rendered statement for the placeholders of an
-// expanded key list; Bind replaces it with as many placeholders as keys.
-const keysMarker = "\x00keys\x00"
-
-// Unit is the integer unit an engine's time arithmetic takes durations in.
-type Unit int
-
-// The time units of durations passed to statements.
-const (
-	Microseconds Unit = iota
-	Milliseconds
-)
-
-// convert returns d in u, at least 1 (a positive duration never rounds to an
-// empty interval).
-func (u Unit) convert(d time.Duration) int64 {
-	n := d.Microseconds()
-	if u == Milliseconds {
-		n = d.Milliseconds()
-	}
-	return max(n, 1)
-}
-
-// ceil returns d in u, rounded up (zero stays zero).
-func (u Unit) ceil(d time.Duration) int64 {
-	step := time.Microsecond
-	if u == Milliseconds {
-		step = time.Millisecond
-	}
-	return int64((d + step - 1) / step)
-}
-
-// epoch returns t as an integer count of u since the Unix epoch, rounded
-// up: a hold read back early would let a key go early.
-func (u Unit) epoch(t time.Time) int64 {
-	us := t.UnixMicro()
-	if t.Sub(time.UnixMicro(us)) > 0 {
-		us++
-	}
-	if u == Milliseconds {
-		return (us + 999) / 1000 // the times of interest are after 1970
-	}
-	return us
-}
-
-// Dialect is how an engine writes placeholders and key lists.
-type Dialect struct {
-	// Dollar numbers placeholders $1, $2, ... (PostgreSQL); otherwise ?.
-	Dollar bool
-	// ArrayKeys passes a key list as one array value rendered by
-	// KeysIntArray / KeysTextArray (for example "= ANY(%s::bigint[])", with
-	// %s the placeholder); otherwise {{keys}} renders IN (?, ?, ...).
-	ArrayKeys                   bool
-	KeysIntArray, KeysTextArray string
-	// TimeUnit is the unit of "timeout" and "ttl" values.
-	TimeUnit Unit
-}
-
-// render executes one engine template with data and returns the statement.
-// textKeys selects the text-array form of {{keys}}. A placeholder name that
-// is not in binders fails the render.
-func (d Dialect) render(name, src string, data any, textKeys bool) (Stmt, error) {
-	var st Stmt
-	ph := func(arg string, b binder) string {
-		st.names = append(st.names, arg)
-		st.binds = append(st.binds, b)
-		if d.Dollar {
-			return "$" + strconv.Itoa(len(st.names))
+// typedKeys turns normalised keys into one typed slice, []int64 or
+// []string, for engines that take a key list as an array.
+func typedKeys(keys []any) any {
+	if len(keys) > 0 {
+		if _, ok := keys[0].(string); ok {
+			out := make([]string, len(keys))
+			for i, k := range keys {
+				out[i] = k.(string)
+			}
+			return out
 		}
-		return "?"
 	}
-	funcs := template.FuncMap{
-		"arg": func(arg string) (string, error) {
-			if b, ok := binders[arg]; ok {
-				return ph(arg, b), nil
-			}
-			if i, err := strconv.Atoi(strings.TrimPrefix(arg, "scope")); err == nil && i >= 0 && "scope"+strconv.Itoa(i) == arg {
-				return ph(arg, scopeBinder(i)), nil // a scope value, for a template that writes its own scope condition
-			}
-			return "", fmt.Errorf("unknown placeholder name %q", arg)
-		},
-		// scope renders " AND a = ? AND b = ?" for the quoted scope columns.
-		"scope": func(cols []string) string {
-			var b strings.Builder
-			for i, c := range cols {
-				fmt.Fprintf(&b, " AND %s = %s", c, ph("scope"+strconv.Itoa(i), scopeBinder(i)))
-			}
-			return b.String()
-		},
-		// keys renders the condition "IN (...)" (or "= ANY(...)") on a key
-		// list.
-		"keys": func() string {
-			if d.ArrayKeys {
-				f := d.KeysIntArray
-				if textKeys {
-					f = d.KeysTextArray
-				}
-				return fmt.Sprintf(f, ph("keys", keysBinder))
-			}
-			st.names = append(st.names, "keys")
-			st.binds = append(st.binds, nil)
-			st.expand = true
-			return "IN (" + keysMarker + ")"
-		},
-		"join": func(cols []string) string { return strings.Join(cols, ", ") },
-		// tc packs a time column, its Names...Per and placeholder names
-		// for one of the engine's time fragments.
-		"tc": func(col, per string, args ...string) timeArg { return timeArg{C: col, Per: per, Args: args} },
+	out := make([]int64, len(keys))
+	for i, k := range keys {
+		out[i] = k.(int64)
 	}
-	t, err := template.New(name).Funcs(funcs).Option("missingkey=error").Parse(src)
-	if err != nil {
-		return Stmt{}, fmt.Errorf("statement %s: %w", name, err)
-	}
-	var b strings.Builder
-	if err := t.Execute(&b, data); err != nil {
-		return Stmt{}, fmt.Errorf("statement %s: %w", name, err)
-	}
-	st.SQL = strings.Join(strings.Fields(b.String()), " ")
-	if st.expand && d.Dollar {
-		return Stmt{}, fmt.Errorf("statement %s: an expanded key list needs ? placeholders", name)
-	}
-	return st, nil
+	return out
 }
-
-// Names returns the names of the statement's placeholders, in order.
-func (s Stmt) Names() []string { return s.names }
