@@ -11,6 +11,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/observe"
 )
 
 // Claimer claims batches of pending rows from one table (and scope). It is
@@ -40,7 +41,7 @@ type core struct {
 	heartbeat   time.Duration // Config.HeartbeatInterval or its default; 0: none
 	gate        chan struct{} // bounds concurrent claim statements; nil: no bound
 	logger      *slog.Logger
-	obs         Observer
+	obs         observe.Observer
 
 	indexOnce sync.Once
 	verified  atomic.Bool // the table passed VerifySchema once

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/observe"
 )
 
 // Batch size bounds.
@@ -143,8 +144,9 @@ type Config struct {
 	// nil means slog.Default().
 	Logger *slog.Logger
 	// Observer, if not nil, is told about every claim, ack, fail, snooze,
-	// heartbeat and release of the claimer (see [Event]).
-	Observer Observer
+	// heartbeat and release of the claimer, and of its held batches: see
+	// [OpClaim] and the other Ops of this package.
+	Observer observe.Observer
 }
 
 // Resolve validates c (everything but the strategy, which needs a server)

@@ -379,7 +379,7 @@ func (b *Held[T]) lose(ctx context.Context, cause error, background bool) {
 	b.cancel(cause)
 	b.lost.Do(func() {
 		e := b.event(OpLost, time.Now(), cause)
-		e.Rows = int64(len(b.rows))
+		e.Rows = len(b.rows)
 		e.Background = background
 		b.core.observeHeld(ctx, e)
 	})
@@ -625,9 +625,9 @@ func (b *Held[T]) end(ctx context.Context, commit bool) error {
 	if n := len(b.rows) + len(b.unreadable); n > 0 {
 		e := b.event(op, start, nil)
 		if err != nil {
-			e.Err = storeError(string(op), err)
+			e.Err = storeError(op.Name(), err)
 		}
-		e.Rows = int64(n)
+		e.Rows = n
 		b.core.observeHeld(ctx, e)
 	}
 	if b.ctx != nil {

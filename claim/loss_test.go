@@ -13,6 +13,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/observe"
 )
 
 // TestLossDeadlineBeforeReclaim freezes a worker (no heartbeat, no ack) past
@@ -85,7 +86,7 @@ func TestRunHandlerSeesLoss(t *testing.T) {
 		var failed atomic.Int64
 		c, cfg := jobSetup(t, e, s, 3, func(cfg *claim.Config) {
 			cfg.ReapTimeout, cfg.HeartbeatInterval = time.Minute, 50*time.Millisecond
-			watch(cfg, func(e claim.Event) { n := e.Failed; failed.Add(int64(n)) })
+			watch(cfg, func(e observe.Event) { n := e.Failed; failed.Add(int64(n)) })
 		})
 		other, err := claim.New(e.d, cfg, jobFields)
 		require.NoError(t, err)

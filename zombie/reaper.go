@@ -13,6 +13,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -47,7 +48,7 @@ type Reaper struct {
 	locker  *tasklock.Locker
 	key     any
 	logger  *slog.Logger
-	obs     Observer
+	obs     observe.Observer
 	// verified is set once the table passed VerifySchema.
 	verified atomic.Bool
 }
@@ -119,7 +120,7 @@ func (r *Reaper) Sweep(ctx context.Context) (Result, error) {
 	start := time.Now()
 	res, err := r.sweep(ctx)
 	res.Elapsed = time.Since(start)
-	observeSweep(ctx, r.obs, sweepEvent(ctx, OpSweep, r.table, r.cols, r.scope, start, res, err))
+	observeSweep(ctx, r.obs, OpSweep, r.table, r.cols, r.scope, start, res, err)
 	if err != nil {
 		err = fmt.Errorf("zombie: sweep %s: %w", r.table, err)
 		if ctx.Err() == nil {
@@ -201,7 +202,7 @@ func (r *Reaper) Run(ctx context.Context, interval time.Duration) error {
 		}
 		cancel()
 		lease = nil
-		observeSweep(ctx, r.obs, Event{Op: OpLeader, Table: r.table, Scope: r.cols, ScopeValues: r.scope, Start: time.Now()})
+		r.observeLeader(ctx, false)
 	}
 	defer drop()
 	for {
@@ -219,7 +220,7 @@ func (r *Reaper) Run(ctx context.Context, interval time.Duration) error {
 					lease = l
 					lease.KeepAlive(context.WithoutCancel(ctx))
 					r.logger.Debug("claimlock: reaper took the lease", "key", r.key, "fence", l.Fence())
-					observeSweep(ctx, r.obs, Event{Op: OpLeader, Table: r.table, Scope: r.cols, ScopeValues: r.scope, Start: time.Now(), Leading: true})
+					r.observeLeader(ctx, true)
 				case ctx.Err() != nil:
 					return nil
 				case errors.Is(err, dialect.ErrLeaseHeld):

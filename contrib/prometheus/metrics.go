@@ -13,6 +13,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
@@ -22,8 +23,8 @@ import (
 const DefaultStatsTimeout = 5 * time.Second
 
 // Metrics collects claimlock metrics. It implements prometheus.Collector
-// and [claim.Observer], [tasklock.Observer] and [zombie.Observer]; it is
-// safe for concurrent use.
+// and [observe.Observer], for the events of claim, tasklock and zombie; it
+// is safe for concurrent use.
 type Metrics struct {
 	timeout time.Duration
 
@@ -39,9 +40,7 @@ type Metrics struct {
 
 var (
 	_ prometheus.Collector = (*Metrics)(nil)
-	_ claim.Observer       = (*Metrics)(nil)
-	_ tasklock.Observer    = (*Metrics)(nil)
-	_ zombie.Observer      = (*Metrics)(nil)
+	_ observe.Observer     = (*Metrics)(nil)
 )
 
 // target is one table (and scope) whose Stats a scrape reads.
@@ -145,15 +144,15 @@ func (m *Metrics) watch(d dialect.Dialect, cc claim.Config, all bool) error {
 // claimErrorOps are the operations on a claim table whose failures
 // claimlock_errors_total counts.
 var claimErrorOps = []string{
-	string(claim.OpClaim), string(claim.OpAck), string(claim.OpFail), string(claim.OpSnooze),
-	string(claim.OpHeartbeat), string(claim.OpRelease), string(zombie.OpSweep),
+	claim.OpClaim.Name(), claim.OpAck.Name(), claim.OpFail.Name(), claim.OpSnooze.Name(),
+	claim.OpHeartbeat.Name(), claim.OpRelease.Name(), zombie.OpSweep.Name(),
 }
 
 // leaseErrorOps are the operations on a lease table whose failures
 // claimlock_errors_total counts.
 var leaseErrorOps = []string{
-	"lease." + string(tasklock.OpAcquire), "lease." + string(tasklock.OpRenew), "lease." + string(tasklock.OpRelease),
-	"lease." + string(tasklock.OpFinish), "lease." + string(tasklock.OpForceRelease), string(zombie.OpLeaseSweep),
+	"lease." + tasklock.OpAcquire.Name(), "lease." + tasklock.OpRenew.Name(), "lease." + tasklock.OpRelease.Name(),
+	"lease." + tasklock.OpFinish.Name(), "lease." + tasklock.OpForceRelease.Name(), zombie.OpLeaseSweep.Name(),
 }
 
 // InitClaims creates the event series of cc's claim table at zero: the row
@@ -268,10 +267,23 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// ObserveClaim counts a claimer's operation.
-func (m *Metrics) ObserveClaim(_ context.Context, e claim.Event) {
+// Observe counts an event of claim, tasklock or zombie; events of other
+// sources are ignored.
+func (m *Metrics) Observe(_ context.Context, e observe.Event) {
+	switch e.Source {
+	case observe.SourceClaim:
+		m.observeClaim(e)
+	case observe.SourceTasklock:
+		m.observeLease(e)
+	case observe.SourceZombie:
+		m.observeSweep(e)
+	}
+}
+
+// observeClaim counts a claimer's operation.
+func (m *Metrics) observeClaim(e observe.Event) {
 	if e.Err != nil {
-		m.errs.WithLabelValues(e.Table, string(e.Op)).Inc()
+		m.errs.WithLabelValues(e.Table, e.Op.Name()).Inc()
 		if e.Op == claim.OpClaim {
 			return
 		}
@@ -295,30 +307,30 @@ func (m *Metrics) ObserveClaim(_ context.Context, e claim.Event) {
 	add(m.lost, e.Lost)
 }
 
-// ObserveLease counts a lease operation.
-func (m *Metrics) ObserveLease(_ context.Context, e tasklock.Event) {
+// observeLease counts a lease operation.
+func (m *Metrics) observeLease(e observe.Event) {
 	switch {
 	case e.Op == tasklock.OpAcquire && e.OK:
 		m.leasesAcquired.WithLabelValues(e.Table).Inc()
 	case e.Op == tasklock.OpLost:
 		m.leasesLost.WithLabelValues(e.Table).Inc()
 	case e.Err != nil && !errors.Is(e.Err, dialect.ErrLeaseHeld):
-		m.errs.WithLabelValues(e.Table, "lease."+string(e.Op)).Inc()
+		m.errs.WithLabelValues(e.Table, "lease."+e.Op.Name()).Inc()
 	}
 }
 
-// ObserveSweep counts a reaper's sweep.
-func (m *Metrics) ObserveSweep(_ context.Context, e zombie.Event) {
+// observeSweep counts a reaper's sweep.
+func (m *Metrics) observeSweep(e observe.Event) {
 	if e.Err != nil {
-		m.errs.WithLabelValues(e.Table, string(e.Op)).Inc()
+		m.errs.WithLabelValues(e.Table, e.Op.Name()).Inc()
 	}
 	if e.Op != zombie.OpSweep {
 		return
 	}
-	if e.Result.Returned > 0 {
-		m.reaped.WithLabelValues(e.Table).Add(float64(e.Result.Returned))
+	if e.Returned > 0 {
+		m.reaped.WithLabelValues(e.Table).Add(float64(e.Returned))
 	}
-	if e.Result.Parked > 0 {
-		m.parked.WithLabelValues(e.Table).Add(float64(e.Result.Parked))
+	if e.Parked > 0 {
+		m.parked.WithLabelValues(e.Table).Add(float64(e.Parked))
 	}
 }

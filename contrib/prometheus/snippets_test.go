@@ -15,6 +15,7 @@ import (
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/sqlite"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -62,7 +63,7 @@ func snippetSetup(t *testing.T) (dialect.Dialect, claim.Config, tasklock.Config)
 	return d, cfg, tasklock.Config{Table: tasklock.TaskTableNoOwner("xxx_task"), TTL: time.Minute}
 }
 
-// The operations guide's counter made with claim.ObserverFunc: a claim and
+// The operations guide's counter made with observe.Func: a claim and
 // an ack of the scope's rows count the acked rows per table.
 func TestSnippetObserverFunc(t *testing.T) {
 	ctx := context.Background()
@@ -71,7 +72,7 @@ func TestSnippetObserverFunc(t *testing.T) {
 	c := claim.Config{
 		ClaimTable: cfg.ClaimTable, ScopeValues: cfg.ScopeValues,
 		// snippet: docs-observer-func
-		Observer: claim.ObserverFunc(func(ctx context.Context, e claim.Event) {
+		Observer: observe.Func(func(ctx context.Context, e observe.Event) {
 			if e.Op == claim.OpAck {
 				acked.WithLabelValues(e.Table).Add(float64(e.Acked))
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
@@ -50,7 +51,7 @@ func leaseHolderRole(ctx context.Context, out *emitter) error {
 	}
 	defer d.close()
 	cfg := lockerConfig(envDuration(envTTL, frozenTTL))
-	cfg.Observer = tasklock.ObserverFunc(func(_ context.Context, e tasklock.Event) {
+	cfg.Observer = observe.Func(func(_ context.Context, e observe.Event) {
 		if e.Op == tasklock.OpRenew && e.Err == nil {
 			out.emit(event{Ev: "renewed"})
 		}
