@@ -123,7 +123,11 @@ func (c *Claimer[T]) IndexDDL(online bool) []string {
 // indexes that the table lacks. Without them claims scan and lock more rows
 // than they take; on MySQL, SKIP LOCKED workers may get empty batches.
 func (c *Claimer[T]) MissingIndexes(ctx context.Context) ([]string, error) {
-	return c.core.cs.MissingIndexes(ctx)
+	missing, err := c.core.cs.MissingIndexes(ctx)
+	if err != nil {
+		return nil, storeError("missing indexes", err)
+	}
+	return missing, nil
 }
 
 // Verify checks the table against the database catalog unless a check

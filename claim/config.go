@@ -119,8 +119,8 @@ type Config struct {
 	// of the last heartbeat that found every row held) + ReapTimeout -
 	// SafetyMargin, measured on the local monotonic clock, at which the
 	// batch's context ([Batch.Context]) is cancelled with an error matching
-	// [dialect.ErrClaimLost] and [ErrLocalDeadline], whether or not the database
-	// answers: before a reaper can take the rows back and another worker
+	// [dialect.ErrClaimLost] and [dialect.ErrLocalDeadline], whether or not
+	// the database answers: before a reaper can take the rows back and another worker
 	// claim them. It must not exceed any reaper's Timeout. Zero means no
 	// local deadline: the context then learns of a loss only from
 	// heartbeats and acks. At least a millisecond.

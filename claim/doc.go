@@ -60,10 +60,10 @@
 //
 // A batch's context ([Batch.Context], [Batch.Done], [Batch.Err]; the
 // handler's context in [Claimer.Run]) is cancelled, with a cause matching
-// [dialect.ErrClaimLost], when a heartbeat or an ack finds its rows gone, and, when
-// Config.ReapTimeout declares the reapers' timeout, at a local deadline
-// (cause also matching [ErrLocalDeadline]): local start of the claim, or of
-// the last heartbeat that found every row held, + ReapTimeout -
+// [dialect.ErrClaimLost], when a heartbeat or an ack finds its rows gone,
+// and, when Config.ReapTimeout declares the reapers' timeout, at a local
+// deadline (cause also matching [dialect.ErrLocalDeadline]): local start of
+// the claim, or of the last heartbeat that found every row held, + ReapTimeout -
 // SafetyMargin, on the monotonic clock, before any reaper can return the
 // rows. Work on the rows must stop then. The token still protects the
 // database when a process frozen past its deadline resumes: its acks change

@@ -295,7 +295,7 @@ func (b *Held[T]) Len() int { return len(b.rows) }
 // [ErrBatchDone]), when the transaction is found gone (a ping or
 // statement failed: cause matching [dialect.ErrClaimLost]), and at the
 // local deadline (cause matching [dialect.ErrClaimLost] and
-// [ErrLocalDeadline]), whether or not the database answers.
+// [dialect.ErrLocalDeadline]), whether or not the database answers.
 func (b *Held[T]) Context() context.Context {
 	if b.ctx == nil {
 		return context.Background()
@@ -371,7 +371,9 @@ func (b *Held[T]) keepAlive() {
 // start of its last statement that succeeded + Limit - SafetyMargin.
 func (b *Held[T]) deadlineLocked() time.Time { return b.lastOK.Add(b.limit - b.margin) }
 
-func heldDeadlineError() error { return fmt.Errorf("%w: %w", dialect.ErrClaimLost, ErrLocalDeadline) }
+func heldDeadlineError() error {
+	return fmt.Errorf("%w: %w", dialect.ErrClaimLost, dialect.ErrLocalDeadline)
+}
 
 // lose cancels the batch's context with cause and reports the loss once
 // (OpLost; background when the keep-alive found it).

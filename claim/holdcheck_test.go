@@ -50,7 +50,7 @@ func TestHoldCheckAfterFreeze(t *testing.T) {
 			for _, x := range []context.Context{deep, rctx, bctx} {
 				err := hold.Check(x)
 				require.ErrorIs(t, err, dialect.ErrClaimLost, "hold.Check right after the deadline, %v late", time.Since(deadline))
-				require.ErrorIs(t, err, claim.ErrLocalDeadline)
+				require.ErrorIs(t, err, dialect.ErrLocalDeadline)
 			}
 		})
 	}

@@ -62,8 +62,8 @@ func TestLossDeadlineBeforeReclaim(t *testing.T) {
 		require.Equal(t, frozen.IDs(), second.IDs())
 		cause := context.Cause(fctx)
 		require.ErrorIs(t, cause, dialect.ErrClaimLost)
-		require.ErrorIs(t, cause, claim.ErrLocalDeadline)
-		require.ErrorIs(t, frozen.Err(), claim.ErrLocalDeadline)
+		require.ErrorIs(t, cause, dialect.ErrLocalDeadline)
+		require.ErrorIs(t, frozen.Err(), dialect.ErrLocalDeadline)
 
 		// The late ack reports every row lost and changes nothing.
 		err = frozen.AckAll(ctx)
@@ -125,7 +125,7 @@ func TestRunHandlerSeesLoss(t *testing.T) {
 
 		cause := <-causes
 		require.ErrorIs(t, cause, dialect.ErrClaimLost)
-		require.NotErrorIs(t, cause, claim.ErrLocalDeadline, "found by a heartbeat, long before the deadline")
+		require.NotErrorIs(t, cause, dialect.ErrLocalDeadline, "found by a heartbeat, long before the deadline")
 		require.NoError(t, <-runErr)
 		require.EqualValues(t, 1, calls.Load(), "no more rows of the lost batch were handed out")
 		require.Zero(t, failed.Load(), "a handler stopped by the loss is not a failure")

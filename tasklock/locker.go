@@ -112,7 +112,7 @@ func (k *Locker) acquire(ctx context.Context, key any) (*Lease, error) {
 		// past its local deadline already. Give it back rather than hand
 		// out a lease whose holder could not stop in time.
 		k.cleanup(ctx, key, info.Owner)
-		return nil, fmt.Errorf("tasklock: acquire %v: the statement took %v, more than TTL - SafetyMargin: %w: %w", key, took, dialect.ErrLeaseLost, ErrLocalDeadline)
+		return nil, fmt.Errorf("tasklock: acquire %v: the statement took %v, more than TTL - SafetyMargin: %w: %w", key, took, dialect.ErrLeaseLost, dialect.ErrLocalDeadline)
 	}
 	l := newLease(ctx, k, key, info.Owner, info, start)
 	k.cfg.Logger.Debug("tasklock: acquired", "key", key, "fence", info.Fence)
@@ -127,7 +127,7 @@ func (k *Locker) Verify(ctx context.Context) error {
 		return nil
 	}
 	if err := k.ls.VerifySchema(ctx); err != nil {
-		return fmt.Errorf("tasklock: %w", err)
+		return fmt.Errorf("tasklock: verify schema: %w", err)
 	}
 	k.verified.Store(true)
 	return nil

@@ -69,6 +69,8 @@ func (r *LeaseReaper) Sweep(ctx context.Context) (int64, error) {
 	if !r.verified.Load() {
 		if err = r.ls.VerifySchema(ctx); err == nil {
 			r.verified.Store(true)
+		} else {
+			err = fmt.Errorf("verify schema: %w", err)
 		}
 	}
 	for err == nil {

@@ -147,7 +147,7 @@ func (r *Reaper) sweep(ctx context.Context) (Result, error) {
 	// errs a second towards "still held".
 	if !r.verified.Load() {
 		if err := r.cs.VerifySchema(ctx); err != nil {
-			return res, err
+			return res, fmt.Errorf("verify schema: %w", err)
 		}
 		r.verified.Store(true)
 	}

@@ -272,7 +272,7 @@ func TestFrozenHolder(t *testing.T) {
 			cev, i := claimer.waitEvent(t, "ctx", 0, time.Second)
 			require.True(t, cev.OK, "Batch.Err reported the loss as soon as the frozen claimer resumed")
 			require.True(t, cev.Lost, "the frozen batch's context was cancelled with ErrClaimLost: %s", cev.Err)
-			require.Contains(t, cev.Err, claim.ErrLocalDeadline.Error())
+			require.Contains(t, cev.Err, dialect.ErrLocalDeadline.Error())
 			require.Less(t, cev.T, sweepStart, "the frozen batch's deadline passed before its rows were reaped and claimed again")
 			hb, i := claimer.waitEvent(t, "heartbeat", i, time.Second)
 			require.True(t, hb.Lost, "heartbeat after the reap gives ErrClaimLost: %s", hb.Err)

@@ -55,7 +55,7 @@ func (b *Base) AddColumnsDDL(ctx context.Context, table string, cols []ColumnDef
 	}
 	have, err := b.E.catalogColumns(ctx, probe.columns, table)
 	if err != nil {
-		return nil, wrap("add columns", err)
+		return nil, err
 	}
 	if len(have.ByName) == 0 {
 		return nil, fmt.Errorf("%w: Table: table %s not found (or it has no columns)", dialect.ErrInvalidConfig, table)

@@ -465,18 +465,18 @@ var (
 // Claim implements [ClaimStore].
 func (s *Claims) Claim(ctx context.Context, p *ClaimParams, scan func(Scanner) error) (int, error) {
 	if err := checkClaim(s.Spec, p); err != nil {
-		return 0, wrap("claim", err)
+		return 0, err
 	}
 	if err := s.checkScopeValues(p.ScopeValues); err != nil {
-		return 0, wrap("claim", err)
+		return 0, err
 	}
 	st, err := s.claimStmt(p)
 	if err != nil {
-		return 0, wrap("claim", err)
+		return 0, err
 	}
 	if s.override != nil {
 		n, err := s.override(ctx, p, scan)
-		return n, wrap("claim", err)
+		return n, err
 	}
 	cur := s.cursors.get(p.ScopeValues)
 	a := &Args{Token: p.Token, Limit: p.Limit, Scope: p.ScopeValues, After: cur.after(s.Spec.IDKind)}
@@ -489,7 +489,7 @@ func (s *Claims) Claim(ctx context.Context, p *ClaimParams, scan func(Scanner) e
 	if err == nil {
 		cur.advance(a.After, keys)
 	}
-	return n, wrap("claim", err)
+	return n, err
 }
 
 // claimStmt returns the claim statement of p's strategy, or an error for a
@@ -511,7 +511,7 @@ func (s *Claims) claimStmt(p *ClaimParams) (Stmt, error) {
 // Read implements [ClaimStore].
 func (s *Claims) Read(ctx context.Context, token string, ids []any, scan func(Scanner) error) (int, error) {
 	if token == "" {
-		return 0, fmt.Errorf("%w: read: empty token", dialect.ErrInvalidConfig)
+		return 0, fmt.Errorf("%w: empty token", dialect.ErrInvalidConfig)
 	}
 	a := &Args{Token: token}
 	st := s.readBack
@@ -521,12 +521,12 @@ func (s *Claims) Read(ctx context.Context, token string, ids []any, scan func(Sc
 		}
 		keys, err := normalizeKeys(s.Spec.IDKind, ids)
 		if err != nil {
-			return 0, wrap("read", err)
+			return 0, err
 		}
 		a.Keys, st = keys, s.readKeys
 	}
 	n, err := s.read(ctx, st, a, scan, nil)
-	return n, wrap("read", err)
+	return n, err
 }
 
 // ReadBack runs the read-back of the rows token holds, passing each to scan
@@ -566,7 +566,7 @@ func counting(n *int, scan func(Scanner) error, wrapScan func(Scanner) Scanner) 
 // the token holds after it.
 func (s *Claims) Heartbeat(ctx context.Context, token string) ([]any, error) {
 	if token == "" {
-		return nil, fmt.Errorf("%w: heartbeat: empty token", dialect.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: empty token", dialect.ErrInvalidConfig)
 	}
 	a := &Args{Token: token}
 	var held []any
@@ -586,7 +586,7 @@ func (s *Claims) Heartbeat(ctx context.Context, token string) ([]any, error) {
 		})
 	})
 	if err != nil {
-		return nil, wrap("heartbeat", err)
+		return nil, err
 	}
 	return held, nil
 }
@@ -607,7 +607,7 @@ func scanKey(r Rows, kind dialect.IDKind) (any, error) {
 // Release implements [ClaimStore].
 func (s *Claims) Release(ctx context.Context, token string, ids []any) (int64, error) {
 	if token == "" {
-		return 0, fmt.Errorf("%w: release: empty token", dialect.ErrInvalidConfig)
+		return 0, fmt.Errorf("%w: empty token", dialect.ErrInvalidConfig)
 	}
 	a := &Args{Token: token}
 	st := s.release
@@ -617,7 +617,7 @@ func (s *Claims) Release(ctx context.Context, token string, ids []any) (int64, e
 		}
 		keys, err := normalizeKeys(s.Spec.IDKind, ids)
 		if err != nil {
-			return 0, wrap("release", err)
+			return 0, err
 		}
 		a.Keys, st = keys, s.key().releaseKeys
 	}
@@ -628,7 +628,7 @@ func (s *Claims) Release(ctx context.Context, token string, ids []any) (int64, e
 		return err
 	})
 	s.pending(ctx, nil, n)
-	return n, wrap("release", err)
+	return n, err
 }
 
 // Reap implements [ClaimStore]: when MaxAttempts is set it first
@@ -637,13 +637,13 @@ func (s *Claims) Release(ctx context.Context, token string, ids []any) (int64, e
 func (s *Claims) Reap(ctx context.Context, p *ReapParams) (ReapResult, error) {
 	var res ReapResult
 	if err := checkReap(s.Spec, p); err != nil {
-		return res, wrap("reap", err)
+		return res, err
 	}
 	if err := s.checkMaxAttempts(p.MaxAttempts); err != nil {
-		return res, wrap("reap", err)
+		return res, err
 	}
 	if err := s.checkScopeValues(p.ScopeValues); err != nil {
-		return res, wrap("reap", err)
+		return res, err
 	}
 	scoped := 0
 	if p.ScopeValues != nil {
@@ -682,13 +682,13 @@ func (s *Claims) Reap(ctx context.Context, p *ReapParams) (ReapResult, error) {
 	ret := reapAll
 	if p.MaxAttempts > 0 {
 		if res.Parked, err = step(reapPark); err != nil {
-			return res, wrap("reap", err)
+			return res, err
 		}
 		ret = reapBelow
 	}
 	res.Returned, err = step(ret)
 	s.pending(ctx, p.ScopeValues, res.Returned)
-	return res, wrap("reap", err)
+	return res, err
 }
 
 // reapSkipping locks the keys of stale rows that are not locked now and
@@ -719,10 +719,10 @@ func (s *Claims) Stats(ctx context.Context, scopeValues []any) (Stats, error) {
 	stmt := s.stats[0]
 	if scopeValues != nil {
 		if err := checkScope(s.Spec, len(scopeValues)); err != nil {
-			return st, wrap("stats", err)
+			return st, err
 		}
 		if err := s.checkScopeValues(scopeValues); err != nil {
-			return st, wrap("stats", err)
+			return st, err
 		}
 		stmt = s.stats[1]
 	}
@@ -734,7 +734,7 @@ func (s *Claims) Stats(ctx context.Context, scopeValues []any) (Stats, error) {
 		return err
 	})
 	if err != nil {
-		return Stats{}, wrap("stats", err)
+		return Stats{}, err
 	}
 	st.Other = total - st.Pending - st.Processing - st.Done - st.Failed
 	st.OldestProcessing = max(time.Duration(oldProc.Int64)*time.Microsecond, 0)

@@ -124,7 +124,7 @@ func (h *Held) Savepoint(ctx context.Context) error {
 		return fmt.Errorf("%w: savepoint: the held claim has ended", dialect.ErrClaimLost)
 	}
 	if _, err := h.tx.Exec(ctx, "SAVEPOINT "+heldSavepoint); err != nil {
-		return h.broken(ctx, "savepoint", err)
+		return wrapStep("savepoint", h.broken(ctx, err))
 	}
 	h.saved = maps.Clone(h.keys)
 	return nil
@@ -145,7 +145,7 @@ func (h *Held) RollbackToSavepoint(ctx context.Context) error {
 		return fmt.Errorf("%w: rollback to savepoint: no savepoint was taken", dialect.ErrInvalidConfig)
 	}
 	if _, err := h.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+heldSavepoint); err != nil {
-		return h.broken(ctx, "rollback to savepoint", err)
+		return wrapStep("rollback to savepoint", h.broken(ctx, err))
 	}
 	h.keys = maps.Clone(h.saved)
 	return nil
@@ -173,26 +173,26 @@ func (s *Claims) Hold(ctx context.Context, p *HoldParams, scan func(Scanner) err
 			dialect.ErrNotSupported, s.E.Caps.Engine, s.E.Caps.Version)
 	}
 	if p.Limit <= 0 {
-		return nil, 0, fmt.Errorf("%w: hold: limit must be positive, got %d", dialect.ErrInvalidConfig, p.Limit)
+		return nil, 0, fmt.Errorf("%w: limit must be positive, got %d", dialect.ErrInvalidConfig, p.Limit)
 	}
 	if p.HoldLimit <= 0 {
-		return nil, 0, fmt.Errorf("%w: hold: the hold limit must be positive, got %v", dialect.ErrInvalidConfig, p.HoldLimit)
+		return nil, 0, fmt.Errorf("%w: the hold limit must be positive, got %v", dialect.ErrInvalidConfig, p.HoldLimit)
 	}
 	if err := checkScope(s.Spec, len(p.ScopeValues)); err != nil {
-		return nil, 0, wrap("hold", err)
+		return nil, 0, err
 	}
 	if err := s.checkScopeValues(p.ScopeValues); err != nil {
-		return nil, 0, wrap("hold", err)
+		return nil, 0, err
 	}
 	tx, err := s.E.DB.Begin(ctx)
 	if err != nil {
-		return nil, 0, wrap("hold", s.E.interpret(err))
+		return nil, 0, s.E.interpret(err)
 	}
 	h := &Held{s: s, tx: tx, keys: map[any]bool{}}
 	n, err := h.claim(ctx, p, scan)
 	if err != nil {
 		_ = h.end(ctx)
-		return nil, 0, wrap("hold", s.E.interpret(err))
+		return nil, 0, s.E.interpret(err)
 	}
 	return h, n, nil
 }
@@ -280,7 +280,7 @@ func derefKey(dest any) (any, error) {
 func (h *Held) Read(ctx context.Context, ids []any, scan func(Scanner) error) error {
 	keys, err := normalizeKeys(h.s.Spec.IDKind, ids)
 	if err != nil {
-		return wrap("read", err)
+		return err
 	}
 	return Query(ctx, h.tx, h.s.E.Dialect, h.s.held.read, &Args{Keys: keys}, func(r Rows) error { return scan(r) })
 }
@@ -297,27 +297,27 @@ func (h *Held) Querier() Querier { return h.tx }
 func (h *Held) Ack(ctx context.Context, p *AckParams) (AckResult, error) {
 	var res AckResult
 	if h.over {
-		return res, fmt.Errorf("%w: ack: the held claim has ended", dialect.ErrInvalidConfig)
+		return res, fmt.Errorf("%w: the held claim has ended", dialect.ErrInvalidConfig)
 	}
 	s := h.s
 	if p.Outcome == OutcomeRetry {
 		if err := s.checkMaxAttempts(p.MaxAttempts); err != nil {
-			return res, wrap("ack", err)
+			return res, err
 		}
 	}
 	if p.Delay < 0 || p.Delay > 0 && s.Spec.RunAt == "" {
-		return res, fmt.Errorf("%w: ack: a delay needs a RunAt column and must not be negative", dialect.ErrInvalidConfig)
+		return res, fmt.Errorf("%w: a delay needs a RunAt column and must not be negative", dialect.ErrInvalidConfig)
 	}
 	if err := s.timeLimits().fits("RunAt", "retry delay", p.Delay); err != nil {
-		return res, wrap("ack", err)
+		return res, err
 	}
 	keys, err := normalizeKeys(s.Spec.IDKind, p.IDs)
 	if err != nil {
-		return res, wrap("ack", err)
+		return res, err
 	}
 	if p.Error != "" && p.Outcome != OutcomeDone {
 		if err := s.ensureErrorWidth(ctx); err != nil {
-			return res, wrap("ack", err)
+			return res, err
 		}
 	}
 	var held []any
@@ -356,7 +356,7 @@ func (h *Held) Ack(ctx context.Context, p *AckParams) (AckResult, error) {
 			return nil
 		})
 		if err != nil {
-			return AckResult{}, h.broken(ctx, "ack", err)
+			return AckResult{}, h.broken(ctx, err)
 		}
 	}
 	a := &Args{Error: s.errorText(p.Error), Delay: s.delay(p.Delay)}
@@ -364,17 +364,17 @@ func (h *Held) Ack(ctx context.Context, p *AckParams) (AckResult, error) {
 		a.Keys = g
 		n, err := Exec(ctx, h.tx, s.E.Dialect, s.held.ackTo[target], a)
 		if err != nil {
-			return AckResult{}, h.broken(ctx, "ack", err)
+			return AckResult{}, h.broken(ctx, err)
 		}
 		// Fewer is possible where affected rows are changed rows (a retry
 		// that changes nothing on MySQL); more never.
 		if n > int64(len(g)) {
-			return AckResult{}, h.broken(ctx, "ack", fmt.Errorf("wrote %d rows for %d held rows", n, len(g)))
+			return AckResult{}, h.broken(ctx, fmt.Errorf("wrote %d rows for %d held rows", n, len(g)))
 		}
 	}
 	if p.Outcome == OutcomeDone && s.archive.SQL != "" {
 		if err := s.move(ctx, h.tx, held); err != nil {
-			return AckResult{}, h.broken(ctx, "ack", err)
+			return AckResult{}, h.broken(ctx, err)
 		}
 	}
 	slices.Sort(res.Parked)
@@ -382,11 +382,11 @@ func (h *Held) Ack(ctx context.Context, p *AckParams) (AckResult, error) {
 }
 
 // broken rolls the held claim back after a failed statement (its
-// transaction is aborted, or its connection gone) and returns err wrapped
-// for op: nothing of the held claim was written.
-func (h *Held) broken(ctx context.Context, op string, err error) error {
+// transaction is aborted, or its connection gone) and returns err as a
+// loss of the claim: nothing of the held claim was written.
+func (h *Held) broken(ctx context.Context, err error) error {
 	h.end(ctx)
-	return wrap(op, fmt.Errorf("%w: %w", dialect.ErrClaimLost, h.s.E.interpret(err)))
+	return fmt.Errorf("%w: %w", dialect.ErrClaimLost, h.s.E.interpret(err))
 }
 
 // Unacked returns how many held rows have not been acked.
@@ -415,7 +415,7 @@ func (h *Held) Ping(ctx context.Context) error {
 		r.Close()
 	}
 	if err != nil {
-		return h.broken(ctx, "ping", err)
+		return wrapStep("ping", h.broken(ctx, err))
 	}
 	return nil
 }
@@ -426,18 +426,18 @@ func (h *Held) Ping(ctx context.Context) error {
 // unknown outcome ([dialect.ErrOutcomeUnknown]).
 func (h *Held) Commit(ctx context.Context) error {
 	if h.over {
-		return fmt.Errorf("%w: commit: the held claim has ended", dialect.ErrInvalidConfig)
+		return fmt.Errorf("%w: the held claim has ended", dialect.ErrInvalidConfig)
 	}
 	h.over = true
 	if h.s.held.unlimit.SQL != "" {
 		if _, err := Exec(ctx, h.tx, h.s.E.Dialect, h.s.held.unlimit, &Args{}); err != nil {
 			_ = h.end(ctx)
-			return wrap("commit", fmt.Errorf("%w: %w", dialect.ErrClaimLost, h.s.E.interpret(err)))
+			return fmt.Errorf("%w: %w", dialect.ErrClaimLost, h.s.E.interpret(err))
 		}
 	}
 	if err := h.tx.Commit(ctx); err != nil {
 		_ = h.tx.Rollback(context.WithoutCancel(ctx))
-		return wrap("commit", fmt.Errorf("%w: %w", dialect.ErrOutcomeUnknown, h.s.E.interpret(err)))
+		return fmt.Errorf("%w: %w", dialect.ErrOutcomeUnknown, h.s.E.interpret(err))
 	}
 	return nil
 }
@@ -448,7 +448,7 @@ func (h *Held) Rollback(ctx context.Context) error {
 	if h.over {
 		return nil
 	}
-	return wrap("rollback", h.end(ctx))
+	return h.end(ctx)
 }
 
 // end rolls the held transaction back, restoring the session's own limits

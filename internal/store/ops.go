@@ -24,11 +24,11 @@ const maxErrorText = 8 << 10
 func (s *Claims) Snooze(ctx context.Context, token string, ids []any, delay time.Duration) (int64, error) {
 	switch {
 	case token == "":
-		return 0, fmt.Errorf("%w: snooze: empty token", dialect.ErrInvalidConfig)
+		return 0, fmt.Errorf("%w: empty token", dialect.ErrInvalidConfig)
 	case s.snooze.SQL == "":
-		return 0, fmt.Errorf("%w: snooze: the table has no RunAt column", dialect.ErrInvalidConfig)
+		return 0, fmt.Errorf("%w: the table has no RunAt column", dialect.ErrInvalidConfig)
 	case delay < 0:
-		return 0, fmt.Errorf("%w: snooze: negative delay %v", dialect.ErrInvalidConfig, delay)
+		return 0, fmt.Errorf("%w: negative delay %v", dialect.ErrInvalidConfig, delay)
 	case len(ids) == 0:
 		return 0, nil
 	}
@@ -37,7 +37,7 @@ func (s *Claims) Snooze(ctx context.Context, token string, ids []any, delay time
 		err = s.timeLimits().fits("RunAt", "snooze", delay)
 	}
 	if err != nil {
-		return 0, wrap("snooze", err)
+		return 0, err
 	}
 	a := &Args{Token: token, Keys: keys, Delay: s.delay(delay)}
 	var n int64
@@ -46,7 +46,7 @@ func (s *Claims) Snooze(ctx context.Context, token string, ids []any, delay time
 		n, err = Exec(ctx, s.E.DB, s.E.Dialect, s.snooze, a)
 		return err
 	})
-	return n, wrap("snooze", err)
+	return n, err
 }
 
 // filterArgs validates a row filter and returns its args and variant
@@ -79,14 +79,14 @@ func (s *Claims) filterArgs(f RowFilter) (*Args, int, int, error) {
 // Unpark implements [ClaimStore].
 func (s *Claims) Unpark(ctx context.Context, p *UnparkParams) (int64, error) {
 	if s.Names.Failed == "" {
-		return 0, fmt.Errorf("%w: unpark: the table has no Failed status", dialect.ErrInvalidConfig)
+		return 0, fmt.Errorf("%w: the table has no Failed status", dialect.ErrInvalidConfig)
 	}
 	if p.ResetAttempts && s.Names.Attempts == "" {
-		return 0, fmt.Errorf("%w: unpark: ResetAttempts needs an Attempts column", dialect.ErrInvalidConfig)
+		return 0, fmt.Errorf("%w: ResetAttempts needs an Attempts column", dialect.ErrInvalidConfig)
 	}
 	a, scoped, byKeys, err := s.filterArgs(p.RowFilter)
 	if err != nil {
-		return 0, wrap("unpark", err)
+		return 0, err
 	}
 	if p.IDs != nil && len(p.IDs) == 0 {
 		return 0, nil
@@ -97,24 +97,24 @@ func (s *Claims) Unpark(ctx context.Context, p *UnparkParams) (int64, error) {
 	}
 	n, err := s.chunked(ctx, "unpark", s.unpark[reset][scoped][byKeys], a)
 	s.pending(ctx, p.ScopeValues, n)
-	return n, wrap("unpark", err)
+	return n, err
 }
 
 // RetryNow implements [ClaimStore].
 func (s *Claims) RetryNow(ctx context.Context, f RowFilter) (int64, error) {
 	if s.Names.RunAt == "" {
-		return 0, fmt.Errorf("%w: retry now: the table has no RunAt column", dialect.ErrInvalidConfig)
+		return 0, fmt.Errorf("%w: the table has no RunAt column", dialect.ErrInvalidConfig)
 	}
 	a, scoped, byKeys, err := s.filterArgs(f)
 	if err != nil {
-		return 0, wrap("retry now", err)
+		return 0, err
 	}
 	if f.IDs != nil && len(f.IDs) == 0 {
 		return 0, nil
 	}
 	n, err := s.chunked(ctx, "retry now", s.retryNow[0][scoped][byKeys], a)
 	s.pending(ctx, f.ScopeValues, n)
-	return n, wrap("retry now", err)
+	return n, err
 }
 
 // chunked runs an operator statement of at most opBatch rows until one
@@ -140,19 +140,19 @@ func (s *Claims) chunked(ctx context.Context, op string, st Stmt, a *Args) (int6
 func (s *Claims) List(ctx context.Context, p *ListParams) ([]RowInfo, error) {
 	switch {
 	case p.Set < SetFailed || p.Set > SetScheduled:
-		return nil, fmt.Errorf("%w: list: unknown set %d", dialect.ErrInvalidConfig, p.Set)
+		return nil, fmt.Errorf("%w: unknown set %d", dialect.ErrInvalidConfig, p.Set)
 	case p.Limit <= 0 || p.Limit > MaxListLimit:
-		return nil, fmt.Errorf("%w: list: limit %d is outside 1..%d", dialect.ErrInvalidConfig, p.Limit, MaxListLimit)
+		return nil, fmt.Errorf("%w: limit %d is outside 1..%d", dialect.ErrInvalidConfig, p.Limit, MaxListLimit)
 	case p.OlderThan < 0:
-		return nil, fmt.Errorf("%w: list: negative OlderThan", dialect.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: negative OlderThan", dialect.ErrInvalidConfig)
 	case p.Set == SetFailed && s.Names.Failed == "":
-		return nil, fmt.Errorf("%w: list: the table has no Failed status", dialect.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: the table has no Failed status", dialect.ErrInvalidConfig)
 	case p.Set == SetScheduled && s.Names.RunAt == "":
-		return nil, fmt.Errorf("%w: list: the table has no RunAt column", dialect.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: the table has no RunAt column", dialect.ErrInvalidConfig)
 	}
 	a, scoped, _, err := s.filterArgs(RowFilter{ScopeValues: p.ScopeValues})
 	if err != nil {
-		return nil, wrap("list", err)
+		return nil, err
 	}
 	// A claim time column coarser than the clock may hold a time up to its
 	// resolution late (PostgreSQL and MySQL round): the listing errs
@@ -184,7 +184,7 @@ func (s *Claims) List(ctx context.Context, p *ListParams) ([]RowInfo, error) {
 		})
 	})
 	if err != nil {
-		return nil, wrap("list", err)
+		return nil, err
 	}
 	return out, nil
 }

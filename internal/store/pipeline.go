@@ -71,45 +71,45 @@ func (s *Claims) AckAndClaim(ctx context.Context, p *AckClaimParams, scan func(S
 	const op = "ack and claim"
 	var res AckResult
 	if p == nil {
-		return res, 0, fmt.Errorf("%w: %s: nil params", dialect.ErrInvalidConfig, op)
+		return res, 0, fmt.Errorf("%w: nil params", dialect.ErrInvalidConfig)
 	}
 	ap, cp := &p.Ack, &p.Claim
 	if err := checkClaim(s.Spec, cp); err != nil {
-		return res, 0, wrap(op, err)
+		return res, 0, err
 	}
 	if err := s.checkScopeValues(cp.ScopeValues); err != nil {
-		return res, 0, wrap(op, err)
+		return res, 0, err
 	}
 	claimSt, err := s.claimStmt(cp)
 	if err != nil {
-		return res, 0, wrap(op, err)
+		return res, 0, err
 	}
 	if len(ap.IDs) == 0 {
 		n, err := s.Claim(ctx, cp, scan)
 		return res, n, err
 	}
 	if ap.Token == cp.Token {
-		return res, 0, fmt.Errorf("%w: %s: the claim token is the ack's", dialect.ErrInvalidConfig, op)
+		return res, 0, fmt.Errorf("%w: the claim token is the ack's", dialect.ErrInvalidConfig)
 	}
 	if err := checkAck(s.Spec, ap); err != nil {
-		return res, 0, wrap(op, err)
+		return res, 0, err
 	}
 	if ap.Outcome == OutcomeRetry {
 		if err := s.checkMaxAttempts(ap.MaxAttempts); err != nil {
-			return res, 0, wrap(op, err)
+			return res, 0, err
 		}
 	}
 	keys, err := normalizeKeys(s.Spec.IDKind, ap.IDs)
 	if err != nil {
-		return res, 0, wrap(op, err)
+		return res, 0, err
 	}
 	if ap.Error != "" && ap.Outcome != OutcomeDone {
 		if err := s.ensureErrorWidth(ctx); err != nil {
-			return res, 0, wrap(op, err)
+			return res, 0, err
 		}
 	}
 	if err := s.timeLimits().fits("RunAt", "retry delay", ap.Delay); err != nil {
-		return res, 0, wrap(op, err)
+		return res, 0, err
 	}
 	idx := newKeyIndex(s.Spec.IDKind, keys)
 	a := &Args{Token: ap.Token, Keys: keys, MaxAttempts: ap.MaxAttempts, Error: s.errorText(ap.Error), Delay: s.delay(ap.Delay)}
@@ -171,7 +171,7 @@ func (s *Claims) AckAndClaim(ctx context.Context, p *AckClaimParams, scan func(S
 		})
 	}
 	if err != nil {
-		return AckResult{}, 0, wrap(op, err)
+		return AckResult{}, 0, err
 	}
 	if s.ClaimInTx == nil || !versioned && one.SQL != "" {
 		cur.advance(after, claimed)
@@ -182,7 +182,7 @@ func (s *Claims) AckAndClaim(ctx context.Context, p *AckClaimParams, scan func(S
 	}
 	s.pending(ctx, nil, int64(requeued))
 	if scanErr != nil {
-		return res, n, wrap(op, scanErr)
+		return res, n, scanErr
 	}
 	return res, n, nil
 }
@@ -236,7 +236,7 @@ func (s *Claims) ackClaimOne(ctx context.Context, st Stmt, a *Args, idx *keyInde
 			return err
 		}
 		if kind != 0 {
-			return fmt.Errorf("ack and claim: the first row is of kind %d, not the ack's", kind)
+			return fmt.Errorf("the first row is of kind %d, not the ack's", kind)
 		}
 		return s.ackedKeys(acked.String, parked.String, idx, got, res)
 	})
@@ -261,13 +261,13 @@ func (s *Claims) ackedKeys(acked, parked string, idx *keyIndex, got []bool, res 
 		dec := json.NewDecoder(strings.NewReader(list.text))
 		dec.UseNumber()
 		if err := dec.Decode(&keys); err != nil {
-			return fmt.Errorf("ack and claim: acked keys: %w", err)
+			return fmt.Errorf("acked keys: %w", err)
 		}
 		for _, k := range keys {
 			if n, ok := k.(json.Number); ok {
 				v, err := n.Int64()
 				if err != nil {
-					return fmt.Errorf("ack and claim: acked key %s: %w", n, err)
+					return fmt.Errorf("acked key %s: %w", n, err)
 				}
 				k = v
 			}

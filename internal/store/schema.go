@@ -145,7 +145,7 @@ func (e *Engine) catalogColumns(ctx context.Context, st Stmt, name string) (Colu
 func (s *Claims) VerifySchema(ctx context.Context) error {
 	cols, err := s.E.catalogColumns(ctx, s.columns, s.Spec.Table)
 	if err != nil {
-		return wrap("verify schema", err)
+		return err
 	}
 	if err := s.E.checkClaimColumns(s.Spec, cols); err != nil {
 		return err
@@ -188,7 +188,7 @@ func (s *Claims) verifyArchive(ctx context.Context, cols Columns) error {
 	}
 	arch, err := s.E.catalogColumns(ctx, s.columns, s.Spec.Archive)
 	if err != nil {
-		return wrap("verify schema", err)
+		return err
 	}
 	if len(arch.ByName) == 0 {
 		return fmt.Errorf("%w: Archive: table %s not found (or it has no columns)", dialect.ErrInvalidConfig, s.Spec.Archive)
@@ -380,7 +380,7 @@ func (s *Claims) MissingIndexesWith(ctx context.Context, opts IndexOptions) ([]s
 			return err
 		})
 		if err != nil {
-			return nil, wrap("missing indexes", err)
+			return nil, err
 		}
 		if usable > 0 {
 			continue

@@ -58,7 +58,7 @@ func (s *Claims) AckTx(ctx context.Context, tx dialect.Tx, p *AckParams) (AckRes
 	var res AckResult
 	q, err := s.E.callerTx(tx)
 	if err != nil {
-		return res, wrap("ack", err)
+		return res, err
 	}
 	if len(p.IDs) == 0 {
 		return res, nil
@@ -67,7 +67,7 @@ func (s *Claims) AckTx(ctx context.Context, tx dialect.Tx, p *AckParams) (AckRes
 	// if not known yet.
 	keys, idx, a, err := s.ackPrep(ctx, p)
 	if err != nil {
-		return res, wrap("ack", err)
+		return res, err
 	}
 	// Without RETURNING the one statement's partial match could only be
 	// undone by rolling back the caller's transaction: decide row by row.
@@ -77,7 +77,7 @@ func (s *Claims) AckTx(ctx context.Context, tx dialect.Tx, p *AckParams) (AckRes
 		err = s.ackByRow(ctx, q, p, a, keys, idx, &res)
 	}
 	if err != nil {
-		return AckResult{}, wrap("ack", s.E.interpret(err))
+		return AckResult{}, s.E.interpret(err)
 	}
 	return res, nil
 }
