@@ -104,6 +104,25 @@ func New(d dialect.Dialect, cc claim.Config, cfg Config) (*Reaper, error) {
 	return r, nil
 }
 
+// Stale lists up to limit (at most [claim.MaxListLimit]) rows that the
+// next sweep would take: rows of the reaper's scope (every scope with
+// Config.AllScopes) processing for longer than the timeout, oldest claim
+// or heartbeat first, on the database clock. On a claimed-at column
+// coarser than the clock it errs towards listing a row the sweep leaves
+// for its next round. It changes nothing: it is for an operator who
+// confirms a sweep, not for loops.
+func (r *Reaper) Stale(ctx context.Context, limit int) ([]claim.RowInfo, error) {
+	rows, err := r.cs.List(ctx, &store.ListParams{Set: store.SetProcessing, ScopeValues: r.scope, OlderThan: r.timeout, Limit: limit})
+	if err != nil {
+		return nil, fmt.Errorf("zombie: stale %s: %w", r.table, err)
+	}
+	out := make([]claim.RowInfo, len(rows))
+	for i, row := range rows {
+		out[i] = claim.RowInfo(row)
+	}
+	return out, nil
+}
+
 // Sweep runs bounded statements, each touching at most BatchLimit stale
 // rows, oldest claim first (parking those at MaxAttempts, returning the
 // others to pending), until one touches fewer than BatchLimit rows or ctx

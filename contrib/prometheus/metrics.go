@@ -12,7 +12,6 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
@@ -45,10 +44,11 @@ var (
 
 // target is one table (and scope) whose Stats a scrape reads.
 type target struct {
-	cs     store.ClaimStore
-	table  string
-	scope  string
-	values []any
+	// stats reads the counts: the claimer's Stats, or its TableStats
+	// for a whole table.
+	stats func(context.Context) (claim.Stats, error)
+	table string
+	scope string
 	// created: the table has a CreatedAt column, so the age of its
 	// oldest pending row is known.
 	created bool
@@ -120,13 +120,15 @@ func (m *Metrics) watch(d dialect.Dialect, cc claim.Config, all bool) error {
 	if err != nil {
 		return fmt.Errorf("claimprom: watch: %w", err)
 	}
-	cs, err := store.OpenClaims(d, spec)
+	// The counts read no payload column: the claimer needs no row type.
+	cc.Columns, cc.Observer = nil, nil
+	c, err := claim.New[struct{}](d, cc, nil)
 	if err != nil {
 		return fmt.Errorf("claimprom: watch: %w", err)
 	}
-	t := target{cs: cs, table: spec.Table, created: spec.CreatedAt != ""}
+	t := target{stats: c.TableStats, table: spec.Table, created: spec.CreatedAt != ""}
 	if !all && len(cc.ScopeValues) > 0 {
-		t.values = cc.ScopeValues
+		t.stats = c.Stats
 		t.scope = ScopeString(spec.Scope, cc.ScopeValues)
 	}
 	m.mu.Lock()
@@ -246,7 +248,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
 	defer cancel()
 	for _, t := range targets {
-		st, err := t.cs.Stats(ctx, t.values)
+		st, err := t.stats(ctx)
 		if err != nil {
 			ch <- prometheus.MustNewConstMetric(m.up, prometheus.GaugeValue, 0, t.table, t.scope)
 			continue

@@ -14,7 +14,6 @@ import (
 	claimprom "github.com/claimlock/claimlock/contrib/prometheus"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/sqlite"
-	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/tasklock"
 )
@@ -51,11 +50,7 @@ func snippetSetup(t *testing.T) (dialect.Dialect, claim.Config, tasklock.Config)
 	d, err := sqlite.New(ctx, db, dialect.Options{})
 	require.NoError(t, err)
 	cfg := claim.Config{ClaimTable: dialect.ClaimTable{Table: "jobs", Scope: []string{"task_id"}}, ScopeValues: []any{42}}
-	spec, err := cfg.Resolve()
-	require.NoError(t, err)
-	ddl, err := store.CreateTableDDL(d, store.ClaimTableDef(spec))
-	require.NoError(t, err)
-	require.NoError(t, store.ExecDDL(ctx, d, ddl))
+	require.NoError(t, claim.CreateTable(ctx, d, cfg))
 	for range 3 {
 		_, err := db.ExecContext(ctx, "INSERT INTO jobs (task_id) VALUES (42)")
 		require.NoError(t, err)

@@ -2,11 +2,16 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/claimlock/claimlock/dialect"
 )
+
+// ErrTableNotFound is what [ColumnAdder.AddColumnsDDL] wraps when the
+// table does not exist: a migration creates it instead.
+var ErrTableNotFound = errors.New("not found (or it has no columns)")
 
 // columnType renders the type of a column that is not an auto-incrementing
 // key.
@@ -58,7 +63,7 @@ func (b *Base) AddColumnsDDL(ctx context.Context, table string, cols []ColumnDef
 		return nil, err
 	}
 	if len(have.ByName) == 0 {
-		return nil, fmt.Errorf("%w: Table: table %s not found (or it has no columns)", dialect.ErrInvalidConfig, table)
+		return nil, fmt.Errorf("%w: Table: table %s %w", dialect.ErrInvalidConfig, table, ErrTableNotFound)
 	}
 	var out []string
 	for _, c := range cols {

@@ -48,15 +48,7 @@ func Config() claim.Config {
 func New(t testing.TB, e testengine.Engine, n, m int) *Fixture {
 	t.Helper()
 	f := &Fixture{Conn: testengine.Open(t, e, 8), Config: Config()}
-	spec, err := f.Config.Resolve()
-	require.NoError(t, err)
-	ddl, err := store.CreateTableDDL(f.Dialect, store.ClaimTableDef(spec))
-	require.NoError(t, err)
-	ctx := context.Background()
-	require.NoError(t, store.ExecDDL(ctx, f.Dialect, ddl))
-	cs, err := store.OpenClaims(f.Dialect, spec)
-	require.NoError(t, err)
-	require.NoError(t, store.ExecDDL(ctx, f.Dialect, cs.IndexDDL()))
+	require.NoError(t, claim.CreateTable(context.Background(), f.Dialect, f.Config))
 	for i := range n + m {
 		task := 42
 		if i >= n {
