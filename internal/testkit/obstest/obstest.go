@@ -2,7 +2,7 @@
 // adapters (contrib/otel, contrib/prometheus) and of claimctl run their
 // scripted workloads on: a claim table in the shape of the cron story's
 // target table, with every optional column an operator looks at, on a fresh
-// database of each engine of internal/testengine.
+// database of each engine of internal/testkit/testengine.
 package obstest
 
 import (
