@@ -26,8 +26,10 @@
 //     pgx.Tx); a Run handler finds its batch with [BatchOf].
 //   - Give rows back: [Batch.Release]; keep them: [Batch.KeepAlive]
 //     (Config.HeartbeatInterval) or one [Batch.Heartbeat].
-//   - Observe: Config.Observer (the contrib modules implement it for
-//     OpenTelemetry and Prometheus); Config.Logger for warnings.
+//   - Observe: Config.Observer, the [observe.Observer] that tasklock and
+//     zombie report to as well ([OpClaim] and the other Ops of this
+//     package; the contrib modules implement it for OpenTelemetry and
+//     Prometheus); Config.Logger for warnings.
 //   - Pipelining (ack a batch and claim the next in one operation) is a
 //     Run option, [WorkerConfig.Pipeline]; a hand-written loop uses
 //     [Claimer.AckAllAndClaim].
