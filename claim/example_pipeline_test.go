@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/hold"
 )
 
 // Run with the pipeline on: each loop acks a processed batch and claims the
@@ -27,6 +28,9 @@ func ExampleWorkerConfig_pipeline() {
 	err = c.Run(runCtx, claim.WorkerConfig[Message]{
 		Pipeline: claim.PipelineOn, PollMin: time.Millisecond, PollMax: 10 * time.Millisecond,
 		Handler: func(ctx context.Context, r claim.Row[Message]) error {
+			if err := hold.Check(ctx); err != nil {
+				return err // the row may be someone else's by now: do not send
+			}
 			fmt.Println("send to", r.Value.OpenID)
 			if sent.Add(1) == 5 {
 				cancel() // a real service runs until shutdown

@@ -12,6 +12,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/sqlite"
+	"github.com/claimlock/claimlock/hold"
 	"github.com/claimlock/claimlock/zombie"
 )
 
@@ -127,9 +128,14 @@ func Example() {
 		if b.Len() == 0 {
 			break
 		}
+		wctx, cancel := b.Context(ctx) // ends if every row is lost
 		for _, r := range b.Rows() {
+			if hold.Check(wctx) != nil { // the last check before a send
+				break // lost: someone else may be sending them now
+			}
 			fmt.Println("send to", r.Value.OpenID)
 		}
+		cancel()
 		if err := b.AckAll(ctx); err != nil {
 			log.Fatal(err)
 		}

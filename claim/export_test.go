@@ -18,3 +18,14 @@ func FreezeDeadlineTimer[T any](b *Batch[T]) {
 		b.timer.Stop()
 	}
 }
+
+// FreezeHeldKeepAlive stops b's keep-alive, which pings and cancels the
+// held batch's context at its local deadline, as for a process frozen past
+// that deadline whose goroutines have not run yet on resuming: only the
+// batch's own reading of the clock can then tell that the deadline passed.
+// The batch can still be committed or rolled back.
+func FreezeHeldKeepAlive[T any](b *Held[T]) {
+	close(b.stop)
+	<-b.stopped
+	b.stop = make(chan struct{})
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/holdctx"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -183,7 +184,7 @@ func (h *Holder[T]) Hold(ctx context.Context) (*Held[T], error) {
 		}
 	}
 	h.advance(b.rows, k.limit)
-	b.ctx, b.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	b.ctx, b.cancel = context.WithCancelCause(holdctx.With(context.WithoutCancel(ctx), b.holdErr))
 	if len(b.rows) == 0 {
 		// Nothing to hand out: nothing pending, or only unreadable rows,
 		// parked by this commit (then hold again: others may be pending).
@@ -192,7 +193,7 @@ func (h *Holder[T]) Hold(ctx context.Context) (*Held[T], error) {
 		}
 		return h.Hold(ctx)
 	}
-	b.lastOK = start
+	b.proved(start)
 	go b.keepAlive()
 	return b, nil
 }
@@ -263,8 +264,11 @@ type Held[T any] struct {
 	free          func()
 
 	mu     sync.Mutex // serialises the connection's statements; guards the fields below
-	lastOK time.Time  // local start of the last statement that succeeded
+	lastOK time.Time  // local start of the last statement that succeeded: set by proved
 	ended  bool
+	// due is the local deadline (lastOK + limit - margin), for the check of
+	// package hold, which must not wait for b.mu behind a statement.
+	due atomic.Pointer[time.Time]
 	// sp is set once a savepoint was taken after the claim ([Holder.Run]):
 	// a failed statement of the handler then rolls back to it, keeping
 	// the rows held, and failed keeps its error (the batch refuses further
@@ -295,7 +299,10 @@ func (b *Held[T]) Len() int { return len(b.rows) }
 // [ErrBatchDone]), when the transaction is found gone (a ping or
 // statement failed: cause matching [dialect.ErrClaimLost]), and at the
 // local deadline (cause matching [dialect.ErrClaimLost] and
-// [dialect.ErrLocalDeadline]), whether or not the database answers.
+// [dialect.ErrLocalDeadline]), whether or not the database answers. It
+// carries the batch's check for package hold: hold.Check on it compares the
+// local deadline with the clock itself, so that right after a freeze it
+// reports the loss before the context's own timer has run.
 func (b *Held[T]) Context() context.Context {
 	if b.ctx == nil {
 		return context.Background()
@@ -352,7 +359,7 @@ func (b *Held[T]) keepAlive() {
 		stopLate()
 		cancel()
 		if err == nil {
-			b.lastOK = t0
+			b.proved(t0)
 			b.mu.Unlock()
 			continue
 		}
@@ -370,6 +377,30 @@ func (b *Held[T]) keepAlive() {
 // deadlineLocked returns the batch's local deadline, with b.mu held: the
 // start of its last statement that succeeded + Limit - SafetyMargin.
 func (b *Held[T]) deadlineLocked() time.Time { return b.lastOK.Add(b.limit - b.margin) }
+
+// proved records, with b.mu held (or before the batch is handed out), that
+// a statement started at t0 succeeded: the transaction was alive then.
+func (b *Held[T]) proved(t0 time.Time) {
+	b.lastOK = t0
+	due := b.deadlineLocked()
+	b.due.Store(&due)
+}
+
+// holdErr is the batch's check for package hold (hold.Check): the cause
+// the batch's context ended with, or, once the local deadline has passed
+// by the clock (also before the keep-alive's timer has run, as after a
+// freeze), the deadline's loss, which it reports as the keep-alive would.
+// It never waits for a statement of the batch.
+func (b *Held[T]) holdErr() error {
+	if b.ctx.Err() != nil {
+		return context.Cause(b.ctx)
+	}
+	if due := b.due.Load(); due != nil && !time.Now().Before(*due) {
+		b.lose(context.Background(), heldDeadlineError(), true)
+		return context.Cause(b.ctx)
+	}
+	return nil
+}
 
 func heldDeadlineError() error {
 	return fmt.Errorf("%w: %w", dialect.ErrClaimLost, dialect.ErrLocalDeadline)
@@ -404,7 +435,7 @@ func (b *Held[T]) run(ctx context.Context, fn func() error) error {
 	t0 := time.Now()
 	err := fn()
 	if err == nil {
-		b.lastOK = t0
+		b.proved(t0)
 		return nil
 	}
 	if b.sp && !errors.Is(err, dialect.ErrClaimLost) {
@@ -417,7 +448,7 @@ func (b *Held[T]) run(ctx context.Context, fn func() error) error {
 		rerr := b.h.RollbackToSavepoint(rctx)
 		cancel()
 		if rerr == nil {
-			b.lastOK = time.Now()
+			b.proved(time.Now())
 			b.failed = err
 			return fmt.Errorf("claim: %w (the held batch's writes are rolled back; its rows fail when the handler returns)", err)
 		}

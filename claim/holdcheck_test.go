@@ -59,3 +59,36 @@ func TestHoldCheckAfterFreeze(t *testing.T) {
 // deepKey is a context key of the caller's own, between the row's context
 // and the send.
 type deepKey struct{}
+
+// TestHoldCheckHeld: the context of a held batch (Held.Context, which
+// Holder.Run hands to its handler) carries the check too. Frozen past the
+// local deadline with the keep-alive not run yet, ctx.Err() still says nil
+// while hold.Check reports the loss at once, and the context then ends
+// with it.
+func TestHoldCheckHeld(t *testing.T) {
+	t.Parallel()
+	holdable(t, func(t *testing.T, e *env) {
+		const limit, margin = 2 * time.Second, 200 * time.Millisecond
+		ctx := ctxT(t)
+		c, _ := jobSetup(t, e, dialect.StrategySkipLocked, 3, nil)
+		h, err := c.Holder(claim.HoldConfig{Limit: limit, SafetyMargin: margin, MaxInFlight: 1})
+		require.NoError(t, err)
+		b, err := h.Hold(ctx)
+		require.NoError(t, err)
+		held := time.Now() // the deadline is at most limit - margin after this
+		require.Equal(t, 3, b.Len())
+		claim.FreezeHeldKeepAlive(b)
+		deep, cancel := context.WithTimeout(context.WithValue(b.Context(), deepKey{}, 1), time.Hour)
+		defer cancel()
+		require.NoError(t, hold.Check(deep), "inside the deadline")
+		require.True(t, hold.Carried(deep))
+		time.Sleep(time.Until(held.Add(limit - margin + 20*time.Millisecond))) // frozen past it
+		require.NoError(t, deep.Err(), "the context has not heard of the deadline: the keep-alive did not run")
+		err = hold.Check(deep)
+		require.ErrorIs(t, err, dialect.ErrClaimLost)
+		require.ErrorIs(t, err, dialect.ErrLocalDeadline)
+		require.ErrorIs(t, context.Cause(deep), dialect.ErrLocalDeadline, "the check ended the batch's context")
+		_ = b.Rollback(ctx) // the server may have ended the transaction at the limit already
+		require.ErrorIs(t, hold.Check(deep), dialect.ErrClaimLost, "a lost batch stays lost")
+	})
+}

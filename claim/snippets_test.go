@@ -86,10 +86,19 @@ func TestSnippetReadmeClaim(t *testing.T) {
 		defer stop()                   // the heartbeat stops last
 		wctx, cancel := b.Context(ctx) // cancelled if the rows are lost
 		defer cancel()
+		var sent []any
 		for _, r := range b.Rows() {
+			if hold.Check(wctx) != nil { // the last check before the send
+				break // the rows are lost or past their local deadline: send no more
+			}
 			send(wctx, r.ID, r.Value.OpenID) // idempotent on (task, r.ID)
+			sent = append(sent, r.ID)
 		}
-		return b.AckAll(ctx) // one statement; errors.Is(err, dialect.ErrClaimLost) for reaped rows
+		if err := b.Ack(ctx, sent...); err != nil { // one statement; errors.Is(err, dialect.ErrClaimLost) for reaped rows
+			return err
+		}
+		_, err = b.Release(ctx) // rows not sent go back to pending
+		return err
 		// end snippet
 	}
 	require.NoError(t, run())

@@ -4,10 +4,9 @@
 //
 // Pass the context claimlock handed to the work (claim.Batch.Context,
 // claim.Batch.RowContext, a claim.Claimer.Run handler's context,
+// claim.Held.Context, a claim.Holder.Run handler's context,
 // tasklock.Lease.Context, a tasklock.Locker.Do function's context) down to
-// the code that sends, and call Check right before the send. A held
-// claim's context (claim.Held.Context) carries no check yet: Check returns
-// [ErrNoHold] on it.
+// the code that sends, and call Check right before the send.
 //
 //	if err := hold.Check(ctx); err != nil {
 //		return err // the rows may be someone else's by now: do not send

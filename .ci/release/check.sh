@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 APIDIFF=golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4
-modules=(. contrib/otel contrib/prometheus)
+modules=(. contrib/otel contrib/prometheus contrib/gocron contrib/robfigcron)
 
 field() { awk -v k="$1" '$1 == k { print $2 }' "${2:-RELEASE}"; }
 version=$(field version)
@@ -29,7 +29,7 @@ echo "release: $version (commit ${commit})"
 
 # --- 1. one version everywhere ------------------------------------------------
 fail=0
-for m in contrib/otel contrib/prometheus; do
+for m in contrib/otel contrib/prometheus contrib/gocron contrib/robfigcron; do
 	req=$(awk '$1 == "github.com/claimlock/claimlock" { print $2 } $1 == "require" && $2 == "github.com/claimlock/claimlock" { print $3 }' "$m/go.mod")
 	if [ "$req" != "$version" ]; then
 		echo "$m/go.mod requires github.com/claimlock/claimlock '$req', RELEASE says $version" >&2

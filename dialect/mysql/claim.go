@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 
 	"github.com/claimlock/claimlock/dialect"
@@ -23,14 +24,12 @@ type claimer struct {
 	// noHint is set once FORCE INDEX failed because the recommended claim
 	// index is missing (the claimer warns about it).
 	noHint atomic.Bool
-	cursor keyCursor
 }
 
 // prepareClaim renders the claim statements of one table.
 func (d *Dialect) prepareClaim(s *store.Claims) (store.ClaimFunc, error) {
 	c := &claimer{d: d, s: s}
 	s.Ext = c
-	c.cursor.enabled = s.Spec.IDKind == dialect.IDInt
 	for hint := range 2 {
 		for from := range 2 {
 			vary := func(n *store.Names) { n.Hint, n.From = hint == 1, from == 1 }
@@ -50,43 +49,38 @@ func (d *Dialect) prepareClaim(s *store.Claims) (store.ClaimFunc, error) {
 }
 
 func (c *claimer) claim(ctx context.Context, p *store.ClaimParams, scan func(store.Scanner) error) (int, error) {
+	after, set := c.s.CursorAfter(p.ScopeValues)
 	var marked int64
 	var err error
 	if p.Strategy == dialect.StrategySkipLocked {
-		marked, err = c.markSkipLocked(ctx, p)
+		marked, err = c.markSkipLocked(ctx, p, after, set)
 	} else {
-		marked, err = c.markTokenUpdate(ctx, p, true, func(hinted, plain store.Stmt, a *store.Args) (int64, error) {
+		marked, err = c.markTokenUpdate(ctx, p, after, set, true, func(hinted, plain store.Stmt, a *store.Args) (int64, error) {
 			return c.updateClaim(ctx, hinted, plain, a)
 		})
 	}
-	return c.readBack(ctx, p, marked, err, scan, func(scan func(store.Scanner) error, wrapScan func(store.Scanner) store.Scanner) (int, error) {
+	return c.readBack(p, after, marked, err, scan, func(scan func(store.Scanner) error, wrapScan func(store.Scanner) store.Scanner) (int, error) {
 		return c.s.ReadBack(ctx, p.Token, scan, wrapScan)
 	})
 }
 
-// readBack reads back the marked rows with read and moves the key cursor.
-func (c *claimer) readBack(ctx context.Context, p *store.ClaimParams, marked int64, err error, scan func(store.Scanner) error,
+// readBack reads back the marked rows with read and moves the scope's
+// rotating key cursor (internal/store's cursor.go) past the keys it read.
+// A claim that marked nothing sets it back to the lowest key.
+func (c *claimer) readBack(p *store.ClaimParams, after any, marked int64, err error, scan func(store.Scanner) error,
 	read func(func(store.Scanner) error, func(store.Scanner) store.Scanner) (int, error)) (int, error) {
 	if err != nil || marked == 0 {
-		if err == nil && p.Strategy == dialect.StrategyTokenUpdate {
-			c.cursor.reset()
+		if err == nil {
+			c.s.CursorAdvance(p.ScopeValues, after, nil)
 		}
 		return 0, err
 	}
-	var last lastKey
-	wrapScan := func(r store.Scanner) store.Scanner { last.rows = r; return &last }
-	n, err := read(scan, wrapScan)
-	if err != nil {
-		return n, err
+	var keys []any
+	n, err := read(scan, func(r store.Scanner) store.Scanner { return c.s.KeyRecorder(r, &keys) })
+	if err == nil {
+		c.s.CursorAdvance(p.ScopeValues, after, keys)
 	}
-	if p.Strategy == dialect.StrategyTokenUpdate {
-		if marked == int64(p.Limit) && last.ok {
-			c.cursor.advance(last.key)
-		} else {
-			c.cursor.reset()
-		}
-	}
-	return n, nil
+	return n, err
 }
 
 // stmt picks the hinted statement unless the claim index is missing.
@@ -98,21 +92,21 @@ func (c *claimer) stmt(set *[2][2]store.Stmt, from bool) (store.Stmt, store.Stmt
 	return set[1][f], set[0][f]
 }
 
-// markTokenUpdate marks up to p.Limit rows. With a key cursor it first
-// claims above the cursor; when that comes back short it claims the rest from
-// the start of the scope, so a claim reports fewer rows than asked only after
-// a scan from the start, or, run on its own, when that second statement
-// failed after the first had marked rows (they are returned, not
-// stranded).
+// markTokenUpdate marks up to p.Limit rows in the rotating key order: the
+// pending rows above the cursor after (when set) first and, when those are
+// fewer than the limit, the rest from the lowest key (the wrap), so a claim
+// reports fewer rows than asked only after a statement from the lowest key,
+// or, run on its own, when that second statement failed after the first
+// had marked rows (they are returned, not stranded).
 //
 // exec runs one marking statement: on its own with retries (a claim,
 // standalone), or in the caller's transaction (ack+claim), where a failed
 // statement fails the whole transaction and nothing is handed over.
-func (c *claimer) markTokenUpdate(ctx context.Context, p *store.ClaimParams, standalone bool, exec func(hinted, plain store.Stmt, a *store.Args) (int64, error)) (int64, error) {
+func (c *claimer) markTokenUpdate(ctx context.Context, p *store.ClaimParams, after any, set, standalone bool, exec func(hinted, plain store.Stmt, a *store.Args) (int64, error)) (int64, error) {
 	a := &store.Args{Token: p.Token, Scope: p.ScopeValues, Limit: p.Limit}
 	var n int64
-	if from, ok := c.cursor.from(); ok {
-		a.From = from
+	if set {
+		a.After = after
 		hinted, plain := c.stmt(&c.update, true)
 		var err error
 		if n, err = exec(hinted, plain, a); err != nil || n >= int64(p.Limit) {
@@ -128,7 +122,7 @@ func (c *claimer) markTokenUpdate(ctx context.Context, p *store.ClaimParams, sta
 		// have marked) rather than strand them until a reaper returns
 		// them. On Galera a statement can exhaust its retries on
 		// certification conflicts while the first one went through.
-		c.d.b.E.Logger.Debug("claimlock: mysql claim from the start of the scope failed; returning the rows claimed above the cursor", "rows", n, "err", err)
+		c.d.b.E.Logger.Debug("claimlock: mysql claim from the lowest key failed; returning the rows claimed above the cursor", "rows", n, "err", err)
 		return n, nil
 	}
 	return n + m, err
@@ -173,53 +167,53 @@ func (c *claimer) withHint(fn func(store.Stmt) error, hinted, plain store.Stmt) 
 	return err
 }
 
-// markSkipLocked selects and marks up to p.Limit rows in one transaction.
-// With a key cursor it selects above the cursor first and, when that comes
-// back short, selects again from the start of the scope (in the same
+// markSkipLocked selects and marks up to p.Limit rows in one transaction,
+// in the rotating key order: above the cursor after (when set) first and,
+// when that comes back short, from the lowest key (in the same
 // transaction: rows it locked but does not mark stay pending).
-func (c *claimer) markSkipLocked(ctx context.Context, p *store.ClaimParams) (int64, error) {
-	from, useCursor := c.cursor.from()
+func (c *claimer) markSkipLocked(ctx context.Context, p *store.ClaimParams, after any, set bool) (int64, error) {
 	var n int64
-	var ids []any
 	err := c.d.b.E.Do(ctx, "claim", false, func() error {
 		return c.d.b.E.InTx(ctx, func(q store.Querier) error {
 			var err error
-			n, ids, err = c.pickAndMark(ctx, q, p, from, useCursor)
+			n, err = c.pickAndMark(ctx, q, p, after, set)
 			return err
 		})
 	})
-	c.skipCursor(p, n, ids, err)
 	return n, err
 }
 
 // pickAndMark selects and marks up to p.Limit rows with SKIP LOCKED in the
-// transaction q, and returns how many it marked and the keys it selected.
-func (c *claimer) pickAndMark(ctx context.Context, q store.Querier, p *store.ClaimParams, from int64, useCursor bool) (int64, []any, error) {
+// transaction q, and returns how many it marked. The select from the
+// lowest key also returns the rows above the cursor that this transaction
+// locked already (its own locks are not skipped): they are kept, and the
+// lowest others fill the limit.
+func (c *claimer) pickAndMark(ctx context.Context, q store.Querier, p *store.ClaimParams, after any, set bool) (int64, error) {
 	var ids []any
 	var err error
-	if useCursor {
-		if ids, err = c.selectSkipping(ctx, q, true, &store.Args{Scope: p.ScopeValues, From: from, Limit: p.Limit}); err != nil {
-			return 0, nil, err
+	if set {
+		if ids, err = c.selectSkipping(ctx, q, true, &store.Args{Scope: p.ScopeValues, After: after, Limit: p.Limit}); err != nil {
+			return 0, err
 		}
 	}
 	if len(ids) < p.Limit {
-		if ids, err = c.selectSkipping(ctx, q, false, &store.Args{Scope: p.ScopeValues, Limit: p.Limit}); err != nil || len(ids) == 0 {
-			return 0, nil, err
+		low, err := c.selectSkipping(ctx, q, false, &store.Args{Scope: p.ScopeValues, Limit: p.Limit})
+		if err != nil {
+			return 0, err
+		}
+		for _, id := range low {
+			if len(ids) == p.Limit {
+				break
+			}
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
 		}
 	}
-	n, err := store.Exec(ctx, q, c.d.b.E.Dialect, c.skipUpdate, &store.Args{Token: p.Token, Keys: ids})
-	return n, ids, err
-}
-
-// skipCursor moves the key cursor after a SKIP LOCKED claim.
-func (c *claimer) skipCursor(p *store.ClaimParams, n int64, ids []any, err error) {
-	if err == nil && n == int64(p.Limit) && len(ids) > 0 {
-		if last, isInt := ids[len(ids)-1].(int64); isInt {
-			c.cursor.advance(last)
-		}
-	} else if err == nil {
-		c.cursor.reset()
+	if len(ids) == 0 {
+		return 0, nil
 	}
+	return store.Exec(ctx, q, c.d.b.E.Dialect, c.skipUpdate, &store.Args{Token: p.Token, Keys: ids})
 }
 
 // selectSkipping runs one SKIP LOCKED select and returns the keys it locked.

@@ -211,7 +211,7 @@ func build(db *sql.DB, v Version, raw string, opts dialect.Options, logger *slog
 			Serial: "BIGINT NOT NULL AUTO_INCREMENT", InlineIndexes: true, Suffix: " ENGINE=InnoDB",
 		},
 	}
-	d.b.Claims, d.b.Leases, d.b.Override = claimSQL, leaseSQL, d.prepareClaim
+	d.b.Claims, d.b.Leases, d.b.Override, d.b.Schedules = claimSQL, leaseSQL, d.prepareClaim, scheduleSQL
 	return d
 }
 

@@ -13,19 +13,17 @@ import (
 // then the read-back by token, all on q, without retries of their own (the
 // store re-runs the whole transaction) and without a commit.
 func (c *claimer) claimTx(ctx context.Context, q store.Querier, p *store.ClaimParams, scan func(store.Scanner) error) (int, error) {
+	after, set := c.s.CursorAfter(p.ScopeValues)
 	var marked int64
 	var err error
 	if p.Strategy == dialect.StrategySkipLocked {
-		from, useCursor := c.cursor.from()
-		var ids []any
-		marked, ids, err = c.pickAndMark(ctx, q, p, from, useCursor)
-		c.skipCursor(p, marked, ids, err)
+		marked, err = c.pickAndMark(ctx, q, p, after, set)
 	} else {
-		marked, err = c.markTokenUpdate(ctx, p, false, func(hinted, plain store.Stmt, a *store.Args) (int64, error) {
+		marked, err = c.markTokenUpdate(ctx, p, after, set, false, func(hinted, plain store.Stmt, a *store.Args) (int64, error) {
 			return c.updateOn(ctx, q, hinted, plain, a)
 		})
 	}
-	return c.readBack(ctx, p, marked, err, scan, func(scan func(store.Scanner) error, wrapScan func(store.Scanner) store.Scanner) (int, error) {
+	return c.readBack(p, after, marked, err, scan, func(scan func(store.Scanner) error, wrapScan func(store.Scanner) store.Scanner) (int, error) {
 		return c.s.ReadBackTx(ctx, q, p.Token, scan, wrapScan)
 	})
 }

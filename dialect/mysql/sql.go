@@ -69,17 +69,18 @@ const common = `
 // reading the index in order whenever the connection's collation differs
 // from the status column's (5,000 pending rows: 13 ms instead of 2 ms per
 // claim). The SKIP LOCKED SELECT is the other way round: ORDER BY key reads
-// the index in order there, and the long form sorts. From adds the key
-// cursor (cursor.go).
+// the index in order there, and the long form sorts. From starts the claim
+// above the rotating key cursor (internal/store/cursor.go); "after" is its
+// key.
 const (
 	claimUpdate = `
 UPDATE {{.Table}}{{template "hint" .}} SET {{template "claimset" .}}
-WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{if .From}} AND {{.ID}} > {{arg "from"}}{{end}}{{template "runnable" .}}
+WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{if .From}} AND {{.ID}} > {{arg "after"}}{{end}}{{template "runnable" .}}
 ORDER BY {{range .Scope}}{{.}}, {{end}}{{.Status}}, {{.ID}} LIMIT {{arg "limit"}}`
 
 	claimSkipSelect = `
 SELECT {{.ID}} FROM {{.Table}}{{template "hint" .}}
-WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{if .From}} AND {{.ID}} > {{arg "from"}}{{end}}{{template "runnable" .}}
+WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{if .From}} AND {{.ID}} > {{arg "after"}}{{end}}{{template "runnable" .}}
 ORDER BY {{.ID}} LIMIT {{arg "limit"}} FOR UPDATE SKIP LOCKED`
 
 	claimSkipUpdate = `
@@ -369,3 +370,16 @@ SET {{.Status}} = {{.Target}}
 WHERE {{.ID}} {{keys}} AND {{.Status}} = {{.Pending}}
 {{- end}}`,
 }
+
+// scheduleSQL: the schedule statements are the store's, with this
+// engine's clock in microseconds, its test of a live lease, and an ON
+// DUPLICATE KEY clause that leaves a job row made twice as it was.
+var scheduleSQL = func() store.ScheduleSQL {
+	s := store.GenericScheduleSQL
+	s.Common = `
+{{- define "usnow"}}TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)){{end}}
+{{- define "live"}}{{.ExpiresAt}} >= UTC_TIMESTAMP(6) - INTERVAL {{arg "slack"}} MICROSECOND{{end}}
+{{- define "keepfirst"}}ON DUPLICATE KEY UPDATE {{.Job}} = {{.Job}}{{end}}`
+	s.Columns = claimSQL.Columns
+	return s
+}()

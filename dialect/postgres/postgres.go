@@ -142,7 +142,7 @@ func build(h store.DB, num int, version string, opts dialect.Options, logger *sl
 		}, "pgx.Tx"
 	}
 	shared := common + `{{define "materialized"}}` + materialized + `{{end}}`
-	d.b.Claims, d.b.Leases = claimSQL, leaseSQL
+	d.b.Claims, d.b.Leases, d.b.Schedules = claimSQL, leaseSQL, scheduleSQL
 	d.b.Claims.Common, d.b.Leases.Common = shared, shared
 	d.n.probe = func(ctx context.Context, channel string) error {
 		_, err := d.b.E.DB.Exec(ctx, probeSQL, channel)

@@ -374,3 +374,17 @@ WHERE {{template "locked" .Key}} AND {{.Owner}} IS NOT NULL AND {{template "expg
 
 	Columns: claimSQL.Columns,
 }
+
+// scheduleSQL: the schedule statements are the store's, with this
+// engine's clock in microseconds, its test of a live lease, and ON
+// CONFLICT for a job row made twice. now() is the start of the
+// transaction, so a claim's window is tested at its BEGIN.
+var scheduleSQL = func() store.ScheduleSQL {
+	s := store.GenericScheduleSQL
+	s.Common = `
+{{- define "usnow"}}CAST(EXTRACT(EPOCH FROM now()) * 1000000 AS bigint){{end}}
+{{- define "live"}}{{.ExpiresAt}} >= now() - ({{arg "slack"}}::bigint * interval '1 microsecond'){{end}}
+{{- define "keepfirst"}}ON CONFLICT ({{.Job}}) DO NOTHING{{end}}`
+	s.Columns = claimSQL.Columns
+	return s
+}()

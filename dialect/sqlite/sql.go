@@ -249,3 +249,16 @@ WHERE {{.Key}} IN (SELECT {{.Key}} FROM {{.Table}} WHERE {{.Owner}} IS NOT NULL 
 
 	Columns: claimSQL.Columns,
 }
+
+// scheduleSQL: the schedule statements are the store's, with this
+// engine's clock (milliseconds) in microseconds, its test of a live lease
+// (expires_at holds milliseconds) and ON CONFLICT for a job row made twice.
+var scheduleSQL = func() store.ScheduleSQL {
+	s := store.GenericScheduleSQL
+	s.Common = `
+{{- define "usnow"}}(CAST(unixepoch('subsec') * 1000 AS INTEGER) * 1000){{end}}
+{{- define "live"}}{{.ExpiresAt}} >= CAST(unixepoch('subsec') * 1000 AS INTEGER) - {{arg "slack"}}{{end}}
+{{- define "keepfirst"}}ON CONFLICT ({{.Job}}) DO NOTHING{{end}}`
+	s.Columns = claimSQL.Columns
+	return s
+}()

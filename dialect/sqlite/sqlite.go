@@ -134,7 +134,7 @@ func build(db *sql.DB, version string, opts dialect.Options, logger *slog.Logger
 		CheckTime: checkTime, TextTimes: true, WideInts: true, IntTimes: true,
 		DDL: store.DDL{Int: "INTEGER", Time: "INTEGER", TimeSeconds: "INTEGER", Text: "TEXT", Serial: "INTEGER PRIMARY KEY AUTOINCREMENT", SerialIsKey: true},
 	}
-	d.b.Claims, d.b.Leases = claimSQL, leaseSQL
+	d.b.Claims, d.b.Leases, d.b.Schedules = claimSQL, leaseSQL, scheduleSQL
 	return d
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/sqlite"
+	"github.com/claimlock/claimlock/hold"
 )
 
 // Msg is what a worker reads of each row: its "addr" column.
@@ -51,9 +52,14 @@ func main() {
 		if b.Len() == 0 {
 			return // nothing pending
 		}
+		wctx, cancel := b.Context(ctx) // ends if every row is lost (reaped and claimed again)
 		for _, r := range b.Rows() {
+			if hold.Check(wctx) != nil { // the last check before a send
+				break // lost: another copy may be sending them now
+			}
 			fmt.Println("send to", r.Value.Addr) // make the send idempotent on r.ID
 		}
+		cancel()
 		if err := b.AckAll(ctx); err != nil { // DONE, unless a reaper took them back
 			log.Fatal(err)
 		}

@@ -115,6 +115,8 @@ func runRole(role string) error {
 		return leaseHolderRole(ctx, out)
 	case "frozenclaimer":
 		return frozenClaimerRole(ctx, out)
+	case "freezesender":
+		return freezeSenderRole(ctx, out)
 	case "heldworker":
 		return heldWorkerRole(ctx, out)
 	case "heldrunner":

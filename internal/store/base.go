@@ -17,6 +17,8 @@ type Base struct {
 	E      *Engine
 	Claims ClaimSQL
 	Leases LeaseSQL
+	// Schedules are the statements on the schedule tables.
+	Schedules ScheduleSQL
 	// Override, if not nil, runs claims instead of ClaimSQL.Claim.
 	Override Claimer
 	// Notifier, if not nil, wakes the claimers of this process when another

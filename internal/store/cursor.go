@@ -156,15 +156,25 @@ func (k keyRecorder) Scan(dest ...any) error {
 
 // CursorAfter returns the key the next claim in scope starts above (the
 // rotating cursor: see above), for a [Claimer] override that writes its
-// own claim statements.
-func (s *Claims) CursorAfter(scope []any) any {
-	return s.cursors.get(scope).after(s.Spec.IDKind)
+// own claim statements; set is false while the cursor is at the lowest key,
+// where a claim from the lowest key is the same claim.
+func (s *Claims) CursorAfter(scope []any) (after any, set bool) {
+	after = s.cursors.get(scope).after(s.Spec.IDKind)
+	return after, after != lowest(s.Spec.IDKind)
 }
 
 // CursorAdvance moves the rotating cursor of scope after a claim that
 // started above from and took keys (normalised), for a [Claimer] override.
 func (s *Claims) CursorAdvance(scope []any, from any, keys []any) {
 	s.cursors.get(scope).advance(from, keys)
+}
+
+// KeyRecorder wraps a [Scanner] of claimed rows so that the key of each row
+// it scans (the first column) is appended to *keys, normalised: for a
+// [Claimer] override, whose read-back then tells [Claims.CursorAdvance]
+// which keys the claim took.
+func (s *Claims) KeyRecorder(rows Scanner, keys *[]any) Scanner {
+	return keyRecorder{rows: rows, kind: s.Spec.IDKind, keys: keys}
 }
 
 // recordKeys wraps scan so that the keys of the rows it scans are

@@ -54,6 +54,18 @@ type Args struct {
 	Delay       time.Duration // "delay", in the engine's time unit (0 stays 0)
 	Error       string        // "error": a failure's text ("" binds NULL)
 	HoldLimit   time.Duration // "hold_ms": whole milliseconds as text (PostgreSQL settings); "hold_s": whole seconds; both rounded up, at least 1
+
+	// Scheduled runs (times in microseconds since the Unix epoch).
+	Job     string // "job": a scheduled job's name
+	Fire    int64  // "fire": a fire time
+	Prev    int64  // "prev": a job's cursor as read
+	Until   int64  // "until": the end of a skipped range (exclusive)
+	WinFrom int64  // "win_from": the earliest database now a claim may commit at
+	WinTo   int64  // "win_to": the database now a claim must commit before
+	Fence   int64  // "fence": a run's fencing token
+	Worker  string // "worker": who runs or records
+	Flag    int64  // "flag": a 0/1 flag
+	Offset  int64  // "offset": rows to pass over
 }
 
 // binder takes one placeholder's value from a call's Args; u is the
@@ -94,6 +106,17 @@ var binders = map[string]binder{
 		}
 		return a.Error
 	},
+	// Scheduled runs.
+	"job":      func(_ Unit, a *Args) any { return a.Job },
+	"fire":     func(_ Unit, a *Args) any { return a.Fire },
+	"prev":     func(_ Unit, a *Args) any { return a.Prev },
+	"until":    func(_ Unit, a *Args) any { return a.Until },
+	"win_from": func(_ Unit, a *Args) any { return a.WinFrom },
+	"win_to":   func(_ Unit, a *Args) any { return a.WinTo },
+	"fence":    func(_ Unit, a *Args) any { return a.Fence },
+	"worker":   func(_ Unit, a *Args) any { return a.Worker },
+	"flag":     func(_ Unit, a *Args) any { return a.Flag },
+	"offset":   func(_ Unit, a *Args) any { return a.Offset },
 }
 
 // scopeBinder binds the i-th scope value.

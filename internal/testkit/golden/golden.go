@@ -135,6 +135,25 @@ func Check(t *testing.T, d dialect.Dialect, textTimes bool) {
 		compare(t, dir, l.Name, rendered)
 		want[l.Name+".sql"] = true
 	}
+	// The schedule tables (package schedule), under a schema-qualified
+	// name to show the quoting.
+	tables := store.ScheduleTables{Jobs: "app.claimlock_jobs", Runs: "app.claimlock_runs"}
+	sch, err := store.OpenSchedules(d, tables)
+	if err != nil {
+		t.Fatalf("schedule: %v", err)
+	}
+	var rendered []store.Rendered
+	for _, def := range store.ScheduleTableDefs(tables) {
+		ddl, err := store.CreateTableDDL(d, def)
+		if err != nil {
+			t.Fatalf("schedule: create table: %v", err)
+		}
+		for i, q := range ddl {
+			rendered = append(rendered, store.Rendered{Name: fmt.Sprintf("create table %s %d", def.Table, i+1), SQL: q})
+		}
+	}
+	compare(t, dir, "schedule", append(rendered, sch.Rendered()...))
+	want["schedule.sql"] = true
 	files, _ := filepath.Glob(filepath.Join(dir, "*.sql"))
 	for _, f := range files {
 		if !want[filepath.Base(f)] {
