@@ -13,9 +13,15 @@
 //     owner-verified release and a fencing token.
 //   - [github.com/claimlock/claimlock/zombie]: the reaper that returns rows
 //     stuck in processing after a crash and parks rows that keep failing.
+//   - [github.com/claimlock/claimlock/hold]: the last check before a side
+//     effect outside the database, that a context's claims and leases are
+//     still held.
+//   - [github.com/claimlock/claimlock/observe]: the one Observer every
+//     package reports its operations to (spans and metrics in the contrib
+//     modules).
 //   - [github.com/claimlock/claimlock/dialect]: the engine boundary, with
-//     dialect/mysql, dialect/postgres and dialect/sqlite, and the conformance
-//     suite dialect/dialecttest that each of them passes.
+//     dialect/mysql, dialect/postgres and dialect/sqlite, each of which
+//     passes the module's conformance suite (internal/testkit/dialecttest).
 //
 // # The two guarantees
 //

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/observe"
+	"github.com/claimlock/claimlock/internal/detach"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -217,7 +217,7 @@ func (b *Batch[T]) backgroundWrite() {
 	b.mu.Lock()
 	b.later.armed = false
 	b.mu.Unlock()
-	ctx, cancel := context.WithTimeout(observe.Background(context.Background()), backgroundWriteTimeout)
+	ctx, cancel := context.WithTimeout(detach.Background(context.Background()), backgroundWriteTimeout)
 	defer cancel()
 	err := b.writeDeferred(ctx)
 	b.mu.Lock()

@@ -63,7 +63,7 @@ type Batch[T any] struct {
 	rl       rowLoss       // rows found lost, and who watches single rows (rowloss.go)
 	unheard  []any         // keys of rows KeepAlive's heartbeats found lost, not reported to a caller yet
 
-	// Loss signal (loss.go): ctx ends when the batch does. lmu guards the
+	// Loss signal (context.go): ctx ends when the batch does. lmu guards the
 	// deadline and its timer; it is never held while a statement runs.
 	ctx      context.Context
 	cancel   context.CancelCauseFunc

@@ -11,6 +11,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/observe"
 )
 
 // Claimer claims batches of pending rows from one table (and scope). It is
@@ -40,7 +41,7 @@ type core struct {
 	heartbeat   time.Duration // Config.HeartbeatInterval or its default; 0: none
 	gate        chan struct{} // bounds concurrent claim statements; nil: no bound
 	logger      *slog.Logger
-	obs         Observer
+	obs         observe.Observer
 
 	indexOnce sync.Once
 	verified  atomic.Bool // the table passed VerifySchema once
@@ -122,7 +123,11 @@ func (c *Claimer[T]) IndexDDL(online bool) []string {
 // indexes that the table lacks. Without them claims scan and lock more rows
 // than they take; on MySQL, SKIP LOCKED workers may get empty batches.
 func (c *Claimer[T]) MissingIndexes(ctx context.Context) ([]string, error) {
-	return c.core.cs.MissingIndexes(ctx)
+	missing, err := c.core.cs.MissingIndexes(ctx)
+	if err != nil {
+		return nil, storeError("missing indexes", err)
+	}
+	return missing, nil
 }
 
 // Verify checks the table against the database catalog unless a check

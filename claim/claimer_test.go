@@ -12,6 +12,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/observe"
 )
 
 type job struct{ Payload string }
@@ -109,7 +110,7 @@ func TestLateAckIsLost(t *testing.T) {
 		ctx := context.Background()
 		var lost atomic.Int64
 		c, _ := jobSetup(t, e, s, 10, func(cfg *claim.Config) {
-			watch(cfg, func(e claim.Event) { n := e.Lost; lost.Add(int64(n)) })
+			watch(cfg, func(e observe.Event) { n := e.Lost; lost.Add(int64(n)) })
 		})
 		old, err := c.Claim(ctx)
 		require.NoError(t, err)
@@ -160,7 +161,7 @@ func TestVersionConditionedAck(t *testing.T) {
 		ctx := context.Background()
 		var requeued atomic.Int64
 		c, cfg := jobSetup(t, e, s, 5, func(cfg *claim.Config) {
-			watch(cfg, func(e claim.Event) { n := e.Requeued; requeued.Add(int64(n)) })
+			watch(cfg, func(e observe.Event) { n := e.Requeued; requeued.Add(int64(n)) })
 		})
 		b, err := c.Claim(ctx)
 		require.NoError(t, err)
@@ -194,7 +195,7 @@ func TestFailRetriesThenParks(t *testing.T) {
 		ctx := context.Background()
 		var failed atomic.Int64
 		c, _ := jobSetup(t, e, s, 1, func(cfg *claim.Config) {
-			watch(cfg, func(e claim.Event) { n := e.Failed; failed.Add(int64(n)) })
+			watch(cfg, func(e observe.Event) { n := e.Failed; failed.Add(int64(n)) })
 		})
 		b, err := c.Claim(ctx)
 		require.NoError(t, err)

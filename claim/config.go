@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/observe"
 )
 
 // Batch size bounds.
@@ -118,8 +119,8 @@ type Config struct {
 	// of the last heartbeat that found every row held) + ReapTimeout -
 	// SafetyMargin, measured on the local monotonic clock, at which the
 	// batch's context ([Batch.Context]) is cancelled with an error matching
-	// [dialect.ErrClaimLost] and [ErrLocalDeadline], whether or not the database
-	// answers: before a reaper can take the rows back and another worker
+	// [dialect.ErrClaimLost] and [dialect.ErrLocalDeadline], whether or not
+	// the database answers: before a reaper can take the rows back and another worker
 	// claim them. It must not exceed any reaper's Timeout. Zero means no
 	// local deadline: the context then learns of a loss only from
 	// heartbeats and acks. At least a millisecond.
@@ -143,8 +144,9 @@ type Config struct {
 	// nil means slog.Default().
 	Logger *slog.Logger
 	// Observer, if not nil, is told about every claim, ack, fail, snooze,
-	// heartbeat and release of the claimer (see [Event]).
-	Observer Observer
+	// heartbeat and release of the claimer, and of its held batches: see
+	// [OpClaim] and the other Ops of this package.
+	Observer observe.Observer
 }
 
 // Resolve validates c (everything but the strategy, which needs a server)

@@ -14,20 +14,11 @@ import (
 // [Batch.Err]) ends when its rows are lost, at its local deadline, or when
 // it holds nothing any more.
 
-var (
-	// ErrLocalDeadline is the reason attached to [dialect.ErrClaimLost] when a
-	// batch's context ended because its local deadline passed: (local start
-	// of the claim statement, or of the last heartbeat that found every row
-	// held) + Config.ReapTimeout - Config.SafetyMargin, whether or not the
-	// database answered. A reaper may take the rows back soon after, so
-	// work on them must stop. [Batch.Err] returns an error matching both.
-	ErrLocalDeadline = errors.New("claim: local claim deadline passed")
-
-	// ErrBatchDone is what [Batch.Err] returns once the batch holds no rows
-	// any more: every row was acked, failed, released or found lost by an
-	// ack (deferred acks count once written).
-	ErrBatchDone = errors.New("claim: batch holds no rows")
-)
+// ErrBatchDone is what [Batch.Err] returns once the batch holds no rows
+// any more: every row was acked, failed, released or found lost by an ack
+// (deferred acks count once written). A batch past its local deadline
+// ends with [dialect.ErrClaimLost] and [dialect.ErrLocalDeadline].
+var ErrBatchDone = errors.New("claim: batch holds no rows")
 
 // validateLoss checks ReapTimeout, SafetyMargin and HeartbeatInterval.
 func (c Config) validateLoss() error {
@@ -90,7 +81,7 @@ func (b *Batch[T]) expire(gen uint64) {
 }
 
 func (b *Batch[T]) deadlineError() error {
-	return fmt.Errorf("%w: %w (token %s)", dialect.ErrClaimLost, ErrLocalDeadline, b.token)
+	return fmt.Errorf("%w: %w (token %s)", dialect.ErrClaimLost, dialect.ErrLocalDeadline, b.token)
 }
 
 // end ends the batch's context with cause, once. A loss found after the
@@ -175,7 +166,7 @@ func (b *Batch[T]) Done() <-chan struct{} { return b.ctx.Done() }
 
 // Err returns nil while the batch holds rows and may work on them, and
 // afterwards why it ended: an error matching [dialect.ErrClaimLost] (and
-// [ErrLocalDeadline] when the local deadline passed), or [ErrBatchDone].
+// [dialect.ErrLocalDeadline] when the local deadline passed), or [ErrBatchDone].
 // It compares the deadline with the clock itself, so a process that was
 // stopped past its deadline sees it at once on resuming, even before the
 // deadline's timer has run.

@@ -205,7 +205,7 @@ func TestHeartbeatPartialLoss(t *testing.T) {
 			t.Fatal("a heartbeat that found the last rows lost left the batch running")
 		}
 		require.ErrorIs(t, b.Err(), dialect.ErrClaimLost)
-		require.NotErrorIs(t, b.Err(), claim.ErrLocalDeadline)
+		require.NotErrorIs(t, b.Err(), dialect.ErrLocalDeadline)
 		select {
 		case <-bctx.Done():
 		case <-time.After(10 * time.Second):

@@ -26,8 +26,10 @@
 //     pgx.Tx); a Run handler finds its batch with [BatchOf].
 //   - Give rows back: [Batch.Release]; keep them: [Batch.KeepAlive]
 //     (Config.HeartbeatInterval) or one [Batch.Heartbeat].
-//   - Observe: Config.Observer (the contrib modules implement it for
-//     OpenTelemetry and Prometheus); Config.Logger for warnings.
+//   - Observe: Config.Observer, the [observe.Observer] that tasklock and
+//     zombie report to as well ([OpClaim] and the other Ops of this
+//     package; the contrib modules implement it for OpenTelemetry and
+//     Prometheus); Config.Logger for warnings.
 //   - Pipelining (ack a batch and claim the next in one operation) is a
 //     Run option, [WorkerConfig.Pipeline]; a hand-written loop uses
 //     [Claimer.AckAllAndClaim].
@@ -60,10 +62,10 @@
 //
 // A batch's context ([Batch.Context], [Batch.Done], [Batch.Err]; the
 // handler's context in [Claimer.Run]) is cancelled, with a cause matching
-// [dialect.ErrClaimLost], when a heartbeat or an ack finds its rows gone, and, when
-// Config.ReapTimeout declares the reapers' timeout, at a local deadline
-// (cause also matching [ErrLocalDeadline]): local start of the claim, or of
-// the last heartbeat that found every row held, + ReapTimeout -
+// [dialect.ErrClaimLost], when a heartbeat or an ack finds its rows gone,
+// and, when Config.ReapTimeout declares the reapers' timeout, at a local
+// deadline (cause also matching [dialect.ErrLocalDeadline]): local start of
+// the claim, or of the last heartbeat that found every row held, + ReapTimeout -
 // SafetyMargin, on the monotonic clock, before any reaper can return the
 // rows. Work on the rows must stop then. The token still protects the
 // database when a process frozen past its deadline resumes: its acks change

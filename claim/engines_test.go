@@ -15,6 +15,7 @@ import (
 	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 	"github.com/claimlock/claimlock/internal/testkit/testengine"
+	"github.com/claimlock/claimlock/observe"
 )
 
 // env is one engine connection under test: the dialect, plus a plain
@@ -147,11 +148,11 @@ func tableName(prefix string) string {
 
 // watch adds f to cfg's observer: f sees every event of the claimer, after
 // the observers already set.
-func watch(cfg *claim.Config, f func(e claim.Event)) {
+func watch(cfg *claim.Config, f func(e observe.Event)) {
 	prev := cfg.Observer
-	cfg.Observer = claim.ObserverFunc(func(ctx context.Context, e claim.Event) {
+	cfg.Observer = observe.Func(func(ctx context.Context, e observe.Event) {
 		if prev != nil {
-			prev.ObserveClaim(ctx, e)
+			prev.Observe(ctx, e)
 		}
 		f(e)
 	})
@@ -160,7 +161,7 @@ func watch(cfg *claim.Config, f func(e claim.Event)) {
 // onClaim calls f with the rows of every claim that succeeded (possibly
 // none).
 func onClaim(cfg *claim.Config, f func(n int)) {
-	watch(cfg, func(e claim.Event) {
+	watch(cfg, func(e observe.Event) {
 		if e.Op == claim.OpClaim && e.Err == nil {
 			f(e.Claimed)
 		}
@@ -170,7 +171,7 @@ func onClaim(cfg *claim.Config, f func(n int)) {
 // onAck calls f with the rows every ack statement set to done, when it set
 // any.
 func onAck(cfg *claim.Config, f func(n int)) {
-	watch(cfg, func(e claim.Event) {
+	watch(cfg, func(e observe.Event) {
 		if e.Op == claim.OpAck && e.Err == nil && e.Acked > 0 {
 			f(e.Acked)
 		}

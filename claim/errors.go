@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/claimlock/claimlock/dialect"
 )
@@ -105,19 +104,18 @@ func (e *RowError) Error() string { return fmt.Sprintf("claim: row %v: %v", e.ID
 // Unwrap returns the scan error.
 func (e *RowError) Unwrap() error { return e.Err }
 
-// storeError prefixes err, an error of the claim store's operation op, with
-// the package name, and with op unless the message names it already, so
-// that messages read "claim: ack: <cause>" and never "claim: ack: ack:
-// <cause>". The store's claim errors begin with "claim: " already (the
-// package and the operation share the name) and, like this package's own
-// errors, get nothing more.
+// storeError names the package and the operation op in err, an error of
+// the claim store's statements for op, once: "claim: ack: <cause>". The
+// store names no operation of its own (only a failed step of one, such as
+// "read back"), so this is the one place that does. A claim is named by the
+// package alone ("claim: <cause>"): the package and the operation share the
+// name.
 func storeError(op string, err error) error {
-	msg := err.Error()
-	switch {
-	case strings.HasPrefix(msg, "claim: "):
-		return fmt.Errorf("%w", err)
-	case strings.HasPrefix(msg, op+": "):
+	if op == opClaim {
 		return fmt.Errorf("claim: %w", err)
 	}
 	return fmt.Errorf("claim: %s: %w", op, err)
 }
+
+// opClaim is the operation name of a claim in error messages.
+const opClaim = "claim"

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/observe"
 )
 
 // An application that inserts work in the same process wakes the claimer's
@@ -21,7 +22,7 @@ func ExampleClaimer_Wake() {
 	const workers = 4
 	var empties atomic.Int32
 	idle := make(chan struct{})
-	cfg.Observer = claim.ObserverFunc(func(_ context.Context, e claim.Event) {
+	cfg.Observer = observe.Func(func(_ context.Context, e observe.Event) {
 		if e.Op == claim.OpClaim && e.Claimed == 0 && empties.Add(1) == workers {
 			close(idle)
 		}

@@ -39,7 +39,7 @@ func TestErrAfterFreeze(t *testing.T) {
 
 			err = b.Err()
 			require.ErrorIs(t, err, dialect.ErrClaimLost, "Err right after the deadline, %v late, with its timer not run", time.Since(deadline))
-			require.ErrorIs(t, err, claim.ErrLocalDeadline)
+			require.ErrorIs(t, err, dialect.ErrLocalDeadline)
 			select {
 			case <-b.Done():
 			default:
@@ -52,7 +52,7 @@ func TestErrAfterFreeze(t *testing.T) {
 			case <-time.After(time.Second):
 				t.Fatal("a context of the ended batch is live a second later")
 			}
-			require.ErrorIs(t, context.Cause(bctx), claim.ErrLocalDeadline)
+			require.ErrorIs(t, context.Cause(bctx), dialect.ErrLocalDeadline)
 		})
 	}
 }

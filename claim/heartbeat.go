@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/observe"
+	"github.com/claimlock/claimlock/internal/detach"
 )
 
 // KeepAlive heartbeats the batch every Config.HeartbeatInterval in a
@@ -38,7 +38,7 @@ func (b *Batch[T]) KeepAlive(ctx context.Context) (stop func()) {
 	if interval <= 0 {
 		return func() {}
 	}
-	ctx, cancel := context.WithCancel(observe.Background(ctx))
+	ctx, cancel := context.WithCancel(detach.Background(ctx))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -299,10 +299,10 @@ func (b *Held[T]) Len() int { return len(b.rows) }
 // [ErrBatchDone]), when the transaction is found gone (a ping or
 // statement failed: cause matching [dialect.ErrClaimLost]), and at the
 // local deadline (cause matching [dialect.ErrClaimLost] and
-// [ErrLocalDeadline]), whether or not the database answers. It carries the
-// batch's check for package hold: hold.Check on it compares the local
-// deadline with the clock itself, so that right after a freeze it reports
-// the loss before the context's own timer has run.
+// [dialect.ErrLocalDeadline]), whether or not the database answers. It
+// carries the batch's check for package hold: hold.Check on it compares the
+// local deadline with the clock itself, so that right after a freeze it
+// reports the loss before the context's own timer has run.
 func (b *Held[T]) Context() context.Context {
 	if b.ctx == nil {
 		return context.Background()
@@ -402,7 +402,9 @@ func (b *Held[T]) holdErr() error {
 	return nil
 }
 
-func heldDeadlineError() error { return fmt.Errorf("%w: %w", dialect.ErrClaimLost, ErrLocalDeadline) }
+func heldDeadlineError() error {
+	return fmt.Errorf("%w: %w", dialect.ErrClaimLost, dialect.ErrLocalDeadline)
+}
 
 // lose cancels the batch's context with cause and reports the loss once
 // (OpLost; background when the keep-alive found it).
@@ -410,7 +412,7 @@ func (b *Held[T]) lose(ctx context.Context, cause error, background bool) {
 	b.cancel(cause)
 	b.lost.Do(func() {
 		e := b.event(OpLost, time.Now(), cause)
-		e.Rows = int64(len(b.rows))
+		e.Rows = len(b.rows)
 		e.Background = background
 		b.core.observeHeld(ctx, e)
 	})
@@ -656,9 +658,9 @@ func (b *Held[T]) end(ctx context.Context, commit bool) error {
 	if n := len(b.rows) + len(b.unreadable); n > 0 {
 		e := b.event(op, start, nil)
 		if err != nil {
-			e.Err = storeError(string(op), err)
+			e.Err = storeError(op.Name(), err)
 		}
-		e.Rows = int64(n)
+		e.Rows = n
 		b.core.observeHeld(ctx, e)
 	}
 	if b.ctx != nil {

@@ -58,7 +58,7 @@ func TestHeldDeadlineWhenPingsHang(t *testing.T) {
 			require.True(t, ended.Before(latest.Add(margin/2)),
 				"ended %v after the pings stopped answering: past the local deadline (Limit %v - SafetyMargin %v) by %v (cause: %v)",
 				ended.Sub(hung), limit, margin, ended.Sub(latest), cause)
-			require.ErrorIs(t, cause, claim.ErrLocalDeadline)
+			require.ErrorIs(t, cause, dialect.ErrLocalDeadline)
 		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/observe"
 )
 
 // BenchmarkHeld drains b.N held batches of 100 rows with 4 in flight, by a
@@ -26,7 +27,7 @@ func BenchmarkHeld(b *testing.B) {
 					var commits atomic.Int64
 					done := make(chan struct{})
 					cfg := overlapConfig(tableName("heldbench"), e.d.Capabilities().PreferredStrategy)
-					cfg.Observer = claim.ObserverFunc(func(_ context.Context, ev claim.Event) {
+					cfg.Observer = observe.Func(func(_ context.Context, ev observe.Event) {
 						if ev.Op == claim.OpCommit && ev.Err == nil && ev.Rows > 0 && commits.Add(1) == int64(b.N) {
 							close(done)
 						}

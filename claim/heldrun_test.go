@@ -14,6 +14,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/observe"
 )
 
 // heldEvents groups a recorder's held events by batch.
@@ -24,7 +25,7 @@ type heldBatch struct {
 	retryable                     int // errors that were deadlocks between batches
 }
 
-func heldBatches(t *testing.T, evs []claim.Event) map[string]*heldBatch {
+func heldBatches(t *testing.T, evs []observe.Event) map[string]*heldBatch {
 	t.Helper()
 	m := map[string]*heldBatch{}
 	for _, e := range evs {

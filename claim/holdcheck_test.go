@@ -50,7 +50,7 @@ func TestHoldCheckAfterFreeze(t *testing.T) {
 			for _, x := range []context.Context{deep, rctx, bctx} {
 				err := hold.Check(x)
 				require.ErrorIs(t, err, dialect.ErrClaimLost, "hold.Check right after the deadline, %v late", time.Since(deadline))
-				require.ErrorIs(t, err, claim.ErrLocalDeadline)
+				require.ErrorIs(t, err, dialect.ErrLocalDeadline)
 			}
 		})
 	}
@@ -86,8 +86,8 @@ func TestHoldCheckHeld(t *testing.T) {
 		require.NoError(t, deep.Err(), "the context has not heard of the deadline: the keep-alive did not run")
 		err = hold.Check(deep)
 		require.ErrorIs(t, err, dialect.ErrClaimLost)
-		require.ErrorIs(t, err, claim.ErrLocalDeadline)
-		require.ErrorIs(t, context.Cause(deep), claim.ErrLocalDeadline, "the check ended the batch's context")
+		require.ErrorIs(t, err, dialect.ErrLocalDeadline)
+		require.ErrorIs(t, context.Cause(deep), dialect.ErrLocalDeadline, "the check ended the batch's context")
 		_ = b.Rollback(ctx) // the server may have ended the transaction at the limit already
 		require.ErrorIs(t, hold.Check(deep), dialect.ErrClaimLost, "a lost batch stays lost")
 	})

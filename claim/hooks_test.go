@@ -11,25 +11,26 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/observe"
 )
 
 // recorder collects observer events with their context's trace marker.
 type recorder struct {
 	mu     sync.Mutex
-	events []claim.Event
+	events []observe.Event
 	marks  []any
 }
 
 type markKey struct{}
 
-func (r *recorder) ObserveClaim(ctx context.Context, e claim.Event) {
+func (r *recorder) Observe(ctx context.Context, e observe.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
 	r.marks = append(r.marks, ctx.Value(markKey{}))
 }
 
-func (r *recorder) take() ([]claim.Event, []any) {
+func (r *recorder) take() ([]observe.Event, []any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ev, m := r.events, r.marks
@@ -71,10 +72,11 @@ func TestObserverEvents(t *testing.T) {
 		require.Equal(t, 2, again.Len())
 
 		events, marks := rec.take()
-		var ops []claim.Op
+		var ops []observe.Op
 		for i, ev := range events {
 			ops = append(ops, ev.Op)
 			require.Equal(t, "caller", marks[i], "event %d (%s) carries the caller's context", i, ev.Op)
+			require.Equal(t, observe.SourceClaim, ev.Source)
 			require.Equal(t, cfg.Table, ev.Table)
 			require.Equal(t, []string{"task_id"}, ev.Scope)
 			require.Equal(t, []any{42}, ev.ScopeValues)
@@ -83,7 +85,7 @@ func TestObserverEvents(t *testing.T) {
 			require.False(t, ev.Start.IsZero())
 			require.GreaterOrEqual(t, ev.Duration, time.Duration(0))
 		}
-		require.Equal(t, []claim.Op{claim.OpClaim, claim.OpAck, claim.OpFail, claim.OpSnooze, claim.OpHeartbeat, claim.OpRelease, claim.OpClaim}, ops)
+		require.Equal(t, []observe.Op{claim.OpClaim, claim.OpAck, claim.OpFail, claim.OpSnooze, claim.OpHeartbeat, claim.OpRelease, claim.OpClaim}, ops)
 		require.Equal(t, 6, events[0].Claimed)
 		require.Equal(t, b.Token(), events[0].Token)
 		require.Equal(t, 2, events[1].Acked)
@@ -146,7 +148,7 @@ func TestObserverBackgroundAndLost(t *testing.T) {
 	})
 }
 
-func hasOp(r *recorder, op claim.Op) bool {
+func hasOp(r *recorder, op observe.Op) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, e := range r.events {
@@ -157,14 +159,14 @@ func hasOp(r *recorder, op claim.Op) bool {
 	return false
 }
 
-// A claim that fails reports its error; ObserverFunc adapts a function.
+// A claim that fails reports its error; observe.Func adapts a function.
 func TestObserverClaimError(t *testing.T) {
 	t.Parallel()
 	e := open(t, engines[0])
-	var got []claim.Event
+	var got []observe.Event
 	c, err := claim.New[job](e.d, claim.Config{
 		ClaimTable: dialect.ClaimTable{Table: "no_such_table"},
-		Observer: claim.ObserverFunc(func(_ context.Context, ev claim.Event) {
+		Observer: observe.Func(func(_ context.Context, ev observe.Event) {
 			got = append(got, ev)
 		}),
 	}, nil)

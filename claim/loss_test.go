@@ -13,6 +13,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/observe"
 )
 
 // TestLossDeadlineBeforeReclaim freezes a worker (no heartbeat, no ack) past
@@ -61,8 +62,8 @@ func TestLossDeadlineBeforeReclaim(t *testing.T) {
 		require.Equal(t, frozen.IDs(), second.IDs())
 		cause := context.Cause(fctx)
 		require.ErrorIs(t, cause, dialect.ErrClaimLost)
-		require.ErrorIs(t, cause, claim.ErrLocalDeadline)
-		require.ErrorIs(t, frozen.Err(), claim.ErrLocalDeadline)
+		require.ErrorIs(t, cause, dialect.ErrLocalDeadline)
+		require.ErrorIs(t, frozen.Err(), dialect.ErrLocalDeadline)
 
 		// The late ack reports every row lost and changes nothing.
 		err = frozen.AckAll(ctx)
@@ -85,7 +86,7 @@ func TestRunHandlerSeesLoss(t *testing.T) {
 		var failed atomic.Int64
 		c, cfg := jobSetup(t, e, s, 3, func(cfg *claim.Config) {
 			cfg.ReapTimeout, cfg.HeartbeatInterval = time.Minute, 50*time.Millisecond
-			watch(cfg, func(e claim.Event) { n := e.Failed; failed.Add(int64(n)) })
+			watch(cfg, func(e observe.Event) { n := e.Failed; failed.Add(int64(n)) })
 		})
 		other, err := claim.New(e.d, cfg, jobFields)
 		require.NoError(t, err)
@@ -124,7 +125,7 @@ func TestRunHandlerSeesLoss(t *testing.T) {
 
 		cause := <-causes
 		require.ErrorIs(t, cause, dialect.ErrClaimLost)
-		require.NotErrorIs(t, cause, claim.ErrLocalDeadline, "found by a heartbeat, long before the deadline")
+		require.NotErrorIs(t, cause, dialect.ErrLocalDeadline, "found by a heartbeat, long before the deadline")
 		require.NoError(t, <-runErr)
 		require.EqualValues(t, 1, calls.Load(), "no more rows of the lost batch were handed out")
 		require.Zero(t, failed.Load(), "a handler stopped by the loss is not a failure")

@@ -5,70 +5,54 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/observe"
+	"github.com/claimlock/claimlock/internal/detach"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/observe"
 )
 
-// Observer receives an [Event] after each operation of a claimer. It is
-// called synchronously on the goroutine doing the work (for a deferred
-// ack's background write, on the batch's timer goroutine), so it must be
-// cheap and safe for concurrent use, and must not keep the event's slices.
-//
-// ctx is the context the operation ran with: the caller's for [Claimer.Claim]
-// and the [Batch] methods (so a span started from it nests under the
-// caller's trace), a background context for the background write of
-// deferred acks and for [Batch.KeepAlive] heartbeats (Event.Background is
-// set). The event is reported after the statement returned: an adapter that
-// makes spans sets their start to Event.Start.
-type Observer interface {
-	// ObserveClaim is called once per claimer operation, after it finished.
-	ObserveClaim(ctx context.Context, e Event)
-}
-
-// ObserverFunc adapts a function to [Observer].
-type ObserverFunc func(ctx context.Context, e Event)
-
-// ObserveClaim calls f.
-func (f ObserverFunc) ObserveClaim(ctx context.Context, e Event) { f(ctx, e) }
-
-// Op names an operation reported to an [Observer].
-type Op string
-
-// The operations of a claimer.
+// The operations a claimer reports to its Config.Observer, as
+// [observe.Event.Op] with [observe.Event.Source] [observe.SourceClaim].
+// The event's ctx is the context the operation ran with: the caller's for
+// [Claimer.Claim] and the [Batch] methods (so a span started from it nests
+// under the caller's trace), a background context for the background
+// write of deferred acks and for [Batch.KeepAlive] heartbeats
+// (Event.Background is set). Every event of a claimer carries Table, Scope,
+// ScopeValues, Token, Start, Duration and Err.
 const (
 	// OpClaim is a claim ([Claimer.Claim], also inside [Claimer.Run]):
 	// Event.Claimed rows, zero when nothing was pending. Duration includes
 	// any wait for a claim slot (Config.ClaimConcurrency).
-	OpClaim Op = "claim"
+	OpClaim observe.Op = "claim.claim"
 	// OpAck is an ack statement ([Batch.Ack], [Batch.AckAll], the write of
 	// deferred acks): Event.Acked rows set to done, Event.Requeued sent back
-	// to pending by a version check, Event.Lost no longer held.
-	OpAck Op = "ack"
+	// to pending by a version check, Event.Lost no longer held (their keys
+	// in Event.LostIDs); Event.Tx for [Batch.AckTx].
+	OpAck observe.Op = "claim.ack"
 	// OpFail is a fail statement ([Batch.Fail], [Batch.FailTx], a
 	// handler error, an unreadable row): Event.Failed rows failed, of which
 	// Event.Parked were parked (the others wait Event.RetryIn), and
-	// Event.Lost no longer held.
-	OpFail Op = "fail"
+	// Event.Lost no longer held (their keys in Event.LostIDs).
+	OpFail observe.Op = "claim.fail"
 	// OpSnooze is a snooze ([Batch.Fail] with a [SnoozeFor] error, or
 	// such a handler error):
 	// Event.Rows rows went back to pending, Event.Lost were no longer held.
-	OpSnooze Op = "snooze"
+	OpSnooze observe.Op = "claim.snooze"
 	// OpHeartbeat is a heartbeat ([Batch.Heartbeat], [Batch.KeepAlive]):
 	// Event.Rows is how many rows the token still holds. Rows it found
 	// lost follow in an OpLost event.
-	OpHeartbeat Op = "heartbeat"
+	OpHeartbeat observe.Op = "claim.heartbeat"
 	// OpRelease is a release ([Batch.Release], the shutdown of
 	// [Claimer.Run], the clean-up of a failed claim): Event.Rows rows went
 	// back to pending.
-	OpRelease Op = "release"
+	OpRelease observe.Op = "claim.release"
 	// OpCommit is the commit of a held batch ([Held.Commit], also inside
 	// [Holder.Run]): its Event.Rows rows' acks and fails, and the caller's
 	// statements, took effect together (unless Event.Err is set).
-	OpCommit Op = "commit"
+	OpCommit observe.Op = "claim.commit"
 	// OpRollback is the rollback of a held batch ([Held.Rollback], also
 	// inside [Holder.Run]): its Event.Rows rows are pending as they were
 	// before the claim, the caller's statements undone.
-	OpRollback Op = "rollback"
+	OpRollback observe.Op = "claim.rollback"
 	// OpLost is a loss found outside an ack or fail statement.
 	//
 	// For a batch of [Claimer.Claim] (Event.Held false), it follows an
@@ -84,73 +68,8 @@ const (
 	// transaction is rolled back, or the local deadline passed (a rollback
 	// follows). Its Event.Rows rows are pending again once the server has
 	// ended the transaction.
-	OpLost Op = "lost"
+	OpLost observe.Op = "claim.lost"
 )
-
-// Labels name the table and scope an event concerns.
-type Labels struct {
-	// Table is the claim table, as configured.
-	Table string
-	// Scope names the scope columns (nil for an unscoped table).
-	Scope []string
-	// ScopeValues are the claimer's values of Scope, in order.
-	ScopeValues []any
-}
-
-// Event describes one finished operation of a claimer. Counts that do not
-// apply to Op are zero.
-type Event struct {
-	// Op is the operation.
-	Op Op
-	// Labels name the table and scope.
-	Labels
-	// Token is the claim token of the batch ("" for a claim that failed
-	// before it was written).
-	Token string
-	// Start is when the operation started, on the local clock; Duration is
-	// how long it took.
-	Start    time.Time
-	Duration time.Duration
-	// Err is the operation's error, nil on success. Lost rows are not an
-	// error here: they are counted in Lost.
-	Err error
-	// Claimed is the number of rows an OpClaim took.
-	Claimed int
-	// Acked and Requeued count the rows of an OpAck set to done and sent
-	// back to pending (their version moved).
-	Acked, Requeued int
-	// Failed counts the rows of an OpFail that were failed; Parked counts
-	// those of them parked with the failed status (the others went back to
-	// pending, claimable again after RetryIn).
-	Failed, Parked int
-	// RetryIn is the delay an OpFail gave the rows it retried (zero without
-	// a RunAt column).
-	RetryIn time.Duration
-	// Lost counts the rows of an OpAck, OpFail or OpSnooze that the token
-	// no longer held (reaped, maybe re-claimed); they were not touched. For
-	// a token batch's OpLost, the rows a heartbeat found lost.
-	Lost int
-	// LostIDs are the keys of the Lost rows of an OpAck, OpFail or OpLost
-	// (nil for an OpSnooze, whose statement counts them only).
-	LostIDs []any
-	// Rows is the count of an OpSnooze, OpRelease or OpHeartbeat: rows
-	// snoozed, released, or still held by the token.
-	Rows int64
-	// Tx is set for an ack or fail written in the caller's transaction
-	// ([Batch.AckTx], [Batch.FailTx]): it counts only if the caller
-	// commits.
-	Tx bool
-	// Background is set when the operation ran on a goroutine of the
-	// library (a deferred ack's write, a keep-alive heartbeat, a held
-	// batch's keep-alive finding it lost) rather than in a caller's call:
-	// ctx then carries no trace of the caller.
-	Background bool
-	// Held is set for the operations of a held batch ([Claimer.Holder]):
-	// its claim (OpClaim), acks and fails (OpAck, OpFail: like Tx, they
-	// count only if the batch commits), OpCommit, OpRollback and OpLost.
-	// Token then names the batch (held batches write no token).
-	Held bool
-}
 
 // observeClaim reports a claim to the observer, if any.
 func (k *core) observeClaim(ctx context.Context, start time.Time, token string, n int, err error) {
@@ -159,12 +78,12 @@ func (k *core) observeClaim(ctx context.Context, start time.Time, token string, 
 	}
 	e := k.event(OpClaim, token, start, err)
 	e.Claimed = n
-	k.obs.ObserveClaim(ctx, e)
+	k.obs.Observe(ctx, e)
 }
 
-func (k *core) event(op Op, token string, start time.Time, err error) Event {
-	return Event{
-		Op: op, Labels: Labels{Table: k.spec.Table, Scope: k.spec.Scope, ScopeValues: k.scope},
+func (k *core) event(op observe.Op, token string, start time.Time, err error) observe.Event {
+	return observe.Event{
+		Source: observe.SourceClaim, Op: op, Table: k.spec.Table, Scope: k.spec.Scope, ScopeValues: k.scope,
 		Token: token, Start: start, Duration: time.Since(start), Err: err,
 	}
 }
@@ -208,39 +127,39 @@ func (s *observedPipeStore) AckAndClaim(ctx context.Context, p *store.AckClaimPa
 	return res, n, err
 }
 
-func (s *observedStore) report(ctx context.Context, e Event) {
-	e.Background = observe.IsBackground(ctx)
-	s.k.obs.ObserveClaim(ctx, e)
+func (s *observedStore) report(ctx context.Context, e observe.Event) {
+	e.Background = detach.IsBackground(ctx)
+	s.k.obs.Observe(ctx, e)
 }
 
-func (s *observedStore) ackEvent(p *store.AckParams, res store.AckResult, start time.Time, err error) Event {
+func (s *observedStore) ackEvent(p *store.AckParams, res store.AckResult, start time.Time, err error) observe.Event {
 	return s.k.ackEvent(p.Token, p, res, start, err)
 }
 
 // observeHeld reports an event of a held batch to the observer, if any.
-func (k *core) observeHeld(ctx context.Context, e Event) {
+func (k *core) observeHeld(ctx context.Context, e observe.Event) {
 	if k.obs == nil {
 		return
 	}
 	e.Held = true
 	if !e.Background {
-		e.Background = observe.IsBackground(ctx)
+		e.Background = detach.IsBackground(ctx)
 	}
-	k.obs.ObserveClaim(ctx, e)
+	k.obs.Observe(ctx, e)
 }
 
 // event returns an event of the held batch b.
-func (b *Held[T]) event(op Op, start time.Time, err error) Event {
+func (b *Held[T]) event(op observe.Op, start time.Time, err error) observe.Event {
 	return b.core.event(op, b.token, start, err)
 }
 
 // ackEvent returns the event of a held ack or fail.
-func (b *Held[T]) ackEvent(p *store.AckParams, res store.AckResult, start time.Time, err error) Event {
+func (b *Held[T]) ackEvent(p *store.AckParams, res store.AckResult, start time.Time, err error) observe.Event {
 	return b.core.ackEvent(b.token, p, res, start, err)
 }
 
 // ackEvent returns the event of an ack or fail of the batch token.
-func (k *core) ackEvent(token string, p *store.AckParams, res store.AckResult, start time.Time, err error) Event {
+func (k *core) ackEvent(token string, p *store.AckParams, res store.AckResult, start time.Time, err error) observe.Event {
 	if p.Outcome == store.OutcomeDone {
 		e := k.event(OpAck, token, start, err)
 		if err == nil {
@@ -289,7 +208,7 @@ func (s *observedStore) Heartbeat(ctx context.Context, token string) ([]any, err
 	start := time.Now()
 	held, err := s.ClaimStore.Heartbeat(ctx, token)
 	e := s.k.event(OpHeartbeat, token, start, err)
-	e.Rows = int64(len(held))
+	e.Rows = len(held)
 	s.report(ctx, e)
 	return held, err
 }
@@ -299,7 +218,7 @@ func (s *observedStore) Release(ctx context.Context, token string, ids []any) (i
 	start := time.Now()
 	n, err := s.ClaimStore.Release(ctx, token, ids)
 	e := s.k.event(OpRelease, token, start, err)
-	e.Rows = n
+	e.Rows = int(n)
 	s.report(ctx, e)
 	return n, err
 }
@@ -309,7 +228,7 @@ func (s *observedStore) Snooze(ctx context.Context, token string, ids []any, del
 	start := time.Now()
 	n, err := s.ClaimStore.Snooze(ctx, token, ids, delay)
 	e := s.k.event(OpSnooze, token, start, err)
-	e.Rows = n
+	e.Rows = int(n)
 	if err == nil {
 		e.Lost = len(ids) - int(n)
 	}

@@ -33,6 +33,27 @@ func (c *Claimer[T]) Stats(ctx context.Context) (Stats, error) {
 	return Stats(st), nil
 }
 
+// TableStats is [Claimer.Stats] for the whole table: it counts every row,
+// whatever its scope (for a table without Scope, the same as Stats). A
+// whole-table count reads every row of the table: keep it for small tables
+// or for reports.
+func (c *Claimer[T]) TableStats(ctx context.Context) (Stats, error) {
+	st, err := c.core.cs.Stats(ctx, nil)
+	if err != nil {
+		return Stats{}, storeError("table stats", err)
+	}
+	return Stats(st), nil
+}
+
+// Bounds of the operator methods.
+const (
+	// MaxListLimit is the largest limit [Claimer.List] takes.
+	MaxListLimit = store.MaxListLimit
+	// MaxRowIDs is the most keys one [Claimer.Unpark] or
+	// [Claimer.RetryNow] call takes.
+	MaxRowIDs = store.MaxFilterIDs
+)
+
 // RowSet is a set of rows [Claimer.List] lists.
 type RowSet int
 
@@ -70,9 +91,10 @@ type RowInfo struct {
 // Unpark returns parked rows of the claimer's scope (all of them, or only
 // ids when given) to pending: token, error and RunAt cleared, and attempts
 // reset to zero with resetAttempts (so that they get Config.MaxAttempts
-// fresh attempts). It returns how many it unparked. Use it after an outage
-// that parked rows which would now succeed. Large scopes are unparked in
-// bounded statements, not atomically.
+// fresh attempts). It takes at most [MaxRowIDs] ids. It returns how many it
+// unparked. Use it after an outage that parked rows which would now
+// succeed. Large scopes are unparked in bounded statements, not
+// atomically.
 func (c *Claimer[T]) Unpark(ctx context.Context, resetAttempts bool, ids ...any) (int64, error) {
 	p := &store.UnparkParams{RowFilter: c.filter(ids), ResetAttempts: resetAttempts}
 	n, err := c.core.cs.Unpark(ctx, p)
@@ -84,8 +106,8 @@ func (c *Claimer[T]) Unpark(ctx context.Context, resetAttempts bool, ids ...any)
 
 // RetryNow makes pending rows of the claimer's scope that wait for a
 // future RunAt (a backoff or a snooze) claimable at once: all of them, or
-// only ids when given. It returns how many it changed. It needs a RunAt
-// column.
+// only ids when given (at most [MaxRowIDs]). It returns how many it
+// changed. It needs a RunAt column.
 func (c *Claimer[T]) RetryNow(ctx context.Context, ids ...any) (int64, error) {
 	n, err := c.core.cs.RetryNow(ctx, c.filter(ids))
 	if err != nil {
@@ -94,8 +116,8 @@ func (c *Claimer[T]) RetryNow(ctx context.Context, ids ...any) (int64, error) {
 	return n, nil
 }
 
-// List returns up to limit rows (at most 10,000) of the claimer's scope in
-// set: parked rows with their attempts and stored error, stuck rows
+// List returns up to limit rows (at most [MaxListLimit]) of the claimer's
+// scope in set: parked rows with their attempts and stored error, stuck rows
 // (processing for longer than olderThan, oldest first) or rows scheduled
 // for later. Ages are on the database clock. It reads through the
 // recommended indexes; it is for operators and reports.

@@ -404,7 +404,7 @@ func TestUnknownWriteThenLossReported(t *testing.T) {
 						require.NoError(t, err)
 						return res.Returned > 0
 					})
-					require.ErrorIs(t, b.Err(), claim.ErrLocalDeadline)
+					require.ErrorIs(t, b.Err(), dialect.ErrLocalDeadline)
 				case "heartbeat":
 					steal(t, c, cfg)
 					_, err := b.Heartbeat(ctx)

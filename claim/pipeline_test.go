@@ -15,6 +15,7 @@ import (
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testkit/await"
+	"github.com/claimlock/claimlock/observe"
 )
 
 // pipeDialect wraps a dialect so that its claim stores count ack+claim
@@ -57,7 +58,7 @@ func TestRunPipelineReportsLostRows(t *testing.T) {
 		e2 := *e
 		e2.d = pd
 		c, cfg := jobSetup(t, &e2, s, 25, func(cfg *claim.Config) {
-			watch(cfg, func(ev claim.Event) {
+			watch(cfg, func(ev observe.Event) {
 				if ev.Op == claim.OpAck {
 					lost.Add(int64(ev.Lost))
 					acked.Add(int64(ev.Acked))
@@ -186,7 +187,7 @@ func TestObservedStoreKeepsPipeline(t *testing.T) {
 		var acked int
 		c, _ := jobSetup(t, e, s, 4, func(cfg *claim.Config) {
 			cfg.BatchSize = 2
-			cfg.Observer = claim.ObserverFunc(func(_ context.Context, ev claim.Event) {
+			cfg.Observer = observe.Func(func(_ context.Context, ev observe.Event) {
 				if ev.Op == claim.OpAck {
 					mu.Lock()
 					acked += ev.Acked

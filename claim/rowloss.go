@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/claimlock/claimlock/internal/detach"
 	"github.com/claimlock/claimlock/internal/holdctx"
-	"github.com/claimlock/claimlock/internal/observe"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -210,6 +210,6 @@ func (k *core) observeLost(ctx context.Context, token string, start time.Time, i
 	}
 	e := k.event(OpLost, token, start, nil)
 	e.Lost, e.LostIDs = len(ids), ids
-	e.Background = observe.IsBackground(ctx)
-	k.obs.ObserveClaim(ctx, e)
+	e.Background = detach.IsBackground(ctx)
+	k.obs.Observe(ctx, e)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/observe"
 )
 
 // operator changes rows under a running batch as an operator or another
@@ -55,7 +56,7 @@ func (l *lostSeen) ch(id any) chan struct{} {
 }
 
 // observe is the observer's part.
-func (l *lostSeen) observe(e claim.Event) {
+func (l *lostSeen) observe(e observe.Event) {
 	if e.Op != claim.OpLost || e.Held {
 		return
 	}
@@ -197,14 +198,14 @@ func TestPartialLossRun(t *testing.T) {
 			cfg.BatchSize = 14
 			cfg.ReapTimeout, cfg.HeartbeatInterval = time.Minute, 20*time.Millisecond
 			watch(cfg, seen.observe)
-			watch(cfg, func(e claim.Event) {
+			watch(cfg, func(e observe.Event) {
 				switch e.Op {
 				case claim.OpAck:
 					acked.Add(int64(e.Acked))
 				case claim.OpFail:
 					failed.Add(int64(e.Failed))
 				case claim.OpRelease:
-					released.Add(e.Rows)
+					released.Add(int64(e.Rows))
 				}
 			})
 		})

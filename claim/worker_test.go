@@ -12,6 +12,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/observe"
 )
 
 // waitFor polls cond every few milliseconds for up to 30 s.
@@ -32,7 +33,7 @@ func TestRunProcessesEveryRow(t *testing.T) {
 		c, _ := jobSetup(t, e, s, n, func(cfg *claim.Config) {
 			cfg.MaxAttempts, cfg.HeartbeatInterval = 3, 50*time.Millisecond
 			onAck(cfg, func(k int) { acked.Add(int64(k)) })
-			watch(cfg, func(e claim.Event) { k := e.Failed; failed.Add(int64(k)) })
+			watch(cfg, func(e observe.Event) { k := e.Failed; failed.Add(int64(k)) })
 			onClaim(cfg, func(k int) { claims.Add(1) })
 		})
 		var mu sync.Mutex

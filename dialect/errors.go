@@ -28,6 +28,19 @@ var (
 	// renew: it expired and may have been taken over.
 	ErrLeaseLost = errors.New("lease lost")
 
+	// ErrLocalDeadline is the reason attached to [ErrClaimLost] or
+	// [ErrLeaseLost] when a batch's or a lease's context ended because its
+	// local deadline passed, measured on the local monotonic clock whether
+	// or not the database answered: for a batch of claim.Claimer, (local
+	// start of the claim statement, or of the last heartbeat that found
+	// every row held) + claim.Config.ReapTimeout - SafetyMargin; for a held
+	// batch, the start of its last statement that succeeded + the hold
+	// limit - SafetyMargin; for a lease, the start of the last successful
+	// acquire or renew + TTL - SafetyMargin. A reaper or another holder may
+	// take the rows or the lease soon after, so work under them must stop.
+	// The error of the batch or lease (Batch.Err, Lease.Err) matches both.
+	ErrLocalDeadline = errors.New("local deadline passed")
+
 	// ErrKeyNotFound reports a lease key with no row in a table that is not
 	// library-managed (a task id that does not exist).
 	ErrKeyNotFound = errors.New("no row has this lease key")

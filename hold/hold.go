@@ -39,8 +39,8 @@ var ErrNoHold = errors.New("hold: the context carries no claim or lease")
 // Check returns nil while every claim and lease ctx carries is held and
 // inside its local deadline, compared with the clock now. Otherwise it
 // returns why not: an error matching dialect.ErrClaimLost (with
-// claim.ErrLocalDeadline once the deadline passed), dialect.ErrLeaseLost
-// (tasklock.ErrLocalDeadline), the reason a batch or lease ended
+// dialect.ErrLocalDeadline once the deadline passed), dialect.ErrLeaseLost
+// (dialect.ErrLocalDeadline), the reason a batch or lease ended
 // (claim.ErrBatchDone, a release), or [ErrNoHold] when ctx carries none.
 // It does not look at ctx.Err(): a cancelled context whose rows are still
 // held (a shutdown that releases them after the handler returns) is held.

@@ -22,7 +22,7 @@ func (s *Scheduler) state(ctx context.Context, j *job) (store.JobState, error) {
 		st, err := s.st.State(ctx, j.Name)
 		after := s.cfg.Now()
 		if err != nil {
-			return st, fmt.Errorf("schedule: %w", err)
+			return st, fmt.Errorf("schedule: state %s: %w", j.Name, err)
 		}
 		if st.Exists {
 			s.clock.observe(st.Now, before, after)
@@ -30,7 +30,7 @@ func (s *Scheduler) state(ctx context.Context, j *job) (store.JobState, error) {
 		}
 		// The row was deleted (by hand): make it again.
 		if err := s.st.Register(ctx, j.Name); err != nil {
-			return st, fmt.Errorf("schedule: %w", err)
+			return st, fmt.Errorf("schedule: register %s: %w", j.Name, err)
 		}
 	}
 	return store.JobState{}, fmt.Errorf("schedule: job %q: its row in %s disappears", j.Name, s.cfg.Jobs)
@@ -171,7 +171,7 @@ func (s *Scheduler) claimRun(ctx context.Context, j *job, st store.JobState, p p
 	if err != nil || !res.Claimed {
 		s.giveBack(ctx, lease)
 		if err != nil {
-			return nil, fmt.Errorf("schedule: %s: %w", j.Name, err)
+			return nil, fmt.Errorf("schedule: claim %s: %w", j.Name, err)
 		}
 		return nil, nil
 	}
@@ -208,7 +208,7 @@ func (s *Scheduler) recordMissed(ctx context.Context, j *job, st store.JobState,
 	res, err := s.st.Claim(ctx, c)
 	s.report(ctx, opSkip, j.Name, start, err, boolN(res.Claimed))
 	if err != nil {
-		return fmt.Errorf("schedule: %s: %w", j.Name, err)
+		return fmt.Errorf("schedule: skip %s: %w", j.Name, err)
 	}
 	if res.Claimed {
 		s.cfg.Logger.Info("schedule: missed fire times recorded as skipped", "job", j.Name, "from", j.format(p.skipFrom), "through", j.format(p.skipTo))
@@ -236,7 +236,7 @@ func (s *Scheduler) skipPaused(ctx context.Context, j *job, st store.JobState, p
 		res, err := s.st.Claim(ctx, c)
 		s.report(ctx, opSkip, j.Name, start, err, boolN(res.Claimed))
 		if err != nil {
-			return fmt.Errorf("schedule: %s: %w", j.Name, err)
+			return fmt.Errorf("schedule: skip %s: %w", j.Name, err)
 		}
 	}
 	return fmt.Errorf("%w: %s", ErrPaused, j.Name)

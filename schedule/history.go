@@ -66,7 +66,7 @@ func (s *Scheduler) History(ctx context.Context, job string, before time.Time, l
 	}
 	rows, err := s.st.History(ctx, job, b, limit)
 	if err != nil {
-		return nil, fmt.Errorf("schedule: %w", err)
+		return nil, fmt.Errorf("schedule: history %s: %w", job, err)
 	}
 	loc := s.location(job)
 	at := func(us int64) time.Time {
@@ -123,7 +123,7 @@ type LeaseState struct {
 func (s *Scheduler) Jobs(ctx context.Context) ([]JobState, error) {
 	rows, err := s.st.Jobs(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("schedule: %w", err)
+		return nil, fmt.Errorf("schedule: jobs: %w", err)
 	}
 	out := make([]JobState, len(rows))
 	for i, r := range rows {
@@ -157,13 +157,13 @@ func (s *Scheduler) setPaused(ctx context.Context, job string, paused bool) erro
 		return err
 	}
 	if err := s.st.Register(ctx, job); err != nil {
-		return fmt.Errorf("schedule: %w", err)
+		return fmt.Errorf("schedule: register %s: %w", job, err)
 	}
 	start := time.Now()
 	err := s.st.Pause(ctx, job, paused)
 	s.report(ctx, opPause, job, start, err, boolN(paused))
 	if err != nil {
-		return fmt.Errorf("schedule: %w", err)
+		return fmt.Errorf("schedule: pause %s: %w", job, err)
 	}
 	s.cfg.Logger.Info("schedule: job paused", "job", job, "paused", paused)
 	return nil

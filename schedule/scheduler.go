@@ -145,7 +145,7 @@ func (s *Scheduler) Verify(ctx context.Context) error {
 		return nil
 	}
 	if err := s.st.VerifySchema(ctx); err != nil {
-		return fmt.Errorf("schedule: %w", err)
+		return fmt.Errorf("schedule: verify schema: %w", err)
 	}
 	if err := s.locker.Verify(ctx); err != nil {
 		return fmt.Errorf("schedule: %w", err)
@@ -165,7 +165,7 @@ func (s *Scheduler) register(ctx context.Context, j *job) error {
 		return err
 	}
 	if err := s.st.Register(ctx, j.Name); err != nil {
-		return fmt.Errorf("schedule: %w", err)
+		return fmt.Errorf("schedule: register %s: %w", j.Name, err)
 	}
 	j.registered = true
 	return nil

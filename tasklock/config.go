@@ -7,6 +7,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/observe"
 )
 
 // MinTTL is the shortest TTL accepted. A lease on a table whose time
@@ -73,8 +74,9 @@ type Config struct {
 	Logger *slog.Logger
 
 	// Observer, if not nil, is told about every acquire, renew, release,
-	// finish, force-release and loss (see [Event]).
-	Observer Observer
+	// finish, force-release and loss: see [OpAcquire] and the other Ops
+	// of this package.
+	Observer observe.Observer
 
 	// Now is the local clock used only for local deadlines: durations are
 	// always differences of two Now readings, so a constant offset (a

@@ -64,7 +64,7 @@ func TestExpiryAndTakeover(t *testing.T) {
 		require.True(t, bEnd.After(deadlineOf(a)), "taken over at %v, before a's deadline %v", bEnd, deadlineOf(a))
 		require.True(t, aEnded().Before(bStart), "old holder stopped (%v) before the takeover attempt started (%v)", aEnded(), bStart)
 		require.ErrorIs(t, a.Err(), dialect.ErrLeaseLost)
-		require.ErrorIs(t, a.Err(), tasklock.ErrLocalDeadline)
+		require.ErrorIs(t, a.Err(), dialect.ErrLocalDeadline)
 
 		require.ErrorIs(t, a.Renew(ctx), dialect.ErrLeaseLost)
 		ok, err := a.Release(ctx)
@@ -137,7 +137,7 @@ func TestDeadlineWhenDatabaseHangs(t *testing.T) {
 		took := ended().Sub(start)
 		require.GreaterOrEqual(t, took, ttl-margin-20*time.Millisecond)
 		require.Less(t, took, ttl, "the holder stopped before the database expiry")
-		require.ErrorIs(t, l.Err(), tasklock.ErrLocalDeadline)
+		require.ErrorIs(t, l.Err(), dialect.ErrLocalDeadline)
 
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
@@ -180,7 +180,7 @@ func TestSkewedAppClock(t *testing.T) {
 				took := ended().Sub(renewStart)
 				require.GreaterOrEqual(t, took, ttl-margin-20*time.Millisecond, "renewal pushed the deadline")
 				require.Less(t, took, ttl+200*time.Millisecond)
-				require.ErrorIs(t, l.Err(), tasklock.ErrLocalDeadline)
+				require.ErrorIs(t, l.Err(), dialect.ErrLocalDeadline)
 
 				// The row itself is still ours until the database expiry.
 				ok, err := l.Release(ctx)

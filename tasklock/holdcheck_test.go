@@ -33,7 +33,7 @@ func TestHoldCheckLease(t *testing.T) {
 		require.NoError(t, lctx.Err(), "the deadline's timer has not run")
 		err = hold.Check(lctx)
 		require.ErrorIs(t, err, dialect.ErrLeaseLost)
-		require.ErrorIs(t, err, tasklock.ErrLocalDeadline)
+		require.ErrorIs(t, err, dialect.ErrLocalDeadline)
 		jump.Store(0)
 		require.NoError(t, hold.Check(lctx), "the clock back inside the deadline: held")
 		_, err = l.Release(ctx)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -17,21 +18,21 @@ type traceKey struct{}
 // leaseRecorder collects lease events with their context's trace marker.
 type leaseRecorder struct {
 	mu     sync.Mutex
-	events []tasklock.Event
+	events []observe.Event
 	marks  []any
 }
 
-func (r *leaseRecorder) ObserveLease(ctx context.Context, e tasklock.Event) {
+func (r *leaseRecorder) Observe(ctx context.Context, e observe.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
 	r.marks = append(r.marks, ctx.Value(traceKey{}))
 }
 
-func (r *leaseRecorder) snapshot() ([]tasklock.Event, []any) {
+func (r *leaseRecorder) snapshot() ([]observe.Event, []any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]tasklock.Event(nil), r.events...), append([]any(nil), r.marks...)
+	return append([]observe.Event(nil), r.events...), append([]any(nil), r.marks...)
 }
 
 // Every lease operation reaches the observer with the caller's context, the
@@ -70,8 +71,8 @@ func TestObserverLeaseEvents(t *testing.T) {
 		stop2()
 
 		events, marks := rec.snapshot()
-		var ops []tasklock.Op // the caller's, in order
-		var fg []tasklock.Event
+		var ops []observe.Op // the caller's, in order
+		var fg []observe.Event
 		for i, ev := range events {
 			if !ev.Background {
 				ops = append(ops, ev.Op)
@@ -79,12 +80,13 @@ func TestObserverLeaseEvents(t *testing.T) {
 			}
 			require.Equal(t, "caller", marks[i], "event %d (%s) carries the caller's values", i, ev.Op)
 			require.Equal(t, "job", ev.Key)
+			require.Equal(t, observe.SourceTasklock, ev.Source)
 			require.NotEmpty(t, ev.Table)
 			require.Equal(t, ttl, ev.TTL)
 		}
-		require.Equal(t, []tasklock.Op{tasklock.OpAcquire, tasklock.OpAcquire, tasklock.OpRenew, tasklock.OpRelease, tasklock.OpAcquire, tasklock.OpForceRelease}, ops)
+		require.Equal(t, []observe.Op{tasklock.OpAcquire, tasklock.OpAcquire, tasklock.OpRenew, tasklock.OpRelease, tasklock.OpAcquire, tasklock.OpForceRelease}, ops)
 		require.True(t, fg[0].OK)
-		require.Equal(t, l.Owner(), fg[0].Owner)
+		require.Equal(t, l.Owner(), fg[0].Token)
 		require.EqualValues(t, 1, fg[0].Fence)
 		require.False(t, fg[1].OK)
 		require.ErrorIs(t, fg[1].Err, dialect.ErrLeaseHeld)

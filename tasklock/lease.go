@@ -16,8 +16,8 @@ import (
 // acquisition; its methods are safe for concurrent use.
 //
 // A lease ends when it is released, when a renewal finds it taken or freed
-// ([dialect.ErrLeaseLost]), or when its local deadline passes ([ErrLocalDeadline]):
-// (local start of the last successful acquire or renew statement) + TTL -
+// ([dialect.ErrLeaseLost]), or when its local deadline passes
+// ([dialect.ErrLocalDeadline]): (local start of the last successful acquire or renew statement) + TTL -
 // SafetyMargin. The deadline is enforced by a timer, so it fires on time
 // even when the database stops answering. When a lease ends, [Lease.Done]
 // is closed and every context from [Lease.Context] is cancelled.
@@ -120,7 +120,7 @@ func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
 
 // Err returns nil while the lease is held, and afterwards why it ended:
 // [ErrReleased], or an error matching [dialect.ErrLeaseLost] (and
-// [ErrLocalDeadline] when the local deadline passed).
+// [dialect.ErrLocalDeadline] when the local deadline passed).
 func (l *Lease) Err() error {
 	if l.ctx.Err() == nil {
 		return nil
@@ -164,7 +164,7 @@ func (l *Lease) holdErr() error {
 		return err
 	}
 	if !l.k.cfg.Now().Before(l.deadlineNow()) {
-		return fmt.Errorf("%w: %w (key %v, fence %d)", dialect.ErrLeaseLost, ErrLocalDeadline, l.key, l.fence)
+		return fmt.Errorf("%w: %w (key %v, fence %d)", dialect.ErrLeaseLost, dialect.ErrLocalDeadline, l.key, l.fence)
 	}
 	return nil
 }
@@ -190,7 +190,7 @@ func (l *Lease) expire(gen uint64) {
 		return
 	}
 	l.mu.Unlock()
-	l.end(fmt.Errorf("%w: %w (key %v, fence %d)", dialect.ErrLeaseLost, ErrLocalDeadline, l.key, l.fence))
+	l.end(fmt.Errorf("%w: %w (key %v, fence %d)", dialect.ErrLeaseLost, dialect.ErrLocalDeadline, l.key, l.fence))
 }
 
 // end ends the lease with cause, once; it reports whether this call did.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -17,7 +18,7 @@ func TestAcquireRenewRelease(t *testing.T) {
 	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e engine) {
 		var acquired, released atomic.Int64
-		k, _ := setup(t, e, tasklock.Config{Observer: tasklock.ObserverFunc(func(_ context.Context, ev tasklock.Event) {
+		k, _ := setup(t, e, tasklock.Config{Observer: observe.Func(func(_ context.Context, ev observe.Event) {
 			switch {
 			case ev.Op == tasklock.OpAcquire && ev.OK:
 				acquired.Add(1)
@@ -128,7 +129,7 @@ func TestTightRenewalsNeverLookLost(t *testing.T) {
 		var renewed atomic.Int64
 		k, _ := setup(t, e, tasklock.Config{
 			TTL: 2 * time.Second, RenewInterval: time.Millisecond,
-			Observer: tasklock.ObserverFunc(func(_ context.Context, ev tasklock.Event) {
+			Observer: observe.Func(func(_ context.Context, ev observe.Event) {
 				if ev.Op == tasklock.OpRenew && ev.Err == nil {
 					renewed.Add(1)
 				}

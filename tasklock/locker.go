@@ -19,6 +19,7 @@ const releaseTimeout = 5 * time.Second
 // Locker hands out leases on the keys of one table. It is safe for
 // concurrent use; a process usually holds one per table.
 type Locker struct {
+	d        dialect.Dialect
 	cfg      Config
 	ls       store.LeaseStore
 	verified atomic.Bool // the table passed VerifySchema once
@@ -41,7 +42,7 @@ func New(d dialect.Dialect, cfg Config) (*Locker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tasklock: Config.Table: %w", err)
 	}
-	return &Locker{cfg: cfg, ls: ls}, nil
+	return &Locker{d: d, cfg: cfg, ls: ls}, nil
 }
 
 // TTL returns the configured TTL.
@@ -112,7 +113,7 @@ func (k *Locker) acquire(ctx context.Context, key any) (*Lease, error) {
 		// past its local deadline already. Give it back rather than hand
 		// out a lease whose holder could not stop in time.
 		k.cleanup(ctx, key, info.Owner)
-		return nil, fmt.Errorf("tasklock: acquire %v: the statement took %v, more than TTL - SafetyMargin: %w: %w", key, took, dialect.ErrLeaseLost, ErrLocalDeadline)
+		return nil, fmt.Errorf("tasklock: acquire %v: the statement took %v, more than TTL - SafetyMargin: %w: %w", key, took, dialect.ErrLeaseLost, dialect.ErrLocalDeadline)
 	}
 	l := newLease(ctx, k, key, info.Owner, info, start)
 	k.cfg.Logger.Debug("tasklock: acquired", "key", key, "fence", info.Fence)
@@ -127,7 +128,7 @@ func (k *Locker) Verify(ctx context.Context) error {
 		return nil
 	}
 	if err := k.ls.VerifySchema(ctx); err != nil {
-		return fmt.Errorf("tasklock: %w", err)
+		return fmt.Errorf("tasklock: verify schema: %w", err)
 	}
 	k.verified.Store(true)
 	return nil
@@ -192,6 +193,27 @@ func (k *Locker) ForceRelease(ctx context.Context, key any) (bool, error) {
 	return ok, nil
 }
 
+// ReleaseOwner frees the lease on key if owner still holds it, and reports
+// whether it did. It is [Locker.ForceRelease] for the holder an operator
+// inspected ([Locker.Inspect], [Locker.Held]): a lease taken again
+// meanwhile by someone else stays held. It is reported as OpForceRelease.
+func (k *Locker) ReleaseOwner(ctx context.Context, key any, owner string) (bool, error) {
+	if err := k.checkKey(key); err != nil {
+		return false, err
+	}
+	if owner == "" {
+		return false, fmt.Errorf("tasklock: release owner %v: %w: empty owner", key, dialect.ErrInvalidConfig)
+	}
+	start := time.Now()
+	ok, err := k.ls.Release(ctx, key, owner, time.Time{})
+	k.observe(ctx, OpForceRelease, key, owner, 0, ok, err, start)
+	if err != nil {
+		return false, fmt.Errorf("tasklock: release owner %v: %w", key, err)
+	}
+	k.cfg.Logger.Warn("tasklock: lease force-released", "key", key, "owner", owner, "was_held", ok)
+	return ok, nil
+}
+
 // State is a lease row as [Locker.Inspect] reads it, on the database
 // clock.
 type State struct {
@@ -219,4 +241,35 @@ func (k *Locker) Inspect(ctx context.Context, key any) (State, error) {
 		return State{}, fmt.Errorf("tasklock: inspect %v: %w", key, err)
 	}
 	return State(st), nil
+}
+
+// MaxHeldLimit is the largest limit [Locker.Held] takes.
+const MaxHeldLimit = store.MaxHeldLimit
+
+// Holder is a held lease as [Locker.Held] lists it, on the database clock.
+type Holder struct {
+	// Key is the lease's key: a string for text keys, an int64 otherwise.
+	Key any
+	// State is its owner, fence, expiry and whether it expired (Exists is
+	// true).
+	State
+	// Remaining is the time left until its expiry (zero once expired).
+	Remaining time.Duration
+}
+
+// Held lists up to limit (at most [MaxHeldLimit]) leases of the table that
+// have an owner, soonest expiry first, with the time each has left, both on
+// the database clock. It needs an ExpiresAt column (an error matching
+// [dialect.ErrNotSupported] without one). It is for operators, not for
+// loops.
+func (k *Locker) Held(ctx context.Context, limit int) ([]Holder, error) {
+	held, err := k.ls.Held(ctx, limit)
+	if err != nil {
+		return nil, fmt.Errorf("tasklock: held: %w", err)
+	}
+	out := make([]Holder, len(held))
+	for i, h := range held {
+		out[i] = Holder{Key: h.Key, State: State(h.LeaseState), Remaining: h.Remaining}
+	}
+	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testkit/testengine"
 )
@@ -101,7 +102,7 @@ func TestContextEndsBeforeRowFreed(t *testing.T) {
 					require.NoError(t, err)
 					require.Error(t, l.Renew(ctx))
 				} else {
-					l.end(ErrLocalDeadline)
+					l.end(dialect.ErrLocalDeadline)
 				}
 				<-l.Done()
 				if lctx.Err() == nil {

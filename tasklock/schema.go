@@ -65,3 +65,42 @@ func AlterTaskTableDDL(d dialect.Dialect, spec dialect.LeaseTable) ([]string, er
 	}
 	return out, nil
 }
+
+// MissingColumnsDDL reads the lease table's columns from the catalog and
+// returns, for the lease columns it lacks, what [AlterTaskTableDDL]
+// advises: ALTER TABLE ... ADD COLUMN for the owner and fence columns, and
+// for an expiry column a SQL comment showing the statement to complete (its
+// type must be the lock time column's, which only the table's owner
+// knows). A table that has them all gets none. A table that does not
+// exist is an error: create a key table with [CreateTable].
+func (k *Locker) MissingColumnsDDL(ctx context.Context) ([]string, error) {
+	lt := k.cfg.Table
+	b, err := store.Of(k.d)
+	if err != nil {
+		return nil, fmt.Errorf("tasklock: missing columns: %w", err)
+	}
+	zero := dialect.StatusInt(0)
+	var cols []store.ColumnDef
+	if lt.Owner != "" {
+		cols = append(cols, store.ColumnDef{Name: lt.Owner, Type: store.TypeText, Len: store.MaxTokenLen})
+	}
+	if lt.Fence != "" {
+		cols = append(cols, store.ColumnDef{Name: lt.Fence, Type: store.TypeInt, NotNull: true, Default: &zero})
+	}
+	out, err := b.AddColumnsDDL(ctx, lt.Table, cols)
+	if err != nil {
+		return nil, fmt.Errorf("tasklock: missing columns: %w", err)
+	}
+	if lt.ExpiresAt == "" {
+		return out, nil
+	}
+	exp, err := b.AddColumnsDDL(ctx, lt.Table, []store.ColumnDef{{Name: lt.ExpiresAt, Type: store.TypeTime}})
+	if err != nil {
+		return nil, fmt.Errorf("tasklock: missing columns: %w", err)
+	}
+	if len(exp) > 0 {
+		q := func(name string) string { return b.QuoteName(name) }
+		out = append(out, fmt.Sprintf("-- ALTER TABLE %s ADD COLUMN %s <the type of %s>", q(lt.Table), q(lt.ExpiresAt), q(lt.LockedAt)))
+	}
+	return out, nil
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -44,8 +45,8 @@ type Config struct {
 	Logger *slog.Logger
 
 	// Observer, if not nil, is told about every sweep and every change of
-	// leadership (see [Event]).
-	Observer Observer
+	// leadership: see [OpSweep] and [OpLeader].
+	Observer observe.Observer
 
 	// Locker, if set, makes [Reaper.Run] sweep only while it holds the lease
 	// on LockKey, so that one reaper of a fleet sweeps at a time. Optional:
@@ -65,10 +66,9 @@ type LeaseConfig struct {
 	// Logger receives a record per sweep that cleared leases and warnings
 	// for failures. Nil means slog.Default().
 	Logger *slog.Logger
-	// Observer, if not nil, is told about every sweep; [Result.Returned]
-	// counts the
-	// leases cleared.
-	Observer Observer
+	// Observer, if not nil, is told about every sweep: see
+	// [OpLeaseSweep].
+	Observer observe.Observer
 }
 
 // invalid reports a bad field of a configuration, in the same shape as the

@@ -14,6 +14,7 @@ import (
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testkit/testengine"
+	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/zombie"
 )
 
@@ -139,14 +140,19 @@ func rowState(t testing.TB, e *env, table string, id int64) (status string, atte
 	return status, attempts
 }
 
+// resultOf is the sweep result an event reports.
+func resultOf(e observe.Event) zombie.Result {
+	return zombie.Result{Returned: int64(e.Returned), Parked: int64(e.Parked), Statements: e.Statements, Elapsed: e.Duration}
+}
+
 // sweeps returns an Observer that calls onSweep with the result of every
 // sweep (also a failed one) and onErr, when not nil, with its error.
-func sweeps(onSweep func(zombie.Result), onErr func(error)) zombie.Observer {
-	return zombie.ObserverFunc(func(_ context.Context, e zombie.Event) {
+func sweeps(onSweep func(zombie.Result), onErr func(error)) observe.Observer {
+	return observe.Func(func(_ context.Context, e observe.Event) {
 		if e.Op != zombie.OpSweep && e.Op != zombie.OpLeaseSweep {
 			return
 		}
-		onSweep(e.Result)
+		onSweep(resultOf(e))
 		if e.Err != nil && onErr != nil {
 			onErr(e.Err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
@@ -30,8 +31,8 @@ type interval struct {
 
 // observer records the sweeps of reaper i: each event of a sweep carries
 // its start on the local clock, and comes when it ended.
-func (l *sweepLog) observer(i int) zombie.Observer {
-	return zombie.ObserverFunc(func(_ context.Context, e zombie.Event) {
+func (l *sweepLog) observer(i int) observe.Observer {
+	return observe.Func(func(_ context.Context, e observe.Event) {
 		if e.Op != zombie.OpSweep {
 			return
 		}

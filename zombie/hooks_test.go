@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
@@ -31,9 +32,9 @@ func TestObserverSweepEvents(t *testing.T) {
 		require.Equal(t, 4, dead.Len())
 		time.Sleep(1500 * time.Millisecond)
 
-		var events []zombie.Event
+		var events []observe.Event
 		var marks []any
-		obs := zombie.ObserverFunc(func(ctx context.Context, ev zombie.Event) {
+		obs := observe.Func(func(ctx context.Context, ev observe.Event) {
 			events = append(events, ev)
 			marks = append(marks, ctx.Value(traceKey{}))
 		})
@@ -44,8 +45,9 @@ func TestObserverSweepEvents(t *testing.T) {
 		require.EqualValues(t, 4, res.Returned)
 		require.Len(t, events, 1)
 		require.Equal(t, zombie.OpSweep, events[0].Op)
+		require.Equal(t, observe.SourceZombie, events[0].Source)
 		require.Equal(t, cc.Table, events[0].Table)
-		require.Equal(t, res, events[0].Result)
+		require.Equal(t, res, resultOf(events[0]))
 		require.NoError(t, events[0].Err)
 		require.Equal(t, "caller", marks[0])
 		require.False(t, events[0].Start.IsZero())
@@ -63,6 +65,7 @@ func TestObserverSweepEvents(t *testing.T) {
 		cancel()
 		require.Len(t, events, 3, "%+v", events)
 		require.Equal(t, zombie.OpLeader, events[0].Op)
+		require.Equal(t, observe.SourceZombie, events[0].Source)
 		require.True(t, events[0].Leading)
 		require.Equal(t, zombie.OpSweep, events[1].Op)
 		require.Equal(t, "caller", marks[1], "the sweep runs under the lease's context, derived from Run's")

@@ -14,6 +14,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
@@ -54,8 +55,8 @@ type leaderLog struct {
 	lastErr         error
 }
 
-func (l *leaderLog) observer() zombie.Observer {
-	return zombie.ObserverFunc(func(ctx context.Context, e zombie.Event) {
+func (l *leaderLog) observer() observe.Observer {
+	return observe.Func(func(ctx context.Context, e observe.Event) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		switch {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/observe"
 )
 
 // LeaseReaper clears expired leases of a lease table, so that tables of
@@ -21,7 +22,7 @@ type LeaseReaper struct {
 	table  string
 	limit  int
 	logger *slog.Logger
-	obs    Observer
+	obs    observe.Observer
 	// verified is set once the table passed VerifySchema.
 	verified atomic.Bool
 }
@@ -68,6 +69,8 @@ func (r *LeaseReaper) Sweep(ctx context.Context) (int64, error) {
 	if !r.verified.Load() {
 		if err = r.ls.VerifySchema(ctx); err == nil {
 			r.verified.Store(true)
+		} else {
+			err = fmt.Errorf("verify schema: %w", err)
 		}
 	}
 	for err == nil {
@@ -84,7 +87,7 @@ func (r *LeaseReaper) Sweep(ctx context.Context) (int64, error) {
 		}
 	}
 	res.Elapsed = time.Since(start)
-	observeSweep(ctx, r.obs, sweepEvent(ctx, OpLeaseSweep, r.table, nil, nil, start, res, err))
+	observeSweep(ctx, r.obs, OpLeaseSweep, r.table, nil, nil, start, res, err)
 	if err != nil {
 		err = fmt.Errorf("zombie: lease sweep %s: %w", r.table, err)
 		if ctx.Err() == nil {

@@ -3,78 +3,60 @@ package zombie
 import (
 	"context"
 	"time"
+
+	"github.com/claimlock/claimlock/observe"
 )
 
-// Observer receives an [Event] after each sweep of a [Reaper] or
-// [LeaseReaper] and at each change of leadership in [Reaper.Run]. It is
-// called synchronously, so it must be cheap and safe for concurrent use.
-// ctx is the sweep's context: the caller's for [Reaper.Sweep], the lease's
-// context derived from Run's for a sweep of Run with a Locker.
-type Observer interface {
-	// ObserveSweep is called once per sweep or change of leadership, after it finished.
-	ObserveSweep(ctx context.Context, e Event)
-}
-
-// ObserverFunc adapts a function to [Observer].
-type ObserverFunc func(ctx context.Context, e Event)
-
-// ObserveSweep calls f.
-func (f ObserverFunc) ObserveSweep(ctx context.Context, e Event) { f(ctx, e) }
-
-// Op names an event reported to an [Observer].
-type Op string
-
-// The reaper's events.
+// The events a reaper reports to its Observer (Config.Observer,
+// LeaseConfig.Observer), as [observe.Event.Op] with
+// [observe.Event.Source] [observe.SourceZombie]. They are reported
+// synchronously; ctx is the sweep's context: the caller's for
+// [Reaper.Sweep], the lease's context derived from Run's for a sweep of
+// Run with a Locker.
 const (
-	// OpSweep is one sweep of a claim table ([Reaper.Sweep]): Event.Result
-	// counts the rows returned to pending and parked.
-	OpSweep Op = "sweep"
+	// OpSweep is one sweep of a claim table ([Reaper.Sweep]): Event.Returned
+	// rows returned to pending and Event.Parked rows parked (also when the
+	// sweep then failed: they were committed), in Event.Statements bounded
+	// statements that took Event.Duration; Event.Scope and
+	// Event.ScopeValues name the scope swept (ScopeValues nil for every
+	// scope). Event.Err is nil also for a sweep stopped because its context
+	// ended. Failed acquisitions of Run's lease are reported by the
+	// Locker's own Observer.
+	OpSweep observe.Op = "zombie.sweep"
 	// OpLeaseSweep is one sweep of a lease table ([LeaseReaper.Sweep]):
-	// Event.Result.Returned counts the expired leases cleared.
-	OpLeaseSweep Op = "lease_sweep"
+	// Event.Returned counts the expired leases cleared, as OpSweep counts
+	// rows.
+	OpLeaseSweep observe.Op = "zombie.lease_sweep"
 	// OpLeader is a change of leadership in [Reaper.Run] with a Locker:
-	// Event.Leading says whether it now holds the lease.
-	OpLeader Op = "leader"
+	// Event.Leading says whether it now holds the lease. Its Duration is
+	// zero.
+	OpLeader observe.Op = "zombie.leader"
 )
 
-// Event describes one sweep or change of leadership.
-type Event struct {
-	// Op is the event.
-	Op Op
-	// Table is the claim or lease table.
-	Table string
-	// Scope names the claim table's scope columns and ScopeValues the
-	// values the sweep is restricted to (nil when it sweeps every scope).
-	Scope       []string
-	ScopeValues []any
-	// Start is when the sweep started, on the local clock; its duration is
-	// Result.Elapsed.
-	Start time.Time
-	// Result is what the sweep did, also when it failed (the rows it
-	// counts were committed).
-	Result Result
-	// Err is the sweep's error (nil on success, and for a sweep stopped
-	// because its context ended). Failed acquisitions of Run's lease are
-	// reported by the Locker's own Observer.
-	Err error
-	// Leading is, for OpLeader, whether Run now holds the lease.
-	Leading bool
-}
-
-// observe reports e to obs, if any.
-func observeSweep(ctx context.Context, obs Observer, e Event) {
-	if obs != nil {
-		obs.ObserveSweep(ctx, e)
+// observeSweep reports the sweep op of table, which started at start, to
+// obs, if any; err is reported only when ctx is still live (a sweep
+// stopped by its context is not a failure).
+func observeSweep(ctx context.Context, obs observe.Observer, op observe.Op, table string, scope []string, values []any, start time.Time, res Result, err error) {
+	if obs == nil {
+		return
 	}
-}
-
-// sweepEvent builds the event of a sweep that started at start; err is
-// reported only when ctx is still live (a sweep stopped by its context is
-// not a failure).
-func sweepEvent(ctx context.Context, op Op, table string, scope []string, values []any, start time.Time, res Result, err error) Event {
-	e := Event{Op: op, Table: table, Scope: scope, ScopeValues: values, Start: start, Result: res}
+	e := observe.Event{
+		Source: observe.SourceZombie, Op: op, Table: table, Scope: scope, ScopeValues: values, Start: start,
+		Duration: res.Elapsed, Returned: int(res.Returned), Parked: int(res.Parked), Statements: res.Statements,
+	}
 	if ctx.Err() == nil {
 		e.Err = err
 	}
-	return e
+	obs.Observe(ctx, e)
+}
+
+// observeLeader reports a change of Run's leadership, if r has an
+// observer.
+func (r *Reaper) observeLeader(ctx context.Context, leading bool) {
+	if r.obs != nil {
+		r.obs.Observe(ctx, observe.Event{
+			Source: observe.SourceZombie, Op: OpLeader, Table: r.table, Scope: r.cols, ScopeValues: r.scope,
+			Start: time.Now(), Leading: leading,
+		})
+	}
 }

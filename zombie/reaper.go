@@ -13,6 +13,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -47,7 +48,7 @@ type Reaper struct {
 	locker  *tasklock.Locker
 	key     any
 	logger  *slog.Logger
-	obs     Observer
+	obs     observe.Observer
 	// verified is set once the table passed VerifySchema.
 	verified atomic.Bool
 }
@@ -103,6 +104,25 @@ func New(d dialect.Dialect, cc claim.Config, cfg Config) (*Reaper, error) {
 	return r, nil
 }
 
+// Stale lists up to limit (at most [claim.MaxListLimit]) rows that the
+// next sweep would take: rows of the reaper's scope (every scope with
+// Config.AllScopes) processing for longer than the timeout, oldest claim
+// or heartbeat first, on the database clock. On a claimed-at column
+// coarser than the clock it errs towards listing a row the sweep leaves
+// for its next round. It changes nothing: it is for an operator who
+// confirms a sweep, not for loops.
+func (r *Reaper) Stale(ctx context.Context, limit int) ([]claim.RowInfo, error) {
+	rows, err := r.cs.List(ctx, &store.ListParams{Set: store.SetProcessing, ScopeValues: r.scope, OlderThan: r.timeout, Limit: limit})
+	if err != nil {
+		return nil, fmt.Errorf("zombie: stale %s: %w", r.table, err)
+	}
+	out := make([]claim.RowInfo, len(rows))
+	for i, row := range rows {
+		out[i] = claim.RowInfo(row)
+	}
+	return out, nil
+}
+
 // Sweep runs bounded statements, each touching at most BatchLimit stale
 // rows, oldest claim first (parking those at MaxAttempts, returning the
 // others to pending), until one touches fewer than BatchLimit rows or ctx
@@ -119,7 +139,7 @@ func (r *Reaper) Sweep(ctx context.Context) (Result, error) {
 	start := time.Now()
 	res, err := r.sweep(ctx)
 	res.Elapsed = time.Since(start)
-	observeSweep(ctx, r.obs, sweepEvent(ctx, OpSweep, r.table, r.cols, r.scope, start, res, err))
+	observeSweep(ctx, r.obs, OpSweep, r.table, r.cols, r.scope, start, res, err)
 	if err != nil {
 		err = fmt.Errorf("zombie: sweep %s: %w", r.table, err)
 		if ctx.Err() == nil {
@@ -146,7 +166,7 @@ func (r *Reaper) sweep(ctx context.Context) (Result, error) {
 	// errs a second towards "still held".
 	if !r.verified.Load() {
 		if err := r.cs.VerifySchema(ctx); err != nil {
-			return res, err
+			return res, fmt.Errorf("verify schema: %w", err)
 		}
 		r.verified.Store(true)
 	}
@@ -201,7 +221,7 @@ func (r *Reaper) Run(ctx context.Context, interval time.Duration) error {
 		}
 		cancel()
 		lease = nil
-		observeSweep(ctx, r.obs, Event{Op: OpLeader, Table: r.table, Scope: r.cols, ScopeValues: r.scope, Start: time.Now()})
+		r.observeLeader(ctx, false)
 	}
 	defer drop()
 	for {
@@ -219,7 +239,7 @@ func (r *Reaper) Run(ctx context.Context, interval time.Duration) error {
 					lease = l
 					lease.KeepAlive(context.WithoutCancel(ctx))
 					r.logger.Debug("claimlock: reaper took the lease", "key", r.key, "fence", l.Fence())
-					observeSweep(ctx, r.obs, Event{Op: OpLeader, Table: r.table, Scope: r.cols, ScopeValues: r.scope, Start: time.Now(), Leading: true})
+					r.observeLeader(ctx, true)
 				case ctx.Err() != nil:
 					return nil
 				case errors.Is(err, dialect.ErrLeaseHeld):

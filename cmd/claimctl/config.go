@@ -11,7 +11,6 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -291,8 +290,8 @@ func (o *options) ids(spec dialect.ClaimTable) ([]any, error) {
 		}
 		out = append(out, n)
 	}
-	if len(out) > store.MaxFilterIDs {
-		return nil, usageErr("-ids: %d keys; at most %d", len(out), store.MaxFilterIDs)
+	if len(out) > claim.MaxRowIDs {
+		return nil, usageErr("-ids: %d keys; at most %d", len(out), claim.MaxRowIDs)
 	}
 	return out, nil
 }

@@ -19,9 +19,9 @@ import (
 
 // requireOnce checks that an error line of command cmd names claimctl, then
 // the command, once each, and that no part of the message repeats the one
-// before it ("stats: stats: ..."). Repeats inside a library's own message
-// ("zombie: sweep jobs: reap: ...", after claimctl's "reap: ") are the
-// library's.
+// before it ("stats: stats: ..."). The library's error follows, naming its
+// package and operation once ("claimctl: reap: zombie: sweep jobs: ...",
+// "claimctl: stats: claim: stats: ...").
 func requireOnce(t *testing.T, cmd, line string) {
 	t.Helper()
 	line = strings.TrimSuffix(line, "\n")

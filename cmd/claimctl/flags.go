@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/claim"
 )
 
 // Flag groups: the flags every command takes, those describing the claim
@@ -172,8 +172,8 @@ func parseOptions(name string, args []string) (*options, error) {
 	if o.DSN == "" {
 		o.DSN = os.Getenv("CLAIMCTL_DSN")
 	}
-	if o.Limit < 1 || o.Limit > store.MaxListLimit {
-		return nil, usageErr("-limit %d is outside 1..%d", o.Limit, store.MaxListLimit)
+	if o.Limit < 1 || o.Limit > claim.MaxListLimit {
+		return nil, usageErr("-limit %d is outside 1..%d", o.Limit, claim.MaxListLimit)
 	}
 	if o.Timeout <= 0 {
 		return nil, usageErr("-timeout must be positive")

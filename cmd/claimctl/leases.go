@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -105,11 +104,7 @@ func cmdLeases(ctx context.Context, e *env) error {
 	if len(keys) == 0 {
 		// Every held lease, soonest expiry first, with the time left on
 		// the database clock.
-		cs, err := store.OpenLeases(e.d, lt)
-		if err != nil {
-			return usageErr("lease table description: %v", err)
-		}
-		holders, err := cs.Held(ctx, e.o.Limit)
+		holders, err := k.Held(ctx, e.o.Limit)
 		if errors.Is(err, dialect.ErrNotSupported) {
 			return usageErr("the lease table has no expiry column to list holders by; give each lease with -key (repeatable)")
 		}

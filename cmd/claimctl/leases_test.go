@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testkit/testengine"
+	"github.com/claimlock/claimlock/internal/testkit/testtable"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -23,7 +23,7 @@ import (
 type leaseShape struct {
 	name string
 	// def creates the table (nil: tasklock.CreateTable).
-	def *store.TableDef
+	def *testtable.Def
 	// insert adds the row of key to a task table.
 	insert string
 	// spec is the library's description; conf is claimctl's, as config
@@ -34,10 +34,10 @@ type leaseShape struct {
 }
 
 func leaseShapes() []leaseShape {
-	col := func(name string, typ store.ColumnType) store.ColumnDef {
-		return store.ColumnDef{Name: name, Type: typ}
+	col := func(name string, typ testtable.Type) testtable.Column {
+		return testtable.Column{Name: name, Type: typ}
 	}
-	intKey := store.ColumnDef{Name: "id", Type: store.TypeInt, NotNull: true}
+	intKey := testtable.Column{Name: "id", Type: testtable.Int, NotNull: true}
 	zero := dialect.StatusInt(0)
 	custom := dialect.LeaseTable{
 		Table: "job_lock", Key: "job", KeyKind: dialect.IDText, KeyMaxLen: 64, Owner: "holder", LockedAt: "taken_at",
@@ -50,10 +50,10 @@ func leaseShapes() []leaseShape {
 		},
 		{
 			name: "task table",
-			def: &store.TableDef{Table: "xxx_task", PrimaryKey: []string{"id"}, Columns: []store.ColumnDef{
-				intKey, col("status", store.TypeInt), col("lock_at", store.TypeTime),
-				{Name: "lock_owner", Type: store.TypeText, Len: store.MaxTokenLen},
-				{Name: "lock_fence", Type: store.TypeInt, NotNull: true, Default: &zero},
+			def: &testtable.Def{Table: "xxx_task", PrimaryKey: []string{"id"}, Columns: []testtable.Column{
+				intKey, col("status", testtable.Int), col("lock_at", testtable.Time),
+				{Name: "lock_owner", Type: testtable.Text, Len: testtable.TokenLen},
+				{Name: "lock_fence", Type: testtable.Int, NotNull: true, Default: &zero},
 			}},
 			insert: "INSERT INTO xxx_task (id, status) VALUES (7, 0)",
 			spec: func() dialect.LeaseTable {
@@ -68,8 +68,8 @@ func leaseShapes() []leaseShape {
 			// The cron story's task table as it is: xxx_task(id, status,
 			// lock_at) with whole-second lock times.
 			name: "task table without owner",
-			def: &store.TableDef{Table: "xxx_task", PrimaryKey: []string{"id"}, Columns: []store.ColumnDef{
-				intKey, col("status", store.TypeInt), col("lock_at", store.TypeTimeSeconds),
+			def: &testtable.Def{Table: "xxx_task", PrimaryKey: []string{"id"}, Columns: []testtable.Column{
+				intKey, col("status", testtable.Int), col("lock_at", testtable.TimeSeconds),
 			}},
 			insert: "INSERT INTO xxx_task (id, status) VALUES (7, 0)",
 			spec:   tasklock.TaskTableNoOwner("xxx_task"),
@@ -78,11 +78,11 @@ func leaseShapes() []leaseShape {
 		},
 		{
 			name: "custom table",
-			def: &store.TableDef{Table: "job_lock", PrimaryKey: []string{"job"}, Columns: []store.ColumnDef{
-				{Name: "job", Type: store.TypeText, Len: 64, NotNull: true},
-				{Name: "holder", Type: store.TypeText, Len: store.MaxTokenLen},
-				col("taken_at", store.TypeTime), col("until_at", store.TypeTime),
-				{Name: "generation", Type: store.TypeInt, NotNull: true, Default: &zero},
+			def: &testtable.Def{Table: "job_lock", PrimaryKey: []string{"job"}, Columns: []testtable.Column{
+				{Name: "job", Type: testtable.Text, Len: 64, NotNull: true},
+				{Name: "holder", Type: testtable.Text, Len: testtable.TokenLen},
+				col("taken_at", testtable.Time), col("until_at", testtable.Time),
+				{Name: "generation", Type: testtable.Int, NotNull: true, Default: &zero},
 			}},
 			insert: "INSERT INTO job_lock (job) VALUES ('export')",
 			spec:   custom,
@@ -112,10 +112,8 @@ func TestLeaseShapes(t *testing.T) {
 				if s.def == nil {
 					require.NoError(t, tasklock.CreateTable(ctx, c.Dialect, s.spec.Table))
 				} else {
-					ddl, err := store.CreateTableDDL(c.Dialect, *s.def)
-					require.NoError(t, err)
-					require.NoError(t, store.ExecDDL(ctx, c.Dialect, ddl))
-					_, err = c.DB.ExecContext(ctx, s.insert)
+					require.NoError(t, testtable.Create(ctx, c.Dialect, *s.def))
+					_, err := c.DB.ExecContext(ctx, s.insert)
 					require.NoError(t, err)
 				}
 				cfg := map[string]any{"driver": e.Name, "dsn": c.DSN}

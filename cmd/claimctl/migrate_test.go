@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/internal/testkit/testengine"
 	"github.com/claimlock/claimlock/tasklock"
 )
@@ -81,10 +81,10 @@ func TestMigrationDDL(t *testing.T) {
 			require.NoError(t, err)
 			spec, err := o.claimTable()
 			require.NoError(t, err)
-			cs, err := store.OpenClaims(c.Dialect, spec)
+			cl, err := claim.New[struct{}](c.Dialect, claimConfig(spec, wholeTable(spec)), nil)
 			require.NoError(t, err)
-			require.NoError(t, cs.VerifySchema(ctx))
-			missing, err := cs.MissingIndexes(ctx)
+			require.NoError(t, cl.Verify(ctx))
+			missing, err := cl.MissingIndexes(ctx)
 			require.NoError(t, err)
 			require.Empty(t, missing)
 			lt, err := o.leaseTable()

@@ -7,33 +7,59 @@ import (
 	"strings"
 	"time"
 
+	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/zombie"
 )
 
-// claimStore builds and verifies the claim table's cs: the table and
-// every configured column must exist before anything is read or changed.
-// check, if not nil, vets the description first (the columns a command
-// needs, its flags), so that a usage error never waits for the database.
-func (e *env) claimStore(ctx context.Context, check func(dialect.ClaimTable) error) (dialect.ClaimTable, store.ClaimStore, error) {
+// claimSpec builds the claim table's description from the flags. check,
+// if not nil, vets it first (the columns a command needs, its flags), so
+// that a usage error never waits for the database.
+func (e *env) claimSpec(check func(dialect.ClaimTable) error) (dialect.ClaimTable, error) {
 	spec, err := e.o.claimTable()
 	if err != nil {
-		return spec, nil, err
+		return spec, err
 	}
 	if check != nil {
 		if err := check(spec); err != nil {
-			return spec, nil, err
+			return spec, err
 		}
 	}
-	cs, err := store.OpenClaims(e.d, spec)
+	return spec, nil
+}
+
+// claimer builds the claimer of spec's table for scope and verifies the
+// table: it and every configured column must exist before anything is
+// read or changed. A scoped table counted or swept whole has no scope
+// values; its claimer gets placeholders (wholeTable), which the
+// whole-table calls ignore.
+func (e *env) claimer(ctx context.Context, spec dialect.ClaimTable, scope []any) (*claim.Claimer[struct{}], error) {
+	if scope == nil {
+		scope = wholeTable(spec)
+	}
+	c, err := claim.New[struct{}](e.d, claimConfig(spec, scope), nil)
 	if err != nil {
-		return spec, nil, usageErr("table description: %v", err)
+		return nil, usageErr("table description: %v", err)
 	}
-	if err := cs.VerifySchema(ctx); err != nil {
-		return spec, nil, schemaErr(err)
+	if err := c.Verify(ctx); err != nil {
+		return nil, schemaErr(err)
 	}
-	return spec, cs, nil
+	return c, nil
+}
+
+// wholeTable returns scope values for a claim configuration of spec that
+// is used whole (Claimer.TableStats, a reaper with AllScopes): one
+// placeholder per scope column, which those calls ignore; nil for an
+// unscoped table.
+func wholeTable(spec dialect.ClaimTable) []any {
+	if len(spec.Scope) == 0 {
+		return nil
+	}
+	scope := make([]any, len(spec.Scope))
+	for i := range scope {
+		scope[i] = int64(0)
+	}
+	return scope
 }
 
 // scopeLabel renders scope values as "col=value,...", "" for none.
@@ -62,7 +88,7 @@ type statsRow struct {
 
 func cmdStats(ctx context.Context, e *env) error {
 	var scopes [][]any
-	spec, cs, err := e.claimStore(ctx, func(spec dialect.ClaimTable) (err error) {
+	spec, err := e.claimSpec(func(spec dialect.ClaimTable) (err error) {
 		scopes, err = e.o.scopeValues(spec)
 		return err
 	})
@@ -74,13 +100,18 @@ func cmdStats(ctx context.Context, e *env) error {
 	}
 	var rows []statsRow
 	for _, sv := range scopes {
-		st, err := cs.Stats(ctx, sv)
+		c, err := e.claimer(ctx, spec, sv)
 		if err != nil {
 			return err
 		}
 		label := scopeLabel(spec.Scope, sv)
+		stats := c.Stats
 		if sv == nil {
-			label = "(all)"
+			label, stats = "(all)", c.TableStats
+		}
+		st, err := stats(ctx)
+		if err != nil {
+			return err
 		}
 		rows = append(rows, statsRow{
 			Table: spec.Table, Scope: label, Pending: st.Pending, Processing: st.Processing, Done: st.Done,
@@ -116,10 +147,10 @@ type rowOut struct {
 }
 
 // listRows lists set in the one scope given and prints the rows.
-func (e *env) listRows(ctx context.Context, set store.RowSet, olderThan time.Duration) error {
+func (e *env) listRows(ctx context.Context, set claim.RowSet, olderThan time.Duration) error {
 	var scope []any
-	_, cs, err := e.claimStore(ctx, func(spec dialect.ClaimTable) (err error) {
-		if set == store.SetScheduled && spec.RunAt == "" {
+	spec, err := e.claimSpec(func(spec dialect.ClaimTable) (err error) {
+		if set == claim.Scheduled && spec.RunAt == "" {
 			return usageErr("needs the -run-at column")
 		}
 		scope, err = e.o.oneScope(spec)
@@ -128,7 +159,11 @@ func (e *env) listRows(ctx context.Context, set store.RowSet, olderThan time.Dur
 	if err != nil {
 		return err
 	}
-	rows, err := cs.List(ctx, &store.ListParams{Set: set, ScopeValues: scope, OlderThan: olderThan, Limit: e.o.Limit})
+	c, err := e.claimer(ctx, spec, scope)
+	if err != nil {
+		return err
+	}
+	rows, err := c.List(ctx, set, olderThan, e.o.Limit)
 	if err != nil {
 		return err
 	}
@@ -154,18 +189,18 @@ func (e *env) listRows(ctx context.Context, set store.RowSet, olderThan time.Dur
 			errText = "-"
 		}
 		switch set {
-		case store.SetProcessing:
+		case claim.Stuck:
 			cells = append(cells, []string{fmt.Sprint(r.ID), tok, itoa(r.Attempts), age(r.ClaimedAge)})
-		case store.SetFailed:
+		case claim.Parked:
 			cells = append(cells, []string{fmt.Sprint(r.ID), itoa(r.Attempts), age(r.ClaimedAge), cut(errText, 60)})
 		default:
 			cells = append(cells, []string{fmt.Sprint(r.ID), itoa(r.Attempts), age(r.RunIn), cut(errText, 60)})
 		}
 	}
 	switch set {
-	case store.SetProcessing:
+	case claim.Stuck:
 		err = printTable(e.out, []string{"ID", "TOKEN", "ATTEMPTS", "CLAIMED AGO"}, cells)
-	case store.SetFailed:
+	case claim.Parked:
 		err = printTable(e.out, []string{"ID", "ATTEMPTS", "LAST CLAIM AGO", "ERROR"}, cells)
 	default:
 		err = printTable(e.out, []string{"ID", "ATTEMPTS", "RUNS IN", "ERROR"}, cells)
@@ -180,31 +215,32 @@ func cmdStuck(ctx context.Context, e *env) error {
 	if e.o.Older <= 0 {
 		return usageErr("-older must be positive")
 	}
-	return e.listRows(ctx, store.SetProcessing, e.o.Older)
+	return e.listRows(ctx, claim.Stuck, e.o.Older)
 }
 
 func cmdParked(ctx context.Context, e *env) error {
-	return e.listRows(ctx, store.SetFailed, 0)
+	return e.listRows(ctx, claim.Parked, 0)
 }
 
 func cmdScheduled(ctx context.Context, e *env) error {
-	return e.listRows(ctx, store.SetScheduled, 0)
+	return e.listRows(ctx, claim.Scheduled, 0)
 }
 
 // rowTarget is what a command that changes rows acts on: the verified
-// claim table, the -scope and the -ids.
+// claim table's claimer for the -scope, and the -ids.
 type rowTarget struct {
 	spec       dialect.ClaimTable
-	cs         store.ClaimStore
+	c          *claim.Claimer[struct{}]
 	scope, ids []any
 }
 
 // rowTarget reads the target of a row command from the flags, then builds
-// and verifies the store; check, if not nil, vets the description first.
+// the claimer and verifies the table; check, if not nil, vets the
+// description first.
 func (e *env) rowTarget(ctx context.Context, check func(dialect.ClaimTable) error) (*rowTarget, error) {
 	t := &rowTarget{}
 	var err error
-	t.spec, t.cs, err = e.claimStore(ctx, func(spec dialect.ClaimTable) error {
+	t.spec, err = e.claimSpec(func(spec dialect.ClaimTable) error {
 		if check != nil {
 			if err := check(spec); err != nil {
 				return err
@@ -216,12 +252,11 @@ func (e *env) rowTarget(ctx context.Context, check func(dialect.ClaimTable) erro
 		t.ids, err = e.o.ids(spec)
 		return err
 	})
+	if err != nil {
+		return t, err
+	}
+	t.c, err = e.claimer(ctx, t.spec, t.scope)
 	return t, err
-}
-
-// filter selects the target's rows.
-func (t *rowTarget) filter() store.RowFilter {
-	return store.RowFilter{ScopeValues: t.scope, IDs: t.ids}
 }
 
 // String describes the target's rows for a confirmation question.
@@ -258,7 +293,7 @@ func cmdUnpark(ctx context.Context, e *env) error {
 	}
 	question := fmt.Sprintf("Unpark the parked ones among %s.", t)
 	if len(t.ids) == 0 {
-		st, err := t.cs.Stats(ctx, t.scope)
+		st, err := t.c.Stats(ctx)
 		if err != nil {
 			return err
 		}
@@ -270,7 +305,7 @@ func cmdUnpark(ctx context.Context, e *env) error {
 	if err := e.confirm(question); err != nil {
 		return err
 	}
-	n, err := t.cs.Unpark(ctx, &store.UnparkParams{RowFilter: t.filter(), ResetAttempts: e.o.ResetAttempts})
+	n, err := t.c.Unpark(ctx, e.o.ResetAttempts, t.ids...)
 	if err != nil {
 		return fmt.Errorf("%w (%d row(s) unparked before the error)", err, n)
 	}
@@ -290,7 +325,7 @@ func cmdRetryNow(ctx context.Context, e *env) error {
 	if err := e.confirm(fmt.Sprintf("Make pending rows waiting for their run-at claimable now: %s.", t)); err != nil {
 		return err
 	}
-	n, err := t.cs.RetryNow(ctx, t.filter())
+	n, err := t.c.RetryNow(ctx, t.ids...)
 	if err != nil {
 		return fmt.Errorf("%w (%d row(s) changed before the error)", err, n)
 	}
@@ -299,7 +334,7 @@ func cmdRetryNow(ctx context.Context, e *env) error {
 
 func cmdReap(ctx context.Context, e *env) error {
 	var scope []any
-	spec, cs, err := e.claimStore(ctx, func(spec dialect.ClaimTable) (err error) {
+	spec, err := e.claimSpec(func(spec dialect.ClaimTable) (err error) {
 		switch {
 		case e.o.Older <= 0:
 			return usageErr("-older must be positive")
@@ -309,16 +344,16 @@ func cmdReap(ctx context.Context, e *env) error {
 		case len(e.o.Scopes) > 0:
 			return usageErr("give -scope or -all-scopes, not both")
 		}
-		// The reaper ignores these values with AllScopes; the claim
-		// configuration it is built from needs one per scope column.
-		scope = make([]any, len(spec.Scope))
-		for i := range scope {
-			scope[i] = int64(0)
-		}
 		return nil
 	})
 	if err != nil {
 		return err
+	}
+	label := scopeLabel(spec.Scope, scope)
+	if scope == nil {
+		// With -all-scopes the reaper ignores the scope values; the
+		// claim configuration it is built from needs one per column.
+		scope, label = wholeTable(spec), ""
 	}
 	cc := claimConfig(spec, scope)
 	cc.MaxAttempts = e.o.MaxAttempts
@@ -326,12 +361,10 @@ func cmdReap(ctx context.Context, e *env) error {
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	listScope := scope
-	label := scopeLabel(spec.Scope, scope)
-	if e.o.AllScopes {
-		listScope, label = nil, ""
+	if _, err := e.claimer(ctx, spec, scope); err != nil {
+		return err // the table is verified before anything changes
 	}
-	stale, err := cs.List(ctx, &store.ListParams{Set: store.SetProcessing, ScopeValues: listScope, OlderThan: e.o.Older, Limit: store.MaxListLimit})
+	stale, err := r.Stale(ctx, claim.MaxListLimit)
 	if err != nil {
 		return err
 	}

@@ -180,16 +180,12 @@ func runErr(ctx context.Context, args []string, stdin io.Reader, stdout io.Write
 	return inCommand(cmd.name, cmd.run(ctx, &env{o: o, d: d, in: bufio.NewReader(stdin), out: stdout}))
 }
 
-// inCommand names the command in err's message, once: the library's
-// errors name their operation, which is often the command's ("stats:
-// <cause>", "retry now: <cause>"), and is then not named again.
+// inCommand names the command in err's message. The command is
+// claimctl's; an error of the library then names its package and
+// operation ("reap: zombie: sweep jobs: <cause>").
 func inCommand(name string, err error) error {
 	if err == nil {
 		return nil
-	}
-	msg := err.Error()
-	if strings.HasPrefix(msg, name+": ") || strings.HasPrefix(msg, strings.ReplaceAll(name, "-", " ")+": ") {
-		return err
 	}
 	return &commandError{name: name, err: err}
 }

@@ -1,12 +1,12 @@
 package main
 
 // This file is the status page's only contact with the library (claim,
-// tasklock, dialect, internal/store): the rest of serve*.go sees the
-// pageSource interface and its plain result types. It reuses what the
-// other commands do: the table descriptions, their validation and the
-// catalog checks of rows.go and leases.go, then the same store calls the
-// stats, stuck, parked, scheduled, leases, unpark, retry-now and
-// force-release commands make. It builds no SQL.
+// tasklock, dialect): the rest of serve*.go sees the pageSource interface
+// and its plain result types. It reuses what the other commands do: the
+// table descriptions, their validation and the catalog checks of rows.go
+// and leases.go, then the same library calls the stats, stuck, parked,
+// scheduled, leases, unpark, retry-now and force-release commands make. It
+// builds no SQL.
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -28,14 +28,13 @@ type libSource struct {
 	older       time.Duration
 	limit       int
 
-	spec   dialect.ClaimTable
-	cs     store.ClaimStore // nil without a claim table
-	scopes [][]any
+	spec     dialect.ClaimTable
+	claimers []*claim.Claimer[struct{}] // one per page (scope); nil without a claim table
+	scopes   [][]any
 
 	lt   dialect.LeaseTable
-	ls   store.LeaseStore // nil without a lease table
-	k    *tasklock.Locker
-	keys []any // -key values, inspected one by one
+	k    *tasklock.Locker // nil without a lease table
+	keys []any            // -key values, inspected one by one
 }
 
 // openSource describes and verifies the tables e's options name, as the
@@ -51,21 +50,28 @@ func openSource(ctx context.Context, e *env) (*libSource, error) {
 		return nil, usageErr("-older must be positive")
 	}
 	if e.o.Table != "" {
-		cctx, cancel := context.WithTimeout(ctx, s.callTimeout)
-		spec, cs, err := e.claimStore(cctx, func(spec dialect.ClaimTable) (err error) {
+		spec, err := e.claimSpec(func(spec dialect.ClaimTable) (err error) {
 			s.scopes, err = e.o.scopeValues(spec)
 			if err == nil && len(s.scopes) == 0 && len(spec.Scope) > 0 {
 				err = usageErr("-scope is required: the page counts rows by status for each -scope given (repeatable); counting the whole table would scan it on every refresh")
 			}
 			return err
 		})
-		cancel()
 		if err != nil {
 			return nil, err
 		}
-		s.spec, s.cs = spec, cs
+		s.spec = spec
 		if len(s.scopes) == 0 {
 			s.scopes = [][]any{nil}
+		}
+		for _, sv := range s.scopes {
+			cctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+			c, err := e.claimer(cctx, spec, sv)
+			cancel()
+			if err != nil {
+				return nil, err
+			}
+			s.claimers = append(s.claimers, c)
 		}
 		s.info.Table = spec.Table
 		for _, sv := range s.scopes {
@@ -91,11 +97,7 @@ func openSource(ctx context.Context, e *env) (*libSource, error) {
 		if s.keys, err = e.keys(lt, k); err != nil {
 			return nil, err
 		}
-		ls, err := store.OpenLeases(e.d, lt)
-		if err != nil {
-			return nil, usageErr("lease table description: %v", err)
-		}
-		s.lt, s.ls, s.k = lt, ls, k
+		s.lt, s.k = lt, k
 		s.info.LeaseTable = lt.Table
 		s.info.LeaseExpiry = lt.ExpiresAt != ""
 		s.info.LeaseOwner = lt.Owner != ""
@@ -109,22 +111,22 @@ func openSource(ctx context.Context, e *env) (*libSource, error) {
 
 func (s *libSource) describe() sourceInfo { return s.info }
 
-// scope returns the scope values of page i.
-func (s *libSource) scope(i int) ([]any, error) {
-	if s.cs == nil || i < 0 || i >= len(s.scopes) {
+// claimer returns the claimer of page i.
+func (s *libSource) claimer(i int) (*claim.Claimer[struct{}], error) {
+	if i < 0 || i >= len(s.claimers) {
 		return nil, fmt.Errorf("no page %d", i)
 	}
-	return s.scopes[i], nil
+	return s.claimers[i], nil
 }
 
 func (s *libSource) sample(ctx context.Context, i int) (scopeSample, error) {
 	var out scopeSample
-	scope, err := s.scope(i)
+	c, err := s.claimer(i)
 	if err != nil {
 		return out, err
 	}
 	sctx, cancel := context.WithTimeout(ctx, s.callTimeout)
-	st, err := s.cs.Stats(sctx, scope)
+	st, err := c.Stats(sctx)
 	cancel()
 	if err != nil {
 		return out, err
@@ -133,10 +135,10 @@ func (s *libSource) sample(ctx context.Context, i int) (scopeSample, error) {
 		Pending: st.Pending, Processing: st.Processing, Done: st.Done, Failed: st.Failed, Other: st.Other,
 		OldestPending: st.OldestPending, OldestProcessing: st.OldestProcessing,
 	}
-	list := func(set store.RowSet, older time.Duration) ([]rowView, error) {
+	list := func(set claim.RowSet, older time.Duration) ([]rowView, error) {
 		cctx, cancel := context.WithTimeout(ctx, s.callTimeout)
 		defer cancel()
-		rows, err := s.cs.List(cctx, &store.ListParams{Set: set, ScopeValues: scope, OlderThan: older, Limit: s.limit})
+		rows, err := c.List(cctx, set, older, s.limit)
 		if err != nil {
 			return nil, err
 		}
@@ -146,16 +148,16 @@ func (s *libSource) sample(ctx context.Context, i int) (scopeSample, error) {
 		}
 		return out, nil
 	}
-	if out.Stuck, err = list(store.SetProcessing, s.older); err != nil {
+	if out.Stuck, err = list(claim.Stuck, s.older); err != nil {
 		return out, err
 	}
 	if s.info.Failed {
-		if out.Parked, err = list(store.SetFailed, 0); err != nil {
+		if out.Parked, err = list(claim.Parked, 0); err != nil {
 			return out, err
 		}
 	}
 	if s.info.RunAt {
-		if out.Scheduled, err = list(store.SetScheduled, 0); err != nil {
+		if out.Scheduled, err = list(claim.Scheduled, 0); err != nil {
 			return out, err
 		}
 	}
@@ -163,14 +165,14 @@ func (s *libSource) sample(ctx context.Context, i int) (scopeSample, error) {
 }
 
 func (s *libSource) leases(ctx context.Context) ([]leaseView, error) {
-	if s.ls == nil {
+	if s.k == nil {
 		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
 	defer cancel()
 	var out []leaseView
 	if s.info.LeaseExpiry {
-		held, err := s.ls.Held(ctx, s.limit)
+		held, err := s.k.Held(ctx, s.limit)
 		if err != nil {
 			return nil, err
 		}
@@ -199,38 +201,41 @@ func (s *libSource) leases(ctx context.Context) ([]leaseView, error) {
 	return out, nil
 }
 
-// target is the row filter of an action on page i: the page's scope and
-// the keys given (at least one), parsed as -ids is.
-func (s *libSource) target(i int, ids []string) (store.RowFilter, error) {
-	scope, err := s.scope(i)
+// target is the claimer and the keys of an action on page i: the keys
+// given (at least one), parsed as -ids is.
+func (s *libSource) target(i int, ids []string) (*claim.Claimer[struct{}], []any, error) {
+	c, err := s.claimer(i)
 	if err != nil {
-		return store.RowFilter{}, err
+		return nil, nil, err
 	}
 	if len(ids) == 0 {
-		return store.RowFilter{}, usageErr("no row keys given")
+		return nil, nil, usageErr("no row keys given")
 	}
 	for _, id := range ids {
 		if strings.Contains(id, ",") {
-			return store.RowFilter{}, usageErr("row key %q contains a comma", id)
+			return nil, nil, usageErr("row key %q contains a comma", id)
 		}
 	}
 	keys, err := (&options{IDs: strings.Join(ids, ",")}).ids(s.spec)
 	if err != nil {
-		return store.RowFilter{}, err
+		return nil, nil, err
 	}
 	if len(keys) == 0 {
-		return store.RowFilter{}, usageErr("no row keys given")
+		return nil, nil, usageErr("no row keys given")
 	}
-	return store.RowFilter{ScopeValues: scope, IDs: keys}, nil
+	return c, keys, nil
 }
 
+// unpark unparks the rows ids of page i, or every parked row of its scope
+// for nil ids.
 func (s *libSource) unpark(ctx context.Context, i int, ids []string, reset bool) (int64, error) {
-	var f store.RowFilter
+	var c *claim.Claimer[struct{}]
+	var keys []any
 	var err error
 	if ids == nil {
-		f.ScopeValues, err = s.scope(i)
+		c, err = s.claimer(i)
 	} else {
-		f, err = s.target(i, ids)
+		c, keys, err = s.target(i, ids)
 	}
 	if err != nil {
 		return 0, err
@@ -240,24 +245,24 @@ func (s *libSource) unpark(ctx context.Context, i int, ids []string, reset bool)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
 	defer cancel()
-	return s.cs.Unpark(ctx, &store.UnparkParams{RowFilter: f, ResetAttempts: reset})
+	return c.Unpark(ctx, reset, keys...)
 }
 
 func (s *libSource) retryNow(ctx context.Context, i int, ids []string) (int64, error) {
-	f, err := s.target(i, ids)
+	c, keys, err := s.target(i, ids)
 	if err != nil {
 		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
 	defer cancel()
-	return s.cs.RetryNow(ctx, f)
+	return c.RetryNow(ctx, keys...)
 }
 
 // forceRelease frees the lease of key if owner still holds it: the
 // release is conditioned on the holder the operator confirmed, so a lease
 // taken again meanwhile by someone else stays held.
 func (s *libSource) forceRelease(ctx context.Context, key, owner string) (bool, error) {
-	if s.ls == nil {
+	if s.k == nil {
 		return false, errors.New("no lease table")
 	}
 	if owner == "" {
@@ -269,7 +274,7 @@ func (s *libSource) forceRelease(ctx context.Context, key, owner string) (bool, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
 	defer cancel()
-	return s.ls.Release(ctx, k, owner, time.Time{})
+	return s.k.ReleaseOwner(ctx, k, owner)
 }
 
 // invalidInput reports whether err refuses an input (a key of the wrong

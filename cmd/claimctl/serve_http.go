@@ -340,7 +340,9 @@ func (s *server) finish(w http.ResponseWriter, r *http.Request, who, action stri
 		if invalidInput(err) {
 			code = http.StatusBadRequest
 		}
-		writeJSON(w, code, apiError{Error: oneLine(inCommand(action, err).Error())})
+		// The reply answers the action; a library error names its
+		// package and operation ("claim: unpark: <cause>").
+		writeJSON(w, code, apiError{Error: oneLine(err.Error())})
 		return
 	}
 	s.log.Info("serve: action", append(attrs, "rows", n)...)

@@ -25,9 +25,9 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testkit/obstest"
 	"github.com/claimlock/claimlock/internal/testkit/testengine"
+	"github.com/claimlock/claimlock/internal/testkit/testtable"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -718,10 +718,8 @@ func TestServeLeaseShapes(t *testing.T) {
 			if sh.def == nil {
 				require.NoError(t, tasklock.CreateTable(ctx, c.Dialect, sh.spec.Table))
 			} else {
-				ddl, err := store.CreateTableDDL(c.Dialect, *sh.def)
-				require.NoError(t, err)
-				require.NoError(t, store.ExecDDL(ctx, c.Dialect, ddl))
-				_, err = c.DB.ExecContext(ctx, sh.insert)
+				require.NoError(t, testtable.Create(ctx, c.Dialect, *sh.def))
+				_, err := c.DB.ExecContext(ctx, sh.insert)
 				require.NoError(t, err)
 			}
 			cfg := map[string]any{"driver": e.Name, "dsn": c.DSN}
@@ -824,7 +822,7 @@ func TestServeDatabaseDown(t *testing.T) {
 	require.EqualValues(t, 1, v.Counts.Failed)
 	require.Contains(t, c.visit(0), `<p id="error" class="msg error" role="alert">Last refresh failed: <span id="error-text">`)
 
-	for path, op := range map[string]string{"/api/page/0/unpark": "unpark: ", "/api/page/0/retry-now": "retry now: "} {
+	for path, op := range map[string]string{"/api/page/0/unpark": "claim: unpark: ", "/api/page/0/retry-now": "claim: retry now: "} {
 		w := c.post(path, `{"ids":["1"]}`, nil)
 		require.Equal(t, http.StatusInternalServerError, w.Code, path)
 		msg := apiErr(t, w)

@@ -14,8 +14,8 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testkit/testengine"
+	"github.com/claimlock/claimlock/internal/testkit/testtable"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -36,19 +36,17 @@ func TestUnixSecondsTables(t *testing.T) {
 				_, err := c.DB.ExecContext(ctx, q)
 				require.NoError(t, err, q)
 			}
-			for _, def := range []store.TableDef{
-				{Table: "xxx_task", PrimaryKey: []string{"id"}, Columns: []store.ColumnDef{
-					{Name: "id", Type: store.TypeInt, NotNull: true}, {Name: "status", Type: store.TypeInt},
+			for _, def := range []testtable.Def{
+				{Table: "xxx_task", PrimaryKey: []string{"id"}, Columns: []testtable.Column{
+					{Name: "id", Type: testtable.Int, NotNull: true}, {Name: "status", Type: testtable.Int},
 				}},
-				{Table: "xxx_task_target", Columns: []store.ColumnDef{
-					{Name: "id", Type: store.TypeSerial}, {Name: "task_id", Type: store.TypeInt, NotNull: true},
-					{Name: "openid", Type: store.TypeText, Len: 64}, {Name: "status", Type: store.TypeInt, NotNull: true, Default: ptr(dialect.StatusInt(0))},
-					{Name: "cron_token", Type: store.TypeText, Len: 40},
+				{Table: "xxx_task_target", Columns: []testtable.Column{
+					{Name: "id", Type: testtable.Serial}, {Name: "task_id", Type: testtable.Int, NotNull: true},
+					{Name: "openid", Type: testtable.Text, Len: 64}, {Name: "status", Type: testtable.Int, NotNull: true, Default: ptr(dialect.StatusInt(0))},
+					{Name: "cron_token", Type: testtable.Text, Len: 40},
 				}},
 			} {
-				ddl, err := store.CreateTableDDL(c.Dialect, def)
-				require.NoError(t, err)
-				require.NoError(t, store.ExecDDL(ctx, c.Dialect, ddl))
+				require.NoError(t, testtable.Create(ctx, c.Dialect, def))
 			}
 			exec("ALTER TABLE xxx_task ADD COLUMN lock_at INT NULL")
 			exec("ALTER TABLE xxx_task_target ADD COLUMN send_at INT NULL")

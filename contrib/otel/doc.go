@@ -3,8 +3,8 @@
 // [claim.Claimer], sweeps of [zombie.Reaper] and [zombie.LeaseReaper], and
 // acquisitions, renewals, releases and losses of [tasklock] leases.
 //
-// One [Observer] serves all three packages; install it as the Observer of
-// their configs:
+// One [Observer] (an [observe.Observer]) serves all three packages; install
+// it as the Observer of their configs, beside others with [observe.Join]:
 //
 //	obs, err := claimotel.New() // the global tracer and meter providers
 //	...

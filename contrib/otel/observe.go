@@ -10,14 +10,28 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
 
-// ObserveClaim records a claimer's operation as a span and metrics. A claim
-// that found nothing (an idle poll) makes no span: it is counted in
-// claimlock.claims.empty and its latency recorded.
-func (o *Observer) ObserveClaim(ctx context.Context, e claim.Event) {
+// Observe records an event of claim, tasklock or zombie as a span and
+// metrics; events of other sources are ignored.
+func (o *Observer) Observe(ctx context.Context, e observe.Event) {
+	switch e.Source {
+	case observe.SourceClaim:
+		o.observeClaim(ctx, e)
+	case observe.SourceTasklock:
+		o.observeLease(ctx, e)
+	case observe.SourceZombie:
+		o.observeSweep(ctx, e)
+	}
+}
+
+// observeClaim records a claimer's operation. A claim that found nothing
+// (an idle poll) makes no span: it is counted in claimlock.claims.empty and
+// its latency recorded.
+func (o *Observer) observeClaim(ctx context.Context, e observe.Event) {
 	scope := ScopeString(e.Scope, e.ScopeValues)
 	mattrs := []attribute.KeyValue{attrTable.String(e.Table)}
 	if o.scopeMetric && scope != "" {
@@ -51,17 +65,17 @@ func (o *Observer) ObserveClaim(ctx context.Context, e claim.Event) {
 		attrs = append(attrs, attribute.Int("claimlock.rows.failed", e.Failed), attribute.Int("claimlock.rows.parked", e.Parked),
 			attribute.Int("claimlock.rows.lost", e.Lost), attribute.Int64("claimlock.retry_in_ms", e.RetryIn.Milliseconds()))
 	case claim.OpSnooze:
-		attrs = append(attrs, attribute.Int64("claimlock.rows.snoozed", e.Rows), attribute.Int("claimlock.rows.lost", e.Lost))
+		attrs = append(attrs, attribute.Int("claimlock.rows.snoozed", e.Rows), attribute.Int("claimlock.rows.lost", e.Lost))
 	case claim.OpHeartbeat:
-		attrs = append(attrs, attribute.Int64("claimlock.rows.held", e.Rows))
+		attrs = append(attrs, attribute.Int("claimlock.rows.held", e.Rows))
 	case claim.OpRelease:
-		attrs = append(attrs, attribute.Int64("claimlock.rows.released", e.Rows))
+		attrs = append(attrs, attribute.Int("claimlock.rows.released", e.Rows))
 	}
-	span := o.startSpan(ctx, "claimlock."+string(e.Op), spanTiming{start: e.Start, background: e.Background}, attrs...)
+	span := o.startSpan(ctx, "claimlock."+e.Op.Name(), spanTiming{start: e.Start, background: e.Background}, attrs...)
 	endSpan(span, e.Start.Add(e.Duration), e.Err)
 
 	if e.Err != nil {
-		o.errs.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(append(mattrs, attrOp.String(string(e.Op)))...)))
+		o.errs.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(append(mattrs, attrOp.String(e.Op.Name()))...)))
 		if e.Op == claim.OpClaim {
 			return // a failed claim's latency would blur the histogram
 		}
@@ -85,14 +99,14 @@ func (o *Observer) ObserveClaim(ctx context.Context, e claim.Event) {
 	add(o.lost, e.Lost)
 }
 
-// ObserveLease records a lease operation as a span and metrics.
-func (o *Observer) ObserveLease(ctx context.Context, e tasklock.Event) {
+// observeLease records a lease operation.
+func (o *Observer) observeLease(ctx context.Context, e observe.Event) {
 	attrs := []attribute.KeyValue{
 		attrLeaseTable.String(e.Table), attrLeaseKey.String(fmt.Sprint(e.Key)),
 		attrTTL.Int64(e.TTL.Milliseconds()),
 	}
-	if e.Owner != "" {
-		attrs = append(attrs, attrOwner.String(e.Owner), attrFence.Int64(e.Fence))
+	if e.Token != "" {
+		attrs = append(attrs, attrOwner.String(e.Token), attrFence.Int64(e.Fence))
 	}
 	err := e.Err
 	switch e.Op {
@@ -109,7 +123,7 @@ func (o *Observer) ObserveLease(ctx context.Context, e tasklock.Event) {
 		attrs = append(attrs, attribute.String("claimlock.lease.cause", fmt.Sprint(e.Err)))
 		err = nil // the loss is the span's subject; its cause is an attribute
 	}
-	span := o.startSpan(ctx, "claimlock.lease."+string(e.Op), spanTiming{start: e.Start, background: e.Background}, attrs...)
+	span := o.startSpan(ctx, "claimlock.lease."+e.Op.Name(), spanTiming{start: e.Start, background: e.Background}, attrs...)
 	endSpan(span, e.Start.Add(e.Duration), err)
 
 	set := metric.WithAttributeSet(attribute.NewSet(attrLeaseTable.String(e.Table)))
@@ -119,12 +133,12 @@ func (o *Observer) ObserveLease(ctx context.Context, e tasklock.Event) {
 	case e.Op == tasklock.OpLost:
 		o.leasesLost.Add(ctx, 1, set)
 	case err != nil:
-		o.errs.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attrLeaseTable.String(e.Table), attrOp.String("lease."+string(e.Op)))))
+		o.errs.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attrLeaseTable.String(e.Table), attrOp.String("lease."+e.Op.Name()))))
 	}
 }
 
-// ObserveSweep records a reaper's sweep as a span and metrics.
-func (o *Observer) ObserveSweep(ctx context.Context, e zombie.Event) {
+// observeSweep records a reaper's sweep or change of leadership.
+func (o *Observer) observeSweep(ctx context.Context, e observe.Event) {
 	if e.Op == zombie.OpLeader {
 		// Not an operation: an event on the caller's span, if any.
 		attrs := []attribute.KeyValue{attrTable.String(e.Table), attribute.Bool("claimlock.leading", e.Leading)}
@@ -140,15 +154,15 @@ func (o *Observer) ObserveSweep(ctx context.Context, e zombie.Event) {
 	}
 	attrs := []attribute.KeyValue{
 		tableKey.String(e.Table),
-		attribute.Int64("claimlock.rows.returned", e.Result.Returned),
-		attribute.Int64("claimlock.rows.parked", e.Result.Parked),
-		attribute.Int("claimlock.statements", e.Result.Statements),
+		attribute.Int("claimlock.rows.returned", e.Returned),
+		attribute.Int("claimlock.rows.parked", e.Parked),
+		attribute.Int("claimlock.statements", e.Statements),
 	}
 	if scope != "" {
 		attrs = append(attrs, attrScope.String(scope))
 	}
 	span := o.startSpan(ctx, name, spanTiming{start: e.Start}, attrs...)
-	endSpan(span, e.Start.Add(e.Result.Elapsed), e.Err)
+	endSpan(span, e.Start.Add(e.Duration), e.Err)
 
 	mattrs := []attribute.KeyValue{tableKey.String(e.Table)}
 	if o.scopeMetric && scope != "" {
@@ -156,14 +170,14 @@ func (o *Observer) ObserveSweep(ctx context.Context, e zombie.Event) {
 	}
 	set := metric.WithAttributeSet(attribute.NewSet(mattrs...))
 	if e.Err != nil {
-		o.errs.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(append(mattrs, attrOp.String(string(e.Op)))...)))
+		o.errs.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(append(mattrs, attrOp.String(e.Op.Name()))...)))
 	}
 	if e.Op == zombie.OpSweep {
-		if e.Result.Returned > 0 {
-			o.reaped.Add(ctx, e.Result.Returned, set)
+		if e.Returned > 0 {
+			o.reaped.Add(ctx, int64(e.Returned), set)
 		}
-		if e.Result.Parked > 0 {
-			o.park.Add(ctx, e.Result.Parked, set)
+		if e.Parked > 0 {
+			o.park.Add(ctx, int64(e.Parked), set)
 		}
 	}
 }

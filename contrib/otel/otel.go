@@ -13,17 +13,15 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/claimlock/claimlock/claim"
-	"github.com/claimlock/claimlock/tasklock"
-	"github.com/claimlock/claimlock/zombie"
+	"github.com/claimlock/claimlock/observe"
 )
 
 // ScopeName is the instrumentation scope of the tracer and the meter.
 const ScopeName = "github.com/claimlock/claimlock/contrib/otel"
 
 // Observer turns claimlock's events into spans and metrics. It implements
-// [claim.Observer], [tasklock.Observer] and [zombie.Observer] and is safe
-// for concurrent use.
+// [observe.Observer], for the events of claim, tasklock and zombie, and is
+// safe for concurrent use.
 type Observer struct {
 	tracer      trace.Tracer
 	scopeMetric bool
@@ -33,11 +31,7 @@ type Observer struct {
 	leasesAcquired, leasesLost, errs, emptyClaims        metric.Int64Counter
 }
 
-var (
-	_ claim.Observer    = (*Observer)(nil)
-	_ tasklock.Observer = (*Observer)(nil)
-	_ zombie.Observer   = (*Observer)(nil)
-)
+var _ observe.Observer = (*Observer)(nil)
 
 // Option configures [New].
 type Option func(*config)

@@ -2,7 +2,8 @@
 // metrics.
 //
 // A [Metrics] is a prometheus.Collector. At each scrape it reads
-// [store.ClaimStore.Stats] for every table (and scope) it watches and
+// [claim.Claimer.Stats] (or [claim.Claimer.TableStats] for a whole table)
+// for every table (and scope) it watches and
 // reports row counts by status and the ages of the oldest pending and
 // processing rows, on the database clock; and, installed as the Observer of
 // claim, tasklock and zombie configs, it counts what the processes did:
@@ -53,7 +54,7 @@
 // for a lease table, which Metrics cannot otherwise know before its first
 // event.
 //
-// Stats counts rows (see [store.ClaimStore.Stats]): scoped, it reads the
+// Stats counts rows (see [claim.Claimer.Stats]): scoped, it reads the
 // scope's rows through an index; for a whole table it reads the table. Watch
 // the scopes an operator needs, and mind the scrape interval on large
 // tables. Scope values are never labels of the event counters (a task id per

@@ -12,7 +12,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
@@ -22,8 +22,8 @@ import (
 const DefaultStatsTimeout = 5 * time.Second
 
 // Metrics collects claimlock metrics. It implements prometheus.Collector
-// and [claim.Observer], [tasklock.Observer] and [zombie.Observer]; it is
-// safe for concurrent use.
+// and [observe.Observer], for the events of claim, tasklock and zombie; it
+// is safe for concurrent use.
 type Metrics struct {
 	timeout time.Duration
 
@@ -39,17 +39,16 @@ type Metrics struct {
 
 var (
 	_ prometheus.Collector = (*Metrics)(nil)
-	_ claim.Observer       = (*Metrics)(nil)
-	_ tasklock.Observer    = (*Metrics)(nil)
-	_ zombie.Observer      = (*Metrics)(nil)
+	_ observe.Observer     = (*Metrics)(nil)
 )
 
 // target is one table (and scope) whose Stats a scrape reads.
 type target struct {
-	cs     store.ClaimStore
-	table  string
-	scope  string
-	values []any
+	// stats reads the counts: the claimer's Stats, or its TableStats
+	// for a whole table.
+	stats func(context.Context) (claim.Stats, error)
+	table string
+	scope string
 	// created: the table has a CreatedAt column, so the age of its
 	// oldest pending row is known.
 	created bool
@@ -121,13 +120,15 @@ func (m *Metrics) watch(d dialect.Dialect, cc claim.Config, all bool) error {
 	if err != nil {
 		return fmt.Errorf("claimprom: watch: %w", err)
 	}
-	cs, err := store.OpenClaims(d, spec)
+	// The counts read no payload column: the claimer needs no row type.
+	cc.Columns, cc.Observer = nil, nil
+	c, err := claim.New[struct{}](d, cc, nil)
 	if err != nil {
 		return fmt.Errorf("claimprom: watch: %w", err)
 	}
-	t := target{cs: cs, table: spec.Table, created: spec.CreatedAt != ""}
+	t := target{stats: c.TableStats, table: spec.Table, created: spec.CreatedAt != ""}
 	if !all && len(cc.ScopeValues) > 0 {
-		t.values = cc.ScopeValues
+		t.stats = c.Stats
 		t.scope = ScopeString(spec.Scope, cc.ScopeValues)
 	}
 	m.mu.Lock()
@@ -145,15 +146,15 @@ func (m *Metrics) watch(d dialect.Dialect, cc claim.Config, all bool) error {
 // claimErrorOps are the operations on a claim table whose failures
 // claimlock_errors_total counts.
 var claimErrorOps = []string{
-	string(claim.OpClaim), string(claim.OpAck), string(claim.OpFail), string(claim.OpSnooze),
-	string(claim.OpHeartbeat), string(claim.OpRelease), string(zombie.OpSweep),
+	claim.OpClaim.Name(), claim.OpAck.Name(), claim.OpFail.Name(), claim.OpSnooze.Name(),
+	claim.OpHeartbeat.Name(), claim.OpRelease.Name(), zombie.OpSweep.Name(),
 }
 
 // leaseErrorOps are the operations on a lease table whose failures
 // claimlock_errors_total counts.
 var leaseErrorOps = []string{
-	"lease." + string(tasklock.OpAcquire), "lease." + string(tasklock.OpRenew), "lease." + string(tasklock.OpRelease),
-	"lease." + string(tasklock.OpFinish), "lease." + string(tasklock.OpForceRelease), string(zombie.OpLeaseSweep),
+	"lease." + tasklock.OpAcquire.Name(), "lease." + tasklock.OpRenew.Name(), "lease." + tasklock.OpRelease.Name(),
+	"lease." + tasklock.OpFinish.Name(), "lease." + tasklock.OpForceRelease.Name(), zombie.OpLeaseSweep.Name(),
 }
 
 // InitClaims creates the event series of cc's claim table at zero: the row
@@ -247,7 +248,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
 	defer cancel()
 	for _, t := range targets {
-		st, err := t.cs.Stats(ctx, t.values)
+		st, err := t.stats(ctx)
 		if err != nil {
 			ch <- prometheus.MustNewConstMetric(m.up, prometheus.GaugeValue, 0, t.table, t.scope)
 			continue
@@ -268,10 +269,23 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// ObserveClaim counts a claimer's operation.
-func (m *Metrics) ObserveClaim(_ context.Context, e claim.Event) {
+// Observe counts an event of claim, tasklock or zombie; events of other
+// sources are ignored.
+func (m *Metrics) Observe(_ context.Context, e observe.Event) {
+	switch e.Source {
+	case observe.SourceClaim:
+		m.observeClaim(e)
+	case observe.SourceTasklock:
+		m.observeLease(e)
+	case observe.SourceZombie:
+		m.observeSweep(e)
+	}
+}
+
+// observeClaim counts a claimer's operation.
+func (m *Metrics) observeClaim(e observe.Event) {
 	if e.Err != nil {
-		m.errs.WithLabelValues(e.Table, string(e.Op)).Inc()
+		m.errs.WithLabelValues(e.Table, e.Op.Name()).Inc()
 		if e.Op == claim.OpClaim {
 			return
 		}
@@ -295,30 +309,30 @@ func (m *Metrics) ObserveClaim(_ context.Context, e claim.Event) {
 	add(m.lost, e.Lost)
 }
 
-// ObserveLease counts a lease operation.
-func (m *Metrics) ObserveLease(_ context.Context, e tasklock.Event) {
+// observeLease counts a lease operation.
+func (m *Metrics) observeLease(e observe.Event) {
 	switch {
 	case e.Op == tasklock.OpAcquire && e.OK:
 		m.leasesAcquired.WithLabelValues(e.Table).Inc()
 	case e.Op == tasklock.OpLost:
 		m.leasesLost.WithLabelValues(e.Table).Inc()
 	case e.Err != nil && !errors.Is(e.Err, dialect.ErrLeaseHeld):
-		m.errs.WithLabelValues(e.Table, "lease."+string(e.Op)).Inc()
+		m.errs.WithLabelValues(e.Table, "lease."+e.Op.Name()).Inc()
 	}
 }
 
-// ObserveSweep counts a reaper's sweep.
-func (m *Metrics) ObserveSweep(_ context.Context, e zombie.Event) {
+// observeSweep counts a reaper's sweep.
+func (m *Metrics) observeSweep(e observe.Event) {
 	if e.Err != nil {
-		m.errs.WithLabelValues(e.Table, string(e.Op)).Inc()
+		m.errs.WithLabelValues(e.Table, e.Op.Name()).Inc()
 	}
 	if e.Op != zombie.OpSweep {
 		return
 	}
-	if e.Result.Returned > 0 {
-		m.reaped.WithLabelValues(e.Table).Add(float64(e.Result.Returned))
+	if e.Returned > 0 {
+		m.reaped.WithLabelValues(e.Table).Add(float64(e.Returned))
 	}
-	if e.Result.Parked > 0 {
-		m.parked.WithLabelValues(e.Table).Add(float64(e.Result.Parked))
+	if e.Parked > 0 {
+		m.parked.WithLabelValues(e.Table).Add(float64(e.Parked))
 	}
 }

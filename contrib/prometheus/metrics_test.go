@@ -14,7 +14,6 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	claimprom "github.com/claimlock/claimlock/contrib/prometheus"
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testkit/obstest"
 	"github.com/claimlock/claimlock/internal/testkit/testengine"
 	"github.com/claimlock/claimlock/tasklock"
@@ -147,15 +146,15 @@ claimlock_errors_total{op="lease_sweep",table="leases"} 0
 			require.EqualValues(t, 3, claimCount(t, reg), "three claims observed")
 
 			got := gauges(t, reg)
-			spec, err := cfg.Resolve()
-			require.NoError(t, err)
-			cs, err := store.OpenClaims(f.Dialect, spec)
+			statsCfg := cfg
+			statsCfg.Columns, statsCfg.Observer = nil, nil
+			sc, err := claim.New[struct{}](f.Dialect, statsCfg, nil)
 			require.NoError(t, err)
 			for _, w := range []struct {
-				scope  string
-				values []any
-			}{{"task_id=42", []any{42}}, {"", nil}} {
-				want, err := cs.Stats(ctx, w.values)
+				scope string
+				stats func(context.Context) (claim.Stats, error)
+			}{{"task_id=42", sc.Stats}, {"", sc.TableStats}} {
+				want, err := w.stats(ctx)
 				require.NoError(t, err)
 				l := "scope=" + w.scope + ",table=jobs"
 				require.Equal(t, 1.0, got["claimlock_stats_up{"+l+"}"])

@@ -14,7 +14,7 @@ import (
 	claimprom "github.com/claimlock/claimlock/contrib/prometheus"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/sqlite"
-	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -50,11 +50,7 @@ func snippetSetup(t *testing.T) (dialect.Dialect, claim.Config, tasklock.Config)
 	d, err := sqlite.New(ctx, db, dialect.Options{})
 	require.NoError(t, err)
 	cfg := claim.Config{ClaimTable: dialect.ClaimTable{Table: "jobs", Scope: []string{"task_id"}}, ScopeValues: []any{42}}
-	spec, err := cfg.Resolve()
-	require.NoError(t, err)
-	ddl, err := store.CreateTableDDL(d, store.ClaimTableDef(spec))
-	require.NoError(t, err)
-	require.NoError(t, store.ExecDDL(ctx, d, ddl))
+	require.NoError(t, claim.CreateTable(ctx, d, cfg))
 	for range 3 {
 		_, err := db.ExecContext(ctx, "INSERT INTO jobs (task_id) VALUES (42)")
 		require.NoError(t, err)
@@ -62,7 +58,7 @@ func snippetSetup(t *testing.T) (dialect.Dialect, claim.Config, tasklock.Config)
 	return d, cfg, tasklock.Config{Table: tasklock.TaskTableNoOwner("xxx_task"), TTL: time.Minute}
 }
 
-// The operations guide's counter made with claim.ObserverFunc: a claim and
+// The operations guide's counter made with observe.Func: a claim and
 // an ack of the scope's rows count the acked rows per table.
 func TestSnippetObserverFunc(t *testing.T) {
 	ctx := context.Background()
@@ -71,7 +67,7 @@ func TestSnippetObserverFunc(t *testing.T) {
 	c := claim.Config{
 		ClaimTable: cfg.ClaimTable, ScopeValues: cfg.ScopeValues,
 		// snippet: docs-observer-func
-		Observer: claim.ObserverFunc(func(ctx context.Context, e claim.Event) {
+		Observer: observe.Func(func(ctx context.Context, e observe.Event) {
 			if e.Op == claim.OpAck {
 				acked.WithLabelValues(e.Table).Add(float64(e.Acked))
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/examples/internal/exdb"
 	"github.com/claimlock/claimlock/hold"
+	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
@@ -61,7 +62,7 @@ func open(ctx context.Context, o options) (*app, error) {
 		},
 		ScopeValues: []any{o.task}, RequireScope: true,
 		BatchSize: o.batch, MaxAttempts: 5, Logger: a.log, HeartbeatInterval: o.reapAfter / 4,
-		Observer: claim.ObserverFunc(func(_ context.Context, e claim.Event) { a.lost.Add(int64(e.Lost)) }),
+		Observer: observe.Func(func(_ context.Context, e observe.Event) { a.lost.Add(int64(e.Lost)) }),
 	}
 	a.claimer, err = claim.New(db.Dialect, a.claims, func(t *target) []any { return []any{&t.OpenID} })
 	if err != nil {

@@ -19,7 +19,6 @@ import (
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/mysql"
 	"github.com/claimlock/claimlock/examples/internal/exdb"
-	"github.com/claimlock/claimlock/internal/store"
 )
 
 // Measure names what a result measured.
@@ -84,6 +83,9 @@ type bench struct {
 	done []func()
 	// results are the throughput lines of the run, for -chart.
 	results []result
+	// retries counts the statements and transactions the dialects re-ran
+	// after a deadlock or serialization failure (their OnRetry).
+	retries *atomic.Int64
 }
 
 func newBench(ctx context.Context, o *options, out io.Writer) (*bench, error) {
@@ -98,11 +100,16 @@ func newBench(ctx context.Context, o *options, out io.Writer) (*bench, error) {
 		}
 		dsn += fmt.Sprintf("%spool_max_conns=%d", sep, maxW+4)
 	}
-	db, err := exdb.Open(ctx, o.driver, dsn, false)
+	// Retries are counted by the dialect's retry policy: every re-run of
+	// a statement or transaction after a deadlock or serialization
+	// failure calls OnRetry once.
+	retries := new(atomic.Int64)
+	opts := dialect.Options{Retry: dialect.RetryPolicy{OnRetry: func(string, int, error) { retries.Add(1) }}}
+	db, err := exdb.OpenWith(ctx, o.driver, dsn, false, opts)
 	if err != nil {
 		return nil, err
 	}
-	b := &bench{o: o, db: db, d: db.Dialect, sql: db.SQL, out: out, date: time.Now().UTC().Format("2006-01-02")}
+	b := &bench{o: o, db: db, d: db.Dialect, sql: db.SQL, out: out, date: time.Now().UTC().Format("2006-01-02"), retries: retries}
 	b.done = append(b.done, db.Close)
 	if o.mysqlRR && db.Driver == "mysql" {
 		cfg, err := gomysql.ParseDSN(o.dsn)
@@ -117,7 +124,7 @@ func newBench(ctx context.Context, o *options, out io.Writer) (*bench, error) {
 		}
 		raw := sql.OpenDB(conn)
 		b.done = append(b.done, func() { raw.Close() })
-		d, err := mysql.New(ctx, raw, dialect.Options{})
+		d, err := mysql.New(ctx, raw, opts)
 		if err != nil {
 			b.close()
 			return nil, err
@@ -300,25 +307,13 @@ func (b *bench) fixture(ctx context.Context, rows int, task func(i int) int) (in
 // fixtureTable is fixture on the named table.
 func (b *bench) fixtureTable(ctx context.Context, table string, rows int, task func(i int) int) (int64, error) {
 	cfg := b.configFor(table, dialect.StrategyAuto)
-	spec, err := cfg.Resolve()
-	if err != nil {
+	if err := cfg.Validate(); err != nil {
 		return 0, err
 	}
 	if _, err := b.sql.ExecContext(ctx, "DROP TABLE IF EXISTS "+b.db.Q(table)); err != nil {
 		return 0, err
 	}
-	ddl, err := store.CreateTableDDL(b.d, store.ClaimTableDef(spec))
-	if err != nil {
-		return 0, err
-	}
-	if err := store.ExecDDL(ctx, b.d, ddl); err != nil {
-		return 0, err
-	}
-	cs, err := store.OpenClaims(b.d, spec)
-	if err != nil {
-		return 0, err
-	}
-	if err := store.ExecDDL(ctx, b.d, cs.IndexDDL()); err != nil {
+	if err := claim.CreateTable(ctx, b.d, cfg); err != nil {
 		return 0, err
 	}
 	tx, err := b.sql.BeginTx(ctx, nil)
@@ -499,7 +494,7 @@ func (b *bench) claimlockRun(ctx context.Context, measure string, s dialect.Stra
 		}
 		r.Strategy = "tx"
 	}
-	retries0 := store.Retries(b.d)
+	retries0 := b.retries.Load()
 	lat := make([][]time.Duration, workers)
 	errs := make(chan error, workers)
 	start := time.Now()
@@ -522,7 +517,7 @@ func (b *bench) claimlockRun(ctx context.Context, measure string, s dialect.Stra
 		return r, err
 	}
 	r.RowsPerS = float64(rows) / r.Seconds
-	r.Retries = store.Retries(b.d) - retries0
+	r.Retries = b.retries.Load() - retries0
 	r.Overlaps = t.overlaps.Load()
 	r.Rollbacks = rollbacks.Load()
 	r.Missing, r.Duplicates = t.check()

@@ -15,6 +15,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/postgres"
+	"github.com/claimlock/claimlock/observe"
 )
 
 // The claimlock measures.
@@ -62,7 +63,7 @@ func (c *compare) claimlock(ctx context.Context, measure string, workers int) (r
 	allAcked := make(chan struct{})
 	var once sync.Once
 	cfg := c.claimConfig(measure)
-	cfg.Observer = claim.ObserverFunc(func(_ context.Context, e claim.Event) {
+	cfg.Observer = observe.Func(func(_ context.Context, e observe.Event) {
 		if e.Op == claim.OpAck && e.Err == nil && !e.Tx && acked.Add(int64(e.Acked)) >= int64(c.o.jobs) {
 			once.Do(func() { close(allAcked) })
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/examples/internal/exdb"
+	"github.com/claimlock/claimlock/observe"
 )
 
 // The program's tables.
@@ -102,7 +103,7 @@ func open(ctx context.Context, o options) (*app, error) {
 		},
 		BatchSize: o.batch,
 		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Observer:  claim.ObserverFunc(func(_ context.Context, e claim.Event) { a.requeues.Add(int64(e.Requeued)) }),
+		Observer:  observe.Func(func(_ context.Context, e observe.Event) { a.requeues.Add(int64(e.Requeued)) }),
 	}
 	if o.ack == "blind" {
 		// Without a version column the ack marks a row clean whatever

@@ -14,6 +14,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
@@ -50,7 +51,7 @@ func leaseHolderRole(ctx context.Context, out *emitter) error {
 	}
 	defer d.close()
 	cfg := lockerConfig(envDuration(envTTL, frozenTTL))
-	cfg.Observer = tasklock.ObserverFunc(func(_ context.Context, e tasklock.Event) {
+	cfg.Observer = observe.Func(func(_ context.Context, e observe.Event) {
 		if e.Op == tasklock.OpRenew && e.Err == nil {
 			out.emit(event{Ev: "renewed"})
 		}
@@ -271,7 +272,7 @@ func TestFrozenHolder(t *testing.T) {
 			cev, i := claimer.waitEvent(t, "ctx", 0, time.Second)
 			require.True(t, cev.OK, "Batch.Err reported the loss as soon as the frozen claimer resumed")
 			require.True(t, cev.Lost, "the frozen batch's context was cancelled with ErrClaimLost: %s", cev.Err)
-			require.Contains(t, cev.Err, claim.ErrLocalDeadline.Error())
+			require.Contains(t, cev.Err, dialect.ErrLocalDeadline.Error())
 			require.Less(t, cev.T, sweepStart, "the frozen batch's deadline passed before its rows were reaped and claimed again")
 			hb, i := claimer.waitEvent(t, "heartbeat", i, time.Second)
 			require.True(t, hb.Lost, "heartbeat after the reap gives ErrClaimLost: %s", hb.Err)

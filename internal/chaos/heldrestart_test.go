@@ -13,6 +13,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/observe"
 )
 
 // heldRunnerRole drains the task with claim.Holder.Run (two batches in
@@ -29,7 +30,7 @@ func heldRunnerRole(ctx context.Context, out *emitter) error {
 	defer d.close()
 	var commits, commitErrs, rollbacks, lost, holdErrs atomic.Int64
 	cfg := itemsConfig(envInt(envBatch, 10))
-	cfg.Observer = claim.ObserverFunc(func(_ context.Context, e claim.Event) {
+	cfg.Observer = observe.Func(func(_ context.Context, e observe.Event) {
 		switch {
 		case e.Op == claim.OpCommit && e.Err == nil:
 			commits.Add(1)

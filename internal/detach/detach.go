@@ -1,7 +1,10 @@
-// Package detach runs the clean-up work a library call does on its own
-// after the caller's work is done or failed: work that must not be cut
-// short by the caller's context (it may have ended already) and that must
-// not hold the caller past that context's deadline either.
+// Package detach is the work a library call does apart from its caller.
+// [Run] runs the clean-up work a call does on its own after the caller's
+// work is done or failed: work that must not be cut short by the caller's
+// context (it may have ended already) and that must not hold the caller
+// past that context's deadline either. [Background] and [Context] mark the
+// contexts of the work the library does on its own goroutines, so that
+// their events say so to observers ([IsBackground]).
 package detach
 
 import (

@@ -34,7 +34,7 @@ func (s *Claims) ack(ctx context.Context, p *AckParams) (AckResult, error) {
 	}
 	keys, idx, a, err := s.ackPrep(ctx, p)
 	if err != nil {
-		return res, wrap("ack", err)
+		return res, err
 	}
 	if st, ok := s.oneStatement(p); ok {
 		done := false
@@ -58,7 +58,7 @@ func (s *Claims) ack(ctx context.Context, p *AckParams) (AckResult, error) {
 			return err
 		})
 		if err != nil || done {
-			return res, wrap("ack", err)
+			return res, err
 		}
 	}
 	err = s.b.Do(ctx, "ack", false, func() error {
@@ -66,7 +66,7 @@ func (s *Claims) ack(ctx context.Context, p *AckParams) (AckResult, error) {
 		return s.b.InTx(ctx, func(tx Querier) error { return s.ackByRow(ctx, tx, p, a, keys, idx, &res) })
 	})
 	if err != nil {
-		return AckResult{}, wrap("ack", err)
+		return AckResult{}, err
 	}
 	return res, nil
 }

@@ -248,6 +248,10 @@ func CheckOptions(engine string, opts dialect.Options) (*slog.Logger, error) {
 	return opts.Logger, nil
 }
 
+// QuoteName quotes a validated, possibly schema-qualified name as the
+// engine writes it.
+func (b *Backend) QuoteName(name string) string { return b.quoteName(name) }
+
 // quoteName quotes a validated, possibly schema-qualified name.
 func (b *Backend) quoteName(name string) string {
 	schema, table := SplitName(name)

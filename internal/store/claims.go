@@ -139,18 +139,18 @@ func (s *Claims) checkMaxAttempts(n int) error {
 // Claim implements [ClaimStore].
 func (s *Claims) Claim(ctx context.Context, p *ClaimParams, scan func(Scanner) error) (int, error) {
 	if err := checkClaim(s.spec, p); err != nil {
-		return 0, wrap("claim", err)
+		return 0, err
 	}
 	if err := s.checkScopeValues(p.ScopeValues); err != nil {
-		return 0, wrap("claim", err)
+		return 0, err
 	}
 	st, err := s.claimStmt(p)
 	if err != nil {
-		return 0, wrap("claim", err)
+		return 0, err
 	}
 	if s.runner != nil {
 		n, err := s.runner.Claim(ctx, p, scan)
-		return n, wrap("claim", err)
+		return n, err
 	}
 	cur := s.cursors.get(p.ScopeValues)
 	a := &render.Args{Token: p.Token, Limit: p.Limit, Scope: p.ScopeValues, After: cur.after(s.spec.IDKind)}
@@ -163,7 +163,7 @@ func (s *Claims) Claim(ctx context.Context, p *ClaimParams, scan func(Scanner) e
 	if err == nil {
 		cur.advance(a.After, keys)
 	}
-	return n, wrap("claim", err)
+	return n, err
 }
 
 // claimStmt returns the claim statement of p's strategy (one statement
@@ -186,7 +186,7 @@ func (s *Claims) claimStmt(p *ClaimParams) (render.Stmt, error) {
 // Read implements [ClaimStore].
 func (s *Claims) Read(ctx context.Context, token string, ids []any, scan func(Scanner) error) (int, error) {
 	if token == "" {
-		return 0, fmt.Errorf("%w: read: empty token", dialect.ErrInvalidConfig)
+		return 0, fmt.Errorf("%w: empty token", dialect.ErrInvalidConfig)
 	}
 	a := &render.Args{Token: token}
 	st := s.st(claimKey{t: tReadBack})
@@ -196,12 +196,12 @@ func (s *Claims) Read(ctx context.Context, token string, ids []any, scan func(Sc
 		}
 		keys, err := normalizeKeys(s.spec.IDKind, ids)
 		if err != nil {
-			return 0, wrap("read", err)
+			return 0, err
 		}
 		a.Keys, st = keys, s.st(claimKey{t: tReadBack, v: ClaimVariant{ByKeys: true}})
 	}
 	n, err := s.read(ctx, st, a, scan, nil)
-	return n, wrap("read", err)
+	return n, err
 }
 
 func (s *Claims) read(ctx context.Context, st render.Stmt, a *render.Args, scan func(Scanner) error, wrapScan func(Scanner) Scanner) (int, error) {
@@ -234,7 +234,7 @@ func counting(n *int, scan func(Scanner) error, wrapScan func(Scanner) Scanner) 
 // the token holds after it.
 func (s *Claims) Heartbeat(ctx context.Context, token string) ([]any, error) {
 	if token == "" {
-		return nil, fmt.Errorf("%w: heartbeat: empty token", dialect.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: empty token", dialect.ErrInvalidConfig)
 	}
 	a := &render.Args{Token: token}
 	var held []any
@@ -255,7 +255,7 @@ func (s *Claims) Heartbeat(ctx context.Context, token string) ([]any, error) {
 		})
 	})
 	if err != nil {
-		return nil, wrap("heartbeat", err)
+		return nil, err
 	}
 	return held, nil
 }
@@ -276,7 +276,7 @@ func scanKey(r Rows, kind dialect.IDKind) (any, error) {
 // Release implements [ClaimStore].
 func (s *Claims) Release(ctx context.Context, token string, ids []any) (int64, error) {
 	if token == "" {
-		return 0, fmt.Errorf("%w: release: empty token", dialect.ErrInvalidConfig)
+		return 0, fmt.Errorf("%w: empty token", dialect.ErrInvalidConfig)
 	}
 	a := &render.Args{Token: token}
 	st := s.st(claimKey{t: tRelease})
@@ -286,7 +286,7 @@ func (s *Claims) Release(ctx context.Context, token string, ids []any) (int64, e
 		}
 		keys, err := normalizeKeys(s.spec.IDKind, ids)
 		if err != nil {
-			return 0, wrap("release", err)
+			return 0, err
 		}
 		a.Keys, st = keys, s.st(claimKey{t: tRelease, v: s.hinted(ClaimVariant{ByKeys: true})})
 	}
@@ -297,7 +297,7 @@ func (s *Claims) Release(ctx context.Context, token string, ids []any) (int64, e
 		return err
 	})
 	s.pending(ctx, nil, n)
-	return n, wrap("release", err)
+	return n, err
 }
 
 // Reap implements [ClaimStore]: when MaxAttempts is set it first
@@ -306,13 +306,13 @@ func (s *Claims) Release(ctx context.Context, token string, ids []any) (int64, e
 func (s *Claims) Reap(ctx context.Context, p *ReapParams) (ReapResult, error) {
 	var res ReapResult
 	if err := checkReap(s.spec, p); err != nil {
-		return res, wrap("reap", err)
+		return res, err
 	}
 	if err := s.checkMaxAttempts(p.MaxAttempts); err != nil {
-		return res, wrap("reap", err)
+		return res, err
 	}
 	if err := s.checkScopeValues(p.ScopeValues); err != nil {
-		return res, wrap("reap", err)
+		return res, err
 	}
 	// A row is stale when its claimed-at time is older than the timeout plus
 	// the column's resolution, so a time stored rounded down never makes a
@@ -329,13 +329,13 @@ func (s *Claims) Reap(ctx context.Context, p *ReapParams) (ReapResult, error) {
 		park := v
 		park.Park = true
 		if res.Parked, err = s.reapStep(ctx, park, a); err != nil {
-			return res, wrap("reap", err)
+			return res, err
 		}
 		v.Below = true
 	}
 	res.Returned, err = s.reapStep(ctx, v, a)
 	s.pending(ctx, p.ScopeValues, res.Returned)
-	return res, wrap("reap", err)
+	return res, err
 }
 
 // reapStep runs the reap statement of variant v: on a server with SKIP
@@ -401,10 +401,10 @@ func (s *Claims) Stats(ctx context.Context, scopeValues []any) (Stats, error) {
 	stmt := s.st(claimKey{t: tStats})
 	if scopeValues != nil {
 		if err := checkScope(s.spec, len(scopeValues)); err != nil {
-			return st, wrap("stats", err)
+			return st, err
 		}
 		if err := s.checkScopeValues(scopeValues); err != nil {
-			return st, wrap("stats", err)
+			return st, err
 		}
 		stmt = s.st(claimKey{t: tStats, v: ClaimVariant{Scoped: true}})
 	}
@@ -416,7 +416,7 @@ func (s *Claims) Stats(ctx context.Context, scopeValues []any) (Stats, error) {
 		return err
 	})
 	if err != nil {
-		return Stats{}, wrap("stats", err)
+		return Stats{}, err
 	}
 	st.Other = total - st.Pending - st.Processing - st.Done - st.Failed
 	st.OldestProcessing = max(time.Duration(oldProc.Int64)*time.Microsecond, 0)

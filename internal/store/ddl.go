@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -131,6 +132,10 @@ func (b *Backend) columnType(c ColumnDef) (string, error) {
 	return "", fmt.Errorf("%w: column %s: unknown type %d", dialect.ErrInvalidConfig, c.Name, c.Type)
 }
 
+// ErrTableNotFound is what [Backend.AddColumnsDDL] wraps when the table
+// does not exist: a migration creates it instead.
+var ErrTableNotFound = errors.New("not found (or it has no columns)")
+
 // AddColumnsDDL implements [ColumnAdder]: it reads table's columns
 // from the catalog and renders one ALTER TABLE ... ADD COLUMN statement per
 // column of cols the table lacks, typed as CreateTableDDL types them.
@@ -155,10 +160,10 @@ func (b *Backend) AddColumnsDDL(ctx context.Context, table string, cols []Column
 	}
 	have, err := b.catalogColumns(ctx, probe.st(claimKey{t: tColumns}), table)
 	if err != nil {
-		return nil, wrap("add columns", err)
+		return nil, err
 	}
 	if len(have.ByName) == 0 {
-		return nil, fmt.Errorf("%w: Table: table %s not found (or it has no columns)", dialect.ErrInvalidConfig, table)
+		return nil, fmt.Errorf("%w: Table: table %s %w", dialect.ErrInvalidConfig, table, ErrTableNotFound)
 	}
 	var out []string
 	for _, c := range cols {

@@ -55,7 +55,7 @@ func (h *Held) Savepoint(ctx context.Context) error {
 		return fmt.Errorf("%w: savepoint: the held claim has ended", dialect.ErrClaimLost)
 	}
 	if _, err := h.tx.Exec(ctx, "SAVEPOINT "+heldSavepoint); err != nil {
-		return h.broken(ctx, "savepoint", err)
+		return wrapStep("savepoint", h.broken(ctx, err))
 	}
 	h.saved = maps.Clone(h.keys)
 	return nil
@@ -76,7 +76,7 @@ func (h *Held) RollbackToSavepoint(ctx context.Context) error {
 		return fmt.Errorf("%w: rollback to savepoint: no savepoint was taken", dialect.ErrInvalidConfig)
 	}
 	if _, err := h.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+heldSavepoint); err != nil {
-		return h.broken(ctx, "rollback to savepoint", err)
+		return wrapStep("rollback to savepoint", h.broken(ctx, err))
 	}
 	h.keys = maps.Clone(h.saved)
 	return nil
@@ -104,26 +104,26 @@ func (s *Claims) Hold(ctx context.Context, p *HoldParams, scan func(Scanner) err
 			dialect.ErrNotSupported, s.b.caps.Engine, s.b.caps.Version)
 	}
 	if p.Limit <= 0 {
-		return nil, 0, fmt.Errorf("%w: hold: limit must be positive, got %d", dialect.ErrInvalidConfig, p.Limit)
+		return nil, 0, fmt.Errorf("%w: limit must be positive, got %d", dialect.ErrInvalidConfig, p.Limit)
 	}
 	if p.HoldLimit <= 0 {
-		return nil, 0, fmt.Errorf("%w: hold: the hold limit must be positive, got %v", dialect.ErrInvalidConfig, p.HoldLimit)
+		return nil, 0, fmt.Errorf("%w: the hold limit must be positive, got %v", dialect.ErrInvalidConfig, p.HoldLimit)
 	}
 	if err := checkScope(s.spec, len(p.ScopeValues)); err != nil {
-		return nil, 0, wrap("hold", err)
+		return nil, 0, err
 	}
 	if err := s.checkScopeValues(p.ScopeValues); err != nil {
-		return nil, 0, wrap("hold", err)
+		return nil, 0, err
 	}
 	tx, err := s.b.db.Begin(ctx)
 	if err != nil {
-		return nil, 0, wrap("hold", s.b.interpret(err))
+		return nil, 0, s.b.interpret(err)
 	}
 	h := &Held{s: s, tx: tx, keys: map[any]bool{}}
 	n, err := h.claim(ctx, p, scan)
 	if err != nil {
 		_ = h.end(ctx)
-		return nil, 0, wrap("hold", s.b.interpret(err))
+		return nil, 0, s.b.interpret(err)
 	}
 	return h, n, nil
 }
@@ -212,7 +212,7 @@ func derefKey(dest any) (any, error) {
 func (h *Held) Read(ctx context.Context, ids []any, scan func(Scanner) error) error {
 	keys, err := normalizeKeys(h.s.spec.IDKind, ids)
 	if err != nil {
-		return wrap("read", err)
+		return err
 	}
 	return h.s.b.query(ctx, h.tx, h.s.st(claimKey{t: tHeldRead}), &render.Args{Keys: keys}, func(r Rows) error { return scan(r) })
 }
@@ -229,7 +229,7 @@ func (h *Held) Querier() Querier { return h.tx }
 func (h *Held) Ack(ctx context.Context, p *AckParams) (AckResult, error) {
 	var res AckResult
 	if h.over {
-		return res, fmt.Errorf("%w: ack: the held claim has ended", dialect.ErrInvalidConfig)
+		return res, fmt.Errorf("%w: the held claim has ended", dialect.ErrInvalidConfig)
 	}
 	s := h.s
 	keys, err := s.heldAckPrep(ctx, p)
@@ -253,7 +253,7 @@ func (h *Held) Ack(ctx context.Context, p *AckParams) (AckResult, error) {
 	groups := map[ackTo][]any{toOf(p.Outcome): held}
 	if p.Outcome == OutcomeRetry && p.MaxAttempts > 0 {
 		if groups, err = h.parkGroups(ctx, p, held, pos, &res); err != nil {
-			return AckResult{}, h.broken(ctx, "ack", err)
+			return AckResult{}, h.broken(ctx, err)
 		}
 	}
 	a := &render.Args{Error: s.errorText(p.Error), Delay: s.delay(p.Delay)}
@@ -261,17 +261,17 @@ func (h *Held) Ack(ctx context.Context, p *AckParams) (AckResult, error) {
 		a.Keys = g
 		n, err := s.b.exec(ctx, h.tx, s.st(claimKey{t: tHeldAck, to: to}), a)
 		if err != nil {
-			return AckResult{}, h.broken(ctx, "ack", err)
+			return AckResult{}, h.broken(ctx, err)
 		}
 		// Fewer is possible where affected rows are changed rows (a retry
 		// that changes nothing on MySQL); more never.
 		if n > int64(len(g)) {
-			return AckResult{}, h.broken(ctx, "ack", fmt.Errorf("wrote %d rows for %d held rows", n, len(g)))
+			return AckResult{}, h.broken(ctx, fmt.Errorf("wrote %d rows for %d held rows", n, len(g)))
 		}
 	}
 	if p.Outcome == OutcomeDone && s.archives() {
 		if err := s.move(ctx, h.tx, held); err != nil {
-			return AckResult{}, h.broken(ctx, "ack", err)
+			return AckResult{}, h.broken(ctx, err)
 		}
 	}
 	slices.Sort(res.Parked)
@@ -285,22 +285,22 @@ func (h *Held) Ack(ctx context.Context, p *AckParams) (AckResult, error) {
 func (s *Claims) heldAckPrep(ctx context.Context, p *AckParams) ([]any, error) {
 	if p.Outcome == OutcomeRetry {
 		if err := s.checkMaxAttempts(p.MaxAttempts); err != nil {
-			return nil, wrap("ack", err)
+			return nil, err
 		}
 	}
 	if p.Delay < 0 || p.Delay > 0 && s.spec.RunAt == "" {
-		return nil, fmt.Errorf("%w: ack: a delay needs a RunAt column and must not be negative", dialect.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: a delay needs a RunAt column and must not be negative", dialect.ErrInvalidConfig)
 	}
 	if err := s.timeLimits().fits("RunAt", "retry delay", p.Delay); err != nil {
-		return nil, wrap("ack", err)
+		return nil, err
 	}
 	keys, err := normalizeKeys(s.spec.IDKind, p.IDs)
 	if err != nil {
-		return nil, wrap("ack", err)
+		return nil, err
 	}
 	if p.Error != "" && p.Outcome != OutcomeDone {
 		if err := s.ensureErrorWidth(ctx); err != nil {
-			return nil, wrap("ack", err)
+			return nil, err
 		}
 	}
 	return keys, nil
@@ -335,11 +335,11 @@ func (h *Held) parkGroups(ctx context.Context, p *AckParams, held []any, pos map
 }
 
 // broken rolls the held claim back after a failed statement (its
-// transaction is aborted, or its connection gone) and returns err wrapped
-// for op: nothing of the held claim was written.
-func (h *Held) broken(ctx context.Context, op string, err error) error {
+// transaction is aborted, or its connection gone) and returns err as a
+// loss of the claim: nothing of the held claim was written.
+func (h *Held) broken(ctx context.Context, err error) error {
 	h.end(ctx)
-	return wrap(op, fmt.Errorf("%w: %w", dialect.ErrClaimLost, h.s.b.interpret(err)))
+	return fmt.Errorf("%w: %w", dialect.ErrClaimLost, h.s.b.interpret(err))
 }
 
 // Unacked returns how many held rows have not been acked.
@@ -368,7 +368,7 @@ func (h *Held) Ping(ctx context.Context) error {
 		r.Close()
 	}
 	if err != nil {
-		return h.broken(ctx, "ping", err)
+		return wrapStep("ping", h.broken(ctx, err))
 	}
 	return nil
 }
@@ -385,12 +385,12 @@ func (h *Held) Commit(ctx context.Context) error {
 	if unlimit := h.s.st(claimKey{t: tHeldUnlimit}); unlimit.SQL != "" {
 		if _, err := h.s.b.exec(ctx, h.tx, unlimit, &render.Args{}); err != nil {
 			_ = h.end(ctx)
-			return wrap("commit", fmt.Errorf("%w: %w", dialect.ErrClaimLost, h.s.b.interpret(err)))
+			return fmt.Errorf("%w: %w", dialect.ErrClaimLost, h.s.b.interpret(err))
 		}
 	}
 	if err := h.tx.Commit(ctx); err != nil {
 		_ = h.tx.Rollback(context.WithoutCancel(ctx))
-		return wrap("commit", fmt.Errorf("%w: %w", dialect.ErrOutcomeUnknown, h.s.b.interpret(err)))
+		return fmt.Errorf("%w: %w", dialect.ErrOutcomeUnknown, h.s.b.interpret(err))
 	}
 	return nil
 }
@@ -401,7 +401,7 @@ func (h *Held) Rollback(ctx context.Context) error {
 	if h.over {
 		return nil
 	}
-	return wrap("rollback", h.end(ctx))
+	return h.end(ctx)
 }
 
 // end rolls the held transaction back, restoring the session's own limits

@@ -49,7 +49,7 @@ func (s *Claims) MissingIndexesWith(ctx context.Context, opts IndexOptions) ([]s
 			return err
 		})
 		if err != nil {
-			return nil, wrap("missing indexes", err)
+			return nil, err
 		}
 		if usable > 0 {
 			continue

@@ -105,7 +105,7 @@ func (l *Leases) info(ctx context.Context, q Querier, st render.Stmt, a *render.
 func (l *Leases) Acquire(ctx context.Context, key any, owner string, ttl time.Duration) (LeaseInfo, error) {
 	a, err := l.args(key, owner, ttl, !l.stamped, true)
 	if err != nil {
-		return LeaseInfo{}, wrap("lease acquire", err)
+		return LeaseInfo{}, err
 	}
 	if l.stamped && !l.b.caps.Returning {
 		return l.acquireStamped(ctx, a)
@@ -137,7 +137,7 @@ func (l *Leases) Acquire(ctx context.Context, key any, owner string, ttl time.Du
 		return dialect.ErrLeaseHeld
 	})
 	if err != nil {
-		return LeaseInfo{}, wrap("lease acquire", err)
+		return LeaseInfo{}, err
 	}
 	if l.b.caps.Returning {
 		return info, nil
@@ -145,11 +145,11 @@ func (l *Leases) Acquire(ctx context.Context, key any, owner string, ttl time.Du
 	info, ok, err := l.readBackInfo(ctx, a)
 	switch {
 	case err != nil:
-		return LeaseInfo{}, wrap("lease acquire: read back", err)
+		return LeaseInfo{}, wrapStep("read back", err)
 	case !ok:
 		// Acquired, then taken over before the read-back (a TTL shorter than
 		// one round trip): someone else holds it now.
-		return LeaseInfo{}, wrap("lease acquire", dialect.ErrLeaseHeld)
+		return LeaseInfo{}, dialect.ErrLeaseHeld
 	}
 	return info, nil
 }
@@ -180,7 +180,7 @@ func (l *Leases) acquireStamped(ctx context.Context, a *render.Args) (LeaseInfo,
 		})
 	})
 	if err != nil {
-		return LeaseInfo{}, wrap("lease acquire", err)
+		return LeaseInfo{}, err
 	}
 	return info, nil
 }
@@ -213,7 +213,7 @@ func (l *Leases) readBackInfo(ctx context.Context, a *render.Args) (LeaseInfo, b
 func (l *Leases) Renew(ctx context.Context, key any, owner string, ttl time.Duration) (LeaseInfo, error) {
 	a, err := l.args(key, owner, ttl, true, true)
 	if err != nil {
-		return LeaseInfo{}, wrap("lease renew", err)
+		return LeaseInfo{}, err
 	}
 	var info LeaseInfo
 	ok := false
@@ -234,7 +234,7 @@ func (l *Leases) Renew(ctx context.Context, key any, owner string, ttl time.Dura
 		err = dialect.ErrLeaseLost
 	}
 	if err != nil {
-		return LeaseInfo{}, wrap("lease renew", err)
+		return LeaseInfo{}, err
 	}
 	return info, nil
 }
@@ -269,14 +269,14 @@ func (l *Leases) exec(ctx context.Context, op string, st render.Stmt, a *render.
 		n, err = l.b.exec(ctx, l.b.db, st, a)
 		return err
 	})
-	return n, wrap(op, err)
+	return n, err
 }
 
 // Release implements [LeaseStore].
 func (l *Leases) Release(ctx context.Context, key any, owner string, holdUntil time.Time) (bool, error) {
 	a, err := l.args(key, owner, 0, true, false)
 	if err != nil {
-		return false, wrap("lease release", err)
+		return false, err
 	}
 	if holdUntil.IsZero() {
 		n, err := l.exec(ctx, "lease release", l.st(lRelease), a)
@@ -288,15 +288,15 @@ func (l *Leases) Release(ctx context.Context, key any, owner string, holdUntil t
 // Finish implements [LeaseStore].
 func (l *Leases) Finish(ctx context.Context, key any, owner string, status any, holdUntil time.Time) (bool, error) {
 	if l.st(lFinish).SQL == "" {
-		return false, fmt.Errorf("%w: lease finish: the lease table has no Status column", dialect.ErrInvalidConfig)
+		return false, fmt.Errorf("%w: the lease table has no Status column", dialect.ErrInvalidConfig)
 	}
 	a, err := l.args(key, owner, 0, true, false)
 	if err != nil {
-		return false, wrap("lease finish", err)
+		return false, err
 	}
 	if types := l.types.Load(); types != nil {
 		if err := types.status.checkWritten("Status", "status", status); err != nil {
-			return false, wrap("lease finish", err)
+			return false, err
 		}
 	}
 	a.Status = status
@@ -320,25 +320,25 @@ func (l *Leases) Finish(ctx context.Context, key any, owner string, status any, 
 // statement ran.
 func (l *Leases) freeHeld(ctx context.Context, op string, st render.Stmt, a *render.Args, holdUntil time.Time) (bool, error) {
 	if st.SQL == "" {
-		return false, fmt.Errorf("%w: %s: a minimum hold needs Owner and ExpiresAt columns", dialect.ErrInvalidConfig, op)
+		return false, fmt.Errorf("%w: a minimum hold needs Owner and ExpiresAt columns", dialect.ErrInvalidConfig)
 	}
 	a.Hold = holdUntil.Add(a.Slack)
 	if err := l.timeLimits().fits("ExpiresAt", "minimum hold", time.Until(a.Hold)); err != nil {
-		return false, wrap(op, err)
+		return false, err
 	}
 	n, err := l.exec(ctx, op, st, a)
 	if err != nil || n > 0 || l.b.caps.Returning {
 		return n > 0, err
 	}
 	_, ok, err := l.readBackInfo(ctx, a)
-	return ok, wrap(op+": read back", err)
+	return ok, wrapStep("read back", err)
 }
 
 // ForceRelease implements [LeaseStore].
 func (l *Leases) ForceRelease(ctx context.Context, key any) (bool, error) {
 	a, err := l.args(key, "", 0, false, false)
 	if err != nil {
-		return false, wrap("lease force release", err)
+		return false, err
 	}
 	n, err := l.exec(ctx, "lease force release", l.st(lForce), a)
 	return n > 0, err
@@ -350,7 +350,7 @@ func (l *Leases) Inspect(ctx context.Context, key any) (LeaseState, error) {
 	var st LeaseState
 	a, err := l.args(key, "", 0, false, false)
 	if err != nil {
-		return st, wrap("lease inspect", err)
+		return st, err
 	}
 	var owner sql.NullString
 	var fence, exp sql.NullInt64
@@ -361,7 +361,7 @@ func (l *Leases) Inspect(ctx context.Context, key any) (LeaseState, error) {
 		return err
 	})
 	if err != nil {
-		return LeaseState{}, wrap("lease inspect", err)
+		return LeaseState{}, err
 	}
 	st.Owner, st.Fence = owner.String, fence.Int64
 	if owner.Valid && exp.Valid {
@@ -374,10 +374,10 @@ func (l *Leases) Inspect(ctx context.Context, key any) (LeaseState, error) {
 // Held implements [LeaseStore].
 func (l *Leases) Held(ctx context.Context, limit int) ([]LeaseHolder, error) {
 	if l.st(lHeld).SQL == "" {
-		return nil, fmt.Errorf("%w: lease held: listing leases needs an ExpiresAt column", dialect.ErrNotSupported)
+		return nil, fmt.Errorf("%w: listing leases needs an ExpiresAt column", dialect.ErrNotSupported)
 	}
 	if limit <= 0 || limit > MaxHeldLimit {
-		return nil, fmt.Errorf("%w: lease held: limit %d is outside 1..%d", dialect.ErrInvalidConfig, limit, MaxHeldLimit)
+		return nil, fmt.Errorf("%w: limit %d is outside 1..%d", dialect.ErrInvalidConfig, limit, MaxHeldLimit)
 	}
 	a := &render.Args{Limit: limit, Slack: time.Duration(l.slack.Load())}
 	var out []LeaseHolder
@@ -403,7 +403,7 @@ func (l *Leases) Held(ctx context.Context, limit int) ([]LeaseHolder, error) {
 		})
 	})
 	if err != nil {
-		return nil, wrap("lease held", err)
+		return nil, err
 	}
 	return out, nil
 }
@@ -412,10 +412,10 @@ func (l *Leases) Held(ctx context.Context, limit int) ([]LeaseHolder, error) {
 // column; the rows and their fences stay, so fences keep increasing.
 func (l *Leases) ReapExpired(ctx context.Context, limit int) (int64, error) {
 	if l.st(lReap).SQL == "" {
-		return 0, fmt.Errorf("%w: lease reap: reaping leases needs an ExpiresAt column", dialect.ErrNotSupported)
+		return 0, fmt.Errorf("%w: reaping leases needs an ExpiresAt column", dialect.ErrNotSupported)
 	}
 	if limit <= 0 {
-		return 0, fmt.Errorf("%w: lease reap: limit must be positive", dialect.ErrInvalidConfig)
+		return 0, fmt.Errorf("%w: limit must be positive", dialect.ErrInvalidConfig)
 	}
 	return l.exec(ctx, "lease reap", l.st(lReap), &render.Args{Limit: limit, Slack: time.Duration(l.slack.Load())})
 }

@@ -25,11 +25,11 @@ const maxErrorText = 8 << 10
 func (s *Claims) Snooze(ctx context.Context, token string, ids []any, delay time.Duration) (int64, error) {
 	switch {
 	case token == "":
-		return 0, fmt.Errorf("%w: snooze: empty token", dialect.ErrInvalidConfig)
+		return 0, fmt.Errorf("%w: empty token", dialect.ErrInvalidConfig)
 	case !s.stmts.has(claimKey{t: tRelease, v: ClaimVariant{ByKeys: true, Snooze: true}}):
-		return 0, fmt.Errorf("%w: snooze: the table has no RunAt column", dialect.ErrInvalidConfig)
+		return 0, fmt.Errorf("%w: the table has no RunAt column", dialect.ErrInvalidConfig)
 	case delay < 0:
-		return 0, fmt.Errorf("%w: snooze: negative delay %v", dialect.ErrInvalidConfig, delay)
+		return 0, fmt.Errorf("%w: negative delay %v", dialect.ErrInvalidConfig, delay)
 	case len(ids) == 0:
 		return 0, nil
 	}
@@ -38,7 +38,7 @@ func (s *Claims) Snooze(ctx context.Context, token string, ids []any, delay time
 		err = s.timeLimits().fits("RunAt", "snooze", delay)
 	}
 	if err != nil {
-		return 0, wrap("snooze", err)
+		return 0, err
 	}
 	a := &render.Args{Token: token, Keys: keys, Delay: s.delay(delay)}
 	var n int64
@@ -47,7 +47,7 @@ func (s *Claims) Snooze(ctx context.Context, token string, ids []any, delay time
 		n, err = s.b.exec(ctx, s.b.db, s.st(claimKey{t: tRelease, v: ClaimVariant{ByKeys: true, Snooze: true}}), a)
 		return err
 	})
-	return n, wrap("snooze", err)
+	return n, err
 }
 
 // filterArgs validates a row filter and returns its args and the variant
@@ -80,14 +80,14 @@ func (s *Claims) filterArgs(f RowFilter) (*render.Args, ClaimVariant, error) {
 // Unpark implements [ClaimStore].
 func (s *Claims) Unpark(ctx context.Context, p *UnparkParams) (int64, error) {
 	if s.names.Failed == "" {
-		return 0, fmt.Errorf("%w: unpark: the table has no Failed status", dialect.ErrInvalidConfig)
+		return 0, fmt.Errorf("%w: the table has no Failed status", dialect.ErrInvalidConfig)
 	}
 	if p.ResetAttempts && s.names.Attempts == "" {
-		return 0, fmt.Errorf("%w: unpark: ResetAttempts needs an Attempts column", dialect.ErrInvalidConfig)
+		return 0, fmt.Errorf("%w: ResetAttempts needs an Attempts column", dialect.ErrInvalidConfig)
 	}
 	a, v, err := s.filterArgs(p.RowFilter)
 	if err != nil {
-		return 0, wrap("unpark", err)
+		return 0, err
 	}
 	if p.IDs != nil && len(p.IDs) == 0 {
 		return 0, nil
@@ -95,24 +95,24 @@ func (s *Claims) Unpark(ctx context.Context, p *UnparkParams) (int64, error) {
 	v.Reset = p.ResetAttempts
 	n, err := s.chunked(ctx, "unpark", s.st(claimKey{t: tUnpark, v: v}), a)
 	s.pending(ctx, p.ScopeValues, n)
-	return n, wrap("unpark", err)
+	return n, err
 }
 
 // RetryNow implements [ClaimStore].
 func (s *Claims) RetryNow(ctx context.Context, f RowFilter) (int64, error) {
 	if s.names.RunAt == "" {
-		return 0, fmt.Errorf("%w: retry now: the table has no RunAt column", dialect.ErrInvalidConfig)
+		return 0, fmt.Errorf("%w: the table has no RunAt column", dialect.ErrInvalidConfig)
 	}
 	a, v, err := s.filterArgs(f)
 	if err != nil {
-		return 0, wrap("retry now", err)
+		return 0, err
 	}
 	if f.IDs != nil && len(f.IDs) == 0 {
 		return 0, nil
 	}
 	n, err := s.chunked(ctx, "retry now", s.st(claimKey{t: tRetryNow, v: v}), a)
 	s.pending(ctx, f.ScopeValues, n)
-	return n, wrap("retry now", err)
+	return n, err
 }
 
 // chunked runs an operator statement of at most opBatch rows until one
@@ -138,19 +138,19 @@ func (s *Claims) chunked(ctx context.Context, op string, st render.Stmt, a *rend
 func (s *Claims) List(ctx context.Context, p *ListParams) ([]RowInfo, error) {
 	switch {
 	case p.Set < SetFailed || p.Set > SetScheduled:
-		return nil, fmt.Errorf("%w: list: unknown set %d", dialect.ErrInvalidConfig, p.Set)
+		return nil, fmt.Errorf("%w: unknown set %d", dialect.ErrInvalidConfig, p.Set)
 	case p.Limit <= 0 || p.Limit > MaxListLimit:
-		return nil, fmt.Errorf("%w: list: limit %d is outside 1..%d", dialect.ErrInvalidConfig, p.Limit, MaxListLimit)
+		return nil, fmt.Errorf("%w: limit %d is outside 1..%d", dialect.ErrInvalidConfig, p.Limit, MaxListLimit)
 	case p.OlderThan < 0:
-		return nil, fmt.Errorf("%w: list: negative OlderThan", dialect.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: negative OlderThan", dialect.ErrInvalidConfig)
 	case p.Set == SetFailed && s.names.Failed == "":
-		return nil, fmt.Errorf("%w: list: the table has no Failed status", dialect.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: the table has no Failed status", dialect.ErrInvalidConfig)
 	case p.Set == SetScheduled && s.names.RunAt == "":
-		return nil, fmt.Errorf("%w: list: the table has no RunAt column", dialect.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: the table has no RunAt column", dialect.ErrInvalidConfig)
 	}
 	a, v, err := s.filterArgs(RowFilter{ScopeValues: p.ScopeValues})
 	if err != nil {
-		return nil, wrap("list", err)
+		return nil, err
 	}
 	// A claim time column coarser than the clock may hold a time up to its
 	// resolution late (PostgreSQL and MySQL round): the listing errs
@@ -182,7 +182,7 @@ func (s *Claims) List(ctx context.Context, p *ListParams) ([]RowInfo, error) {
 		})
 	})
 	if err != nil {
-		return nil, wrap("list", err)
+		return nil, err
 	}
 	return out, nil
 }

@@ -27,29 +27,29 @@ var _ AckClaimer = (*Claims)(nil)
 func (s *Claims) AckAndClaim(ctx context.Context, p *AckClaimParams, scan func(Scanner) error) (AckResult, int, error) {
 	const op = "ack and claim"
 	if p == nil {
-		return AckResult{}, 0, fmt.Errorf("%w: %s: nil params", dialect.ErrInvalidConfig, op)
+		return AckResult{}, 0, fmt.Errorf("%w: nil params", dialect.ErrInvalidConfig)
 	}
 	ap, cp := &p.Ack, &p.Claim
 	if err := checkClaim(s.spec, cp); err != nil {
-		return AckResult{}, 0, wrap(op, err)
+		return AckResult{}, 0, err
 	}
 	if err := s.checkScopeValues(cp.ScopeValues); err != nil {
-		return AckResult{}, 0, wrap(op, err)
+		return AckResult{}, 0, err
 	}
 	claimSt, err := s.claimStmt(cp)
 	if err != nil {
-		return AckResult{}, 0, wrap(op, err)
+		return AckResult{}, 0, err
 	}
 	if len(ap.IDs) == 0 {
 		n, err := s.Claim(ctx, cp, scan)
 		return AckResult{}, n, err
 	}
 	if ap.Token == cp.Token {
-		return AckResult{}, 0, fmt.Errorf("%w: %s: the claim token is the ack's", dialect.ErrInvalidConfig, op)
+		return AckResult{}, 0, fmt.Errorf("%w: the claim token is the ack's", dialect.ErrInvalidConfig)
 	}
 	keys, idx, a, err := s.ackPrep(ctx, ap)
 	if err != nil {
-		return AckResult{}, 0, wrap(op, err)
+		return AckResult{}, 0, err
 	}
 	versioned := ap.Versions != nil && ap.Outcome == OutcomeDone
 	one := s.st(claimKey{t: tAckClaim, to: toOf(ap.Outcome), v: ClaimVariant{Pipelined: true}})
@@ -74,14 +74,14 @@ func (s *Claims) AckAndClaim(ctx context.Context, p *AckClaimParams, scan func(S
 		err = s.b.Do(ctx, op, false, func() error { return s.ackClaimTx(ctx, r, ap, a, keys, idx, cp, claimSt, claim) })
 	}
 	if err != nil {
-		return AckResult{}, 0, wrap(op, err)
+		return AckResult{}, 0, err
 	}
 	if s.runner == nil || !versioned && one.SQL != "" {
 		cur.advance(after, r.claimed)
 	}
 	s.pendingAfterAck(ctx, ap, r.res)
 	if r.scanErr != nil {
-		return r.res, r.n, wrap(op, r.scanErr)
+		return r.res, r.n, r.scanErr
 	}
 	return r.res, r.n, nil
 }
@@ -187,7 +187,7 @@ func (s *Claims) ackClaimOne(ctx context.Context, st render.Stmt, a *render.Args
 			return err
 		}
 		if kind != 0 {
-			return fmt.Errorf("ack and claim: the first row is of kind %d, not the ack's", kind)
+			return fmt.Errorf("the first row is of kind %d, not the ack's", kind)
 		}
 		return s.ackedKeys(acked.String, parked.String, idx, got, res)
 	})

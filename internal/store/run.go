@@ -126,12 +126,15 @@ func (b *Backend) queryRow(ctx context.Context, q Querier, st render.Stmt, a *re
 	return QueryRow(ctx, q, b.style, st, a, dest...)
 }
 
-// wrap prefixes an error with the operation once.
-func wrap(op string, err error) error {
+// wrapStep prefixes err, if not nil, with the step of an operation that
+// failed ("read back"). The store never names the operation itself: the
+// public package that runs it names its package and operation once
+// ("claim: ack: ...", "tasklock: renew 7: ...").
+func wrapStep(step string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("%s: %w", op, err)
+	return fmt.Errorf("%s: %w", step, err)
 }
 
 // interpret classifies err once; errors that are already classified or

@@ -175,21 +175,21 @@ func (s *Schedules) exec(ctx context.Context, op string, st render.Stmt, a *rend
 		n, err = s.b.exec(ctx, s.b.db, st, a)
 		return err
 	})
-	return n, wrap(op, err)
+	return n, err
 }
 
 // Register implements the Register statement: it makes the row of job if
 // it has none.
 func (s *Schedules) Register(ctx context.Context, job string) error {
 	if err := checkJob(job); err != nil {
-		return wrap("schedule register", err)
+		return err
 	}
 	// Idempotent: a re-run after a broken connection makes nothing twice.
 	err := s.b.Do(ctx, "schedule register", true, func() error {
 		_, err := s.b.exec(ctx, s.b.db, s.st(sRegister, ScheduleVariant{}), &render.Args{Job: job})
 		return err
 	})
-	return wrap("schedule register", err)
+	return err
 }
 
 // JobState is a job's row as State reads it.
@@ -209,7 +209,7 @@ type JobState struct {
 func (s *Schedules) State(ctx context.Context, job string) (JobState, error) {
 	var st JobState
 	if err := checkJob(job); err != nil {
-		return st, wrap("schedule state", err)
+		return st, err
 	}
 	err := s.b.Do(ctx, "schedule state", true, func() error {
 		var paused int64
@@ -218,7 +218,7 @@ func (s *Schedules) State(ctx context.Context, job string) (JobState, error) {
 		st.Paused = paused != 0
 		return err
 	})
-	return st, wrap("schedule state", err)
+	return st, err
 }
 
 // ScheduleClaim is one move of a job's cursor, with the rows it records.
@@ -265,7 +265,7 @@ type ClaimResult struct {
 func (s *Schedules) Claim(ctx context.Context, c ScheduleClaim) (ClaimResult, error) {
 	var res ClaimResult
 	if err := checkJob(c.Job); err != nil {
-		return res, wrap("schedule claim", err)
+		return res, err
 	}
 	switch {
 	case c.To <= c.Prev:
@@ -317,7 +317,7 @@ func (s *Schedules) Claim(ctx context.Context, c ScheduleClaim) (ClaimResult, er
 		// cursor was moved back by hand?). Nothing was committed.
 		return ClaimResult{}, nil
 	}
-	return res, wrap("schedule claim", err)
+	return res, err
 }
 
 // cutError prepares an error text for the runs table: valid UTF-8 without
@@ -340,7 +340,7 @@ func cutError(msg string) string {
 // case nothing changed.
 func (s *Schedules) Finish(ctx context.Context, job string, fire int64, token, status, msg string) (bool, error) {
 	if err := checkJob(job); err != nil {
-		return false, wrap("schedule finish", err)
+		return false, err
 	}
 	switch status {
 	case RunSucceeded, RunFailed, RunLost:
@@ -360,7 +360,7 @@ func (s *Schedules) Finish(ctx context.Context, job string, fire int64, token, s
 // Pause sets the paused flag of job.
 func (s *Schedules) Pause(ctx context.Context, job string, paused bool) error {
 	if err := checkJob(job); err != nil {
-		return wrap("schedule pause", err)
+		return err
 	}
 	var flag int64
 	if paused {
@@ -378,7 +378,7 @@ func (s *Schedules) RunOf(ctx context.Context, job string, fire int64) (status, 
 		ok, e = s.b.queryRow(ctx, s.b.db, s.st(sRun, ScheduleVariant{}), &render.Args{Job: job, Fire: fire}, &status, &token)
 		return e
 	})
-	return status, token, ok, wrap("schedule run", err)
+	return status, token, ok, err
 }
 
 // RunRow is one row of the runs table.
@@ -395,7 +395,7 @@ type RunRow struct {
 // first, at most limit.
 func (s *Schedules) History(ctx context.Context, job string, before int64, limit int) ([]RunRow, error) {
 	if err := checkJob(job); err != nil {
-		return nil, wrap("schedule history", err)
+		return nil, err
 	}
 	if limit <= 0 || limit > MaxListLimit {
 		return nil, fmt.Errorf("schedule history: %w: limit %d is outside 1..%d", dialect.ErrInvalidConfig, limit, MaxListLimit)
@@ -414,7 +414,7 @@ func (s *Schedules) History(ctx context.Context, job string, before int64, limit
 			return nil
 		})
 	})
-	return out, wrap("schedule history", err)
+	return out, err
 }
 
 // JobRow is one row of the jobs table as Jobs reads it.
@@ -441,7 +441,7 @@ func (s *Schedules) Jobs(ctx context.Context) ([]JobRow, error) {
 			return nil
 		})
 	})
-	return out, wrap("schedule jobs", err)
+	return out, err
 }
 
 // Prune deletes the runs of job older than its keep newest ones (running
@@ -458,7 +458,7 @@ func (s *Schedules) Prune(ctx context.Context, job string, keep int) (int64, err
 		return err
 	})
 	if err != nil || !found {
-		return 0, wrap("schedule prune", err)
+		return 0, err
 	}
 	return s.exec(ctx, "schedule prune", s.st(sPrune, ScheduleVariant{}), &render.Args{Job: job, Fire: cut})
 }
@@ -469,14 +469,14 @@ func (s *Schedules) VerifySchema(ctx context.Context) error {
 	for _, def := range ScheduleTableDefs(s.t) {
 		cols, err := s.b.catalogColumns(ctx, s.st(sColumns, ScheduleVariant{}), def.Table)
 		if err != nil {
-			return wrap("schedule verify schema", err)
+			return err
 		}
 		if len(cols.ByName) == 0 {
-			return fmt.Errorf("%w: schedule: table %s does not exist (create it with schedule.CreateTables)", dialect.ErrInvalidConfig, def.Table)
+			return fmt.Errorf("%w: table %s does not exist (create it with schedule.CreateTables)", dialect.ErrInvalidConfig, def.Table)
 		}
 		for _, c := range def.Columns {
 			if _, ok := cols.Get(c.Name); !ok {
-				return fmt.Errorf("%w: schedule: table %s has no column %s (it was made for another version; see schedule.CreateTablesDDL)", dialect.ErrInvalidConfig, def.Table, c.Name)
+				return fmt.Errorf("%w: table %s has no column %s (it was made for another version; see schedule.CreateTablesDDL)", dialect.ErrInvalidConfig, def.Table, c.Name)
 			}
 		}
 	}

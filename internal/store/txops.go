@@ -59,7 +59,7 @@ func (s *Claims) AckTx(ctx context.Context, tx dialect.Tx, p *AckParams) (AckRes
 	var res AckResult
 	q, err := s.b.callerTx(tx)
 	if err != nil {
-		return res, wrap("ack", err)
+		return res, err
 	}
 	if len(p.IDs) == 0 {
 		return res, nil
@@ -68,7 +68,7 @@ func (s *Claims) AckTx(ctx context.Context, tx dialect.Tx, p *AckParams) (AckRes
 	// if not known yet.
 	keys, idx, a, err := s.ackPrep(ctx, p)
 	if err != nil {
-		return res, wrap("ack", err)
+		return res, err
 	}
 	// Without RETURNING the one statement's partial match could only be
 	// undone by rolling back the caller's transaction: decide row by row.
@@ -78,7 +78,7 @@ func (s *Claims) AckTx(ctx context.Context, tx dialect.Tx, p *AckParams) (AckRes
 		err = s.ackByRow(ctx, q, p, a, keys, idx, &res)
 	}
 	if err != nil {
-		return AckResult{}, wrap("ack", s.b.interpret(err))
+		return AckResult{}, s.b.interpret(err)
 	}
 	return res, nil
 }

@@ -19,7 +19,7 @@ import (
 func (s *Claims) VerifySchema(ctx context.Context) error {
 	cols, err := s.b.catalogColumns(ctx, s.st(claimKey{t: tColumns}), s.spec.Table)
 	if err != nil {
-		return wrap("verify schema", err)
+		return err
 	}
 	if err := s.b.checkClaimColumns(s.spec, cols); err != nil {
 		return err
@@ -62,7 +62,7 @@ func (s *Claims) verifyArchive(ctx context.Context, cols tableColumns) error {
 	}
 	arch, err := s.b.catalogColumns(ctx, s.st(claimKey{t: tColumns}), s.spec.Archive)
 	if err != nil {
-		return wrap("verify schema", err)
+		return err
 	}
 	if len(arch.ByName) == 0 {
 		return fmt.Errorf("%w: Archive: table %s not found (or it has no columns)", dialect.ErrInvalidConfig, s.spec.Archive)
@@ -110,7 +110,7 @@ func (s *Claims) ensureErrorWidth(ctx context.Context) error {
 func (l *Leases) VerifySchema(ctx context.Context) error {
 	cols, err := l.b.catalogColumns(ctx, l.st(lColumns), l.spec.Table)
 	if err != nil {
-		return wrap("verify schema", err)
+		return err
 	}
 	if err := checkLeaseColumns(l.spec, cols); err != nil {
 		return err

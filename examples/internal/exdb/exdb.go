@@ -56,6 +56,12 @@ func (d *DB) Q(name string) string {
 // SQLite dsn creates a database file in a new temporary directory, removed
 // by Close unless keep is set.
 func Open(ctx context.Context, driver, dsn string, keep bool) (*DB, error) {
+	return OpenWith(ctx, driver, dsn, keep, dialect.Options{})
+}
+
+// OpenWith is Open with the dialect's options (a retry policy whose
+// OnRetry counts retries, say).
+func OpenWith(ctx context.Context, driver, dsn string, keep bool, opts dialect.Options) (*DB, error) {
 	switch driver {
 	case "sqlite":
 		var tmp string
@@ -70,7 +76,7 @@ func Open(ctx context.Context, driver, dsn string, keep bool) (*DB, error) {
 		if err != nil {
 			return nil, err
 		}
-		d, err := sqlite.New(ctx, db, dialect.Options{})
+		d, err := sqlite.New(ctx, db, opts)
 		if err != nil {
 			db.Close()
 			return nil, err
@@ -89,7 +95,7 @@ func Open(ctx context.Context, driver, dsn string, keep bool) (*DB, error) {
 		if err != nil {
 			return nil, err
 		}
-		d, err := mysql.New(ctx, db, dialect.Options{})
+		d, err := mysql.New(ctx, db, opts)
 		if err != nil {
 			db.Close()
 			return nil, err
@@ -103,7 +109,7 @@ func Open(ctx context.Context, driver, dsn string, keep bool) (*DB, error) {
 		if err != nil {
 			return nil, err
 		}
-		d, err := postgres.New(ctx, pool, dialect.Options{})
+		d, err := postgres.New(ctx, pool, opts)
 		if err != nil {
 			pool.Close()
 			return nil, err

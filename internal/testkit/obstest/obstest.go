@@ -2,7 +2,7 @@
 // adapters (contrib/otel, contrib/prometheus) and of claimctl run their
 // scripted workloads on: a claim table in the shape of the cron story's
 // target table, with every optional column an operator looks at, on a fresh
-// database of each engine of internal/testengine.
+// database of each engine of internal/testkit/testengine.
 package obstest
 
 import (
@@ -48,15 +48,7 @@ func Config() claim.Config {
 func New(t testing.TB, e testengine.Engine, n, m int) *Fixture {
 	t.Helper()
 	f := &Fixture{Conn: testengine.Open(t, e, 8), Config: Config()}
-	spec, err := f.Config.Resolve()
-	require.NoError(t, err)
-	ddl, err := store.CreateTableDDL(f.Dialect, store.ClaimTableDef(spec))
-	require.NoError(t, err)
-	ctx := context.Background()
-	require.NoError(t, store.ExecDDL(ctx, f.Dialect, ddl))
-	cs, err := store.OpenClaims(f.Dialect, spec)
-	require.NoError(t, err)
-	require.NoError(t, store.ExecDDL(ctx, f.Dialect, cs.IndexDDL()))
+	require.NoError(t, claim.CreateTable(context.Background(), f.Dialect, f.Config))
 	for i := range n + m {
 		task := 42
 		if i >= n {

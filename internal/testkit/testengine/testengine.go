@@ -1,5 +1,5 @@
 // Package testengine opens claimlock dialects on the real test databases of
-// internal/dbtest, for the test suites of the orchestration packages and
+// internal/testkit/dbtest, for the test suites of the orchestration packages and
 // for their child processes (which reopen a database from its DSN).
 package testengine
 
@@ -40,7 +40,7 @@ type Engine struct {
 	Name string
 	// DSN creates a fresh, isolated database (file, schema or database)
 	// for the test and returns how to reach it; without a server it skips
-	// or fails as internal/dbtest decides.
+	// or fails as internal/testkit/dbtest decides.
 	DSN func(t testing.TB) string
 }
 

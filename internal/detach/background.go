@@ -1,14 +1,14 @@
-// Package observe is what the claim, tasklock and zombie packages share to
-// report events to their Observers: the context of work the library does on
-// its own goroutines, and how an event learns that it came from one. It is
-// not for users.
-package observe
+package detach
 
 import "context"
 
-// backgroundKey marks a context made by the library for work on its own
+// This file marks the contexts of work the library does on its own
 // goroutines (deferred ack writes, keep-alive heartbeats and renewals, a
-// lease's loss).
+// lease's loss), so that the events of that work tell observers so
+// (observe.Event.Background).
+
+// backgroundKey marks a context made by the library for work on its own
+// goroutines.
 type backgroundKey struct{}
 
 // Background returns ctx marked as the library's own.
@@ -16,10 +16,10 @@ func Background(ctx context.Context) context.Context {
 	return context.WithValue(ctx, backgroundKey{}, true)
 }
 
-// Detached returns a context with ctx's values (its trace, say) but not its
+// Context returns a context with ctx's values (its trace, say) but not its
 // cancellation, marked as the library's own: the parent of the contexts of
 // a batch's or a lease's own goroutines.
-func Detached(ctx context.Context) context.Context {
+func Context(ctx context.Context) context.Context {
 	return Background(context.WithoutCancel(ctx))
 }
 

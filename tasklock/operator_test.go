@@ -1,0 +1,131 @@
+package tasklock_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/tasklock"
+)
+
+// MissingColumnsDDL advises, for the lease columns a task table lacks,
+// what AlterTaskTableDDL does: the owner and fence columns as statements
+// that run as printed, the expiry column as a comment to complete. Once
+// they are added it advises nothing and the table passes Verify; a table
+// that does not exist is an error.
+func TestMissingColumnsDDL(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, e engine) {
+		ctx := ctxT(t)
+		d := e.open(t)
+		require.NoError(t, store.ExecDDL(ctx, d, mustDDL(t, d, store.TableDef{
+			Table: "xxx_task", PrimaryKey: []string{"id"},
+			Columns: []store.ColumnDef{{Name: "id", Type: store.TypeSerial, NotNull: true}, {Name: "lock_at", Type: store.TypeTime}},
+		})))
+		spec := tasklock.TaskTable("xxx_task")
+		spec.Fence, spec.ExpiresAt = "lock_fence", "lock_expires_at"
+		k, err := tasklock.New(d, tasklock.Config{Table: spec, TTL: time.Minute})
+		require.NoError(t, err)
+		require.ErrorIs(t, k.Verify(ctx), dialect.ErrInvalidConfig, "the lease columns are missing")
+
+		stmts, err := k.MissingColumnsDDL(ctx)
+		require.NoError(t, err)
+		require.Len(t, stmts, 3, "%q", stmts)
+		require.Contains(t, stmts[0], "lock_owner")
+		require.Contains(t, stmts[1], "lock_fence")
+		require.True(t, strings.HasPrefix(stmts[2], "-- ALTER TABLE"), stmts[2])
+		require.Contains(t, stmts[2], "lock_expires_at")
+		require.Contains(t, stmts[2], "<the type of")
+		require.NoError(t, store.ExecDDL(ctx, d, stmts[:2]), "the statements run as printed")
+		b, err := store.Of(d)
+		require.NoError(t, err)
+		exp, err := b.AddColumnsDDL(ctx, "xxx_task", []store.ColumnDef{{Name: "lock_expires_at", Type: store.TypeTime}})
+		require.NoError(t, err)
+		require.NoError(t, store.ExecDDL(ctx, d, exp), "the completed comment: lock_at's type")
+
+		stmts, err = k.MissingColumnsDDL(ctx)
+		require.NoError(t, err)
+		require.Empty(t, stmts)
+		require.NoError(t, k.Verify(ctx))
+
+		missing, err := tasklock.New(d, tasklock.Config{Table: tasklock.TaskTable("no_such_task"), TTL: time.Minute})
+		require.NoError(t, err)
+		_, err = missing.MissingColumnsDDL(ctx)
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+	})
+}
+
+func mustDDL(t *testing.T, d dialect.Dialect, def store.TableDef) []string {
+	t.Helper()
+	stmts, err := store.CreateTableDDL(d, def)
+	require.NoError(t, err)
+	return stmts
+}
+
+// Held lists the leases with an owner, soonest expiry first, on the
+// database clock; ReleaseOwner frees a lease only for the owner given, and
+// the holder then finds its lease lost.
+func TestHeldAndReleaseOwner(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, e engine) {
+		ctx := ctxT(t)
+		short, d := setup(t, e, tasklock.Config{TTL: 20 * time.Second})
+		long, err := tasklock.New(d, tasklock.Config{Table: tasklock.KeyTable(leaseTable), TTL: time.Minute})
+		require.NoError(t, err)
+		b, err := long.Acquire(ctx, "b")
+		require.NoError(t, err)
+		_, err = short.Acquire(ctx, "a")
+		require.NoError(t, err)
+		_, err = short.ForceRelease(ctx, "a")
+		require.NoError(t, err)
+		a, err := short.Acquire(ctx, "a") // fence 2
+		require.NoError(t, err)
+
+		held, err := short.Held(ctx, 10)
+		require.NoError(t, err)
+		require.Len(t, held, 2)
+		require.Equal(t, "a", held[0].Key, "soonest expiry first")
+		require.Equal(t, a.Owner(), held[0].Owner)
+		require.EqualValues(t, 2, held[0].Fence)
+		require.True(t, held[0].Exists)
+		require.False(t, held[0].Expired)
+		require.InDelta(t, 20*time.Second, held[0].Remaining, float64(10*time.Second))
+		require.Equal(t, "b", held[1].Key)
+		require.Equal(t, b.Owner(), held[1].Owner)
+		require.Greater(t, held[1].Remaining, held[0].Remaining)
+		one, err := short.Held(ctx, 1)
+		require.NoError(t, err)
+		require.Len(t, one, 1)
+		_, err = short.Held(ctx, 0)
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+
+		ok, err := short.ReleaseOwner(ctx, "b", a.Owner())
+		require.NoError(t, err)
+		require.False(t, ok, "b is not a's owner's")
+		require.NoError(t, b.Renew(ctx), "b is still held")
+		_, err = short.ReleaseOwner(ctx, "b", "")
+		require.ErrorIs(t, err, dialect.ErrInvalidConfig)
+		ok, err = short.ReleaseOwner(ctx, "b", b.Owner())
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.ErrorIs(t, b.Renew(ctx), dialect.ErrLeaseLost, "the holder finds its lease gone")
+		held, err = short.Held(ctx, 10)
+		require.NoError(t, err)
+		require.Len(t, held, 1)
+		require.Equal(t, "a", held[0].Key)
+	})
+}
+
+// Held needs an expiry column to list by.
+func TestHeldNeedsExpiry(t *testing.T) {
+	t.Parallel()
+	d := engines[0].open(t)
+	k, err := tasklock.New(d, tasklock.Config{Table: tasklock.TaskTableNoOwner("xxx_task"), TTL: time.Minute})
+	require.NoError(t, err)
+	_, err = k.Held(ctxT(t), 10)
+	require.ErrorIs(t, err, dialect.ErrNotSupported)
+}
