@@ -5,7 +5,8 @@
 #     this checkout; CHANGELOG.md has a section for it.
 #  2. API compatibility: the exported API of each module is compared with the
 #     one at RELEASE's commit (the last release) with apidiff; an incompatible
-#     change fails unless RELEASE's version is a new major (or, below v1, a
+#     change fails unless the version it will go out as (RELEASE's "next"
+#     between releases, else its version) is a new major (or, below v1, a
 #     new minor) version over that commit's, and a patch version adds no API.
 #  3. An outside module that requires only the released versions, with no
 #     replace, builds and runs a program using the root module and both contrib
@@ -21,11 +22,16 @@ modules=(. contrib/otel contrib/prometheus contrib/gocron contrib/robfigcron)
 field() { awk -v k="$1" '$1 == k { print $2 }' "${2:-RELEASE}"; }
 version=$(field version)
 commit=$(field commit)
+next=$(field next)
 if ! [[ $version =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
 	echo "RELEASE: version '$version' is not vMAJOR.MINOR.PATCH" >&2
 	exit 1
 fi
-echo "release: $version (commit ${commit})"
+if [ -n "$next" ] && ! [[ $next =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
+	echo "RELEASE: next '$next' is not vMAJOR.MINOR.PATCH" >&2
+	exit 1
+fi
+echo "release: $version (commit ${commit})${next:+; unreleased changes go out as $next}"
 
 # --- 1. one version everywhere ------------------------------------------------
 fail=0
@@ -46,6 +52,10 @@ if ! grep -q "^replace github.com/claimlock/claimlock $version => ../\$" contrib
 fi
 if ! grep -q "^## $version\b" CHANGELOG.md; then
 	echo "CHANGELOG.md has no '## $version' section" >&2
+	fail=1
+fi
+if [ -n "$next" ] && ! grep -q "^## Unreleased ($next)\$" CHANGELOG.md; then
+	echo "RELEASE names next $next: CHANGELOG.md needs a '## Unreleased ($next)' section announcing the changes" >&2
 	fail=1
 fi
 [ "$fail" = 0 ]
@@ -73,7 +83,7 @@ else
 		exit 1
 	fi
 	read -r omaj omin opat <<<"$(semver_parts "$old_version")"
-	read -r nmaj nmin npat <<<"$(semver_parts "$version")"
+	read -r nmaj nmin npat <<<"$(semver_parts "${next:-$version}")"
 	breaking_ok=0 additions_ok=1
 	if [ "$nmaj" -gt "$omaj" ] || { [ "$nmaj" = 0 ] && [ "$nmaj" = "$omaj" ] && [ "$nmin" -gt "$omin" ]; }; then
 		breaking_ok=1
@@ -103,11 +113,11 @@ else
 		incompatible=$(sed -n '/^Incompatible changes:/,/^Compatible changes:/p' "$work/$name.diff" | grep '^- ' || true)
 		compatible=$(sed -n '/^Compatible changes:/,$p' "$work/$name.diff" | grep '^- ' || true)
 		if [ -n "$incompatible" ] && [ "$breaking_ok" = 0 ]; then
-			echo "api: $path has incompatible changes since $old_version ($commit), and $version does not announce them:" >&2
+			echo "api: $path has incompatible changes since $old_version ($commit), and ${next:-$version} does not announce them (set RELEASE's next to a new minor version, and say so in CHANGELOG.md):" >&2
 			echo "$incompatible" >&2
 			fail=1
 		elif [ -n "$compatible" ] && [ "$additions_ok" = 0 ]; then
-			echo "api: $path adds API in patch version $version:" >&2
+			echo "api: $path adds API in patch version ${next:-$version}:" >&2
 			echo "$compatible" >&2
 			fail=1
 		else
@@ -118,9 +128,19 @@ else
 fi
 
 # --- 3. an outside module, from a file-based proxy ----------------------------
+# Between releases the proxy serves this checkout as the next version, as
+# the release commit will be: the contrib modules then require it (release
+# step 2). Served as the last release's version it would clash with that
+# release's own files in a module cache.
+served=${next:-$version}
 mkdir -p "$work/src" "$work/proxy" "$work/consumer"
 git archive HEAD | tar -x -C "$work/src"
-(cd .ci/release && GOWORK=off go vet . && GOWORK=off go run . -src "$work/src" -version "$version" -out "$work/proxy")
+if [ "$served" != "$version" ]; then
+	for m in contrib/otel contrib/prometheus contrib/gocron contrib/robfigcron; do
+		(cd "$work/src/$m" && GOWORK=off go mod edit -require "github.com/claimlock/claimlock@$served")
+	done
+fi
+(cd .ci/release && GOWORK=off go vet . && GOWORK=off go run . -src "$work/src" -version "$served" -out "$work/proxy")
 cp .ci/release/consumer/main.go.txt "$work/consumer/main.go"
 cat >"$work/consumer/go.mod" <<MOD
 module example.com/consumer
@@ -128,15 +148,18 @@ module example.com/consumer
 go 1.26.0
 
 require (
-	github.com/claimlock/claimlock $version
-	github.com/claimlock/claimlock/contrib/otel $version
-	github.com/claimlock/claimlock/contrib/prometheus $version
+	github.com/claimlock/claimlock $served
+	github.com/claimlock/claimlock/contrib/otel $served
+	github.com/claimlock/claimlock/contrib/prometheus $served
 )
 MOD
 modcache=$(go env GOMODCACHE)
 (
 	cd "$work/consumer"
-	export GOWORK=off GOFLAGS=-mod=mod GOSUMDB=off GOTOOLCHAIN=local GONOSUMCHECK=1 GONOSUMDB='*'
+	# A module cache of its own: one that has met another build of the
+	# served version would answer with that build.
+	export GOWORK=off GOFLAGS='-mod=mod -modcacherw' GOSUMDB=off GOTOOLCHAIN=local GONOSUMCHECK=1 GONOSUMDB='*'
+	export GOMODCACHE="$work/modcache"
 	export GOPROXY="file://$work/proxy,file://$modcache/cache/download"
 	unformatted=$(gofmt -l .)
 	[ -z "$unformatted" ] || { echo "consumer: gofmt would change $unformatted" >&2; exit 1; }
@@ -148,4 +171,4 @@ modcache=$(go env GOMODCACHE)
 	go vet .
 	./consumer
 )
-echo "release: an outside module built and ran against $version from the file proxy"
+echo "release: an outside module built and ran against $served from the file proxy"
