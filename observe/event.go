@@ -21,6 +21,10 @@ const (
 	// leadership (the Ops zombie.OpSweep, zombie.OpLeaseSweep,
 	// zombie.OpLeader).
 	SourceZombie Source = "zombie"
+	// SourceSchedule is package schedule: fire times claimed, skipped and
+	// finished, jobs paused (the Ops schedule.OpClaim, schedule.OpSkip,
+	// schedule.OpFinish, schedule.OpPause).
+	SourceSchedule Source = "schedule"
 )
 
 // Op names an operation. Its value is its [Source], a dot and its name:
@@ -48,8 +52,8 @@ type Event struct {
 	Op Op
 
 	// Table is the table the operation ran on, as configured: the claim
-	// table (claim; zombie.OpSweep) or the lease table (tasklock;
-	// zombie.OpLeaseSweep).
+	// table (claim; zombie.OpSweep), the lease table (tasklock;
+	// zombie.OpLeaseSweep) or the runs table (schedule).
 	Table string
 	// Scope names the claim table's scope columns (nil for an unscoped
 	// table), and ScopeValues are the values the operation was restricted
@@ -57,7 +61,7 @@ type Event struct {
 	// (zombie.OpSweep; nil when it swept every scope).
 	Scope       []string
 	ScopeValues []any
-	// Key is the leased key (tasklock).
+	// Key is the leased key (tasklock), or the job's name (schedule).
 	Key any
 	// Token names who held what the operation concerned: the batch's claim
 	// token (claim; "" for a claim that failed before it was written, and
@@ -113,7 +117,8 @@ type Event struct {
 	// Rows counts the rows of a claim.OpSnooze (snoozed), claim.OpRelease
 	// (released), claim.OpHeartbeat (still held by the token), and of a
 	// held batch's claim.OpCommit, claim.OpRollback and claim.OpLost (the
-	// rows the batch held).
+	// rows the batch held); for package schedule, what its Op recorded
+	// (see schedule.OpClaim and the others).
 	Rows int
 	// Tx is set for an ack or fail written in the caller's transaction
 	// (claim.OpAck, claim.OpFail of Batch.AckTx, Batch.FailTx): it counts

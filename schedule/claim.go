@@ -161,7 +161,7 @@ func (s *Scheduler) claimRun(ctx context.Context, j *job, st store.JobState, p p
 	}
 	start := time.Now()
 	res, err := s.st.Claim(ctx, c)
-	defer func() { s.report(ctx, opClaim, j.Name, start, err, boolN(res.Claimed)) }()
+	defer func() { s.report(ctx, OpClaim, j.Name, start, err, boolN(res.Claimed)) }()
 	if err != nil && errors.Is(err, dialect.ErrOutcomeUnknown) {
 		// The claim may have committed: the run row says.
 		if status, token, ok, rerr := s.st.RunOf(context.WithoutCancel(ctx), j.Name, p.run); rerr == nil {
@@ -206,7 +206,7 @@ func (s *Scheduler) recordMissed(ctx context.Context, j *job, st store.JobState,
 	}
 	start := time.Now()
 	res, err := s.st.Claim(ctx, c)
-	s.report(ctx, opSkip, j.Name, start, err, boolN(res.Claimed))
+	s.report(ctx, OpSkip, j.Name, start, err, boolN(res.Claimed))
 	if err != nil {
 		return fmt.Errorf("schedule: skip %s: %w", j.Name, err)
 	}
@@ -234,7 +234,7 @@ func (s *Scheduler) skipPaused(ctx context.Context, j *job, st store.JobState, p
 		}
 		start := time.Now()
 		res, err := s.st.Claim(ctx, c)
-		s.report(ctx, opSkip, j.Name, start, err, boolN(res.Claimed))
+		s.report(ctx, OpSkip, j.Name, start, err, boolN(res.Claimed))
 		if err != nil {
 			return fmt.Errorf("schedule: skip %s: %w", j.Name, err)
 		}

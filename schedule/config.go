@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"fmt"
+	"github.com/claimlock/claimlock/observe"
 	"log/slog"
 	"os"
 	"strconv"
@@ -111,6 +112,13 @@ type Config struct {
 	// Logger receives warnings (a run found lost, a failed record) and
 	// debug records of each claim. Nil means slog.Default().
 	Logger *slog.Logger
+
+	// Observer, if set, receives an event after each operation of the
+	// scheduler (Source observe.SourceSchedule: OpClaim, OpSkip, OpFinish,
+	// OpPause), synchronously, so it must be cheap and safe for concurrent
+	// use. The job's lease reports its own operations through the
+	// tasklock events of the lease table's Locker (Config.Leases).
+	Observer observe.Observer
 
 	// Now is the local clock, used only for durations (how long to sleep
 	// until a fire time, the lease's local deadline): a constant offset, a

@@ -161,7 +161,7 @@ func (s *Scheduler) setPaused(ctx context.Context, job string, paused bool) erro
 	}
 	start := time.Now()
 	err := s.st.Pause(ctx, job, paused)
-	s.report(ctx, opPause, job, start, err, boolN(paused))
+	s.report(ctx, OpPause, job, start, err, boolN(paused))
 	if err != nil {
 		return fmt.Errorf("schedule: pause %s: %w", job, err)
 	}
