@@ -20,8 +20,10 @@ const (
 	// due while the job was paused): Event.Rows is 1 when a range was
 	// recorded.
 	OpSkip observe.Op = "schedule.skip"
-	// OpFinish records a run's end (succeeded, failed or lost, its error
-	// in Event.Err) and releases its lease: Event.Rows is 1.
+	// OpFinish records a run's end and releases its lease: Event.Rows is
+	// 1, Event.Err the job's error joined with Finish's (nil when the run
+	// succeeded and was recorded; matching [dialect.ErrLeaseLost] when the
+	// run lost its lease).
 	OpFinish observe.Op = "schedule.finish"
 	// OpPause pauses or resumes a job (Scheduler.Pause, Scheduler.Resume):
 	// Event.Rows is 1 when the job is paused now.

@@ -2,6 +2,7 @@ package schedule_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -13,9 +14,11 @@ import (
 	"github.com/claimlock/claimlock/schedule"
 )
 
+var errBoom = errors.New("boom")
+
 // TestObserver: a scheduler reports its claims, runs' ends and pauses to
 // the one Observer, with the job as the key and the runs table as the
-// table.
+// table; a run's end carries the job's error.
 func TestObserver(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, c *testengine.Conn) {
 		ctx := context.Background()
@@ -30,7 +33,7 @@ func TestObserver(t *testing.T) {
 		ran := make(chan struct{}, 1)
 		require.NoError(t, s.Add(schedule.Job{Name: "observed", Schedule: schedule.Every(time.Second), Func: func(ctx context.Context, r *schedule.Run) error {
 			ran <- struct{}{}
-			return nil
+			return errBoom
 		}}))
 		require.NoError(t, s.Pause(ctx, "observed"))
 		require.NoError(t, s.Resume(ctx, "observed"))
@@ -45,6 +48,9 @@ func TestObserver(t *testing.T) {
 		defer mu.Unlock()
 		ops := map[observe.Op]int{}
 		for _, e := range evs {
+			if e.Op == schedule.OpFinish {
+				require.ErrorIs(t, e.Err, errBoom, "the run's end carries the job's error")
+			}
 			require.Equal(t, observe.SourceSchedule, e.Source)
 			require.Equal(t, "observed", e.Key)
 			require.Equal(t, schedule.DefaultRunsTable, e.Table)

@@ -75,7 +75,7 @@ func (r *Run) Finish(ctx context.Context, runErr error) error {
 	r.once.Do(func() {
 		start := time.Now()
 		r.result = r.finish(ctx, runErr)
-		r.s.report(ctx, OpFinish, r.j.Name, start, r.result, 1)
+		r.s.report(ctx, OpFinish, r.j.Name, start, errors.Join(runErr, r.result), 1)
 	})
 	return r.result
 }

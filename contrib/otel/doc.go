@@ -1,9 +1,10 @@
 // Package claimotel reports claimlock's operations to OpenTelemetry: spans
 // and metrics for claims, acks, fails, snoozes, heartbeats and releases of
 // [claim.Claimer], sweeps of [zombie.Reaper] and [zombie.LeaseReaper], and
-// acquisitions, renewals, releases and losses of [tasklock] leases.
+// acquisitions, renewals, releases and losses of [tasklock] leases, and
+// the runs of [schedule] jobs.
 //
-// One [Observer] (an [observe.Observer]) serves all three packages; install
+// One [Observer] (an [observe.Observer]) serves all four packages; install
 // it as the Observer of their configs, beside others with [observe.Join]:
 //
 //	obs, err := claimotel.New() // the global tracer and meter providers
@@ -11,6 +12,7 @@
 //	claim.Config{..., Observer: obs}
 //	tasklock.Config{..., Observer: obs}
 //	zombie.Config{..., Observer: obs}
+//	schedule.Config{..., Observer: obs}
 //
 // # Spans
 //
@@ -52,6 +54,15 @@
 //     the reaper; reaped counts stale rows the reaper returned to pending.
 //   - claimlock.leases.acquired, claimlock.leases.lost (counters).
 //   - claimlock.errors (counter): failed operations, by claimlock.op.
+//   - claimlock.schedule.runs.started, claimlock.schedule.runs.finished
+//     (by claimlock.schedule.result: succeeded, failed or lost) and
+//     claimlock.schedule.skips (counters), by claimlock.schedule.runs_table
+//     and claimlock.schedule.job.
+//
+// A scheduler's claims, ends of runs, skips and pauses make spans named
+// claimlock.schedule.claim, .finish, .skip and .pause, carrying the job
+// and, for .finish, the result; a fire time claimed by another process (or
+// none due) makes no span, as an empty claim of rows makes none.
 //
 // Row metrics carry claimlock.table, lease metrics claimlock.lease.table.
 // Scope values and lease keys are left out of metrics by default: they are

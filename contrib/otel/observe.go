@@ -11,14 +11,17 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/observe"
+	"github.com/claimlock/claimlock/schedule"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
 
-// Observe records an event of claim, tasklock or zombie as a span and
-// metrics; events of other sources are ignored.
+// Observe records an event of claim, tasklock, zombie or schedule as a
+// span and metrics; events of other sources are ignored.
 func (o *Observer) Observe(ctx context.Context, e observe.Event) {
 	switch e.Source {
+	case observe.SourceSchedule:
+		o.observeSchedule(ctx, e)
 	case observe.SourceClaim:
 		o.observeClaim(ctx, e)
 	case observe.SourceTasklock:
@@ -97,6 +100,50 @@ func (o *Observer) observeClaim(ctx context.Context, e observe.Event) {
 		add(o.park, e.Parked)
 	}
 	add(o.lost, e.Lost)
+}
+
+// observeSchedule records a scheduler's claims, runs' ends, skips and
+// pauses. A claim that found no fire time for this process (another
+// process's, or none due) makes no span, as an empty claim of rows makes
+// none: every process asks at every fire time.
+func (o *Observer) observeSchedule(ctx context.Context, e observe.Event) {
+	job := fmt.Sprint(e.Key)
+	set := metric.WithAttributeSet(attribute.NewSet(attrRunsTable.String(e.Table), attrJob.String(job)))
+	attrs := []attribute.KeyValue{attrRunsTable.String(e.Table), attrJob.String(job)}
+	err := e.Err
+	switch e.Op {
+	case schedule.OpClaim:
+		if err == nil && e.Rows == 0 {
+			return
+		}
+		if err == nil {
+			o.runsStarted.Add(ctx, 1, set)
+		}
+	case schedule.OpSkip:
+		if err == nil && e.Rows == 0 {
+			return
+		}
+		if err == nil {
+			o.skips.Add(ctx, 1, set)
+		}
+	case schedule.OpPause:
+		attrs = append(attrs, attribute.Bool("claimlock.schedule.paused", e.Rows > 0))
+	case schedule.OpFinish:
+		result := "succeeded"
+		switch {
+		case errors.Is(err, dialect.ErrLeaseLost):
+			result = "lost"
+		case err != nil:
+			result = "failed"
+		}
+		attrs = append(attrs, attrResult.String(result))
+		o.runsFinished.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attrRunsTable.String(e.Table), attrJob.String(job), attrResult.String(result))))
+	}
+	span := o.startSpan(ctx, "claimlock."+string(e.Op), spanTiming{start: e.Start, background: e.Background}, attrs...)
+	endSpan(span, e.Start.Add(e.Duration), err)
+	if err != nil && e.Op != schedule.OpFinish {
+		o.errs.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attrTable.String(e.Table), attrOp.String(string(e.Op)))))
+	}
 }
 
 // observeLease records a lease operation.

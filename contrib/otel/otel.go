@@ -20,8 +20,8 @@ import (
 const ScopeName = "github.com/claimlock/claimlock/contrib/otel"
 
 // Observer turns claimlock's events into spans and metrics. It implements
-// [observe.Observer], for the events of claim, tasklock and zombie, and is
-// safe for concurrent use.
+// [observe.Observer], for the events of claim, tasklock, zombie and
+// schedule, and is safe for concurrent use.
 type Observer struct {
 	tracer      trace.Tracer
 	scopeMetric bool
@@ -29,6 +29,7 @@ type Observer struct {
 	claimDur                                             metric.Float64Histogram
 	claimed, acked, failed, requeued, lost, reaped, park metric.Int64Counter
 	leasesAcquired, leasesLost, errs, emptyClaims        metric.Int64Counter
+	runsStarted, runsFinished, skips                     metric.Int64Counter
 }
 
 var _ observe.Observer = (*Observer)(nil)
@@ -99,6 +100,10 @@ func New(opts ...Option) (*Observer, error) {
 	o.leasesLost = counter("claimlock.leases.lost", "{lease}", "Leases lost (taken over, force-released, or past their local deadline).")
 	o.errs = counter("claimlock.errors", "{error}", "Failed operations.")
 	o.emptyClaims = counter("claimlock.claims.empty", "{claim}", "Claims that found nothing pending (idle polls, which make no span).")
+	o.runsStarted = counter("claimlock.schedule.runs.started", "{run}", "Fire times this process claimed and ran.")
+	o.runsFinished = counter("claimlock.schedule.runs.finished", "{run}",
+		"Runs this process ended, by claimlock.schedule.result: succeeded, failed (the job's error or the record's) or lost (the run's lease was lost).")
+	o.skips = counter("claimlock.schedule.skips", "{range}", "Ranges of fire times recorded as skipped (missed past their grace, or due while the job was paused).")
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("claimotel: %w", err)
 	}
@@ -118,6 +123,9 @@ const (
 	attrOwner      = attribute.Key("claimlock.lease.owner")
 	attrFence      = attribute.Key("claimlock.lease.fence")
 	attrTTL        = attribute.Key("claimlock.lease.ttl_ms")
+	attrRunsTable  = attribute.Key("claimlock.schedule.runs_table")
+	attrJob        = attribute.Key("claimlock.schedule.job")
+	attrResult     = attribute.Key("claimlock.schedule.result")
 )
 
 // ScopeString renders scope columns and values as "col=value,col=value",

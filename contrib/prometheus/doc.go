@@ -6,7 +6,8 @@
 // for every table (and scope) it watches and
 // reports row counts by status and the ages of the oldest pending and
 // processing rows, on the database clock; and, installed as the Observer of
-// claim, tasklock and zombie configs, it counts what the processes did:
+// claim, tasklock, zombie and schedule configs, it counts what the
+// processes did:
 //
 //	m := claimprom.New()
 //	err := errors.Join(
@@ -33,6 +34,18 @@
 //	_lost_total, _reaped_total, _parked_total{table}
 //	claimlock_leases_acquired_total, claimlock_leases_lost_total{lease_table}
 //	claimlock_errors_total{table,op}
+//
+// From a scheduler (package schedule), per runs table and job:
+//
+//	claimlock_schedule_runs_started_total{runs_table,job}        fire times this process ran
+//	claimlock_schedule_runs_finished_total{runs_table,job,result} succeeded, failed or lost
+//	claimlock_schedule_skips_total{runs_table,job}                ranges of skipped fire times
+//	claimlock_schedule_paused{runs_table,job}                     1 paused, 0 resumed (by this process)
+//
+// A failed schedule statement counts in claimlock_errors_total with op
+// schedule.claim, schedule.skip or schedule.pause; a job's own error is a
+// failed run, not an error of the library. Job names are labels: a
+// scheduler's jobs are few and fixed.
 //
 // A table without a CreatedAt column has no
 // claimlock_oldest_pending_age_seconds series: the age cannot be known

@@ -13,6 +13,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/observe"
+	"github.com/claimlock/claimlock/schedule"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
@@ -22,8 +23,8 @@ import (
 const DefaultStatsTimeout = 5 * time.Second
 
 // Metrics collects claimlock metrics. It implements prometheus.Collector
-// and [observe.Observer], for the events of claim, tasklock and zombie; it
-// is safe for concurrent use.
+// and [observe.Observer], for the events of claim, tasklock, zombie and
+// schedule; it is safe for concurrent use.
 type Metrics struct {
 	timeout time.Duration
 
@@ -35,6 +36,9 @@ type Metrics struct {
 	claimDur                                               *prometheus.HistogramVec
 	claimed, acked, failed, requeued, lost, reaped, parked *prometheus.CounterVec
 	leasesAcquired, leasesLost, errs                       *prometheus.CounterVec
+
+	runsStarted, runsFinished, skips *prometheus.CounterVec
+	paused                           *prometheus.GaugeVec
 }
 
 var (
@@ -93,6 +97,13 @@ func New(opts ...Option) *Metrics {
 	m.leasesAcquired = counter("claimlock_leases_acquired_total", "Leases acquired.", "lease_table")
 	m.leasesLost = counter("claimlock_leases_lost_total", "Leases lost (taken over, force-released, or past their local deadline).", "lease_table")
 	m.errs = counter("claimlock_errors_total", "Failed operations.", "table", "op")
+	m.runsStarted = counter("claimlock_schedule_runs_started_total", "Fire times this process claimed and ran.", "runs_table", "job")
+	m.runsFinished = counter("claimlock_schedule_runs_finished_total",
+		"Runs this process ended, by result: succeeded, failed (the job's error or the record's) or lost (the run's lease was lost).",
+		"runs_table", "job", "result")
+	m.skips = counter("claimlock_schedule_skips_total", "Ranges of fire times recorded as skipped (missed past their grace, or due while the job was paused).", "runs_table", "job")
+	m.paused = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "claimlock_schedule_paused",
+		Help: "1 when this process last paused the job, 0 when it last resumed it (no series before either)."}, []string{"runs_table", "job"})
 	return m
 }
 
@@ -220,7 +231,7 @@ func ScopeString(cols []string, values []any) string {
 
 func (m *Metrics) vecs() []prometheus.Collector {
 	return []prometheus.Collector{m.claimDur, m.claimed, m.acked, m.failed, m.requeued, m.lost, m.reaped, m.parked,
-		m.leasesAcquired, m.leasesLost, m.errs}
+		m.leasesAcquired, m.leasesLost, m.errs, m.runsStarted, m.runsFinished, m.skips, m.paused}
 }
 
 // Describe implements prometheus.Collector.
@@ -269,10 +280,12 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// Observe counts an event of claim, tasklock or zombie; events of other
-// sources are ignored.
+// Observe counts an event of claim, tasklock, zombie or schedule; events
+// of other sources are ignored.
 func (m *Metrics) Observe(_ context.Context, e observe.Event) {
 	switch e.Source {
+	case observe.SourceSchedule:
+		m.observeSchedule(e)
 	case observe.SourceClaim:
 		m.observeClaim(e)
 	case observe.SourceTasklock:
@@ -307,6 +320,39 @@ func (m *Metrics) observeClaim(e observe.Event) {
 		add(m.parked, e.Parked)
 	}
 	add(m.lost, e.Lost)
+}
+
+// observeSchedule counts a scheduler's claims, runs' ends, skips and
+// pauses, by runs table and job.
+func (m *Metrics) observeSchedule(e observe.Event) {
+	job := fmt.Sprint(e.Key)
+	switch e.Op {
+	case schedule.OpFinish:
+		result := "succeeded"
+		switch {
+		case errors.Is(e.Err, dialect.ErrLeaseLost):
+			result = "lost"
+		case e.Err != nil:
+			result = "failed"
+		}
+		m.runsFinished.WithLabelValues(e.Table, job, result).Inc()
+		return
+	case schedule.OpClaim:
+		if e.Err == nil && e.Rows > 0 {
+			m.runsStarted.WithLabelValues(e.Table, job).Inc()
+		}
+	case schedule.OpSkip:
+		if e.Err == nil && e.Rows > 0 {
+			m.skips.WithLabelValues(e.Table, job).Inc()
+		}
+	case schedule.OpPause:
+		if e.Err == nil {
+			m.paused.WithLabelValues(e.Table, job).Set(float64(e.Rows))
+		}
+	}
+	if e.Err != nil {
+		m.errs.WithLabelValues(e.Table, string(e.Op)).Inc()
+	}
 }
 
 // observeLease counts a lease operation.
