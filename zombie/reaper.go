@@ -51,6 +51,8 @@ type Reaper struct {
 	obs     observe.Observer
 	// verified is set once the table passed VerifySchema.
 	verified atomic.Bool
+	// grace allows for the reaper's own outages (see outageGrace).
+	grace outageGrace
 }
 
 // New validates cc (exactly as the claimers of the table see it, through
@@ -112,7 +114,8 @@ func New(d dialect.Dialect, cc claim.Config, cfg Config) (*Reaper, error) {
 // for its next round. It changes nothing: it is for an operator who
 // confirms a sweep, not for loops.
 func (r *Reaper) Stale(ctx context.Context, limit int) ([]claim.RowInfo, error) {
-	rows, err := r.cs.List(ctx, &store.ListParams{Set: store.SetProcessing, ScopeValues: r.scope, OlderThan: r.timeout, Limit: limit})
+	older := r.grace.timeout(r.timeout, time.Now())
+	rows, err := r.cs.List(ctx, &store.ListParams{Set: store.SetProcessing, ScopeValues: r.scope, OlderThan: older, Limit: limit})
 	if err != nil {
 		return nil, fmt.Errorf("zombie: stale %s: %w", r.table, err)
 	}
@@ -135,10 +138,22 @@ func (r *Reaper) Stale(ctx context.Context, limit int) ([]claim.RowInfo, error) 
 // its claim or last heartbeat, on the database clock. Sweep never takes a
 // row whose worker heartbeats within the timeout; it ignores the Locker
 // (only [Reaper.Run] takes the lease).
+//
+// After the reaper's own sweeps failed (the database was away for it, and
+// so, most likely, for the holders, which could neither heartbeat nor ack),
+// the first good sweep and those within one timeout of it add the time
+// since the last good sweep before the failures to the timeout: rows that
+// went stale only during the outage are left to their holders, whose
+// heartbeats and acks land once they reconnect. Rows of holders that died
+// meanwhile are taken once that window ends, at most one timeout late.
 func (r *Reaper) Sweep(ctx context.Context) (Result, error) {
 	start := time.Now()
-	res, err := r.sweep(ctx)
+	res, err := r.sweep(ctx, r.grace.timeout(r.timeout, start))
 	res.Elapsed = time.Since(start)
+	if grace := r.grace.done(start, time.Now(), r.timeout, err != nil && ctx.Err() == nil); grace > 0 {
+		r.logger.Info("claimlock: reaper reached the database again; rows gone stale during its outage are left to their holders for one timeout",
+			"outage", grace, "timeout", r.timeout)
+	}
 	observeSweep(ctx, r.obs, OpSweep, r.table, r.cols, r.scope, start, res, err)
 	if err != nil {
 		err = fmt.Errorf("zombie: sweep %s: %w", r.table, err)
@@ -159,7 +174,7 @@ func (r *Reaper) Sweep(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-func (r *Reaper) sweep(ctx context.Context) (Result, error) {
+func (r *Reaper) sweep(ctx context.Context, timeout time.Duration) (Result, error) {
 	var res Result
 	// The first sweep verifies the table, which also tells the store the
 	// precision of the claimed-at column; until then every staleness test
@@ -170,7 +185,7 @@ func (r *Reaper) sweep(ctx context.Context) (Result, error) {
 		}
 		r.verified.Store(true)
 	}
-	p := &store.ReapParams{Timeout: r.timeout, Limit: r.limit, MaxAttempts: r.maxAtt, ScopeValues: r.scope}
+	p := &store.ReapParams{Timeout: timeout, Limit: r.limit, MaxAttempts: r.maxAtt, ScopeValues: r.scope}
 	perCall := 1
 	if r.maxAtt > 0 {
 		perCall = 2 // park, then return

@@ -303,6 +303,14 @@ var mutations = []mutation{
 		To:   "\t\t\t}\n\t\t\tif lease == nil {",
 		Pkg:  "./zombie", Run: "^TestRunRetakesLostLease$/.*/sqlite$"},
 
+	// --- the reaper's own outage: without the grace, it takes on
+	// reconnect the rows of holders that could not reach the database
+	// either, and their late acks re-run them.
+	{Name: "zombie/no-outage-grace", File: "zombie/reaper.go",
+		From: "res, err := r.sweep(ctx, r.grace.timeout(r.timeout, start))",
+		To:   "res, err := r.sweep(ctx, r.timeout)",
+		Pkg:  "./zombie", Run: "^TestOutageGrace$/sqlite$"},
+
 	// --- fair claim order: the rotating cursor, or rows that go back to
 	// pending at once starve every higher key.
 	{Name: "store/claims-from-lowest-key", File: "internal/store/cursor.go",
