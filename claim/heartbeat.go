@@ -3,12 +3,14 @@ package claim
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/detach"
+	"github.com/claimlock/claimlock/internal/store"
 )
 
 // KeepAlive heartbeats the batch every Config.HeartbeatInterval in a
@@ -28,7 +30,10 @@ import (
 //
 // Each tick first writes the batch's deferred acks (Config.AckDelay).
 // A heartbeat may take until the batch's local deadline (at least one
-// interval); one that fails is logged and tried again at the next tick; one
+// interval); one that an outage failed is logged and tried again after a
+// short jittered pause (50 ms, doubling up to the interval), so that the
+// rows are kept as soon as the database is back, not one interval later;
+// one
 // that finds rows lost loses those rows only (see [Batch.Heartbeat]) and
 // logs them, and heartbeats go on for the rows still held, so that their
 // work, acks and release can still land. tasklock.Lease.KeepAlive is the
@@ -54,8 +59,9 @@ func (b *Batch[T]) KeepAlive(ctx context.Context) (stop func()) {
 }
 
 func (b *Batch[T]) keepAlive(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
+	t := time.NewTimer(interval)
 	defer t.Stop()
+	failures := 0 // heartbeats an outage failed in a row
 	for {
 		select {
 		case <-ctx.Done():
@@ -72,6 +78,7 @@ func (b *Batch[T]) keepAlive(ctx context.Context, interval time.Duration) {
 		}
 		n, err := b.heartbeat(hctx, true)
 		hcancel()
+		next := interval
 		switch {
 		case err == nil && n == 0:
 			return // nothing held any more
@@ -80,9 +87,26 @@ func (b *Batch[T]) keepAlive(ctx context.Context, interval time.Duration) {
 			// next one expects them no more. When none is left, the
 			// batch has ended and the next tick sees it.
 			b.core.logger.Warn("claimlock: heartbeat found rows lost; the batch goes on with the rest", "token", b.token, "held", n, "err", err)
+			failures = 0
 		case err != nil && ctx.Err() == nil:
-			b.core.logger.Warn("claimlock: heartbeat failed", "token", b.token, "err", err)
+			// The database may be back long before the next tick, and
+			// the reaper's clock has been running: try again soon (a
+			// heartbeat is conditioned on the token, so it is safe at
+			// any time), doubling the pause up to the interval.
+			if outage(err) {
+				next = min(interval, store.Backoff(failures, outageRetryBase, outageRetryMax))
+			}
+			level := slog.LevelWarn
+			if failures > 0 {
+				level = slog.LevelDebug // the first failure of an outage was logged
+			}
+			b.core.logger.Log(ctx, level, "claimlock: heartbeat failed", "token", b.token, "retry_in", next, "err", err)
+			failures++
+		case err == nil && failures > 0:
+			b.core.logger.Info("claimlock: heartbeat succeeded again", "token", b.token, "failed", failures)
+			failures = 0
 		}
+		t.Reset(next)
 	}
 }
 

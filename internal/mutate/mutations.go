@@ -311,6 +311,14 @@ var mutations = []mutation{
 		To:   "res, err := r.sweep(ctx, r.timeout)",
 		Pkg:  "./zombie", Run: "^TestOutageGrace$/sqlite$"},
 
+	// --- a keep-alive after an outage: waiting for the next tick leaves
+	// the rows unheartbeaten for up to an interval after the database is
+	// back, while the reaper's clock runs.
+	{Name: "claim/heartbeat-waits-next-tick", File: "claim/heartbeat.go",
+		From: "next = min(interval, store.Backoff(failures, outageRetryBase, outageRetryMax))",
+		To:   "next = min(interval, store.Backoff(failures, outageRetryBase, outageRetryMax)) + interval",
+		Pkg:  "./claim", Run: "^TestKeepAliveAfterOutage$"},
+
 	// --- fair claim order: the rotating cursor, or rows that go back to
 	// pending at once starve every higher key.
 	{Name: "store/claims-from-lowest-key", File: "internal/store/cursor.go",
