@@ -24,14 +24,13 @@
 // mutation first run on the unmutated code and must pass; .ci/run turns it
 // off, as the whole suite has just passed there.
 //
-// Mutations run one at a time in the working tree: every mutated file is
-// restored when its tests end, when the program is interrupted (SIGINT,
-// SIGTERM, SIGHUP) and when it panics, and the program refuses to start
-// while a file it mutates has uncommitted changes (so that a change of
-// one's own is never overwritten, and a file left mutated by a killed run
-// shows in git status). It prints one line per mutation and the total time,
-// and exits 1 unless every mutation was killed (2 for a usage or anchor
-// error).
+// The working tree is never written: each mutated file is written to a
+// temporary directory and handed to go test through its -overlay flag, so
+// mutations run side by side (-parallel, default 2: most of their tests
+// wait on timeouts and databases rather than the CPU) and an interrupted
+// run leaves nothing behind. It prints one line per mutation as each ends
+// and the total time, and exits 1 unless every mutation was killed (2 for
+// a usage or anchor error).
 package main
 
 import (
@@ -49,6 +48,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -98,6 +98,7 @@ func run() int {
 		list     = flag.Bool("list", false, "list the mutations and check their snippets, without running tests")
 		limit    = flag.Duration("timeout", 2*time.Minute, "time limit of one mutation's tests")
 		baseline = flag.Bool("baseline", true, "first run every mutation's tests on the unmutated code; they must pass")
+		parallel = flag.Int("parallel", 2, "mutations whose tests run at once")
 	)
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -128,10 +129,16 @@ func run() int {
 		fmt.Printf("%d mutations, every snippet found as often as expected\n", len(selected))
 		return 0
 	}
-	if err := checkClean(root, selected); err != nil {
+	if *parallel < 1 {
+		fmt.Fprintln(os.Stderr, "mutate: -parallel must be at least 1")
+		return 2
+	}
+	tmp, err := os.MkdirTemp("", "mutate-")
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "mutate:", err)
 		return 2
 	}
+	defer os.RemoveAll(tmp)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
@@ -142,19 +149,29 @@ func run() int {
 		}
 	}
 	counts := map[string]int{}
-	for _, m := range selected {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, *parallel)
+	for i, m := range selected {
 		if ctx.Err() != nil {
 			break
 		}
-		r := m.try(ctx, root, *limit)
-		counts[r.verdict]++
-		fmt.Printf("%-9s %-34s %6.1fs  %s\n", r.verdict, m.Name, r.took.Seconds(), r.detail)
-		if r.verdict != killed && r.output != "" {
-			fmt.Println(indent(r.output))
-		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			r := m.try(ctx, root, filepath.Join(tmp, fmt.Sprint(i)), *limit)
+			mu.Lock()
+			defer mu.Unlock()
+			counts[r.verdict]++
+			fmt.Printf("%-9s %-34s %6.1fs  %s\n", r.verdict, m.Name, r.took.Seconds(), r.detail)
+			if r.verdict != killed && r.output != "" {
+				fmt.Println(indent(r.output))
+			}
+		})
 	}
+	wg.Wait()
 	if ctx.Err() != nil {
-		fmt.Fprintln(os.Stderr, "mutate: interrupted; every file is restored")
+		fmt.Fprintln(os.Stderr, "mutate: interrupted (the working tree was never changed)")
 		return 1
 	}
 	fmt.Printf("mutate: %d mutations: %d killed, %d survived, %d hung, %d broken, %d untested in %s\n",
@@ -221,25 +238,6 @@ func checkAnchors(root string, ms []mutation) []string {
 }
 
 // checkClean refuses files with uncommitted changes (when git can tell).
-func checkClean(root string, ms []mutation) error {
-	files := map[string]bool{}
-	for _, m := range ms {
-		files[m.File] = true
-	}
-	args := []string{"-C", root, "status", "--porcelain", "--"}
-	for f := range files {
-		args = append(args, f)
-	}
-	out, err := exec.Command("git", args...).Output()
-	if err != nil {
-		return nil // not a git checkout, or no git: nothing to compare with
-	}
-	if s := strings.TrimSpace(string(out)); s != "" {
-		return fmt.Errorf("files to mutate have uncommitted changes; commit or stash them first (a file left mutated by an interrupted run shows here too):\n%s", s)
-	}
-	return nil
-}
-
 // runBaseline runs the tests of every (package, pattern) pair once on the
 // unmutated code and reports whether they all passed.
 func runBaseline(ctx context.Context, root string, ms []mutation, limit time.Duration) bool {
@@ -287,80 +285,44 @@ func (m mutation) missingEnv() []string {
 	return out
 }
 
-// try applies m, runs its tests and restores the file, whatever happens.
-func (m mutation) try(ctx context.Context, root string, limit time.Duration) (r result) {
+// try runs m's tests with m applied through an overlay written under dir.
+func (m mutation) try(ctx context.Context, root, dir string, limit time.Duration) (r result) {
 	start := time.Now()
 	defer func() { r.took = time.Since(start) }()
 	if missing := m.missingEnv(); len(missing) > 0 {
 		return result{verdict: untested, detail: "set " + strings.Join(missing, ", ")}
 	}
-	restore, err := m.apply(root)
+	overlay, err := m.overlay(root, dir)
 	if err != nil {
 		return result{verdict: broken, detail: err.Error()}
 	}
-	defer func() {
-		if err := restore(); err != nil {
-			// A file that cannot be put back must stop everything.
-			fmt.Fprintf(os.Stderr, "mutate: %v\n", err)
-			os.Exit(3)
-		}
-	}()
-	r = runTests(ctx, root, m.Pkg, m.Run, limit)
-	return r
+	return runTests(ctx, root, m.Pkg, m.Run, limit, "-overlay", overlay)
 }
 
-// apply writes the mutated file and returns the function that writes the
-// original back and checks it.
-func (m mutation) apply(root string) (restore func() error, err error) {
+// overlay writes m's mutated file and a go build overlay that puts it in
+// place of the original into dir, and returns the overlay's path.
+func (m mutation) overlay(root, dir string) (string, error) {
 	path := filepath.Join(root, m.File)
 	orig, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
-	}
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, err
+		return "", err
 	}
 	if n := bytes.Count(orig, []byte(m.From)); n != m.occurrences() {
-		return nil, fmt.Errorf("%s: snippet found %d times, not %d", m.File, n, m.occurrences())
+		return "", fmt.Errorf("%s: snippet found %d times, not %d", m.File, n, m.occurrences())
 	}
-	mutated := bytes.ReplaceAll(orig, []byte(m.From), []byte(m.To))
-	if err := writeFile(path, mutated, info.Mode()); err != nil {
-		return nil, err
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
 	}
-	return func() error {
-		if err := writeFile(path, orig, info.Mode()); err != nil {
-			return fmt.Errorf("restoring %s: %w (restore it with git checkout)", m.File, err)
-		}
-		back, err := os.ReadFile(path)
-		if err != nil || !bytes.Equal(back, orig) {
-			return fmt.Errorf("restoring %s: the file does not read back as it was (%v); restore it with git checkout", m.File, err)
-		}
-		return nil
-	}, nil
-}
-
-// writeFile replaces path's content atomically (a temporary file in the
-// same directory, renamed over it), so an interruption leaves either the
-// old or the new content. The temporary name starts with a dot, which the
-// go tool ignores.
-func writeFile(path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".mutate-*")
+	mutated := filepath.Join(dir, filepath.Base(m.File))
+	if err := os.WriteFile(mutated, bytes.ReplaceAll(orig, []byte(m.From), []byte(m.To)), 0o644); err != nil {
+		return "", err
+	}
+	spec, err := json.Marshal(map[string]map[string]string{"Replace": {path: mutated}})
 	if err != nil {
-		return err
+		return "", err
 	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr, os.Chmod(tmp, mode)); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	overlay := filepath.Join(dir, "overlay.json")
+	return overlay, os.WriteFile(overlay, spec, 0o644)
 }
 
 // testEvent is one line of go test -json.
@@ -375,11 +337,12 @@ type testEvent struct {
 // killed when a test failed, survived when they passed, hung when they ran
 // into the time limit (a test failing after it is still a hang), broken
 // when the package did not build or no test ran.
-func runTests(ctx context.Context, root, pkg, pattern string, limit time.Duration) result {
+func runTests(ctx context.Context, root, pkg, pattern string, limit time.Duration, flags ...string) result {
 	ctx, cancel := context.WithTimeout(ctx, limit+time.Minute)
 	defer cancel()
 	// No vet: the mutations are deliberate, and vet would only slow each build.
-	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-vet=off", "-json", "-timeout", limit.String(), "-run", pattern, pkg)
+	args := append([]string{"test", "-count=1", "-vet=off", "-json", "-timeout", limit.String()}, flags...)
+	cmd := exec.CommandContext(ctx, "go", append(args, "-run", pattern, pkg)...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CLAIMLOCK_REQUIRE_DB=")
 	// The test binary is a child of go test: the whole process group ends
