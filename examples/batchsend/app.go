@@ -29,6 +29,37 @@ const (
 	leaseTTL    = 2 * time.Second
 )
 
+// The seed's statuses: xxx_task_target.status 0 pending, 1 processing
+// (being sent), 2 sent, 3 failed; xxx_task.status 0 open, 2 done.
+const (
+	statusPending int64 = iota
+	statusProcessing
+	statusSent
+	statusFailed
+)
+
+// targetSpec describes xxx_task_target to claimlock: the seed's columns,
+// nothing added. cron_token holds the claim token, send_at (integer unix
+// seconds, PHP's time()) the claim time, renewed by heartbeats. Without an
+// attempts column a row is never parked for being claimed too often: a
+// reaped row goes back to pending however often it is reaped.
+var targetSpec = dialect.ClaimTable{
+	Table: targetTable, ID: "id", Status: "status", Token: "cron_token",
+	ClaimedAt: "send_at", ClaimedAtFormat: dialect.UnixSeconds,
+	Columns: []string{"openid"}, Scope: []string{"task_id"},
+	Pending: dialect.StatusInt(statusPending), Processing: dialect.StatusInt(statusProcessing),
+	Done: dialect.StatusInt(statusSent), Failed: dialect.StatusInt(statusFailed),
+}
+
+// taskSpec describes the task lease on xxx_task as the seed has it: no
+// owner and no fence column, lock_at in unix seconds. The lease is held
+// by the lock_at value its acquisition wrote (tasklock.TaskTableNoOwner).
+var taskSpec = func() dialect.LeaseTable {
+	t := tasklock.TaskTableNoOwner(taskTable)
+	t.LockedAtFormat = dialect.UnixSeconds
+	return t
+}()
+
 // target is the part of a row the sender needs.
 type target struct{ OpenID string }
 
@@ -49,19 +80,14 @@ func open(ctx context.Context, o options) (*app, error) {
 		return nil, err
 	}
 	a := &app{o: o, db: db, log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	// The target table of the story: (id, task_id, openid, status,
-	// cron_token, send_at) plus an attempts column so that rows which keep
-	// failing are parked. send_at doubles as the claim/heartbeat time.
+	// The target table as the seed has it: (id, task_id, openid, status,
+	// cron_token, send_at), integer statuses, send_at in unix seconds and
+	// no attempts column. send_at doubles as the claim/heartbeat time.
 	a.claims = claim.Config{
-		ClaimTable: dialect.ClaimTable{
-			Table: targetTable, ID: "id", Status: "status", Token: "cron_token",
-			ClaimedAt: "send_at", Attempts: "attempts",
-			Columns: []string{"openid"}, Scope: []string{"task_id"},
-			Pending: dialect.StatusString("PENDING"), Processing: dialect.StatusString("PROCESSING"),
-			Done: dialect.StatusString("SENT"), Failed: dialect.StatusString("FAILED"),
-		},
+		ClaimTable:  targetSpec,
 		ScopeValues: []any{o.task}, RequireScope: true,
-		BatchSize: o.batch, MaxAttempts: 5, Logger: a.log, HeartbeatInterval: o.reapAfter / 4,
+		BatchSize: o.batch, Logger: a.log,
+		ReapTimeout: o.reapAfter, HeartbeatInterval: o.reapAfter / 4,
 		Observer: observe.Func(func(_ context.Context, e observe.Event) { a.lost.Add(int64(e.Lost)) }),
 	}
 	a.claimer, err = claim.New(db.Dialect, a.claims, func(t *target) []any { return []any{&t.OpenID} })
@@ -69,9 +95,7 @@ func open(ctx context.Context, o options) (*app, error) {
 		db.Close()
 		return nil, err
 	}
-	lt := tasklock.TaskTable(taskTable)
-	lt.Fence = "lock_fence"
-	a.locker, err = tasklock.New(db.Dialect, tasklock.Config{Table: lt, TTL: leaseTTL, Logger: a.log})
+	a.locker, err = tasklock.New(db.Dialect, tasklock.Config{Table: taskSpec, TTL: leaseTTL, Logger: a.log})
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -90,25 +114,21 @@ func (a *app) close() { a.db.Close() }
 // setup creates the tables (if absent), the recommended indexes, the task
 // row and its targets (unless the task has targets already).
 func (a *app) setup(ctx context.Context) error {
-	// The story's tables as the application has them; the target table's
-	// attempts column is the one claimlock needs added (to park rows that
-	// keep failing).
+	// The seed's two tables exactly as the PHP shop has them, and two logs
+	// that only this example keeps (to count sends and remote calls).
 	tables := []exdb.Table{
 		{Name: taskTable, PrimaryKey: []string{"id"}, Columns: []exdb.Column{
 			{Name: "id", Kind: exdb.Int, NotNull: true},
-			{Name: "status", Kind: exdb.Int, NotNull: true},
-			{Name: "lock_at", Kind: exdb.Time},
-			{Name: "lock_owner", Kind: exdb.Text, Len: 40},
-			{Name: "lock_fence", Kind: exdb.Int, NotNull: true, Default: "0"},
+			{Name: "status", Kind: exdb.Int, NotNull: true, Default: "0"},
+			{Name: "lock_at", Kind: exdb.Int},
 		}},
 		{Name: targetTable, Columns: []exdb.Column{
 			{Name: "id", Kind: exdb.Serial},
 			{Name: "task_id", Kind: exdb.Int, NotNull: true},
 			{Name: "openid", Kind: exdb.Text, Len: 64, NotNull: true},
-			{Name: "status", Kind: exdb.Text, Len: 32, NotNull: true, Default: "'PENDING'"},
+			{Name: "status", Kind: exdb.Int, NotNull: true, Default: "0"},
 			{Name: "cron_token", Kind: exdb.Text, Len: 40},
-			{Name: "send_at", Kind: exdb.Time},
-			{Name: "attempts", Kind: exdb.Int, NotNull: true, Default: "0"},
+			{Name: "send_at", Kind: exdb.Int},
 		}},
 		{Name: sendsTable, Columns: []exdb.Column{
 			{Name: "id", Kind: exdb.Serial},

@@ -17,8 +17,8 @@ import (
 // run's SELECT sees the same rows still pending and sends them again.
 func (a *app) naiveWorker(ctx context.Context, name string) error {
 	db := a.db
-	sel := fmt.Sprintf("SELECT %[1]s FROM %[2]s WHERE %[3]s = %[4]s AND %[5]s = 'PENDING' ORDER BY %[1]s LIMIT %[6]d",
-		db.Q("id"), db.Q(targetTable), db.Q("task_id"), db.Ph(1), db.Q("status"), a.o.batch)
+	sel := fmt.Sprintf("SELECT %[1]s FROM %[2]s WHERE %[3]s = %[4]s AND %[5]s = %[6]d ORDER BY %[1]s LIMIT %[7]d",
+		db.Q("id"), db.Q(targetTable), db.Q("task_id"), db.Ph(1), db.Q("status"), statusPending, a.o.batch)
 	for polls := 0; ctx.Err() == nil; polls++ {
 		lease, err := a.locker.Acquire(ctx, a.o.task)
 		if errors.Is(err, dialect.ErrLeaseHeld) {
@@ -50,7 +50,7 @@ func (a *app) naiveWorker(ctx context.Context, name string) error {
 				return err
 			}
 		}
-		upd := fmt.Sprintf("UPDATE %s SET %s = 'SENT' WHERE %s IN %s", db.Q(targetTable), db.Q("status"), db.Q("id"), db.In(len(ids), 1))
+		upd := fmt.Sprintf("UPDATE %s SET %s = %d WHERE %s IN %s", db.Q(targetTable), db.Q("status"), statusSent, db.Q("id"), db.In(len(ids), 1))
 		if _, err := db.SQL.ExecContext(ctx, upd, ids...); err != nil {
 			return err
 		}
