@@ -41,6 +41,7 @@ type options struct {
 	ack                     string
 	targets, workers, batch int
 	task                    int64
+	schedule                time.Duration
 	sendDelay, budget       time.Duration
 	reapAfter               time.Duration
 	quiet                   bool
@@ -62,12 +63,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.driver, "driver", "sqlite", "database: sqlite, mysql or postgres")
 	fs.StringVar(&o.dsn, "dsn", "", "data source name (default for sqlite: a file in a new temporary directory)")
 	fs.StringVar(&o.mode, "mode", "claim", "claim (task lease + row claims + reaper) or naive (task lock only: shows the double-send bug)")
-	fs.StringVar(&o.role, "role", "all", "all, setup, worker, reaper or report")
+	fs.StringVar(&o.role, "role", "all", "all, setup, worker, send (a manual run of -task-id now), reaper or report")
 	fs.StringVar(&o.ack, "ack", "batch", "claim mode: batch (log each send, ack the batch in one statement) or tx (log each send and ack it in one transaction)")
 	fs.IntVar(&o.targets, "targets", 2000, "targets to create for the task (setup)")
 	fs.IntVar(&o.workers, "workers", 4, "concurrent cron workers (role all)")
 	fs.IntVar(&o.batch, "batch", 50, "rows per claim or per naive SELECT")
-	fs.Int64Var(&o.task, "task", 1, "task id")
+	fs.Int64Var(&o.task, "task-id", 1, "the task to set up, work on (worker, send), sweep (reaper) or report; cron processes (-schedule) work on every open task")
+	fs.DurationVar(&o.schedule, "schedule", 0, "claim mode: workers are cron processes that run the batch-send job at every multiple of this period through package schedule, each fire time once across them (0: workers loop on -task-id until it is done)")
 	fs.DurationVar(&o.sendDelay, "send-delay", time.Millisecond, "time one send takes")
 	fs.DurationVar(&o.budget, "budget", 30*time.Millisecond, "time a worker keeps the task lock before releasing it for the next cron run (the story's 50 s, scaled down)")
 	fs.DurationVar(&o.reapAfter, "reap-after", 2*time.Second, "claim timeout: rows processing longer without a heartbeat are returned by the reaper")
@@ -80,8 +82,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-mode %q: want claim or naive", o.mode)
 	case o.ack != "batch" && o.ack != "tx":
 		return o, fmt.Errorf("-ack %q: want batch or tx", o.ack)
-	case o.role != "all" && o.role != "setup" && o.role != "worker" && o.role != "reaper" && o.role != "report":
-		return o, fmt.Errorf("-role %q: want all, setup, worker, reaper or report", o.role)
+	case o.role != "all" && o.role != "setup" && o.role != "worker" && o.role != "send" && o.role != "reaper" && o.role != "report":
+		return o, fmt.Errorf("-role %q: want all, setup, worker, send, reaper or report", o.role)
+	case o.schedule < 0:
+		return o, errors.New("-schedule must not be negative")
+	case o.schedule > 0 && o.mode != "claim":
+		return o, errors.New("-schedule needs -mode claim")
+	case o.role == "send" && o.mode != "claim":
+		return o, errors.New("-role send needs -mode claim")
 	case o.targets < 0 || o.workers < 1 || o.batch < 1 || o.batch > 10000:
 		return o, errors.New("-targets must be >= 0, -workers >= 1 and -batch between 1 and 10000")
 	case o.sendDelay < 0 || o.budget <= 0 || o.reapAfter <= 0:
@@ -107,6 +115,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return app.setup(ctx)
 	case "worker":
 		return app.worker(ctx, workerName())
+	case "send":
+		return app.sendNow(ctx, workerName())
 	case "reaper":
 		return app.runReaper(ctx)
 	case "report":
