@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,7 +22,10 @@ import (
 // test binary re-executes itself with BATCHSEND_ARGS set.
 func TestMain(m *testing.M) {
 	if args := os.Getenv("BATCHSEND_ARGS"); args != "" {
-		if err := run(context.Background(), strings.Split(args, "\x1f"), os.Stdout, os.Stderr); err != nil {
+		// As main: SIGTERM ends ctx, and the program stops cleanly.
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+		defer stop()
+		if err := run(ctx, strings.Split(args, "\x1f"), os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "batchsend:", err)
 			os.Exit(1)
 		}
@@ -74,7 +78,7 @@ func TestClaimModeNeverDuplicates(t *testing.T) {
 			require.NoError(t, run(context.Background(), args, &out, os.Stderr))
 			r := runReport(t, db)
 			t.Logf("%s: %+v", e.name, r)
-			require.Equal(t, report{Targets: 400, Sent: 400, Sends: 400}, r)
+			require.Equal(t, report{Targets: 400, Sent: 400, Sends: 400, TaskStatus: taskDone}, r)
 		})
 	}
 }
@@ -99,6 +103,7 @@ func TestBadFlags(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
 		{"-mode", "x"}, {"-role", "x"}, {"-ack", "x"}, {"-batch", "0"}, {"-workers", "0"}, {"-budget", "0s"},
+		{"-schedule", "-1s"}, {"-schedule", "1s", "-mode", "naive"}, {"-role", "send", "-mode", "naive"},
 		{"-role", "worker"}, // SQLite workers need a shared -dsn
 		{"-driver", "oracle", "-dsn", "x"},
 	} {
@@ -132,13 +137,7 @@ func testKilled(t *testing.T, ack string) {
 			common := append(append([]string{}, db...), "-quiet", "-targets", "600", "-batch", "20", "-send-delay", "2ms", "-budget", "20ms", "-reap-after", "2s", "-ack", ack)
 			require.NoError(t, run(context.Background(), append(append([]string{}, common...), "-role", "setup"), os.Stderr, os.Stderr))
 
-			start := func(role string) *exec.Cmd {
-				cmd := exec.Command(os.Args[0], "-test.run=^$")
-				cmd.Env = append(os.Environ(), "BATCHSEND_ARGS="+strings.Join(append(append([]string{}, common...), "-role", role), "\x1f"))
-				cmd.Stderr = os.Stderr
-				require.NoError(t, cmd.Start())
-				return cmd
-			}
+			start := func(role string) *exec.Cmd { return startProcess(t, common, "-role", role) }
 			var killed []int
 			var survivors []*exec.Cmd
 			for round := 0; round < 3; round++ {
@@ -180,9 +179,111 @@ func testKilled(t *testing.T, ack string) {
 	}
 }
 
-// requireDuplicatesFromKilled checks from the sends log that every send of a
-// target except its last came from a killed process.
-func requireDuplicatesFromKilled(t *testing.T, dbArgs []string, killed []int) {
+// startProcess starts this program as a child process with args and
+// extra.
+func startProcess(t *testing.T, args []string, extra ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "BATCHSEND_ARGS="+strings.Join(append(append([]string{}, args...), extra...), "\x1f"))
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	return cmd
+}
+
+// waitFor polls cond every 100 ms until it holds, for at most d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); !cond(); {
+		require.True(t, time.Now().Before(end), "waited %v for %s", d, what)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestScheduledAndManualNeverDuplicate runs the story as a shop would
+// deploy it, on the seed's schema as it is: two cron processes run the
+// batch-send job through package schedule (-schedule), each fire time once
+// across them, over two open tasks, and an operator's manual send of task
+// 1 (-role send) starts while the cron runs are sending it. The manual run
+// takes no task lease: the row claims alone keep it and the cron runs from
+// sending a row twice. Every target of both tasks is sent exactly once, the
+// manual and the scheduled sends of task 1 interleave in the sends log,
+// the cron runs close both tasks, and the processes stop on SIGTERM.
+func TestScheduledAndManualNeverDuplicate(t *testing.T) {
+	t.Parallel()
+	for _, e := range engines() {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			db := e.args(t)
+			const targets = 200
+			common := append(append([]string{}, db...), "-quiet", "-targets", fmt.Sprint(targets), "-batch", "10", "-send-delay", "4ms", "-budget", "20ms", "-reap-after", "2s")
+			task := func(id int, extra ...string) []string {
+				return append(append(append([]string{}, common...), "-task-id", fmt.Sprint(id)), extra...)
+			}
+			for _, id := range []int{1, 2} {
+				require.NoError(t, run(context.Background(), task(id, "-role", "setup"), os.Stderr, os.Stderr))
+			}
+			crons := []*exec.Cmd{
+				startProcess(t, task(1, "-role", "worker", "-schedule", "500ms")),
+				startProcess(t, task(1, "-role", "worker", "-schedule", "500ms")),
+			}
+			defer func() {
+				for _, c := range crons {
+					_ = c.Process.Kill()
+					_ = c.Wait()
+				}
+			}()
+			waitFor(t, time.Minute, "a cron run to send a row of task 1", func() bool { return runReport(t, task(1)).Sends > 0 })
+			manual := startProcess(t, task(1, "-role", "send"))
+			require.NoError(t, manual.Wait(), "the manual send failed")
+			waitFor(t, time.Minute, "the cron runs to close both tasks", func() bool {
+				return runReport(t, task(1)).TaskStatus == taskDone && runReport(t, task(2)).TaskStatus == taskDone
+			})
+			for _, c := range crons {
+				require.NoError(t, c.Process.Signal(syscall.SIGTERM))
+				require.NoError(t, c.Wait(), "a cron process did not stop cleanly on SIGTERM")
+			}
+			crons = nil
+
+			for _, id := range []int{1, 2} {
+				r := runReport(t, task(id))
+				t.Logf("%s: task %d: %+v", e.name, id, r)
+				require.Equal(t, report{Targets: targets, Sent: targets, Sends: targets, TaskStatus: taskDone, CronRuns: r.CronRuns, CronWorkers: r.CronWorkers}, r)
+				require.GreaterOrEqual(t, r.CronRuns, int64(2), "the job ran on several fire times")
+			}
+			// The manual send ran at the same time as the cron runs: a
+			// cron process logged a send of task 1 between the manual
+			// send's first and last.
+			manualName := fmt.Sprintf("/%d", manual.Process.Pid)
+			first, last, inside := int64(-1), int64(-1), 0
+			sends := sendsLog(t, db, 1)
+			for _, s := range sends {
+				if strings.HasSuffix(s.worker, manualName) {
+					if first < 0 {
+						first = s.id
+					}
+					last = s.id
+				}
+			}
+			require.Positive(t, first, "the manual send sent rows of task 1")
+			for _, s := range sends {
+				if s.id > first && s.id < last && !strings.HasSuffix(s.worker, manualName) {
+					inside++
+				}
+			}
+			t.Logf("%s: manual sends %d..%d, %d cron sends between them", e.name, first, last, inside)
+			require.Positive(t, inside, "a cron run sent rows of task 1 while the manual send did")
+		})
+	}
+}
+
+// logged is a row of the sends log.
+type logged struct {
+	id, target int64
+	worker     string
+}
+
+// sendsLog returns the sends log of a task in the order of its rows.
+func sendsLog(t *testing.T, dbArgs []string, task int) []logged {
 	t.Helper()
 	o, err := parseFlags(append(append([]string{}, dbArgs...), "-role", "report"), os.Stderr)
 	require.NoError(t, err)
@@ -190,17 +291,28 @@ func requireDuplicatesFromKilled(t *testing.T, dbArgs []string, killed []int) {
 	require.NoError(t, err)
 	defer a.close()
 	db := a.db
-	rows, err := db.SQL.Query(fmt.Sprintf("SELECT %s, %s FROM %s ORDER BY %s", db.Q("target_id"), db.Q("worker"), db.Q(sendsTable), db.Q("id")))
+	rows, err := db.SQL.Query(fmt.Sprintf("SELECT %s, %s, %s FROM %s WHERE %s = %d ORDER BY %s",
+		db.Q("id"), db.Q("target_id"), db.Q("worker"), db.Q(sendsTable), db.Q("task_id"), task, db.Q("id")))
 	require.NoError(t, err)
 	defer rows.Close()
-	sends := map[int64][]string{}
+	var out []logged
 	for rows.Next() {
-		var id int64
-		var w string
-		require.NoError(t, rows.Scan(&id, &w))
-		sends[id] = append(sends[id], w)
+		var l logged
+		require.NoError(t, rows.Scan(&l.id, &l.target, &l.worker))
+		out = append(out, l)
 	}
 	require.NoError(t, rows.Err())
+	return out
+}
+
+// requireDuplicatesFromKilled checks from the sends log that every send of a
+// target except its last came from a killed process.
+func requireDuplicatesFromKilled(t *testing.T, dbArgs []string, killed []int) {
+	t.Helper()
+	sends := map[int64][]string{}
+	for _, l := range sendsLog(t, dbArgs, 1) {
+		sends[l.target] = append(sends[l.target], l.worker)
+	}
 	isKilled := func(worker string) bool {
 		for _, pid := range killed {
 			if strings.HasSuffix(worker, fmt.Sprintf("/%d", pid)) {

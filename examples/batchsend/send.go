@@ -13,7 +13,9 @@ import (
 )
 
 // send is the side effect: a short sleep (the remote call) and a row in the
-// sends log, so duplicates can be counted afterwards.
+// sends log, so duplicates can be counted afterwards. A call interrupted by
+// ctx did not happen; one that happened is logged even if ctx ends
+// meanwhile (a process stopping), so that the log tells what was sent.
 func (a *app) send(ctx context.Context, tp *taskParts, worker string, id any) error {
 	if a.o.sendDelay > 0 {
 		select {
@@ -23,7 +25,7 @@ func (a *app) send(ctx context.Context, tp *taskParts, worker string, id any) er
 		}
 	}
 	db := a.db
-	_, err := db.SQL.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s, %s, %s) VALUES (%s, %s, %s)",
+	_, err := db.SQL.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("INSERT INTO %s (%s, %s, %s) VALUES (%s, %s, %s)",
 		db.Q(sendsTable), db.Q("task_id"), db.Q("target_id"), db.Q("worker"), db.Ph(1), db.Ph(2), db.Ph(3)), tp.id, id, worker)
 	return err
 }
@@ -127,47 +129,58 @@ func (a *app) claimRun(ctx context.Context, tp *taskParts, lease *tasklock.Lease
 		}
 		found = true
 		stop := b.KeepAlive(ctx)
+		// sent are the rows this batch sent (-ack batch); the others (a
+		// row whose claim ended before its call) go back to pending.
+		var sent []any
+		// giveUp ends the batch on an error or a stop (ctx ended): the
+		// rows sent are acked, so that a stopping process leaves nothing
+		// it sent to be sent again, and the others are released.
+		giveUp := func() {
+			stop()
+			_ = a.settle(context.WithoutCancel(ctx), b, sent)
+		}
 		for _, r := range b.Rows() {
 			if lease != nil && !released && time.Since(start) > a.o.budget {
 				// The story's early release: the next cron run may start
 				// now, while this batch is still being sent.
 				released = true
 				if _, err := lease.Release(ctx); err != nil {
-					stop()
+					giveUp()
 					return found, released, err
 				}
 			}
 			if a.o.ack == "tx" {
 				if _, err := a.sendTx(ctx, tp, b, name, r.ID); err != nil {
-					stop()
-					_, _ = b.Release(context.WithoutCancel(ctx))
+					giveUp()
 					return found, released, err
 				}
 				continue
 			}
 			// The last check before the side effect, from the clock: a row
 			// lost (reaped, taken by another worker) or past the batch's
-			// local deadline is not sent; its ack reports it lost.
+			// local deadline is not sent, and not acked.
 			rctx, rcancel := b.RowContext(ctx, r.ID)
 			if hold.Check(rctx) != nil {
 				rcancel()
 				continue
 			}
 			err := a.send(rctx, tp, name, r.ID)
+			rowEnded := err != nil && rctx.Err() != nil && ctx.Err() == nil
 			rcancel()
-			if err != nil {
-				stop()
-				_, _ = b.Release(context.WithoutCancel(ctx))
+			switch {
+			case rowEnded:
+				// The row's claim ended during the call, which was
+				// abandoned: not sent.
+				continue
+			case err != nil:
+				giveUp()
 				return found, released, err
 			}
+			sent = append(sent, r.ID)
 		}
-		if a.o.ack == "tx" {
-			// Each row was acked with its send; release what a rolled-back
-			// transaction left held.
-			_, err = b.Release(ctx)
-		} else {
-			err = b.AckAll(ctx)
-		}
+		// -ack tx acked each row with its send (sent is empty); release
+		// what was not sent or a rolled-back transaction left held.
+		err = a.settle(ctx, b, sent)
 		stop()
 		if err != nil && !errors.Is(err, dialect.ErrClaimLost) {
 			return found, released, err
@@ -176,4 +189,19 @@ func (a *app) claimRun(ctx context.Context, tp *taskParts, lease *tasklock.Lease
 			return found, released, nil
 		}
 	}
+}
+
+// settle ends a batch: it acks the rows sent (done) in one statement and
+// releases the batch's other rows back to pending. Rows found lost (reaped
+// or taken meanwhile) are reported by an error matching
+// dialect.ErrClaimLost; their new holder sends them.
+func (a *app) settle(ctx context.Context, b *claim.Batch[target], sent []any) error {
+	var err error
+	if len(sent) > 0 {
+		err = b.Ack(ctx, sent...)
+	}
+	if _, rerr := b.Release(ctx); rerr != nil && (err == nil || errors.Is(err, dialect.ErrClaimLost)) {
+		err = rerr
+	}
+	return err
 }
