@@ -1,27 +1,56 @@
-// Command batchsend is the cron batch-send story, runnable.
+// Command batchsend is the cron batch-send story, runnable, on the story's
+// own schema as it is.
 //
 // A task has N targets to "send" (a short sleep and an insert into a sends
-// log). Several cron workers run at once. In -mode claim they take the task
+// log). The tables are the PHP shop's seed, with no column added:
+//
+//	xxx_task(id, status, lock_at)                              -- status 0 open, 2 done; lock_at unix seconds
+//	xxx_task_target(id, task_id, openid, status, cron_token, send_at)  -- status 0 pending, 1 processing, 2 sent, 3 failed; send_at unix seconds
+//
+// The task lease lives in xxx_task without an owner or fence column (held
+// by the lock_at value it wrote, tasklock.TaskTableNoOwner); a row claim
+// writes its token to cron_token and its claim time to send_at; without an
+// attempts column a reaped row simply goes back to pending. claimlock adds
+// indexes (Claimer.MissingIndexes), and package schedule its own two
+// tables (claimlock_jobs, claimlock_runs) for -schedule.
+//
+// Several cron workers run at once. In -mode claim they take the task
 // lease, claim rows under a token, send, and ack by token, while a reaper
 // returns the rows of workers that died: nothing is sent twice. In -mode
 // naive they run the old algorithm — task lock, SELECT pending rows, send,
 // release the lock early when the time budget runs out — and the next worker
 // sends the same rows again.
 //
-//	go run ./examples/batchsend                       # claim mode on SQLite: duplicates = 0
+//	go run ./examples/batchsend                        # claim mode on SQLite: duplicates = 0
 //	go run ./examples/batchsend -mode naive -workers 2 # the bug: duplicates > 0
-//	go run ./examples/batchsend -ack tx               # send log and ack in one transaction
+//	go run ./examples/batchsend -ack tx                # send log and ack in one transaction
+//	go run ./examples/batchsend -schedule 1s           # cron processes driven by package schedule
+//
+// With -schedule D the workers are cron processes: each runs the job
+// "batchsend" through package schedule at every multiple of D, and each
+// fire time runs once across all of them, decided on the database clock. A
+// run works on every open task for at most four fifths of D (the story's
+// job sent for 50 s of each minute), in turns of the same algorithm: task
+// lease, claims, early release. -role send is an operator's manual run of
+// one task (-task-id), now, beside the cron processes: it takes no task
+// lease and relies on the row claims alone, which keep it and a cron run
+// on the same task from sending any row twice.
 //
 // With -ack tx each send is a remote call (logged in a calls table as it
 // happens, outside any transaction) and a row in the sends log written in
 // the same transaction as the row's ack (claim.Batch.AckTx): a worker killed
 // between the call and the commit leaves neither the log row nor the ack,
 // so the sends log has exactly one row per target, while the remote call,
-// which no transaction can take back, is made again (at-least-once).
+// which no transaction can take back, is made again (at-least-once). With
+// -ack batch (the default) a worker killed after sending rows and before
+// acking them leaves them to be sent again: at most the batch it held.
 //
 // With -role, each part runs as its own process against a shared database:
-// setup, worker (until the task has nothing pending or processing), reaper
-// (until stopped), report (one JSON line).
+// setup (tables, indexes, the task -task-id and its targets), worker (until
+// the task has nothing pending or processing; with -schedule, a cron
+// process until stopped), send (the manual run of -task-id), reaper (until
+// stopped), report (one JSON line). SIGINT and SIGTERM stop a process
+// cleanly: a batch being sent acks the rows it sent and releases the rest.
 package main
 
 import (
