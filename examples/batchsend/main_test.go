@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/internal/testkit/dbtest"
+	"github.com/claimlock/claimlock/schedule"
 )
 
 // TestMain lets the multi-process test run this program as a child: the
@@ -274,6 +275,98 @@ func TestScheduledAndManualNeverDuplicate(t *testing.T) {
 			require.Positive(t, inside, "a cron run sent rows of task 1 while the manual send did")
 		})
 	}
+}
+
+// TestKilledCronRunIsRecovered SIGKILLs the cron process that is running
+// the scheduled job, mid-run, with -ack tx: the job's lease expires after
+// its TTL and the next claim of the job records the killed run as lost;
+// the killed run's claimed rows go back to pending after -reap-after (a
+// later run's sweep); every target ends sent with exactly one logged send,
+// and the remote call repeats at most for the row being called at the
+// kill.
+func TestKilledCronRunIsRecovered(t *testing.T) {
+	t.Parallel()
+	for _, e := range engines() {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			db := e.args(t)
+			const targets = 200
+			common := append(append([]string{}, db...), "-quiet", "-targets", fmt.Sprint(targets), "-batch", "10", "-send-delay", "4ms",
+				"-budget", "20ms", "-reap-after", "2s", "-ack", "tx")
+			require.NoError(t, run(context.Background(), append(append([]string{}, common...), "-role", "setup"), os.Stderr, os.Stderr))
+			crons := map[int]*exec.Cmd{}
+			for range 3 {
+				c := startProcess(t, common, "-role", "worker", "-schedule", "500ms")
+				crons[c.Process.Pid] = c
+			}
+			defer func() {
+				for _, c := range crons {
+					_ = c.Process.Kill()
+					_ = c.Wait()
+				}
+			}()
+			// Kill the process that is running the job, once it has sent
+			// some rows.
+			var victim schedule.Record
+			waitFor(t, time.Minute, "a cron run in progress that has sent rows", func() bool {
+				if runReport(t, common).Sends < 20 {
+					return false
+				}
+				for _, rec := range cronHistory(t, db) {
+					if rec.Status == schedule.Running {
+						victim = rec
+						return true
+					}
+				}
+				return false
+			})
+			var pid int
+			_, err := fmt.Sscanf(victim.Worker[strings.LastIndex(victim.Worker, "/")+1:], "%d", &pid)
+			require.NoError(t, err, "worker %q", victim.Worker)
+			c := crons[pid]
+			require.NotNil(t, c, "the run's worker %q is one of the cron processes", victim.Worker)
+			require.NoError(t, c.Process.Signal(syscall.SIGKILL))
+			_ = c.Wait()
+			delete(crons, pid)
+
+			waitFor(t, time.Minute, "the cron runs to finish and close the task", func() bool { return runReport(t, common).TaskStatus == taskDone })
+			for pid, c := range crons {
+				require.NoError(t, c.Process.Signal(syscall.SIGTERM))
+				require.NoError(t, c.Wait(), "a cron process did not stop cleanly on SIGTERM")
+				delete(crons, pid)
+			}
+			r := runReport(t, common)
+			t.Logf("%s: killed the run of %v: %+v", e.name, victim.FireTime, r)
+			require.EqualValues(t, targets, r.Targets)
+			require.EqualValues(t, targets, r.Sent)
+			require.Zero(t, r.DuplicateSends, "a logged send commits with its ack")
+			require.EqualValues(t, targets, r.Sends, "exactly one logged send per target")
+			require.LessOrEqual(t, r.DuplicateCalls, int64(1), "the killed run repeats at most the call it was making")
+			// The killed run is recorded lost, unless it had just
+			// finished when the signal came (then it succeeded).
+			for _, rec := range cronHistory(t, db) {
+				if rec.FireTime.Equal(victim.FireTime) {
+					t.Logf("%s: the killed run: %s", e.name, rec.Status)
+					require.Contains(t, []schedule.Status{schedule.Lost, schedule.Succeeded}, rec.Status)
+				}
+			}
+		})
+	}
+}
+
+// cronHistory returns the scheduled job's history, newest first.
+func cronHistory(t *testing.T, dbArgs []string) []schedule.Record {
+	t.Helper()
+	o, err := parseFlags(append(append([]string{}, dbArgs...), "-role", "report"), os.Stderr)
+	require.NoError(t, err)
+	a, err := open(context.Background(), o)
+	require.NoError(t, err)
+	defer a.close()
+	s, err := a.newScheduler("test")
+	require.NoError(t, err)
+	recs, err := s.History(context.Background(), cronJob, time.Time{}, 1000)
+	require.NoError(t, err)
+	return recs
 }
 
 // logged is a row of the sends log.
