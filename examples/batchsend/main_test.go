@@ -141,13 +141,32 @@ func testKilled(t *testing.T, ack string) {
 			start := func(role string) *exec.Cmd { return startProcess(t, common, "-role", role) }
 			var killed []int
 			var survivors []*exec.Cmd
+			victimSends := 0
 			for round := 0; round < 3; round++ {
 				victim := start("worker")
 				survivor := start("worker")
 				survivors = append(survivors, survivor)
-				time.Sleep(time.Duration(150+100*round) * time.Millisecond)
+				// Kill the victim mid-run: some time after its first
+				// logged send (a process takes a while to start on a
+				// loaded machine, and a kill before it has sent anything
+				// tests nothing), or after 10 s if it never sends.
+				mine := fmt.Sprintf("/%d", victim.Process.Pid)
+				sent := func() int {
+					n := 0
+					for _, l := range sendsLog(t, db, 1) {
+						if strings.HasSuffix(l.worker, mine) {
+							n++
+						}
+					}
+					return n
+				}
+				for end := time.Now().Add(10 * time.Second); sent() == 0 && time.Now().Before(end); {
+					time.Sleep(10 * time.Millisecond)
+				}
+				time.Sleep(time.Duration(10+20*round) * time.Millisecond)
 				require.NoError(t, victim.Process.Signal(syscall.SIGKILL))
 				_ = victim.Wait()
+				victimSends += sent()
 				killed = append(killed, victim.Process.Pid)
 			}
 			reaper := start("reaper")
@@ -160,7 +179,8 @@ func testKilled(t *testing.T, ack string) {
 			_ = reaper.Wait()
 
 			r := runReport(t, db)
-			t.Logf("%s: killed %d workers: %+v", e.name, len(killed), r)
+			t.Logf("%s: killed %d workers after %d sends of theirs: %+v", e.name, len(killed), victimSends, r)
+			require.Positive(t, victimSends, "the workers were killed mid-run, after sending rows")
 			require.EqualValues(t, 600, r.Targets)
 			require.Zero(t, r.Pending)
 			require.Zero(t, r.Processing)
