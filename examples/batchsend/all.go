@@ -10,6 +10,7 @@ import (
 	"github.com/claimlock/claimlock/claim"
 )
 
+// sleep waits for d or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
