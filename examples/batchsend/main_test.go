@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,13 +16,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/internal/testkit/dbtest"
+	"github.com/claimlock/claimlock/schedule"
 )
 
 // TestMain lets the multi-process test run this program as a child: the
 // test binary re-executes itself with BATCHSEND_ARGS set.
 func TestMain(m *testing.M) {
 	if args := os.Getenv("BATCHSEND_ARGS"); args != "" {
-		if err := run(context.Background(), strings.Split(args, "\x1f"), os.Stdout, os.Stderr); err != nil {
+		// As main: SIGTERM ends ctx, and the program stops cleanly.
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+		defer stop()
+		if err := run(ctx, strings.Split(args, "\x1f"), os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "batchsend:", err)
 			os.Exit(1)
 		}
@@ -74,7 +79,7 @@ func TestClaimModeNeverDuplicates(t *testing.T) {
 			require.NoError(t, run(context.Background(), args, &out, os.Stderr))
 			r := runReport(t, db)
 			t.Logf("%s: %+v", e.name, r)
-			require.Equal(t, report{Targets: 400, Sent: 400, Sends: 400}, r)
+			require.Equal(t, report{Targets: 400, Sent: 400, Sends: 400, TaskStatus: taskDone}, r)
 		})
 	}
 }
@@ -99,6 +104,7 @@ func TestBadFlags(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
 		{"-mode", "x"}, {"-role", "x"}, {"-ack", "x"}, {"-batch", "0"}, {"-workers", "0"}, {"-budget", "0s"},
+		{"-schedule", "-1s"}, {"-schedule", "1s", "-mode", "naive"}, {"-role", "send", "-mode", "naive"},
 		{"-role", "worker"}, // SQLite workers need a shared -dsn
 		{"-driver", "oracle", "-dsn", "x"},
 	} {
@@ -132,22 +138,35 @@ func testKilled(t *testing.T, ack string) {
 			common := append(append([]string{}, db...), "-quiet", "-targets", "600", "-batch", "20", "-send-delay", "2ms", "-budget", "20ms", "-reap-after", "2s", "-ack", ack)
 			require.NoError(t, run(context.Background(), append(append([]string{}, common...), "-role", "setup"), os.Stderr, os.Stderr))
 
-			start := func(role string) *exec.Cmd {
-				cmd := exec.Command(os.Args[0], "-test.run=^$")
-				cmd.Env = append(os.Environ(), "BATCHSEND_ARGS="+strings.Join(append(append([]string{}, common...), "-role", role), "\x1f"))
-				cmd.Stderr = os.Stderr
-				require.NoError(t, cmd.Start())
-				return cmd
-			}
+			start := func(role string) *exec.Cmd { return startProcess(t, common, "-role", role) }
 			var killed []int
 			var survivors []*exec.Cmd
+			victimSends := 0
 			for round := 0; round < 3; round++ {
 				victim := start("worker")
 				survivor := start("worker")
 				survivors = append(survivors, survivor)
-				time.Sleep(time.Duration(150+100*round) * time.Millisecond)
+				// Kill the victim mid-run: some time after its first
+				// logged send (a process takes a while to start on a
+				// loaded machine, and a kill before it has sent anything
+				// tests nothing), or after 10 s if it never sends.
+				mine := fmt.Sprintf("/%d", victim.Process.Pid)
+				sent := func() int {
+					n := 0
+					for _, l := range sendsLog(t, db, 1) {
+						if strings.HasSuffix(l.worker, mine) {
+							n++
+						}
+					}
+					return n
+				}
+				for end := time.Now().Add(10 * time.Second); sent() == 0 && time.Now().Before(end); {
+					time.Sleep(10 * time.Millisecond)
+				}
+				time.Sleep(time.Duration(10+20*round) * time.Millisecond)
 				require.NoError(t, victim.Process.Signal(syscall.SIGKILL))
 				_ = victim.Wait()
+				victimSends += sent()
 				killed = append(killed, victim.Process.Pid)
 			}
 			reaper := start("reaper")
@@ -160,7 +179,8 @@ func testKilled(t *testing.T, ack string) {
 			_ = reaper.Wait()
 
 			r := runReport(t, db)
-			t.Logf("%s: killed %d workers: %+v", e.name, len(killed), r)
+			t.Logf("%s: killed %d workers after %d sends of theirs: %+v", e.name, len(killed), victimSends, r)
+			require.Positive(t, victimSends, "the workers were killed mid-run, after sending rows")
 			require.EqualValues(t, 600, r.Targets)
 			require.Zero(t, r.Pending)
 			require.Zero(t, r.Processing)
@@ -180,9 +200,203 @@ func testKilled(t *testing.T, ack string) {
 	}
 }
 
-// requireDuplicatesFromKilled checks from the sends log that every send of a
-// target except its last came from a killed process.
-func requireDuplicatesFromKilled(t *testing.T, dbArgs []string, killed []int) {
+// startProcess starts this program as a child process with args and
+// extra.
+func startProcess(t *testing.T, args []string, extra ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "BATCHSEND_ARGS="+strings.Join(append(append([]string{}, args...), extra...), "\x1f"))
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	return cmd
+}
+
+// waitFor polls cond every 100 ms until it holds, for at most d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); !cond(); {
+		require.True(t, time.Now().Before(end), "waited %v for %s", d, what)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestScheduledAndManualNeverDuplicate runs the story as a shop would
+// deploy it, on the seed's schema as it is: two cron processes run the
+// batch-send job through package schedule (-schedule), each fire time once
+// across them, over two open tasks, and an operator's manual send of task
+// 1 (-role send) starts while the cron runs are sending it. The manual run
+// takes no task lease: the row claims alone keep it and the cron runs from
+// sending a row twice. Every target of both tasks is sent exactly once, the
+// manual and the scheduled sends of task 1 interleave in the sends log,
+// the cron runs close both tasks, and the processes stop on SIGTERM.
+func TestScheduledAndManualNeverDuplicate(t *testing.T) {
+	t.Parallel()
+	for _, e := range engines() {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			db := e.args(t)
+			const targets = 200
+			common := append(append([]string{}, db...), "-quiet", "-targets", fmt.Sprint(targets), "-batch", "10", "-send-delay", "4ms", "-budget", "20ms", "-reap-after", "2s")
+			task := func(id int, extra ...string) []string {
+				return append(append(append([]string{}, common...), "-task-id", fmt.Sprint(id)), extra...)
+			}
+			for _, id := range []int{1, 2} {
+				require.NoError(t, run(context.Background(), task(id, "-role", "setup"), os.Stderr, os.Stderr))
+			}
+			crons := []*exec.Cmd{
+				startProcess(t, task(1, "-role", "worker", "-schedule", "500ms")),
+				startProcess(t, task(1, "-role", "worker", "-schedule", "500ms")),
+			}
+			defer func() {
+				for _, c := range crons {
+					_ = c.Process.Kill()
+					_ = c.Wait()
+				}
+			}()
+			waitFor(t, time.Minute, "a cron run to send a row of task 1", func() bool { return runReport(t, task(1)).Sends > 0 })
+			manual := startProcess(t, task(1, "-role", "send"))
+			require.NoError(t, manual.Wait(), "the manual send failed")
+			waitFor(t, time.Minute, "the cron runs to close both tasks", func() bool {
+				return runReport(t, task(1)).TaskStatus == taskDone && runReport(t, task(2)).TaskStatus == taskDone
+			})
+			for _, c := range crons {
+				require.NoError(t, c.Process.Signal(syscall.SIGTERM))
+				require.NoError(t, c.Wait(), "a cron process did not stop cleanly on SIGTERM")
+			}
+			crons = nil
+
+			for _, id := range []int{1, 2} {
+				r := runReport(t, task(id))
+				t.Logf("%s: task %d: %+v", e.name, id, r)
+				require.Equal(t, report{Targets: targets, Sent: targets, Sends: targets, TaskStatus: taskDone, CronRuns: r.CronRuns, CronWorkers: r.CronWorkers}, r)
+				require.GreaterOrEqual(t, r.CronRuns, int64(2), "the job ran on several fire times")
+			}
+			// The manual send ran at the same time as the cron runs: a
+			// cron process logged a send of task 1 between the manual
+			// send's first and last.
+			manualName := fmt.Sprintf("/%d", manual.Process.Pid)
+			first, last, inside := int64(-1), int64(-1), 0
+			sends := sendsLog(t, db, 1)
+			for _, s := range sends {
+				if strings.HasSuffix(s.worker, manualName) {
+					if first < 0 {
+						first = s.id
+					}
+					last = s.id
+				}
+			}
+			require.Positive(t, first, "the manual send sent rows of task 1")
+			for _, s := range sends {
+				if s.id > first && s.id < last && !strings.HasSuffix(s.worker, manualName) {
+					inside++
+				}
+			}
+			t.Logf("%s: manual sends %d..%d, %d cron sends between them", e.name, first, last, inside)
+			require.Positive(t, inside, "a cron run sent rows of task 1 while the manual send did")
+		})
+	}
+}
+
+// TestKilledCronRunIsRecovered SIGKILLs the cron process that is running
+// the scheduled job, mid-run, with -ack tx: the job's lease expires after
+// its TTL and the next claim of the job records the killed run as lost;
+// the killed run's claimed rows go back to pending after -reap-after (a
+// later run's sweep); every target ends sent with exactly one logged send,
+// and the remote call repeats at most for the row being called at the
+// kill.
+func TestKilledCronRunIsRecovered(t *testing.T) {
+	t.Parallel()
+	for _, e := range engines() {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			db := e.args(t)
+			const targets = 200
+			common := append(append([]string{}, db...), "-quiet", "-targets", fmt.Sprint(targets), "-batch", "10", "-send-delay", "4ms",
+				"-budget", "20ms", "-reap-after", "2s", "-ack", "tx")
+			require.NoError(t, run(context.Background(), append(append([]string{}, common...), "-role", "setup"), os.Stderr, os.Stderr))
+			crons := map[int]*exec.Cmd{}
+			for range 3 {
+				c := startProcess(t, common, "-role", "worker", "-schedule", "500ms")
+				crons[c.Process.Pid] = c
+			}
+			defer func() {
+				for _, c := range crons {
+					_ = c.Process.Kill()
+					_ = c.Wait()
+				}
+			}()
+			// Kill the process that is running the job, once it has sent
+			// some rows.
+			var victim schedule.Record
+			waitFor(t, time.Minute, "a cron run in progress that has sent rows", func() bool {
+				if runReport(t, common).Sends < 20 {
+					return false
+				}
+				for _, rec := range cronHistory(t, db) {
+					if rec.Status == schedule.Running {
+						victim = rec
+						return true
+					}
+				}
+				return false
+			})
+			var pid int
+			_, err := fmt.Sscanf(victim.Worker[strings.LastIndex(victim.Worker, "/")+1:], "%d", &pid)
+			require.NoError(t, err, "worker %q", victim.Worker)
+			c := crons[pid]
+			require.NotNil(t, c, "the run's worker %q is one of the cron processes", victim.Worker)
+			require.NoError(t, c.Process.Signal(syscall.SIGKILL))
+			_ = c.Wait()
+			delete(crons, pid)
+
+			waitFor(t, time.Minute, "the cron runs to finish and close the task", func() bool { return runReport(t, common).TaskStatus == taskDone })
+			for pid, c := range crons {
+				require.NoError(t, c.Process.Signal(syscall.SIGTERM))
+				require.NoError(t, c.Wait(), "a cron process did not stop cleanly on SIGTERM")
+				delete(crons, pid)
+			}
+			r := runReport(t, common)
+			t.Logf("%s: killed the run of %v: %+v", e.name, victim.FireTime, r)
+			require.EqualValues(t, targets, r.Targets)
+			require.EqualValues(t, targets, r.Sent)
+			require.Zero(t, r.DuplicateSends, "a logged send commits with its ack")
+			require.EqualValues(t, targets, r.Sends, "exactly one logged send per target")
+			require.LessOrEqual(t, r.DuplicateCalls, int64(1), "the killed run repeats at most the call it was making")
+			// The killed run is recorded lost, unless it had just
+			// finished when the signal came (then it succeeded).
+			for _, rec := range cronHistory(t, db) {
+				if rec.FireTime.Equal(victim.FireTime) {
+					t.Logf("%s: the killed run: %s", e.name, rec.Status)
+					require.Contains(t, []schedule.Status{schedule.Lost, schedule.Succeeded}, rec.Status)
+				}
+			}
+		})
+	}
+}
+
+// cronHistory returns the scheduled job's history, newest first.
+func cronHistory(t *testing.T, dbArgs []string) []schedule.Record {
+	t.Helper()
+	o, err := parseFlags(append(append([]string{}, dbArgs...), "-role", "report"), os.Stderr)
+	require.NoError(t, err)
+	a, err := open(context.Background(), o)
+	require.NoError(t, err)
+	defer a.close()
+	s, err := a.newScheduler("test")
+	require.NoError(t, err)
+	recs, err := s.History(context.Background(), cronJob, time.Time{}, 1000)
+	require.NoError(t, err)
+	return recs
+}
+
+// logged is a row of the sends log.
+type logged struct {
+	id, target int64
+	worker     string
+}
+
+// sendsLog returns the sends log of a task in the order of its rows.
+func sendsLog(t *testing.T, dbArgs []string, task int) []logged {
 	t.Helper()
 	o, err := parseFlags(append(append([]string{}, dbArgs...), "-role", "report"), os.Stderr)
 	require.NoError(t, err)
@@ -190,17 +404,28 @@ func requireDuplicatesFromKilled(t *testing.T, dbArgs []string, killed []int) {
 	require.NoError(t, err)
 	defer a.close()
 	db := a.db
-	rows, err := db.SQL.Query(fmt.Sprintf("SELECT %s, %s FROM %s ORDER BY %s", db.Q("target_id"), db.Q("worker"), db.Q(sendsTable), db.Q("id")))
+	rows, err := db.SQL.Query(fmt.Sprintf("SELECT %s, %s, %s FROM %s WHERE %s = %d ORDER BY %s",
+		db.Q("id"), db.Q("target_id"), db.Q("worker"), db.Q(sendsTable), db.Q("task_id"), task, db.Q("id")))
 	require.NoError(t, err)
 	defer rows.Close()
-	sends := map[int64][]string{}
+	var out []logged
 	for rows.Next() {
-		var id int64
-		var w string
-		require.NoError(t, rows.Scan(&id, &w))
-		sends[id] = append(sends[id], w)
+		var l logged
+		require.NoError(t, rows.Scan(&l.id, &l.target, &l.worker))
+		out = append(out, l)
 	}
 	require.NoError(t, rows.Err())
+	return out
+}
+
+// requireDuplicatesFromKilled checks from the sends log that every send of a
+// target except its last came from a killed process.
+func requireDuplicatesFromKilled(t *testing.T, dbArgs []string, killed []int) {
+	t.Helper()
+	sends := map[int64][]string{}
+	for _, l := range sendsLog(t, dbArgs, 1) {
+		sends[l.target] = append(sends[l.target], l.worker)
+	}
 	isKilled := func(worker string) bool {
 		for _, pid := range killed {
 			if strings.HasSuffix(worker, fmt.Sprintf("/%d", pid)) {

@@ -15,14 +15,14 @@ import (
 // the lock early once the time budget runs out so that the next cron run
 // can start, while this one is still sending the rows it selected. The next
 // run's SELECT sees the same rows still pending and sends them again.
-func (a *app) naiveWorker(ctx context.Context, name string) error {
+func (a *app) naiveWorker(ctx context.Context, tp *taskParts, name string) error {
 	db := a.db
-	sel := fmt.Sprintf("SELECT %[1]s FROM %[2]s WHERE %[3]s = %[4]s AND %[5]s = 'PENDING' ORDER BY %[1]s LIMIT %[6]d",
-		db.Q("id"), db.Q(targetTable), db.Q("task_id"), db.Ph(1), db.Q("status"), a.o.batch)
+	sel := fmt.Sprintf("SELECT %[1]s FROM %[2]s WHERE %[3]s = %[4]s AND %[5]s = %[6]d ORDER BY %[1]s LIMIT %[7]d",
+		db.Q("id"), db.Q(targetTable), db.Q("task_id"), db.Ph(1), db.Q("status"), statusPending, a.o.batch)
 	for polls := 0; ctx.Err() == nil; polls++ {
-		lease, err := a.locker.Acquire(ctx, a.o.task)
+		lease, err := a.locker.Acquire(ctx, tp.id)
 		if errors.Is(err, dialect.ErrLeaseHeld) {
-			if done, err := a.finished(ctx); err != nil || done {
+			if done, err := a.finished(ctx, tp); err != nil || done {
 				return err
 			}
 			sleep(ctx, backoff(polls, 2*time.Millisecond, 50*time.Millisecond))
@@ -32,7 +32,7 @@ func (a *app) naiveWorker(ctx context.Context, name string) error {
 			return err
 		}
 		polls = -1
-		ids, err := queryIDs(ctx, db.SQL, sel, a.o.task)
+		ids, err := queryIDs(ctx, db.SQL, sel, tp.id)
 		if err != nil || len(ids) == 0 {
 			_, _ = lease.Release(context.WithoutCancel(ctx))
 			return err
@@ -46,11 +46,11 @@ func (a *app) naiveWorker(ctx context.Context, name string) error {
 				}
 				released = true
 			}
-			if err := a.send(ctx, name, id); err != nil {
+			if err := a.send(ctx, tp, name, id); err != nil {
 				return err
 			}
 		}
-		upd := fmt.Sprintf("UPDATE %s SET %s = 'SENT' WHERE %s IN %s", db.Q(targetTable), db.Q("status"), db.Q("id"), db.In(len(ids), 1))
+		upd := fmt.Sprintf("UPDATE %s SET %s = %d WHERE %s IN %s", db.Q(targetTable), db.Q("status"), statusSent, db.Q("id"), db.In(len(ids), 1))
 		if _, err := db.SQL.ExecContext(ctx, upd, ids...); err != nil {
 			return err
 		}
