@@ -155,10 +155,13 @@ func TestRunRetakesLostLease(t *testing.T) {
 				// lease return them after the claim timeout.
 				c, err := claim.New[struct{}](e.d, cc, nil)
 				require.NoError(t, err)
+				// Before the claim: its claimed-at is the database's time
+				// during the statement, so no sweep may return the rows
+				// earlier than the timeout after this.
+				abandoned := time.Now()
 				b, err := c.Claim(ctx)
 				require.NoError(t, err)
 				require.Equal(t, 5, b.Len())
-				abandoned := time.Now()
 				waitUntil(t, 10*time.Second, func() bool {
 					st, err := c.Stats(ctx)
 					require.NoError(t, err)
