@@ -345,10 +345,11 @@ func (l *Leases) ForceRelease(ctx context.Context, key any) (bool, error) {
 }
 
 // Inspect implements [LeaseStore]. Without an ExpiresAt column the
-// expiry is unknown (the TTL is the holder's) and Expired is false.
-func (l *Leases) Inspect(ctx context.Context, key any) (LeaseState, error) {
+// expiry is LockedAt + ttl: the caller's TTL, which is only every holder's
+// when every holder of the key uses the same one.
+func (l *Leases) Inspect(ctx context.Context, key any, ttl time.Duration) (LeaseState, error) {
 	var st LeaseState
-	a, err := l.args(key, "", 0, false, false)
+	a, err := l.args(key, "", ttl, false, l.spec.ExpiresAt == "")
 	if err != nil {
 		return st, err
 	}
@@ -372,14 +373,17 @@ func (l *Leases) Inspect(ctx context.Context, key any) (LeaseState, error) {
 }
 
 // Held implements [LeaseStore].
-func (l *Leases) Held(ctx context.Context, limit int) ([]LeaseHolder, error) {
+func (l *Leases) Held(ctx context.Context, limit int, ttl time.Duration) ([]LeaseHolder, error) {
 	if l.st(lHeld).SQL == "" {
-		return nil, fmt.Errorf("%w: listing leases needs an ExpiresAt column", dialect.ErrNotSupported)
+		return nil, fmt.Errorf("%w: listing leases on this engine", dialect.ErrNotSupported)
 	}
 	if limit <= 0 || limit > MaxHeldLimit {
 		return nil, fmt.Errorf("%w: limit %d is outside 1..%d", dialect.ErrInvalidConfig, limit, MaxHeldLimit)
 	}
-	a := &render.Args{Limit: limit, Slack: time.Duration(l.slack.Load())}
+	if l.spec.ExpiresAt == "" && ttl <= 0 {
+		return nil, fmt.Errorf("%w: ttl must be positive to list leases of a table without ExpiresAt, got %v", dialect.ErrInvalidConfig, ttl)
+	}
+	a := &render.Args{Limit: limit, TTL: ttl, Slack: time.Duration(l.slack.Load())}
 	var out []LeaseHolder
 	err := l.b.Do(ctx, "lease held", true, func() error {
 		out = out[:0]
