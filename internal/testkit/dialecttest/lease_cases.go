@@ -257,8 +257,28 @@ func testLeaseKeyedNoExpiry(t *testing.T, h Harness) {
 	require.EqualValues(t, 2, lb.Fence)
 	_, err = ls.ReapExpired(ctx, 10)
 	require.ErrorIs(t, err, dialect.ErrNotSupported, "reaping needs expires_at")
-	_, err = ls.Held(ctx, 10, time.Minute)
-	require.ErrorIs(t, err, dialect.ErrNotSupported, "listing needs expires_at")
+	// Listed and inspected, the lease expires at lock_at + the TTL given,
+	// the expiry its acquisition reported.
+	held, err := ls.Held(ctx, 10, ttl)
+	require.NoError(t, err)
+	require.Len(t, held, 1)
+	require.Equal(t, "new-key", held[0].Key)
+	require.Equal(t, b, held[0].Owner)
+	require.EqualValues(t, 2, held[0].Fence)
+	require.Equal(t, lb.ExpiresAt, held[0].ExpiresAt, "held: lock_at + TTL")
+	st, err := ls.Inspect(ctx, "new-key", ttl)
+	require.NoError(t, err)
+	require.Equal(t, lb.ExpiresAt, st.ExpiresAt, "inspect: lock_at + TTL")
+	_, err = ls.Held(ctx, 10, 0)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "no expires_at: the TTL reckons the expiry")
+	_, err = ls.Inspect(ctx, "new-key", 0)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "no expires_at: the TTL reckons the expiry")
+	ok, err := ls.Release(ctx, "new-key", b, time.Time{})
+	require.NoError(t, err)
+	require.True(t, ok)
+	held, err = ls.Held(ctx, 10, ttl)
+	require.NoError(t, err)
+	require.Empty(t, held, "a released lease is not listed")
 }
 
 func testLeaseBadInput(t *testing.T, h Harness) {
