@@ -145,29 +145,69 @@ func TestLeaseShapes(t *testing.T) {
 				require.Len(t, leases, 1)
 				require.Equal(t, l.Owner(), leases[0].Owner)
 				require.Equal(t, l.Fence(), leases[0].Fence)
+				holder := l.Owner()
+				if s.spec.Owner == "" {
+					holder = unknownHold
+				}
+				require.Equal(t, holder, leases[0].Holder)
 				if s.spec.ExpiresAt != "" {
 					require.Equal(t, "held", leases[0].State)
 					require.InDelta(t, 60, leases[0].RemainingSeconds, 10)
 				} else {
-					require.Equal(t, "locked", leases[0].State, "without an expiry column the holder's TTL is unknown")
+					// Without -lease-ttl the holders' TTL is unknown: the
+					// lease is locked since its lock time, expiry unknown.
+					require.Equal(t, "locked", leases[0].State)
 					require.Nil(t, leases[0].ExpiresAt)
+					require.NotNil(t, leases[0].LockedAt)
+					require.WithinDuration(t, time.Now(), *leases[0].LockedAt, 30*time.Second, "the lock time, not a raw stamp")
+					require.Equal(t, noteNoTTL, leases[0].Note)
 				}
 				code, out, stderr = ctl(t, "", "leases", "-config", conf, "-key", key)
 				require.Equal(t, exitOK, code, stderr)
-				require.Equal(t, []string{"KEY", "STATE", "OWNER", "FENCE", "EXPIRES", "AT", "(DB", "CLOCK)", "REMAINING"}, fields(out)[0])
-				require.Equal(t, []string{key, leases[0].State, l.Owner()}, fields(out)[1][:3])
+				require.Equal(t, []string{"KEY", "STATE", "HOLDER", "FENCE", "LOCKED", "AT", "EXPIRES", "AT", "REMAINING"}, fields(out)[0])
+				require.Equal(t, []string{key, leases[0].State}, fields(out)[1][:2])
+				require.Contains(t, out, "times are UTC on the database clock")
+				if s.spec.ExpiresAt == "" {
+					require.Contains(t, out, "give it with -lease-ttl")
+				}
 
-				code, out, stderr = ctl(t, "", "leases", "-config", conf, "-json")
-				if s.spec.ExpiresAt != "" {
+				// Every holder, with or without an expiry column; without
+				// one, by the TTL -lease-ttl gives.
+				for _, ttl := range []string{"", "60", "1s"} {
+					args := []string{"leases", "-config", conf, "-json"}
+					if ttl != "" {
+						args = append(args, "-lease-ttl", ttl)
+					}
+					code, out, stderr = ctl(t, "", args...)
 					require.Equal(t, exitOK, code, stderr)
 					var holders []leaseOut
 					require.NoError(t, json.Unmarshal([]byte(out), &holders))
 					require.Len(t, holders, 1)
-					require.Equal(t, l.Owner(), holders[0].Owner)
-					require.True(t, holders[0].DBClock)
-				} else {
-					require.Equal(t, exitUsage, code)
-					require.Contains(t, stderr, "no expiry column")
+					h := holders[0]
+					require.Equal(t, l.Owner(), h.Owner)
+					require.Equal(t, holder, h.Holder)
+					switch {
+					case s.spec.ExpiresAt != "":
+						require.Equal(t, "held", h.State, "an expiry column's expiry, whatever -lease-ttl")
+						require.True(t, h.DBClock)
+					case ttl == "":
+						require.Equal(t, "locked", h.State)
+						require.Nil(t, h.ExpiresAt)
+					case ttl == "60":
+						require.Equal(t, "held", h.State)
+						require.True(t, h.DBClock)
+						require.InDelta(t, 60, h.RemainingSeconds, 10)
+						require.Equal(t, h.LockedAt.Add(time.Minute), *h.ExpiresAt)
+						require.EqualValues(t, 60, h.TTLSeconds)
+					default:
+						// By a 1 s TTL the lease is past its expiry once the
+						// database clock has moved on (whole seconds: 2 s).
+						require.Eventually(t, func() bool {
+							_, out, _ := ctl(t, "", args...)
+							require.NoError(t, json.Unmarshal([]byte(out), &holders))
+							return holders[0].State == "expired"
+						}, 10*time.Second, 200*time.Millisecond)
+					}
 				}
 
 				code, out, _ = ctl(t, "n\n", "force-release", "-config", conf, "-key", key)

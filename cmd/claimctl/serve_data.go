@@ -35,6 +35,7 @@ type libSource struct {
 	lt   dialect.LeaseTable
 	k    *tasklock.Locker // nil without a lease table
 	keys []any            // -key values, inspected one by one
+	o    *options         // the lease TTL (leaseFrom)
 }
 
 // openSource describes and verifies the tables e's options name, as the
@@ -42,7 +43,7 @@ type libSource struct {
 // table's scopes are those of -scope: a scoped table needs at least one,
 // since counting rows by status without a scope scans the whole table.
 func openSource(ctx context.Context, e *env) (*libSource, error) {
-	s := &libSource{callTimeout: e.o.Timeout, older: e.o.Older, limit: e.o.Limit}
+	s := &libSource{callTimeout: e.o.Timeout, older: e.o.Older, limit: e.o.Limit, o: e.o}
 	if e.o.Table == "" && e.o.LeaseTable == "" {
 		return nil, usageErr("give a claim table (-table), a lease table (-lease-table) or both")
 	}
@@ -101,6 +102,9 @@ func openSource(ctx context.Context, e *env) (*libSource, error) {
 		s.info.LeaseTable = lt.Table
 		s.info.LeaseExpiry = lt.ExpiresAt != ""
 		s.info.LeaseOwner = lt.Owner != ""
+		if ttl, known := e.o.leaseTTL(lt); known && lt.ExpiresAt == "" {
+			s.info.LeaseTTL = ttl
+		}
 	} else if len(e.o.Keys) > 0 {
 		return nil, usageErr("-key needs a lease table (-lease-table)")
 	}
@@ -170,33 +174,30 @@ func (s *libSource) leases(ctx context.Context) ([]leaseView, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
 	defer cancel()
-	var out []leaseView
-	if s.info.LeaseExpiry {
-		held, err := s.k.Held(ctx, s.limit)
-		if err != nil {
-			return nil, err
-		}
-		for _, h := range held {
-			l := leaseView{Key: fmt.Sprint(h.Key), State: "held", Owner: h.Owner, Fence: h.Fence, ExpiresAt: h.ExpiresAt, Remaining: h.Remaining, DBClock: true}
-			if h.Expired {
-				l.State = "expired"
-			}
-			out = append(out, l)
-		}
+	// Every lease with a holder, then those of -key: the leases command's
+	// listing and inspections.
+	all, err := s.o.holders(ctx, s.lt, s.k, s.limit)
+	if err != nil {
+		return nil, err
 	}
 	for _, key := range s.keys {
-		// The leases command's inspection: an expiry, not the time left,
-		// which this machine's clock estimates.
-		o, err := inspect(ctx, s.lt, s.k, key)
+		o, err := s.o.inspect(ctx, s.lt, s.k, key)
 		if err != nil {
 			return nil, err
 		}
-		l := leaseView{Key: fmt.Sprint(o.Key), State: o.State, Owner: o.Owner, Fence: o.Fence,
-			Remaining: time.Duration(o.RemainingSeconds * float64(time.Second))}
+		all = append(all, o)
+	}
+	out := make([]leaseView, len(all))
+	for i, o := range all {
+		l := leaseView{Key: fmt.Sprint(o.Key), State: o.State, Owner: o.Owner, Holder: o.Holder, Fence: o.Fence,
+			Remaining: time.Duration(o.RemainingSeconds * float64(time.Second)), DBClock: o.DBClock, Note: o.Note}
 		if o.ExpiresAt != nil {
 			l.ExpiresAt = *o.ExpiresAt
 		}
-		out = append(out, l)
+		if o.LockedAt != nil {
+			l.LockedAt = *o.LockedAt
+		}
+		out[i] = l
 	}
 	return out, nil
 }

@@ -116,13 +116,30 @@ func TestUnixSecondsTables(t *testing.T) {
 			require.Len(t, leases, 1)
 			// Without an owner or expiry column the lease is identified by its
 			// stamp, the lock time as an integer in the engine's unit
-			// (milliseconds or microseconds): whole seconds here.
+			// (milliseconds or microseconds): whole seconds here. Without
+			// the holders' TTL its expiry is unknown; the lock time shows
+			// as a time.
 			require.Equal(t, "locked", leases[0].State)
 			require.Equal(t, l.Owner(), leases[0].Owner)
+			require.Equal(t, unknownHold, leases[0].Holder)
 			stamp, err := strconv.ParseInt(leases[0].Owner, 10, 64)
 			require.NoError(t, err)
 			require.Positive(t, stamp)
 			require.Zero(t, stamp%1000, "lock_at holds whole seconds")
+			require.NotNil(t, leases[0].LockedAt)
+			require.Zero(t, leases[0].LockedAt.Nanosecond(), "lock_at holds whole seconds")
+			require.WithinDuration(t, time.Now(), *leases[0].LockedAt, 30*time.Second)
+			require.Nil(t, leases[0].ExpiresAt)
+
+			// With the TTL the workers use (the config's "lease-ttl", in
+			// the seconds a PHP config has), the expiry is the lock time
+			// plus it, on the database clock; every holder is listed.
+			code, out, errOut = ctl(t, "", "leases", "-config", conf, "-lease-ttl", "300")
+			require.Equal(t, exitOK, code, "%s%s", out, errOut)
+			row := fields(out)[1]
+			require.Equal(t, []string{"42", "held", "unknown", "(no", "owner", "column)", "0", timeText(leases[0].LockedAt)}, row[:8])
+			require.Equal(t, timeText(ptr(leases[0].LockedAt.Add(5*time.Minute))), row[8])
+			require.NotContains(t, out, strconv.FormatInt(stamp, 10), "no raw stamp")
 		})
 	}
 }
