@@ -144,6 +144,11 @@ type rowOut struct {
 	ClaimedAgeSeconds float64 `json:"claimed_age_seconds"`
 	RunInSeconds      float64 `json:"run_in_seconds"`
 	Error             string  `json:"error,omitempty"`
+	// Worker is who holds a stuck row's claim: unknown, since a claim
+	// table records only the token.
+	Worker string `json:"worker,omitempty"`
+	// Note says what the table cannot tell (no error column).
+	Note string `json:"note,omitempty"`
 }
 
 // listRows lists set in the one scope given and prints the rows.
@@ -174,6 +179,12 @@ func (e *env) listRows(ctx context.Context, set claim.RowSet, olderThan time.Dur
 			ca = -1
 		}
 		out[i] = rowOut{ID: r.ID, Token: r.Token, Attempts: r.Attempts, ClaimedAgeSeconds: ca, RunInSeconds: seconds(r.RunIn), Error: r.Error}
+		if spec.Error == "" && set != claim.Stuck {
+			out[i].Note = "table has no error column"
+		}
+		if set == claim.Stuck {
+			out[i].Worker = "unknown"
+		}
 	}
 	if e.o.JSON {
 		return printJSON(e.out, out)
@@ -185,7 +196,10 @@ func (e *env) listRows(ctx context.Context, set claim.RowSet, olderThan time.Dur
 			tok = "-"
 		}
 		errText := r.Error
-		if errText == "" {
+		switch {
+		case spec.Error == "":
+			errText = noErrorColumn
+		case errText == "":
 			errText = "-"
 		}
 		switch set {
@@ -208,8 +222,19 @@ func (e *env) listRows(ctx context.Context, set claim.RowSet, olderThan time.Dur
 	if err == nil && len(rows) == e.o.Limit {
 		fmt.Fprintf(e.out, "(first %d rows; raise -limit for more)\n", e.o.Limit)
 	}
+	if err == nil && set == claim.Stuck && len(rows) > 0 {
+		fmt.Fprintln(e.out, noWorkerNote)
+	}
 	return err
 }
+
+// noErrorColumn stands for the error of a row in a table without an error
+// column, so that an empty cell is not read as "no error".
+const noErrorColumn = "(no error column)"
+
+// noWorkerNote says what a token tells of a worker: a claim table records
+// the claim's token, not who claimed.
+const noWorkerNote = "(worker unknown: the table records the claim's token, not the worker; the worker's own log or observer names its token)"
 
 func cmdStuck(ctx context.Context, e *env) error {
 	if e.o.Older <= 0 {

@@ -288,6 +288,13 @@ func (m *monitor) view(i int) pageView {
 			v.Stuck = rowsOut(p.last.Stuck)
 			v.Parked = rowsOut(p.last.Parked)
 			v.Scheduled = rowsOut(p.last.Scheduled)
+			if !m.info.ErrorColumn {
+				for _, rows := range [][]rowOutView{v.Parked, v.Scheduled} {
+					for j := range rows {
+						rows[j].Error = noErrorColumn
+					}
+				}
+			}
 			v.More["stuck"] = len(p.last.Stuck) >= m.info.Limit
 			v.More["parked"] = len(p.last.Parked) >= m.info.Limit
 			v.More["scheduled"] = len(p.last.Scheduled) >= m.info.Limit

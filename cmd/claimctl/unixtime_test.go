@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,6 +104,11 @@ func TestUnixSecondsTables(t *testing.T) {
 				require.Equal(t, b.Token(), r.Token)
 				require.Less(t, r.ClaimedAgeSeconds, 5.0)
 			}
+			// The table records tokens, not workers: the stuck list says so.
+			code, out, errOut = ctl(t, "", "stuck", "-config", conf, "-scope", "42", "-older", "1ms")
+			require.Equal(t, exitOK, code, "%s%s", out, errOut)
+			require.Contains(t, out, noWorkerNote)
+			require.Equal(t, "unknown", stuck[0].Worker)
 			code, out, errOut = ctl(t, "", "reap", "-config", conf, "-scope", "42", "-older", "1h", "-yes")
 			require.Equal(t, exitOK, code, "%s%s", out, errOut)
 			require.Contains(t, out, "no row has been processing longer than 1h0m0s; nothing changed", "rows claimed just now are not an hour old")
@@ -140,6 +148,37 @@ func TestUnixSecondsTables(t *testing.T) {
 			require.Equal(t, []string{"42", "held", "unknown", "(no", "owner", "column)", "0", timeText(leases[0].LockedAt)}, row[:8])
 			require.Equal(t, timeText(ptr(leases[0].LockedAt.Add(5*time.Minute))), row[8])
 			require.NotContains(t, out, strconv.FormatInt(stamp, 10), "no raw stamp")
+
+			// A parked row of a table without an error column says it has
+			// none, rather than showing an empty error.
+			b2, err := cl.Claim(ctx)
+			require.NoError(t, err)
+			require.NoError(t, b2.Fail(ctx, b2.IDs()[0], claim.Park(errors.New("bounced"))))
+			require.NoError(t, b2.AckAll(ctx))
+			code, out, errOut = ctl(t, "", "parked", "-config", conf, "-scope", "42")
+			require.Equal(t, exitOK, code, "%s%s", out, errOut)
+			require.Equal(t, noErrorColumn, strings.Join(fields(out)[1][3:], " "))
+			code, out, errOut = ctl(t, "", "parked", "-config", conf, "-scope", "42", "-json")
+			require.Equal(t, exitOK, code, "%s%s", out, errOut)
+			var parked []rowOut
+			require.NoError(t, json.Unmarshal([]byte(out), &parked))
+			require.Len(t, parked, 1)
+			require.Equal(t, "table has no error column", parked[0].Note)
+
+			// The status page says the same: the lock time and expiry as
+			// times, the holder unknown, the error column absent.
+			o, err := parseOptions("serve", []string{"-config", conf, "-scope", "42", "-lease-ttl", "5m"})
+			require.NoError(t, err)
+			src, err := openSource(ctx, &env{o: o, d: c.Dialect})
+			require.NoError(t, err)
+			m := newMonitor(src, time.Second, slog.New(slog.DiscardHandler))
+			m.sampleAll(ctx)
+			v := m.view(0)
+			require.Len(t, v.Parked, 1)
+			require.Equal(t, noErrorColumn, v.Parked[0].Error)
+			require.Len(t, v.Leases, 1)
+			require.Equal(t, leaseOutView{Key: "42", State: "held", Owner: l.Owner(), Holder: unknownHold, LockedAt: timeText(leases[0].LockedAt),
+				ExpiresAt: timeText(ptr(leases[0].LockedAt.Add(5 * time.Minute))), Remaining: v.Leases[0].Remaining}, v.Leases[0])
 		})
 	}
 }
