@@ -233,6 +233,10 @@ type State struct {
 	Expired bool
 	// Exists is false when no row has the key.
 	Exists bool
+	// Status is the value of the table's Status column as text, "" without
+	// one or when NULL: whether the task is finished, for an operator.
+	// [Locker.Inspect] reads it; [Locker.Held] does not.
+	Status string
 }
 
 // Inspect reads the lease row of key as the database sees it now. On a

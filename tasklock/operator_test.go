@@ -195,6 +195,7 @@ func TestHeldWithoutExpiry(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, byKey[int64(1)].ExpiresAt, st.ExpiresAt, "%s: Inspect and Held agree", f.name)
 				require.False(t, st.Expired)
+				require.Equal(t, "0", st.Status, "Inspect reads the task's status")
 				free, err := long.Inspect(ctx, 3)
 				require.NoError(t, err)
 				require.True(t, free.Exists)
@@ -216,6 +217,18 @@ func TestHeldWithoutExpiry(t *testing.T) {
 				still, err := long.Inspect(ctx, 2)
 				require.NoError(t, err)
 				require.False(t, still.Expired, "%s: by its own TTL the lease is held", f.name)
+
+				// A finished task: free, with the status Finish set.
+				ok, err := l1.Finish(ctx, 2)
+				require.NoError(t, err)
+				require.True(t, ok)
+				done, err := long.Inspect(ctx, 1)
+				require.NoError(t, err)
+				require.Equal(t, tasklock.State{Exists: true, Status: "2"}, done, f.name)
+				held, err = long.Held(ctx, 10)
+				require.NoError(t, err)
+				require.Len(t, held, 1, "%s: a finished task is not held", f.name)
+				require.Equal(t, l2.Owner(), held[0].Owner)
 			}
 		})
 	}

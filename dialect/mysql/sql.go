@@ -311,7 +311,8 @@ WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
 
 	Inspect: `
 SELECT {{if .Owner}}{{.Owner}}{{else}}CAST({{template "lockus" .}} AS CHAR){{end}}, {{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}},
-       {{if .ExpiresAt}}{{template "expus" .}}, {{template "expgone" .}}{{else}}{{template "lockexp" .}}, COALESCE({{template "lockgone" .}}, FALSE){{end}}
+       {{if .ExpiresAt}}{{template "expus" .}}, {{template "expgone" .}}{{else}}{{template "lockexp" .}}, COALESCE({{template "lockgone" .}}, FALSE){{end}},
+       {{if .TaskStatus}}CAST({{.TaskStatus}} AS CHAR){{else}}NULL{{end}}
 FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
 
 	// Held reads the expiry index in order (held leases only have an

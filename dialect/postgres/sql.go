@@ -344,7 +344,8 @@ RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{template "stamp" .}
 
 	Inspect: `
 SELECT {{if .Owner}}{{.Owner}}{{else}}CAST({{template "stamp" .}} AS text){{end}}, {{template "fence" .}},
-       {{if .ExpiresAt}}{{template "expus" .}}, {{template "expgone" .}}{{else}}{{template "expiry" .}}, COALESCE({{template "lockgone" .}}, false){{end}}
+       {{if .ExpiresAt}}{{template "expus" .}}, {{template "expgone" .}}{{else}}{{template "expiry" .}}, COALESCE({{template "lockgone" .}}, false){{end}},
+       {{if .TaskStatus}}CAST({{.TaskStatus}} AS text){{else}}NULL::text{{end}}
 FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
 
 	// Held reads the expiry index in order (held leases only have an

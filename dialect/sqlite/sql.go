@@ -234,7 +234,8 @@ RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{template "lockms" .
 
 	Inspect: `
 SELECT {{if .Owner}}{{.Owner}}{{else}}CAST({{template "lockms" .}} AS TEXT){{end}}, {{template "fence" .}},
-       {{if .ExpiresAt}}{{template "expms" .}} * 1000, {{template "expgone" .}}{{else}}{{template "expiry" .}}, COALESCE({{template "lockgone" .}}, false){{end}}
+       {{if .ExpiresAt}}{{template "expms" .}} * 1000, {{template "expgone" .}}{{else}}{{template "expiry" .}}, COALESCE({{template "lockgone" .}}, false){{end}},
+       {{if .TaskStatus}}CAST({{.TaskStatus}} AS TEXT){{else}}NULL{{end}}
 FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
 
 	Held: `{{if .ExpiresAt}}

@@ -324,6 +324,9 @@ type LeaseState struct {
 	Expired bool
 	// Exists is false when no row has the key.
 	Exists bool
+	// Status is the Status column's value as text ("" without the column
+	// or when NULL); Inspect reads it, Held does not.
+	Status string
 }
 
 // LeaseHolder is one lease [LeaseStore.Held] lists.

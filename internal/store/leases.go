@@ -127,7 +127,7 @@ func (l *Leases) Acquire(ctx context.Context, key any, owner string, ttl time.Du
 			}
 			return dialect.ErrLeaseHeld
 		}
-		found, err := l.b.queryRow(ctx, l.b.db, l.st(lInspect), a, new(any), new(any), new(any), new(any))
+		found, err := l.b.queryRow(ctx, l.b.db, l.st(lInspect), a, new(any), new(any), new(any), new(any), new(any))
 		if err != nil {
 			return err
 		}
@@ -169,7 +169,7 @@ func (l *Leases) acquireStamped(ctx context.Context, a *render.Args) (LeaseInfo,
 				}
 				return err
 			}
-			found, err := l.b.queryRow(ctx, tx, l.st(lInspect), a, new(any), new(any), new(any), new(any))
+			found, err := l.b.queryRow(ctx, tx, l.st(lInspect), a, new(any), new(any), new(any), new(any), new(any))
 			switch {
 			case err != nil:
 				return err
@@ -353,18 +353,18 @@ func (l *Leases) Inspect(ctx context.Context, key any, ttl time.Duration) (Lease
 	if err != nil {
 		return st, err
 	}
-	var owner sql.NullString
+	var owner, status sql.NullString
 	var fence, exp sql.NullInt64
 	var expired sql.NullBool
 	err = l.b.Do(ctx, "lease inspect", true, func() error {
 		var err error
-		st.Exists, err = l.b.queryRow(ctx, l.b.db, l.st(lInspect), a, &owner, &fence, &exp, &expired)
+		st.Exists, err = l.b.queryRow(ctx, l.b.db, l.st(lInspect), a, &owner, &fence, &exp, &expired, &status)
 		return err
 	})
 	if err != nil {
 		return LeaseState{}, err
 	}
-	st.Owner, st.Fence = owner.String, fence.Int64
+	st.Owner, st.Fence, st.Status = owner.String, fence.Int64, status.String
 	if owner.Valid && exp.Valid {
 		st.ExpiresAt = time.UnixMicro(exp.Int64).UTC()
 		st.Expired = expired.Bool

@@ -35,7 +35,8 @@ type LeaseSQL struct {
 	// Inspect returns owner (the stamp as text without an Owner column),
 	// fence, expiry and a boolean "expired" on the database clock for "key";
 	// without an ExpiresAt column the expiry is LockedAt + "ttl" and
-	// "expired" is Acquire's test of it.
+	// "expired" is Acquire's test of it; then the TaskStatus column as
+	// text (NULL without one).
 	Inspect string
 	// Finish sets Status to {{arg "status"}} and frees "key" if its holder
 	// still holds it.

@@ -32,7 +32,7 @@ UPDATE `xxx_task`
 
 -- lease inspect
 -- args: ttl, ttl, slack, key
-SELECT CAST((`lock_at` * 1000000) AS CHAR), 0, (`lock_at` * 1000000 + ?), COALESCE(`lock_at` < ((TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) - ? - ?) DIV 1000000), FALSE)
+SELECT CAST((`lock_at` * 1000000) AS CHAR), 0, (`lock_at` * 1000000 + ?), COALESCE(`lock_at` < ((TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) - ? - ?) DIV 1000000), FALSE), CAST(`status` AS CHAR)
   FROM `xxx_task`
   WHERE `id` = ?;
 

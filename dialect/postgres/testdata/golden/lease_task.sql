@@ -33,7 +33,7 @@ UPDATE "xxx_task"
 -- lease inspect
 -- args: ttl, ttl, slack, key
 SELECT "lock_owner", 0::bigint, CAST(EXTRACT(EPOCH
-  FROM "lock_at" + ($1::bigint * interval '1 microsecond')) * 1000000 AS bigint), COALESCE("lock_at" < now() - ($2::bigint * interval '1 microsecond') - ($3::bigint * interval '1 microsecond'), false)
+  FROM "lock_at" + ($1::bigint * interval '1 microsecond')) * 1000000 AS bigint), COALESCE("lock_at" < now() - ($2::bigint * interval '1 microsecond') - ($3::bigint * interval '1 microsecond'), false), NULL::text
   FROM "xxx_task"
   WHERE "id" = $4;
 

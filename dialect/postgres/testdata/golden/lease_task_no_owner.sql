@@ -36,7 +36,7 @@ UPDATE "xxx_task"
 -- args: ttl, ttl, slack, key
 SELECT CAST(CAST(EXTRACT(EPOCH
   FROM "lock_at") * 1000000 AS bigint) AS text), 0::bigint, CAST(EXTRACT(EPOCH
-  FROM "lock_at" + ($1::bigint * interval '1 microsecond')) * 1000000 AS bigint), COALESCE("lock_at" < now() - ($2::bigint * interval '1 microsecond') - ($3::bigint * interval '1 microsecond'), false)
+  FROM "lock_at" + ($1::bigint * interval '1 microsecond')) * 1000000 AS bigint), COALESCE("lock_at" < now() - ($2::bigint * interval '1 microsecond') - ($3::bigint * interval '1 microsecond'), false), CAST("status" AS text)
   FROM "xxx_task"
   WHERE "id" = $4;
 

@@ -32,7 +32,7 @@ UPDATE "xxx_task"
 -- lease inspect
 -- args: ttl, ttl, slack, key
 SELECT CAST(("lock_at"::bigint * 1000000) AS text), 0::bigint, ("lock_at"::bigint * 1000000 + $1::bigint), COALESCE("lock_at" < ((CAST(EXTRACT(EPOCH
-  FROM now()) * 1000000 AS bigint) - $2::bigint - $3::bigint) / 1000000), false)
+  FROM now()) * 1000000 AS bigint) - $2::bigint - $3::bigint) / 1000000), false), CAST("status" AS text)
   FROM "xxx_task"
   WHERE "id" = $4;
 

@@ -28,7 +28,7 @@ UPDATE `xxx_task`
 
 -- lease inspect
 -- args: ttl, ttl, slack, key
-SELECT `lock_owner`, 0, (`lock_at` + ?) * 1000, COALESCE(`lock_at` < CAST(unixepoch('subsec') * 1000 AS INTEGER) - ? - ?, false)
+SELECT `lock_owner`, 0, (`lock_at` + ?) * 1000, COALESCE(`lock_at` < CAST(unixepoch('subsec') * 1000 AS INTEGER) - ? - ?, false), NULL
   FROM `xxx_task`
   WHERE `id` = ?;
 

@@ -28,7 +28,7 @@ UPDATE `xxx_task`
 
 -- lease inspect
 -- args: ttl, ttl, slack, key
-SELECT CAST((`lock_at` * 1000) AS TEXT), 0, ((`lock_at` * 1000) + ?) * 1000, COALESCE(`lock_at` < ((CAST(unixepoch('subsec') * 1000 AS INTEGER) - ? - ?) / 1000), false)
+SELECT CAST((`lock_at` * 1000) AS TEXT), 0, ((`lock_at` * 1000) + ?) * 1000, COALESCE(`lock_at` < ((CAST(unixepoch('subsec') * 1000 AS INTEGER) - ? - ?) / 1000), false), CAST(`status` AS TEXT)
   FROM `xxx_task`
   WHERE `id` = ?;
 
