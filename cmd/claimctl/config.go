@@ -95,6 +95,9 @@ type options struct {
 	// LeaseTTL is the holders' TTL, by which the expiry of a lease in a
 	// table without an expiry column is reckoned.
 	LeaseTTL time.Duration `json:"lease-ttl"`
+	// LeaseDone are the values of the lease table's status column that
+	// mean a task is finished.
+	LeaseDone []string `json:"lease-done"`
 
 	// Per command, never from the file.
 	Scopes        []string      `json:"-"`
@@ -415,6 +418,9 @@ func (o *options) leaseTable() (dialect.LeaseTable, error) {
 	}
 	if err := t.Validate(); err != nil {
 		return t, usageErr("lease table description: %v", err)
+	}
+	if len(o.LeaseDone) > 0 && t.Status == "" {
+		return t, usageErr("-lease-done needs the lease table's status column (-lease-status)")
 	}
 	return t, nil
 }

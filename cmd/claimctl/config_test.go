@@ -40,8 +40,7 @@ func TestConfigSpellings(t *testing.T) {
 		"lease-fence": {"-", nil}, "lease-locked-at-format": {"unix-seconds", nil},
 		"lease-expires-at-format": {"unix-millis", nil},
 		"lease-ttl":               {"300", []any{300, "5m", "300s"}},
-		"task-table":              {"xxx_task", nil}, "task-key": {"task_id", nil}, "task-status": {"state", nil},
-		"task-done": {"2,3", []any{[]any{2, 3}, []any{"2", "3"}}},
+		"lease-done":              {"2,3", []any{[]any{2, 3}, []any{"2", "3"}}},
 	}
 	names := make([]string, 0, len(fileField))
 	for name := range fileField {

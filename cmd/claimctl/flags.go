@@ -25,7 +25,7 @@ var (
 	}
 	leaseFlags = []string{
 		"lease-table", "lease-kind", "lease-key", "lease-key-kind", "lease-key-len", "lease-owner", "lease-status",
-		"lease-locked-at", "lease-expires-at", "lease-fence", "lease-locked-at-format", "lease-expires-at-format", "lease-ttl",
+		"lease-locked-at", "lease-expires-at", "lease-fence", "lease-locked-at-format", "lease-expires-at-format", "lease-ttl", "lease-done",
 	}
 )
 
@@ -71,6 +71,7 @@ func defineFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.LeaseFence, "lease-fence", "", "fence `column` (key: fence; - for none)")
 	fs.StringVar(&o.LeaseLockedFmt, "lease-locked-at-format", "", "the lock time column's `format`, as -claimed-at-format")
 	fs.StringVar(&o.LeaseExpFmt, "lease-expires-at-format", "", "the expiry column's `format`, as -claimed-at-format")
+	fs.Var(listFlag{&o.LeaseDone}, "lease-done", "the lease table's status `values` (-lease-status) that mean a task is finished, comma-separated: unpark warns when the -scope's task has one")
 	fs.Var(ttlFlag{&o.LeaseTTL}, "lease-ttl", "the holders' `TTL` (a duration, or whole seconds), by which the expiry of a lease in a table without an expiry column is reckoned")
 
 	fs.Var(repeatFlag{&o.Scopes}, "scope", "scope `values`, comma-separated in -scope-cols order (repeatable)")

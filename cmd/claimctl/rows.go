@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -311,6 +312,14 @@ func cmdUnpark(ctx context.Context, e *env) error {
 		if e.o.ResetAttempts && spec.Attempts == "" {
 			return usageErr("-reset-attempts needs the -attempts column")
 		}
+		if len(e.o.LeaseDone) > 0 {
+			if e.o.LeaseTable == "" {
+				return usageErr("-lease-done needs the lease table (-lease-table) whose status says a task is finished")
+			}
+			if _, err := e.o.leaseTable(); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -327,6 +336,13 @@ func cmdUnpark(ctx context.Context, e *env) error {
 		}
 		question = fmt.Sprintf("Unpark %d parked row(s): %s goes back to pending.", st.Failed, t)
 	}
+	warning, err := e.finishedTask(ctx, t.spec, t.scope)
+	if err != nil {
+		return err
+	}
+	if warning != "" {
+		question = "Warning: " + warning + ".\n" + question
+	}
 	if err := e.confirm(question); err != nil {
 		return err
 	}
@@ -334,7 +350,43 @@ func cmdUnpark(ctx context.Context, e *env) error {
 	if err != nil {
 		return fmt.Errorf("%w (%d row(s) unparked before the error)", err, n)
 	}
-	return t.report(e, "unpark", n, fmt.Sprintf("unparked %d row(s)", n))
+	human := fmt.Sprintf("unparked %d row(s)", n)
+	if warning != "" {
+		human = "warning: " + warning + "\n" + human
+	}
+	return e.report(actionResult{Action: "unpark", Table: t.spec.Table, Scope: scopeLabel(t.spec.Scope, t.scope), Rows: n, Warning: warning}, human)
+}
+
+// finishedTask returns a warning when the task of scope (its key, the
+// one scope value) is finished by the lease table (-lease-done values of
+// its status column), or has no row there: no run of it will claim rows
+// unparked in it, which stay pending. It returns "" without -lease-done.
+func (e *env) finishedTask(ctx context.Context, spec dialect.ClaimTable, scope []any) (string, error) {
+	if len(e.o.LeaseDone) == 0 {
+		return "", nil
+	}
+	if len(scope) != 1 {
+		return "", usageErr("-lease-done: the claim table's scope must be one column, the task's key in the lease table (-scope-cols %s)", strings.Join(spec.Scope, ","))
+	}
+	lt, k, err := e.locker(ctx)
+	if err != nil {
+		return "", err
+	}
+	key, err := leaseKey(lt, fmt.Sprint(scope[0]))
+	if err != nil {
+		return "", err
+	}
+	st, err := k.Inspect(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	if !st.Exists {
+		return fmt.Sprintf("task %v has no row in %s: no run of it will claim the unparked rows, which stay pending", key, lt.Table), nil
+	}
+	if slices.Contains(e.o.LeaseDone, st.Status) {
+		return fmt.Sprintf("task %v of %s is finished (%s = %s): no run of it will claim the unparked rows, which stay pending until the task runs again", key, lt.Table, lt.Status, st.Status), nil
+	}
+	return "", nil
 }
 
 func cmdRetryNow(ctx context.Context, e *env) error {

@@ -76,9 +76,11 @@ var commands = []command{
 		run: cmdLeases,
 	},
 	{
-		name: "unpark", summary: "return parked rows to pending", tables: claimTable, flags: []string{"scope", "ids", "reset-attempts", "yes"},
+		name: "unpark", summary: "return parked rows to pending", tables: claimTable | leaseTable, flags: []string{"scope", "ids", "reset-attempts", "yes"},
 		about: "Return parked rows (every one of the -scope, or those of -ids) to pending; -reset-attempts gives\n" +
-			"them fresh attempts. Asks for confirmation unless -yes.",
+			"them fresh attempts. With -lease-done (and the lease table, the tasks' table), it warns when the\n" +
+			"-scope's task is finished or has no row: nothing would claim the rows again. Asks for confirmation\n" +
+			"unless -yes.",
 		run: cmdUnpark,
 	},
 	{

@@ -179,6 +179,25 @@ func TestUnixSecondsTables(t *testing.T) {
 			require.Len(t, v.Leases, 1)
 			require.Equal(t, leaseOutView{Key: "42", State: "held", Owner: l.Owner(), Holder: unknownHold, LockedAt: timeText(leases[0].LockedAt),
 				ExpiresAt: timeText(ptr(leases[0].LockedAt.Add(5 * time.Minute))), Remaining: v.Leases[0].Remaining}, v.Leases[0])
+
+			// unpark warns when the scope's task is finished by the task
+			// table's status (-lease-done): nothing would claim the rows.
+			code, out, errOut = ctl(t, "n\n", "unpark", "-config", conf, "-scope", "42", "-lease-done", "2,3")
+			require.Equal(t, exitRefused, code, "%s%s", out, errOut)
+			require.NotContains(t, out, "Warning", "task 42 is not finished")
+			exec("UPDATE xxx_task SET status = 2 WHERE id = 42")
+			code, out, errOut = ctl(t, "n\n", "unpark", "-config", conf, "-scope", "42", "-lease-done", "2,3")
+			require.Equal(t, exitRefused, code, "%s%s", out, errOut)
+			require.Contains(t, out, "Warning: task 42 of xxx_task is finished (status = 2): no run of it will claim the unparked rows")
+			code, out, errOut = ctl(t, "", "unpark", "-config", conf, "-scope", "42", "-lease-done", "2", "-yes", "-json")
+			require.Equal(t, exitOK, code, "%s%s", out, errOut)
+			var res actionResult
+			require.NoError(t, json.Unmarshal([]byte(out), &res))
+			require.EqualValues(t, 1, res.Rows)
+			require.Contains(t, res.Warning, "task 42 of xxx_task is finished")
+			code, _, errOut = ctl(t, "", "unpark", "-config", conf, "-scope", "42", "-lease-done", "2", "-lease-status", "-", "-yes")
+			require.Equal(t, exitUsage, code)
+			require.Contains(t, errOut, "-lease-done needs the lease table's status column")
 		})
 	}
 }
