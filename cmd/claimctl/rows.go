@@ -10,6 +10,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
 
@@ -372,7 +373,13 @@ func (e *env) finishedTask(ctx context.Context, spec dialect.ClaimTable, scope [
 	if err != nil {
 		return "", err
 	}
-	key, err := leaseKey(lt, fmt.Sprint(scope[0]))
+	return taskWarning(ctx, e.o.LeaseDone, lt, k, scope[0])
+}
+
+// taskWarning returns a warning when the task whose key is the scope value
+// v is finished (its status in lt is one of done) or has no row in lt.
+func taskWarning(ctx context.Context, done []string, lt dialect.LeaseTable, k *tasklock.Locker, v any) (string, error) {
+	key, err := leaseKey(lt, fmt.Sprint(v))
 	if err != nil {
 		return "", err
 	}
@@ -383,7 +390,7 @@ func (e *env) finishedTask(ctx context.Context, spec dialect.ClaimTable, scope [
 	if !st.Exists {
 		return fmt.Sprintf("task %v has no row in %s: no run of it will claim the unparked rows, which stay pending", key, lt.Table), nil
 	}
-	if slices.Contains(e.o.LeaseDone, st.Status) {
+	if slices.Contains(done, st.Status) {
 		return fmt.Sprintf("task %v of %s is finished (%s = %s): no run of it will claim the unparked rows, which stay pending until the task runs again", key, lt.Table, lt.Status, st.Status), nil
 	}
 	return "", nil

@@ -99,6 +99,9 @@ func openSource(ctx context.Context, e *env) (*libSource, error) {
 			return nil, err
 		}
 		s.lt, s.k = lt, k
+		if len(e.o.LeaseDone) > 0 && s.claimers != nil && len(s.spec.Scope) != 1 {
+			return nil, usageErr("-lease-done: the claim table's scope must be one column, the task's key in the lease table (-scope-cols %s)", strings.Join(s.spec.Scope, ","))
+		}
 		s.info.LeaseTable = lt.Table
 		s.info.LeaseExpiry = lt.ExpiresAt != ""
 		s.info.LeaseOwner = lt.Owner != ""
@@ -229,7 +232,9 @@ func (s *libSource) target(i int, ids []string) (*claim.Claimer[struct{}], []any
 
 // unpark unparks the rows ids of page i, or every parked row of its scope
 // for nil ids.
-func (s *libSource) unpark(ctx context.Context, i int, ids []string, reset bool) (int64, error) {
+// With -lease-done, warning says when the page's task is finished (see
+// taskWarning).
+func (s *libSource) unpark(ctx context.Context, i int, ids []string, reset bool) (int64, string, error) {
 	var c *claim.Claimer[struct{}]
 	var keys []any
 	var err error
@@ -239,14 +244,24 @@ func (s *libSource) unpark(ctx context.Context, i int, ids []string, reset bool)
 		c, keys, err = s.target(i, ids)
 	}
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	if reset && !s.info.Attempts {
-		return 0, usageErr("fresh attempts need an attempts column (-attempts)")
+		return 0, "", usageErr("fresh attempts need an attempts column (-attempts)")
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
 	defer cancel()
-	return c.Unpark(ctx, reset, keys...)
+	n, err := c.Unpark(ctx, reset, keys...)
+	if err != nil || n == 0 || len(s.o.LeaseDone) == 0 || len(s.scopes[i]) != 1 {
+		return n, "", err
+	}
+	warning, err := taskWarning(ctx, s.o.LeaseDone, s.lt, s.k, s.scopes[i][0])
+	if err != nil {
+		// The rows are unparked: the reply says so, and why there is no
+		// word on the task.
+		warning = "could not read the task's status: " + oneLine(err.Error())
+	}
+	return n, warning, nil
 }
 
 func (s *libSource) retryNow(ctx context.Context, i int, ids []string) (int64, error) {

@@ -23,8 +23,9 @@ type pageSource interface {
 	leases(ctx context.Context) ([]leaseView, error)
 	// unpark returns the parked rows ids of page i (every parked row of
 	// its scope when ids is nil) to pending, with fresh attempts if reset;
-	// it returns the rows changed.
-	unpark(ctx context.Context, i int, ids []string, reset bool) (int64, error)
+	// it returns the rows changed, and a warning for the operator (the
+	// page's task is finished: nothing will claim the rows).
+	unpark(ctx context.Context, i int, ids []string, reset bool) (n int64, warning string, err error)
 	// retryNow makes the scheduled rows ids of page i claimable now.
 	retryNow(ctx context.Context, i int, ids []string) (int64, error)
 	// forceRelease frees the lease of key if owner still holds it.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -195,6 +196,31 @@ func TestUnixSecondsTables(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(out), &res))
 			require.EqualValues(t, 1, res.Rows)
 			require.Contains(t, res.Warning, "task 42 of xxx_task is finished")
+
+			// The status page's unpark says the same in its reply.
+			b3, err := cl.Claim(ctx)
+			require.NoError(t, err)
+			require.NoError(t, b3.Fail(ctx, b3.IDs()[0], claim.Park(errors.New("bounced"))))
+			require.NoError(t, b3.AckAll(ctx))
+			o, err = parseOptions("serve", []string{"-config", conf, "-scope", "42", "-lease-done", "2,3", "-action-token", testToken})
+			require.NoError(t, err)
+			src, err = openSource(ctx, &env{o: o, d: c.Dialect})
+			require.NoError(t, err)
+			m = newMonitor(src, time.Second, slog.New(slog.DiscardHandler))
+			srv, err := newServer(m, testToken, true, slog.New(slog.DiscardHandler))
+			require.NoError(t, err)
+			m.sampleAll(ctx)
+			page := &client{t: t, s: srv}
+			page.visit(0)
+			require.Equal(t, http.StatusSeeOther, page.login(testToken).Code)
+			page.visit(0)
+			w := page.post("/api/page/0/unpark", `{"all":true}`, nil)
+			require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+			var reply actionReply
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &reply))
+			require.EqualValues(t, 1, reply.Rows)
+			require.Contains(t, reply.Message, "unparked 1 row(s). Warning: task 42 of xxx_task is finished (status = 2)")
+
 			code, _, errOut = ctl(t, "", "unpark", "-config", conf, "-scope", "42", "-lease-done", "2", "-lease-status", "-", "-yes")
 			require.Equal(t, exitUsage, code)
 			require.Contains(t, errOut, "-lease-done needs the lease table's status column")
