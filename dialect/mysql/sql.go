@@ -318,6 +318,7 @@ FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
 	// Held reads the expiry index in order (held leases only have an
 	// expiry; IS NOT NULL keeps the free ones, NULL and first in MySQL's
 	// order, out of the range).
+	// Without an ExpiresAt column it reads the leases in LockedAt order.
 	Held: `{{if .ExpiresAt}}
 SELECT {{.Key}}, {{if .Owner}}{{.Owner}}{{else}}CAST({{template "lockus" .}} AS CHAR){{end}}, {{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}},
        {{template "expus" .}}, GREATEST({{if .ExpiresAtPer}}{{template "eleft" (tc .ExpiresAt .ExpiresAtPer)}}{{else}}TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), {{.ExpiresAt}}){{end}}, 0),
