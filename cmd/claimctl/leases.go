@@ -116,6 +116,12 @@ func (o *options) leaseFrom(lt dialect.LeaseTable, key any, st tasklock.State, r
 	}
 	ttl, known := o.leaseTTL(lt)
 	exp := st.ExpiresAt.UTC()
+	if exp.IsZero() {
+		// An owner without an expiry or lock time (written by hand): an
+		// acquisition takes such a lease.
+		l.State, l.Note = "expired", "no expiry or lock time: an acquisition takes it"
+		return l
+	}
 	if lt.ExpiresAt == "" {
 		// The library reckons the expiry as the lock time plus the
 		// locker's TTL: the lock time is what comes before it.

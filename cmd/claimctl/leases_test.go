@@ -283,3 +283,39 @@ func TestLeaseTableFlags(t *testing.T) {
 		})
 	}
 }
+
+// leaseFrom turns the library's reading into what claimctl shows: the lock
+// time before the reckoned expiry, the TTL known or not, the holder known
+// or not.
+func TestLeaseFrom(t *testing.T) {
+	t.Parallel()
+	exp := time.Date(2026, 12, 3, 16, 55, 36, 0, time.UTC)
+	noOwner := tasklock.TaskTableNoOwner("xxx_task")
+	owned := tasklock.KeyTable("leases")
+	held := tasklock.State{Exists: true, Owner: "1796190636000000", ExpiresAt: exp}
+	for _, tc := range []struct {
+		name string
+		lt   dialect.LeaseTable
+		ttl  time.Duration
+		st   tasklock.State
+		want leaseOut
+	}{
+		{"absent", noOwner, 0, tasklock.State{}, leaseOut{Key: 42, State: "absent"}},
+		{"free", noOwner, 0, tasklock.State{Exists: true, Status: "2"}, leaseOut{Key: 42, State: "free"}},
+		{"no TTL", noOwner, 0, held, leaseOut{Key: 42, State: "locked", Owner: held.Owner, Holder: unknownHold,
+			LockedAt: ptr(exp.Add(-unknownTTL)), Note: noteNoTTL}},
+		{"TTL", noOwner, 5 * time.Minute, held, leaseOut{Key: 42, State: "held", Owner: held.Owner, Holder: unknownHold,
+			LockedAt: ptr(exp.Add(-5 * time.Minute)), ExpiresAt: &exp, TTLSeconds: 300, RemainingSeconds: 12, DBClock: true}},
+		{"TTL passed", noOwner, 5 * time.Minute, tasklock.State{Exists: true, Owner: "1", ExpiresAt: exp, Expired: true},
+			leaseOut{Key: 42, State: "expired", Owner: "1", Holder: unknownHold, LockedAt: ptr(exp.Add(-5 * time.Minute)), ExpiresAt: &exp, TTLSeconds: 300}},
+		{"expiry column", owned, 0, tasklock.State{Exists: true, Owner: "tok", ExpiresAt: exp, Fence: 3},
+			leaseOut{Key: 42, State: "held", Owner: "tok", Holder: "tok", Fence: 3, ExpiresAt: &exp, RemainingSeconds: 12, DBClock: true}},
+		{"owner without expiry", owned, 0, tasklock.State{Exists: true, Owner: "tok"},
+			leaseOut{Key: 42, State: "expired", Owner: "tok", Holder: "tok", Note: "no expiry or lock time: an acquisition takes it"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &options{LeaseTTL: tc.ttl}
+			require.Equal(t, tc.want, o.leaseFrom(tc.lt, 42, tc.st, 12*time.Second, true))
+		})
+	}
+}
