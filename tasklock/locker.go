@@ -223,20 +223,30 @@ type State struct {
 	// Fence is the fence column (0 without one).
 	Fence int64
 	// ExpiresAt is the expiry on the database clock (zero when free).
+	// Without an ExpiresAt column it is the lock time plus the Locker's
+	// TTL: the holder's expiry when every holder of the key uses that TTL.
 	ExpiresAt time.Time
 	// Expired is true when the lease has an owner but its expiry passed, by
-	// the database clock.
+	// the database clock: without an ExpiresAt column, when the Locker's
+	// TTL has passed since the lock time, so that its Acquire would take
+	// the lease.
 	Expired bool
 	// Exists is false when no row has the key.
 	Exists bool
+	// Status is the value of the table's Status column as text, "" without
+	// one or when NULL: whether the task is finished, for an operator.
+	// [Locker.Inspect] reads it; [Locker.Held] does not.
+	Status string
 }
 
-// Inspect reads the lease row of key as the database sees it now.
+// Inspect reads the lease row of key as the database sees it now. On a
+// table without an ExpiresAt column the expiry is reckoned from the lock
+// time and the Locker's TTL (see [State]).
 func (k *Locker) Inspect(ctx context.Context, key any) (State, error) {
 	if err := k.checkKey(key); err != nil {
 		return State{}, err
 	}
-	st, err := k.ls.Inspect(ctx, key)
+	st, err := k.ls.Inspect(ctx, key, k.cfg.TTL)
 	if err != nil {
 		return State{}, fmt.Errorf("tasklock: inspect %v: %w", key, err)
 	}
@@ -259,11 +269,14 @@ type Holder struct {
 
 // Held lists up to limit (at most [MaxHeldLimit]) leases of the table that
 // have an owner, soonest expiry first, with the time each has left, both on
-// the database clock. It needs an ExpiresAt column (an error matching
-// [dialect.ErrNotSupported] without one). It is for operators, not for
-// loops.
+// the database clock. With an ExpiresAt column it reads the expiry index.
+// Without one it lists the leases with a lock time (and an owner, where
+// the table has an owner column), oldest lock first, each expiring at its
+// lock time plus the Locker's TTL (see [State]); that reads the whole
+// table unless the lock time column is indexed. It is for operators, not
+// for loops.
 func (k *Locker) Held(ctx context.Context, limit int) ([]Holder, error) {
-	held, err := k.ls.Held(ctx, limit)
+	held, err := k.ls.Held(ctx, limit, k.cfg.TTL)
 	if err != nil {
 		return nil, fmt.Errorf("tasklock: held: %w", err)
 	}

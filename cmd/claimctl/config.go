@@ -3,8 +3,12 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
+	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -88,6 +92,12 @@ type options struct {
 	LeaseFence     string `json:"lease-fence"`
 	LeaseLockedFmt string `json:"lease-locked-at-format"`
 	LeaseExpFmt    string `json:"lease-expires-at-format"`
+	// LeaseTTL is the holders' TTL, by which the expiry of a lease in a
+	// table without an expiry column is reckoned.
+	LeaseTTL time.Duration `json:"lease-ttl"`
+	// LeaseDone are the values of the lease table's status column that
+	// mean a task is finished.
+	LeaseDone []string `json:"lease-done"`
 
 	// Per command, never from the file.
 	Scopes        []string      `json:"-"`
@@ -106,70 +116,103 @@ type options struct {
 }
 
 // loadFile fills the options the command line did not set from the JSON
-// config file.
+// config file. Each field takes what its flag takes, in the flag's
+// spelling (a string, "0,1,2,3" for a list) or as JSON spells the value (a
+// number, a boolean, an array for a list): the value goes through the
+// flag's own parser, so the file and the command line cannot disagree.
 func (o *options) loadFile(set map[string]bool) error {
 	data, err := os.ReadFile(o.Config)
 	if err != nil {
 		return usageErr("config: %v", err)
 	}
-	var f options
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
 		return usageErr("config %s: %v", o.Config, err)
 	}
-	raw := map[string]json.RawMessage{}
-	_ = json.Unmarshal(data, &raw)
-	apply := func(name string, dst, src any) {
-		if _, inFile := raw[name]; !inFile || set[name] {
-			return
+	fs := flag.NewFlagSet("config", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	parsed := *o
+	defineFlags(fs, o) // binds the flags to o, resetting o to their defaults
+	*o = parsed
+	names := make([]string, 0, len(raw))
+	for name := range raw {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !fileField[name] {
+			return usageErr("config %s: unknown field %q", o.Config, name)
 		}
-		switch d := dst.(type) {
-		case *string:
-			*d = *src.(*string)
-		case *bool:
-			*d = *src.(*bool)
-		case *int:
-			*d = *src.(*int)
-		case *[]string:
-			*d = *src.(*[]string)
+		if set[name] {
+			continue // the command line overrides the file
+		}
+		f := fs.Lookup(name)
+		_, isList := f.Value.(listFlag)
+		v, err := flagText(raw[name], isList)
+		if err != nil {
+			return usageErr("config %s: %q: %v", o.Config, name, err)
+		}
+		if err := f.Value.Set(v); err != nil {
+			return usageErr("config %s: %q: invalid value %q: %v", o.Config, name, v, err)
 		}
 	}
-	apply("driver", &o.Driver, &f.Driver)
-	apply("dsn", &o.DSN, &f.DSN)
-	apply("table", &o.Table, &f.Table)
-	apply("id", &o.ID, &f.ID)
-	apply("id-kind", &o.IDKind, &f.IDKind)
-	apply("status", &o.Status, &f.Status)
-	apply("token", &o.Token, &f.Token)
-	apply("claimed-at", &o.ClaimedAt, &f.ClaimedAt)
-	apply("attempts", &o.Attempts, &f.Attempts)
-	apply("version", &o.Version, &f.Version)
-	apply("created-at", &o.CreatedAt, &f.CreatedAt)
-	apply("run-at", &o.RunAt, &f.RunAt)
-	apply("error", &o.Error, &f.Error)
-	apply("text-times", &o.TextTimes, &f.TextTimes)
-	apply("claimed-at-format", &o.ClaimedAtFmt, &f.ClaimedAtFmt)
-	apply("created-at-format", &o.CreatedAtFmt, &f.CreatedAtFmt)
-	apply("run-at-format", &o.RunAtFmt, &f.RunAtFmt)
-	apply("clear-claimed-at", &o.ClearClaimedAt, &f.ClearClaimedAt)
-	apply("scope-cols", &o.ScopeCols, &f.ScopeCols)
-	apply("statuses", &o.Statuses, &f.Statuses)
-	apply("int-statuses", &o.IntStatuses, &f.IntStatuses)
-	apply("scope-text", &o.ScopeText, &f.ScopeText)
-	apply("lease-table", &o.LeaseTable, &f.LeaseTable)
-	apply("lease-kind", &o.LeaseKind, &f.LeaseKind)
-	apply("lease-key", &o.LeaseKey, &f.LeaseKey)
-	apply("lease-key-kind", &o.LeaseKeyKind, &f.LeaseKeyKind)
-	apply("lease-key-len", &o.LeaseKeyLen, &f.LeaseKeyLen)
-	apply("lease-owner", &o.LeaseOwner, &f.LeaseOwner)
-	apply("lease-status", &o.LeaseStatus, &f.LeaseStatus)
-	apply("lease-locked-at", &o.LeaseLockedAt, &f.LeaseLockedAt)
-	apply("lease-expires-at", &o.LeaseExpiresAt, &f.LeaseExpiresAt)
-	apply("lease-fence", &o.LeaseFence, &f.LeaseFence)
-	apply("lease-locked-at-format", &o.LeaseLockedFmt, &f.LeaseLockedFmt)
-	apply("lease-expires-at-format", &o.LeaseExpFmt, &f.LeaseExpFmt)
 	return nil
+}
+
+// fileField holds the names of the flags the config file may set: those
+// of the options with a JSON name.
+var fileField = func() map[string]bool {
+	out := map[string]bool{}
+	t := reflect.TypeOf(options{})
+	for i := range t.NumField() {
+		if name := t.Field(i).Tag.Get("json"); name != "" && name != "-" {
+			out[name] = true
+		}
+	}
+	return out
+}()
+
+// flagText returns a config value as the command line would spell it: a
+// string as it is, a number or boolean as its JSON text, and, for a list
+// flag, an array of strings and numbers joined with commas.
+func flagText(raw json.RawMessage, isList bool) (string, error) {
+	var v any
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return "", err
+	}
+	scalar := func(v any) (string, bool) {
+		switch x := v.(type) {
+		case string:
+			return x, true
+		case json.Number:
+			return x.String(), true
+		case bool:
+			return strconv.FormatBool(x), true
+		}
+		return "", false
+	}
+	if s, ok := scalar(v); ok {
+		return s, nil
+	}
+	arr, ok := v.([]any)
+	if !ok || !isList {
+		want := "a string, number or boolean"
+		if isList {
+			want += ", or an array of them"
+		}
+		return "", fmt.Errorf("want %s, got %s", want, strings.TrimSpace(string(raw)))
+	}
+	parts := make([]string, len(arr))
+	for i, e := range arr {
+		s, ok := scalar(e)
+		if !ok || strings.Contains(s, ",") {
+			return "", fmt.Errorf("element %d: want a string or number without a comma", i)
+		}
+		parts[i] = s
+	}
+	return strings.Join(parts, ","), nil
 }
 
 // claimTable builds the claim table description, validated; errors are
@@ -375,6 +418,9 @@ func (o *options) leaseTable() (dialect.LeaseTable, error) {
 	}
 	if err := t.Validate(); err != nil {
 		return t, usageErr("lease table description: %v", err)
+	}
+	if len(o.LeaseDone) > 0 && t.Status == "" {
+		return t, usageErr("-lease-done needs the lease table's status column (-lease-status)")
 	}
 	return t, nil
 }

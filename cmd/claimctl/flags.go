@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,7 +25,7 @@ var (
 	}
 	leaseFlags = []string{
 		"lease-table", "lease-kind", "lease-key", "lease-key-kind", "lease-key-len", "lease-owner", "lease-status",
-		"lease-locked-at", "lease-expires-at", "lease-fence", "lease-locked-at-format", "lease-expires-at-format",
+		"lease-locked-at", "lease-expires-at", "lease-fence", "lease-locked-at-format", "lease-expires-at-format", "lease-ttl", "lease-done",
 	}
 )
 
@@ -69,6 +71,8 @@ func defineFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.LeaseFence, "lease-fence", "", "fence `column` (key: fence; - for none)")
 	fs.StringVar(&o.LeaseLockedFmt, "lease-locked-at-format", "", "the lock time column's `format`, as -claimed-at-format")
 	fs.StringVar(&o.LeaseExpFmt, "lease-expires-at-format", "", "the expiry column's `format`, as -claimed-at-format")
+	fs.Var(listFlag{&o.LeaseDone}, "lease-done", "the lease table's status `values` (-lease-status) that mean a task is finished, comma-separated: unpark warns when the -scope's task has one")
+	fs.Var(ttlFlag{&o.LeaseTTL}, "lease-ttl", "the holders' `TTL` (a duration, or whole seconds), by which the expiry of a lease in a table without an expiry column is reckoned")
 
 	fs.Var(repeatFlag{&o.Scopes}, "scope", "scope `values`, comma-separated in -scope-cols order (repeatable)")
 	fs.Var(repeatFlag{&o.Keys}, "key", "lease `key` (repeatable)")
@@ -213,5 +217,33 @@ func (r repeatFlag) String() string {
 
 func (r repeatFlag) Set(s string) error {
 	*r.p = append(*r.p, s)
+	return nil
+}
+
+// ttlFlag is a positive duration: Go's spelling ("90s", "5m") or a whole
+// number of seconds ("300"), as a PHP task table's TTL is often written.
+type ttlFlag struct{ p *time.Duration }
+
+func (f ttlFlag) String() string {
+	if f.p == nil || *f.p == 0 {
+		return ""
+	}
+	return f.p.String()
+}
+
+func (f ttlFlag) Set(s string) error {
+	s = strings.TrimSpace(s)
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		n, nerr := strconv.ParseInt(s, 10, 64)
+		if nerr != nil || n > int64(math.MaxInt64/time.Second) {
+			return fmt.Errorf("want a duration (5m) or whole seconds (300), got %q", s)
+		}
+		d = time.Duration(n) * time.Second
+	}
+	if d <= 0 {
+		return fmt.Errorf("must be positive, got %q", s)
+	}
+	*f.p = d
 	return nil
 }

@@ -2,22 +2,39 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
-// locker builds and verifies the lease table's locker.
+// unknownTTL is the TTL the locker of a lease table without an expiry
+// column is built with when -lease-ttl is not given: it reads no expiry by
+// it (the lock time is the expiry it reports minus it), so any will do.
+const unknownTTL = time.Minute
+
+// leaseTTL is the TTL claimctl reckons expiries by: the holders' TTL from
+// -lease-ttl, which a table without an expiry column needs (known false
+// without it; a table with one keeps each lease's own).
+func (o *options) leaseTTL(lt dialect.LeaseTable) (ttl time.Duration, known bool) {
+	if o.LeaseTTL > 0 {
+		return o.LeaseTTL, true
+	}
+	return unknownTTL, lt.ExpiresAt != ""
+}
+
+// locker builds and verifies the lease table's locker, with the TTL of
+// leaseTTL.
 func (e *env) locker(ctx context.Context) (dialect.LeaseTable, *tasklock.Locker, error) {
 	lt, err := e.o.leaseTable()
 	if err != nil {
 		return lt, nil, err
 	}
-	k, err := tasklock.New(e.d, tasklock.Config{Table: lt, TTL: time.Minute})
+	ttl, _ := e.o.leaseTTL(lt)
+	k, err := tasklock.New(e.d, tasklock.Config{Table: lt, TTL: ttl})
 	if err != nil {
 		return lt, nil, usageErr("lease table description: %v", err)
 	}
@@ -43,52 +60,124 @@ func (e *env) keys(lt dialect.LeaseTable, k *tasklock.Locker) ([]any, error) {
 	return out, nil
 }
 
-// leaseOut is one lease as claimctl shows it.
+// leaseOut is one lease as claimctl shows it. Times are on the database
+// clock.
 type leaseOut struct {
 	Key   any    `json:"key"`
 	State string `json:"state"`
+	// Owner is the owner token, or, in a table without an owner column,
+	// the stamp (the lock time as an integer) that identifies the holder.
 	Owner string `json:"owner,omitempty"`
-	Fence int64  `json:"fence"`
-	// ExpiresAt is on the database clock.
-	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Holder is who holds the lease as far as the table knows: the owner
+	// column's value, or "unknown" without one.
+	Holder string `json:"holder,omitempty"`
+	Fence  int64  `json:"fence"`
+	// LockedAt is the lock time (the time of the stamp), for a table
+	// without an expiry column.
+	LockedAt *time.Time `json:"locked_at,omitempty"`
+	// ExpiresAt is the expiry: the expiry column's, or the lock time plus
+	// TTLSeconds (-lease-ttl); none when the TTL is unknown.
+	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+	TTLSeconds float64    `json:"ttl_seconds,omitempty"`
 	// RemainingSeconds is the time left until ExpiresAt: on the database
 	// clock when DBClock is set (listing every holder), else ExpiresAt
 	// minus this machine's clock, an estimate off by the skew between the
 	// two.
 	RemainingSeconds float64 `json:"remaining_seconds"`
 	DBClock          bool    `json:"remaining_on_db_clock"`
+	// Note says what is unknown (the TTL, the holder).
+	Note string `json:"note,omitempty"`
 }
 
-// inspect reads the lease of key in lt. Its state is absent (no row),
-// free, held, expired (past its expiry, neither taken again nor reaped), or,
-// in a table without an expiry column, locked: a holder's TTL is its own,
-// so whether it has passed is unknown.
-func inspect(ctx context.Context, lt dialect.LeaseTable, k *tasklock.Locker, key any) (leaseOut, error) {
-	st, err := k.Inspect(ctx, key)
-	if err != nil {
-		return leaseOut{}, err
-	}
+// Notes of a lease.
+const (
+	noteNoTTL   = "the table has no expiry column and no -lease-ttl was given: expiry unknown"
+	unknownHold = "unknown (no owner column)"
+)
+
+// leaseFrom is the lease of key in lt as st says: absent (no row), free,
+// held, expired (past its expiry, neither taken again nor reaped), or, in
+// a table without an expiry column and without -lease-ttl, locked (the
+// holders' TTL, hence whether it passed, unknown). remaining is the time
+// left on the database clock when dbClock, else unknown.
+func (o *options) leaseFrom(lt dialect.LeaseTable, key any, st tasklock.State, remaining time.Duration, dbClock bool) leaseOut {
 	l := leaseOut{Key: key, Owner: st.Owner, Fence: st.Fence}
 	switch {
 	case !st.Exists:
 		l.State = "absent"
+		return l
 	case st.Owner == "":
 		l.State = "free"
-	case lt.ExpiresAt == "":
-		l.State = "locked"
-	case st.Expired:
-		l.State = "expired"
-	default:
-		l.State = "held"
+		return l
 	}
-	if !st.ExpiresAt.IsZero() {
-		t := st.ExpiresAt.UTC()
-		l.ExpiresAt = &t
-		if l.State == "held" {
-			l.RemainingSeconds = max(seconds(time.Until(t)), 0)
+	l.Holder = st.Owner
+	if lt.Owner == "" {
+		l.Holder = unknownHold
+	}
+	ttl, known := o.leaseTTL(lt)
+	exp := st.ExpiresAt.UTC()
+	if exp.IsZero() {
+		// An owner without an expiry or lock time (written by hand): an
+		// acquisition takes such a lease.
+		l.State, l.Note = "expired", "no expiry or lock time: an acquisition takes it"
+		return l
+	}
+	if lt.ExpiresAt == "" {
+		// The library reckons the expiry as the lock time plus the
+		// locker's TTL: the lock time is what comes before it.
+		at := exp.Add(-ttl)
+		l.LockedAt = &at
+		if !known {
+			l.State, l.Note = "locked", noteNoTTL
+			return l
 		}
+		l.TTLSeconds = seconds(ttl)
 	}
-	return l, nil
+	l.ExpiresAt = &exp
+	l.State = "held"
+	if st.Expired {
+		l.State = "expired"
+		return l
+	}
+	if dbClock {
+		l.RemainingSeconds, l.DBClock = seconds(remaining), true
+	} else {
+		l.RemainingSeconds = max(seconds(time.Until(exp)), 0)
+	}
+	return l
+}
+
+// inspect reads the lease of key in lt (see leaseFrom).
+func (o *options) inspect(ctx context.Context, lt dialect.LeaseTable, k *tasklock.Locker, key any) (leaseOut, error) {
+	st, err := k.Inspect(ctx, key)
+	if err != nil {
+		return leaseOut{}, err
+	}
+	return o.leaseFrom(lt, key, st, 0, false), nil
+}
+
+// holders lists up to limit leases of lt that have a holder (see
+// leaseFrom), soonest expiry (or, without an expiry column, oldest lock)
+// first, with the time left on the database clock.
+func (o *options) holders(ctx context.Context, lt dialect.LeaseTable, k *tasklock.Locker, limit int) ([]leaseOut, error) {
+	held, err := k.Held(ctx, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]leaseOut, len(held))
+	for i, h := range held {
+		out[i] = o.leaseFrom(lt, h.Key, h.State, h.Remaining, true)
+	}
+	return out, nil
+}
+
+// timeText formats a time on the database clock for people: RFC 3339 in
+// UTC, to the millisecond.
+func timeText(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
 func cmdLeases(ctx context.Context, e *env) error {
@@ -102,42 +191,31 @@ func cmdLeases(ctx context.Context, e *env) error {
 	}
 	var out []leaseOut
 	if len(keys) == 0 {
-		// Every held lease, soonest expiry first, with the time left on
-		// the database clock.
-		holders, err := k.Held(ctx, e.o.Limit)
-		if errors.Is(err, dialect.ErrNotSupported) {
-			return usageErr("the lease table has no expiry column to list holders by; give each lease with -key (repeatable)")
-		}
-		if err != nil {
+		// Every lease with a holder, with the time left on the database
+		// clock.
+		if out, err = e.o.holders(ctx, lt, k, e.o.Limit); err != nil {
 			return err
-		}
-		for _, h := range holders {
-			t := h.ExpiresAt.UTC()
-			l := leaseOut{Key: h.Key, State: "held", Owner: h.Owner, Fence: h.Fence, ExpiresAt: &t, RemainingSeconds: seconds(h.Remaining), DBClock: true}
-			if h.Expired {
-				l.State = "expired"
-			}
-			out = append(out, l)
 		}
 	}
 	for _, key := range keys {
-		l, err := inspect(ctx, lt, k, key)
+		l, err := e.o.inspect(ctx, lt, k, key)
 		if err != nil {
 			return err
 		}
 		out = append(out, l)
 	}
 	if e.o.JSON {
+		if out == nil {
+			out = []leaseOut{}
+		}
 		return printJSON(e.out, out)
 	}
 	var cells [][]string
+	noTTL := false
 	for _, l := range out {
-		owner, expires, remaining := l.Owner, "-", "-"
-		if owner == "" {
-			owner = "-"
-		}
-		if l.ExpiresAt != nil {
-			expires = l.ExpiresAt.Format("2006-01-02 15:04:05.000 MST")
+		holder, remaining := l.Holder, "-"
+		if holder == "" {
+			holder = "-"
 		}
 		if l.State == "held" {
 			remaining = age(time.Duration(l.RemainingSeconds * float64(time.Second)))
@@ -145,9 +223,35 @@ func cmdLeases(ctx context.Context, e *env) error {
 				remaining = "~" + remaining
 			}
 		}
-		cells = append(cells, []string{fmt.Sprint(l.Key), l.State, owner, strconv.FormatInt(l.Fence, 10), expires, remaining})
+		noTTL = noTTL || l.Note == noteNoTTL
+		cells = append(cells, []string{fmt.Sprint(l.Key), l.State, holder, strconv.FormatInt(l.Fence, 10), timeText(l.LockedAt), timeText(l.ExpiresAt), remaining})
 	}
-	return printTable(e.out, []string{"KEY", "STATE", "OWNER", "FENCE", "EXPIRES AT (DB CLOCK)", "REMAINING"}, cells)
+	if err := printTable(e.out, []string{"KEY", "STATE", "HOLDER", "FENCE", "LOCKED AT", "EXPIRES AT", "REMAINING"}, cells); err != nil {
+		return err
+	}
+	if len(keys) == 0 && len(out) == e.o.Limit {
+		fmt.Fprintf(e.out, "(first %d leases; raise -limit for more)\n", e.o.Limit)
+	}
+	fmt.Fprintln(e.out, leaseNotes(lt, noTTL))
+	return nil
+}
+
+// leaseNotes is the line under a list of leases: the clock its times are
+// on, how expiries are reckoned and what the table cannot say.
+func leaseNotes(lt dialect.LeaseTable, noTTL bool) string {
+	var notes []string
+	notes = append(notes, "times are UTC on the database clock")
+	if lt.ExpiresAt == "" {
+		if noTTL {
+			notes = append(notes, "no expiry column: an expiry is the lock time plus the holders' TTL; give it with -lease-ttl")
+		} else {
+			notes = append(notes, "no expiry column: an expiry is the lock time plus -lease-ttl")
+		}
+	}
+	if lt.Owner == "" {
+		notes = append(notes, "no owner column: a holder is known by its lock time only")
+	}
+	return "(" + strings.Join(notes, "; ") + ")"
 }
 
 func cmdForceRelease(ctx context.Context, e *env) error {
@@ -163,7 +267,7 @@ func cmdForceRelease(ctx context.Context, e *env) error {
 		return err
 	}
 	key := keys[0]
-	l, err := inspect(ctx, lt, k, key)
+	l, err := e.o.inspect(ctx, lt, k, key)
 	if err != nil {
 		return err
 	}
@@ -176,8 +280,8 @@ func cmdForceRelease(ctx context.Context, e *env) error {
 		// The holder is known by its stamp, the lock time it wrote; on a
 		// whole-second column a new holder in the same second gets the
 		// same stamp, and the old one would renew and release its lease.
-		q = fmt.Sprintf("Force-release lease %v of %s, %s with stamp %s (fence %d). The table has no owner column: a live holder keeps working, and on a lock time of whole seconds it can take over the stamp of the next holder: do this only when the holder is dead.",
-			key, lt.Table, l.State, l.Owner, l.Fence)
+		q = fmt.Sprintf("Force-release lease %v of %s, %s since %s (stamp %s, fence %d). The table has no owner column: a live holder keeps working, and on a lock time of whole seconds it can take over the stamp of the next holder: do this only when the holder is dead.",
+			key, lt.Table, l.State, timeText(l.LockedAt), l.Owner, l.Fence)
 	}
 	if err := e.confirm(q); err != nil {
 		return err

@@ -145,29 +145,69 @@ func TestLeaseShapes(t *testing.T) {
 				require.Len(t, leases, 1)
 				require.Equal(t, l.Owner(), leases[0].Owner)
 				require.Equal(t, l.Fence(), leases[0].Fence)
+				holder := l.Owner()
+				if s.spec.Owner == "" {
+					holder = unknownHold
+				}
+				require.Equal(t, holder, leases[0].Holder)
 				if s.spec.ExpiresAt != "" {
 					require.Equal(t, "held", leases[0].State)
 					require.InDelta(t, 60, leases[0].RemainingSeconds, 10)
 				} else {
-					require.Equal(t, "locked", leases[0].State, "without an expiry column the holder's TTL is unknown")
+					// Without -lease-ttl the holders' TTL is unknown: the
+					// lease is locked since its lock time, expiry unknown.
+					require.Equal(t, "locked", leases[0].State)
 					require.Nil(t, leases[0].ExpiresAt)
+					require.NotNil(t, leases[0].LockedAt)
+					require.WithinDuration(t, time.Now(), *leases[0].LockedAt, 30*time.Second, "the lock time, not a raw stamp")
+					require.Equal(t, noteNoTTL, leases[0].Note)
 				}
 				code, out, stderr = ctl(t, "", "leases", "-config", conf, "-key", key)
 				require.Equal(t, exitOK, code, stderr)
-				require.Equal(t, []string{"KEY", "STATE", "OWNER", "FENCE", "EXPIRES", "AT", "(DB", "CLOCK)", "REMAINING"}, fields(out)[0])
-				require.Equal(t, []string{key, leases[0].State, l.Owner()}, fields(out)[1][:3])
+				require.Equal(t, []string{"KEY", "STATE", "HOLDER", "FENCE", "LOCKED", "AT", "EXPIRES", "AT", "REMAINING"}, fields(out)[0])
+				require.Equal(t, []string{key, leases[0].State}, fields(out)[1][:2])
+				require.Contains(t, out, "times are UTC on the database clock")
+				if s.spec.ExpiresAt == "" {
+					require.Contains(t, out, "give it with -lease-ttl")
+				}
 
-				code, out, stderr = ctl(t, "", "leases", "-config", conf, "-json")
-				if s.spec.ExpiresAt != "" {
+				// Every holder, with or without an expiry column; without
+				// one, by the TTL -lease-ttl gives.
+				for _, ttl := range []string{"", "60", "1s"} {
+					args := []string{"leases", "-config", conf, "-json"}
+					if ttl != "" {
+						args = append(args, "-lease-ttl", ttl)
+					}
+					code, out, stderr = ctl(t, "", args...)
 					require.Equal(t, exitOK, code, stderr)
 					var holders []leaseOut
 					require.NoError(t, json.Unmarshal([]byte(out), &holders))
 					require.Len(t, holders, 1)
-					require.Equal(t, l.Owner(), holders[0].Owner)
-					require.True(t, holders[0].DBClock)
-				} else {
-					require.Equal(t, exitUsage, code)
-					require.Contains(t, stderr, "no expiry column")
+					h := holders[0]
+					require.Equal(t, l.Owner(), h.Owner)
+					require.Equal(t, holder, h.Holder)
+					switch {
+					case s.spec.ExpiresAt != "":
+						require.Equal(t, "held", h.State, "an expiry column's expiry, whatever -lease-ttl")
+						require.True(t, h.DBClock)
+					case ttl == "":
+						require.Equal(t, "locked", h.State)
+						require.Nil(t, h.ExpiresAt)
+					case ttl == "60":
+						require.Equal(t, "held", h.State)
+						require.True(t, h.DBClock)
+						require.InDelta(t, 60, h.RemainingSeconds, 10)
+						require.Equal(t, h.LockedAt.Add(time.Minute), *h.ExpiresAt)
+						require.EqualValues(t, 60, h.TTLSeconds)
+					default:
+						// By a 1 s TTL the lease is past its expiry once the
+						// database clock has moved on (whole seconds: 2 s).
+						require.Eventually(t, func() bool {
+							_, out, _ := ctl(t, "", args...)
+							require.NoError(t, json.Unmarshal([]byte(out), &holders))
+							return holders[0].State == "expired"
+						}, 10*time.Second, 200*time.Millisecond)
+					}
 				}
 
 				code, out, _ = ctl(t, "n\n", "force-release", "-config", conf, "-key", key)
@@ -240,6 +280,42 @@ func TestLeaseTableFlags(t *testing.T) {
 			}
 			require.NoError(t, err)
 			require.Equal(t, tc.want, lt)
+		})
+	}
+}
+
+// leaseFrom turns the library's reading into what claimctl shows: the lock
+// time before the reckoned expiry, the TTL known or not, the holder known
+// or not.
+func TestLeaseFrom(t *testing.T) {
+	t.Parallel()
+	exp := time.Date(2026, 12, 3, 16, 55, 36, 0, time.UTC)
+	noOwner := tasklock.TaskTableNoOwner("xxx_task")
+	owned := tasklock.KeyTable("leases")
+	held := tasklock.State{Exists: true, Owner: "1796190636000000", ExpiresAt: exp}
+	for _, tc := range []struct {
+		name string
+		lt   dialect.LeaseTable
+		ttl  time.Duration
+		st   tasklock.State
+		want leaseOut
+	}{
+		{"absent", noOwner, 0, tasklock.State{}, leaseOut{Key: 42, State: "absent"}},
+		{"free", noOwner, 0, tasklock.State{Exists: true, Status: "2"}, leaseOut{Key: 42, State: "free"}},
+		{"no TTL", noOwner, 0, held, leaseOut{Key: 42, State: "locked", Owner: held.Owner, Holder: unknownHold,
+			LockedAt: ptr(exp.Add(-unknownTTL)), Note: noteNoTTL}},
+		{"TTL", noOwner, 5 * time.Minute, held, leaseOut{Key: 42, State: "held", Owner: held.Owner, Holder: unknownHold,
+			LockedAt: ptr(exp.Add(-5 * time.Minute)), ExpiresAt: &exp, TTLSeconds: 300, RemainingSeconds: 12, DBClock: true}},
+		{"TTL passed", noOwner, 5 * time.Minute, tasklock.State{Exists: true, Owner: "1", ExpiresAt: exp, Expired: true},
+			leaseOut{Key: 42, State: "expired", Owner: "1", Holder: unknownHold, LockedAt: ptr(exp.Add(-5 * time.Minute)), ExpiresAt: &exp, TTLSeconds: 300}},
+		{"expiry column", owned, 0, tasklock.State{Exists: true, Owner: "tok", ExpiresAt: exp, Fence: 3},
+			leaseOut{Key: 42, State: "held", Owner: "tok", Holder: "tok", Fence: 3, ExpiresAt: &exp, RemainingSeconds: 12, DBClock: true}},
+		{"owner without expiry", owned, 0, tasklock.State{Exists: true, Owner: "tok"},
+			leaseOut{Key: 42, State: "expired", Owner: "tok", Holder: "tok", Note: "no expiry or lock time: an acquisition takes it"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &options{LeaseTTL: tc.ttl}
+			require.Equal(t, tc.want, o.leaseFrom(tc.lt, 42, tc.st, 12*time.Second, true))
 		})
 	}
 }

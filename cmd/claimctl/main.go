@@ -16,7 +16,7 @@
 //	parked     parked (failed) rows with their attempts and stored error
 //	scheduled  pending rows waiting for a future run-at (needs -run-at)
 //	leases     held leases, soonest expiry first (or the lease of each -key):
-//	           owner, fence, expiry, remaining TTL
+//	           holder, fence, lock time, expiry, remaining TTL
 //	ddl        the SQL to paste into a migration: columns the claim table
 //	           lacks (or CREATE TABLE when it does not exist), the missing
 //	           recommended indexes (all with -all-indexes), and the lease
@@ -27,7 +27,8 @@
 // unless -yes is given):
 //
 //	unpark         return parked rows (all in -scope, or -ids) to pending;
-//	               -reset-attempts gives them fresh attempts
+//	               -reset-attempts gives them fresh attempts; with
+//	               -lease-done it warns when the scope's task is finished
 //	retry-now      make rows waiting for a future run-at claimable now
 //	reap           run one reaper sweep: stale rows (processing longer than
 //	               -older) back to pending, parked at -max-attempts
@@ -57,10 +58,13 @@
 // -json prints JSON for scripts.
 //
 // A lease's state is absent (no row has the key), free, held, expired
-// (past its expiry, neither taken again nor reaped) or, in a table without
-// an expiry column, locked: each holder's TTL is its own, so whether it has
-// passed is unknown. Listing every holder (leases without -key) needs an
-// expiry column.
+// (past its expiry, neither taken again nor reaped) or locked. In a table
+// without an expiry column each holder's TTL is its own: -lease-ttl gives
+// the holders' TTL, and a lease then expires at its lock time plus it, on
+// the database clock; without it a lease is locked since its lock time, its
+// expiry unknown. Times are shown in RFC 3339 (UTC), whatever the column
+// holds. The config file's fields take what their flags take, spelled as
+// on the command line ("0,1,2,3") or as JSON values ([0,1,2,3], 300, true).
 //
 // Before it reads or changes anything, claimctl checks the table and the
 // configured columns against the database catalog, so a wrong name is

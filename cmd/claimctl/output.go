@@ -62,6 +62,9 @@ type actionResult struct {
 	Scope  string `json:"scope,omitempty"`
 	Rows   int64  `json:"rows"`
 	Parked int64  `json:"parked,omitempty"`
+	// Warning is what the operator should know of the result (an unpark
+	// in a finished task).
+	Warning string `json:"warning,omitempty"`
 }
 
 // report prints an action's result: r with -json, else the human line.

@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
 )
 
@@ -144,6 +146,11 @@ type rowOut struct {
 	ClaimedAgeSeconds float64 `json:"claimed_age_seconds"`
 	RunInSeconds      float64 `json:"run_in_seconds"`
 	Error             string  `json:"error,omitempty"`
+	// Worker is who holds a stuck row's claim: unknown, since a claim
+	// table records only the token.
+	Worker string `json:"worker,omitempty"`
+	// Note says what the table cannot tell (no error column).
+	Note string `json:"note,omitempty"`
 }
 
 // listRows lists set in the one scope given and prints the rows.
@@ -174,6 +181,12 @@ func (e *env) listRows(ctx context.Context, set claim.RowSet, olderThan time.Dur
 			ca = -1
 		}
 		out[i] = rowOut{ID: r.ID, Token: r.Token, Attempts: r.Attempts, ClaimedAgeSeconds: ca, RunInSeconds: seconds(r.RunIn), Error: r.Error}
+		if spec.Error == "" && set != claim.Stuck {
+			out[i].Note = "table has no error column"
+		}
+		if set == claim.Stuck {
+			out[i].Worker = "unknown"
+		}
 	}
 	if e.o.JSON {
 		return printJSON(e.out, out)
@@ -185,7 +198,10 @@ func (e *env) listRows(ctx context.Context, set claim.RowSet, olderThan time.Dur
 			tok = "-"
 		}
 		errText := r.Error
-		if errText == "" {
+		switch {
+		case spec.Error == "":
+			errText = noErrorColumn
+		case errText == "":
 			errText = "-"
 		}
 		switch set {
@@ -208,8 +224,19 @@ func (e *env) listRows(ctx context.Context, set claim.RowSet, olderThan time.Dur
 	if err == nil && len(rows) == e.o.Limit {
 		fmt.Fprintf(e.out, "(first %d rows; raise -limit for more)\n", e.o.Limit)
 	}
+	if err == nil && set == claim.Stuck && len(rows) > 0 {
+		fmt.Fprintln(e.out, noWorkerNote)
+	}
 	return err
 }
+
+// noErrorColumn stands for the error of a row in a table without an error
+// column, so that an empty cell is not read as "no error".
+const noErrorColumn = "(no error column)"
+
+// noWorkerNote says what a token tells of a worker: a claim table records
+// the claim's token, not who claimed.
+const noWorkerNote = "(worker unknown: the table records the claim's token, not the worker; the worker's own log or observer names its token)"
 
 func cmdStuck(ctx context.Context, e *env) error {
 	if e.o.Older <= 0 {
@@ -286,6 +313,14 @@ func cmdUnpark(ctx context.Context, e *env) error {
 		if e.o.ResetAttempts && spec.Attempts == "" {
 			return usageErr("-reset-attempts needs the -attempts column")
 		}
+		if len(e.o.LeaseDone) > 0 {
+			if e.o.LeaseTable == "" {
+				return usageErr("-lease-done needs the lease table (-lease-table) whose status says a task is finished")
+			}
+			if _, err := e.o.leaseTable(); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -302,6 +337,13 @@ func cmdUnpark(ctx context.Context, e *env) error {
 		}
 		question = fmt.Sprintf("Unpark %d parked row(s): %s goes back to pending.", st.Failed, t)
 	}
+	warning, err := e.finishedTask(ctx, t.spec, t.scope)
+	if err != nil {
+		return err
+	}
+	if warning != "" {
+		question = "Warning: " + warning + ".\n" + question
+	}
 	if err := e.confirm(question); err != nil {
 		return err
 	}
@@ -309,7 +351,49 @@ func cmdUnpark(ctx context.Context, e *env) error {
 	if err != nil {
 		return fmt.Errorf("%w (%d row(s) unparked before the error)", err, n)
 	}
-	return t.report(e, "unpark", n, fmt.Sprintf("unparked %d row(s)", n))
+	human := fmt.Sprintf("unparked %d row(s)", n)
+	if warning != "" {
+		human = "warning: " + warning + "\n" + human
+	}
+	return e.report(actionResult{Action: "unpark", Table: t.spec.Table, Scope: scopeLabel(t.spec.Scope, t.scope), Rows: n, Warning: warning}, human)
+}
+
+// finishedTask returns a warning when the task of scope (its key, the
+// one scope value) is finished by the lease table (-lease-done values of
+// its status column), or has no row there: no run of it will claim rows
+// unparked in it, which stay pending. It returns "" without -lease-done.
+func (e *env) finishedTask(ctx context.Context, spec dialect.ClaimTable, scope []any) (string, error) {
+	if len(e.o.LeaseDone) == 0 {
+		return "", nil
+	}
+	if len(scope) != 1 {
+		return "", usageErr("-lease-done: the claim table's scope must be one column, the task's key in the lease table (-scope-cols %s)", strings.Join(spec.Scope, ","))
+	}
+	lt, k, err := e.locker(ctx)
+	if err != nil {
+		return "", err
+	}
+	return taskWarning(ctx, e.o.LeaseDone, lt, k, scope[0])
+}
+
+// taskWarning returns a warning when the task whose key is the scope value
+// v is finished (its status in lt is one of done) or has no row in lt.
+func taskWarning(ctx context.Context, done []string, lt dialect.LeaseTable, k *tasklock.Locker, v any) (string, error) {
+	key, err := leaseKey(lt, fmt.Sprint(v))
+	if err != nil {
+		return "", err
+	}
+	st, err := k.Inspect(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	if !st.Exists {
+		return fmt.Sprintf("task %v has no row in %s: no run of it will claim the unparked rows, which stay pending", key, lt.Table), nil
+	}
+	if slices.Contains(done, st.Status) {
+		return fmt.Sprintf("task %v of %s is finished (%s = %s): no run of it will claim the unparked rows, which stay pending until the task runs again", key, lt.Table, lt.Status, st.Status), nil
+	}
+	return "", nil
 }
 
 func cmdRetryNow(ctx context.Context, e *env) error {

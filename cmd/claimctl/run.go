@@ -70,15 +70,19 @@ var commands = []command{
 	},
 	{
 		name: "leases", summary: "held leases, soonest expiry first (or the lease of each -key)", tables: leaseTable, flags: []string{"key", "limit"},
-		about: "Leases of the lease table: every held one, soonest expiry first, with the time left on the\n" +
-			"database clock (needs an expiry column), or the lease of each -key given: state (absent,\n" +
-			"free, held, expired, or locked in a table without an expiry column), owner, fence and expiry.",
+		about: "Leases of the lease table: every held one, soonest expiry first (oldest lock first in a table\n" +
+			"without an expiry column), with the time left on the database clock, or the lease of each -key\n" +
+			"given: state (absent, free, held, expired, or locked when the table has no expiry column and\n" +
+			"-lease-ttl is not given), holder, fence, lock time and expiry, in RFC 3339 on the database clock.\n" +
+			"Without an expiry column a lease expires at its lock time plus -lease-ttl, the holders' TTL.",
 		run: cmdLeases,
 	},
 	{
-		name: "unpark", summary: "return parked rows to pending", tables: claimTable, flags: []string{"scope", "ids", "reset-attempts", "yes"},
+		name: "unpark", summary: "return parked rows to pending", tables: claimTable | leaseTable, flags: []string{"scope", "ids", "reset-attempts", "yes"},
 		about: "Return parked rows (every one of the -scope, or those of -ids) to pending; -reset-attempts gives\n" +
-			"them fresh attempts. Asks for confirmation unless -yes.",
+			"them fresh attempts. With -lease-done (and the lease table, the tasks' table), it warns when the\n" +
+			"-scope's task is finished or has no row: nothing would claim the rows again. Asks for confirmation\n" +
+			"unless -yes.",
 		run: cmdUnpark,
 	},
 	{

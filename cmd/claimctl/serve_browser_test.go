@@ -108,7 +108,7 @@ func browserVisit(t *testing.T, ctx context.Context, b *browser, e testengine.En
 	require.Regexp(t, `^`+id(1)+`\|1\|[0-9.]+m?[0-9.]*s\|`+parkedError+`$`, rowText("parked", id(1)))
 	require.True(t, strings.HasSuffix(rowText("parked", id(4)), "|"+hostileError), "the hostile text shows as text")
 	require.Regexp(t, `^`+id(2)+`\|1\|5[0-9]m[0-9]+s\|429 too many requests$`, rowText("scheduled", id(2)))
-	require.Regexp(t, `^nightly\|held\|`+fx.lease.Owner()+`\|1\|[0-9-]+ [0-9:.]+ UTC\|5[0-9]m[0-9]+s$`, rowText("leases", "nightly"))
+	require.Regexp(t, `^nightly\|held\|`+fx.lease.Owner()+`\|1\|-\|[0-9-]+T[0-9:.]+Z\|5[0-9]m[0-9]+s$`, rowText("leases", "nightly"))
 	require.Contains(t, rowText("leases", "reports:weekly"), "|held|")
 	var injected int
 	require.NoError(t, b.eval(ctx, `document.querySelectorAll("main img, main script, #parked b").length`, &injected))

@@ -35,6 +35,7 @@ type libSource struct {
 	lt   dialect.LeaseTable
 	k    *tasklock.Locker // nil without a lease table
 	keys []any            // -key values, inspected one by one
+	o    *options         // the lease TTL (leaseFrom)
 }
 
 // openSource describes and verifies the tables e's options name, as the
@@ -42,7 +43,7 @@ type libSource struct {
 // table's scopes are those of -scope: a scoped table needs at least one,
 // since counting rows by status without a scope scans the whole table.
 func openSource(ctx context.Context, e *env) (*libSource, error) {
-	s := &libSource{callTimeout: e.o.Timeout, older: e.o.Older, limit: e.o.Limit}
+	s := &libSource{callTimeout: e.o.Timeout, older: e.o.Older, limit: e.o.Limit, o: e.o}
 	if e.o.Table == "" && e.o.LeaseTable == "" {
 		return nil, usageErr("give a claim table (-table), a lease table (-lease-table) or both")
 	}
@@ -98,9 +99,15 @@ func openSource(ctx context.Context, e *env) (*libSource, error) {
 			return nil, err
 		}
 		s.lt, s.k = lt, k
+		if len(e.o.LeaseDone) > 0 && s.claimers != nil && len(s.spec.Scope) != 1 {
+			return nil, usageErr("-lease-done: the claim table's scope must be one column, the task's key in the lease table (-scope-cols %s)", strings.Join(s.spec.Scope, ","))
+		}
 		s.info.LeaseTable = lt.Table
 		s.info.LeaseExpiry = lt.ExpiresAt != ""
 		s.info.LeaseOwner = lt.Owner != ""
+		if ttl, known := e.o.leaseTTL(lt); known && lt.ExpiresAt == "" {
+			s.info.LeaseTTL = ttl
+		}
 	} else if len(e.o.Keys) > 0 {
 		return nil, usageErr("-key needs a lease table (-lease-table)")
 	}
@@ -170,33 +177,30 @@ func (s *libSource) leases(ctx context.Context) ([]leaseView, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
 	defer cancel()
-	var out []leaseView
-	if s.info.LeaseExpiry {
-		held, err := s.k.Held(ctx, s.limit)
-		if err != nil {
-			return nil, err
-		}
-		for _, h := range held {
-			l := leaseView{Key: fmt.Sprint(h.Key), State: "held", Owner: h.Owner, Fence: h.Fence, ExpiresAt: h.ExpiresAt, Remaining: h.Remaining, DBClock: true}
-			if h.Expired {
-				l.State = "expired"
-			}
-			out = append(out, l)
-		}
+	// Every lease with a holder, then those of -key: the leases command's
+	// listing and inspections.
+	all, err := s.o.holders(ctx, s.lt, s.k, s.limit)
+	if err != nil {
+		return nil, err
 	}
 	for _, key := range s.keys {
-		// The leases command's inspection: an expiry, not the time left,
-		// which this machine's clock estimates.
-		o, err := inspect(ctx, s.lt, s.k, key)
+		o, err := s.o.inspect(ctx, s.lt, s.k, key)
 		if err != nil {
 			return nil, err
 		}
-		l := leaseView{Key: fmt.Sprint(o.Key), State: o.State, Owner: o.Owner, Fence: o.Fence,
-			Remaining: time.Duration(o.RemainingSeconds * float64(time.Second))}
+		all = append(all, o)
+	}
+	out := make([]leaseView, len(all))
+	for i, o := range all {
+		l := leaseView{Key: fmt.Sprint(o.Key), State: o.State, Owner: o.Owner, Holder: o.Holder, Fence: o.Fence,
+			Remaining: time.Duration(o.RemainingSeconds * float64(time.Second)), DBClock: o.DBClock, Note: o.Note}
 		if o.ExpiresAt != nil {
 			l.ExpiresAt = *o.ExpiresAt
 		}
-		out = append(out, l)
+		if o.LockedAt != nil {
+			l.LockedAt = *o.LockedAt
+		}
+		out[i] = l
 	}
 	return out, nil
 }
@@ -228,7 +232,9 @@ func (s *libSource) target(i int, ids []string) (*claim.Claimer[struct{}], []any
 
 // unpark unparks the rows ids of page i, or every parked row of its scope
 // for nil ids.
-func (s *libSource) unpark(ctx context.Context, i int, ids []string, reset bool) (int64, error) {
+// With -lease-done, warning says when the page's task is finished (see
+// taskWarning).
+func (s *libSource) unpark(ctx context.Context, i int, ids []string, reset bool) (int64, string, error) {
 	var c *claim.Claimer[struct{}]
 	var keys []any
 	var err error
@@ -238,14 +244,24 @@ func (s *libSource) unpark(ctx context.Context, i int, ids []string, reset bool)
 		c, keys, err = s.target(i, ids)
 	}
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	if reset && !s.info.Attempts {
-		return 0, usageErr("fresh attempts need an attempts column (-attempts)")
+		return 0, "", usageErr("fresh attempts need an attempts column (-attempts)")
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
 	defer cancel()
-	return c.Unpark(ctx, reset, keys...)
+	n, err := c.Unpark(ctx, reset, keys...)
+	if err != nil || n == 0 || len(s.o.LeaseDone) == 0 || len(s.scopes[i]) != 1 {
+		return n, "", err
+	}
+	warning, err := taskWarning(ctx, s.o.LeaseDone, s.lt, s.k, s.scopes[i][0])
+	if err != nil {
+		// The rows are unparked: the reply says so, and why there is no
+		// word on the task.
+		warning = "could not read the task's status: " + oneLine(err.Error())
+	}
+	return n, warning, nil
 }
 
 func (s *libSource) retryNow(ctx context.Context, i int, ids []string) (int64, error) {

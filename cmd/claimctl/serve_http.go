@@ -380,10 +380,13 @@ func (s *server) unpark(w http.ResponseWriter, r *http.Request) {
 	case ids == nil:
 		ids = []string{} // refused by the source: no keys
 	}
-	n, err := s.m.src.unpark(r.Context(), i, ids, body.ResetAttempts)
+	n, warning, err := s.m.src.unpark(r.Context(), i, ids, body.ResetAttempts)
 	msg := fmt.Sprintf("unparked %d row(s)", n)
 	if body.ResetAttempts {
 		msg += " with fresh attempts"
+	}
+	if warning != "" {
+		msg += ". Warning: " + warning
 	}
 	s.finish(w, r, who, "unpark", []any{"table", s.info.Table, "scope", s.info.Scopes[i], "ids", body.IDs, "all", body.All, "reset_attempts", body.ResetAttempts}, n, msg, err)
 }

@@ -23,8 +23,9 @@ type pageSource interface {
 	leases(ctx context.Context) ([]leaseView, error)
 	// unpark returns the parked rows ids of page i (every parked row of
 	// its scope when ids is nil) to pending, with fresh attempts if reset;
-	// it returns the rows changed.
-	unpark(ctx context.Context, i int, ids []string, reset bool) (int64, error)
+	// it returns the rows changed, and a warning for the operator (the
+	// page's task is finished: nothing will claim the rows).
+	unpark(ctx context.Context, i int, ids []string, reset bool) (n int64, warning string, err error)
 	// retryNow makes the scheduled rows ids of page i claimable now.
 	retryNow(ctx context.Context, i int, ids []string) (int64, error)
 	// forceRelease frees the lease of key if owner still holds it.
@@ -43,6 +44,10 @@ type sourceInfo struct {
 	// LeaseOwner say whether it has those columns.
 	LeaseTable              string
 	LeaseExpiry, LeaseOwner bool
+	// LeaseTTL is the holders' TTL (-lease-ttl) by which the expiries of a
+	// lease table without an expiry column are reckoned; zero when there
+	// is an expiry column or the TTL is unknown.
+	LeaseTTL time.Duration
 	// StuckAfter is the reap timeout: rows processing longer are stuck.
 	StuckAfter time.Duration
 	// Limit bounds each list.
@@ -73,11 +78,16 @@ type scopeSample struct {
 // leaseView is one lease. Remaining is on the database clock when DBClock
 // is set, else estimated with this machine's clock.
 type leaseView struct {
-	Key, State, Owner string
-	Fence             int64
-	ExpiresAt         time.Time
-	Remaining         time.Duration
-	DBClock           bool
+	// Owner is the owner token or the stamp (force-release presents it);
+	// Holder is who holds the lease as shown (leaseOut.Holder).
+	Key, State, Owner, Holder string
+	Fence                     int64
+	// LockedAt is set for a table without an expiry column; ExpiresAt is
+	// zero when unknown, and Note says why.
+	LockedAt, ExpiresAt time.Time
+	Remaining           time.Duration
+	DBClock             bool
+	Note                string
 }
 
 // historyLen is how many samples of each page's counts the server keeps
@@ -218,12 +228,17 @@ type rowOutView struct {
 
 // leaseOutView is a lease as shown.
 type leaseOutView struct {
-	Key       string `json:"key"`
-	State     string `json:"state"`
+	Key   string `json:"key"`
+	State string `json:"state"`
+	// Owner is what a force-release presents: the owner token, or the
+	// stamp of a table without an owner column.
 	Owner     string `json:"owner"`
+	Holder    string `json:"holder"`
 	Fence     int64  `json:"fence"`
+	LockedAt  string `json:"locked_at"`
 	ExpiresAt string `json:"expires_at"`
 	Remaining string `json:"remaining"`
+	Note      string `json:"note"`
 }
 
 // pageView is everything page i shows, as its JSON and its template get
@@ -274,6 +289,13 @@ func (m *monitor) view(i int) pageView {
 			v.Stuck = rowsOut(p.last.Stuck)
 			v.Parked = rowsOut(p.last.Parked)
 			v.Scheduled = rowsOut(p.last.Scheduled)
+			if !m.info.ErrorColumn {
+				for _, rows := range [][]rowOutView{v.Parked, v.Scheduled} {
+					for j := range rows {
+						rows[j].Error = noErrorColumn
+					}
+				}
+			}
 			v.More["stuck"] = len(p.last.Stuck) >= m.info.Limit
 			v.More["parked"] = len(p.last.Parked) >= m.info.Limit
 			v.More["scheduled"] = len(p.last.Scheduled) >= m.info.Limit
@@ -282,9 +304,18 @@ func (m *monitor) view(i int) pageView {
 	if m.info.LeaseTable != "" {
 		v.LeaseError = clean(m.leaseErr)
 		for _, l := range m.leases {
-			o := leaseOutView{Key: clean(l.Key), State: l.State, Owner: clean(l.Owner), Fence: l.Fence, ExpiresAt: "-", Remaining: "-"}
+			o := leaseOutView{Key: clean(l.Key), State: l.State, Owner: clean(l.Owner), Holder: clean(l.Holder), Fence: l.Fence,
+				LockedAt: "-", ExpiresAt: "-", Remaining: "-", Note: l.Note}
+			if o.Holder == "" {
+				o.Holder = "-"
+			}
+			if !l.LockedAt.IsZero() {
+				o.LockedAt = timeText(&l.LockedAt)
+			}
 			if !l.ExpiresAt.IsZero() {
-				o.ExpiresAt = l.ExpiresAt.UTC().Format("2006-01-02 15:04:05.000 MST")
+				o.ExpiresAt = timeText(&l.ExpiresAt)
+			} else if l.Note != "" {
+				o.ExpiresAt = "unknown"
 			}
 			if l.State == "held" {
 				o.Remaining = age(l.Remaining)

@@ -736,9 +736,8 @@ func TestServeLeaseShapes(t *testing.T) {
 			require.NoError(t, err)
 
 			args := []string{"-config", conf, "-action-token", testToken}
-			state := "held"
 			if sh.spec.ExpiresAt == "" {
-				args, state = append(args, "-key", fmt.Sprint(sh.key)), "locked"
+				args = append(args, "-lease-ttl", "60") // the holders' TTL, in seconds
 			}
 			o, err := parseOptions("serve", args)
 			require.NoError(t, err)
@@ -759,9 +758,21 @@ func TestServeLeaseShapes(t *testing.T) {
 			require.NotContains(t, page, `id="parked"`)
 			var v pageView
 			require.NoError(t, json.Unmarshal(cl.do(req{method: "GET", path: "/api/page/0"}).Body.Bytes(), &v))
-			require.Len(t, v.Leases, 1)
-			require.Equal(t, leaseOutView{Key: fmt.Sprint(sh.key), State: state, Owner: l.Owner(), Fence: v.Leases[0].Fence,
-				ExpiresAt: v.Leases[0].ExpiresAt, Remaining: v.Leases[0].Remaining}, v.Leases[0])
+			require.Len(t, v.Leases, 1, "every holder is listed, with or without an expiry column")
+			want := leaseOutView{Key: fmt.Sprint(sh.key), State: "held", Owner: l.Owner(), Holder: l.Owner(), Fence: v.Leases[0].Fence,
+				LockedAt: "-", ExpiresAt: v.Leases[0].ExpiresAt, Remaining: v.Leases[0].Remaining}
+			if sh.spec.ExpiresAt == "" {
+				want.LockedAt = v.Leases[0].LockedAt
+				require.Regexp(t, `^[0-9-]+T[0-9:.]+Z$`, v.Leases[0].LockedAt, "the lock time, as a time")
+				require.Contains(t, page, "a lease expires at its lock time plus 1m0s")
+			}
+			if sh.spec.Owner == "" {
+				want.Holder = unknownHold
+				require.Contains(t, page, "a holder is known by its lock time only")
+			}
+			require.Equal(t, want, v.Leases[0])
+			require.Regexp(t, `^[0-9-]+T[0-9:.]+Z$`, v.Leases[0].ExpiresAt)
+			require.Regexp(t, `^5[0-9]\.[0-9]s|1m0s$`, v.Leases[0].Remaining, "time left on the database clock")
 			require.Nil(t, v.Counts)
 
 			require.Equal(t, http.StatusSeeOther, cl.login(testToken).Code)

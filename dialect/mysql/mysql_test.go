@@ -198,7 +198,7 @@ func TestRenewSameMicrosecond(t *testing.T) {
 	}
 	require.Equal(t, n, sameInstant, "every renewal was forced forward by exactly one microsecond")
 	t.Logf("%d renewals in %v", n, time.Since(start))
-	s, err := ls.Inspect(ctx, "tight")
+	s, err := ls.Inspect(ctx, "tight", time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, owner, s.Owner)
 	require.Equal(t, prev.ExpiresAt, s.ExpiresAt)

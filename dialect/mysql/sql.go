@@ -31,6 +31,8 @@ const common = `
 {{- define "locknow"}}{{if .LockedAtPer}}{{template "enow" (tc .LockedAt .LockedAtPer)}}{{else}}UTC_TIMESTAMP(6){{end}}{{end}}
 {{- define "explater"}}{{if .ExpiresAtPer}}{{template "elater" (tc .ExpiresAt .ExpiresAtPer "ttl")}}{{else}}UTC_TIMESTAMP(6) + INTERVAL {{arg "ttl"}} MICROSECOND{{end}}{{end}}
 {{- define "lockus"}}{{if .LockedAtPer}}{{template "eus" (tc .LockedAt .LockedAtPer)}}{{else}}{{template "us" .LockedAt}}{{end}}{{end}}
+{{- define "lockexp"}}{{if .LockedAtPer}}({{.LockedAt}} * {{.LockedAtPer}} + {{arg "ttl"}}){{else}}TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {{.LockedAt}} + INTERVAL {{arg "ttl"}} MICROSECOND){{end}}{{end}}
+{{- define "lockgone"}}{{.LockedAt}} < {{if .LockedAtPer}}{{template "eago" (tc .LockedAt .LockedAtPer "ttl" "slack")}}{{else}}UTC_TIMESTAMP(6) - INTERVAL {{arg "ttl"}} MICROSECOND - INTERVAL {{arg "slack"}} MICROSECOND{{end}}{{end}}
 {{- define "expus"}}{{if .ExpiresAtPer}}{{template "eus" (tc .ExpiresAt .ExpiresAtPer)}}{{else}}{{template "us" .ExpiresAt}}{{end}}{{end}}
 {{- define "expgone"}}{{.ExpiresAt}} < {{if .ExpiresAtPer}}{{template "eago" (tc .ExpiresAt .ExpiresAtPer "slack")}}{{else}}UTC_TIMESTAMP(6) - INTERVAL {{arg "slack"}} MICROSECOND{{end}}{{end}}
 {{- define "maxatt"}}{{arg "max_attempts"}}{{end}}
@@ -309,18 +311,25 @@ WHERE {{.Key}} = {{arg "key"}} AND {{template "held" .}}`,
 
 	Inspect: `
 SELECT {{if .Owner}}{{.Owner}}{{else}}CAST({{template "lockus" .}} AS CHAR){{end}}, {{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}},
-       {{if .ExpiresAt}}{{template "expus" .}}, {{template "expgone" .}}{{else}}NULL, FALSE{{end}}
+       {{if .ExpiresAt}}{{template "expus" .}}, {{template "expgone" .}}{{else}}{{template "lockexp" .}}, COALESCE({{template "lockgone" .}}, FALSE){{end}},
+       {{if .TaskStatus}}CAST({{.TaskStatus}} AS CHAR){{else}}NULL{{end}}
 FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
 
 	// Held reads the expiry index in order (held leases only have an
 	// expiry; IS NOT NULL keeps the free ones, NULL and first in MySQL's
 	// order, out of the range).
-	Held: `
+	// Without an ExpiresAt column it reads the leases in LockedAt order.
+	Held: `{{if .ExpiresAt}}
 SELECT {{.Key}}, {{if .Owner}}{{.Owner}}{{else}}CAST({{template "lockus" .}} AS CHAR){{end}}, {{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}},
        {{template "expus" .}}, GREATEST({{if .ExpiresAtPer}}{{template "eleft" (tc .ExpiresAt .ExpiresAtPer)}}{{else}}TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), {{.ExpiresAt}}){{end}}, 0),
        {{template "expgone" .}}
 FROM {{.Table}} WHERE {{.ExpiresAt}} IS NOT NULL{{if .Owner}} AND {{.Owner}} IS NOT NULL{{end}}
-ORDER BY {{.ExpiresAt}} LIMIT {{arg "limit"}}`,
+ORDER BY {{.ExpiresAt}} LIMIT {{arg "limit"}}{{else}}
+SELECT {{.Key}}, {{if .Owner}}{{.Owner}}{{else}}CAST({{template "lockus" .}} AS CHAR){{end}}, {{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0{{end}},
+       {{template "lockexp" .}}, GREATEST({{template "lockexp" .}} - {{template "usnow"}}, 0),
+       {{template "lockgone" .}}
+FROM {{.Table}} WHERE {{.LockedAt}} IS NOT NULL{{if .Owner}} AND {{.Owner}} IS NOT NULL{{end}}
+ORDER BY {{.LockedAt}} LIMIT {{arg "limit"}}{{end}}`,
 
 	// The oldest expiries first, in the order of the expiry index.
 	Reap: `

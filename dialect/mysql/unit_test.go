@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
@@ -242,7 +243,7 @@ func TestLeaseStoreStatements(t *testing.T) {
 	require.NoError(t, err)
 	_, err = task.ReapExpired(ctx, 1)
 	require.ErrorIs(t, err, dialect.ErrNotSupported)
-	_, err = task.Inspect(ctx, "1")
+	_, err = task.Inspect(ctx, "1", time.Minute)
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)
 	_, err = store.OpenLeases(d, dialect.LeaseTable{Table: "task", Key: "id", Owner: "o`", LockedAt: "lock_at"})
 	require.ErrorIs(t, err, dialect.ErrInvalidConfig)

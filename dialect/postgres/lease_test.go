@@ -76,7 +76,7 @@ func TestKeyedLeaseWithoutExpiresAt(t *testing.T) {
 		r2, err := ls.Renew(ctx, "job", a, 200*time.Millisecond)
 		require.NoError(t, err)
 		require.True(t, r2.ExpiresAt.After(r1.ExpiresAt), "renewals move strictly forward")
-		s, err := ls.Inspect(ctx, "job")
+		s, err := ls.Inspect(ctx, "job", time.Minute)
 		require.NoError(t, err)
 		require.Equal(t, a, s.Owner)
 		require.True(t, s.Exists)

@@ -44,6 +44,7 @@ const common = `
 {{- define "ttl"}}({{arg "ttl"}}::bigint * interval '1 microsecond'){{end}}
 {{- define "slack"}}({{arg "slack"}}::bigint * interval '1 microsecond'){{end}}
 {{- define "stamp"}}{{template "lockus" .}}{{end}}
+{{- define "lockgone"}}{{.LockedAt}} < {{if .LockedAtPer}}{{template "eago" (tc .LockedAt .LockedAtPer "ttl" "slack")}}{{else}}now() - {{template "ttl"}} - {{template "slack"}}{{end}}{{end}}
 {{- define "held"}}{{if .Owner}}{{.Owner}} = {{arg "owner"}}{{else}}{{template "stamp" .}} = {{arg "stamp"}}{{end}}{{end}}
 {{- define "free"}}{{if .Owner}}{{.Owner}} = NULL{{else}}{{.LockedAt}} = NULL{{end}}{{if .ExpiresAt}}, {{.ExpiresAt}} = NULL{{end}}{{end}}
 {{- define "fence"}}{{if .Fence}}COALESCE({{.Fence}}, 0){{else}}0::bigint{{end}}{{end}}
@@ -343,17 +344,24 @@ RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{template "stamp" .}
 
 	Inspect: `
 SELECT {{if .Owner}}{{.Owner}}{{else}}CAST({{template "stamp" .}} AS text){{end}}, {{template "fence" .}},
-       {{if .ExpiresAt}}{{template "expus" .}}, {{template "expgone" .}}{{else}}NULL::bigint, false{{end}}
+       {{if .ExpiresAt}}{{template "expus" .}}, {{template "expgone" .}}{{else}}{{template "expiry" .}}, COALESCE({{template "lockgone" .}}, false){{end}},
+       {{if .TaskStatus}}CAST({{.TaskStatus}} AS text){{else}}NULL::text{{end}}
 FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
 
 	// Held reads the expiry index in order (held leases only have an
 	// expiry).
-	Held: `
+	// Without an ExpiresAt column it reads the leases in LockedAt order.
+	Held: `{{if .ExpiresAt}}
 SELECT {{.Key}}, {{if .Owner}}{{.Owner}}{{else}}CAST({{template "stamp" .}} AS text){{end}}, {{template "fence" .}},
        {{template "expus" .}}, GREATEST({{if .ExpiresAtPer}}{{template "eleft" (tc .ExpiresAt .ExpiresAtPer)}}{{else}}CAST(EXTRACT(EPOCH FROM ({{.ExpiresAt}} - now())) * 1000000 AS bigint){{end}}, 0),
        {{template "expgone" .}}
 FROM {{.Table}} WHERE {{.ExpiresAt}} IS NOT NULL{{if .Owner}} AND {{.Owner}} IS NOT NULL{{end}}
-ORDER BY {{.ExpiresAt}} LIMIT {{arg "limit"}}`,
+ORDER BY {{.ExpiresAt}} LIMIT {{arg "limit"}}{{else}}
+SELECT {{.Key}}, {{if .Owner}}{{.Owner}}{{else}}CAST({{template "stamp" .}} AS text){{end}}, {{template "fence" .}},
+       {{template "expiry" .}}, GREATEST({{template "expiry" .}} - {{template "usnow"}}, 0),
+       {{template "lockgone" .}}
+FROM {{.Table}} WHERE {{.LockedAt}} IS NOT NULL{{if .Owner}} AND {{.Owner}} IS NOT NULL{{end}}
+ORDER BY {{.LockedAt}} LIMIT {{arg "limit"}}{{end}}`,
 
 	Reap: `
 WITH cl_c AS {{template "materialized"}}(

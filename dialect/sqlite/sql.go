@@ -50,6 +50,8 @@ const common = `
 {{- define "expired"}}{{if .ExpiresAt}}{{.ExpiresAt}} IS NULL OR {{template "expgone" .}}
   {{- else}}{{.LockedAt}} IS NULL OR {{.LockedAt}} <
   {{- if .LockedAtPer}} {{template "eago" (tc .LockedAt .LockedAtPer "ttl" "slack")}}{{else if .TextTimes}} strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (({{arg "ttl"}} + {{arg "slack"}}) / 1000.0) || ' seconds'){{else}} {{template "now"}} - {{arg "ttl"}} - {{arg "slack"}}{{end}}{{end}}{{end}}
+{{- define "lockgone"}}{{.LockedAt}} <
+  {{- if .LockedAtPer}} {{template "eago" (tc .LockedAt .LockedAtPer "ttl" "slack")}}{{else if .TextTimes}} strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (({{arg "ttl"}} + {{arg "slack"}}) / 1000.0) || ' seconds'){{else}} {{template "now"}} - {{arg "ttl"}} - {{arg "slack"}}{{end}}{{end}}
 {{- define "bumpexp"}}{{if .TextTimes}}strftime('%Y-%m-%d %H:%M:%f', {{.ExpiresAt}}, '+0.001 seconds'){{else}}{{.ExpiresAt}} + 1{{end}}{{end}}
 {{- define "bumplock"}}{{if .TextTimes}}strftime('%Y-%m-%d %H:%M:%f', {{.LockedAt}}, '+0.001 seconds'){{else}}{{.LockedAt}} + 1{{end}}{{end}}
 {{- define "stale"}}{{.Status}} = {{.Processing}} AND {{.ClaimedAt}} <
@@ -232,15 +234,21 @@ RETURNING {{template "fence" .}}, {{template "expiry" .}}, {{template "lockms" .
 
 	Inspect: `
 SELECT {{if .Owner}}{{.Owner}}{{else}}CAST({{template "lockms" .}} AS TEXT){{end}}, {{template "fence" .}},
-       {{if .ExpiresAt}}{{template "expms" .}} * 1000, {{template "expgone" .}}{{else}}NULL, false{{end}}
+       {{if .ExpiresAt}}{{template "expms" .}} * 1000, {{template "expgone" .}}{{else}}{{template "expiry" .}}, COALESCE({{template "lockgone" .}}, false){{end}},
+       {{if .TaskStatus}}CAST({{.TaskStatus}} AS TEXT){{else}}NULL{{end}}
 FROM {{.Table}} WHERE {{.Key}} = {{arg "key"}}`,
 
-	Held: `
+	Held: `{{if .ExpiresAt}}
 SELECT {{.Key}}, {{if .Owner}}{{.Owner}}{{else}}CAST({{template "lockms" .}} AS TEXT){{end}}, {{template "fence" .}},
        {{template "expms" .}} * 1000, MAX(({{template "expms" .}} - {{template "now"}}) * 1000, 0),
        {{template "expgone" .}}
 FROM {{.Table}} WHERE {{.ExpiresAt}} IS NOT NULL{{if .Owner}} AND {{.Owner}} IS NOT NULL{{end}}
-ORDER BY {{.ExpiresAt}} LIMIT {{arg "limit"}}`,
+ORDER BY {{.ExpiresAt}} LIMIT {{arg "limit"}}{{else}}
+SELECT {{.Key}}, {{if .Owner}}{{.Owner}}{{else}}CAST({{template "lockms" .}} AS TEXT){{end}}, {{template "fence" .}},
+       {{template "expiry" .}}, MAX(({{template "lockms" .}} + {{arg "ttl"}} - {{template "now"}}) * 1000, 0),
+       {{template "lockgone" .}}
+FROM {{.Table}} WHERE {{.LockedAt}} IS NOT NULL{{if .Owner}} AND {{.Owner}} IS NOT NULL{{end}}
+ORDER BY {{.LockedAt}} LIMIT {{arg "limit"}}{{end}}`,
 
 	Reap: `
 UPDATE {{.Table}} SET {{.Owner}} = NULL, {{.ExpiresAt}} = NULL

@@ -324,6 +324,9 @@ type LeaseState struct {
 	Expired bool
 	// Exists is false when no row has the key.
 	Exists bool
+	// Status is the Status column's value as text ("" without the column
+	// or when NULL); Inspect reads it, Held does not.
+	Status string
 }
 
 // LeaseHolder is one lease [LeaseStore.Held] lists.
@@ -382,16 +385,20 @@ type LeaseStore interface {
 	// and reports whether it was held.
 	ForceRelease(ctx context.Context, key any) (bool, error)
 
-	// Inspect reads the lease of key.
-	Inspect(ctx context.Context, key any) (LeaseState, error)
+	// Inspect reads the lease of key. Without an ExpiresAt column the
+	// expiry is LockedAt + ttl and Expired says whether an acquisition with
+	// ttl would take the lease now (ttl must then be positive; with an
+	// ExpiresAt column it is ignored).
+	Inspect(ctx context.Context, key any, ttl time.Duration) (LeaseState, error)
 
 	// Held lists up to limit leases that are held (or expired but not yet
-	// freed or reaped), soonest expiry first, through the expiry index:
-	// key, owner (the stamp without an Owner column), fence, expiry and
-	// the time left until it, both on the database clock. It needs an
-	// ExpiresAt column ([dialect.ErrNotSupported] without one). It is for
-	// operators, not for loops.
-	Held(ctx context.Context, limit int) ([]LeaseHolder, error)
+	// freed or reaped), soonest expiry first: key, owner (the stamp without
+	// an Owner column), fence, expiry and the time left until it, both on
+	// the database clock. With an ExpiresAt column it reads the expiry
+	// index and ignores ttl; without one the expiry is LockedAt + ttl (ttl
+	// must be positive), in LockedAt order, which reads the whole table
+	// unless LockedAt is indexed. It is for operators, not for loops.
+	Held(ctx context.Context, limit int, ttl time.Duration) ([]LeaseHolder, error)
 
 	// ReapExpired clears the owner of at most limit expired leases (the row
 	// and its fence stay, so fences keep increasing) and returns how many.

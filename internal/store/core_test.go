@@ -186,7 +186,7 @@ func ops(t *testing.T, b *Backend) map[string]struct {
 			_, err := cs.Steps().ReadBack(ctx, nil, "t", scan, nil)
 			return err
 		}},
-		"lease inspect": {true, func(ctx context.Context) error { _, err := ls.Inspect(ctx, "k"); return err }},
+		"lease inspect": {true, func(ctx context.Context) error { _, err := ls.Inspect(ctx, "k", time.Minute); return err }},
 		"lease release": {false, func(ctx context.Context) error { _, err := ls.Release(ctx, "k", "o", time.Time{}); return err }},
 		"lease release hold": {false, func(ctx context.Context) error {
 			_, err := ls.Release(ctx, "k", "o", time.Now().Add(time.Minute))

@@ -127,7 +127,7 @@ func (l *Leases) Acquire(ctx context.Context, key any, owner string, ttl time.Du
 			}
 			return dialect.ErrLeaseHeld
 		}
-		found, err := l.b.queryRow(ctx, l.b.db, l.st(lInspect), a, new(any), new(any), new(any), new(any))
+		found, err := l.b.queryRow(ctx, l.b.db, l.st(lInspect), a, new(any), new(any), new(any), new(any), new(any))
 		if err != nil {
 			return err
 		}
@@ -169,7 +169,7 @@ func (l *Leases) acquireStamped(ctx context.Context, a *render.Args) (LeaseInfo,
 				}
 				return err
 			}
-			found, err := l.b.queryRow(ctx, tx, l.st(lInspect), a, new(any), new(any), new(any), new(any))
+			found, err := l.b.queryRow(ctx, tx, l.st(lInspect), a, new(any), new(any), new(any), new(any), new(any))
 			switch {
 			case err != nil:
 				return err
@@ -345,25 +345,26 @@ func (l *Leases) ForceRelease(ctx context.Context, key any) (bool, error) {
 }
 
 // Inspect implements [LeaseStore]. Without an ExpiresAt column the
-// expiry is unknown (the TTL is the holder's) and Expired is false.
-func (l *Leases) Inspect(ctx context.Context, key any) (LeaseState, error) {
+// expiry is LockedAt + ttl: the caller's TTL, which is only every holder's
+// when every holder of the key uses the same one.
+func (l *Leases) Inspect(ctx context.Context, key any, ttl time.Duration) (LeaseState, error) {
 	var st LeaseState
-	a, err := l.args(key, "", 0, false, false)
+	a, err := l.args(key, "", ttl, false, l.spec.ExpiresAt == "")
 	if err != nil {
 		return st, err
 	}
-	var owner sql.NullString
+	var owner, status sql.NullString
 	var fence, exp sql.NullInt64
 	var expired sql.NullBool
 	err = l.b.Do(ctx, "lease inspect", true, func() error {
 		var err error
-		st.Exists, err = l.b.queryRow(ctx, l.b.db, l.st(lInspect), a, &owner, &fence, &exp, &expired)
+		st.Exists, err = l.b.queryRow(ctx, l.b.db, l.st(lInspect), a, &owner, &fence, &exp, &expired, &status)
 		return err
 	})
 	if err != nil {
 		return LeaseState{}, err
 	}
-	st.Owner, st.Fence = owner.String, fence.Int64
+	st.Owner, st.Fence, st.Status = owner.String, fence.Int64, status.String
 	if owner.Valid && exp.Valid {
 		st.ExpiresAt = time.UnixMicro(exp.Int64).UTC()
 		st.Expired = expired.Bool
@@ -372,14 +373,17 @@ func (l *Leases) Inspect(ctx context.Context, key any) (LeaseState, error) {
 }
 
 // Held implements [LeaseStore].
-func (l *Leases) Held(ctx context.Context, limit int) ([]LeaseHolder, error) {
+func (l *Leases) Held(ctx context.Context, limit int, ttl time.Duration) ([]LeaseHolder, error) {
 	if l.st(lHeld).SQL == "" {
-		return nil, fmt.Errorf("%w: listing leases needs an ExpiresAt column", dialect.ErrNotSupported)
+		return nil, fmt.Errorf("%w: listing leases on this engine", dialect.ErrNotSupported)
 	}
 	if limit <= 0 || limit > MaxHeldLimit {
 		return nil, fmt.Errorf("%w: limit %d is outside 1..%d", dialect.ErrInvalidConfig, limit, MaxHeldLimit)
 	}
-	a := &render.Args{Limit: limit, Slack: time.Duration(l.slack.Load())}
+	if l.spec.ExpiresAt == "" && ttl <= 0 {
+		return nil, fmt.Errorf("%w: ttl must be positive to list leases of a table without ExpiresAt, got %v", dialect.ErrInvalidConfig, ttl)
+	}
+	a := &render.Args{Limit: limit, TTL: ttl, Slack: time.Duration(l.slack.Load())}
 	var out []LeaseHolder
 	err := l.b.Do(ctx, "lease held", true, func() error {
 		out = out[:0]

@@ -33,7 +33,10 @@ type LeaseSQL struct {
 	// Release frees "key" if "owner" holds it; Force frees it whoever does.
 	Release, Force string
 	// Inspect returns owner (the stamp as text without an Owner column),
-	// fence, expiry and a boolean "expired" on the database clock for "key".
+	// fence, expiry and a boolean "expired" on the database clock for "key";
+	// without an ExpiresAt column the expiry is LockedAt + "ttl" and
+	// "expired" is Acquire's test of it; then the TaskStatus column as
+	// text (NULL without one).
 	Inspect string
 	// Finish sets Status to {{arg "status"}} and frees "key" if its holder
 	// still holds it.
@@ -51,7 +54,9 @@ type LeaseSQL struct {
 	// Held returns key, owner (the stamp as text without an Owner
 	// column), fence, expiry, microseconds until the expiry (0 once past)
 	// and a boolean "expired" of at most "limit" leases whose ExpiresAt is
-	// set, soonest first (needs ExpiresAt).
+	// set, soonest first; without an ExpiresAt column, of the leases with
+	// an owner (a LockedAt without an Owner column), expiring at LockedAt
+	// + "ttl", oldest LockedAt first.
 	Held string
 	// Columns is the catalog query of [ClaimSQL.Columns].
 	Columns string

@@ -61,7 +61,7 @@ var leaseTable = []leaseEntry{
 	{lReleaseHold, "lease release with hold", "release hold", ownsAndExpires},
 	{lFinishHold, "lease finish with hold", "finish hold", func(t dialect.LeaseTable) bool { return ownsAndExpires(t) && hasStatus(t) }},
 	{lReap, "lease reap", "reap", expires},
-	{lHeld, "lease held", "held", expires},
+	{lHeld, "lease held", "held", nil},
 	{lColumns, "columns", "", nil},
 }
 

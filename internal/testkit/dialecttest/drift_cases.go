@@ -29,7 +29,7 @@ func testLeaseOwnerChecks(t *testing.T, h Harness) {
 		_, err = ls.Release(ctx, "k", owner, time.Time{})
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "release, owner %q", owner)
 	}
-	st, err := ls.Inspect(ctx, "k")
+	st, err := ls.Inspect(ctx, "k", time.Minute)
 	require.NoError(t, err)
 	require.False(t, st.Exists, "nothing was written")
 }
@@ -265,7 +265,7 @@ func testNullableCounters(t *testing.T, h Harness) {
 	info, err := leases.Acquire(ctx, ids[0], store.NewToken(), time.Minute)
 	require.NoError(t, err, "a NULL fence is 0")
 	require.EqualValues(t, 1, info.Fence)
-	st, err := leases.Inspect(ctx, ids[1])
+	st, err := leases.Inspect(ctx, ids[1], time.Minute)
 	require.NoError(t, err)
 	require.Zero(t, st.Fence)
 }

@@ -74,7 +74,7 @@ func testLeaseKeyed(t *testing.T, h Harness) {
 	d, db, ls := keyedLeasesDB(t, h)
 	ctx := ctxT(t)
 	a, b := store.NewToken(), store.NewToken()
-	st0, err := ls.Inspect(ctx, "job")
+	st0, err := ls.Inspect(ctx, "job", time.Minute)
 	require.NoError(t, err)
 	require.False(t, st0.Exists)
 
@@ -101,7 +101,7 @@ func testLeaseKeyed(t *testing.T, h Harness) {
 	require.Equal(t, la.Fence, ra.Fence)
 	require.True(t, ra.ExpiresAt.After(la.ExpiresAt))
 
-	s, err := ls.Inspect(ctx, "job")
+	s, err := ls.Inspect(ctx, "job", time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, a, s.Owner)
 	require.False(t, s.Expired)
@@ -146,7 +146,7 @@ func testLeaseExpiry(t *testing.T, h Harness) {
 	_, err = ls.Acquire(ctx, "k", b, time.Second)
 	require.ErrorIs(t, err, dialect.ErrLeaseHeld)
 	time.Sleep(600 * time.Millisecond)
-	s, err := ls.Inspect(ctx, "k")
+	s, err := ls.Inspect(ctx, "k", time.Minute)
 	require.NoError(t, err)
 	require.True(t, s.Expired)
 	lb, err := ls.Acquire(ctx, "k", b, 10*time.Second)
@@ -157,7 +157,7 @@ func testLeaseExpiry(t *testing.T, h Harness) {
 	ok, err := ls.Release(ctx, "k", a, time.Time{})
 	require.NoError(t, err)
 	require.False(t, ok)
-	s, err = ls.Inspect(ctx, "k")
+	s, err = ls.Inspect(ctx, "k", time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, b, s.Owner, "the stale holder changed nothing")
 }
@@ -257,8 +257,28 @@ func testLeaseKeyedNoExpiry(t *testing.T, h Harness) {
 	require.EqualValues(t, 2, lb.Fence)
 	_, err = ls.ReapExpired(ctx, 10)
 	require.ErrorIs(t, err, dialect.ErrNotSupported, "reaping needs expires_at")
-	_, err = ls.Held(ctx, 10)
-	require.ErrorIs(t, err, dialect.ErrNotSupported, "listing needs expires_at")
+	// Listed and inspected, the lease expires at lock_at + the TTL given,
+	// the expiry its acquisition reported.
+	held, err := ls.Held(ctx, 10, ttl)
+	require.NoError(t, err)
+	require.Len(t, held, 1)
+	require.Equal(t, "new-key", held[0].Key)
+	require.Equal(t, b, held[0].Owner)
+	require.EqualValues(t, 2, held[0].Fence)
+	require.Equal(t, lb.ExpiresAt, held[0].ExpiresAt, "held: lock_at + TTL")
+	st, err := ls.Inspect(ctx, "new-key", ttl)
+	require.NoError(t, err)
+	require.Equal(t, lb.ExpiresAt, st.ExpiresAt, "inspect: lock_at + TTL")
+	_, err = ls.Held(ctx, 10, 0)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "no expires_at: the TTL reckons the expiry")
+	_, err = ls.Inspect(ctx, "new-key", 0)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "no expires_at: the TTL reckons the expiry")
+	ok, err := ls.Release(ctx, "new-key", b, time.Time{})
+	require.NoError(t, err)
+	require.True(t, ok)
+	held, err = ls.Held(ctx, 10, ttl)
+	require.NoError(t, err)
+	require.Empty(t, held, "a released lease is not listed")
 }
 
 func testLeaseBadInput(t *testing.T, h Harness) {
@@ -281,7 +301,7 @@ func testLeaseBadInput(t *testing.T, h Harness) {
 	evil := "x'); DROP TABLE cl_lease; --"
 	_, err = ls.Acquire(ctx, evil, a, time.Second)
 	require.NoError(t, err)
-	s, err := ls.Inspect(ctx, evil)
+	s, err := ls.Inspect(ctx, evil, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, a, s.Owner)
 }
@@ -303,7 +323,7 @@ func testLeaseReap(t *testing.T, h Harness) {
 	n2, err := ls.ReapExpired(ctx, 3)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n2)
-	s, err := ls.Inspect(ctx, "long")
+	s, err := ls.Inspect(ctx, "long", time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, live, s.Owner)
 	l, err := ls.Acquire(ctx, "short-0", store.NewToken(), time.Second)
@@ -387,7 +407,7 @@ func testLeaseHeld(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.True(t, ok)
 
-	held, err := ls.Held(ctx, 10)
+	held, err := ls.Held(ctx, 10, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, held, 2, "the freed lease is not listed")
 	require.Equal(t, "soon", held[0].Key, "soonest expiry first")
@@ -397,11 +417,11 @@ func testLeaseHeld(t *testing.T, h Harness) {
 	require.InDelta(t, time.Minute.Seconds(), held[0].Remaining.Seconds(), 30, "time left on the database clock")
 	require.Equal(t, "late", held[1].Key)
 	require.InDelta(t, time.Hour.Seconds(), held[1].Remaining.Seconds(), 30)
-	page, err := ls.Held(ctx, 1)
+	page, err := ls.Held(ctx, 1, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, page, 1)
 	for _, bad := range []int{0, -1, store.MaxHeldLimit + 1} {
-		_, err = ls.Held(ctx, bad)
+		_, err = ls.Held(ctx, bad, time.Minute)
 		require.ErrorIs(t, err, dialect.ErrInvalidConfig, "limit %d", bad)
 	}
 }

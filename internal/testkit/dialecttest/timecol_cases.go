@@ -401,7 +401,7 @@ func (x *timeTables) runLease(t *goT, tt TimeType, ls store.LeaseStore, key any,
 	renewedBy := time.Now()
 	require.NoError(t, err)
 	requireDuring(t, renewed.Add(ttl), renewedBy.Add(ttl), info.ExpiresAt, "the renewed expiry")
-	st, err := ls.Inspect(ctx, key)
+	st, err := ls.Inspect(ctx, key, time.Minute)
 	require.NoError(t, err)
 	require.False(t, st.Expired, "a lease renewed just now is not expired")
 	info = takeover(renewed, ttl, "renewed lease")

@@ -139,7 +139,8 @@
     if (!l.owner || (l.state !== "held" && l.state !== "expired" && l.state !== "locked")) return null;
     return {
       label: "Force release", cls: "danger", run: () => act(
-        "Force-release lease " + l.key + " held by " + l.owner + " (fence " + l.fence + ")? " +
+        "Force-release lease " + l.key + " held by " + (l.holder === "-" ? l.owner : l.holder) +
+        (l.locked_at && l.locked_at !== "-" ? " since " + l.locked_at : "") + " (fence " + l.fence + ")? " +
         "A live holder keeps working until its next renewal fails: do this only when fences guard its writes or the holder is dead.",
         "Force release", false, "/api/force-release", { key: l.key, owner: l.owner }),
     };
@@ -238,8 +239,8 @@
       (r) => rowActions("parked", r));
     fill("scheduled", v.scheduled, (r) => [{ text: r.id }, { text: r.attempts }, { text: r.run_in }, { text: r.error, cls: "err" }],
       (r) => rowActions("scheduled", r));
-    fill("leases", v.leases, (l) => [{ text: l.key }, { text: l.state, cls: "state " + l.state }, { text: l.owner, cls: "mono" },
-      { text: l.fence }, { text: l.expires_at }, { text: l.remaining }], leaseAction);
+    fill("leases", v.leases, (l) => [{ text: l.key }, { text: l.state, cls: "state " + l.state }, { text: l.holder, cls: "mono" },
+      { text: l.fence }, { text: l.locked_at }, { text: l.expires_at }, { text: l.remaining }], leaseAction);
     show("lease-error", v.lease_error || "");
     for (const k of ["stuck", "parked", "scheduled", "leases"]) {
       const note = document.getElementById("more-" + k);

@@ -42,7 +42,7 @@ UPDATE `claimlock_lease`
 
 -- lease inspect
 -- args: slack, key
-SELECT `owner`, COALESCE(`fence`, 0), TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', `expires_at`), `expires_at` < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+SELECT `owner`, COALESCE(`fence`, 0), TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', `expires_at`), `expires_at` < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND, NULL
   FROM `claimlock_lease`
   WHERE `lease_key` = ?;
 

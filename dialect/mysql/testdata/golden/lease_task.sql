@@ -31,10 +31,18 @@ UPDATE `xxx_task`
   WHERE `id` = ? AND `lock_owner` IS NOT NULL;
 
 -- lease inspect
--- args: key
-SELECT `lock_owner`, 0, NULL, FALSE
+-- args: ttl, ttl, slack, key
+SELECT `lock_owner`, 0, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', `lock_at` + INTERVAL ? MICROSECOND), COALESCE(`lock_at` < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND - INTERVAL ? MICROSECOND, FALSE), NULL
   FROM `xxx_task`
   WHERE `id` = ?;
+
+-- lease held
+-- args: ttl, ttl, ttl, slack, limit
+SELECT `id`, `lock_owner`, 0, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', `lock_at` + INTERVAL ? MICROSECOND), GREATEST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', `lock_at` + INTERVAL ? MICROSECOND) - TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)), 0), `lock_at` < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND - INTERVAL ? MICROSECOND
+  FROM `xxx_task`
+  WHERE `lock_at` IS NOT NULL AND `lock_owner` IS NOT NULL
+  ORDER BY `lock_at`
+  LIMIT ?;
 
 -- columns
 -- args: schema, table, schema, table

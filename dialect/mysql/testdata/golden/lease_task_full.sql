@@ -32,7 +32,7 @@ UPDATE `xxx_task`
 
 -- lease inspect
 -- args: slack, key
-SELECT `lock_owner`, COALESCE(`fence`, 0), TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', `lock_expires_at`), `lock_expires_at` < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+SELECT `lock_owner`, COALESCE(`fence`, 0), TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', `lock_expires_at`), `lock_expires_at` < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND, CAST(`status` AS CHAR)
   FROM `xxx_task`
   WHERE `id` = ?;
 

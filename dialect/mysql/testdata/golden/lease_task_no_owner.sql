@@ -31,8 +31,8 @@ UPDATE `xxx_task`
   WHERE `id` = ? AND `lock_at` IS NOT NULL;
 
 -- lease inspect
--- args: key
-SELECT CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', `lock_at`) AS CHAR), 0, NULL, FALSE
+-- args: ttl, ttl, slack, key
+SELECT CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', `lock_at`) AS CHAR), 0, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', `lock_at` + INTERVAL ? MICROSECOND), COALESCE(`lock_at` < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND - INTERVAL ? MICROSECOND, FALSE), CAST(`status` AS CHAR)
   FROM `xxx_task`
   WHERE `id` = ?;
 
@@ -41,6 +41,14 @@ SELECT CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', `lock_at`) AS CHAR
 UPDATE `xxx_task`
   SET `status` = ?, `lock_at` = NULL
   WHERE `id` = ? AND TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', `lock_at`) = ?;
+
+-- lease held
+-- args: ttl, ttl, ttl, slack, limit
+SELECT `id`, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', `lock_at`) AS CHAR), 0, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', `lock_at` + INTERVAL ? MICROSECOND), GREATEST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', `lock_at` + INTERVAL ? MICROSECOND) - TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)), 0), `lock_at` < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND - INTERVAL ? MICROSECOND
+  FROM `xxx_task`
+  WHERE `lock_at` IS NOT NULL
+  ORDER BY `lock_at`
+  LIMIT ?;
 
 -- columns
 -- args: schema, table, schema, table

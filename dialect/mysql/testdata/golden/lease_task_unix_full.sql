@@ -32,7 +32,7 @@ UPDATE `xxx_task`
 
 -- lease inspect
 -- args: slack, key
-SELECT `lock_owner`, COALESCE(`fence`, 0), (`lock_expires_at` * 1000), `lock_expires_at` < ((TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) - ?) DIV 1000)
+SELECT `lock_owner`, COALESCE(`fence`, 0), (`lock_expires_at` * 1000), `lock_expires_at` < ((TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) - ?) DIV 1000), CAST(`status` AS CHAR)
   FROM `xxx_task`
   WHERE `id` = ?;
 

@@ -31,8 +31,8 @@ UPDATE `xxx_task`
   WHERE `id` = ? AND `lock_at` IS NOT NULL;
 
 -- lease inspect
--- args: key
-SELECT CAST((`lock_at` * 1000000) AS CHAR), 0, NULL, FALSE
+-- args: ttl, ttl, slack, key
+SELECT CAST((`lock_at` * 1000000) AS CHAR), 0, (`lock_at` * 1000000 + ?), COALESCE(`lock_at` < ((TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) - ? - ?) DIV 1000000), FALSE), CAST(`status` AS CHAR)
   FROM `xxx_task`
   WHERE `id` = ?;
 
@@ -41,6 +41,14 @@ SELECT CAST((`lock_at` * 1000000) AS CHAR), 0, NULL, FALSE
 UPDATE `xxx_task`
   SET `status` = ?, `lock_at` = NULL
   WHERE `id` = ? AND (`lock_at` * 1000000) = ?;
+
+-- lease held
+-- args: ttl, ttl, ttl, slack, limit
+SELECT `id`, CAST((`lock_at` * 1000000) AS CHAR), 0, (`lock_at` * 1000000 + ?), GREATEST((`lock_at` * 1000000 + ?) - TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)), 0), `lock_at` < ((TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) - ? - ?) DIV 1000000)
+  FROM `xxx_task`
+  WHERE `lock_at` IS NOT NULL
+  ORDER BY `lock_at`
+  LIMIT ?;
 
 -- columns
 -- args: schema, table, schema, table

@@ -48,7 +48,7 @@ UPDATE "claimlock_lease"
 -- lease inspect
 -- args: slack, key
 SELECT "owner", COALESCE("fence", 0), CAST(EXTRACT(EPOCH
-  FROM "expires_at") * 1000000 AS bigint), "expires_at" < now() - ($1::bigint * interval '1 microsecond')
+  FROM "expires_at") * 1000000 AS bigint), "expires_at" < now() - ($1::bigint * interval '1 microsecond'), NULL::text
   FROM "claimlock_lease"
   WHERE "lease_key" = $2;
 

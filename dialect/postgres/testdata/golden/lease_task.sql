@@ -31,10 +31,22 @@ UPDATE "xxx_task"
   WHERE "id" = $1 AND "lock_owner" IS NOT NULL;
 
 -- lease inspect
--- args: key
-SELECT "lock_owner", 0::bigint, NULL::bigint, false
+-- args: ttl, ttl, slack, key
+SELECT "lock_owner", 0::bigint, CAST(EXTRACT(EPOCH
+  FROM "lock_at" + ($1::bigint * interval '1 microsecond')) * 1000000 AS bigint), COALESCE("lock_at" < now() - ($2::bigint * interval '1 microsecond') - ($3::bigint * interval '1 microsecond'), false), NULL::text
   FROM "xxx_task"
-  WHERE "id" = $1;
+  WHERE "id" = $4;
+
+-- lease held
+-- args: ttl, ttl, ttl, slack, limit
+SELECT "id", "lock_owner", 0::bigint, CAST(EXTRACT(EPOCH
+  FROM "lock_at" + ($1::bigint * interval '1 microsecond')) * 1000000 AS bigint), GREATEST(CAST(EXTRACT(EPOCH
+  FROM "lock_at" + ($2::bigint * interval '1 microsecond')) * 1000000 AS bigint) - CAST(EXTRACT(EPOCH
+  FROM now()) * 1000000 AS bigint), 0), "lock_at" < now() - ($3::bigint * interval '1 microsecond') - ($4::bigint * interval '1 microsecond')
+  FROM "xxx_task"
+  WHERE "lock_at" IS NOT NULL AND "lock_owner" IS NOT NULL
+  ORDER BY "lock_at"
+  LIMIT $5;
 
 -- columns
 -- args: schema, table

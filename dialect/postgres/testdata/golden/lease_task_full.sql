@@ -33,7 +33,7 @@ UPDATE "xxx_task"
 -- lease inspect
 -- args: slack, key
 SELECT "lock_owner", COALESCE("fence", 0), CAST(EXTRACT(EPOCH
-  FROM "lock_expires_at") * 1000000 AS bigint), "lock_expires_at" < now() - ($1::bigint * interval '1 microsecond')
+  FROM "lock_expires_at") * 1000000 AS bigint), "lock_expires_at" < now() - ($1::bigint * interval '1 microsecond'), CAST("status" AS text)
   FROM "xxx_task"
   WHERE "id" = $2;
 

@@ -33,11 +33,12 @@ UPDATE "xxx_task"
   WHERE "id" = $1 AND "lock_at" IS NOT NULL;
 
 -- lease inspect
--- args: key
+-- args: ttl, ttl, slack, key
 SELECT CAST(CAST(EXTRACT(EPOCH
-  FROM "lock_at") * 1000000 AS bigint) AS text), 0::bigint, NULL::bigint, false
+  FROM "lock_at") * 1000000 AS bigint) AS text), 0::bigint, CAST(EXTRACT(EPOCH
+  FROM "lock_at" + ($1::bigint * interval '1 microsecond')) * 1000000 AS bigint), COALESCE("lock_at" < now() - ($2::bigint * interval '1 microsecond') - ($3::bigint * interval '1 microsecond'), false), CAST("status" AS text)
   FROM "xxx_task"
-  WHERE "id" = $1;
+  WHERE "id" = $4;
 
 -- lease finish
 -- args: status, key, stamp
@@ -45,6 +46,18 @@ UPDATE "xxx_task"
   SET "status" = $1, "lock_at" = NULL
   WHERE "id" = $2 AND CAST(EXTRACT(EPOCH
   FROM "lock_at") * 1000000 AS bigint) = $3;
+
+-- lease held
+-- args: ttl, ttl, ttl, slack, limit
+SELECT "id", CAST(CAST(EXTRACT(EPOCH
+  FROM "lock_at") * 1000000 AS bigint) AS text), 0::bigint, CAST(EXTRACT(EPOCH
+  FROM "lock_at" + ($1::bigint * interval '1 microsecond')) * 1000000 AS bigint), GREATEST(CAST(EXTRACT(EPOCH
+  FROM "lock_at" + ($2::bigint * interval '1 microsecond')) * 1000000 AS bigint) - CAST(EXTRACT(EPOCH
+  FROM now()) * 1000000 AS bigint), 0), "lock_at" < now() - ($3::bigint * interval '1 microsecond') - ($4::bigint * interval '1 microsecond')
+  FROM "xxx_task"
+  WHERE "lock_at" IS NOT NULL
+  ORDER BY "lock_at"
+  LIMIT $5;
 
 -- columns
 -- args: schema, table

@@ -34,7 +34,7 @@ UPDATE "xxx_task"
 -- lease inspect
 -- args: slack, key
 SELECT "lock_owner", COALESCE("fence", 0), ("lock_expires_at"::bigint * 1000), "lock_expires_at" < ((CAST(EXTRACT(EPOCH
-  FROM now()) * 1000000 AS bigint) - $1::bigint) / 1000)
+  FROM now()) * 1000000 AS bigint) - $1::bigint) / 1000), CAST("status" AS text)
   FROM "xxx_task"
   WHERE "id" = $2;
 

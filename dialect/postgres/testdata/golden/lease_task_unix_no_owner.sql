@@ -30,16 +30,27 @@ UPDATE "xxx_task"
   WHERE "id" = $1 AND "lock_at" IS NOT NULL;
 
 -- lease inspect
--- args: key
-SELECT CAST(("lock_at"::bigint * 1000000) AS text), 0::bigint, NULL::bigint, false
+-- args: ttl, ttl, slack, key
+SELECT CAST(("lock_at"::bigint * 1000000) AS text), 0::bigint, ("lock_at"::bigint * 1000000 + $1::bigint), COALESCE("lock_at" < ((CAST(EXTRACT(EPOCH
+  FROM now()) * 1000000 AS bigint) - $2::bigint - $3::bigint) / 1000000), false), CAST("status" AS text)
   FROM "xxx_task"
-  WHERE "id" = $1;
+  WHERE "id" = $4;
 
 -- lease finish
 -- args: status, key, stamp
 UPDATE "xxx_task"
   SET "status" = $1, "lock_at" = NULL
   WHERE "id" = $2 AND ("lock_at"::bigint * 1000000) = $3;
+
+-- lease held
+-- args: ttl, ttl, ttl, slack, limit
+SELECT "id", CAST(("lock_at"::bigint * 1000000) AS text), 0::bigint, ("lock_at"::bigint * 1000000 + $1::bigint), GREATEST(("lock_at"::bigint * 1000000 + $2::bigint) - CAST(EXTRACT(EPOCH
+  FROM now()) * 1000000 AS bigint), 0), "lock_at" < ((CAST(EXTRACT(EPOCH
+  FROM now()) * 1000000 AS bigint) - $3::bigint - $4::bigint) / 1000000)
+  FROM "xxx_task"
+  WHERE "lock_at" IS NOT NULL
+  ORDER BY "lock_at"
+  LIMIT $5;
 
 -- columns
 -- args: schema, table

@@ -41,7 +41,7 @@ UPDATE `claimlock_lease`
 
 -- lease inspect
 -- args: slack, key
-SELECT `owner`, COALESCE(`fence`, 0), `expires_at` * 1000, `expires_at` < CAST(unixepoch('subsec') * 1000 AS INTEGER) - ?
+SELECT `owner`, COALESCE(`fence`, 0), `expires_at` * 1000, `expires_at` < CAST(unixepoch('subsec') * 1000 AS INTEGER) - ?, NULL
   FROM `claimlock_lease`
   WHERE `lease_key` = ?;
 

@@ -27,10 +27,18 @@ UPDATE `xxx_task`
   WHERE `id` = ? AND `lock_owner` IS NOT NULL;
 
 -- lease inspect
--- args: key
-SELECT `lock_owner`, 0, NULL, false
+-- args: ttl, ttl, slack, key
+SELECT `lock_owner`, 0, (`lock_at` + ?) * 1000, COALESCE(`lock_at` < CAST(unixepoch('subsec') * 1000 AS INTEGER) - ? - ?, false), NULL
   FROM `xxx_task`
   WHERE `id` = ?;
+
+-- lease held
+-- args: ttl, ttl, ttl, slack, limit
+SELECT `id`, `lock_owner`, 0, (`lock_at` + ?) * 1000, MAX((`lock_at` + ? - CAST(unixepoch('subsec') * 1000 AS INTEGER)) * 1000, 0), `lock_at` < CAST(unixepoch('subsec') * 1000 AS INTEGER) - ? - ?
+  FROM `xxx_task`
+  WHERE `lock_at` IS NOT NULL AND `lock_owner` IS NOT NULL
+  ORDER BY `lock_at`
+  LIMIT ?;
 
 -- columns
 -- args: table, schema, table, schema

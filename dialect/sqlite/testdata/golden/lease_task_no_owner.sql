@@ -27,8 +27,8 @@ UPDATE `xxx_task`
   WHERE `id` = ? AND `lock_at` IS NOT NULL;
 
 -- lease inspect
--- args: key
-SELECT CAST(`lock_at` AS TEXT), 0, NULL, false
+-- args: ttl, ttl, slack, key
+SELECT CAST(`lock_at` AS TEXT), 0, (`lock_at` + ?) * 1000, COALESCE(`lock_at` < CAST(unixepoch('subsec') * 1000 AS INTEGER) - ? - ?, false), CAST(`status` AS TEXT)
   FROM `xxx_task`
   WHERE `id` = ?;
 
@@ -37,6 +37,14 @@ SELECT CAST(`lock_at` AS TEXT), 0, NULL, false
 UPDATE `xxx_task`
   SET `status` = ?, `lock_at` = NULL
   WHERE `id` = ? AND `lock_at` = ?;
+
+-- lease held
+-- args: ttl, ttl, ttl, slack, limit
+SELECT `id`, CAST(`lock_at` AS TEXT), 0, (`lock_at` + ?) * 1000, MAX((`lock_at` + ? - CAST(unixepoch('subsec') * 1000 AS INTEGER)) * 1000, 0), `lock_at` < CAST(unixepoch('subsec') * 1000 AS INTEGER) - ? - ?
+  FROM `xxx_task`
+  WHERE `lock_at` IS NOT NULL
+  ORDER BY `lock_at`
+  LIMIT ?;
 
 -- columns
 -- args: table, schema, table, schema

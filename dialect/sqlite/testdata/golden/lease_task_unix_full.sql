@@ -28,7 +28,7 @@ UPDATE `xxx_task`
 
 -- lease inspect
 -- args: slack, key
-SELECT `lock_owner`, COALESCE(`fence`, 0), `lock_expires_at` * 1000, `lock_expires_at` < CAST(unixepoch('subsec') * 1000 AS INTEGER) - ?
+SELECT `lock_owner`, COALESCE(`fence`, 0), `lock_expires_at` * 1000, `lock_expires_at` < CAST(unixepoch('subsec') * 1000 AS INTEGER) - ?, CAST(`status` AS TEXT)
   FROM `xxx_task`
   WHERE `id` = ?;
 

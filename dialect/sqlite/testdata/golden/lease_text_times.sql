@@ -28,7 +28,7 @@ UPDATE `xxx_task`
 
 -- lease inspect
 -- args: slack, key
-SELECT `lock_owner`, 0, CAST(ROUND(unixepoch(`lock_expires_at`, 'subsec') * 1000) AS INTEGER) * 1000, `lock_expires_at` < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (? / 1000.0) || ' seconds')
+SELECT `lock_owner`, 0, CAST(ROUND(unixepoch(`lock_expires_at`, 'subsec') * 1000) AS INTEGER) * 1000, `lock_expires_at` < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (? / 1000.0) || ' seconds'), NULL
   FROM `xxx_task`
   WHERE `id` = ?;
 
