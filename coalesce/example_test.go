@@ -60,7 +60,7 @@ func Example() {
 	// An old change from the same source: refused (an HTTP 409).
 	_, err = co.Accept(ctx, coalesce.Change{Key: "user:42", EventID: "evt-old", Source: "phone", Seq: 2, Payload: []byte("1")})
 	fmt.Println(err)
-	// endsnippet
+	// end snippet
 
 	// snippet: coalesce-flush
 	f, err := co.Flusher(coalesce.FlusherConfig{
@@ -88,7 +88,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	// endsnippet
+	// end snippet
 	fmt.Println("flushed keys:", n)
 
 	var total int64
