@@ -135,7 +135,7 @@ func waitDrained(t *testing.T, ctx context.Context, co *coalesce.Coalescer, d ti
 	}
 }
 
-// TestExactlyOnce: sixteen writers accept changes for a few hot keys and
+// TestExactlyOnce: eight writers accept changes for a few hot keys and
 // more cold ones, resending some, while three flushers run concurrently
 // (one lingering); at the end every key's state is the sum of its
 // distinct changes, each folded once, and the hot keys took fewer state
@@ -156,7 +156,7 @@ func TestExactlyOnce(t *testing.T) {
 		}
 		s := newSent()
 		start := time.Now()
-		writeLoad(t, ctx, co, "x", 16, 40, s)
+		writeLoad(t, ctx, co, "x", 8, 40, s)
 		accepted := time.Since(start)
 		waitDrained(t, ctx, co, 60*time.Second)
 		cancel()
