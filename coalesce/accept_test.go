@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -247,5 +248,36 @@ func TestUnstrand(t *testing.T) {
 		require.Equal(t, int64(3), total)
 		total, _, _ = stateOf(t, c, "new")
 		require.Equal(t, int64(3), total)
+	})
+}
+
+// TestMaxChanges: a key with more unfolded changes than MaxChanges is
+// folded in several transactions, each taking at most MaxChanges in
+// order, and none is left behind.
+func TestMaxChanges(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, c *testengine.Conn) {
+		ctx := context.Background()
+		co := newCoalescer(t, c, coalesce.Config{})
+		for i := range 7 {
+			_, err := co.Accept(ctx, coalesce.Change{Key: "m", EventID: "m" + strconv.Itoa(i), Source: "s", Seq: int64(i + 1), Payload: []byte(strconv.Itoa(i))})
+			require.NoError(t, err)
+		}
+		sum := sumFold(c.Dollar)
+		var seqs [][]int64
+		f := newFlusher(t, c, co, coalesce.FlusherConfig{MaxChanges: 3, Fold: func(ctx context.Context, tx *sql.Tx, key string, chs []coalesce.Record) error {
+			var s []int64
+			for _, ch := range chs {
+				s = append(s, ch.Seq)
+			}
+			seqs = append(seqs, s)
+			return sum(ctx, tx, key, chs)
+		}})
+		drain(t, ctx, c, f)
+		require.Equal(t, [][]int64{{1, 2, 3}, {4, 5, 6}, {7}}, seqs)
+		total, writes, changes := stateOf(t, c, "m")
+		require.Equal(t, [3]int64{21, 3, 7}, [3]int64{total, writes, changes})
+		acc, per, err := co.Versions(ctx, "m")
+		require.NoError(t, err)
+		require.Equal(t, [2]int64{7, 7}, [2]int64{acc, per})
 	})
 }

@@ -171,5 +171,3 @@ func TestConcurrentDuplicates(t *testing.T) {
 		require.Equal(t, [2]int64{recorded, recorded}, [2]int64{total, changes})
 	})
 }
-
-

@@ -56,6 +56,11 @@ type FlusherConfig struct {
 	// [claim.Config]): declare the reaper's timeout so a flusher stops
 	// before its keys can be reaped, and heartbeat well within it.
 	ReapTimeout, HeartbeatInterval time.Duration
+	// MaxChanges is the most changes one fold takes; default 1000. A key
+	// with more unfolded changes is folded in several transactions (the
+	// key goes back to pending after each), so that no transaction grows
+	// with the backlog.
+	MaxChanges int
 	// StrandAfter is how old an unfolded change of a key that is not dirty
 	// must be before the flusher marks its key dirty again (a process that
 	// died between recording a change and marking its key leaves such a
@@ -82,6 +87,8 @@ func (c *Coalescer) Flusher(fc FlusherConfig) (*Flusher, error) {
 		return nil, invalid("Fold", "is nil")
 	case fc.BatchSize < 0 || fc.BatchSize > claim.MaxBatchSize:
 		return nil, invalid("BatchSize", "must be between 0 and %d", claim.MaxBatchSize)
+	case fc.MaxChanges < 0 || fc.MaxChanges > 10000:
+		return nil, invalid("MaxChanges", "must be between 0 and 10000")
 	case fc.Linger < 0, fc.PollMin < 0, fc.PollMax < 0, fc.StrandAfter < 0:
 		return nil, invalid("Linger, PollMin, PollMax, StrandAfter", "must not be negative")
 	}
@@ -96,6 +103,9 @@ func (c *Coalescer) Flusher(fc FlusherConfig) (*Flusher, error) {
 	}
 	if fc.PollMax < fc.PollMin {
 		return nil, invalid("PollMax", "%v is below PollMin %v", fc.PollMax, fc.PollMin)
+	}
+	if fc.MaxChanges == 0 {
+		fc.MaxChanges = 1000
 	}
 	if fc.StrandAfter == 0 {
 		fc.StrandAfter = 10 * time.Second
@@ -273,6 +283,13 @@ func (f *Flusher) flushKey(ctx context.Context, b *claim.Batch[struct{}], key st
 				return err
 			}
 		}
+		if len(recs) == f.cfg.MaxChanges {
+			// More may be waiting: move the version so that the ack
+			// sends the key back to pending for the rest.
+			if _, err := tx.ExecContext(ctx, f.c.sq.bumpHeld, key); err != nil {
+				return err
+			}
+		}
 		if err := b.AckTx(ctx, dialect.SQLTx(tx), key); err != nil {
 			return err
 		}
@@ -321,9 +338,9 @@ func (f *Flusher) fold(ctx context.Context, tx *sql.Tx, key string, recs []Recor
 	return err
 }
 
-// readChanges reads key's unfolded changes in id order.
+// readChanges reads key's first MaxChanges unfolded changes in id order.
 func (f *Flusher) readChanges(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) {
-	rows, err := tx.QueryContext(ctx, f.c.sq.readChanges, key)
+	rows, err := tx.QueryContext(ctx, f.c.sq.readChanges, key, f.cfg.MaxChanges)
 	if err != nil {
 		return nil, err
 	}

@@ -112,7 +112,7 @@ type statements struct {
 	// the dirty mark
 	readKey, insertKey, bumpDone, bumpProcessing, bumpInTx string
 	// the flush
-	startFlush, readChanges, markFolded, persist string
+	startFlush, readChanges, bumpHeld, markFolded, persist string
 	// reads
 	versions, backlog, oldest, stranded string
 }
@@ -135,7 +135,8 @@ func newStatements(e engine, cfg Config) statements {
 	s.bumpInTx = b("UPDATE " + keys + " SET version = version + 1, status = CASE WHEN status = '" + statusDone + "' THEN '" + statusPending + "' ELSE status END WHERE change_key = ?")
 
 	s.startFlush = b("UPDATE " + keys + " SET flush_version = version WHERE token = ?")
-	s.readChanges = b("SELECT id, event_id, source, seq, payload FROM " + ch + " WHERE change_key = ? AND folded_at IS NULL ORDER BY id")
+	s.readChanges = b("SELECT id, event_id, source, seq, payload FROM " + ch + " WHERE change_key = ? AND folded_at IS NULL ORDER BY id LIMIT ?")
+	s.bumpHeld = b("UPDATE " + keys + " SET version = version + 1 WHERE change_key = ?")
 	s.markFolded = "UPDATE " + ch + " SET folded_at = " + now + " WHERE folded_at IS NULL AND id IN "
 	s.persist = b("UPDATE " + keys + " SET persisted = " + e.greatest() + "(persisted, ?), folded = folded + ? WHERE change_key = ?")
 
