@@ -58,10 +58,6 @@ type Coalescer struct {
 	// wake tells this process's idle flushers that a key became dirty.
 	wake chan struct{}
 
-	gmu     sync.Mutex
-	queue   []*waiter // changes waiting for a group commit
-	leading bool      // a caller is committing groups
-
 	pmu      sync.Mutex
 	pAt      time.Time // when the pressure below was measured
 	pBacklog int64
@@ -117,20 +113,13 @@ func check(ch Change) error {
 // writes the key's row only when no flush already pending or in progress
 // is sure to fold the change, so a hot key's writers do not queue on its
 // row. Deadlocks and serialization failures are retried
-// ([Config.Retry]). With [Config.GroupCommit], concurrent calls share
-// transactions and dirty marks; a call whose ctx ends while its group is
-// being committed returns an error matching [dialect.ErrOutcomeUnknown]
-// (the change may be recorded: send it again, its event id makes that
-// safe).
+// ([Config.Retry]).
 func (c *Coalescer) Accept(ctx context.Context, ch Change) (Receipt, error) {
 	if err := check(ch); err != nil {
 		return Receipt{}, err
 	}
 	if err := c.pressure(ctx); err != nil {
 		return Receipt{}, err
-	}
-	if c.cfg.GroupCommit {
-		return c.acceptGrouped(ctx, ch)
 	}
 	var r Receipt
 	err := dialect.Retry(ctx, c.cfg.Retry, "coalesce accept", func() error {

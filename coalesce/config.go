@@ -52,16 +52,6 @@ type Config struct {
 	// RetryAfter is the delay an [*OverloadError] suggests; default 1 s.
 	RetryAfter time.Duration
 
-	// GroupCommit makes concurrent [Coalescer.Accept] calls of this
-	// coalescer share transactions: while one group of changes commits,
-	// the calls that arrive wait and are committed together next (up to
-	// [MaxGroup] changes a transaction), and each key of a group is marked
-	// dirty once. It saves a commit (a log flush) per change under
-	// concurrent load and costs nothing when calls come one at a time.
-	// A stale change is refused alone; any other failure of the group's
-	// transaction fails every change of the group.
-	GroupCommit bool
-
 	// Retry bounds the retries of the coalescer's own transactions on
 	// deadlocks and serialization failures; the zero value means
 	// [dialect.RetryPolicy]'s defaults.
