@@ -359,15 +359,17 @@ func (f *Flusher) readChanges(ctx context.Context, tx *sql.Tx, key string) ([]Re
 // Unstrand marks dirty the keys of changes older than StrandAfter that are
 // unfolded while their key is neither pending nor being flushed (the
 // process that accepted them died between recording them and marking
-// their key), and returns how many keys it marked. Run calls it every
-// StrandAfter.
+// their key), at most 1000 keys a call, and returns how many keys it
+// marked. Run calls it every StrandAfter. It reads the unfolded changes
+// older than StrandAfter through an index, but all of them: with a backlog
+// of many old changes whose keys are dirty anyway, raise StrandAfter.
 func (f *Flusher) Unstrand(ctx context.Context) (int, error) {
 	rows, err := f.c.db.QueryContext(ctx, f.c.sq.stranded, f.cfg.StrandAfter.Milliseconds())
 	if err != nil {
 		return 0, fmt.Errorf("coalesce: unstrand: %w", err)
 	}
 	var keys []string
-	for rows.Next() && len(keys) < 1000 {
+	for rows.Next() {
 		var k string
 		if err := rows.Scan(&k); err != nil {
 			rows.Close()
