@@ -205,6 +205,10 @@ func TestFoldFailure(t *testing.T) {
 		n, err := f.Flush(ctx)
 		require.NoError(t, err)
 		require.Zero(t, n)
+		// A parked key's changes do not age the backlog.
+		dirty, oldest, err := co.Backlog(ctx)
+		require.NoError(t, err)
+		require.Equal(t, [2]int64{0, 0}, [2]int64{dirty, int64(oldest)})
 
 		failing = false
 		un, err := f.Claimer().Unpark(ctx, true)

@@ -377,7 +377,9 @@ func (c *Coalescer) Versions(ctx context.Context, key string) (accepted, persist
 }
 
 // Backlog returns the number of dirty keys (pending or being flushed) and
-// the age of the oldest unfolded change on the database clock.
+// the age of the oldest unfolded change on the database clock, leaving out
+// the changes of parked keys (they wait for an operator; the keys table's
+// claimer lists them: [Flusher.Claimer]).
 func (c *Coalescer) Backlog(ctx context.Context) (dirty int64, oldest time.Duration, err error) {
 	if err := c.db.QueryRowContext(ctx, c.sq.backlog).Scan(&dirty); err != nil {
 		return 0, 0, c.wrap("backlog", err)

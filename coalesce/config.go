@@ -43,7 +43,7 @@ type Config struct {
 	MaxBacklog int64
 	// MaxAge, if positive, is how old the oldest unfolded change may be,
 	// on the database clock: above it Accept refuses with an
-	// [*OverloadError].
+	// [*OverloadError]. Changes of parked keys do not count.
 	MaxAge time.Duration
 	// PressureInterval is how long a measure of the backlog and of the
 	// oldest change is reused by Accept before it is read again; default

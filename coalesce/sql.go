@@ -142,7 +142,10 @@ func newStatements(e engine, cfg Config) statements {
 
 	s.versions = b("SELECT COALESCE((SELECT MAX(last_seq) FROM " + src + " WHERE change_key = ?), 0), COALESCE((SELECT persisted FROM " + keys + " WHERE change_key = ?), 0)")
 	s.backlog = "SELECT COUNT(*) FROM " + keys + " WHERE status IN ('" + statusPending + "', '" + statusProcessing + "')"
-	s.oldest = "SELECT COALESCE(" + now + " - MIN(accepted_at), 0) FROM " + ch + " WHERE folded_at IS NULL"
+	// Changes of parked keys wait for an operator, not for the flushers:
+	// they do not count, or one poison key would refuse every change.
+	s.oldest = "SELECT COALESCE(" + now + " - MIN(c.accepted_at), 0) FROM " + ch + " c WHERE c.folded_at IS NULL" +
+		" AND NOT EXISTS (SELECT 1 FROM " + keys + " k WHERE k.change_key = c.change_key AND k.status = '" + statusFailed + "')"
 	s.stranded = b("SELECT DISTINCT c.change_key FROM " + ch + " c LEFT JOIN " + keys + " k ON k.change_key = c.change_key" +
 		" WHERE c.folded_at IS NULL AND c.accepted_at < " + now + " - ? AND (k.change_key IS NULL OR k.status = '" + statusDone + "')")
 	return s

@@ -61,7 +61,7 @@ SELECT COALESCE((SELECT MAX(last_seq) FROM "coalesce_sources" WHERE change_key =
 SELECT COUNT(*) FROM "coalesce_keys" WHERE status IN ('PENDING', 'PROCESSING');
 
 -- oldest
-SELECT COALESCE(CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT) - MIN(accepted_at), 0) FROM "coalesce_changes" WHERE folded_at IS NULL;
+SELECT COALESCE(CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT) - MIN(c.accepted_at), 0) FROM "coalesce_changes" c WHERE c.folded_at IS NULL AND NOT EXISTS (SELECT 1 FROM "coalesce_keys" k WHERE k.change_key = c.change_key AND k.status = 'FAILED');
 
 -- stranded
 SELECT DISTINCT c.change_key FROM "coalesce_changes" c LEFT JOIN "coalesce_keys" k ON k.change_key = c.change_key WHERE c.folded_at IS NULL AND c.accepted_at < CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT) - $1 AND (k.change_key IS NULL OR k.status = 'DONE');
