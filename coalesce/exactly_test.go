@@ -156,7 +156,7 @@ func TestExactlyOnce(t *testing.T) {
 		}
 		s := newSent()
 		start := time.Now()
-		writeLoad(t, ctx, co, "x", 8, 40, s)
+		writeLoad(t, ctx, co, "x", 8, 25, s)
 		accepted := time.Since(start)
 		waitDrained(t, ctx, co, 60*time.Second)
 		cancel()

@@ -120,7 +120,7 @@ func TestKillFlusher(t *testing.T) {
 		writersDone := make(chan struct{})
 		go func() {
 			defer close(writersDone)
-			writeLoad(t, ctx, co, "kill", 4, 40, s)
+			writeLoad(t, ctx, co, "kill", 4, 30, s)
 		}()
 		for round, kills := range []int{3, 8} {
 			cmd, lines := startChild(t, c)
