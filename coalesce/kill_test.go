@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -62,6 +64,9 @@ func runChild() error {
 	if err != nil {
 		return err
 	}
+	if os.Getenv(envRole) == "acceptor" {
+		return acceptForever(ctx, co)
+	}
 	sum := sumFold(c.Dollar)
 	f, err := co.Flusher(coalesce.FlusherConfig{
 		BatchSize: 3, PollMax: 20 * time.Millisecond, HeartbeatInterval: killHeartbeat,
@@ -81,12 +86,40 @@ func runChild() error {
 	return f.Run(ctx)
 }
 
-// startChild starts a flusher child on c's database and returns it with
-// a channel of its output lines.
-func startChild(t *testing.T, c *testengine.Conn) (*exec.Cmd, <-chan string) {
+// acceptForever accepts changes from four goroutines until the process is
+// killed, printing a line per receipt: half for one hot key, each
+// goroutine a source of its own with increasing sequences, every fifth
+// change sent twice.
+func acceptForever(ctx context.Context, co *coalesce.Coalescer) error {
+	errs := make(chan error, 4)
+	for w := range 4 {
+		go func() {
+			for i := 1; ; i++ {
+				key := "hot"
+				if i%2 == 0 {
+					key = "k" + strconv.Itoa(i%7)
+				}
+				ch := coalesce.Change{Key: key, EventID: fmt.Sprintf("a%d-%d-%d", os.Getpid(), w, i),
+					Source: fmt.Sprintf("a%d-%d", os.Getpid(), w), Seq: int64(i), Payload: []byte(strconv.Itoa(i % 13))}
+				for range 1 + min(1, i%5) {
+					if _, err := co.Accept(ctx, ch); err != nil {
+						errs <- err
+						return
+					}
+				}
+				fmt.Println("accepted", key)
+			}
+		}()
+	}
+	return <-errs
+}
+
+// startChild starts a child on c's database in role (flusher or
+// acceptor) and returns it with a channel of its output lines.
+func startChild(t *testing.T, c *testengine.Conn, role string) (*exec.Cmd, <-chan string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envRole+"=flusher", envEngine+"="+c.Engine, envDSN+"="+c.DSN)
+	cmd.Env = append(os.Environ(), envRole+"="+role, envEngine+"="+c.Engine, envDSN+"="+c.DSN)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -123,7 +156,7 @@ func TestKillFlusher(t *testing.T) {
 			writeLoad(t, ctx, co, "kill", 4, 30, s)
 		}()
 		for round, kills := range []int{3, 8} {
-			cmd, lines := startChild(t, c)
+			cmd, lines := startChild(t, c, "flusher")
 			folded := 0
 			timeout := time.After(60 * time.Second)
 		wait:
@@ -160,6 +193,70 @@ func TestKillFlusher(t *testing.T) {
 		}
 		t.Logf("%s: reaper returned %d keys", c.Engine, reaped)
 		drain(t, ctx, c, f)
+		verify(t, c, s)
+	})
+}
+
+// TestKillAcceptor: acceptor children, with a flusher running, are
+// SIGKILLed after a random number of receipts (some between a change's
+// commit and its key's dirty mark, maybe); every change the changes table
+// holds is then folded exactly once, the stranded ones through Unstrand.
+func TestKillAcceptor(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, c *testengine.Conn) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		co := newCoalescer(t, c, coalesce.Config{})
+		f := newFlusher(t, c, co, coalesce.FlusherConfig{PollMax: 20 * time.Millisecond, StrandAfter: 300 * time.Millisecond})
+		done := make(chan error, 1)
+		go func() { done <- f.Run(ctx) }()
+		for round, kills := range []int{40, 90} {
+			cmd, lines := startChild(t, c, "acceptor")
+			accepted := 0
+			timeout := time.After(60 * time.Second)
+		wait:
+			for {
+				select {
+				case l, ok := <-lines:
+					require.True(t, ok, "acceptor %d exited early", round)
+					if strings.HasPrefix(l, "accepted") {
+						if accepted++; accepted >= kills {
+							break wait
+						}
+					}
+				case <-timeout:
+					t.Fatalf("acceptor %d accepted only %d changes in 60 s", round, accepted)
+				}
+			}
+			require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+			_ = cmd.Wait()
+			t.Logf("%s: acceptor %d killed after %d receipts; unfolded changes of keys not dirty now: %d", c.Engine, round, accepted,
+				count(t, c, `SELECT COUNT(*) FROM coalesce_changes c LEFT JOIN coalesce_keys k ON k.change_key = c.change_key
+					WHERE c.folded_at IS NULL AND (k.change_key IS NULL OR k.status = 'DONE')`))
+		}
+		// Run's Unstrand finds changes whose mark the kill prevented.
+		deadline := time.Now().Add(30 * time.Second)
+		for count(t, c, "SELECT COUNT(*) FROM coalesce_changes WHERE folded_at IS NULL") > 0 {
+			require.True(t, time.Now().Before(deadline), "changes left unfolded")
+			time.Sleep(50 * time.Millisecond)
+		}
+		waitDrained(t, ctx, co, 30*time.Second)
+		cancel()
+		require.NoError(t, <-done)
+		// The expected state, from the changes table itself.
+		s := newSent()
+		rows, err := c.DB.Query("SELECT change_key, payload FROM coalesce_changes")
+		require.NoError(t, err)
+		for rows.Next() {
+			var key string
+			var p []byte
+			require.NoError(t, rows.Scan(&key, &p))
+			d, err := strconv.ParseInt(string(p), 10, 64)
+			require.NoError(t, err)
+			s.add(key, d)
+		}
+		require.NoError(t, rows.Err())
+		rows.Close()
+		require.NotEmpty(t, s.number)
 		verify(t, c, s)
 	})
 }
