@@ -230,8 +230,11 @@ func (f *Flusher) Flush(ctx context.Context) (int, error) {
 		key, _ := r.ID.(string)
 		kctx, kcancel := b.RowContext(bctx, r.ID)
 		err := f.flushKey(kctx, b, key)
+		// A key lost to a reaper (or past the batch's local deadline) is
+		// its new holder's now: not an error of this flush.
+		lost := kctx.Err() != nil && errors.Is(context.Cause(kctx), dialect.ErrClaimLost)
 		kcancel()
-		if err == nil || errors.Is(err, dialect.ErrClaimLost) {
+		if err == nil || lost || errors.Is(err, dialect.ErrClaimLost) {
 			continue
 		}
 		var fe *foldError
