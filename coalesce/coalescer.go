@@ -114,7 +114,13 @@ func check(ch Change) error {
 // is sure to fold the change, so a hot key's writers do not queue on its
 // row. Deadlocks and serialization failures are retried
 // ([Config.Retry]).
-func (c *Coalescer) Accept(ctx context.Context, ch Change) (Receipt, error) {
+func (c *Coalescer) Accept(ctx context.Context, ch Change) (r Receipt, err error) {
+	start := time.Now()
+	defer func() { c.observeAccept(ctx, start, ch.Key, r, false, err) }()
+	return c.accept(ctx, ch)
+}
+
+func (c *Coalescer) accept(ctx context.Context, ch Change) (Receipt, error) {
 	if err := check(ch); err != nil {
 		return Receipt{}, err
 	}
@@ -154,7 +160,13 @@ func (c *Coalescer) Accept(ctx context.Context, ch Change) (Receipt, error) {
 // that row stays locked until tx ends: a change that is not committed yet
 // cannot be seen by a flush, so the mark must commit with it. Prefer
 // Accept for hot keys. Backpressure applies as in Accept.
-func (c *Coalescer) AcceptTx(ctx context.Context, tx *sql.Tx, ch Change) (Receipt, error) {
+func (c *Coalescer) AcceptTx(ctx context.Context, tx *sql.Tx, ch Change) (r Receipt, err error) {
+	start := time.Now()
+	defer func() { c.observeAccept(ctx, start, ch.Key, r, true, err) }()
+	return c.acceptTx(ctx, tx, ch)
+}
+
+func (c *Coalescer) acceptTx(ctx context.Context, tx *sql.Tx, ch Change) (Receipt, error) {
 	if tx == nil {
 		return Receipt{}, invalid("tx", "is nil")
 	}

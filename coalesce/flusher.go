@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/claimlock/claimlock/claim"
@@ -265,10 +266,15 @@ func (e *foldError) Unwrap() error { return e.err }
 // retrying it on deadlocks and serialization failures until its ack has
 // been written (the batch then considers the key acked, and a rolled-back
 // transaction leaves it to the batch's release).
-func (f *Flusher) flushKey(ctx context.Context, b *claim.Batch[struct{}], key string) error {
+func (f *Flusher) flushKey(ctx context.Context, b *claim.Batch[struct{}], key string) (err error) {
+	start := time.Now()
+	folded := 0
+	defer func() {
+		f.c.observeFold(ctx, start, key, folded, slices.Contains(b.Requeued(), any(key)), err)
+	}()
 	acked := false
 	var commitErr error
-	err := dialect.Retry(ctx, f.c.cfg.Retry, "coalesce fold", func() error {
+	err = dialect.Retry(ctx, f.c.cfg.Retry, "coalesce fold", func() error {
 		if acked {
 			return nil // unreachable: fn returns nil once the ack is written
 		}
@@ -281,6 +287,7 @@ func (f *Flusher) flushKey(ctx context.Context, b *claim.Batch[struct{}], key st
 		if err != nil {
 			return err
 		}
+		folded = len(recs)
 		if len(recs) > 0 {
 			if err := f.fold(ctx, tx, key, recs); err != nil {
 				return err
