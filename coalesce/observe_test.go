@@ -87,4 +87,3 @@ func TestObserver(t *testing.T) {
 		require.Len(t, of(claim.OpFail), 1)
 	})
 }
-
