@@ -285,3 +285,37 @@ func TestMaxChanges(t *testing.T) {
 		require.Equal(t, [2]int64{7, 7}, [2]int64{acc, per})
 	})
 }
+
+// TestPrune: with Retain, changes folded longer ago are deleted, unfolded
+// and recent ones kept; a resend of a pruned change is accepted again.
+func TestPrune(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, c *testengine.Conn) {
+		ctx := context.Background()
+		co := newCoalescer(t, c, coalesce.Config{})
+		f := newFlusher(t, c, co, coalesce.FlusherConfig{Retain: 300 * time.Millisecond})
+		for i := range 3 {
+			_, err := co.Accept(ctx, coalesce.Change{Key: "r", EventID: "r" + strconv.Itoa(i), Payload: []byte("1")})
+			require.NoError(t, err)
+		}
+		drain(t, ctx, c, f)
+		_, err := co.Accept(ctx, coalesce.Change{Key: "r", EventID: "unfolded", Payload: []byte("1")})
+		require.NoError(t, err)
+		n, err := f.Prune(ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "folded too recently")
+		time.Sleep(500 * time.Millisecond)
+		n, err = f.Prune(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(3), n)
+		require.Equal(t, int64(1), count(t, c, "SELECT COUNT(*) FROM coalesce_changes"))
+		r, err := co.Accept(ctx, coalesce.Change{Key: "r", EventID: "r0", Payload: []byte("1")})
+		require.NoError(t, err)
+		require.False(t, r.Duplicate, "its first acceptance was pruned")
+		drain(t, ctx, c, f)
+		total, _, _ := stateOf(t, c, "r")
+		require.Equal(t, int64(5), total)
+		n, err = newFlusher(t, c, co, coalesce.FlusherConfig{}).Prune(ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "without Retain nothing is deleted")
+	})
+}

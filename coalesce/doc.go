@@ -58,9 +58,9 @@
 //	     version, flush_version, persisted, folded)
 //	sources(change_key, source, last_seq; PK (change_key, source))
 //
-// Folded changes stay in the changes table (their event ids keep
-// duplicates out); delete old folded rows with your own job if the table
-// must not grow, knowing that a change resent after its row is deleted is
+// Folded changes stay in the changes table, their event ids keeping
+// resends out, until [FlusherConfig.Retain] has passed: then [Flusher.Run]
+// deletes them ([Flusher.Prune]), and a change resent after that is
 // accepted again.
 //
 // See docs/coalesce.md for when to coalesce, the crash window and what

@@ -62,6 +62,12 @@ type FlusherConfig struct {
 	// key goes back to pending after each), so that no transaction grows
 	// with the backlog.
 	MaxChanges int
+	// Retain, if positive, is how long folded changes are kept, on the
+	// database clock: Run deletes older ones every StrandAfter
+	// ([Flusher.Prune]). While a change is kept its event id refuses
+	// resends; once it is deleted a resend is accepted as new, so keep
+	// folded changes longer than any client retries. Zero keeps them.
+	Retain time.Duration
 	// StrandAfter is how old an unfolded change of a key that is not dirty
 	// must be before the flusher marks its key dirty again (a process that
 	// died between recording a change and marking its key leaves such a
@@ -90,8 +96,8 @@ func (c *Coalescer) Flusher(fc FlusherConfig) (*Flusher, error) {
 		return nil, invalid("BatchSize", "must be between 0 and %d", claim.MaxBatchSize)
 	case fc.MaxChanges < 0 || fc.MaxChanges > 10000:
 		return nil, invalid("MaxChanges", "must be between 0 and 10000")
-	case fc.Linger < 0, fc.PollMin < 0, fc.PollMax < 0, fc.StrandAfter < 0:
-		return nil, invalid("Linger, PollMin, PollMax, StrandAfter", "must not be negative")
+	case fc.Linger < 0, fc.PollMin < 0, fc.PollMax < 0, fc.StrandAfter < 0, fc.Retain < 0:
+		return nil, invalid("Linger, PollMin, PollMax, StrandAfter, Retain", "must not be negative")
 	}
 	if fc.BatchSize == 0 {
 		fc.BatchSize = 16
@@ -136,7 +142,8 @@ func (f *Flusher) Claimer() *claim.Claimer[struct{}] { return f.claimer }
 // Run flushes until ctx ends, then returns nil: it claims dirty keys,
 // folds each (see [Flusher.Flush]), pauses Linger after a short batch and
 // polls with a backoff while nothing is dirty; now and then it marks the
-// keys of stranded changes dirty (FlusherConfig.StrandAfter). Errors that
+// keys of stranded changes dirty (FlusherConfig.StrandAfter) and, with
+// FlusherConfig.Retain, deletes old folded changes. Errors that
 // running again cannot cure ([dialect.IsPermanent]) stop it; others are
 // logged and retried after a pause.
 func (f *Flusher) Run(ctx context.Context) error {
@@ -146,6 +153,11 @@ func (f *Flusher) Run(ctx context.Context) error {
 		if !time.Now().Before(nextSweep) {
 			if _, err := f.Unstrand(ctx); err != nil && ctx.Err() == nil {
 				f.c.cfg.Logger.Warn("coalesce: looking for stranded changes", "err", err)
+			}
+			if f.cfg.Retain > 0 {
+				if _, err := f.Prune(ctx); err != nil && ctx.Err() == nil {
+					f.c.cfg.Logger.Warn("coalesce: pruning folded changes", "err", err)
+				}
 			}
 			nextSweep = time.Now().Add(f.cfg.StrandAfter)
 		}
@@ -397,4 +409,29 @@ func (f *Flusher) Unstrand(ctx context.Context) (int, error) {
 		}
 	}
 	return len(keys), nil
+}
+
+// Prune deletes the changes folded more than Retain ago, in statements of
+// at most 1000 rows, and returns how many it deleted. Without a Retain it
+// deletes nothing. Run calls it every StrandAfter.
+func (f *Flusher) Prune(ctx context.Context) (int64, error) {
+	if f.cfg.Retain <= 0 {
+		return 0, nil
+	}
+	var total int64
+	for {
+		var n int64
+		err := dialect.Retry(ctx, f.c.cfg.Retry, "coalesce prune", func() error {
+			var err error
+			n, err = execN(ctx, f.c.db, f.c.sq.prune, f.cfg.Retain.Milliseconds())
+			return err
+		})
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("coalesce: prune: %w", err)
+		}
+		if n < 1000 {
+			return total, nil
+		}
+	}
 }

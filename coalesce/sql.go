@@ -115,6 +115,8 @@ type statements struct {
 	startFlush, readChanges, bumpHeld, markFolded, persist string
 	// reads
 	versions, backlog, oldest, stranded string
+	// retention
+	prune string
 }
 
 func newStatements(e engine, cfg Config) statements {
@@ -148,6 +150,13 @@ func newStatements(e engine, cfg Config) statements {
 		" AND NOT EXISTS (SELECT 1 FROM " + keys + " k WHERE k.change_key = c.change_key AND k.status = '" + statusFailed + "')"
 	s.stranded = b("SELECT DISTINCT c.change_key FROM " + ch + " c LEFT JOIN " + keys + " k ON k.change_key = c.change_key" +
 		" WHERE c.folded_at IS NULL AND c.accepted_at < " + now + " - ? AND (k.change_key IS NULL OR k.status = '" + statusDone + "')")
+	// At most 1000 rows a statement, so that a prune never holds many
+	// locks; MySQL has DELETE ... LIMIT, the others take the ids first.
+	if e == engMySQL {
+		s.prune = "DELETE FROM " + ch + " WHERE folded_at < " + now + " - ? LIMIT 1000"
+	} else {
+		s.prune = b("DELETE FROM " + ch + " WHERE id IN (SELECT id FROM " + ch + " WHERE folded_at < " + now + " - ? LIMIT 1000)")
+	}
 	return s
 }
 

@@ -62,3 +62,6 @@ SELECT COALESCE(CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED) - MIN(c.accepted_a
 
 -- stranded
 SELECT DISTINCT c.change_key FROM `coalesce_changes` c LEFT JOIN `coalesce_keys` k ON k.change_key = c.change_key WHERE c.folded_at IS NULL AND c.accepted_at < CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED) - ? AND (k.change_key IS NULL OR k.status = 'DONE');
+
+-- prune
+DELETE FROM `coalesce_changes` WHERE folded_at < CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED) - ? LIMIT 1000;

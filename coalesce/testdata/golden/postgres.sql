@@ -65,3 +65,6 @@ SELECT COALESCE(CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT) - M
 
 -- stranded
 SELECT DISTINCT c.change_key FROM "coalesce_changes" c LEFT JOIN "coalesce_keys" k ON k.change_key = c.change_key WHERE c.folded_at IS NULL AND c.accepted_at < CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT) - $1 AND (k.change_key IS NULL OR k.status = 'DONE');
+
+-- prune
+DELETE FROM "coalesce_changes" WHERE id IN (SELECT id FROM "coalesce_changes" WHERE folded_at < CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT) - $1 LIMIT 1000);

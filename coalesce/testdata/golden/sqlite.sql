@@ -65,3 +65,6 @@ SELECT COALESCE(CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) - MIN
 
 -- stranded
 SELECT DISTINCT c.change_key FROM "coalesce_changes" c LEFT JOIN "coalesce_keys" k ON k.change_key = c.change_key WHERE c.folded_at IS NULL AND c.accepted_at < CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) - ? AND (k.change_key IS NULL OR k.status = 'DONE');
+
+-- prune
+DELETE FROM "coalesce_changes" WHERE id IN (SELECT id FROM "coalesce_changes" WHERE folded_at < CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) - ? LIMIT 1000);
