@@ -25,6 +25,10 @@ const (
 	// finished, jobs paused (the Ops schedule.OpClaim, schedule.OpSkip,
 	// schedule.OpFinish, schedule.OpPause).
 	SourceSchedule Source = "schedule"
+	// SourceCoalesce is package coalesce: changes accepted and keys folded
+	// (the Ops coalesce.OpAccept, coalesce.OpFold); its flushers' claims
+	// and acks are package claim's events on the keys table.
+	SourceCoalesce Source = "coalesce"
 )
 
 // Op names an operation. Its value is its [Source], a dot and its name:

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/coalesce"
 	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/tasklock"
 	"github.com/claimlock/claimlock/zombie"
@@ -19,7 +20,8 @@ func TestOpsAreNamespaced(t *testing.T) {
 			claim.OpRelease, claim.OpCommit, claim.OpRollback, claim.OpLost},
 		observe.SourceTasklock: {tasklock.OpAcquire, tasklock.OpRenew, tasklock.OpRelease, tasklock.OpFinish,
 			tasklock.OpForceRelease, tasklock.OpLost},
-		observe.SourceZombie: {zombie.OpSweep, zombie.OpLeaseSweep, zombie.OpLeader},
+		observe.SourceZombie:   {zombie.OpSweep, zombie.OpLeaseSweep, zombie.OpLeader},
+		observe.SourceCoalesce: {coalesce.OpAccept, coalesce.OpFold},
 	}
 	seen := map[observe.Op]bool{}
 	for src, list := range ops {

@@ -1,0 +1,437 @@
+package coalesce
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// Record is a change as the fold receives it: the change as accepted and
+// its row id in the changes table.
+type Record struct {
+	ID int64
+	Change
+}
+
+// FoldFunc applies a key's unfolded changes to its state. It runs in tx,
+// the transaction that also marks those changes folded and completes the
+// key, so the state's writes must go through tx: they commit together with
+// the marks, and a change is folded exactly once whatever crashes. changes
+// are in the order they were accepted (for one source, sequence order) and
+// never empty. An error rolls tx back: a retryable one
+// ([dialect.IsRetryable]) runs the fold again, any other fails the key
+// (retried after the backoff, parked after the maximum attempts; see
+// [FlusherConfig]).
+type FoldFunc func(ctx context.Context, tx *sql.Tx, key string, changes []Record) error
+
+// FlusherConfig configures a [Flusher]. Zero values take the documented
+// defaults.
+type FlusherConfig struct {
+	// Fold applies changes to the state (required).
+	Fold FoldFunc
+	// BatchSize is how many dirty keys one claim takes; default 16.
+	// Each key is folded in a transaction of its own.
+	BatchSize int
+	// Linger is how long a flusher waits after a round that claimed fewer
+	// keys than BatchSize, letting changes accumulate (more changes per
+	// state write); default 0.
+	Linger time.Duration
+	// PollMin and PollMax bound the jittered, doubling pause while no key
+	// is dirty (a key dirtied by this process's coalescer wakes the
+	// flusher at once); default 10 ms and 1 s.
+	PollMin, PollMax time.Duration
+	// MaxAttempts is how many failed folds park a key; zero means
+	// [dialect.DefaultMaxAttempts]. Backoff is the pause before a failed
+	// key is tried again, given its attempts; nil means
+	// [claim.DefaultBackoff].
+	MaxAttempts int
+	Backoff     func(attempts int) time.Duration
+	// ReapTimeout and HeartbeatInterval are the claim's (see
+	// [claim.Config]): declare the reaper's timeout so a flusher stops
+	// before its keys can be reaped, and heartbeat well within it.
+	ReapTimeout, HeartbeatInterval time.Duration
+	// MaxChanges is the most changes one fold takes; default 1000. A key
+	// with more unfolded changes is folded in several transactions (the
+	// key goes back to pending after each), so that no transaction grows
+	// with the backlog.
+	MaxChanges int
+	// Retain, if positive, is how long folded changes are kept, on the
+	// database clock: Run deletes older ones every StrandAfter
+	// ([Flusher.Prune]). While a change is kept its event id refuses
+	// resends; once it is deleted a resend is accepted as new, so keep
+	// folded changes longer than any client retries. Zero keeps them.
+	Retain time.Duration
+	// StrandAfter is how old an unfolded change of a key that is not dirty
+	// must be before the flusher marks its key dirty again (a process that
+	// died between recording a change and marking its key leaves such a
+	// change); it is also how often a flusher looks for them. Default 10 s.
+	StrandAfter time.Duration
+}
+
+// Flusher claims dirty keys and folds their changes. Any number of
+// flushers, in any number of processes, may run on the same tables: a key
+// is held by one at a time (a claim of package claim on the keys table).
+type Flusher struct {
+	c       *Coalescer
+	cfg     FlusherConfig
+	claimer *claim.Claimer[struct{}]
+	// keys is the claim config, for a reaper (zombie) of the keys table.
+	keys claim.Config
+}
+
+// Flusher returns a flusher of c's tables, or an error wrapping
+// [dialect.ErrInvalidConfig] naming the bad field.
+func (c *Coalescer) Flusher(fc FlusherConfig) (*Flusher, error) {
+	switch {
+	case fc.Fold == nil:
+		return nil, invalid("Fold", "is nil")
+	case fc.BatchSize < 0 || fc.BatchSize > claim.MaxBatchSize:
+		return nil, invalid("BatchSize", "must be between 0 and %d", claim.MaxBatchSize)
+	case fc.MaxChanges < 0 || fc.MaxChanges > 10000:
+		return nil, invalid("MaxChanges", "must be between 0 and 10000")
+	case fc.Linger < 0, fc.PollMin < 0, fc.PollMax < 0, fc.StrandAfter < 0, fc.Retain < 0:
+		return nil, invalid("Linger, PollMin, PollMax, StrandAfter, Retain", "must not be negative")
+	}
+	if fc.BatchSize == 0 {
+		fc.BatchSize = 16
+	}
+	if fc.PollMin == 0 {
+		fc.PollMin = 10 * time.Millisecond
+	}
+	if fc.PollMax == 0 {
+		fc.PollMax = time.Second
+	}
+	if fc.PollMax < fc.PollMin {
+		return nil, invalid("PollMax", "%v is below PollMin %v", fc.PollMax, fc.PollMin)
+	}
+	if fc.MaxChanges == 0 {
+		fc.MaxChanges = 1000
+	}
+	if fc.StrandAfter == 0 {
+		fc.StrandAfter = 10 * time.Second
+	}
+	cc := claimConfig(c.cfg)
+	cc.BatchSize, cc.MaxAttempts, cc.Backoff = fc.BatchSize, fc.MaxAttempts, fc.Backoff
+	cc.ReapTimeout, cc.HeartbeatInterval = fc.ReapTimeout, fc.HeartbeatInterval
+	cl, err := claim.New[struct{}](c.d, cc, nil)
+	if err != nil {
+		return nil, fmt.Errorf("coalesce: flusher: %w", err)
+	}
+	return &Flusher{c: c, cfg: fc, claimer: cl, keys: cc}, nil
+}
+
+// ClaimConfig returns the claim configuration of the keys table, for
+// a reaper (zombie.New) that returns the keys of dead flushers: a
+// flusher killed mid-flush leaves its keys processing until a reaper's
+// timeout, and their changes unfolded (nothing of an uncommitted fold
+// remains).
+func (f *Flusher) ClaimConfig() claim.Config { return f.keys }
+
+// Claimer returns the claimer of the keys table: its Stats, List and
+// Unpark are the operator's view of the keys (a parked key's last_error
+// says why its fold failed).
+func (f *Flusher) Claimer() *claim.Claimer[struct{}] { return f.claimer }
+
+// Run flushes until ctx ends, then returns nil: it claims dirty keys,
+// folds each (see [Flusher.Flush]), pauses Linger after a short batch and
+// polls with a backoff while nothing is dirty; now and then it marks the
+// keys of stranded changes dirty (FlusherConfig.StrandAfter) and, with
+// FlusherConfig.Retain, deletes old folded changes. Errors that
+// running again cannot cure ([dialect.IsPermanent]) stop it; others are
+// logged and retried after a pause.
+func (f *Flusher) Run(ctx context.Context) error {
+	idle := 0
+	nextSweep := time.Now()
+	for ctx.Err() == nil {
+		if !time.Now().Before(nextSweep) {
+			if _, err := f.Unstrand(ctx); err != nil && ctx.Err() == nil {
+				f.c.cfg.Logger.Warn("coalesce: looking for stranded changes", "err", err)
+			}
+			if f.cfg.Retain > 0 {
+				if _, err := f.Prune(ctx); err != nil && ctx.Err() == nil {
+					f.c.cfg.Logger.Warn("coalesce: pruning folded changes", "err", err)
+				}
+			}
+			nextSweep = time.Now().Add(f.cfg.StrandAfter)
+		}
+		n, err := f.Flush(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil && dialect.IsPermanent(err):
+			return err
+		case err != nil:
+			f.c.cfg.Logger.Error("coalesce: flush", "err", err)
+			f.sleep(ctx, f.cfg.PollMax, false)
+		case n == 0:
+			d := f.cfg.PollMin << min(idle, 20)
+			f.sleep(ctx, min(d, f.cfg.PollMax), true)
+			idle++
+		default:
+			idle = 0
+			if n < f.cfg.BatchSize {
+				f.sleep(ctx, f.cfg.Linger, false)
+			}
+		}
+	}
+	return nil
+}
+
+// sleep waits d (jittered to [d/2, d] when jitter is set), or less if ctx
+// ends or, with jitter (an idle poll), a key becomes dirty in this
+// process.
+func (f *Flusher) sleep(ctx context.Context, d time.Duration, jitter bool) {
+	if d <= 0 {
+		return
+	}
+	var wake chan struct{}
+	if jitter {
+		d = d/2 + rand.N(d/2+1)
+		wake = f.c.wake
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-wake:
+	}
+}
+
+// Flush claims up to BatchSize dirty keys and folds each, returning how
+// many it claimed. For each key, in one transaction: read the key's
+// unfolded changes, call Fold, mark the changes folded, record the
+// highest sequence as persisted, and ack the key by version
+// ([claim.Batch.AckTx]): a key that got a change since the claim goes back
+// to pending instead of done and is flushed again. A fold that fails fails
+// its key ([claim.Batch.Fail]); a key lost to a reaper is left to its new
+// holder. Run calls Flush in a loop; call it yourself for a hand-written
+// loop.
+func (f *Flusher) Flush(ctx context.Context) (int, error) {
+	b, err := f.claimer.Claim(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if b.Len() == 0 {
+		return 0, nil
+	}
+	stop := b.KeepAlive(context.WithoutCancel(ctx))
+	defer stop()
+	// Keys still held at the end (a fold whose transaction rolled back
+	// after its ack) go back to pending.
+	defer func() { _, _ = b.Release(context.WithoutCancel(ctx)) }()
+	bctx, cancel := b.Context(ctx)
+	defer cancel()
+	// Record the version each key starts from, committed before any
+	// change is read: writers skip their dirty mark when a bump since then
+	// already guarantees a requeue (see Coalescer.markDirty).
+	if err := dialect.Retry(bctx, f.c.cfg.Retry, "coalesce start flush", func() error {
+		_, err := f.c.db.ExecContext(bctx, f.c.sq.startFlush, b.Token())
+		return err
+	}); err != nil {
+		return b.Len(), fmt.Errorf("coalesce: flush: %w", err)
+	}
+	var errs []error
+	for _, r := range b.Rows() {
+		key, _ := r.ID.(string)
+		kctx, kcancel := b.RowContext(bctx, r.ID)
+		err := f.flushKey(kctx, b, key)
+		// A key lost to a reaper (or past the batch's local deadline) is
+		// its new holder's now: not an error of this flush.
+		lost := kctx.Err() != nil && errors.Is(context.Cause(kctx), dialect.ErrClaimLost)
+		kcancel()
+		if err == nil || lost || errors.Is(err, dialect.ErrClaimLost) {
+			continue
+		}
+		var fe *foldError
+		if errors.As(err, &fe) {
+			if ferr := b.Fail(context.WithoutCancel(ctx), r.ID, fe.err); ferr != nil && !errors.Is(ferr, dialect.ErrClaimLost) {
+				errs = append(errs, ferr)
+			}
+			continue
+		}
+		errs = append(errs, fmt.Errorf("key %q: %w", key, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if len(errs) > 0 {
+		return b.Len(), fmt.Errorf("coalesce: flush: %w", errors.Join(errs...))
+	}
+	return b.Len(), nil
+}
+
+// foldError is a fold's own failure, which fails its key.
+type foldError struct{ err error }
+
+func (e *foldError) Error() string { return "fold: " + e.err.Error() }
+func (e *foldError) Unwrap() error { return e.err }
+
+// flushKey folds key's unfolded changes and acks it, in one transaction,
+// retrying it on deadlocks and serialization failures until its ack has
+// been written (the batch then considers the key acked, and a rolled-back
+// transaction leaves it to the batch's release).
+func (f *Flusher) flushKey(ctx context.Context, b *claim.Batch[struct{}], key string) (err error) {
+	start := time.Now()
+	folded := 0
+	defer func() {
+		f.c.observeFold(ctx, start, key, folded, slices.Contains(b.Requeued(), any(key)), err)
+	}()
+	acked := false
+	var commitErr error
+	err = dialect.Retry(ctx, f.c.cfg.Retry, "coalesce fold", func() error {
+		if acked {
+			return nil // unreachable: fn returns nil once the ack is written
+		}
+		tx, err := f.c.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback() }()
+		recs, err := f.readChanges(ctx, tx, key)
+		if err != nil {
+			return err
+		}
+		folded = len(recs)
+		if len(recs) > 0 {
+			if err := f.fold(ctx, tx, key, recs); err != nil {
+				return err
+			}
+		}
+		if len(recs) == f.cfg.MaxChanges {
+			// More may be waiting: move the version so that the ack
+			// sends the key back to pending for the rest.
+			if _, err := tx.ExecContext(ctx, f.c.sq.bumpHeld, key); err != nil {
+				return err
+			}
+		}
+		if err := b.AckTx(ctx, dialect.SQLTx(tx), key); err != nil {
+			return err
+		}
+		acked = true
+		// Not retried past this point: the batch considers the key acked,
+		// and if the commit failed, its release returns the key to pending.
+		if err := tx.Commit(); err != nil {
+			commitErr = fmt.Errorf("commit (the key goes back to pending): %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return commitErr
+}
+
+// fold calls the user's fold and marks recs folded in tx.
+func (f *Flusher) fold(ctx context.Context, tx *sql.Tx, key string, recs []Record) error {
+	if err := f.cfg.Fold(ctx, tx, key, recs); err != nil {
+		if dialect.IsRetryable(err) {
+			return err
+		}
+		return &foldError{err: err}
+	}
+	args := make([]any, len(recs))
+	var maxSeq int64
+	for i, r := range recs {
+		args[i] = r.ID
+		if r.Source != "" {
+			maxSeq = max(maxSeq, r.Seq)
+		}
+	}
+	q := f.c.e.bind(f.c.sq.markFolded) + f.c.e.in(len(recs), 1)
+	n, err := execN(ctx, tx, q, args...)
+	if err != nil {
+		return err
+	}
+	if n != int64(len(recs)) {
+		// Only a holder of the key folds its changes, and the changes read
+		// in this transaction were unfolded: another flush of the key ran
+		// concurrently (a reaper timeout shorter than a flush). Roll back.
+		return fmt.Errorf("key %q: %d of %d changes were folded by another flush meanwhile", key, int64(len(recs))-n, len(recs))
+	}
+	_, err = tx.ExecContext(ctx, f.c.sq.persist, maxSeq, len(recs), key)
+	return err
+}
+
+// readChanges reads key's first MaxChanges unfolded changes in id order.
+func (f *Flusher) readChanges(ctx context.Context, tx *sql.Tx, key string) ([]Record, error) {
+	rows, err := tx.QueryContext(ctx, f.c.sq.readChanges, key, f.cfg.MaxChanges)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var recs []Record
+	for rows.Next() {
+		r := Record{Change: Change{Key: key}}
+		if err := rows.Scan(&r.ID, &r.EventID, &r.Source, &r.Seq, &r.Payload); err != nil {
+			return nil, err
+		}
+		recs = append(recs, r)
+	}
+	return recs, rows.Err()
+}
+
+// Unstrand marks dirty the keys of changes older than StrandAfter that are
+// unfolded while their key is neither pending nor being flushed (the
+// process that accepted them died between recording them and marking
+// their key), at most 1000 keys a call, and returns how many keys it
+// marked. Run calls it every StrandAfter. It reads the unfolded changes
+// older than StrandAfter through an index, but all of them: with a backlog
+// of many old changes whose keys are dirty anyway, raise StrandAfter.
+func (f *Flusher) Unstrand(ctx context.Context) (int, error) {
+	rows, err := f.c.db.QueryContext(ctx, f.c.sq.stranded, f.cfg.StrandAfter.Milliseconds())
+	if err != nil {
+		return 0, fmt.Errorf("coalesce: unstrand: %w", err)
+	}
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("coalesce: unstrand: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("coalesce: unstrand: %w", err)
+	}
+	for i, k := range keys {
+		if err := dialect.Retry(ctx, f.c.cfg.Retry, "coalesce unstrand", func() error { return f.c.markDirty(ctx, k) }); err != nil {
+			return i, fmt.Errorf("coalesce: unstrand: key %q: %w", k, err)
+		}
+	}
+	return len(keys), nil
+}
+
+// Prune deletes the changes folded more than Retain ago, in statements of
+// at most 1000 rows, and returns how many it deleted. Without a Retain it
+// deletes nothing. Run calls it every StrandAfter.
+func (f *Flusher) Prune(ctx context.Context) (int64, error) {
+	if f.cfg.Retain <= 0 {
+		return 0, nil
+	}
+	var total int64
+	for {
+		var n int64
+		err := dialect.Retry(ctx, f.c.cfg.Retry, "coalesce prune", func() error {
+			var err error
+			n, err = execN(ctx, f.c.db, f.c.sq.prune, f.cfg.Retain.Milliseconds())
+			return err
+		})
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("coalesce: prune: %w", err)
+		}
+		if n < 1000 {
+			return total, nil
+		}
+	}
+}

@@ -1,0 +1,63 @@
+package coalesce
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/claimlock/claimlock/observe"
+)
+
+// The operations a coalescer and its flushers report to [Config.Observer],
+// as [observe.Event] with Source [observe.SourceCoalesce], Key the change's
+// key, Start, Duration and Err. The flushers' claims, acks and fails of the
+// keys table are package claim's events (claim.OpClaim, claim.OpAck, ...).
+const (
+	// OpAccept is an [Coalescer.Accept] or [Coalescer.AcceptTx] (Event.Tx):
+	// Event.Table is the changes table; Event.Rows is 1 when the change was
+	// recorded, 0 for a duplicate (Event.Err nil) and for a refusal or a
+	// failure (Event.Err set: errors.Is(err, ErrStale) for a stale
+	// sequence, errors.Is(err, ErrOverloaded) for backpressure).
+	OpAccept observe.Op = "coalesce.accept"
+	// OpFold is one key's fold transaction in a flush: Event.Table is
+	// the keys table; Event.Rows the changes folded (the coalescing ratio
+	// is the sum of Rows over the number of events with Rows > 0);
+	// Event.Requeued is 1 when the key's ack sent it back to pending
+	// because changes arrived during the flush; Event.Err the fold's or
+	// the transaction's error (a key lost to a reaper matches
+	// dialect.ErrClaimLost).
+	OpFold observe.Op = "coalesce.fold"
+)
+
+// observeAccept reports an accept that started at start.
+func (c *Coalescer) observeAccept(ctx context.Context, start time.Time, key string, r Receipt, tx bool, err error) {
+	if c.cfg.Observer == nil {
+		return
+	}
+	rows := 0
+	if err == nil && !r.Duplicate {
+		rows = 1
+	}
+	c.cfg.Observer.Observe(ctx, observe.Event{Source: observe.SourceCoalesce, Op: OpAccept, Table: c.cfg.ChangesTable,
+		Key: key, Start: start, Duration: time.Since(start), Err: err, Rows: rows, Tx: tx})
+}
+
+// observeFold reports a key's fold that started at start.
+func (c *Coalescer) observeFold(ctx context.Context, start time.Time, key string, folded int, requeued bool, err error) {
+	if c.cfg.Observer == nil {
+		return
+	}
+	e := observe.Event{Source: observe.SourceCoalesce, Op: OpFold, Table: c.cfg.KeysTable,
+		Key: key, Start: start, Duration: time.Since(start), Err: err}
+	if err == nil {
+		e.Rows = folded
+		if requeued {
+			e.Requeued = 1
+		}
+	}
+	var fe *foldError
+	if errors.As(err, &fe) {
+		e.Err = fe.err
+	}
+	c.cfg.Observer.Observe(ctx, e)
+}

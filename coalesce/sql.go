@@ -1,0 +1,180 @@
+package coalesce
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// engine is the little the coalescer's own statements need to know about
+// the server: its family, how it quotes names, its placeholders and its
+// clock in milliseconds.
+type engine int
+
+const (
+	engMySQL engine = iota
+	engPostgres
+	engSQLite
+)
+
+func engineOf(d dialect.Dialect) (engine, error) {
+	if d == nil {
+		return 0, invalid("Dialect", "is nil")
+	}
+	switch e := d.Capabilities().Engine; e {
+	case dialect.EngineMySQL, dialect.EngineMariaDB, dialect.EngineTiDB:
+		return engMySQL, nil
+	case dialect.EnginePostgreSQL:
+		return engPostgres, nil
+	case dialect.EngineSQLite:
+		return engSQLite, nil
+	default:
+		return 0, fmt.Errorf("coalesce: %w: engine %q", dialect.ErrNotSupported, e)
+	}
+}
+
+// quote quotes a validated (schema-qualified) name.
+func (e engine) quote(name string) string {
+	q := `"`
+	if e == engMySQL {
+		q = "`"
+	}
+	parts := strings.Split(name, ".")
+	for i, p := range parts {
+		parts[i] = q + p + q
+	}
+	return strings.Join(parts, ".")
+}
+
+// bind rewrites the ? placeholders of q to $1, $2, ... on PostgreSQL.
+// The statements hold no ? inside literals.
+func (e engine) bind(q string) string {
+	if e != engPostgres {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range q {
+		if c == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// nowMillis is the database clock as integer milliseconds since the Unix
+// epoch.
+func (e engine) nowMillis() string {
+	switch e {
+	case engMySQL:
+		return "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED)"
+	case engPostgres:
+		return "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"
+	default:
+		return "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+	}
+}
+
+// insertIgnore is an INSERT that skips a row whose unique key exists,
+// affecting no row then.
+func (e engine) insertIgnore(rest string) string {
+	if e == engMySQL {
+		return "INSERT IGNORE INTO " + rest
+	}
+	return "INSERT INTO " + rest + " ON CONFLICT DO NOTHING"
+}
+
+// greatest is the two-argument maximum.
+func (e engine) greatest() string {
+	if e == engSQLite {
+		return "MAX"
+	}
+	return "GREATEST"
+}
+
+// Status values of the keys table (the claim package's defaults).
+const (
+	statusPending    = "PENDING"
+	statusProcessing = "PROCESSING"
+	statusDone       = "DONE"
+	statusFailed     = "FAILED"
+)
+
+// statements are the coalescer's own SQL, built once from quoted names.
+// Values always travel as placeholders.
+type statements struct {
+	// intake
+	findEvent, bumpSource, insertSource, readSource, insertChange string
+	// the dirty mark
+	readKey, insertKey, bumpDone, bumpProcessing, bumpInTx string
+	// the flush
+	startFlush, readChanges, bumpHeld, markFolded, persist string
+	// reads
+	versions, backlog, oldest, stranded string
+	// retention
+	prune string
+}
+
+func newStatements(e engine, cfg Config) statements {
+	ch, keys, src := e.quote(cfg.ChangesTable), e.quote(cfg.KeysTable), e.quote(cfg.SourcesTable)
+	now := e.nowMillis()
+	var s statements
+	b := e.bind
+	s.findEvent = b("SELECT id, change_key, source, seq FROM " + ch + " WHERE event_id = ?")
+	s.bumpSource = b("UPDATE " + src + " SET last_seq = ? WHERE change_key = ? AND source = ? AND last_seq < ?")
+	s.insertSource = b(e.insertIgnore(src + " (change_key, source, last_seq) VALUES (?, ?, ?)"))
+	s.readSource = b("SELECT last_seq FROM " + src + " WHERE change_key = ? AND source = ?")
+	s.insertChange = b(e.insertIgnore(ch + " (change_key, event_id, source, seq, payload, accepted_at) VALUES (?, ?, ?, ?, ?, " + now + ")"))
+
+	s.readKey = b("SELECT status, version, flush_version FROM " + keys + " WHERE change_key = ?")
+	s.insertKey = b(e.insertIgnore(keys + " (change_key, status, version) VALUES (?, '" + statusPending + "', 1)"))
+	s.bumpDone = b("UPDATE " + keys + " SET status = '" + statusPending + "', version = version + 1 WHERE change_key = ? AND status = '" + statusDone + "' AND version = ?")
+	s.bumpProcessing = b("UPDATE " + keys + " SET version = version + 1 WHERE change_key = ? AND status = '" + statusProcessing + "' AND version = ?")
+	s.bumpInTx = b("UPDATE " + keys + " SET version = version + 1, status = CASE WHEN status = '" + statusDone + "' THEN '" + statusPending + "' ELSE status END WHERE change_key = ?")
+
+	s.startFlush = b("UPDATE " + keys + " SET flush_version = version WHERE token = ?")
+	s.readChanges = b("SELECT id, event_id, source, seq, payload FROM " + ch + " WHERE change_key = ? AND folded_at IS NULL ORDER BY id LIMIT ?")
+	s.bumpHeld = b("UPDATE " + keys + " SET version = version + 1 WHERE change_key = ?")
+	s.markFolded = "UPDATE " + ch + " SET folded_at = " + now + " WHERE folded_at IS NULL AND id IN "
+	s.persist = b("UPDATE " + keys + " SET persisted = " + e.greatest() + "(persisted, ?), folded = folded + ? WHERE change_key = ?")
+
+	s.versions = b("SELECT COALESCE((SELECT MAX(last_seq) FROM " + src + " WHERE change_key = ?), 0), COALESCE((SELECT persisted FROM " + keys + " WHERE change_key = ?), 0)")
+	s.backlog = "SELECT COUNT(*) FROM " + keys + " WHERE status IN ('" + statusPending + "', '" + statusProcessing + "')"
+	// Changes of parked keys wait for an operator, not for the flushers:
+	// they do not count, or one poison key would refuse every change.
+	s.oldest = "SELECT COALESCE(" + now + " - MIN(c.accepted_at), 0) FROM " + ch + " c WHERE c.folded_at IS NULL" +
+		" AND NOT EXISTS (SELECT 1 FROM " + keys + " k WHERE k.change_key = c.change_key AND k.status = '" + statusFailed + "')"
+	s.stranded = b("SELECT DISTINCT c.change_key FROM " + ch + " c LEFT JOIN " + keys + " k ON k.change_key = c.change_key" +
+		" WHERE c.folded_at IS NULL AND c.accepted_at < " + now + " - ? AND (k.change_key IS NULL OR k.status = '" + statusDone + "')")
+	// At most 1000 rows a statement, so that a prune never holds many
+	// locks; MySQL has DELETE ... LIMIT, the others take the ids first.
+	if e == engMySQL {
+		s.prune = "DELETE FROM " + ch + " WHERE folded_at < " + now + " - ? LIMIT 1000"
+	} else {
+		s.prune = b("DELETE FROM " + ch + " WHERE id IN (SELECT id FROM " + ch + " WHERE folded_at < " + now + " - ? LIMIT 1000)")
+	}
+	return s
+}
+
+// in returns "(?, ?, ...)" with n placeholders numbered from first on
+// PostgreSQL.
+func (e engine) in(n, first int) string {
+	var b strings.Builder
+	b.WriteByte('(')
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if e == engPostgres {
+			fmt.Fprintf(&b, "$%d", first+i)
+		} else {
+			b.WriteByte('?')
+		}
+	}
+	b.WriteByte(')')
+	return b.String()
+}
