@@ -1,10 +1,11 @@
 // Package claimotel reports claimlock's operations to OpenTelemetry: spans
 // and metrics for claims, acks, fails, snoozes, heartbeats and releases of
 // [claim.Claimer], sweeps of [zombie.Reaper] and [zombie.LeaseReaper], and
-// acquisitions, renewals, releases and losses of [tasklock] leases, and
-// the runs of [schedule] jobs.
+// acquisitions, renewals, releases and losses of [tasklock] leases, the
+// runs of [schedule] jobs, and the accepts and folds of a [coalesce]
+// coalescer.
 //
-// One [Observer] (an [observe.Observer]) serves all four packages; install
+// One [Observer] (an [observe.Observer]) serves all five packages; install
 // it as the Observer of their configs, beside others with [observe.Join]:
 //
 //	obs, err := claimotel.New() // the global tracer and meter providers
@@ -63,6 +64,14 @@
 // claimlock.schedule.claim, .finish, .skip and .pause, carrying the job
 // and, for .finish, the result; a fire time claimed by another process (or
 // none due) makes no span, as an empty claim of rows makes none.
+//
+// A coalescer's accepts are counted, never spans (an accept is one
+// request of a hot path, whose span is the caller's):
+// claimlock.coalesce.accepts by claimlock.coalesce.result (recorded,
+// duplicate, stale, overloaded, error). Each fold is a span,
+// claimlock.coalesce.fold, with the key, the changes folded and whether the
+// key was requeued; claimlock.coalesce.folds, .changes_folded (their ratio
+// is the coalescing ratio) and .requeued count them, by claimlock.table.
 //
 // Row metrics carry claimlock.table, lease metrics claimlock.lease.table.
 // Scope values and lease keys are left out of metrics by default: they are

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/coalesce"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/schedule"
@@ -16,12 +17,14 @@ import (
 	"github.com/claimlock/claimlock/zombie"
 )
 
-// Observe records an event of claim, tasklock, zombie or schedule as a
-// span and metrics; events of other sources are ignored.
+// Observe records an event of claim, tasklock, zombie, schedule or
+// coalesce as a span and metrics; events of other sources are ignored.
 func (o *Observer) Observe(ctx context.Context, e observe.Event) {
 	switch e.Source {
 	case observe.SourceSchedule:
 		o.observeSchedule(ctx, e)
+	case observe.SourceCoalesce:
+		o.observeCoalesce(ctx, e)
 	case observe.SourceClaim:
 		o.observeClaim(ctx, e)
 	case observe.SourceTasklock:
@@ -143,6 +146,48 @@ func (o *Observer) observeSchedule(ctx context.Context, e observe.Event) {
 	endSpan(span, e.Start.Add(e.Duration), err)
 	if err != nil && e.Op != schedule.OpFinish {
 		o.errs.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attrTable.String(e.Table), attrOp.String(string(e.Op)))))
+	}
+}
+
+// observeCoalesce records a coalescer's accepts (metrics only: one per
+// request of a hot path, whose own span is the caller's) and folds (a
+// span each, with the key and the changes folded).
+func (o *Observer) observeCoalesce(ctx context.Context, e observe.Event) {
+	switch e.Op {
+	case coalesce.OpAccept:
+		result := "recorded"
+		switch {
+		case errors.Is(e.Err, coalesce.ErrStale):
+			result = "stale"
+		case errors.Is(e.Err, coalesce.ErrOverloaded):
+			result = "overloaded"
+		case e.Err != nil:
+			result = "error"
+			o.errs.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attrTable.String(e.Table), attrOp.String(string(e.Op)))))
+		case e.Rows == 0:
+			result = "duplicate"
+		}
+		o.accepts.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attrTable.String(e.Table), attrCoResult.String(result))))
+	case coalesce.OpFold:
+		err := e.Err
+		if errors.Is(err, dialect.ErrClaimLost) {
+			err = nil // the key went to another flusher: claim's lost row, not a failure
+		}
+		span := o.startSpan(ctx, "claimlock.coalesce.fold", spanTiming{start: e.Start, background: e.Background},
+			attrTable.String(e.Table), attribute.String("claimlock.coalesce.key", fmt.Sprint(e.Key)),
+			attribute.Int("claimlock.coalesce.changes", e.Rows), attribute.Bool("claimlock.coalesce.requeued", e.Requeued > 0))
+		endSpan(span, e.Start.Add(e.Duration), err)
+		set := metric.WithAttributeSet(attribute.NewSet(attrTable.String(e.Table)))
+		switch {
+		case err != nil:
+			o.errs.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attrTable.String(e.Table), attrOp.String(string(e.Op)))))
+		case e.Err == nil && e.Rows > 0:
+			o.folds.Add(ctx, 1, set)
+			o.changesFolded.Add(ctx, int64(e.Rows), set)
+		}
+		if e.Requeued > 0 {
+			o.keysRequeued.Add(ctx, int64(e.Requeued), set)
+		}
 	}
 }
 

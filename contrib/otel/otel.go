@@ -21,7 +21,7 @@ const ScopeName = "github.com/claimlock/claimlock/contrib/otel"
 
 // Observer turns claimlock's events into spans and metrics. It implements
 // [observe.Observer], for the events of claim, tasklock, zombie and
-// schedule, and is safe for concurrent use.
+// schedule and coalesce, and is safe for concurrent use.
 type Observer struct {
 	tracer      trace.Tracer
 	scopeMetric bool
@@ -30,6 +30,7 @@ type Observer struct {
 	claimed, acked, failed, requeued, lost, reaped, park metric.Int64Counter
 	leasesAcquired, leasesLost, errs, emptyClaims        metric.Int64Counter
 	runsStarted, runsFinished, skips                     metric.Int64Counter
+	accepts, folds, changesFolded, keysRequeued          metric.Int64Counter
 }
 
 var _ observe.Observer = (*Observer)(nil)
@@ -104,6 +105,12 @@ func New(opts ...Option) (*Observer, error) {
 	o.runsFinished = counter("claimlock.schedule.runs.finished", "{run}",
 		"Runs this process ended, by claimlock.schedule.result: succeeded, failed (the job's error or the record's) or lost (the run's lease was lost).")
 	o.skips = counter("claimlock.schedule.skips", "{range}", "Ranges of fire times recorded as skipped (missed past their grace, or due while the job was paused).")
+	o.accepts = counter("claimlock.coalesce.accepts", "{change}",
+		"Changes offered to a coalescer, by claimlock.coalesce.result: recorded, duplicate, stale, overloaded or error.")
+	o.folds = counter("claimlock.coalesce.folds", "{write}", "Fold transactions that wrote a key's state (one state write each).")
+	o.changesFolded = counter("claimlock.coalesce.changes_folded", "{change}",
+		"Changes folded into state writes: divided by claimlock.coalesce.folds, the coalescing ratio.")
+	o.keysRequeued = counter("claimlock.coalesce.requeued", "{key}", "Keys a fold's ack sent back to pending because changes arrived during the flush.")
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("claimotel: %w", err)
 	}
@@ -126,6 +133,7 @@ const (
 	attrRunsTable  = attribute.Key("claimlock.schedule.runs_table")
 	attrJob        = attribute.Key("claimlock.schedule.job")
 	attrResult     = attribute.Key("claimlock.schedule.result")
+	attrCoResult   = attribute.Key("claimlock.coalesce.result")
 )
 
 // ScopeString renders scope columns and values as "col=value,col=value",

@@ -47,6 +47,17 @@
 // failed run, not an error of the library. Job names are labels: a
 // scheduler's jobs are few and fixed.
 //
+// From a coalescer (package coalesce), per table (keys are never labels):
+//
+//	claimlock_coalesce_accepts_total{changes_table,result}  recorded, duplicate, stale, overloaded, error
+//	claimlock_coalesce_folds_total{keys_table}              state writes
+//	claimlock_coalesce_changes_folded_total{keys_table}     changes in them (÷ folds: the coalescing ratio)
+//	claimlock_coalesce_requeued_total{keys_table}           keys changed during their flush
+//
+// A failed fold counts in claimlock_errors_total with op coalesce.fold (a
+// key lost to a reaper is claim's lost row, not an error); the flushers'
+// claims, acks and fails are claim's events of the keys table.
+//
 // A table without a CreatedAt column has no
 // claimlock_oldest_pending_age_seconds series: the age cannot be known
 // there, and a 0 would read as an empty, healthy queue. Prometheus's

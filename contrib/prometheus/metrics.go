@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/coalesce"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/schedule"
@@ -23,8 +24,8 @@ import (
 const DefaultStatsTimeout = 5 * time.Second
 
 // Metrics collects claimlock metrics. It implements prometheus.Collector
-// and [observe.Observer], for the events of claim, tasklock, zombie and
-// schedule; it is safe for concurrent use.
+// and [observe.Observer], for the events of claim, tasklock, zombie,
+// schedule and coalesce; it is safe for concurrent use.
 type Metrics struct {
 	timeout time.Duration
 
@@ -39,6 +40,8 @@ type Metrics struct {
 
 	runsStarted, runsFinished, skips *prometheus.CounterVec
 	paused                           *prometheus.GaugeVec
+
+	accepts, folds, changesFolded, keysRequeued *prometheus.CounterVec
 }
 
 var (
@@ -104,6 +107,12 @@ func New(opts ...Option) *Metrics {
 	m.skips = counter("claimlock_schedule_skips_total", "Ranges of fire times recorded as skipped (missed past their grace, or due while the job was paused).", "runs_table", "job")
 	m.paused = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "claimlock_schedule_paused",
 		Help: "1 when this process last paused the job, 0 when it last resumed it (no series before either)."}, []string{"runs_table", "job"})
+	m.accepts = counter("claimlock_coalesce_accepts_total",
+		"Changes offered to a coalescer, by result: recorded, duplicate, stale, overloaded or error.", "changes_table", "result")
+	m.folds = counter("claimlock_coalesce_folds_total", "Fold transactions that wrote a key's state (one state write each).", "keys_table")
+	m.changesFolded = counter("claimlock_coalesce_changes_folded_total",
+		"Changes folded into state writes: divided by claimlock_coalesce_folds_total, the coalescing ratio.", "keys_table")
+	m.keysRequeued = counter("claimlock_coalesce_requeued_total", "Keys a fold's ack sent back to pending because changes arrived during the flush.", "keys_table")
 	return m
 }
 
@@ -231,7 +240,8 @@ func ScopeString(cols []string, values []any) string {
 
 func (m *Metrics) vecs() []prometheus.Collector {
 	return []prometheus.Collector{m.claimDur, m.claimed, m.acked, m.failed, m.requeued, m.lost, m.reaped, m.parked,
-		m.leasesAcquired, m.leasesLost, m.errs, m.runsStarted, m.runsFinished, m.skips, m.paused}
+		m.leasesAcquired, m.leasesLost, m.errs, m.runsStarted, m.runsFinished, m.skips, m.paused,
+		m.accepts, m.folds, m.changesFolded, m.keysRequeued}
 }
 
 // Describe implements prometheus.Collector.
@@ -280,12 +290,14 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// Observe counts an event of claim, tasklock, zombie or schedule; events
-// of other sources are ignored.
+// Observe counts an event of claim, tasklock, zombie, schedule or
+// coalesce; events of other sources are ignored.
 func (m *Metrics) Observe(_ context.Context, e observe.Event) {
 	switch e.Source {
 	case observe.SourceSchedule:
 		m.observeSchedule(e)
+	case observe.SourceCoalesce:
+		m.observeCoalesce(e)
 	case observe.SourceClaim:
 		m.observeClaim(e)
 	case observe.SourceTasklock:
@@ -352,6 +364,38 @@ func (m *Metrics) observeSchedule(e observe.Event) {
 	}
 	if e.Err != nil {
 		m.errs.WithLabelValues(e.Table, string(e.Op)).Inc()
+	}
+}
+
+// observeCoalesce counts a coalescer's accepts and folds, by table (keys
+// are unbounded: never labels).
+func (m *Metrics) observeCoalesce(e observe.Event) {
+	switch e.Op {
+	case coalesce.OpAccept:
+		result := "recorded"
+		switch {
+		case errors.Is(e.Err, coalesce.ErrStale):
+			result = "stale"
+		case errors.Is(e.Err, coalesce.ErrOverloaded):
+			result = "overloaded"
+		case e.Err != nil:
+			result = "error"
+			m.errs.WithLabelValues(e.Table, string(e.Op)).Inc()
+		case e.Rows == 0:
+			result = "duplicate"
+		}
+		m.accepts.WithLabelValues(e.Table, result).Inc()
+	case coalesce.OpFold:
+		switch {
+		case e.Err != nil && !errors.Is(e.Err, dialect.ErrClaimLost):
+			m.errs.WithLabelValues(e.Table, string(e.Op)).Inc()
+		case e.Err == nil && e.Rows > 0:
+			m.folds.WithLabelValues(e.Table).Inc()
+			m.changesFolded.WithLabelValues(e.Table).Add(float64(e.Rows))
+		}
+		if e.Requeued > 0 {
+			m.keysRequeued.WithLabelValues(e.Table).Add(float64(e.Requeued))
+		}
 	}
 }
 
