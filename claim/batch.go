@@ -58,6 +58,7 @@ type Batch[T any] struct {
 	requeued []any
 	inTx     []int         // rows completed in a caller's transaction (tx.go)
 	later    *deferred     // deferred acks; nil until the first deferred Ack
+	grp      ackGroup      // grouped acks of concurrent Ack calls (ackgroup.go)
 	closed   chan struct{} // closed when nOpen reaches 0
 	unknown  bool          // a write of the batch had an unknown outcome (outage.go)
 	rl       rowLoss       // rows found lost, and who watches single rows (rowloss.go)
@@ -107,7 +108,7 @@ func (b *Batch[T]) Unacked() []any {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	idx := b.openIndexes()
-	idx = slices.DeleteFunc(idx, b.later.isLater)
+	idx = slices.DeleteFunc(idx, b.writing)
 	return b.idsOf(idx)
 }
 
@@ -180,7 +181,7 @@ func (b *Batch[T]) lookup(op string, ids []any) (idx []int, lost []any, err erro
 			continue
 		}
 		repeated := seen != nil && seen[i] || seen == nil && slices.Contains(idx, i)
-		if !ok || !b.open[i] || b.later.isLater(i) || repeated {
+		if !ok || !b.open[i] || b.writing(i) || repeated {
 			return nil, nil, &notHeldError{op: op, id: id}
 		}
 		if seen != nil {
@@ -209,7 +210,7 @@ func (b *Batch[T]) Release(ctx context.Context) (int64, error) {
 	if flushErr != nil && !errors.Is(flushErr, dialect.ErrClaimLost) {
 		return 0, flushErr
 	}
-	idx := slices.DeleteFunc(b.openIndexes(), b.later.isLater)
+	idx := slices.DeleteFunc(b.openIndexes(), b.writing)
 	// Rows completed in a caller's transaction that rolled back are still
 	// held under the token: release them too (a committed one is not held,
 	// and the token condition leaves it alone).
