@@ -29,12 +29,14 @@ type Row[T any] struct {
 }
 
 // Batch is the set of rows one claim took, all held under one token. Its
-// methods are safe for concurrent use; those that write (Ack, AckAll, Fail,
-// Flush, Release, Heartbeat) run one at a time. The background write of
-// deferred acks (Config.AckDelay) holds the batch only to take its rows and
-// to record the outcome, never while its statement runs, so a slow database
-// does not make the other methods wait behind it; Flush, AckAll and Release,
-// which report its outcome, wait for it without holding the batch.
+// methods are safe for concurrent use; those that write (AckAll, Fail,
+// Flush, Release, Heartbeat) run one at a time. Concurrent [Batch.Ack]
+// calls share statements (group commit, see there), and an ack statement,
+// like the background write of deferred acks (Config.AckDelay), holds the
+// batch only to take its rows and to record the outcome, never while it
+// runs, so a slow database does not make the other methods wait behind it;
+// Flush, AckAll and Release, which report their outcome, wait for them
+// without holding the batch.
 //
 // Every row must end in exactly one of [Batch.Ack], [Batch.AckAll],
 // [Batch.Ack] with Config.AckDelay (written by [Batch.Flush] or automatically, see there),
