@@ -164,8 +164,8 @@ func (b *Batch[T]) flushLocked(ctx context.Context, op string) error {
 	}
 	d := b.later
 	d.stop()
-	// A write an outage fails is tried again while the batch holds its
-	// rows (outage.go); between tries a heartbeat tick may write the
+	// A write an outage fails is tried again, past the local deadline if
+	// need be (outage.go); between tries a heartbeat tick may write the
 	// waiting acks itself, so each try takes them afresh.
 	err := b.outlast(ctx, op, func() error {
 		if err := b.settle(ctx); err != nil {
