@@ -228,4 +228,3 @@ func TestTextSummary(t *testing.T) {
 		require.Contains(t, out.String(), want)
 	}
 }
-
