@@ -31,9 +31,12 @@ func engines() []engine {
 	}
 }
 
+// smallEvents is the number of distinct events of the small workload.
+const smallEvents = 600
+
 // small is a workload that runs in about a second per mode and engine:
 // a hot user with half the events, and a tenth of the events sent twice.
-var small = []string{"-quiet", "-json", "-events", "1200", "-writers", "8", "-users", "5", "-hot", "0.5", "-dup", "0.1", "-flushers", "2", "-linger", "2ms"}
+var small = []string{"-quiet", "-json", "-events", "600", "-writers", "8", "-users", "5", "-hot", "0.5", "-dup", "0.1", "-flushers", "2", "-linger", "2ms"}
 
 // resends is the number of events of the small workload sent twice.
 func resends(t *testing.T) int64 {
@@ -74,16 +77,16 @@ func TestModesAreExact(t *testing.T) {
 
 			n := runJSON(t, append(append([]string{}, db...), append(small, "-mode", "naive")...)...)
 			require.True(t, n.Verified, n.Problem)
-			require.EqualValues(t, 1200, n.Accepted)
+			require.EqualValues(t, smallEvents, n.Accepted)
 			require.Equal(t, dups, n.DuplicatesIgnored)
-			require.EqualValues(t, 1200, n.StateWrites, "naive writes the state row once per accepted event")
+			require.EqualValues(t, smallEvents, n.StateWrites, "naive writes the state row once per accepted event")
 			require.Equal(t, n.HotExpected, n.HotTotal)
 			require.Positive(t, n.HotEvents)
 
 			// The same database again: setup empties the tables.
 			c := runJSON(t, append(append([]string{}, db...), append(small, "-mode", "coalesce")...)...)
 			require.True(t, c.Verified, c.Problem)
-			require.EqualValues(t, 1200, c.Accepted)
+			require.EqualValues(t, smallEvents, c.Accepted)
 			require.Equal(t, dups, c.DuplicatesIgnored)
 			require.Equal(t, c.HotExpected, c.HotTotal)
 			require.Equal(t, n.HotTotal, c.HotTotal)
@@ -94,9 +97,9 @@ func TestModesAreExact(t *testing.T) {
 			// per event.
 			q := runJSON(t, append(append([]string{}, db...), append(small, "-mode", "queued")...)...)
 			require.True(t, q.Verified, q.Problem)
-			require.EqualValues(t, 1200, q.Accepted)
+			require.EqualValues(t, smallEvents, q.Accepted)
 			require.Equal(t, n.HotTotal, q.HotTotal)
-			require.EqualValues(t, 1200, q.StateWrites, "queued writes the state row once per event")
+			require.EqualValues(t, smallEvents, q.StateWrites, "queued writes the state row once per event")
 
 			// Lock waits are measured on the servers: MariaDB counts them
 			// (server-wide, so other tests only add), and eight writers
@@ -124,7 +127,7 @@ func TestModesAreExact(t *testing.T) {
 func TestCompare(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), []string{"-dsn", dbtest.SQLitePath(t), "-compare", "-events", "300", "-writers", "4", "-dup", "0.1"}, &out, io.Discard))
+	require.NoError(t, run(context.Background(), []string{"-dsn", dbtest.SQLitePath(t), "-compare", "-events", "150", "-writers", "4", "-dup", "0.1"}, &out, io.Discard))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	require.Len(t, lines, 10, out.String())
 	for _, l := range lines[1:] {
