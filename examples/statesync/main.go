@@ -1,4 +1,4 @@
-// Command statesync is the hot-row story, runnable.
+// Command statesync is the hot-row story, runnable, on package coalesce.
 //
 // Many concurrent writers report state changes for a few users, one of them
 // hot (half of all events by default). Each event is (event id, user, seq,
@@ -9,28 +9,32 @@
 // waits for that one row lock, so the database does one state write per event
 // and the hot user's latency grows with the number of writers.
 //
-// In -mode coalesce (the default) a write is accepted cheaply: the event is
-// inserted into an intake table whose primary key is the event id (a client
-// retry is ignored), and the user is marked dirty in a claim table. Flushers
-// claim dirty users with [claim.Claimer] (one flusher per user at a time),
-// fold all of a user's unapplied events into one state write, and ack with
-// the version read at claim time: a user who received events during the
-// flush goes back to pending and is flushed again, so no event is lost.
-// In -mode queued the events go through the same queue, but each is applied
-// by its own state write: a queue without coalescing. -compare runs the
-// three modes under one hot user, a hundred hot users and uniform users.
+// In -mode coalesce (the default) a write is [coalesce.Coalescer.Accept]:
+// the change is recorded durably (a resent event id returns the first
+// receipt) and its user marked dirty, without touching the state row.
+// [coalesce.Flusher]s fold each dirty user's changes with the program's
+// fold, which sums their deltas and adds the sum to the state row in the
+// fold's transaction: one state write for many events. In -mode queued the
+// events go through the same coalescer, but the fold writes the state once
+// per event: a queue without coalescing. -compare runs the three modes
+// under one hot user, a hundred hot users and uniform users.
 //
-// With -ack blind the claimer has no version column, the ack marks such a
-// user clean, and events that arrived during its last flush are never folded.
+// With -http the program is a server instead: POST /changes accepts a
+// change ({key, event_id, source, seq, delta}) with 202 and its receipt,
+// 200 and the first receipt for a resent event id, 409 and the current
+// version for a stale sequence, 429 with Retry-After under backpressure
+// (-max-backlog, -max-age); GET /state/{key} returns the key's accepted and
+// persisted versions and its state. Flushers run in the same process.
 //
 //	go run ./examples/statesync                 # coalesce on SQLite: verified: true
 //	go run ./examples/statesync -mode naive     # one state write per event
 //	go run ./examples/statesync -driver postgres -dsn 'postgres://postgres@127.0.0.1:5432/test'
-//	go run ./examples/statesync -ack blind -fold-delay 5ms  # the bug: late events are lost
+//	go run ./examples/statesync -compare        # naive, queued, coalesce under three workloads
+//	go run ./examples/statesync -http :8080     # the HTTP intake
 //
-// Both modes verify at the end that every user's state equals the sum of the
-// deltas of its accepted events, each counted once, and exit non-zero when it
-// does not.
+// Every run verifies at the end that every user's state equals the sum of
+// the deltas of its accepted events, each counted once, and exits non-zero
+// when it does not.
 package main
 
 import (
@@ -48,15 +52,21 @@ import (
 
 type options struct {
 	driver, dsn, mode     string
-	ack                   string
 	writers, events       int
 	users, flushers       int
 	batch                 int
 	hot, dup              float64
-	linger, foldDelay     time.Duration
+	linger                time.Duration
 	seed                  uint64
 	json, quiet, keepData bool
 	compare               bool
+
+	// -http: the address to serve on, and the coalescer's backpressure
+	// limits (pressureInterval has no flag: tests shorten it).
+	http             string
+	maxBacklog       int64
+	maxAge           time.Duration
+	pressureInterval time.Duration
 }
 
 func main() {
@@ -74,22 +84,23 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.driver, "driver", "sqlite", "database: sqlite, mysql or postgres")
 	fs.StringVar(&o.dsn, "dsn", "", "data source name (default for sqlite: a file in a new temporary directory); the program empties its own ss_* tables first")
-	fs.StringVar(&o.mode, "mode", "coalesce", "coalesce (intake table + dirty claims + one state write per user per flush), queued (the same queue, one state write per event: no coalescing) or naive (a synchronous state write per event)")
-	fs.StringVar(&o.ack, "ack", "versioned", "versioned (a user changed during its flush is requeued) or blind (the bug: it is marked clean and its late events wait for the next change, or forever)")
+	fs.StringVar(&o.mode, "mode", "coalesce", "coalesce (Coalescer.Accept, flushers write the state once per user per fold), queued (the same coalescer, one state write per event: no coalescing) or naive (a synchronous state write per event)")
 	fs.IntVar(&o.writers, "writers", 32, "concurrent writers")
 	fs.IntVar(&o.events, "events", 20000, "distinct events to send in total")
 	fs.IntVar(&o.users, "users", 10, "users (user 1 is the hot one)")
 	fs.Float64Var(&o.hot, "hot", 0.5, "fraction of events for the hot user")
 	fs.Float64Var(&o.dup, "dup", 0.05, "fraction of events sent a second time (a client retry); they must be applied once")
-	fs.IntVar(&o.flushers, "flushers", 2, "concurrent flushers (coalesce mode)")
-	fs.IntVar(&o.batch, "batch", 16, "dirty users one flusher claims at a time (coalesce mode)")
-	fs.DurationVar(&o.linger, "linger", 5*time.Millisecond, "pause of a flusher after each round, letting events accumulate (coalesce mode)")
-	fs.DurationVar(&o.foldDelay, "fold-delay", 0, "extra time a flush holds each user after its state write (a slow flush: more events arrive meanwhile and are requeued)")
+	fs.IntVar(&o.flushers, "flushers", 2, "concurrent flushers (coalesce and queued modes, -http)")
+	fs.IntVar(&o.batch, "batch", 16, "dirty users one flusher claims at a time (FlusherConfig.BatchSize)")
+	fs.DurationVar(&o.linger, "linger", 5*time.Millisecond, "pause of a flusher after a short batch, letting events accumulate (FlusherConfig.Linger)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the event generator")
 	fs.BoolVar(&o.json, "json", false, "print the summary as one JSON line")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines")
 	fs.BoolVar(&o.keepData, "keep", false, "keep the temporary SQLite database (its path is printed)")
 	fs.BoolVar(&o.compare, "compare", false, "run the three modes under three workloads (one hot user, a hundred hot users, uniform users) and print a table; -mode, -users and -hot are set per run")
+	fs.StringVar(&o.http, "http", "", "serve POST /changes and GET /state/{key} on this address (e.g. :8080) instead of simulating; the tables are kept")
+	fs.Int64Var(&o.maxBacklog, "max-backlog", 0, "with -http: refuse changes with 429 while more keys than this are dirty (Config.MaxBacklog; 0: no limit)")
+	fs.DurationVar(&o.maxAge, "max-age", 0, "with -http: refuse changes with 429 while the oldest unfolded change is older (Config.MaxAge; 0: no limit)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -99,16 +110,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	switch {
 	case o.mode != "coalesce" && o.mode != "queued" && o.mode != "naive":
 		return o, fmt.Errorf("-mode %q: want coalesce, queued or naive", o.mode)
-	case o.ack != "versioned" && o.ack != "blind":
-		return o, fmt.Errorf("-ack %q: want versioned or blind", o.ack)
 	case o.writers < 1 || o.events < 1 || o.users < 1 || o.flushers < 1:
 		return o, errors.New("-writers, -events, -users and -flushers must be positive")
 	case o.batch < 1 || o.batch > 1000:
 		return o, errors.New("-batch must be between 1 and 1000")
 	case o.hot < 0 || o.hot > 1 || o.dup < 0 || o.dup > 1:
 		return o, errors.New("-hot and -dup must be between 0 and 1")
-	case o.linger < 0 || o.foldDelay < 0:
-		return o, errors.New("-linger and -fold-delay must not be negative")
+	case o.linger < 0:
+		return o, errors.New("-linger must not be negative")
+	case o.maxBacklog < 0 || o.maxAge < 0:
+		return o, errors.New("-max-backlog and -max-age must not be negative")
+	case o.http == "" && (o.maxBacklog > 0 || o.maxAge > 0):
+		return o, errors.New("-max-backlog and -max-age need -http (a simulation refused would not verify)")
 	}
 	return o, nil
 }
@@ -119,6 +132,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.http != "" {
+		return serve(ctx, o, stderr)
 	}
 	if o.compare {
 		return compare(ctx, o, stdout, stderr)

@@ -2,64 +2,61 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
-	mrand "math/rand/v2"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/claimlock/claimlock/claim"
-	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/coalesce"
 	"github.com/claimlock/claimlock/examples/internal/exdb"
 	"github.com/claimlock/claimlock/observe"
 )
 
 // The program's tables.
 //
-//	ss_events(event_id PK, user_id, seq, delta, flush)   the intake: one row per accepted event
-//	ss_dirty(user_id PK, status, token, claimed_at, version, flush_version)  the claim table: one row per user
-//	ss_state(user_id PK, total, last_seq, writes)        the state the story is about
+//	ss_state(state_key PK, total, writes)           the state the story is about
+//	ss_events(event_id PK, state_key, seq, delta)   naive mode's record of the events it applied
+//	ss_changes, ss_keys, ss_sources                 package coalesce's tables (coalesce and queued modes, -http)
 //
-// flush is NULL until a state write has folded the event; it then holds the
-// token of that write (the whole flush is one transaction, so an event is
-// folded exactly once). writes counts the state row's writes. flush_version
-// is the version a flush started from (see app.markDirty).
+// writes counts the state row's writes.
 const (
-	eventsTable = "ss_events"
-	dirtyTable  = "ss_dirty"
-	stateTable  = "ss_state"
-
-	statusPending    = "PENDING"
-	statusProcessing = "PROCESSING"
-	statusClean      = "CLEAN"
-
-	// directFlush marks events that naive mode applied in the same
-	// transaction that recorded them.
-	directFlush = "direct"
+	stateTable   = "ss_state"
+	eventsTable  = "ss_events"
+	changesTable = "ss_changes"
+	keysTable    = "ss_keys"
+	sourcesTable = "ss_sources"
 )
+
+// keyLen is the width of the key and event id columns: what package
+// coalesce accepts.
+const keyLen = coalesce.MaxKeyLen
 
 type app struct {
 	o       options
 	db      *exdb.DB
 	sq      statements
-	claims  claim.Config
-	claimer *claim.Claimer[struct{}]
+	co      *coalesce.Coalescer
+	flusher *coalesce.Flusher
 
-	requeues, emptyFlushes, retries atomic.Int64
-	dirtyWrites, dirtyConflicts     atomic.Int64
+	requeues, retries atomic.Int64
+	// log receives the HTTP handlers' server errors (nil: discarded).
+	log io.Writer
 
 	// Persistence latency, set up by simulate: start is the run's start,
 	// sent[id] the time (since start, plus 1 ns) event id was first sent,
 	// persisted the time from that until its delta was in the state row
-	// (committed).
+	// (committed). folding holds the events of each key's fold until the
+	// fold's event (coalesce.OpFold) reports it committed.
 	start       time.Time
 	sent        []atomic.Int64
 	persistedMu sync.Mutex
 	persisted   []time.Duration
+	folding     map[string][]int64
 }
 
 // markSent records that event id is being sent (its first send only).
@@ -77,8 +74,10 @@ func (a *app) markPersisted(ids []int64) {
 	now := time.Since(a.start)
 	lat := make([]time.Duration, 0, len(ids))
 	for _, id := range ids {
-		if t := a.sent[id].Load(); t > 0 {
-			lat = append(lat, now-time.Duration(t-1))
+		if id > 0 && id < int64(len(a.sent)) {
+			if t := a.sent[id].Load(); t > 0 {
+				lat = append(lat, now-time.Duration(t-1))
+			}
 		}
 	}
 	a.persistedMu.Lock()
@@ -86,31 +85,40 @@ func (a *app) markPersisted(ids []int64) {
 	a.persistedMu.Unlock()
 }
 
+// observe counts the requeued keys and, when a fold committed, the
+// persistence latency of its events.
+func (a *app) observe(_ context.Context, e observe.Event) {
+	if e.Op != coalesce.OpFold {
+		return
+	}
+	a.requeues.Add(int64(e.Requeued))
+	key, _ := e.Key.(string)
+	a.persistedMu.Lock()
+	ids := a.folding[key]
+	delete(a.folding, key)
+	a.persistedMu.Unlock()
+	if e.Err == nil {
+		a.markPersisted(ids)
+	}
+}
+
 func open(ctx context.Context, o options) (*app, error) {
 	db, err := exdb.Open(ctx, o.driver, o.dsn, o.keepData)
 	if err != nil {
 		return nil, err
 	}
-	a := &app{o: o, db: db}
-	a.sq = newStatements(db)
-	a.claims = claim.Config{
-		ClaimTable: dialect.ClaimTable{
-			Table: dirtyTable, ID: "user_id", Status: "status", Token: "token",
-			ClaimedAt: "claimed_at", Version: "version",
-			Pending:    dialect.StatusString(statusPending),
-			Processing: dialect.StatusString(statusProcessing),
-			Done:       dialect.StatusString(statusClean),
-		},
-		BatchSize: o.batch,
-		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Observer:  observe.Func(func(_ context.Context, e observe.Event) { a.requeues.Add(int64(e.Requeued)) }),
+	a := &app{o: o, db: db, sq: newStatements(db), folding: map[string][]int64{}}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a.co, err = coalesce.New(db.Dialect, db.SQL, coalesce.Config{
+		ChangesTable: changesTable, KeysTable: keysTable, SourcesTable: sourcesTable,
+		MaxBacklog: o.maxBacklog, MaxAge: o.maxAge, PressureInterval: o.pressureInterval,
+		Logger: logger, Observer: observe.Func(a.observe),
+	})
+	if err == nil {
+		a.flusher, err = a.co.Flusher(coalesce.FlusherConfig{
+			Fold: a.fold, BatchSize: o.batch, Linger: o.linger, PollMin: time.Millisecond, PollMax: 50 * time.Millisecond,
+		})
 	}
-	if o.ack == "blind" {
-		// Without a version column the ack marks a row clean whatever
-		// happened during the flush: the bug -ack blind demonstrates.
-		a.claims.Version = ""
-	}
-	a.claimer, err = claim.New[struct{}](db.Dialect, a.claims, nil)
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -120,79 +128,49 @@ func open(ctx context.Context, o options) (*app, error) {
 
 func (a *app) close() { a.db.Close() }
 
-// tableDefs are the program's tables, as its own migration would create
+func (a *app) logf(format string, args ...any) {
+	if a.log != nil {
+		fmt.Fprintf(a.log, "statesync: "+format+"\n", args...)
+	}
+}
+
+// tableDefs are the program's own tables, as its own migration would create
 // them with plain SQL (exdb renders the types per driver).
 func tableDefs() []exdb.Table {
 	return []exdb.Table{
-		{Name: eventsTable, PrimaryKey: []string{"event_id"}, Columns: []exdb.Column{
-			{Name: "event_id", Kind: exdb.Int, NotNull: true},
-			{Name: "user_id", Kind: exdb.Int, NotNull: true},
-			{Name: "seq", Kind: exdb.Int, NotNull: true},
-			{Name: "delta", Kind: exdb.Int, NotNull: true},
-			{Name: "flush", Kind: exdb.Text, Len: tokenLen},
-		}, Indexes: [][]string{
-			// The flusher marks a user's unapplied events (user_id, flush IS
-			// NULL), then reads them back by flush token.
-			{"ss_events_user_flush", "user_id", "flush"},
-			{"ss_events_flush", "flush"},
-		}},
-		// The claim table: its key is the user id, not a serial.
-		{Name: dirtyTable, PrimaryKey: []string{"user_id"}, Columns: []exdb.Column{
-			{Name: "user_id", Kind: exdb.Int, NotNull: true},
-			{Name: "status", Kind: exdb.Text, Len: 32, NotNull: true, Default: "'" + statusClean + "'"},
-			{Name: "token", Kind: exdb.Text, Len: tokenLen},
-			{Name: "claimed_at", Kind: exdb.Time},
-			{Name: "version", Kind: exdb.Int, NotNull: true, Default: "0"},
-			{Name: "flush_version", Kind: exdb.Int, NotNull: true, Default: "0"},
-		}},
-		{Name: stateTable, PrimaryKey: []string{"user_id"}, Columns: []exdb.Column{
-			{Name: "user_id", Kind: exdb.Int, NotNull: true},
+		{Name: stateTable, PrimaryKey: []string{"state_key"}, Columns: []exdb.Column{
+			{Name: "state_key", Kind: exdb.Text, Len: keyLen, NotNull: true},
 			{Name: "total", Kind: exdb.Int, NotNull: true, Default: "0"},
-			{Name: "last_seq", Kind: exdb.Int, NotNull: true, Default: "0"},
 			{Name: "writes", Kind: exdb.Int, NotNull: true, Default: "0"},
 		}},
+		{Name: eventsTable, PrimaryKey: []string{"event_id"}, Columns: []exdb.Column{
+			{Name: "event_id", Kind: exdb.Text, Len: keyLen, NotNull: true},
+			{Name: "state_key", Kind: exdb.Text, Len: keyLen, NotNull: true},
+			{Name: "seq", Kind: exdb.Int, NotNull: true},
+			{Name: "delta", Kind: exdb.Int, NotNull: true},
+		}},
 	}
 }
 
-// tokenLen is the width of the token columns: claimlock's tokens and the
-// flush tokens of newToken fit.
-const tokenLen = 40
-
-// newToken returns a fresh flush token: 32 random hex digits.
-func newToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return hex.EncodeToString(b[:])
-}
-
-// backoff is the jittered, capped, doubling pause before attempt+1:
-// uniformly in [d/2, d] for d = base·2^attempt, at most max.
-func backoff(attempt int, base, max time.Duration) time.Duration {
-	d := base
-	for i := 0; i < attempt && d < max; i++ {
-		d *= 2
-	}
-	d = min(d, max)
-	return d/2 + time.Duration(mrand.Int64N(int64(d/2)+1))
-}
-
-// setup creates the tables and the claim table's recommended indexes, empties
-// them (they belong to this program) and seeds one clean dirty row and one
-// zero state row per user.
-func (a *app) setup(ctx context.Context) error {
+// createTables creates the program's tables and the coalescer's, unless
+// they exist.
+func (a *app) createTables(ctx context.Context) error {
 	for _, def := range tableDefs() {
 		if err := a.db.CreateTable(ctx, def); err != nil {
 			return err
 		}
 	}
-	missing, err := a.claimer.MissingIndexes(ctx)
-	if err != nil {
+	return coalesce.CreateTables(ctx, a.db.Dialect, a.db.SQL, coalesce.Config{
+		ChangesTable: changesTable, KeysTable: keysTable, SourcesTable: sourcesTable,
+	})
+}
+
+// setup creates the tables, empties them (they belong to this program) and
+// seeds a zero state row for each user the workload sends events for (naive
+// mode updates it; the fold would create it).
+func (a *app) setup(ctx context.Context) error {
+	if err := a.createTables(ctx); err != nil {
 		return err
-	}
-	for _, q := range missing {
-		if _, err := a.db.SQL.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("%s: %w", q, err)
-		}
 	}
 	tx, err := a.db.SQL.BeginTx(ctx, nil)
 	if err != nil {
@@ -204,82 +182,72 @@ func (a *app) setup(ctx context.Context) error {
 			return err
 		}
 	}
-	for u := 1; u <= a.o.users; u++ {
-		if _, err := tx.ExecContext(ctx, a.sq.seedDirty, u, statusClean); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, a.sq.seedState, u); err != nil {
-			return err
+	seeded := map[int64]bool{}
+	for _, e := range generate(a.o) {
+		if !seeded[e.User] {
+			seeded[e.User] = true
+			if _, err := tx.ExecContext(ctx, a.sq.insertState, userKey(e.User), 0, 0); err != nil {
+				return err
+			}
 		}
 	}
 	return tx.Commit()
 }
 
+// userKey is the state key of a user of the workload.
+func userKey(u int64) string { return strconv.FormatInt(u, 10) }
+
+// eventID is the event id of the workload's event id, and eventNum its
+// inverse (0 for an id of no workload, as those posted over HTTP).
+func eventID(id int64) string { return "e" + strconv.FormatInt(id, 10) }
+
+func eventNum(id string) int64 {
+	n, err := strconv.ParseInt(strings.TrimPrefix(id, "e"), 10, 64)
+	if err != nil || !strings.HasPrefix(id, "e") {
+		return 0
+	}
+	return n
+}
+
 // statements are the program's own SQL, built once from quoted identifiers
 // and the driver's placeholders. Values always travel as arguments.
 type statements struct {
-	empty                []string
-	seedDirty, seedState string
-
-	// insertEvent records an event unless its id exists (0 rows affected).
+	empty []string
+	// insertState creates a state row (key, total, writes);
+	// addToState adds a delta to one (delta, key) and counts a write.
+	insertState, addToState string
+	// insertEvent records an event of naive mode unless its id exists (0
+	// rows affected).
 	insertEvent string
-	// addToState is naive mode's per-event state write.
-	addToState string
-
-	// readDirty, bumpClean and bumpProcessing mark a user dirty.
-	readDirty, bumpClean, bumpProcessing string
-
-	// startFlush, foldEvents and writeState are one flush (with
-	// app.markEvents, whose list of users varies).
-	startFlush, foldEvents, writeState string
-
-	// verification
-	eventsPerUser, statePerUser, unapplied string
+	// readState reads one state row; statePerKey, eventsPerKey and changes
+	// are the verification's.
+	readState, statePerKey, eventsPerKey, changes string
 }
 
 func newStatements(db *exdb.DB) statements {
 	q, p := db.Q, db.Ph
-	ev, dirty, state := q(eventsTable), q(dirtyTable), q(stateTable)
-	uid, flush, version, st := q("user_id"), q("flush"), q("version"), q("status")
+	state, ev, key := q(stateTable), q(eventsTable), q("state_key")
 	var s statements
-	s.empty = []string{"DELETE FROM " + ev, "DELETE FROM " + dirty, "DELETE FROM " + state}
-	s.seedDirty = fmt.Sprintf("INSERT INTO %s (%s, %s, %s) VALUES (%s, %s, 0)", dirty, uid, st, version, p(1), p(2))
-	s.seedState = fmt.Sprintf("INSERT INTO %s (%s, %s, %s, %s) VALUES (%s, 0, 0, 0)", state, uid, q("total"), q("last_seq"), q("writes"), p(1))
+	s.empty = []string{"DELETE FROM " + state, "DELETE FROM " + ev,
+		"DELETE FROM " + q(changesTable), "DELETE FROM " + q(keysTable), "DELETE FROM " + q(sourcesTable)}
+	s.insertState = fmt.Sprintf("INSERT INTO %s (%s, %s, %s) VALUES (%s, %s, %s)", state, key, q("total"), q("writes"), p(1), p(2), p(3))
+	s.addToState = fmt.Sprintf("UPDATE %[1]s SET %[2]s = %[2]s + %[4]s, %[3]s = %[3]s + 1 WHERE %[5]s = %[6]s",
+		state, q("total"), q("writes"), p(1), key, p(2))
 
 	// Insert-or-ignore, keyed by the event id. MySQL's INSERT IGNORE reports
-	// 0 affected rows for a duplicate whatever clientFoundRows says (ON
-	// DUPLICATE KEY UPDATE would report 1 with it).
-	cols := fmt.Sprintf("%s (%s, %s, %s, %s, %s) VALUES (%s, %s, %s, %s, %s)",
-		ev, q("event_id"), uid, q("seq"), q("delta"), flush, p(1), p(2), p(3), p(4), p(5))
-	greatest := "GREATEST"
-	switch db.Driver {
-	case "mysql":
+	// 0 affected rows for a duplicate whatever clientFoundRows says.
+	cols := fmt.Sprintf("%s (%s, %s, %s, %s) VALUES (%s, %s, %s, %s)",
+		ev, q("event_id"), key, q("seq"), q("delta"), p(1), p(2), p(3), p(4))
+	if db.Driver == "mysql" {
 		s.insertEvent = "INSERT IGNORE INTO " + cols
-	default: // sqlite and postgres
+	} else {
 		s.insertEvent = "INSERT INTO " + cols + " ON CONFLICT DO NOTHING"
 	}
-	if db.Driver == "sqlite" {
-		greatest = "MAX" // SQLite's two-argument MAX is a scalar
-	}
-	// Add a fold to the state row. last_seq only moves forward: events of
-	// one user are accepted concurrently, so they commit out of seq order.
-	s.writeState = fmt.Sprintf("UPDATE %[1]s SET %[2]s = %[2]s + %[5]s, %[3]s = %[6]s(%[3]s, %[7]s), %[4]s = %[4]s + 1 WHERE %[8]s = %[9]s",
-		state, q("total"), q("last_seq"), q("writes"), p(1), greatest, p(2), uid, p(3))
-	s.addToState = s.writeState
 
-	s.readDirty = fmt.Sprintf("SELECT %s, %s, %s FROM %s WHERE %s = %s", st, version, q("flush_version"), dirty, uid, p(1))
-	s.bumpClean = fmt.Sprintf("UPDATE %[1]s SET %[2]s = %[4]s, %[3]s = %[3]s + 1 WHERE %[5]s = %[6]s AND %[2]s = %[7]s AND %[3]s = %[8]s",
-		dirty, st, version, p(1), uid, p(2), p(3), p(4))
-	s.bumpProcessing = fmt.Sprintf("UPDATE %[1]s SET %[3]s = %[3]s + 1 WHERE %[4]s = %[5]s AND %[2]s = %[6]s AND %[3]s = %[7]s",
-		dirty, st, version, uid, p(1), p(2), p(3))
-
-	s.startFlush = fmt.Sprintf("UPDATE %[1]s SET %[2]s = %[3]s WHERE %[4]s = %[5]s", dirty, q("flush_version"), version, q("token"), p(1))
-	s.foldEvents = fmt.Sprintf("SELECT %s, %s, %s, %s FROM %s WHERE %s = %s ORDER BY %s",
-		uid, q("event_id"), q("delta"), q("seq"), ev, flush, p(1), uid)
-
-	s.eventsPerUser = fmt.Sprintf("SELECT %[1]s, COUNT(*), COALESCE(SUM(%[2]s), 0), COALESCE(MAX(%[3]s), 0) FROM %[4]s GROUP BY %[1]s",
-		uid, q("delta"), q("seq"), ev)
-	s.statePerUser = fmt.Sprintf("SELECT %s, %s, %s, %s FROM %s", uid, q("total"), q("last_seq"), q("writes"), state)
-	s.unapplied = fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s IS NULL", ev, flush)
+	s.readState = fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s = %s", q("total"), q("writes"), state, key, p(1))
+	s.statePerKey = fmt.Sprintf("SELECT %s, %s, %s FROM %s", key, q("total"), q("writes"), state)
+	s.eventsPerKey = fmt.Sprintf("SELECT %[1]s, COUNT(*), COALESCE(SUM(%[2]s), 0) FROM %[3]s GROUP BY %[1]s", key, q("delta"), ev)
+	// The coalescer's column names are fixed (see package coalesce).
+	s.changes = fmt.Sprintf("SELECT %s, %s, %s, %s IS NULL FROM %s", q("change_key"), q("event_id"), q("payload"), q("folded_at"), q(changesTable))
 	return s
 }

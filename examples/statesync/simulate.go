@@ -10,8 +10,9 @@ import (
 	"time"
 )
 
-// simulate runs the writers (and, in coalesce mode, the flushers) until
-// every event is accepted and folded, then verifies the database.
+// simulate runs the writers (and, in coalesce and queued modes, the
+// flushers) until every event is accepted and folded, then verifies the
+// database.
 func (a *app) simulate(ctx context.Context, stderr io.Writer) (summary, error) {
 	evs := generate(a.o)
 	var (
@@ -85,31 +86,55 @@ func (a *app) simulate(ctx context.Context, stderr io.Writer) (summary, error) {
 		close(writersDone)
 	}()
 
+	// The flushers run until the writers are done and no key is dirty.
+	fctx, stopFlushers := context.WithCancel(ctx)
+	defer stopFlushers()
 	var flushers sync.WaitGroup
 	if a.o.mode != "naive" {
 		for range a.o.flushers {
 			flushers.Go(func() {
-				if err := a.flusher(ctx, writersDone); err != nil && ctx.Err() == nil {
+				if err := a.flusher.Run(fctx); err != nil {
 					cancel(fmt.Errorf("flusher: %w", err))
 				}
 			})
 		}
 	}
-	done := make(chan struct{})
-	go func() { <-writersDone; flushers.Wait(); close(done) }()
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
+	poll := time.NewTicker(5 * time.Millisecond)
+	defer poll.Stop()
+	writing, wd := true, writersDone
 wait:
 	for {
 		select {
-		case <-done:
+		case <-ctx.Done():
 			break wait
+		case <-wd:
+			writing, wd = false, nil
+		case <-poll.C:
+			if writing {
+				continue
+			}
+			if a.o.mode == "naive" {
+				break wait
+			}
+			dirty, _, err := a.co.Backlog(ctx)
+			if err != nil {
+				cancel(fmt.Errorf("backlog: %w", err))
+				break wait
+			}
+			if dirty == 0 {
+				break wait
+			}
 		case <-tick.C:
 			if !a.o.quiet {
 				fmt.Fprintf(stderr, "progress: %d/%d accepted, %d requeues\n", accepted.Load(), len(evs), a.requeues.Load())
 			}
 		}
 	}
+	stopFlushers()
+	flushers.Wait()
+	<-writersDone // the writers stop when ctx is cancelled
 	elapsed := time.Since(start)
 	locks, merr := stopMeter()
 	if err := context.Cause(ctx); err != nil {
@@ -122,8 +147,7 @@ wait:
 	s := summary{
 		Mode: a.o.mode, Driver: a.db.Driver, Writers: a.o.writers, Flushers: a.o.flushers, Users: a.o.users,
 		Events: int64(len(evs)), Accepted: accepted.Load(), DuplicatesIgnored: ignored.Load(),
-		Requeues: a.requeues.Load(), EmptyFlushes: a.emptyFlushes.Load(), Retries: a.retries.Load(),
-		DirtyWrites: a.dirtyWrites.Load(), DirtyConflicts: a.dirtyConflicts.Load(),
+		Requeues: a.requeues.Load(), Retries: a.retries.Load(),
 		WriteSeconds: writeElapsed.Seconds(), TotalSeconds: elapsed.Seconds(),
 		LockWaits: locks.Waits, LockWaitMs: locks.WaitMs, LockWaitsBy: locks.By,
 	}
