@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -74,40 +76,7 @@ func TestCoalesceBacklog(t *testing.T) {
 				{coalesce.DefaultKeysTable, "0", "-", "0", "0", "0", "0"},
 			}, fields(out))
 
-			// k1 folds, k2's fold fails and parks it, k3 waits unfolded.
-			co, err := coalesce.New(c.Dialect, c.DB, coalesce.Config{})
-			require.NoError(t, err)
-			f, err := co.Flusher(coalesce.FlusherConfig{
-				MaxAttempts: 1,
-				Fold: func(_ context.Context, _ *sql.Tx, key string, _ []coalesce.Record) error {
-					if key == "k2" {
-						return errors.New("ledger closed")
-					}
-					return nil
-				},
-			})
-			require.NoError(t, err)
-			for _, k := range []string{"k1", "k2"} {
-				_, err := co.Accept(ctx, coalesce.Change{Key: k, EventID: k + "-1", Payload: []byte("1")})
-				require.NoError(t, err)
-			}
-			deadline := time.Now().Add(20 * time.Second)
-			for {
-				_, err := f.Flush(ctx)
-				require.NoError(t, err)
-				st, err := keys.TableStats(ctx)
-				require.NoError(t, err)
-				if st.Done == 1 && st.Failed == 1 {
-					break
-				}
-				require.True(t, time.Now().Before(deadline), "k1 not folded or k2 not parked: %+v", st)
-				time.Sleep(5 * time.Millisecond)
-			}
-			before := time.Now()
-			_, err = co.Accept(ctx, coalesce.Change{Key: "k3", EventID: "k3-1", Payload: []byte("1")})
-			require.NoError(t, err)
-			time.Sleep(50 * time.Millisecond)
-
+			co, before := coalesceState(t, c)
 			code, out, stderr = ctl(t, "", args("backlog", "-coalesce", "-json")...)
 			window := time.Since(before)
 			require.Equal(t, exitOK, code, stderr)
@@ -180,6 +149,122 @@ func TestCoalesceBacklog(t *testing.T) {
 			code, _, stderr = ctl(t, "", args("backlog", "-coalesce", "-coalesce-keys", "no_such_keys")...)
 			require.Equal(t, exitSchema, code, stderr)
 			require.True(t, strings.Contains(stderr, "no_such_keys"), stderr)
+		})
+	}
+}
+
+// coalesceState makes the coalescer of c's default tables (which exist)
+// hold a folded key k1, a parked key k2 (its fold failed: "ledger
+// closed") and a dirty key k3 whose change was accepted after before and
+// is at least 50 ms old.
+func coalesceState(t *testing.T, c *testengine.Conn) (co *coalesce.Coalescer, before time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	co, err := coalesce.New(c.Dialect, c.DB, coalesce.Config{})
+	require.NoError(t, err)
+	f, err := co.Flusher(coalesce.FlusherConfig{
+		MaxAttempts: 1,
+		Fold: func(_ context.Context, _ *sql.Tx, key string, _ []coalesce.Record) error {
+			if key == "k2" {
+				return errors.New("ledger closed")
+			}
+			return nil
+		},
+	})
+	require.NoError(t, err)
+	for _, k := range []string{"k1", "k2"} {
+		_, err := co.Accept(ctx, coalesce.Change{Key: k, EventID: k + "-1", Payload: []byte("1")})
+		require.NoError(t, err)
+	}
+	keys := f.Claimer()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := f.Flush(ctx)
+		require.NoError(t, err)
+		st, err := keys.TableStats(ctx)
+		require.NoError(t, err)
+		if st.Done == 1 && st.Failed == 1 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "k1 not folded or k2 not parked: %+v", st)
+		time.Sleep(5 * time.Millisecond)
+	}
+	before = time.Now()
+	_, err = co.Accept(ctx, coalesce.Change{Key: "k3", EventID: "k3-1", Payload: []byte("1")})
+	require.NoError(t, err)
+	time.Sleep(50 * time.Millisecond)
+	return co, before
+}
+
+// The status page of a coalescer (-coalesce) on every engine: its page
+// shows the keys table's counts and parked key with its error, and the
+// backlog (dirty keys, oldest unfolded change), in the HTML and the JSON;
+// unparking the key from the page makes it dirty again, which the next
+// reading shows. A page without -coalesce has no backlog.
+func TestServeCoalesce(t *testing.T) {
+	t.Parallel()
+	for _, e := range testengine.All {
+		t.Run(e.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			c := testengine.Open(t, e, 4)
+			require.NoError(t, coalesce.CreateTables(ctx, c.Dialect, c.DB, coalesce.Config{}))
+			_, before := coalesceState(t, c)
+
+			o, err := parseOptions("serve", []string{"-driver", e.Name, "-dsn", c.DSN, "-coalesce", "-action-token", testToken})
+			require.NoError(t, err)
+			require.NoError(t, o.Serve.check())
+			src, err := openSource(ctx, &env{o: o, d: c.Dialect, db: c.DB})
+			require.NoError(t, err)
+			m := newMonitor(src, time.Second, slog.New(slog.DiscardHandler))
+			s, err := newServer(m, testToken, true, slog.New(slog.DiscardHandler))
+			require.NoError(t, err)
+			m.sampleAll(ctx)
+			window := time.Since(before)
+
+			cl := &client{t: t, s: s}
+			page := cl.visit(0)
+			require.Contains(t, page, `<span class="n" id="b-dirty">1</span><span class="k">dirty keys</span>`)
+			require.Contains(t, page, `id="b-oldest"`)
+			require.Contains(t, page, "Coalescer backlog of "+coalesce.DefaultChangesTable+" and "+coalesce.DefaultKeysTable)
+			var v pageView
+			require.NoError(t, json.Unmarshal(cl.do(req{method: "GET", path: "/api/page/0"}).Body.Bytes(), &v))
+			require.Equal(t, coalesce.DefaultKeysTable, v.Table)
+			require.NotNil(t, v.Backlog)
+			require.Equal(t, coalesce.DefaultChangesTable, v.Backlog.ChangesTable)
+			require.EqualValues(t, 1, v.Backlog.Dirty)
+			oldest, err := time.ParseDuration(v.Backlog.OldestUnfolded)
+			require.NoError(t, err, v.Backlog.OldestUnfolded)
+			require.GreaterOrEqual(t, oldest, 40*time.Millisecond)
+			require.LessOrEqual(t, oldest, window+time.Second)
+			require.Equal(t, [3]int64{1, 1, 1}, [3]int64{v.Counts.Pending, v.Counts.Done, v.Counts.Failed})
+			require.Len(t, v.Parked, 1)
+			require.Equal(t, "k2", v.Parked[0].ID)
+			require.Contains(t, v.Parked[0].Error, "ledger closed")
+
+			require.Equal(t, http.StatusSeeOther, cl.login(testToken).Code)
+			cl.visit(0)
+			w := cl.post("/api/page/0/unpark", `{"ids":["k2"],"reset_attempts":true}`, nil)
+			require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+			m.sampleAll(ctx)
+			require.NoError(t, json.Unmarshal(cl.do(req{method: "GET", path: "/api/page/0"}).Body.Bytes(), &v))
+			require.EqualValues(t, 2, v.Backlog.Dirty, "k2 unparked is dirty again")
+			require.Empty(t, v.Parked)
+
+			// The same keys table described by hand: no backlog.
+			o, err = parseOptions("serve", []string{"-driver", e.Name, "-dsn", c.DSN, "-table", coalesce.DefaultKeysTable,
+				"-id", "change_key", "-id-kind", "text", "-attempts", "attempts", "-run-at", "run_at", "-error", "last_error"})
+			require.NoError(t, err)
+			src, err = openSource(ctx, &env{o: o, d: c.Dialect, db: c.DB})
+			require.NoError(t, err)
+			m = newMonitor(src, time.Second, slog.New(slog.DiscardHandler))
+			s, err = newServer(m, "", true, slog.New(slog.DiscardHandler))
+			require.NoError(t, err)
+			m.sampleAll(ctx)
+			plain := &client{t: t, s: s}
+			require.NotContains(t, plain.visit(0), `id="backlog"`)
+			body := plain.do(req{method: "GET", path: "/api/page/0"}).Body.String()
+			require.Contains(t, body, `"backlog":null`)
 		})
 	}
 }
