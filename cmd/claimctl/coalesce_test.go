@@ -160,7 +160,7 @@ func TestCoalesceBacklog(t *testing.T) {
 func coalesceState(t *testing.T, c *testengine.Conn) (co *coalesce.Coalescer, before time.Time) {
 	t.Helper()
 	ctx := context.Background()
-	co, err := coalesce.New(c.Dialect, c.DB, coalesce.Config{})
+	co, err := coalesce.New(c.Dialect, c.DB, coalesce.Config{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	f, err := co.Flusher(coalesce.FlusherConfig{
 		MaxAttempts: 1,
