@@ -149,6 +149,10 @@ func TestCoalesceBacklog(t *testing.T) {
 			code, _, stderr = ctl(t, "", args("backlog", "-coalesce", "-coalesce-keys", "no_such_keys")...)
 			require.Equal(t, exitSchema, code, stderr)
 			require.True(t, strings.Contains(stderr, "no_such_keys"), stderr)
+			// Or whose changes table does not: the database's error.
+			code, _, stderr = ctl(t, "", args("backlog", "-coalesce", "-coalesce-changes", "no_such_changes")...)
+			require.Equal(t, exitFailed, code, stderr)
+			require.Contains(t, stderr, "no_such_changes")
 		})
 	}
 }
