@@ -16,16 +16,19 @@ import (
 )
 
 // Flag groups: the flags every command takes, those describing the claim
-// table and those describing the lease table. A command's own flags are
+// table, those naming a coalescer's tables and those describing the lease
+// table. A command's own flags are
 // listed with it (see commands).
 var (
 	commonFlags = []string{"config", "driver", "dsn", "json", "timeout"}
 	claimFlags  = []string{
 		"table", "id", "id-kind", "status", "token", "claimed-at", "attempts", "version", "created-at", "run-at",
 		"error", "text-times", "claimed-at-format", "created-at-format", "run-at-format", "clear-claimed-at", "scope-cols", "statuses", "int-statuses", "scope-text",
-		"coalesce", "coalesce-changes", "coalesce-keys", "coalesce-sources",
 	}
-	leaseFlags = []string{
+	// coalesceFlags point at a coalescer's tables instead: its keys table
+	// is then the claim table.
+	coalesceFlags = []string{"coalesce", "coalesce-changes", "coalesce-keys", "coalesce-sources"}
+	leaseFlags    = []string{
 		"lease-table", "lease-kind", "lease-key", "lease-key-kind", "lease-key-len", "lease-owner", "lease-status",
 		"lease-locked-at", "lease-expires-at", "lease-fence", "lease-locked-at-format", "lease-expires-at-format", "lease-ttl", "lease-done",
 	}
@@ -104,6 +107,9 @@ func (c *command) flagGroups() []flagGroup {
 	groups := []flagGroup{{"flags", c.flags}}
 	if c.tables&claimTable != 0 {
 		groups = append(groups, flagGroup{"claim table", claimFlags})
+	}
+	if c.tables&(claimTable|coalesceTables) != 0 {
+		groups = append(groups, flagGroup{"coalescer tables (the keys table is the claim table)", coalesceFlags})
 	}
 	if c.tables&leaseTable != 0 {
 		groups = append(groups, flagGroup{"lease table", leaseFlags})

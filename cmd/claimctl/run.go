@@ -34,6 +34,9 @@ type tableSet int
 const (
 	claimTable tableSet = 1 << iota
 	leaseTable
+	// coalesceTables are a coalescer's (-coalesce) without the claim
+	// table's column flags.
+	coalesceTables
 )
 
 // env is what a command works with.
@@ -71,7 +74,7 @@ var commands = []command{
 		run:   cmdScheduled,
 	},
 	{
-		name: "backlog", summary: "a coalescer's backlog and parked keys (-coalesce)", tables: claimTable, flags: []string{"limit"},
+		name: "backlog", summary: "a coalescer's backlog and parked keys (-coalesce)", tables: coalesceTables, flags: []string{"limit"},
 		about: "A coalescer's backlog (package coalesce; needs -coalesce): its dirty keys, the age of its oldest\n" +
 			"unfolded change on the database clock (parked keys' changes left out), its keys by status, and\n" +
 			"its parked keys with their attempts and the error of their last fold. Unpark them with\n" +
