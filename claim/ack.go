@@ -24,7 +24,17 @@ const maxBackgroundFailures = 3
 // error wrapping [dialect.ErrInvalidConfig]; an id the batch does not hold
 // (any more, or twice in ids) gives [ErrNotHeld]; then nothing is written.
 //
-// Without Config.AckDelay, Ack returns once the statement is written. Rows
+// Without Config.AckDelay, Ack returns once the statement is written.
+// Concurrent Ack calls of one batch (workers acking the rows of a batch in
+// parallel, each when its row is done) share statements: a call made while
+// no other is being written writes at once, with no added delay; calls made
+// while a statement is in flight wait for it and are then written together
+// in the next one. Each call still gets the outcome of its own rows only. A
+// waiting call whose ctx ends before its statement starts returns ctx's
+// cause and writes nothing; once its statement started it returns that
+// statement's outcome, and the statement is cancelled only when the
+// contexts of all the calls it carries have ended. An id already in a
+// concurrent call not yet written gives [ErrNotHeld]. Rows
 // the token no longer held (reaped, then maybe re-claimed) are left
 // untouched and reported by an error matching [dialect.ErrClaimLost], with a
 // [*LostError] listing them reachable by errors.As; the other rows were still
@@ -76,7 +86,7 @@ func (b *Batch[T]) ack(ctx context.Context, tx *dialect.Tx, ids []any) error {
 		b.deferLocked(idx)
 		return lostError("ack", lost)
 	}
-	return withLost("ack", b.ackLocked(ctx, idx), lost)
+	return withLost("ack", b.ackGrouped(ctx, idx), lost)
 }
 
 // deferLocked defers the acks of rows idx, with b.mu held, and arms the
@@ -146,16 +156,16 @@ func (b *Batch[T]) Flush(ctx context.Context) error {
 // flushLocked is Flush with b.mu held; op names the calling method in errors.
 // On return no deferred ack is in flight and, unless it fails, none waits.
 func (b *Batch[T]) flushLocked(ctx context.Context, op string) error {
-	if b.later == nil {
-		return lostError(op, b.takeUnheard())
-	}
 	if err := b.settle(ctx); err != nil {
 		return storeError(op, err)
 	}
+	if b.later == nil {
+		return lostError(op, b.takeUnheard())
+	}
 	d := b.later
 	d.stop()
-	// A write an outage fails is tried again while the batch holds its
-	// rows (outage.go); between tries a heartbeat tick may write the
+	// A write an outage fails is tried again, past the local deadline if
+	// need be (outage.go); between tries a heartbeat tick may write the
 	// waiting acks itself, so each try takes them afresh.
 	err := b.outlast(ctx, op, func() error {
 		if err := b.settle(ctx); err != nil {
@@ -190,13 +200,21 @@ func (b *Batch[T]) takeUnheard() []any {
 	return ids
 }
 
-// settle waits until no background write of deferred acks is in flight,
-// releasing b.mu while it waits: b.mu is held on entry and on return, but the
-// batch may have changed in between. It returns ctx's cause if ctx ends
-// first.
+// settle waits until no background write of deferred acks and no grouped
+// ack (ackgroup.go) is in flight or queued, releasing b.mu while it waits:
+// b.mu is held on entry and on return, but the batch may have changed in
+// between. It returns ctx's cause if ctx ends first.
 func (b *Batch[T]) settle(ctx context.Context) error {
-	for b.later != nil && b.later.landed != nil {
-		landed := b.later.landed
+	for {
+		var landed chan struct{}
+		switch {
+		case b.later != nil && b.later.landed != nil:
+			landed = b.later.landed
+		case b.grp.landed != nil:
+			landed = b.grp.landed
+		default:
+			return nil
+		}
 		b.mu.Unlock()
 		var err error
 		select {
@@ -209,7 +227,6 @@ func (b *Batch[T]) settle(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
 }
 
 // backgroundWrite is the timer's write of the deferred acks.

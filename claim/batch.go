@@ -29,12 +29,14 @@ type Row[T any] struct {
 }
 
 // Batch is the set of rows one claim took, all held under one token. Its
-// methods are safe for concurrent use; those that write (Ack, AckAll, Fail,
-// Flush, Release, Heartbeat) run one at a time. The background write of
-// deferred acks (Config.AckDelay) holds the batch only to take its rows and
-// to record the outcome, never while its statement runs, so a slow database
-// does not make the other methods wait behind it; Flush, AckAll and Release,
-// which report its outcome, wait for it without holding the batch.
+// methods are safe for concurrent use; those that write (AckAll, Fail,
+// Flush, Release, Heartbeat) run one at a time. Concurrent [Batch.Ack]
+// calls share statements (group commit, see there), and an ack statement,
+// like the background write of deferred acks (Config.AckDelay), holds the
+// batch only to take its rows and to record the outcome, never while it
+// runs, so a slow database does not make the other methods wait behind it;
+// Flush, AckAll and Release, which report their outcome, wait for them
+// without holding the batch.
 //
 // Every row must end in exactly one of [Batch.Ack], [Batch.AckAll],
 // [Batch.Ack] with Config.AckDelay (written by [Batch.Flush] or automatically, see there),
@@ -58,6 +60,7 @@ type Batch[T any] struct {
 	requeued []any
 	inTx     []int         // rows completed in a caller's transaction (tx.go)
 	later    *deferred     // deferred acks; nil until the first deferred Ack
+	grp      ackGroup      // grouped acks of concurrent Ack calls (ackgroup.go)
 	closed   chan struct{} // closed when nOpen reaches 0
 	unknown  bool          // a write of the batch had an unknown outcome (outage.go)
 	rl       rowLoss       // rows found lost, and who watches single rows (rowloss.go)
@@ -107,7 +110,7 @@ func (b *Batch[T]) Unacked() []any {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	idx := b.openIndexes()
-	idx = slices.DeleteFunc(idx, b.later.isLater)
+	idx = slices.DeleteFunc(idx, b.writing)
 	return b.idsOf(idx)
 }
 
@@ -180,7 +183,7 @@ func (b *Batch[T]) lookup(op string, ids []any) (idx []int, lost []any, err erro
 			continue
 		}
 		repeated := seen != nil && seen[i] || seen == nil && slices.Contains(idx, i)
-		if !ok || !b.open[i] || b.later.isLater(i) || repeated {
+		if !ok || !b.open[i] || b.writing(i) || repeated {
 			return nil, nil, &notHeldError{op: op, id: id}
 		}
 		if seen != nil {
@@ -209,7 +212,7 @@ func (b *Batch[T]) Release(ctx context.Context) (int64, error) {
 	if flushErr != nil && !errors.Is(flushErr, dialect.ErrClaimLost) {
 		return 0, flushErr
 	}
-	idx := slices.DeleteFunc(b.openIndexes(), b.later.isLater)
+	idx := slices.DeleteFunc(b.openIndexes(), b.writing)
 	// Rows completed in a caller's transaction that rolled back are still
 	// held under the token: release them too (a committed one is not held,
 	// and the token condition leaves it alone).

@@ -29,3 +29,11 @@ func FreezeHeldKeepAlive[T any](b *Held[T]) {
 	<-b.stopped
 	b.stop = make(chan struct{})
 }
+
+// AckGroupState reports whether a grouped ack of b is in flight and how
+// many Ack calls wait for the next statement.
+func AckGroupState[T any](b *Batch[T]) (inFlight bool, queued int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.grp.landed != nil, len(b.grp.queue)
+}

@@ -1,8 +1,9 @@
 package claim
 
-// Writes that outlast a database outage: Run's acks, fails and release and
-// Flush's deferred acks are tried again while the batch holds its rows, and
-// a write of unknown outcome is settled by the next try under the token.
+// Writes that outlast a database outage: Run's acks and fails and Flush's
+// deferred acks are tried again, past the batch's local deadline if need
+// be, Run's release while the batch holds its rows, and a write of unknown
+// outcome is settled by the next try under the token.
 
 import (
 	"context"
@@ -31,39 +32,63 @@ func outage(err error) bool {
 		!dialect.IsPermanent(err) && !errors.Is(err, context.Canceled)
 }
 
-// outlast runs write, with b.mu held, and again after a jittered pause
-// while it fails with an [outage], ctx lasts and the batch still holds its
-// rows: its local deadline (Config.ReapTimeout) is not reached before the
-// next try, and no loss was found. b.mu is released during the pauses, so
-// heartbeats go on keeping the rows; write must re-read the batch's state.
-// It returns write's last error.
+// outlast runs write (an ack or a fail: a write conditioned on the token),
+// with b.mu held, and again after a jittered pause while it fails with an
+// [outage], ctx lasts, no loss of the batch's rows was found, and the next
+// try comes before the bound: the batch's local deadline plus
+// Config.ReapTimeout (no bound without a ReapTimeout).
+//
+// The local deadline does not stop the tries: a write conditioned on the
+// token is safe at any time, since it completes the rows the token still
+// holds and reports the others lost. Giving up at the deadline left rows
+// whose work was done processing for the reaper, to be run again once the
+// database came back. Past the deadline, rows found no longer held are
+// reported lost even after a write of unknown outcome ([Batch.writtenBefore]):
+// the reaper may have taken them.
+//
+// b.mu is released during the pauses, so heartbeats go on keeping the rows;
+// write must re-read the batch's state. It returns write's last error.
 func (b *Batch[T]) outlast(ctx context.Context, op string, write func() error) error {
 	err := b.noteUnknown(write())
 	for n := 0; outage(err); n++ {
 		pause := store.Backoff(n, outageRetryBase, outageRetryMax)
-		if b.lost() || ctx.Err() != nil {
+		if b.rowsTaken() || ctx.Err() != nil {
 			return err
 		}
-		if dl, ok := b.Deadline(); ok && !time.Now().Add(pause).Before(dl) {
+		if dl, ok := b.Deadline(); ok && !time.Now().Add(pause).Before(dl.Add(b.core.reapTimeout)) {
 			return err
 		}
-		b.core.logger.Warn("claimlock: "+op+" failed; trying again while the batch holds its rows",
+		b.core.logger.Warn("claimlock: "+op+" failed; trying again",
 			"token", b.token, "in", pause, "err", err)
+		// Past the local deadline the batch has ended: its Done no longer
+		// cuts the pause short.
+		done := b.Done()
+		if b.Err() != nil {
+			done = nil
+		}
 		b.mu.Unlock()
 		t := time.NewTimer(pause)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-		case <-b.Done():
+		case <-done:
 		}
 		t.Stop()
 		b.mu.Lock()
-		if b.lost() || ctx.Err() != nil {
+		if b.rowsTaken() || ctx.Err() != nil {
 			return err
 		}
 		err = b.noteUnknown(write())
 	}
 	return err
+}
+
+// rowsTaken reports whether the batch ended because its rows were found
+// lost (a heartbeat or a write found them no longer held), not because its
+// local deadline passed or it holds nothing.
+func (b *Batch[T]) rowsTaken() bool {
+	err := b.Err()
+	return err != nil && err != ErrBatchDone && !errors.Is(err, dialect.ErrLocalDeadline)
 }
 
 // noteUnknown records, with b.mu held, that a write of the batch had an

@@ -196,7 +196,7 @@ func (b *Batch[T]) missingLocked(held []any) []int {
 	}
 	var missing []int
 	for i, o := range b.open {
-		if o && !found[i] && !b.later.isLater(i) {
+		if o && !found[i] && !b.writing(i) {
 			missing = append(missing, i)
 		}
 	}

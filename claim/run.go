@@ -309,7 +309,7 @@ func (r *runner[T]) process(ctx context.Context, b *Batch[T], log *slog.Logger) 
 	// Rows still open now were not processed (shutdown, or a lost batch);
 	// the others Release may find held are rows whose transactional ack
 	// (AckTx, FailTx) rolled back with the caller's transaction.
-	unprocessed := int64(len(slices.DeleteFunc(b.openIndexes(), b.later.isLater)))
+	unprocessed := int64(len(slices.DeleteFunc(b.openIndexes(), b.writing)))
 	b.mu.Unlock()
 	if n, err := b.releaseOutlasting(fctx); err != nil {
 		log.Error("claimlock: release failed; rows stay processing until reaped", "token", b.token, "err", err)
@@ -368,7 +368,7 @@ func (b *Batch[T]) settledRow(i int) bool {
 }
 
 // settledLocked is settledRow with b.mu held.
-func (b *Batch[T]) settledLocked(i int) bool { return !b.open[i] || b.later.isLater(i) }
+func (b *Batch[T]) settledLocked(i int) bool { return !b.open[i] || b.writing(i) }
 
 func call[T any](ctx context.Context, h func(context.Context, Row[T]) error, r Row[T]) (err error) {
 	defer func() {

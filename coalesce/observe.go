@@ -29,6 +29,24 @@ const (
 	OpFold observe.Op = "coalesce.fold"
 )
 
+// AcceptResult names the outcome of an [OpAccept] event: "recorded",
+// "duplicate" (a resent event id: Rows 0, no error), "stale" ([ErrStale]),
+// "overloaded" ([ErrOverloaded]) or "error" (the accept failed). The
+// Prometheus and OpenTelemetry adapters label accepts with it.
+func AcceptResult(e observe.Event) string {
+	switch {
+	case errors.Is(e.Err, ErrStale):
+		return "stale"
+	case errors.Is(e.Err, ErrOverloaded):
+		return "overloaded"
+	case e.Err != nil:
+		return "error"
+	case e.Rows == 0:
+		return "duplicate"
+	}
+	return "recorded"
+}
+
 // observeAccept reports an accept that started at start.
 func (c *Coalescer) observeAccept(ctx context.Context, start time.Time, key string, r Receipt, tx bool, err error) {
 	if c.cfg.Observer == nil {

@@ -87,3 +87,16 @@ func TestObserver(t *testing.T) {
 		require.Len(t, of(claim.OpFail), 1)
 	})
 }
+
+// AcceptResult names an accept's outcome from its event.
+func TestAcceptResult(t *testing.T) {
+	for want, e := range map[string]observe.Event{
+		"recorded":   {Op: coalesce.OpAccept, Rows: 1},
+		"duplicate":  {Op: coalesce.OpAccept},
+		"stale":      {Op: coalesce.OpAccept, Err: &coalesce.StaleError{}},
+		"overloaded": {Op: coalesce.OpAccept, Err: &coalesce.OverloadError{}},
+		"error":      {Op: coalesce.OpAccept, Err: errors.New("connection refused")},
+	} {
+		require.Equal(t, want, coalesce.AcceptResult(e), "%+v", e)
+	}
+}

@@ -2,9 +2,11 @@ package schedule
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
+	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/observe"
 )
 
@@ -29,6 +31,20 @@ const (
 	// Event.Rows is 1 when the job is paused now.
 	OpPause observe.Op = "schedule.pause"
 )
+
+// RunResult names how a run ended, from the Err of its [OpFinish] event:
+// "succeeded", "failed" (the job's error, or Finish's record failed), or
+// "lost" (the run's lease was lost: err matches [dialect.ErrLeaseLost]).
+// The Prometheus and OpenTelemetry adapters label runs with it.
+func RunResult(err error) string {
+	switch {
+	case errors.Is(err, dialect.ErrLeaseLost):
+		return "lost"
+	case err != nil:
+		return "failed"
+	}
+	return "succeeded"
+}
 
 // report is the one place a scheduler describes what it did: the
 // operation, the job, when it started, its error, and how many rows it

@@ -3,12 +3,14 @@ package schedule_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/testkit/testengine"
 	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/schedule"
@@ -61,4 +63,11 @@ func TestObserver(t *testing.T) {
 		require.Positive(t, ops[schedule.OpClaim], "%v", ops)
 		require.Equal(t, 1, ops[schedule.OpFinish], "the run's end: %v", ops)
 	})
+}
+
+// RunResult names a run's end from its OpFinish event's error.
+func TestRunResult(t *testing.T) {
+	require.Equal(t, "succeeded", schedule.RunResult(nil))
+	require.Equal(t, "failed", schedule.RunResult(errBoom))
+	require.Equal(t, "lost", schedule.RunResult(errors.Join(errBoom, fmt.Errorf("finish: %w", dialect.ErrLeaseLost))))
 }

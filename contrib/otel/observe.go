@@ -132,13 +132,7 @@ func (o *Observer) observeSchedule(ctx context.Context, e observe.Event) {
 	case schedule.OpPause:
 		attrs = append(attrs, attribute.Bool("claimlock.schedule.paused", e.Rows > 0))
 	case schedule.OpFinish:
-		result := "succeeded"
-		switch {
-		case errors.Is(err, dialect.ErrLeaseLost):
-			result = "lost"
-		case err != nil:
-			result = "failed"
-		}
+		result := schedule.RunResult(err)
 		attrs = append(attrs, attrResult.String(result))
 		o.runsFinished.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attrRunsTable.String(e.Table), attrJob.String(job), attrResult.String(result))))
 	}
@@ -155,17 +149,9 @@ func (o *Observer) observeSchedule(ctx context.Context, e observe.Event) {
 func (o *Observer) observeCoalesce(ctx context.Context, e observe.Event) {
 	switch e.Op {
 	case coalesce.OpAccept:
-		result := "recorded"
-		switch {
-		case errors.Is(e.Err, coalesce.ErrStale):
-			result = "stale"
-		case errors.Is(e.Err, coalesce.ErrOverloaded):
-			result = "overloaded"
-		case e.Err != nil:
-			result = "error"
+		result := coalesce.AcceptResult(e)
+		if result == "error" {
 			o.errs.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attrTable.String(e.Table), attrOp.String(string(e.Op)))))
-		case e.Rows == 0:
-			result = "duplicate"
 		}
 		o.accepts.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attrTable.String(e.Table), attrCoResult.String(result))))
 	case coalesce.OpFold:

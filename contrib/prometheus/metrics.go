@@ -340,14 +340,7 @@ func (m *Metrics) observeSchedule(e observe.Event) {
 	job := fmt.Sprint(e.Key)
 	switch e.Op {
 	case schedule.OpFinish:
-		result := "succeeded"
-		switch {
-		case errors.Is(e.Err, dialect.ErrLeaseLost):
-			result = "lost"
-		case e.Err != nil:
-			result = "failed"
-		}
-		m.runsFinished.WithLabelValues(e.Table, job, result).Inc()
+		m.runsFinished.WithLabelValues(e.Table, job, schedule.RunResult(e.Err)).Inc()
 		return
 	case schedule.OpClaim:
 		if e.Err == nil && e.Rows > 0 {
@@ -372,17 +365,9 @@ func (m *Metrics) observeSchedule(e observe.Event) {
 func (m *Metrics) observeCoalesce(e observe.Event) {
 	switch e.Op {
 	case coalesce.OpAccept:
-		result := "recorded"
-		switch {
-		case errors.Is(e.Err, coalesce.ErrStale):
-			result = "stale"
-		case errors.Is(e.Err, coalesce.ErrOverloaded):
-			result = "overloaded"
-		case e.Err != nil:
-			result = "error"
+		result := coalesce.AcceptResult(e)
+		if result == "error" {
 			m.errs.WithLabelValues(e.Table, string(e.Op)).Inc()
-		case e.Rows == 0:
-			result = "duplicate"
 		}
 		m.accepts.WithLabelValues(e.Table, result).Inc()
 	case coalesce.OpFold:
