@@ -41,6 +41,24 @@ func claimConfig(cfg Config) claim.Config {
 	}
 }
 
+// KeysTable returns the claim table description of cfg's keys table (its
+// table name from cfg, default [DefaultKeysTable]), validated: what package
+// claim, a reaper or an operator's tool needs to count the keys by status
+// and to list and unpark parked ones without a [Flusher] (whose
+// [Flusher.ClaimConfig] holds the same description). Errors wrap
+// [dialect.ErrInvalidConfig] naming the bad field of cfg.
+func KeysTable(cfg Config) (dialect.ClaimTable, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return dialect.ClaimTable{}, err
+	}
+	t := claimConfig(cfg).ClaimTable.WithDefaults()
+	if err := t.Validate(); err != nil {
+		return t, fmt.Errorf("coalesce: keys table: %w", err)
+	}
+	return t, nil
+}
+
 // CreateTablesDDL returns the statements that create cfg's three tables
 // and their indexes in d's syntax (CREATE TABLE IF NOT EXISTS; the keys
 // table's claim indexes are those of [claim.Claimer.IndexDDL], which on

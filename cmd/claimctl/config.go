@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/coalesce"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/tasklock"
 )
@@ -79,6 +80,15 @@ type options struct {
 	Statuses       []string `json:"statuses"`
 	IntStatuses    bool     `json:"int-statuses"`
 	ScopeText      bool     `json:"scope-text"`
+
+	// Coalesce says the claim table is a coalescer's keys table (package
+	// coalesce), described by the library from the coalescer's table
+	// names; its three tables are named by the other fields (default
+	// coalesce's).
+	Coalesce        bool   `json:"coalesce"`
+	CoalesceChanges string `json:"coalesce-changes"`
+	CoalesceKeys    string `json:"coalesce-keys"`
+	CoalesceSources string `json:"coalesce-sources"`
 
 	LeaseTable     string `json:"lease-table"`
 	LeaseKind      string `json:"lease-kind"`
@@ -218,8 +228,11 @@ func flagText(raw json.RawMessage, isList bool) (string, error) {
 // claimTable builds the claim table description, validated; errors are
 // usage errors naming the flag.
 func (o *options) claimTable() (dialect.ClaimTable, error) {
+	if o.Coalesce {
+		return o.coalesceKeys()
+	}
 	if o.Table == "" {
-		return dialect.ClaimTable{}, usageErr("-table is required")
+		return dialect.ClaimTable{}, usageErr("-table is required (or -coalesce for a coalescer's keys table)")
 	}
 	t := dialect.ClaimTable{
 		Table: o.Table, ID: o.ID, Status: o.Status, Token: o.Token, ClaimedAt: o.ClaimedAt,
@@ -264,6 +277,51 @@ func (o *options) claimTable() (dialect.ClaimTable, error) {
 	t = t.WithDefaults()
 	if err := t.Validate(); err != nil {
 		return t, usageErr("table description: %v", err)
+	}
+	return t, nil
+}
+
+// hasClaimTable says whether a claim table is described: -table, or a
+// coalescer's keys table (-coalesce).
+func (o *options) hasClaimTable() bool { return o.Table != "" || o.Coalesce }
+
+// coalesceConfig returns the coalescer's table names, validated by package
+// coalesce. The -coalesce-* flags need -coalesce; -table and the claim
+// table's column flags do not go with it (the library describes the keys
+// table).
+func (o *options) coalesceConfig() (coalesce.Config, error) {
+	cfg := coalesce.Config{ChangesTable: o.CoalesceChanges, KeysTable: o.CoalesceKeys, SourcesTable: o.CoalesceSources}
+	if !o.Coalesce {
+		if o.CoalesceChanges != "" || o.CoalesceKeys != "" || o.CoalesceSources != "" {
+			return cfg, usageErr("-coalesce-changes, -coalesce-keys and -coalesce-sources need -coalesce")
+		}
+		return cfg, usageErr("-coalesce is required: the command reads a coalescer's tables")
+	}
+	if o.Table != "" {
+		return cfg, usageErr("-table and -coalesce: give one (with -coalesce the claim table is the coalescer's keys table, -coalesce-keys)")
+	}
+	described := o.ID != "" || o.IDKind != "" || o.Status != "" || o.Token != "" || o.ClaimedAt != "" || o.Attempts != "" ||
+		o.Version != "" || o.CreatedAt != "" || o.RunAt != "" || o.Error != "" || o.TextTimes || o.ClaimedAtFmt != "" ||
+		o.CreatedAtFmt != "" || o.RunAtFmt != "" || o.ClearClaimedAt || len(o.ScopeCols) > 0 || len(o.Statuses) > 0 || o.IntStatuses
+	if described {
+		return cfg, usageErr("-coalesce: the library describes the keys table; drop the claim table's column flags (-id, -status, -error, ...)")
+	}
+	if _, err := coalesce.KeysTable(cfg); err != nil {
+		return cfg, usageErr("coalescer tables: %v", err)
+	}
+	return cfg, nil
+}
+
+// coalesceKeys describes the coalescer's keys table as package coalesce
+// does.
+func (o *options) coalesceKeys() (dialect.ClaimTable, error) {
+	cfg, err := o.coalesceConfig()
+	if err != nil {
+		return dialect.ClaimTable{}, err
+	}
+	t, err := coalesce.KeysTable(cfg)
+	if err != nil {
+		return t, usageErr("coalescer tables: %v", err)
 	}
 	return t, nil
 }

@@ -41,6 +41,9 @@ func TestConfigSpellings(t *testing.T) {
 		"lease-expires-at-format": {"unix-millis", nil},
 		"lease-ttl":               {"300", []any{300, "5m", "300s"}},
 		"lease-done":              {"2,3", []any{[]any{2, 3}, []any{"2", "3"}}},
+		"coalesce":                {"true", []any{true}},
+		"coalesce-changes":        {"ops.changes", nil}, "coalesce-keys": {"ops.keys", nil},
+		"coalesce-sources": {"ops.sources", nil},
 	}
 	names := make([]string, 0, len(fileField))
 	for name := range fileField {

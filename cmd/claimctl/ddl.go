@@ -21,7 +21,13 @@ type ddlSection struct {
 // the database lacks, so that the output applies cleanly as it is.
 func cmdDDL(ctx context.Context, e *env) error {
 	var sections []ddlSection
-	if e.o.Table != "" {
+	if e.o.Coalesce {
+		s, err := e.coalesceDDL()
+		if err != nil {
+			return err
+		}
+		sections = append(sections, s)
+	} else if e.o.Table != "" {
 		s, err := e.claimDDL(ctx)
 		if err != nil {
 			return err
@@ -36,7 +42,7 @@ func cmdDDL(ctx context.Context, e *env) error {
 		sections = append(sections, s)
 	}
 	if len(sections) == 0 {
-		return usageErr("describe a claim table (-table) or a lease table (-lease-table)")
+		return usageErr("describe a claim table (-table), a coalescer (-coalesce) or a lease table (-lease-table)")
 	}
 	if e.o.JSON {
 		return printJSON(e.out, sections)

@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/coalesce"
 )
 
 // Flag groups: the flags every command takes, those describing the claim
-// table and those describing the lease table. A command's own flags are
+// table, those naming a coalescer's tables and those describing the lease
+// table. A command's own flags are
 // listed with it (see commands).
 var (
 	commonFlags = []string{"config", "driver", "dsn", "json", "timeout"}
@@ -23,7 +25,10 @@ var (
 		"table", "id", "id-kind", "status", "token", "claimed-at", "attempts", "version", "created-at", "run-at",
 		"error", "text-times", "claimed-at-format", "created-at-format", "run-at-format", "clear-claimed-at", "scope-cols", "statuses", "int-statuses", "scope-text",
 	}
-	leaseFlags = []string{
+	// coalesceFlags point at a coalescer's tables instead: its keys table
+	// is then the claim table.
+	coalesceFlags = []string{"coalesce", "coalesce-changes", "coalesce-keys", "coalesce-sources"}
+	leaseFlags    = []string{
 		"lease-table", "lease-kind", "lease-key", "lease-key-kind", "lease-key-len", "lease-owner", "lease-status",
 		"lease-locked-at", "lease-expires-at", "lease-fence", "lease-locked-at-format", "lease-expires-at-format", "lease-ttl", "lease-done",
 	}
@@ -58,6 +63,10 @@ func defineFlags(fs *flag.FlagSet, o *options) {
 	fs.Var(listFlag{&o.Statuses}, "statuses", "pending,processing,done[,failed] status `values` (default PENDING,PROCESSING,DONE,FAILED)")
 	fs.BoolVar(&o.IntStatuses, "int-statuses", false, "status values are integers")
 	fs.BoolVar(&o.ScopeText, "scope-text", false, "pass scope values as text even when they look like integers")
+	fs.BoolVar(&o.Coalesce, "coalesce", false, "the claim table is a coalescer's keys table (package coalesce), described by the library: give no -table")
+	fs.StringVar(&o.CoalesceChanges, "coalesce-changes", "", "the coalescer's changes `table` (default "+coalesce.DefaultChangesTable+")")
+	fs.StringVar(&o.CoalesceKeys, "coalesce-keys", "", "the coalescer's keys `table` (default "+coalesce.DefaultKeysTable+")")
+	fs.StringVar(&o.CoalesceSources, "coalesce-sources", "", "the coalescer's sources `table` (default "+coalesce.DefaultSourcesTable+")")
 
 	fs.StringVar(&o.LeaseTable, "lease-table", "", "lease `table`")
 	fs.StringVar(&o.LeaseKind, "lease-kind", "", "the lease table's `kind`, whose columns the other -lease-* flags override: key (a key table of tasklock.CreateTable, the default), task (a task table with an owner column) or task-no-owner (a task table with only a lock time)")
@@ -98,6 +107,9 @@ func (c *command) flagGroups() []flagGroup {
 	groups := []flagGroup{{"flags", c.flags}}
 	if c.tables&claimTable != 0 {
 		groups = append(groups, flagGroup{"claim table", claimFlags})
+	}
+	if c.tables&(claimTable|coalesceTables) != 0 {
+		groups = append(groups, flagGroup{"coalescer tables (the keys table is the claim table)", coalesceFlags})
 	}
 	if c.tables&leaseTable != 0 {
 		groups = append(groups, flagGroup{"lease table", leaseFlags})

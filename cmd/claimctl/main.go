@@ -15,11 +15,15 @@
 //	           first, with token and age on the database clock
 //	parked     parked (failed) rows with their attempts and stored error
 //	scheduled  pending rows waiting for a future run-at (needs -run-at)
+//	backlog    a coalescer's backlog (-coalesce): dirty keys, the age of the
+//	           oldest unfolded change, keys by status, parked keys with
+//	           their error
 //	leases     held leases, soonest expiry first (or the lease of each -key):
 //	           holder, fence, lock time, expiry, remaining TTL
 //	ddl        the SQL to paste into a migration: columns the claim table
 //	           lacks (or CREATE TABLE when it does not exist), the missing
-//	           recommended indexes (all with -all-indexes), and the lease
+//	           recommended indexes (all with -all-indexes), a coalescer's
+//	           tables (-coalesce: coalesce.CreateTablesDDL), and the lease
 //	           table (CREATE TABLE for a key table, columns to add to a task
 //	           table)
 //
@@ -44,7 +48,13 @@
 // The claim table is described by flags (-table, -id, -status, -token,
 // -claimed-at, -attempts, -run-at, -error, -created-at, -scope-cols,
 // -statuses, ...) or by a JSON file (-config), whose fields are the flags'
-// names; flags given on the command line override the file. The lease
+// names; flags given on the command line override the file. -coalesce
+// makes the claim table a coalescer's keys table (package coalesce),
+// described by the library from the coalescer's table names
+// (-coalesce-changes, -coalesce-keys, -coalesce-sources, default
+// coalesce's; validated by package coalesce), so that every claim table
+// command and the status page work on its keys, and backlog on the
+// coalescer. The lease
 // table is described the same way: -lease-table, and -lease-kind for its
 // shape (key: a key table of tasklock.CreateTable, the default; task: a
 // task table with an owner column, tasklock.TaskTable; task-no-owner: a

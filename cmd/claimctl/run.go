@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -33,12 +34,16 @@ type tableSet int
 const (
 	claimTable tableSet = 1 << iota
 	leaseTable
+	// coalesceTables are a coalescer's (-coalesce) without the claim
+	// table's column flags.
+	coalesceTables
 )
 
 // env is what a command works with.
 type env struct {
 	o   *options
 	d   dialect.Dialect
+	db  *sql.DB // d's database, for package coalesce
 	in  *bufio.Reader
 	out io.Writer
 }
@@ -67,6 +72,14 @@ var commands = []command{
 		name: "scheduled", summary: "pending rows waiting for a future run-at", tables: claimTable, flags: []string{"scope", "limit"},
 		about: "Pending rows of the -scope waiting for a run-at in the future (needs -run-at), soonest first.",
 		run:   cmdScheduled,
+	},
+	{
+		name: "backlog", summary: "a coalescer's backlog and parked keys (-coalesce)", tables: coalesceTables, flags: []string{"limit"},
+		about: "A coalescer's backlog (package coalesce; needs -coalesce): its dirty keys, the age of its oldest\n" +
+			"unfolded change on the database clock (parked keys' changes left out), its keys by status, and\n" +
+			"its parked keys with their attempts and the error of their last fold. Unpark them with\n" +
+			"unpark -coalesce once the fold can succeed.",
+		run: cmdBacklog,
 	},
 	{
 		name: "leases", summary: "held leases, soonest expiry first (or the lease of each -key)", tables: leaseTable, flags: []string{"key", "limit"},
@@ -108,6 +121,7 @@ var commands = []command{
 		name: "ddl", summary: "print the SQL for a migration", tables: claimTable | leaseTable, flags: []string{"all-indexes"},
 		about: "Print the SQL a migration needs on the connected engine: the columns the claim table lacks (or\n" +
 			"CREATE TABLE when it does not exist), its missing recommended indexes (all with -all-indexes),\n" +
+			"a coalescer's three tables (-coalesce: CREATE TABLE IF NOT EXISTS and their indexes)\n" +
 			"and the lease table (CREATE TABLE for a key table, the columns a task table lacks).",
 		run: cmdDDL,
 	},
@@ -173,7 +187,7 @@ func runErr(ctx context.Context, args []string, stdin io.Reader, stdout io.Write
 	untimed := ctx
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	d, closeFn, err := connect(ctx, o)
+	d, db, closeFn, err := connect(ctx, o)
 	if err != nil {
 		return inCommand(cmd.name, err)
 	}
@@ -181,7 +195,7 @@ func runErr(ctx context.Context, args []string, stdin io.Reader, stdout io.Write
 	if cmd.untimed {
 		ctx = untimed
 	}
-	return inCommand(cmd.name, cmd.run(ctx, &env{o: o, d: d, in: bufio.NewReader(stdin), out: stdout}))
+	return inCommand(cmd.name, cmd.run(ctx, &env{o: o, d: d, db: db, in: bufio.NewReader(stdin), out: stdout}))
 }
 
 // inCommand names the command in err's message. The command is

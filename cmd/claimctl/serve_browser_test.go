@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/coalesce"
 	"github.com/claimlock/claimlock/internal/testkit/testengine"
 )
 
@@ -21,7 +22,8 @@ const hostileError = `<script>document.title="pwned"</script><img src=x onerror=
 
 // An operator's visit in a real browser, on PostgreSQL and MariaDB: the
 // page shows what the database holds (counts, a chart of them, stuck,
-// parked and scheduled rows, the held leases), a hostile error text stays
+// parked and scheduled rows, the held leases; a coalescer's backlog with
+// -coalesce, refreshed in place), a hostile error text stays
 // text, and an unpark through the page (log in with the token, click,
 // confirm) returns the row to pending. With CLAIMLOCK_SERVE_SCREENSHOT
 // set, the PostgreSQL run saves its screenshot there (the README's).
@@ -35,6 +37,7 @@ func TestServeBrowser(t *testing.T) {
 			continue // the handler tests run on SQLite
 		}
 		t.Run(e.Name, func(t *testing.T) { browserVisit(t, ctx, b, e) })
+		t.Run(e.Name+"-coalesce", func(t *testing.T) { browserCoalesce(t, ctx, b, e) })
 	}
 }
 
@@ -181,4 +184,35 @@ func browserVisit(t *testing.T, ctx context.Context, b *browser, e testengine.En
 
 	require.Regexp(t, `msg="serve: action" action=unpark remote=127\.0\.0\.1:[0-9]+ who="session [0-9a-f]{8}" table=jobs scope="task_id=42" ids=\[`+id(1)+`\] all=false reset_attempts=true rows=1`, srv.logs.String())
 	require.NotContains(t, srv.logs.String(), testToken)
+}
+
+// browserCoalesce: the page of a coalescer (-coalesce) shows its backlog,
+// and a change accepted while it is open shows on the next refresh.
+func browserCoalesce(t *testing.T, ctx context.Context, b *browser, e testengine.Engine) {
+	c := testengine.Open(t, e, 4)
+	require.NoError(t, coalesce.CreateTables(ctx, c.Dialect, c.DB, coalesce.Config{}))
+	co, _ := coalesceState(t, c)
+
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	srv := startServe(t, sctx, "-driver", e.Name, "-dsn", c.DSN, "-coalesce", "-listen", "127.0.0.1:0", "-interval", "1s")
+	defer func() {
+		stop()
+		require.Equal(t, exitOK, srv.wait(t))
+	}()
+	b.navigate(t, ctx, srv.url+"page/0")
+	b.waitFor(t, ctx, "the first render", `Number(document.body.dataset.loaded) >= 1`)
+	text := func(expr string) string {
+		t.Helper()
+		var s string
+		require.NoError(t, b.eval(ctx, expr, &s), expr)
+		return s
+	}
+	require.Equal(t, "1", text(`document.getElementById("b-dirty").textContent`))
+	require.Regexp(t, `^([0-9]+m)?[0-9.]+m?s$`, text(`document.getElementById("b-oldest").textContent`))
+	require.Equal(t, "1", text(`document.getElementById("c-failed").textContent`), "k2 is parked")
+
+	_, err := co.Accept(ctx, coalesce.Change{Key: "k4", EventID: "k4-1", Payload: []byte("1")})
+	require.NoError(t, err)
+	b.waitFor(t, ctx, "the new dirty key", `document.getElementById("b-dirty").textContent === "2"`)
 }

@@ -1,7 +1,7 @@
 package main
 
 // This file is the status page's only contact with the library (claim,
-// tasklock, dialect): the rest of serve*.go sees the pageSource interface
+// coalesce, tasklock, dialect): the rest of serve*.go sees the pageSource interface
 // and its plain result types. It reuses what the other commands do: the
 // table descriptions, their validation and the catalog checks of rows.go
 // and leases.go, then the same library calls the stats, stuck, parked,
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/coalesce"
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/tasklock"
 )
@@ -31,6 +32,7 @@ type libSource struct {
 	spec     dialect.ClaimTable
 	claimers []*claim.Claimer[struct{}] // one per page (scope); nil without a claim table
 	scopes   [][]any
+	co       *coalesce.Coalescer // the coalescer of -coalesce, nil without one
 
 	lt   dialect.LeaseTable
 	k    *tasklock.Locker // nil without a lease table
@@ -44,13 +46,13 @@ type libSource struct {
 // since counting rows by status without a scope scans the whole table.
 func openSource(ctx context.Context, e *env) (*libSource, error) {
 	s := &libSource{callTimeout: e.o.Timeout, older: e.o.Older, limit: e.o.Limit, o: e.o}
-	if e.o.Table == "" && e.o.LeaseTable == "" {
-		return nil, usageErr("give a claim table (-table), a lease table (-lease-table) or both")
+	if !e.o.hasClaimTable() && e.o.LeaseTable == "" {
+		return nil, usageErr("give a claim table (-table) or a coalescer (-coalesce), a lease table (-lease-table), or both")
 	}
 	if e.o.Older <= 0 {
 		return nil, usageErr("-older must be positive")
 	}
-	if e.o.Table != "" {
+	if e.o.hasClaimTable() {
 		spec, err := e.claimSpec(func(spec dialect.ClaimTable) (err error) {
 			s.scopes, err = e.o.scopeValues(spec)
 			if err == nil && len(s.scopes) == 0 && len(spec.Scope) > 0 {
@@ -87,6 +89,19 @@ func openSource(ctx context.Context, e *env) (*libSource, error) {
 		s.info.ErrorColumn = spec.Error != ""
 		s.info.CreatedAt = spec.CreatedAt != ""
 		s.info.Failed = spec.Failed.IsSet()
+		if e.o.Coalesce {
+			cfg, err := e.o.coalesceConfig()
+			if err != nil {
+				return nil, err
+			}
+			if s.co, err = coalesce.New(e.d, e.db, cfg); err != nil {
+				return nil, usageErr("coalescer tables: %v", err)
+			}
+			s.info.ChangesTable = cfg.ChangesTable
+			if s.info.ChangesTable == "" {
+				s.info.ChangesTable = coalesce.DefaultChangesTable
+			}
+		}
 	}
 	if e.o.LeaseTable != "" {
 		cctx, cancel := context.WithTimeout(ctx, s.callTimeout)
@@ -137,6 +152,15 @@ func (s *libSource) sample(ctx context.Context, i int) (scopeSample, error) {
 	cancel()
 	if err != nil {
 		return out, err
+	}
+	if s.co != nil {
+		bctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+		dirty, oldest, err := s.co.Backlog(bctx)
+		cancel()
+		if err != nil {
+			return out, err
+		}
+		out.Backlog = &backlog{Dirty: dirty, Oldest: oldest}
 	}
 	out.Counts = counts{
 		Pending: st.Pending, Processing: st.Processing, Done: st.Done, Failed: st.Failed, Other: st.Other,

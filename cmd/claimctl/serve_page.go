@@ -52,6 +52,10 @@ type sourceInfo struct {
 	StuckAfter time.Duration
 	// Limit bounds each list.
 	Limit int
+	// ChangesTable is the coalescer's changes table when the claim table
+	// is a coalescer's keys table (-coalesce), "" otherwise: its pages
+	// show the coalescer's backlog.
+	ChangesTable string
 }
 
 // counts are a scope's rows by status and its oldest ages, on the
@@ -73,6 +77,15 @@ type rowView struct {
 type scopeSample struct {
 	Counts                   counts
 	Stuck, Parked, Scheduled []rowView
+	// Backlog is the coalescer's, nil without one.
+	Backlog *backlog
+}
+
+// backlog is a coalescer's dirty keys and the age of its oldest unfolded
+// change (parked keys' changes left out), on the database clock.
+type backlog struct {
+	Dirty  int64
+	Oldest time.Duration
 }
 
 // leaseView is one lease. Remaining is on the database clock when DBClock
@@ -216,6 +229,13 @@ type countsView struct {
 	OldestProcessing string `json:"oldest_processing"`
 }
 
+// backlogView is a coalescer's backlog as shown.
+type backlogView struct {
+	ChangesTable   string `json:"changes_table"`
+	Dirty          int64  `json:"dirty"`
+	OldestUnfolded string `json:"oldest_unfolded"`
+}
+
 // rowOutView is a listed row as shown.
 type rowOutView struct {
 	ID       string `json:"id"`
@@ -245,12 +265,15 @@ type leaseOutView struct {
 // it: values from the database are cleaned (valid UTF-8, bounded length)
 // and left for the template or the script to escape.
 type pageView struct {
-	Index     int          `json:"index"`
-	Table     string       `json:"table"`
-	Scope     string       `json:"scope"`
-	SampledAt string       `json:"sampled_at"`
-	Error     string       `json:"error"`
-	Counts    *countsView  `json:"counts"`
+	Index     int         `json:"index"`
+	Table     string      `json:"table"`
+	Scope     string      `json:"scope"`
+	SampledAt string      `json:"sampled_at"`
+	Error     string      `json:"error"`
+	Counts    *countsView `json:"counts"`
+	// Backlog is the coalescer's (-coalesce), nil otherwise or before the
+	// first reading.
+	Backlog   *backlogView `json:"backlog"`
 	History   []point      `json:"history"`
 	Stuck     []rowOutView `json:"stuck"`
 	Parked    []rowOutView `json:"parked"`
@@ -284,6 +307,12 @@ func (m *monitor) view(i int) pageView {
 			}
 			if c.Pending == 0 && m.info.CreatedAt {
 				v.Counts.OldestPending = "-"
+			}
+			if b := p.last.Backlog; b != nil {
+				v.Backlog = &backlogView{ChangesTable: m.info.ChangesTable, Dirty: b.Dirty, OldestUnfolded: age(b.Oldest)}
+				if b.Oldest == 0 {
+					v.Backlog.OldestUnfolded = "-"
+				}
 			}
 			v.History = append(v.History, p.hist...)
 			v.Stuck = rowsOut(p.last.Stuck)

@@ -226,6 +226,10 @@
       setText("c-other", v.counts.other);
       setText("c-oldest-pending", v.counts.oldest_pending);
       setText("c-oldest-processing", v.counts.oldest_processing);
+      if (v.backlog) {
+        setText("b-dirty", v.backlog.dirty);
+        setText("b-oldest", v.backlog.oldest_unfolded);
+      }
     }
     drawChart(v.history || []);
     scopeLabel = v.scope;
