@@ -144,10 +144,12 @@ func (w *WorkerConfig[T]) validate() error {
 }
 
 // Run claims and processes rows with w.Workers concurrent loops until ctx is
-// cancelled, then shuts down as w.ShutdownMode says and returns nil. Each
-// loop claims a batch, hands its rows to w.Handler one by one, acks the
+// cancelled, then shuts down as w.ShutdownMode says and returns nil; with
+// w.Drain it returns nil as soon as nothing is left to claim. Each loop
+// claims a batch, hands its rows to w.Handler one by one, acks the
 // successes in one statement, fails the errors, and backs off with jitter
-// between PollMin and PollMax while nothing is pending.
+// between PollMin and PollMax while nothing is pending. It serves the
+// claimer's scope, or the scopes of w.Scopes in turn.
 //
 // Run verifies the table against the catalog ([Claimer.Verify]) before its
 // first claim. Errors that running the operation again cannot cure (a
@@ -183,6 +185,12 @@ func (c *Claimer[T]) Run(ctx context.Context, w WorkerConfig[T]) error {
 		pipe: len(w.Scopes) == 0 && w.ScopeInFlight == 0 && c.core.pipelines(w.Pipeline)}
 	ctx, r.stop = context.WithCancelCause(ctx)
 	defer r.stop(nil)
+	// A loop pausing after a failed claim stops pausing when the drain
+	// ends (the end of the drain is no shutdown: ctx goes on).
+	var endIdle context.CancelFunc
+	r.idleCtx, endIdle = context.WithCancel(ctx)
+	defer endIdle()
+	r.turns.onDrained = endIdle
 	var wg sync.WaitGroup
 	for i := 0; i < w.Workers; i++ {
 		wg.Add(1)
@@ -235,6 +243,9 @@ type runner[T any] struct {
 	pipe  bool                    // loops ack and claim in one operation (pipeline.go)
 	stop  context.CancelCauseFunc // shuts every loop down
 	fatal atomic.Pointer[error]   // the permanent error that stopped Run
+	// idleCtx is Run's context, ended also when the drain ends: a loop
+	// pausing after a failed claim waits on it.
+	idleCtx context.Context
 }
 
 // check stops Run when err is permanent and reports whether it did.
@@ -304,7 +315,7 @@ func (r *runner[T]) loop(ctx context.Context, worker int) {
 				return
 			}
 			log.Error("claimlock: claim failed", "err", err, "retryable", dialect.IsRetryable(err))
-			done = wk.idle(ctx, w.PollMin, w.PollMax)
+			done = wk.idle(r.idleCtx, w.PollMin, w.PollMax)
 		case b.Len() == 0:
 			// The next pick goes on to another scope, or waits (see
 			// turns).

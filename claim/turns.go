@@ -34,6 +34,8 @@ type turns[T any] struct {
 	busy    int           // claims running and batches being processed
 	changed chan struct{} // closed and replaced when a claim or a batch ends
 	drained chan struct{} // closed once, in drain mode, when nothing is left
+	// onDrained, if set, is called once with drained closed.
+	onDrained func()
 }
 
 // lane is one scope served by a Run.
@@ -99,6 +101,9 @@ func (t *turns[T]) pick(skip []bool) (l *lane[T], n int, gen uint64, w wait, ch 
 		case <-t.drained:
 		default:
 			close(t.drained)
+			if t.onDrained != nil {
+				t.onDrained()
+			}
 		}
 		return nil, 0, 0, waitDrained, t.changed
 	}
