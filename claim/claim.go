@@ -23,17 +23,18 @@ import (
 // returns, or in the background once ctx has ended, so that a stalled
 // server never holds the call past ctx's deadline.
 func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
-	return c.claimVia(ctx, c.core.cs.Claim)
+	return c.claimVia(ctx, c.core.limit, c.core.cs.Claim)
 }
 
 // claimRun runs the claim statement(s) of one batch.
 type claimRun func(ctx context.Context, p *store.ClaimParams, scan func(store.Scanner) error) (int, error)
 
-// claimVia is [Claimer.Claim] with run in place of the store's Claim (an
-// ack+claim in pipeline.go); it reports the claim to the observer.
-func (c *Claimer[T]) claimVia(ctx context.Context, run claimRun) (*Batch[T], error) {
+// claimVia is [Claimer.Claim] of at most limit rows with run in place of
+// the store's Claim (an ack+claim in pipeline.go); it reports the claim to
+// the observer.
+func (c *Claimer[T]) claimVia(ctx context.Context, limit int, run claimRun) (*Batch[T], error) {
 	start := time.Now()
-	b, err := c.claimWith(ctx, run)
+	b, err := c.claimWith(ctx, limit, run)
 	if b != nil {
 		c.core.observeClaim(ctx, start, b.token, len(b.rows)+len(b.unreadable), nil)
 	} else {
@@ -100,8 +101,8 @@ func (k *core) retryRelease(ctx context.Context, token string, claimed time.Time
 	}
 }
 
-// claimWith claims one batch with run.
-func (c *Claimer[T]) claimWith(ctx context.Context, run claimRun) (*Batch[T], error) {
+// claimWith claims one batch of at most limit rows with run.
+func (c *Claimer[T]) claimWith(ctx context.Context, limit int, run claimRun) (*Batch[T], error) {
 	k := c.core
 	if err := k.verify(ctx); err != nil {
 		return nil, err
@@ -109,7 +110,7 @@ func (c *Claimer[T]) claimWith(ctx context.Context, run claimRun) (*Batch[T], er
 	k.checkIndexes(ctx)
 	token := store.NewToken()
 	var scanned []Row[T]
-	p := &store.ClaimParams{Token: token, Limit: k.limit, ScopeValues: k.scope, Strategy: k.strategy}
+	p := &store.ClaimParams{Token: token, Limit: limit, ScopeValues: k.scope, Strategy: k.strategy}
 	release, err := k.claimSlot(ctx)
 	if err != nil {
 		return nil, err

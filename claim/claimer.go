@@ -26,8 +26,9 @@ type Claimer[T any] struct {
 // core is the part of a claimer that does not depend on the row type.
 type core struct {
 	d           dialect.Dialect
-	cs          store.ClaimStore
-	held        store.Holder // held claims (held.go); nil where the store has none
+	cs          store.ClaimStore // base, wrapped for the observer
+	base        store.ClaimStore // the store itself, which scope views share
+	held        store.Holder     // held claims (held.go); nil where the store has none
 	spec        dialect.ClaimTable
 	scope       []any
 	strategy    dialect.Strategy
@@ -44,8 +45,8 @@ type core struct {
 	obs         observe.Observer
 
 	indexOnce sync.Once
-	verified  atomic.Bool // the table passed VerifySchema once
-	wake      waker       // idle Run loops (wake.go)
+	verified  *atomic.Bool // the table passed VerifySchema once (shared by scope views)
+	wake      waker        // idle Run loops (wake.go)
 }
 
 // New validates cfg, resolves its strategy against d's capabilities and
@@ -98,6 +99,7 @@ func New[T any](d dialect.Dialect, cfg Config, fields func(*T) []any) (*Claimer[
 		ackDelay: cfg.AckDelay, ackBuffer: cfg.ackBuffer(), gate: cfg.claimGate(caps),
 		reapTimeout: cfg.ReapTimeout, margin: cfg.safetyMargin(), heartbeat: cfg.heartbeatInterval(),
 		logger: logger.With("table", spec.Table), obs: cfg.Observer,
+		base: cs, verified: new(atomic.Bool),
 	}
 	k.held, _ = cs.(store.Holder)
 	k.cs = observed(cs, k)
@@ -156,3 +158,42 @@ func (k *core) scopeValues() []any {
 	}
 	return k.scope
 }
+
+// Scope returns a view of c restricted to other values of the Scope
+// columns (Config.ClaimTable.Scope), in their order, in place of
+// Config.ScopeValues: a job serving many tasks builds one claimer and
+// takes a view per task, instead of a claimer per task. The view shares
+// c's store, statements, connections, table check and ClaimConcurrency
+// slots; it has its own idle [Claimer.Run] loops ([Claimer.Wake] on the
+// view wakes those). Everything else (batch size, attempts, backoff, acks,
+// observer, logger) is c's. Creating one costs a few small allocations and
+// no database round trip. A view of a view replaces the values again.
+//
+// The values are checked as [New] checks Config.ScopeValues: one per Scope
+// column, none nil, each a value database/sql can send as a parameter (a
+// number, string, []byte, bool, time.Time or a [driver.Valuer]). Their SQL
+// types are not checked here: a value the column cannot be compared with
+// fails the first claim. Errors wrap [dialect.ErrInvalidConfig].
+func (c *Claimer[T]) Scope(values ...any) (*Claimer[T], error) {
+	if err := checkScopeValues(c.core.spec.Scope, values); err != nil {
+		return nil, err
+	}
+	return &Claimer[T]{core: c.core.withScope(values), fields: c.fields, nfields: c.nfields}, nil
+}
+
+// withScope returns a core like k for other scope values (see
+// [Claimer.Scope]).
+func (k *core) withScope(values []any) *core {
+	v := &core{
+		d: k.d, base: k.base, held: k.held, spec: k.spec, scope: slices.Clone(values), strategy: k.strategy,
+		limit: k.limit, maxAttempts: k.maxAttempts, backoff: k.backoff, ackDelay: k.ackDelay,
+		ackBuffer: k.ackBuffer, reapTimeout: k.reapTimeout, margin: k.margin, heartbeat: k.heartbeat,
+		gate: k.gate, logger: k.logger, obs: k.obs, verified: k.verified,
+	}
+	v.cs = observed(k.base, v)
+	return v
+}
+
+// ScopeValues returns the claimer's scope values (Config.ScopeValues, or
+// those given to [Claimer.Scope]), in the order of the Scope columns.
+func (c *Claimer[T]) ScopeValues() []any { return slices.Clone(c.core.scope) }

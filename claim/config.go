@@ -1,6 +1,7 @@
 package claim
 
 import (
+	"database/sql/driver"
 	"fmt"
 	"log/slog"
 	"time"
@@ -163,13 +164,8 @@ func (c Config) Resolve() (dialect.ClaimTable, error) {
 	if c.RequireScope && len(spec.Scope) == 0 {
 		return dialect.ClaimTable{}, invalid("Scope", "is empty but RequireScope is set")
 	}
-	if len(c.ScopeValues) != len(spec.Scope) {
-		return dialect.ClaimTable{}, invalid("ScopeValues", "%d value(s) for %d Scope column(s)", len(c.ScopeValues), len(spec.Scope))
-	}
-	for i, v := range c.ScopeValues {
-		if v == nil {
-			return dialect.ClaimTable{}, invalid(fmt.Sprintf("ScopeValues[%d]", i), "value of %q is nil (NULL never compares equal)", spec.Scope[i])
-		}
+	if err := checkScopeValues(spec.Scope, c.ScopeValues); err != nil {
+		return dialect.ClaimTable{}, err
 	}
 	if err := c.validateOptions(spec); err != nil {
 		return dialect.ClaimTable{}, err
@@ -245,4 +241,23 @@ func (c Config) ackBuffer() int {
 		return c.batchSize()
 	}
 	return c.AckBuffer
+}
+
+// checkScopeValues checks values against the Scope columns cols: one
+// value per column, none nil (NULL never compares equal), each one that
+// database/sql can send as a parameter.
+func checkScopeValues(cols []string, values []any) error {
+	if len(values) != len(cols) {
+		return invalid("ScopeValues", "%d value(s) for %d Scope column(s) %v", len(values), len(cols), cols)
+	}
+	for i, v := range values {
+		field := fmt.Sprintf("ScopeValues[%d]", i)
+		if v == nil {
+			return invalid(field, "value of %q is nil (NULL never compares equal)", cols[i])
+		}
+		if _, err := driver.DefaultParameterConverter.ConvertValue(v); err != nil {
+			return invalid(field, "value of %q, of type %T, cannot be a query parameter: %v", cols[i], v, err)
+		}
+	}
+	return nil
 }

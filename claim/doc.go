@@ -33,6 +33,10 @@
 //   - Pipelining (ack a batch and claim the next in one operation) is a
 //     Run option, [WorkerConfig.Pipeline]; a hand-written loop uses
 //     [Claimer.AckAllAndClaim].
+//   - Send what is pending and return (a cron job): [WorkerConfig.Drain].
+//     Many tasks from one claimer: [Claimer.Scope] for one task's view,
+//     [WorkerConfig.Scopes] to serve many in turn from one pool of
+//     workers, each bounded by [WorkerConfig.ScopeInFlight].
 //   - Claims that write nothing: [Claimer.Holder] holds rows by a
 //     transaction left open ([Held]), whose acks, fails and your own
 //     statements commit together, for short handlers whose work is in the

@@ -73,7 +73,7 @@ func (h *Holder[T]) Run(ctx context.Context, handle func(ctx context.Context, b 
 		// The database may not answer yet; each hold verifies again.
 		k.logger.Error("claimlock: could not verify the table; holds will try again", "err", err)
 	}
-	defer k.subscribe()()
+	defer k.subscribe(k.wake.kick)()
 	r := &heldRunner[T]{h: h, handle: handle}
 	ctx, r.stop = context.WithCancelCause(ctx)
 	defer r.stop(nil)

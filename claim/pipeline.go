@@ -133,7 +133,7 @@ func (c *Claimer[T]) ackAndClaimLocked(ctx context.Context, b *Batch[T], own []i
 	p := b.doneParams(idx)
 	var res store.AckResult
 	written := false
-	next, err := c.claimVia(ctx, func(ctx context.Context, cp *store.ClaimParams, scan func(store.Scanner) error) (int, error) {
+	next, err := c.claimVia(ctx, c.core.limit, func(ctx context.Context, cp *store.ClaimParams, scan func(store.Scanner) error) (int, error) {
 		r, n, err := ac.AckAndClaim(ctx, &store.AckClaimParams{Ack: *p, Claim: *cp}, scan)
 		// A scan error comes after both parts committed (the claimer then
 		// reads the claimed rows again): the ack's result holds.
@@ -189,7 +189,7 @@ func (b *Batch[T]) recordDeferredDone(idx []int, p *store.AckParams, res store.A
 // own and the loop claims as usual. b.mu is held.
 func (r *runner[T]) pipelineFinish(ctx, fctx context.Context, b *Batch[T], ok, failed []int, causes []error, log *slog.Logger) (*Batch[T], bool) {
 	c := r.c
-	if !c.core.pipelines(r.w.Pipeline) || ctx.Err() != nil || b.lost() || len(ok) == 0 || len(ok)+len(failed) != len(b.rows) {
+	if !r.pipe || ctx.Err() != nil || b.lost() || len(ok) == 0 || len(ok)+len(failed) != len(b.rows) {
 		return nil, false
 	}
 	r.failRows(fctx, b, failed, causes, log)

@@ -80,13 +80,46 @@ type WorkerConfig[T any] struct {
 	// it first fails the rows whose handler failed, then acks the rest
 	// together with the next claim.
 	Pipeline Pipeline
+	// Drain makes Run return nil once nothing is left for it: every scope
+	// it serves was found empty by a claim that started after the last
+	// batch of that scope finished, and no batch is being processed. Rows
+	// a failure sent back to pending at once (no RunAt column) are claimed
+	// again, until they succeed or park at MaxAttempts; rows waiting for a
+	// run_at still in the future (a retry's backoff, [SnoozeFor],
+	// [RetryAfter], rows scheduled ahead) are not claimable now and are not
+	// waited for: the next drain takes them. Nor are rows processing under
+	// other workers' claims waited for, nor rows inserted after the drain
+	// found their scope empty. A Drain without ctx's end never polls: it
+	// claims until the scopes are empty, then returns. Cancellation still
+	// shuts down as ShutdownMode says.
+	Drain bool
+	// Scopes, if not empty, makes Run serve these scopes of the claimer's
+	// table instead of its own: each element holds values for the Scope
+	// columns, as [Claimer.Scope] takes them. One pool of Workers claims
+	// from them in turn: each claim goes to the next scope, in order,
+	// that is not known to be empty and is below ScopeInFlight, so that a
+	// small scope is served at once next to a large one instead of after
+	// it. A scope found empty is skipped until the next poll (or, with
+	// Drain, for good unless a batch of its own makes rows pending again).
+	// Duplicates are an error.
+	Scopes [][]any
+	// ScopeInFlight, if positive, bounds the rows of each scope that Run
+	// holds at once (claimed and not yet acked, failed or released): a
+	// claim takes at most that many less those already held, and a scope
+	// at its bound is skipped until one of its batches ends. It bounds
+	// what one task may take of a shared pool (and of the service it
+	// calls); rows of other processes are not counted. Zero means no
+	// bound. With Scopes or ScopeInFlight, loops do not pipeline
+	// (PipelineOn is an error): an ack claiming the next batch of the
+	// same scope would bypass the turns.
+	ScopeInFlight int
 }
 
 func (w *WorkerConfig[T]) validate() error {
 	if w.Handler == nil {
 		return invalid("WorkerConfig.Handler", "is nil")
 	}
-	if w.Workers < 0 || w.PollMin < 0 || w.PollMax < 0 || w.ShutdownTimeout < 0 {
+	if w.Workers < 0 || w.PollMin < 0 || w.PollMax < 0 || w.ShutdownTimeout < 0 || w.ScopeInFlight < 0 {
 		return invalid("WorkerConfig", "negative field in %+v", *w)
 	}
 	if w.ShutdownMode != ShutdownRelease && w.ShutdownMode != ShutdownFinish {
@@ -111,10 +144,12 @@ func (w *WorkerConfig[T]) validate() error {
 }
 
 // Run claims and processes rows with w.Workers concurrent loops until ctx is
-// cancelled, then shuts down as w.ShutdownMode says and returns nil. Each
-// loop claims a batch, hands its rows to w.Handler one by one, acks the
+// cancelled, then shuts down as w.ShutdownMode says and returns nil; with
+// w.Drain it returns nil as soon as nothing is left to claim. Each loop
+// claims a batch, hands its rows to w.Handler one by one, acks the
 // successes in one statement, fails the errors, and backs off with jitter
-// between PollMin and PollMax while nothing is pending.
+// between PollMin and PollMax while nothing is pending. It serves the
+// claimer's scope, or the scopes of w.Scopes in turn.
 //
 // Run verifies the table against the catalog ([Claimer.Verify]) before its
 // first claim. Errors that running the operation again cannot cure (a
@@ -132,6 +167,10 @@ func (c *Claimer[T]) Run(ctx context.Context, w WorkerConfig[T]) error {
 	if err := c.core.checkPipeline(w.Pipeline); err != nil {
 		return err
 	}
+	lanes, err := c.lanes(&w)
+	if err != nil {
+		return err
+	}
 	if err := c.Verify(ctx); err != nil {
 		if dialect.IsPermanent(err) || ctx.Err() != nil {
 			return err
@@ -139,10 +178,19 @@ func (c *Claimer[T]) Run(ctx context.Context, w WorkerConfig[T]) error {
 		// The database may not answer yet; each claim verifies again.
 		c.core.logger.Error("claimlock: could not verify the table; claims will try again", "err", err)
 	}
-	defer c.core.subscribe()()
-	r := &runner[T]{c: c, w: &w}
+	for _, l := range lanes {
+		defer l.core.subscribe(c.core.wake.kick)()
+	}
+	r := &runner[T]{c: c, w: &w, turns: newTurns(lanes, c.core.limit, w.ScopeInFlight, w.Drain),
+		pipe: len(w.Scopes) == 0 && w.ScopeInFlight == 0 && c.core.pipelines(w.Pipeline)}
 	ctx, r.stop = context.WithCancelCause(ctx)
 	defer r.stop(nil)
+	// A loop pausing after a failed claim stops pausing when the drain
+	// ends (the end of the drain is no shutdown: ctx goes on).
+	var endIdle context.CancelFunc
+	r.idleCtx, endIdle = context.WithCancel(ctx)
+	defer endIdle()
+	r.turns.onDrained = endIdle
 	var wg sync.WaitGroup
 	for i := 0; i < w.Workers; i++ {
 		wg.Add(1)
@@ -158,12 +206,46 @@ func (c *Claimer[T]) Run(ctx context.Context, w WorkerConfig[T]) error {
 	return nil
 }
 
+// lanes returns the claimers of the scopes Run serves: views of c for
+// w.Scopes, or c itself.
+func (c *Claimer[T]) lanes(w *WorkerConfig[T]) ([]*Claimer[T], error) {
+	if w.Pipeline == PipelineOn && (len(w.Scopes) > 0 || w.ScopeInFlight > 0) {
+		return nil, invalid("WorkerConfig.Pipeline", "PipelineOn cannot serve Scopes or ScopeInFlight in turn")
+	}
+	if len(w.Scopes) == 0 {
+		return []*Claimer[T]{c}, nil
+	}
+	if len(c.core.spec.Scope) == 0 {
+		return nil, invalid("WorkerConfig.Scopes", "the table has no Scope columns")
+	}
+	seen := make(map[string]int, len(w.Scopes))
+	lanes := make([]*Claimer[T], 0, len(w.Scopes))
+	for i, values := range w.Scopes {
+		v, err := c.Scope(values...)
+		if err != nil {
+			return nil, fmt.Errorf("%w (WorkerConfig.Scopes[%d])", err, i)
+		}
+		key := fmt.Sprintf("%#v", values)
+		if j, dup := seen[key]; dup {
+			return nil, invalid(fmt.Sprintf("WorkerConfig.Scopes[%d]", i), "repeats Scopes[%d] %v", j, values)
+		}
+		seen[key] = i
+		lanes = append(lanes, v)
+	}
+	return lanes, nil
+}
+
 // runner is one call of [Claimer.Run].
 type runner[T any] struct {
 	c     *Claimer[T]
 	w     *WorkerConfig[T]
+	turns *turns[T]               // the scopes served and whose turn it is
+	pipe  bool                    // loops ack and claim in one operation (pipeline.go)
 	stop  context.CancelCauseFunc // shuts every loop down
 	fatal atomic.Pointer[error]   // the permanent error that stopped Run
+	// idleCtx is Run's context, ended also when the drain ends: a loop
+	// pausing after a failed claim waits on it.
+	idleCtx context.Context
 }
 
 // check stops Run when err is permanent and reports whether it did.
@@ -179,42 +261,80 @@ func (r *runner[T]) check(err error) bool {
 	return true
 }
 
-// loop claims and processes batches until ctx ends. While nothing is
-// pending it waits in the claimer's waker (see wake.go): one idle loop of
-// the claimer polls with backoff, the others wait for a wake-up.
+// loop claims and processes batches until ctx ends (or, with Drain,
+// until nothing is left), from the scopes r.turns gives it. While nothing
+// is pending it waits in the claimer's waker (see wake.go): one idle loop
+// of the claimer polls with backoff, the others wait for a wake-up.
 func (r *runner[T]) loop(ctx context.Context, worker int) {
-	c, w := r.c, r.w
+	c, w, t := r.c, r.w, r.turns
 	log := c.core.logger.With("worker", worker)
 	wk := &c.core.wake
 	done := func() {} // frees the poller slot after the claim it allowed
 	defer func() { done() }()
 	var next *Batch[T] // claimed together with the last ack (pipeline.go)
-	for ctx.Err() == nil {
+	var l *lane[T]     // the scope of next, then of b
+	// skip marks the scopes this loop found empty since it last polled
+	// (without Drain; see turns).
+	skip := make([]bool, len(t.lanes))
+	for ctx.Err() == nil && !t.done() {
 		b, err := next, error(nil)
 		if next = nil; b == nil {
-			b, err = c.Claim(ctx)
+			var n int
+			var gen uint64
+			var wt wait
+			var ch <-chan struct{}
+			if l, n, gen, wt, ch = t.pick(skip); l == nil {
+				done()
+				done = func() {}
+				switch wt {
+				case waitDrained:
+					return
+				case waitPoll:
+					done = wk.idle(ctx, w.PollMin, w.PollMax)
+					clear(skip) // rows may have come since
+				default:
+					t.await(ctx, ch)
+				}
+				continue
+			}
+			b, err = l.c.claimVia(ctx, n, l.c.core.cs.Claim)
+			m, got := 0, 0
+			if err == nil {
+				m, got = b.Len()+len(b.unreadable), b.Len()
+			}
+			t.claimed(l, n, m, got, gen, err != nil)
 		}
 		if err == nil && b.Len() > 0 {
 			wk.worked(b.Len(), c.core.limit)
 		}
 		done()
+		done = func() {}
 		switch {
 		case err != nil:
 			if ctx.Err() != nil || r.check(err) {
-				done = func() {}
 				return
 			}
 			log.Error("claimlock: claim failed", "err", err, "retryable", dialect.IsRetryable(err))
-			done = wk.idle(ctx, w.PollMin, w.PollMax)
+			done = wk.idle(r.idleCtx, w.PollMin, w.PollMax)
 		case b.Len() == 0:
-			done = wk.idle(ctx, w.PollMin, w.PollMax)
+			// The next pick goes on to another scope, or waits (see
+			// turns).
+			skip[l.i] = !w.Drain && len(b.unreadable) == 0
 		default:
-			done = func() {}
+			g := t.gen(l) + 1
 			next = r.process(ctx, b, log)
+			t.finished(l, b.Len())
+			if next != nil {
+				t.piped(l, next.Len()+len(next.unreadable), next.Len(), g)
+				if next.Len() == 0 {
+					next = nil
+				}
+			}
 		}
 	}
 	if next != nil {
 		r.process(ctx, next, log) // shutdown: released or finished as w says
+		t.finished(l, next.Len())
 	}
 }
 

@@ -335,3 +335,61 @@ func TestSnippetDocsClaimRun(t *testing.T) {
 		})
 	}
 }
+
+// docs/claim.md, "Draining, and many tasks in one pool": a cron job drains
+// the tasks due, in turn, and returns; every row is sent exactly once,
+// rows of tasks not listed are left alone.
+func TestSnippetDocsClaimDrain(t *testing.T) {
+	t.Parallel()
+	for _, en := range engines {
+		t.Run(en.kind, func(t *testing.T) {
+			t.Parallel()
+			e := open(t, en)
+			cfg := claim.Config{ClaimTable: dialect.ClaimTable{Table: tableName("drain"), Columns: []string{"openid"},
+				Scope: []string{"task_id"}}, ScopeValues: []any{0}, BatchSize: 5}
+			createTable(t, e, cfg)
+			insertRows(t, e, cfg.Table, []string{"task_id", "openid"}, 40, func(i int) []any {
+				return []any{1 + i%4, fmt.Sprintf("o%d", i)} // tasks 1 to 4, 10 rows each
+			})
+			c, err := claim.New(e.d, cfg, func(m *Msg) []any { return []any{&m.OpenID} })
+			require.NoError(t, err)
+			tasks := []int64{1, 2, 3}
+			var sent sync.Map
+			send := func(_ context.Context, openID string) error {
+				_, again := sent.LoadOrStore(openID, true)
+				require.False(t, again, "sent twice: %s", openID)
+				return nil
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			// snippet: docs-claim-drain
+			scopes := make([][]any, 0, len(tasks))
+			for _, id := range tasks { // the tasks due now, as the job lists them
+				scopes = append(scopes, []any{id})
+			}
+			err = c.Run(ctx, claim.WorkerConfig[Msg]{
+				Workers:       8,
+				Drain:         true,   // return once nothing is left to claim now
+				Scopes:        scopes, // one pool of workers, the tasks in turn
+				ScopeInFlight: 200,    // at most 200 rows of one task at once
+				Handler: func(ctx context.Context, r claim.Row[Msg]) error {
+					return send(ctx, r.Value.OpenID)
+				},
+			})
+			// end snippet
+			require.NoError(t, err)
+			require.NoError(t, ctx.Err())
+			n := 0
+			sent.Range(func(any, any) bool { n++; return true })
+			require.Equal(t, 30, n)
+			for task, pending := range map[int]int64{1: 0, 2: 0, 3: 0, 4: 10} {
+				v, err := c.Scope(task)
+				require.NoError(t, err)
+				st, err := v.Stats(context.Background())
+				require.NoError(t, err)
+				require.Equal(t, [4]int64{pending, 0, 10 - pending, 0}, [4]int64{st.Pending, st.Processing, st.Done, st.Failed},
+					"task %d: pending, processing, done, failed", task)
+			}
+		})
+	}
+}

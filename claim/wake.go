@@ -92,13 +92,14 @@ func (w *waker) idle(ctx context.Context, pollMin, pollMax time.Duration) (done 
 	return free
 }
 
-// subscribe asks the dialect's notifier, where it has one, to wake the
-// claimer when another process makes rows of its scope pending. It returns
-// the function that ends the subscription.
-func (k *core) subscribe() (cancel func()) {
+// subscribe asks the dialect's notifier, where it has one, to call kick
+// (the claimer's own wake-up, or that of the Run serving its scope) when
+// another process makes rows of its scope pending. It returns the function
+// that ends the subscription.
+func (k *core) subscribe(kick func()) (cancel func()) {
 	n := store.NotifierOf(k.d)
 	if n == nil {
 		return func() {}
 	}
-	return n.Subscribe(k.spec, k.scopeValues(), k.wake.kick)
+	return n.Subscribe(k.spec, k.scopeValues(), kick)
 }
