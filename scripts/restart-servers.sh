@@ -7,6 +7,7 @@
 #
 # Usage:
 #   eval "$(scripts/restart-servers.sh start)"   # idempotent; prints the export line
+#   scripts/restart-servers.sh start pg          # only the PostgreSQL server
 #   scripts/restart-servers.sh kill pg|mysql [SECONDS]
 #                                   # SIGKILL the server (and its children), wait
 #                                   # SECONDS (default 1), start it, wait until it answers
@@ -21,6 +22,9 @@
 #   CLAIMLOCK_RESTART_PG_PORT  default 26432
 #   CLAIMLOCK_RESTART_MY_PORT  default 26306
 #   CLAIMLOCK_PG_BIN           directory of initdb/pg_ctl (detected when unset)
+#   CLAIMLOCK_RESTART_PG_MAX_CONNECTIONS  PostgreSQL's max_connections (default 100)
+#   CLAIMLOCK_RESTART_PG_SHARED_BUFFERS   PostgreSQL's shared_buffers (default 32MB)
+#   (both are written when the data directory is made)
 #
 # The export line sets CLAIMLOCK_POSTGRES_DSN and CLAIMLOCK_MYSQL_DSN (a
 # database claimlock_restart on each server) and CLAIMLOCK_CHAOS_OUTAGE (this
@@ -32,6 +36,10 @@ SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 STATE=${CLAIMLOCK_RESTART_DIR:-${TMPDIR:-/tmp}/claimlock-restart}
 PGPORT=${CLAIMLOCK_RESTART_PG_PORT:-26432}
 MYPORT=${CLAIMLOCK_RESTART_MY_PORT:-26306}
+PGMAXCONN=${CLAIMLOCK_RESTART_PG_MAX_CONNECTIONS:-100}
+PGBUFFERS=${CLAIMLOCK_RESTART_PG_SHARED_BUFFERS:-32MB}
+case "$PGMAXCONN" in '' | *[!0-9]*) printf '[restart-servers] error: CLAIMLOCK_RESTART_PG_MAX_CONNECTIONS must be a number\n' >&2; exit 2 ;; esac
+case "$PGBUFFERS" in '' | *[!0-9A-Za-z]*) printf '[restart-servers] error: CLAIMLOCK_RESTART_PG_SHARED_BUFFERS must look like 128MB\n' >&2; exit 2 ;; esac
 TIMEOUT=60
 
 log() { printf '[restart-servers] %s\n' "$*" >&2; }
@@ -145,8 +153,8 @@ pg_init() {
 listen_addresses = '127.0.0.1'
 port = $PGPORT
 unix_socket_directories = '$PGDATA'
-max_connections = 100
-shared_buffers = 32MB
+max_connections = $PGMAXCONN
+shared_buffers = $PGBUFFERS
 fsync = on
 EOF
 }
@@ -258,12 +266,21 @@ my_stop() {
 
 # --- commands -----------------------------------------------------------------------
 
-cmd_start() {
+cmd_start() { # cmd_start [pg]
 	prepare
 	pg_init
 	pg_start
 	[ "$(pg_psql "SELECT count(*) FROM pg_database WHERE datname = 'claimlock_restart'")" = 1 ] ||
 		pg_psql "CREATE DATABASE claimlock_restart" >/dev/null
+	case "${1:-}" in
+	'') ;;
+	pg)
+		log "PostgreSQL :$PGPORT (pid $(pg_pid))"
+		echo "export CLAIMLOCK_POSTGRES_DSN='postgres://postgres@127.0.0.1:$PGPORT/claimlock_restart?sslmode=disable'"
+		return 0
+		;;
+	*) usage ;;
+	esac
 	my_init
 	my_start
 	my_sql "CREATE DATABASE IF NOT EXISTS claimlock_restart;
@@ -314,7 +331,7 @@ usage() {
 cmd=${1:-}
 [ $# -eq 0 ] || shift
 case "$cmd" in
-start) cmd_start ;;
+start) cmd_start "$@" ;;
 kill | restart) cmd_outage "$cmd" "$@" ;;
 env) print_env ;;
 stop) cmd_stop ;;
