@@ -63,23 +63,32 @@ func TestTakeover(t *testing.T) {
 		killedAt := time.Now()
 		second, lead2 := leaderAfter("a leader after the SIGKILL", lead1.Fence, 5*time.Second)
 		afterKill := time.Since(killedAt)
-		time.Sleep(300 * time.Millisecond)
-		second.signal(t, syscall.SIGSTOP)
-		stoppedAt := time.Now()
-		third, lead3 := leaderAfter("a leader after the SIGSTOP", lead2.Fence, 5*time.Second)
-		afterStop := time.Since(stoppedAt)
-		require.NotSame(t, second, third)
-		time.Sleep(2 * ttl)
-		second.signal(t, syscall.SIGCONT)
-		// The resumed one reports its loss.
-		await.Until(t, "the frozen leader to report its loss", 5*time.Second, func() (bool, string) {
-			for _, e := range second.Events() {
-				if e.Ev == "lost" && e.Fence == lead2.Fence {
-					return true, ""
+		// A leader frozen past its TTL is replaced. Not on SQLite: a
+		// process stopped inside a write transaction keeps the database's
+		// one write lock, and no other process can take the lease until it
+		// resumes (an engine property, not the election's).
+		var afterStop time.Duration
+		var lead3 event
+		if c.Engine != testengine.SQLite {
+			time.Sleep(300 * time.Millisecond)
+			second.signal(t, syscall.SIGSTOP)
+			stoppedAt := time.Now()
+			var third *child
+			third, lead3 = leaderAfter("a leader after the SIGSTOP", lead2.Fence, 5*time.Second)
+			afterStop = time.Since(stoppedAt)
+			require.NotSame(t, second, third)
+			time.Sleep(2 * ttl)
+			second.signal(t, syscall.SIGCONT)
+			// The resumed one reports its loss.
+			await.Until(t, "the frozen leader to report its loss", 5*time.Second, func() (bool, string) {
+				for _, e := range second.Events() {
+					if e.Ev == "lost" && e.Fence == lead2.Fence {
+						return true, ""
+					}
 				}
-			}
-			return false, "no loss reported"
-		})
+				return false, "no loss reported"
+			})
+		}
 		time.Sleep(300 * time.Millisecond)
 		for _, k := range kids {
 			if k != first {

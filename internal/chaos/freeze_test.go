@@ -161,7 +161,11 @@ func TestFreezeLateSends(t *testing.T) {
 			t.Logf("freeze: engine=%s sends before the freeze=%d rows taken over=%d refused after the resume=%d late sends=%d",
 				e.name, len(frozenSends), len(taken), refused, late)
 			require.Zero(t, late, "sends after the local deadline")
-			require.Positive(t, refused, "the resumed worker had rows to refuse: the scenario froze it mid-batch")
+			// That it was frozen mid-batch is proven above (the reaper
+			// returned rows it held). Whether it then refused a send
+			// (hold.Check) or never reached one (its loop saw the batch
+			// ended first) is a race either way of which is right: only a
+			// late send is wrong.
 			require.Equal(t, freezeRows, len(frozenSendsAnd(a.Events(), taken)), "every row sent by one of the two workers")
 		})
 	}
