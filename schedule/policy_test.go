@@ -170,6 +170,11 @@ func TestOverlap(t *testing.T) {
 		acc := accountAll(recs, schedule.Every(period))
 		t.Logf("%s long runs: %s", c.Engine, acc)
 		require.Zero(t, overlaps.Load())
+		// No process died: a run recorded lost was a live one another
+		// process's tick took for dead.
+		for _, r := range recs {
+			require.NotEqual(t, schedule.Lost, r.Status, "fire time %v: a live run was marked lost (%s)", r.FireTime, r.Error)
+		}
 		require.Empty(t, acc.Uncovered)
 		require.Empty(t, acc.Twice)
 		require.GreaterOrEqual(t, acc.Skipped, 1)
