@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,7 +12,7 @@ import (
 
 	claimprom "github.com/claimlock/claimlock/contrib/prometheus"
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/dialect/sqlite"
+	"github.com/claimlock/claimlock/internal/testkit/obstest"
 	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/schedule"
 )
@@ -24,11 +23,7 @@ import (
 func TestScheduleEvents(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, err := sqlite.Open(":memory:")
-	require.NoError(t, err)
-	t.Cleanup(func() { db.Close() })
-	d, err := sqlite.New(ctx, db, dialect.Options{})
-	require.NoError(t, err)
+	d, _ := obstest.SQLite(t)
 	require.NoError(t, schedule.CreateTables(ctx, d, "", ""))
 
 	m := claimprom.New()
@@ -36,38 +31,19 @@ func TestScheduleEvents(t *testing.T) {
 	require.NoError(t, reg.Register(m))
 	s, err := schedule.New(d, schedule.Config{TTL: 10 * time.Second, Observer: m})
 	require.NoError(t, err)
-	var ok, bad atomic.Int32
-	runCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	done := func() {
-		if ok.Load() >= 2 && bad.Load() >= 1 {
-			cancel()
-		}
-	}
-	require.NoError(t, s.Add(schedule.Job{Name: "ok", Schedule: schedule.Every(200 * time.Millisecond), Func: func(context.Context, *schedule.Run) error {
-		ok.Add(1)
-		done()
-		return nil
-	}}))
-	require.NoError(t, s.Add(schedule.Job{Name: "bad", Schedule: schedule.Every(200 * time.Millisecond), Func: func(context.Context, *schedule.Run) error {
-		bad.Add(1)
-		done()
-		return errors.New("boom")
-	}}))
 	require.NoError(t, s.Add(schedule.Job{Name: "idle", Schedule: schedule.Every(time.Hour), Func: func(context.Context, *schedule.Run) error { return nil }}))
 	require.NoError(t, s.Pause(ctx, "idle"))
 	require.EqualValues(t, 1, series(t, reg)["claimlock_schedule_paused{job=idle,runs_table="+schedule.DefaultRunsTable+"}"])
 	require.NoError(t, s.Resume(ctx, "idle"))
-	require.NoError(t, s.Run(runCtx))
-	require.GreaterOrEqual(t, ok.Load(), int32(2), "the job ran before the deadline")
+	ok, bad := obstest.ScheduleRuns(t, s)
 
 	got := series(t, reg)
 	tbl := ",runs_table=" + schedule.DefaultRunsTable + "}"
 	require.EqualValues(t, 0, got["claimlock_schedule_paused{job=idle"+tbl], "resumed")
-	require.EqualValues(t, ok.Load(), got["claimlock_schedule_runs_started_total{job=ok"+tbl], "%v", got)
-	require.EqualValues(t, bad.Load(), got["claimlock_schedule_runs_started_total{job=bad"+tbl], "%v", got)
-	require.EqualValues(t, ok.Load(), got["claimlock_schedule_runs_finished_total{job=ok,result=succeeded"+tbl], "%v", got)
-	require.EqualValues(t, bad.Load(), got["claimlock_schedule_runs_finished_total{job=bad,result=failed"+tbl], "%v", got)
+	require.EqualValues(t, ok, got["claimlock_schedule_runs_started_total{job=ok"+tbl], "%v", got)
+	require.EqualValues(t, bad, got["claimlock_schedule_runs_started_total{job=bad"+tbl], "%v", got)
+	require.EqualValues(t, ok, got["claimlock_schedule_runs_finished_total{job=ok,result=succeeded"+tbl], "%v", got)
+	require.EqualValues(t, bad, got["claimlock_schedule_runs_finished_total{job=bad,result=failed"+tbl], "%v", got)
 	_, failedOK := got["claimlock_schedule_runs_finished_total{job=ok,result=failed"+tbl]
 	require.False(t, failedOK, "no failed run of the job that succeeds")
 
