@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -284,13 +285,14 @@ type Held[T any] struct {
 	lost    sync.Once // reports the loss once
 }
 
-// Rows returns the held rows in key order.
-func (b *Held[T]) Rows() []Row[T] { return b.rows }
+// Rows returns the held rows in key order. The slice is a copy, as
+// [Batch.Rows]'s is: changing it does not change what the batch holds.
+func (b *Held[T]) Rows() []Row[T] { return slices.Clone(b.rows) }
 
 // Unreadable returns the rows the row type could not hold (a NULL into a
 // string field, say): they are parked, with the scan error as their error,
-// when the batch commits, and are not in Rows.
-func (b *Held[T]) Unreadable() []RowError { return b.unreadable }
+// when the batch commits, and are not in Rows. The slice is a copy.
+func (b *Held[T]) Unreadable() []RowError { return slices.Clone(b.unreadable) }
 
 // Len returns how many rows the batch holds.
 func (b *Held[T]) Len() int { return len(b.rows) }

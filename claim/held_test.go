@@ -269,3 +269,24 @@ func TestHeldUnreadable(t *testing.T) {
 		require.Equal(t, "FAILED", status)
 	})
 }
+
+// TestHeldRowsAreACopy: changing what Rows returns changes nothing the
+// batch holds or acks, as with [claim.Batch.Rows].
+func TestHeldRowsAreACopy(t *testing.T) {
+	t.Parallel()
+	holdable(t, func(t *testing.T, e *env) {
+		c, _ := jobSetup(t, e, dialect.StrategySkipLocked, 3, nil)
+		h, err := c.Holder(claim.HoldConfig{MaxInFlight: 1})
+		require.NoError(t, err)
+		ctx := context.Background()
+		b, err := h.Hold(ctx)
+		require.NoError(t, err)
+		rows := b.Rows()
+		want := append([]claim.Row[job](nil), rows...)
+		rows[0].ID, rows[1].Version = int64(1<<40), 99
+		require.Equal(t, want, b.Rows())
+		require.NoError(t, b.AckAll(ctx))
+		require.NoError(t, b.Commit(ctx))
+		requireStats(t, c, 0, 0, 3, 0)
+	})
+}

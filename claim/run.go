@@ -341,20 +341,33 @@ func (r *runner[T]) loop(ctx context.Context, worker int) {
 // process hands b's rows to the handler and ends them; it returns the next
 // batch when it claimed one together with the ack (pipeline.go).
 func (r *runner[T]) process(ctx context.Context, b *Batch[T], log *slog.Logger) *Batch[T] {
-	w := r.w
 	// The heartbeat ignores shutdown and stops last, after acks and
 	// release, when this function returns.
 	stop := b.KeepAlive(context.WithoutCancel(ctx))
 	defer stop()
 
+	ok, failed, causes := r.handleRows(ctx, b, log)
+	if b.lost() {
+		log.Warn("claimlock: stopped processing a lost batch; acking the rows done, releasing the rest still held",
+			"token", b.token, "done", len(ok), "err", b.Err())
+	} else if lost := b.Lost(); len(lost) > 0 {
+		log.Warn("claimlock: rows of the batch were lost; the others were processed", "token", b.token, "lost", keyList(lost))
+	}
+	return r.finish(ctx, b, ok, failed, causes, log)
+}
+
+// handleRows calls the handler for b's rows in order, until shutdown (with
+// ShutdownRelease) or the batch's loss, and returns the indexes of the rows
+// to ack and of those to fail, with their causes. A row found lost, or
+// completed by its handler (Batch.Ack, Fail, AckTx, FailTx), is in neither.
+func (r *runner[T]) handleRows(ctx context.Context, b *Batch[T], log *slog.Logger) (ok, failed []int, causes []error) {
+	release := r.w.ShutdownMode == ShutdownRelease
 	parent := ctx
-	if w.ShutdownMode == ShutdownFinish {
+	if !release {
 		parent = context.WithoutCancel(ctx)
 	}
-	var ok, failed []int
-	var causes []error
 	for i, row := range b.rows {
-		if w.ShutdownMode == ShutdownRelease && ctx.Err() != nil {
+		if release && ctx.Err() != nil {
 			break
 		}
 		if b.lost() {
@@ -368,7 +381,7 @@ func (r *runner[T]) process(ctx context.Context, b *Batch[T], log *slog.Logger) 
 			ok = append(ok, i)
 			continue
 		}
-		if w.ShutdownMode == ShutdownRelease && ctx.Err() != nil {
+		if release && ctx.Err() != nil {
 			break // interrupted by shutdown: release it, do not count a failure
 		}
 		if b.lost() {
@@ -392,14 +405,16 @@ func (r *runner[T]) process(ctx context.Context, b *Batch[T], log *slog.Logger) 
 		failed = append(failed, i)
 		causes = append(causes, err)
 	}
-	if b.lost() {
-		log.Warn("claimlock: stopped processing a lost batch; acking the rows done, releasing the rest still held",
-			"token", b.token, "done", len(ok), "err", b.Err())
-	} else if lost := b.Lost(); len(lost) > 0 {
-		log.Warn("claimlock: rows of the batch were lost; the others were processed", "token", b.token, "lost", keyList(lost))
-	}
+	return ok, failed, causes
+}
 
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.ShutdownTimeout)
+// finish acks the rows ok of b and fails the rows failed (with causes),
+// leaving alone those a handler completed meanwhile, then releases what b
+// still holds. Acks and fails outlast an outage while b holds its rows
+// (outage.go), up to ShutdownTimeout. It returns the next batch when the
+// ack claimed one (pipeline.go).
+func (r *runner[T]) finish(ctx context.Context, b *Batch[T], ok, failed []int, causes []error, log *slog.Logger) *Batch[T] {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.w.ShutdownTimeout)
 	defer cancel()
 	b.mu.Lock()
 	// A handler may have completed its row itself (Batch.Ack, Fail, AckTx,
@@ -431,17 +446,25 @@ func (r *runner[T]) process(ctx context.Context, b *Batch[T], log *slog.Logger) 
 	// (AckTx, FailTx) rolled back with the caller's transaction.
 	unprocessed := int64(len(slices.DeleteFunc(b.openIndexes(), b.writing)))
 	b.mu.Unlock()
-	if n, err := b.releaseOutlasting(fctx); err != nil {
+	r.release(fctx, b, unprocessed, log)
+	return next
+}
+
+// release returns the rows b still holds to pending and says why, given
+// how many of them were left unprocessed.
+func (r *runner[T]) release(fctx context.Context, b *Batch[T], unprocessed int64, log *slog.Logger) {
+	n, err := b.releaseOutlasting(fctx)
+	switch {
+	case err != nil:
 		log.Error("claimlock: release failed; rows stay processing until reaped", "token", b.token, "err", err)
-	} else if n > 0 {
+	case n > 0:
 		if u := min(n, unprocessed); u > 0 {
 			log.Warn("claimlock: released unprocessed rows (shutdown or a lost batch)", "token", b.token, "rows", u)
 		}
-		if r := n - unprocessed; r > 0 {
-			log.Warn("claimlock: released rows whose transactional ack rolled back; they will be claimed again", "token", b.token, "rows", r)
+		if rolled := n - unprocessed; rolled > 0 {
+			log.Warn("claimlock: released rows whose transactional ack rolled back; they will be claimed again", "token", b.token, "rows", rolled)
 		}
 	}
-	return next
 }
 
 // handlerCalls bounds the calls of a handler whose own transaction keeps

@@ -80,6 +80,7 @@ func TestOperatorSession(t *testing.T) {
 		t.Run(e.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
+			seeded := time.Now()
 			f := obstest.New(t, e, 5, 2)
 			conf := writeConfig(t, f)
 			cc := f.Config
@@ -109,7 +110,10 @@ func TestOperatorSession(t *testing.T) {
 			require.Equal(t, [5]int64{1, 2, 1, 1, 0}, [5]int64{stats[0].Pending, stats[0].Processing, stats[0].Done, stats[0].Failed, stats[0].Other})
 			require.Equal(t, "task_id=7", stats[1].Scope)
 			require.EqualValues(t, 2, stats[1].Pending)
-			require.InDelta(t, 7, stats[1].OldestPendingSeconds, 3, "task 7's rows were created 6 and 7 s ago")
+			// Task 7's rows were created 6 and 7 s before the seed; the
+			// oldest is 7 s old then, and older by the time since.
+			require.GreaterOrEqual(t, stats[1].OldestPendingSeconds, 6.0, "task 7's oldest row was created 7 s before the seed")
+			require.LessOrEqual(t, stats[1].OldestPendingSeconds, 8+time.Since(seeded).Seconds(), "task 7's oldest row was created 7 s before the seed")
 			require.Greater(t, stats[0].OldestProcessingSeconds, 0.0)
 
 			code, out, _ = ctl(t, "", "stats", "-config", conf)

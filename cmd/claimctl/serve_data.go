@@ -53,75 +53,13 @@ func openSource(ctx context.Context, e *env) (*libSource, error) {
 		return nil, usageErr("-older must be positive")
 	}
 	if e.o.hasClaimTable() {
-		spec, err := e.claimSpec(func(spec dialect.ClaimTable) (err error) {
-			s.scopes, err = e.o.scopeValues(spec)
-			if err == nil && len(s.scopes) == 0 && len(spec.Scope) > 0 {
-				err = usageErr("-scope is required: the page counts rows by status for each -scope given (repeatable); counting the whole table would scan it on every refresh")
-			}
-			return err
-		})
-		if err != nil {
+		if err := s.openClaims(ctx, e); err != nil {
 			return nil, err
-		}
-		s.spec = spec
-		if len(s.scopes) == 0 {
-			s.scopes = [][]any{nil}
-		}
-		for _, sv := range s.scopes {
-			cctx, cancel := context.WithTimeout(ctx, s.callTimeout)
-			c, err := e.claimer(cctx, spec, sv)
-			cancel()
-			if err != nil {
-				return nil, err
-			}
-			s.claimers = append(s.claimers, c)
-		}
-		s.info.Table = spec.Table
-		for _, sv := range s.scopes {
-			label := scopeLabel(spec.Scope, sv)
-			if sv == nil {
-				label = ""
-			}
-			s.info.Scopes = append(s.info.Scopes, label)
-		}
-		s.info.Attempts = spec.Attempts != ""
-		s.info.RunAt = spec.RunAt != ""
-		s.info.ErrorColumn = spec.Error != ""
-		s.info.CreatedAt = spec.CreatedAt != ""
-		s.info.Failed = spec.Failed.IsSet()
-		if e.o.Coalesce {
-			cfg, err := e.o.coalesceConfig()
-			if err != nil {
-				return nil, err
-			}
-			if s.co, err = coalesce.New(e.d, e.db, cfg); err != nil {
-				return nil, usageErr("coalescer tables: %v", err)
-			}
-			s.info.ChangesTable = cfg.ChangesTable
-			if s.info.ChangesTable == "" {
-				s.info.ChangesTable = coalesce.DefaultChangesTable
-			}
 		}
 	}
 	if e.o.LeaseTable != "" {
-		cctx, cancel := context.WithTimeout(ctx, s.callTimeout)
-		lt, k, err := e.locker(cctx)
-		cancel()
-		if err != nil {
+		if err := s.openLeases(ctx, e); err != nil {
 			return nil, err
-		}
-		if s.keys, err = e.keys(lt, k); err != nil {
-			return nil, err
-		}
-		s.lt, s.k = lt, k
-		if len(e.o.LeaseDone) > 0 && s.claimers != nil && len(s.spec.Scope) != 1 {
-			return nil, usageErr("-lease-done: the claim table's scope must be one column, the task's key in the lease table (-scope-cols %s)", strings.Join(s.spec.Scope, ","))
-		}
-		s.info.LeaseTable = lt.Table
-		s.info.LeaseExpiry = lt.ExpiresAt != ""
-		s.info.LeaseOwner = lt.Owner != ""
-		if ttl, known := e.o.leaseTTL(lt); known && lt.ExpiresAt == "" {
-			s.info.LeaseTTL = ttl
 		}
 	} else if len(e.o.Keys) > 0 {
 		return nil, usageErr("-key needs a lease table (-lease-table)")
@@ -129,6 +67,86 @@ func openSource(ctx context.Context, e *env) (*libSource, error) {
 	s.info.StuckAfter = s.older
 	s.info.Limit = s.limit
 	return s, nil
+}
+
+// openClaims opens s's claim table (and coalescer tables, with -coalesce):
+// a claimer per scope the page counts, and what the page says of the table.
+func (s *libSource) openClaims(ctx context.Context, e *env) error {
+	spec, err := e.claimSpec(func(spec dialect.ClaimTable) (err error) {
+		s.scopes, err = e.o.scopeValues(spec)
+		if err == nil && len(s.scopes) == 0 && len(spec.Scope) > 0 {
+			err = usageErr("-scope is required: the page counts rows by status for each -scope given (repeatable); counting the whole table would scan it on every refresh")
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.spec = spec
+	if len(s.scopes) == 0 {
+		s.scopes = [][]any{nil}
+	}
+	for _, sv := range s.scopes {
+		cctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+		c, err := e.claimer(cctx, spec, sv)
+		cancel()
+		if err != nil {
+			return err
+		}
+		s.claimers = append(s.claimers, c)
+	}
+	s.info.Table = spec.Table
+	for _, sv := range s.scopes {
+		label := scopeLabel(spec.Scope, sv)
+		if sv == nil {
+			label = ""
+		}
+		s.info.Scopes = append(s.info.Scopes, label)
+	}
+	s.info.Attempts = spec.Attempts != ""
+	s.info.RunAt = spec.RunAt != ""
+	s.info.ErrorColumn = spec.Error != ""
+	s.info.CreatedAt = spec.CreatedAt != ""
+	s.info.Failed = spec.Failed.IsSet()
+	if e.o.Coalesce {
+		cfg, err := e.o.coalesceConfig()
+		if err != nil {
+			return err
+		}
+		if s.co, err = coalesce.New(e.d, e.db, cfg); err != nil {
+			return usageErr("coalescer tables: %v", err)
+		}
+		s.info.ChangesTable = cfg.ChangesTable
+		if s.info.ChangesTable == "" {
+			s.info.ChangesTable = coalesce.DefaultChangesTable
+		}
+	}
+	return nil
+}
+
+// openLeases opens s's lease table: its locker, the keys the page lists,
+// and what the page says of the table.
+func (s *libSource) openLeases(ctx context.Context, e *env) error {
+	cctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+	lt, k, err := e.locker(cctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if s.keys, err = e.keys(lt, k); err != nil {
+		return err
+	}
+	s.lt, s.k = lt, k
+	if len(e.o.LeaseDone) > 0 && s.claimers != nil && len(s.spec.Scope) != 1 {
+		return usageErr("-lease-done: the claim table's scope must be one column, the task's key in the lease table (-scope-cols %s)", strings.Join(s.spec.Scope, ","))
+	}
+	s.info.LeaseTable = lt.Table
+	s.info.LeaseExpiry = lt.ExpiresAt != ""
+	s.info.LeaseOwner = lt.Owner != ""
+	if ttl, known := e.o.leaseTTL(lt); known && lt.ExpiresAt == "" {
+		s.info.LeaseTTL = ttl
+	}
+	return nil
 }
 
 func (s *libSource) describe() sourceInfo { return s.info }

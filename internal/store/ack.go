@@ -127,31 +127,42 @@ func (s *Claims) move(ctx context.Context, tx Querier, keys []any) error {
 }
 
 // ackPrep validates an ack's params and returns its normalised keys, their
-// index and the statements' arguments. A failure's text is cut to the
-// Error column's width, which it learns from the catalog first if need be.
+// index and the statements' arguments (see [Claims.ackKeys]).
 func (s *Claims) ackPrep(ctx context.Context, p *AckParams) ([]any, *keyIndex, *render.Args, error) {
-	if err := checkAck(s.spec, p); err != nil {
-		return nil, nil, nil, err
-	}
-	if p.Outcome == OutcomeRetry {
-		if err := s.checkMaxAttempts(p.MaxAttempts); err != nil {
-			return nil, nil, nil, err
-		}
-	}
-	keys, err := normalizeKeys(s.spec.IDKind, p.IDs)
+	keys, err := s.ackKeys(ctx, p, false)
 	if err != nil {
-		return nil, nil, nil, err
-	}
-	if p.Error != "" && p.Outcome != OutcomeDone {
-		if err := s.ensureErrorWidth(ctx); err != nil {
-			return nil, nil, nil, err
-		}
-	}
-	if err := s.timeLimits().fits("RunAt", "retry delay", p.Delay); err != nil {
 		return nil, nil, nil, err
 	}
 	a := &render.Args{Token: p.Token, Keys: keys, MaxAttempts: p.MaxAttempts, Error: s.errorText(p.Error), Delay: s.delay(p.Delay)}
 	return keys, newKeyIndex(s.spec.IDKind, keys), a, nil
+}
+
+// ackKeys validates the params of every ack, held (see [checkAck]) or
+// not, and returns its normalised keys: the one place an ack's params are
+// checked. A failure's text is cut to the Error column's width, which it
+// learns from the catalog first if need be.
+func (s *Claims) ackKeys(ctx context.Context, p *AckParams, held bool) ([]any, error) {
+	if err := checkAck(s.spec, p, held); err != nil {
+		return nil, err
+	}
+	if p.Outcome == OutcomeRetry {
+		if err := s.checkMaxAttempts(p.MaxAttempts); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.timeLimits().fits("RunAt", "retry delay", p.Delay); err != nil {
+		return nil, err
+	}
+	keys, err := normalizeKeys(s.spec.IDKind, p.IDs)
+	if err != nil {
+		return nil, err
+	}
+	if p.Error != "" && p.Outcome != OutcomeDone {
+		if err := s.ensureErrorWidth(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return keys, nil
 }
 
 // normalizeKeys applies [NormalizeKey] to every key, returning a

@@ -10,16 +10,19 @@ import (
 // statement runs. Every engine calls them, so bad params are refused the
 // same way everywhere; errors wrap [dialect.ErrInvalidConfig].
 
-// checkAck validates the params of [ClaimStore.Ack].
-func checkAck(s dialect.ClaimTable, p *AckParams) error {
+// checkAck validates the params of an ack: [Claims.Ack], the ack of
+// [Claims.AckAndClaim] and [Claims.AckTx], and, with held set, [Held.Ack],
+// whose token and versions are not checked (the held transaction's locks
+// make both moot).
+func checkAck(s dialect.ClaimTable, p *AckParams, held bool) error {
 	switch {
-	case p.Token == "":
+	case p.Token == "" && !held:
 		return fmt.Errorf("%w: empty token", dialect.ErrInvalidConfig)
 	case p.Outcome < OutcomeDone || p.Outcome > OutcomeRetry:
 		return fmt.Errorf("%w: unknown outcome %d", dialect.ErrInvalidConfig, p.Outcome)
 	case p.MaxAttempts < 0:
 		return checkMaxAttempts(s, p.MaxAttempts)
-	case p.Versions != nil && (len(p.Versions) != len(p.IDs) || s.Version == ""):
+	case p.Versions != nil && !held && (len(p.Versions) != len(p.IDs) || s.Version == ""):
 		return fmt.Errorf("%w: versions need a Version column and one version per id", dialect.ErrInvalidConfig)
 	case p.Delay < 0:
 		return fmt.Errorf("%w: negative retry delay %v", dialect.ErrInvalidConfig, p.Delay)

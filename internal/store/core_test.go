@@ -392,10 +392,11 @@ func TestParamChecksApplyTheMaxAttemptsRule(t *testing.T) {
 		{noAttempts, 3, "needs an Attempts column"},
 	} {
 		require.ErrorContains(t, checkReap(tc.t, &ReapParams{Timeout: 1, Limit: 1, MaxAttempts: tc.n}), tc.want)
-		require.ErrorContains(t, checkAck(tc.t, &AckParams{Token: "t", Outcome: OutcomeRetry, MaxAttempts: tc.n}), tc.want)
+		require.ErrorContains(t, checkAck(tc.t, &AckParams{Token: "t", Outcome: OutcomeRetry, MaxAttempts: tc.n}, false), tc.want)
+		require.ErrorContains(t, checkAck(tc.t, &AckParams{Outcome: OutcomeRetry, MaxAttempts: tc.n}, true), tc.want)
 	}
 	// Only a retry parks: other outcomes ignore a positive MaxAttempts.
-	require.NoError(t, checkAck(noAttempts, &AckParams{Token: "t", Outcome: OutcomeDone, MaxAttempts: 3}))
+	require.NoError(t, checkAck(noAttempts, &AckParams{Token: "t", Outcome: OutcomeDone, MaxAttempts: 3}, false))
 	require.NoError(t, checkReap(full, &ReapParams{Timeout: 1, Limit: 1, MaxAttempts: 3}))
 }
 

@@ -232,7 +232,7 @@ func (h *Held) Ack(ctx context.Context, p *AckParams) (AckResult, error) {
 		return res, fmt.Errorf("%w: the held claim has ended", dialect.ErrInvalidConfig)
 	}
 	s := h.s
-	keys, err := s.heldAckPrep(ctx, p)
+	keys, err := s.ackKeys(ctx, p, true)
 	if err != nil {
 		return res, err
 	}
@@ -276,34 +276,6 @@ func (h *Held) Ack(ctx context.Context, p *AckParams) (AckResult, error) {
 	}
 	slices.Sort(res.Parked)
 	return res, nil
-}
-
-// heldAckPrep validates the params of [Held.Ack] (the token and versions
-// are not checked: see there) and returns the normalised keys, or an error
-// for "ack". A failure's text is cut to the Error column's width, which it
-// learns from the catalog first if need be.
-func (s *Claims) heldAckPrep(ctx context.Context, p *AckParams) ([]any, error) {
-	if p.Outcome == OutcomeRetry {
-		if err := s.checkMaxAttempts(p.MaxAttempts); err != nil {
-			return nil, err
-		}
-	}
-	if p.Delay < 0 || p.Delay > 0 && s.spec.RunAt == "" {
-		return nil, fmt.Errorf("%w: a delay needs a RunAt column and must not be negative", dialect.ErrInvalidConfig)
-	}
-	if err := s.timeLimits().fits("RunAt", "retry delay", p.Delay); err != nil {
-		return nil, err
-	}
-	keys, err := normalizeKeys(s.spec.IDKind, p.IDs)
-	if err != nil {
-		return nil, err
-	}
-	if p.Error != "" && p.Outcome != OutcomeDone {
-		if err := s.ensureErrorWidth(ctx); err != nil {
-			return nil, err
-		}
-	}
-	return keys, nil
 }
 
 // parkGroups reads the attempts of the held rows of a failure bounded by
