@@ -26,7 +26,10 @@ import (
 //     nothing is written;
 //  3. compare-and-delete the key's dirty mark in Redis: deleted only if
 //     the key's version is still the one recorded, so a write accepted
-//     during the drain keeps the key dirty for the next one.
+//     during the drain keeps the key dirty for the next one. When SQL had
+//     a later version (Redis lost writes it had moved; logged as a
+//     warning), the key's version in Redis is raised to SQL's, so that
+//     older versions are refused at once from then on.
 //
 // A crash between any two steps leaves the key dirty in Redis, and the
 // next drain repeats steps 1 to 3 without recording anything twice. An
@@ -67,7 +70,8 @@ func (in *Intake) move(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	mark := "" // the version whose recording clears the mark; none for a key with no hash
+	mark := ""  // the version whose recording clears the mark; none for a key with no hash
+	raise := "" // SQL's version, when above Redis's
 	var v int64
 	if s, ok := vals[0].(string); ok {
 		p, _ := vals[1].(string)
@@ -80,9 +84,14 @@ func (in *Intake) move(ctx context.Context, key string) error {
 		})
 		var stale *coalesce.StaleError
 		if errors.As(err, &stale) {
-			// SQL has this version, its change pruned, or a later one
-			// (Redis lost writes it had moved): nothing to record.
-			in.cfg.Logger.Debug("redisintake: SQL already has a version at or above Redis's", "key", key, "redis", v, "sql", stale.Current)
+			// SQL has this version (its change pruned) or a later one
+			// (Redis lost writes it had moved): nothing to record, and
+			// Redis learns SQL's version.
+			if stale.Current > v {
+				in.cfg.Logger.Warn("redisintake: SQL has a later version than Redis: Redis lost writes; the older state is not applied",
+					"key", key, "redis", v, "sql", stale.Current)
+				raise = strconv.FormatInt(stale.Current, 10)
+			}
 			err = nil
 		}
 		if err != nil {
@@ -93,7 +102,7 @@ func (in *Intake) move(ctx context.Context, key string) error {
 	if in.afterRecord != nil {
 		in.afterRecord(ctx, key, v)
 	}
-	return cleanScript.Run(ctx, in.rdb, []string{in.stateKey(key), in.dirty}, mark, key).Err()
+	return cleanScript.Run(ctx, in.rdb, []string{in.stateKey(key), in.dirty}, mark, key, raise).Err()
 }
 
 // Run drains until ctx ends, then returns nil: it calls [Intake.Drain] in a

@@ -204,9 +204,10 @@ func TestDrainStoppedBeforeClean(t *testing.T) {
 	})
 }
 
-// Redis lost writes it had moved (here: its copy deleted and older
-// versions written again): SQL keeps its newer state, the drain drops the
-// older versions' marks, and newer versions go through.
+// Redis lost writes it had moved (here: its copy deleted and an older
+// version written again): SQL keeps its newer state, the drain drops the
+// older version's mark and raises the key's version in Redis to SQL's, so
+// older versions are refused again; newer versions go through.
 func TestRedisLostWrites(t *testing.T) {
 	t.Parallel()
 	b := sqliteBundle(t, redisintake.Config{})
@@ -220,6 +221,13 @@ func TestRedisLostWrites(t *testing.T) {
 	b.settle(t, ctx)
 	v, st, _, _ := b.stateOf(t, "u")
 	require.Equal(t, [2]any{int64(4), "u@4"}, [2]any{v, st}, "SQL kept the newer state")
+	accepted, persisted, err := b.in.Versions(ctx, "u")
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{4, 4}, [2]int64{accepted, persisted}, "Redis learnt SQL's version")
+	for _, w := range []redisintake.Write{{Key: "u", Version: 2, State: state("u", 2)}, {Key: "u", Version: 4, State: state("u", 3)}} {
+		_, err = b.in.Accept(ctx, w)
+		require.ErrorIs(t, err, coalesce.ErrStale, "version %d", w.Version)
+	}
 	_, err = b.in.Accept(ctx, redisintake.Write{Key: "u", Version: 5, State: state("u", 5)})
 	require.NoError(t, err)
 	b.settle(t, ctx)

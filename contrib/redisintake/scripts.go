@@ -53,10 +53,16 @@ const (
 // cleanScript is the compare-and-delete of a key's dirty mark after its
 // version reached SQL: the mark goes only if the key's version is still
 // the one moved (a write accepted meanwhile keeps the key dirty). A key
-// whose hash is gone (ARGV[1] empty) loses its mark too.
+// whose hash is gone (ARGV[1] empty) loses its mark too. When SQL had a
+// later version than Redis (Redis lost writes it had moved), ARGV[3]
+// raises the key's version to SQL's, so that older versions are refused
+// again at once instead of being accepted and dropped by the next drain,
+// and deletes the older state (no write of SQL's version is a duplicate
+// of it).
 //
 //	KEYS[1] the key's hash  KEYS[2] the dirty set
 //	ARGV[1] the version moved to SQL ('' for none)  ARGV[2] key
+//	ARGV[3] SQL's version when above ARGV[1], else ''
 //
 // It returns 1 when the mark was deleted, 0 when the key was not dirty,
 // -1 when its version moved.
@@ -64,6 +70,10 @@ var cleanScript = redis.NewScript(`
 local cur = redis.call('HGET', KEYS[1], 'v') or ''
 if cur ~= ARGV[1] then
 	return -1
+end
+if ARGV[3] ~= '' then
+	redis.call('HSET', KEYS[1], 'v', ARGV[3])
+	redis.call('HDEL', KEYS[1], 'p')
 end
 return redis.call('ZREM', KEYS[2], ARGV[2])
 `)
