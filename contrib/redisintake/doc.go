@@ -44,9 +44,14 @@
 // replica, what it had not received. Eviction must be off
 // (maxmemory-policy noeviction): an evicted state or dirty set is a lost
 // write. Once drained, SQL holds the state durably and is the source of
-// truth; the copy in Redis serves only the version check. After Redis
-// lost writes, versions at or below what SQL has are not applied again:
-// writers must continue above SQL's persisted version ([Intake.Versions]).
+// truth; the copy in Redis serves only the version check, and stays there
+// (one hash per key ever written: size Redis for the keys). After Redis
+// lost writes, it accepts versions that SQL already has or has passed:
+// the drain that meets one drops it (SQL keeps its newer state), logs a
+// warning and raises the key's version in Redis to SQL's, so later ones
+// are refused. Such writes were acknowledged and are not applied: after a
+// Redis loss, writers should continue above SQL's persisted version
+// ([Intake.Versions]).
 //
 // The intake keeps the latest state of each key, not each write: versions
 // overwritten in Redis before a drain never reach SQL. It serves states
