@@ -38,7 +38,7 @@ func forEachEngine(t *testing.T, fn func(t *testing.T, b *bundle)) {
 		t.Run(e.Name, func(t *testing.T) {
 			t.Parallel()
 			rdb, prefix := newRedis(t)
-			c := testengine.Open(t, e, 8)
+			c := testengine.Open(t, e, 4)
 			fn(t, setup(t, c, rdb, prefix, redisintake.Config{}))
 		})
 	}
