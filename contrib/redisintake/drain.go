@@ -88,8 +88,6 @@ func (in *Intake) move(ctx context.Context, key string) error {
 			// (Redis lost writes it had moved): nothing to record, and
 			// Redis learns SQL's version.
 			if stale.Current > v {
-				in.cfg.Logger.Warn("redisintake: SQL has a later version than Redis: Redis lost writes; the older state is not applied",
-					"key", key, "redis", v, "sql", stale.Current)
 				raise = strconv.FormatInt(stale.Current, 10)
 			}
 			err = nil
@@ -102,7 +100,14 @@ func (in *Intake) move(ctx context.Context, key string) error {
 	if in.afterRecord != nil {
 		in.afterRecord(ctx, key, v)
 	}
-	return cleanScript.Run(ctx, in.rdb, []string{in.stateKey(key), in.dirty}, mark, key, raise).Err()
+	n, err := cleanScript.Run(ctx, in.rdb, []string{in.stateKey(key), in.dirty}, mark, key, raise).Int64()
+	if err == nil && raise != "" && n >= 0 {
+		// Not when the version moved: then another drain recorded a
+		// later version before this one, and Redis lost nothing.
+		in.cfg.Logger.Warn("redisintake: SQL has a later version than Redis: Redis lost writes; the older state is not applied",
+			"key", key, "redis", v, "sql", raise)
+	}
+	return err
 }
 
 // Run drains until ctx ends, then returns nil: it calls [Intake.Drain] in a

@@ -3,6 +3,7 @@ package redisintake_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -210,7 +211,8 @@ func TestDrainStoppedBeforeClean(t *testing.T) {
 // older versions are refused again; newer versions go through.
 func TestRedisLostWrites(t *testing.T) {
 	t.Parallel()
-	b := sqliteBundle(t, redisintake.Config{})
+	var logged strings.Builder
+	b := sqliteBundle(t, redisintake.Config{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	ctx := context.Background()
 	_, err := b.in.Accept(ctx, redisintake.Write{Key: "u", Version: 4, State: state("u", 4)})
 	require.NoError(t, err)
@@ -224,6 +226,8 @@ func TestRedisLostWrites(t *testing.T) {
 	accepted, persisted, err := b.in.Versions(ctx, "u")
 	require.NoError(t, err)
 	require.Equal(t, [2]int64{4, 4}, [2]int64{accepted, persisted}, "Redis learnt SQL's version")
+	require.Contains(t, logged.String(), "Redis lost writes")
+	require.Contains(t, logged.String(), "redis=3 sql=4")
 	for _, w := range []redisintake.Write{{Key: "u", Version: 2, State: state("u", 2)}, {Key: "u", Version: 4, State: state("u", 3)}} {
 		_, err = b.in.Accept(ctx, w)
 		require.ErrorIs(t, err, coalesce.ErrStale, "version %d", w.Version)
