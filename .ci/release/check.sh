@@ -17,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 APIDIFF=golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4
-modules=(. contrib/otel contrib/prometheus contrib/gocron contrib/robfigcron)
+modules=(. contrib/otel contrib/prometheus contrib/gocron contrib/robfigcron contrib/redisintake)
 
 field() { awk -v k="$1" '$1 == k { print $2 }' "${2:-RELEASE}"; }
 version=$(field version)
@@ -35,7 +35,7 @@ echo "release: $version (commit ${commit})${next:+; unreleased changes go out as
 
 # --- 1. one version everywhere ------------------------------------------------
 fail=0
-for m in contrib/otel contrib/prometheus contrib/gocron contrib/robfigcron; do
+for m in contrib/otel contrib/prometheus contrib/gocron contrib/robfigcron contrib/redisintake; do
 	req=$(awk '$1 == "github.com/claimlock/claimlock" { print $2 } $1 == "require" && $2 == "github.com/claimlock/claimlock" { print $3 }' "$m/go.mod")
 	if [ "$req" != "$version" ]; then
 		echo "$m/go.mod requires github.com/claimlock/claimlock '$req', RELEASE says $version" >&2
@@ -136,7 +136,7 @@ served=${next:-$version}
 mkdir -p "$work/src" "$work/proxy" "$work/consumer"
 git archive HEAD | tar -x -C "$work/src"
 if [ "$served" != "$version" ]; then
-	for m in contrib/otel contrib/prometheus contrib/gocron contrib/robfigcron; do
+	for m in contrib/otel contrib/prometheus contrib/gocron contrib/robfigcron contrib/redisintake; do
 		(cd "$work/src/$m" && GOWORK=off go mod edit -require "github.com/claimlock/claimlock@$served")
 	done
 fi
