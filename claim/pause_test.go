@@ -306,3 +306,53 @@ func TestPauseHolderRun(t *testing.T) {
 		require.NoError(t, <-runErr)
 	})
 }
+
+// A pause made while Run pipelines (the ack of a batch claims the next)
+// stops the next claim without losing the ack: the batch's rows are done,
+// none is left processing, and the rest waits for the resume.
+func TestPausePipelined(t *testing.T) {
+	t.Parallel()
+	forEach(t, func(t *testing.T, e *env, s dialect.Strategy) {
+		ctx := ctxT(t)
+		c, cfg, p := pauseSetup(t, e, s, nil)
+		var handled atomic.Int64
+		w := claim.WorkerConfig[job]{
+			Pipeline: claim.PipelineOn, PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond,
+			Handler: func(ctx context.Context, r claim.Row[job]) error {
+				if handled.Add(1) == 1 {
+					// Paused during the first batch: its ack+claim finds it.
+					if _, err := p.Pause(ctx, cfg.Table, []any{42}, claim.PauseNote{}); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		runErr := make(chan error, 1)
+		go func() { runErr <- c.Run(rctx, w) }()
+		await.Until(t, "the first batch is acked", time.Minute, func() (bool, string) {
+			st, err := c.Stats(ctx)
+			return err == nil && st.Done == 10, fmt.Sprintf("%+v %v", st, err)
+		})
+		select {
+		case err := <-runErr:
+			if errors.Is(err, dialect.ErrNotSupported) {
+				t.Skipf("%s does not pipeline: %v", e.kind, err)
+			}
+			t.Fatalf("Run returned early: %v", err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		requireStats(t, c, 2, 0, 10, 0)
+		require.Equal(t, int64(10), handled.Load())
+		_, err := p.Resume(ctx, cfg.Table, []any{42})
+		require.NoError(t, err)
+		await.Until(t, "the rest after the resume", time.Minute, func() (bool, string) {
+			return handled.Load() == 12, fmt.Sprintf("%d handled", handled.Load())
+		})
+		cancel()
+		require.NoError(t, <-runErr)
+		requireStats(t, c, 0, 0, 12, 0)
+	})
+}
