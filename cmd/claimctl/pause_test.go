@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -124,6 +126,109 @@ func TestPauseCommands(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, 3, b.Len())
 			require.NoError(t, b.AckAll(ctx))
+		})
+	}
+}
+
+// The status page with a pause table, on every engine: each page shows
+// whether its scope (or the whole table) is paused; a logged-in operator
+// pauses and resumes the page's scope, which claimers honour; without a
+// session or with the action's wrong shape nothing changes; a server
+// without a pause table has no such actions.
+func TestServePause(t *testing.T) {
+	t.Parallel()
+	for _, e := range testengine.All {
+		t.Run(e.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			fx := newServeFixture(t, e)
+			const pt = "ops_pauses"
+			require.NoError(t, claim.CreatePauseTable(ctx, fx.Dialect, pt))
+			p, err := claim.NewPauses(fx.Dialect, pt)
+			require.NoError(t, err)
+			s, logs := newTestServer(t, fx, testToken, "-pause-table", pt)
+			pageOf := func(i int) pageView {
+				w := (&client{t: t, s: s}).do(req{method: "GET", path: fmt.Sprintf("/api/page/%d", i)})
+				require.Equal(t, http.StatusOK, w.Code)
+				var v pageView
+				require.NoError(t, json.Unmarshal(w.Body.Bytes(), &v))
+				return v
+			}
+			require.Nil(t, pageOf(0).Pause)
+
+			c := &client{t: t, s: s}
+			html := c.visit(1)
+			require.Contains(t, html, `id="pause-state" class="msg paused" hidden`)
+			require.NotContains(t, html, `id="pause"`, "no button before a login")
+			w := c.post("/api/page/1/pause", `{"reason":"x"}`, nil)
+			require.Equal(t, http.StatusUnauthorized, w.Code)
+			list, err := p.List(ctx, 10)
+			require.NoError(t, err)
+			require.Empty(t, list, "a refused pause changes nothing")
+
+			require.Equal(t, http.StatusSeeOther, c.login(testToken).Code)
+			html = c.visit(1)
+			require.Contains(t, html, `<button type="button" id="pause" class="small">Pause claims</button>`)
+			w = c.post("/api/page/1/pause", `{"reason":"x","every":true}`, nil)
+			require.Equal(t, http.StatusBadRequest, w.Code)
+			require.Contains(t, apiErr(t, w), "unknown field")
+			w = c.post("/api/page/1/pause", `{"reason":"provider <b>down</b>"}`, nil)
+			require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+			var rep actionReply
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &rep))
+			require.Equal(t, actionReply{Action: "pause", Rows: 1, Message: rep.Message}, rep)
+			require.Contains(t, logs.String(), "action=pause")
+			w = c.post("/api/page/1/pause", `{}`, nil)
+			require.Equal(t, http.StatusOK, w.Code)
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &rep))
+			require.Zero(t, rep.Rows, "paused already")
+
+			_, err = claimOf(t, fx.Fixture, pt, 7).Claim(ctx)
+			require.ErrorIs(t, err, claim.ErrPaused, "page 1 is task 7")
+			b, err := claimOf(t, fx.Fixture, pt, 42).Claim(ctx)
+			require.NoError(t, err)
+			_, err = b.Release(ctx)
+			require.NoError(t, err)
+			v := pageOf(1)
+			require.NotNil(t, v.Pause)
+			require.False(t, v.Pause.Whole)
+			require.Equal(t, "provider <b>down</b>", v.Pause.Reason)
+			require.Contains(t, v.Pause.By, "claimctl serve, session")
+			require.Nil(t, pageOf(0).Pause, "task 42 is not paused")
+			html = c.visit(1)
+			require.Contains(t, html, "provider &lt;b&gt;down&lt;/b&gt;", "the reason is escaped")
+			require.Contains(t, html, `<button type="button" id="resume" class="small">Resume claims</button>`)
+
+			// A pause of the whole table shows on every page, and is not
+			// resumed from a scope's page.
+			_, err = p.Pause(ctx, "jobs", nil, claim.PauseNote{By: "ops"})
+			require.NoError(t, err)
+			s.m.sampleAll(ctx)
+			v = pageOf(0)
+			require.NotNil(t, v.Pause)
+			require.True(t, v.Pause.Whole)
+			require.Equal(t, "ops", v.Pause.By)
+			_, err = p.Resume(ctx, "jobs", nil)
+			require.NoError(t, err)
+
+			w = c.post("/api/page/1/resume", `{}`, nil)
+			require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &rep))
+			require.Equal(t, "resume", rep.Action)
+			require.EqualValues(t, 1, rep.Rows)
+			require.Nil(t, pageOf(1).Pause)
+			b, err = claimOf(t, fx.Fixture, pt, 7).Claim(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 2, b.Len(), "resumed")
+			_, err = b.Release(ctx)
+			require.NoError(t, err)
+
+			plain, _ := newTestServer(t, fx, testToken)
+			pc := &client{t: t, s: plain}
+			pc.visit(0)
+			require.Equal(t, http.StatusSeeOther, pc.login(testToken).Code)
+			pc.visit(0)
+			require.Equal(t, http.StatusNotFound, pc.post("/api/page/0/pause", `{}`, nil).Code, "no pause table: no pause action")
 		})
 	}
 }
