@@ -365,6 +365,11 @@ func (k *core) verify(ctx context.Context) error {
 	if err := k.cs.VerifySchema(ctx); err != nil {
 		return storeError("verify schema", err)
 	}
+	if k.pauses != nil {
+		if err := k.pauses.st.VerifySchema(ctx); err != nil {
+			return storeError("verify pause table", err)
+		}
+	}
 	k.verified.Store(true)
 	return nil
 }

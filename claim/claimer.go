@@ -143,8 +143,9 @@ func (c *Claimer[T]) MissingIndexes(ctx context.Context) ([]string, error) {
 }
 
 // Verify checks the table against the database catalog unless a check
-// already passed: the table and every configured column exist, and the
-// token column can hold a token. Errors wrap [dialect.ErrInvalidConfig] and name the
+// already passed: the table and every configured column exist, the
+// token column can hold a token, and the pause table (Config.PauseTable),
+// if any, exists with its columns. Errors wrap [dialect.ErrInvalidConfig] and name the
 // field. [Claimer.Claim] calls it; call it at start-up to fail fast. It
 // matters most on MySQL with a non-strict sql_mode, which would truncate
 // tokens too long for the column silently and strand the claimed rows.

@@ -160,8 +160,12 @@ func TestPauseConfig(t *testing.T) {
 	ctx := ctxT(t)
 	c, _ := jobSetup(t, e, dialect.StrategyTokenUpdate, 2, func(cfg *claim.Config) { cfg.PauseTable = "no_such_pauses" })
 	_, err := c.Claim(ctx)
-	require.Error(t, err)
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "the pause table is verified with the claim table")
+	require.ErrorContains(t, err, "no_such_pauses does not exist")
 	require.NotErrorIs(t, err, claim.ErrPaused)
+	require.ErrorIs(t, c.Verify(ctx), dialect.ErrInvalidConfig)
+	err = c.Run(ctx, claim.WorkerConfig[job]{Handler: func(context.Context, claim.Row[job]) error { return nil }})
+	require.ErrorIs(t, err, dialect.ErrInvalidConfig, "Run stops at once")
 	requireStats(t, c, 2, 0, 0, 0)
 	base := claim.Config{ClaimTable: dialect.ClaimTable{Table: "jobs"}}
 	for _, tc := range []struct {
