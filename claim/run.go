@@ -153,7 +153,8 @@ func (w *WorkerConfig[T]) validate() error {
 
 // Run claims and processes rows with w.Workers concurrent loops until ctx is
 // cancelled, then shuts down as w.ShutdownMode says and returns nil; with
-// w.Drain it returns nil as soon as nothing is left to claim. Each loop
+// w.Drain it returns nil as soon as nothing is left to claim (an error
+// matching [ErrPaused] if it left paused scopes). Each loop
 // claims a batch, hands its rows to w.Handler one by one, acks the
 // successes in one statement, fails the errors, and backs off with jitter
 // between PollMin and PollMax while nothing is pending. It serves the
