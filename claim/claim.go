@@ -21,7 +21,9 @@ import (
 // processing until a reaper returns them. When the claim fails, rows it may
 // have marked (a statement of unknown outcome) are released before Claim
 // returns, or in the background once ctx has ended, so that a stalled
-// server never holds the call past ctx's deadline.
+// server never holds the call past ctx's deadline. With Config.PauseTable,
+// a claim of a paused table or scope claims nothing and returns an error
+// matching [ErrPaused].
 func (c *Claimer[T]) Claim(ctx context.Context) (*Batch[T], error) {
 	return c.claimVia(ctx, c.core.limit, c.core.cs.Claim)
 }
@@ -35,9 +37,12 @@ type claimRun func(ctx context.Context, p *store.ClaimParams, scan func(store.Sc
 func (c *Claimer[T]) claimVia(ctx context.Context, limit int, run claimRun) (*Batch[T], error) {
 	start := time.Now()
 	b, err := c.claimWith(ctx, limit, run)
-	if b != nil {
+	switch {
+	case b != nil:
 		c.core.observeClaim(ctx, start, b.token, len(b.rows)+len(b.unreadable), nil)
-	} else {
+	case errors.Is(err, ErrPaused):
+		c.core.observePaused(ctx, start, false)
+	default:
 		c.core.observeClaim(ctx, start, "", 0, err)
 	}
 	return b, err
@@ -105,6 +110,9 @@ func (k *core) retryRelease(ctx context.Context, token string, claimed time.Time
 func (c *Claimer[T]) claimWith(ctx context.Context, limit int, run claimRun) (*Batch[T], error) {
 	k := c.core
 	if err := k.verify(ctx); err != nil {
+		return nil, err
+	}
+	if err := k.checkPaused(ctx); err != nil {
 		return nil, err
 	}
 	k.checkIndexes(ctx)
@@ -356,6 +364,11 @@ func (k *core) verify(ctx context.Context) error {
 	}
 	if err := k.cs.VerifySchema(ctx); err != nil {
 		return storeError("verify schema", err)
+	}
+	if k.pauses != nil {
+		if err := k.pauses.st.VerifySchema(ctx); err != nil {
+			return storeError("verify pause table", err)
+		}
 	}
 	k.verified.Store(true)
 	return nil

@@ -43,6 +43,8 @@ type core struct {
 	gate        chan struct{} // bounds concurrent claim statements; nil: no bound
 	logger      *slog.Logger
 	obs         observe.Observer
+	pauses      *pauseCheck // Config.PauseTable's pauses (pause.go); nil: not checked
+	pauseScope  string      // the scope's pause text (PauseScope); "" without a PauseTable
 
 	indexOnce sync.Once
 	verified  *atomic.Bool // the table passed VerifySchema once (shared by scope views)
@@ -88,6 +90,14 @@ func New[T any](d dialect.Dialect, cfg Config, fields func(*T) []any) (*Claimer[
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
+	pauses, err := newPauseCheck(d, cfg, spec.Table)
+	if err != nil {
+		return nil, err
+	}
+	pauseScope, err := pauseScopeOf(pauses, cfg.ScopeValues)
+	if err != nil {
+		return nil, err
+	}
 	maxAttempts, _ := spec.MaxAttempts(cfg.MaxAttempts) // validated by Resolve
 	logger := cfg.Logger
 	if logger == nil {
@@ -99,7 +109,7 @@ func New[T any](d dialect.Dialect, cfg Config, fields func(*T) []any) (*Claimer[
 		ackDelay: cfg.AckDelay, ackBuffer: cfg.ackBuffer(), gate: cfg.claimGate(caps),
 		reapTimeout: cfg.ReapTimeout, margin: cfg.safetyMargin(), heartbeat: cfg.heartbeatInterval(),
 		logger: logger.With("table", spec.Table), obs: cfg.Observer,
-		base: cs, verified: new(atomic.Bool),
+		base: cs, verified: new(atomic.Bool), pauses: pauses, pauseScope: pauseScope,
 	}
 	k.held, _ = cs.(store.Holder)
 	k.cs = observed(cs, k)
@@ -133,8 +143,9 @@ func (c *Claimer[T]) MissingIndexes(ctx context.Context) ([]string, error) {
 }
 
 // Verify checks the table against the database catalog unless a check
-// already passed: the table and every configured column exist, and the
-// token column can hold a token. Errors wrap [dialect.ErrInvalidConfig] and name the
+// already passed: the table and every configured column exist, the
+// token column can hold a token, and the pause table (Config.PauseTable),
+// if any, exists with its columns. Errors wrap [dialect.ErrInvalidConfig] and name the
 // field. [Claimer.Claim] calls it; call it at start-up to fail fast. It
 // matters most on MySQL with a non-strict sql_mode, which would truncate
 // tokens too long for the column silently and strand the claimed rows.
@@ -178,7 +189,13 @@ func (c *Claimer[T]) Scope(values ...any) (*Claimer[T], error) {
 	if err := checkScopeValues(c.core.spec.Scope, values); err != nil {
 		return nil, err
 	}
-	return &Claimer[T]{core: c.core.withScope(values), fields: c.fields, nfields: c.nfields}, nil
+	text, err := pauseScopeOf(c.core.pauses, values)
+	if err != nil {
+		return nil, err
+	}
+	v := c.core.withScope(values)
+	v.pauseScope = text
+	return &Claimer[T]{core: v, fields: c.fields, nfields: c.nfields}, nil
 }
 
 // withScope returns a core like k for other scope values (see
@@ -188,7 +205,7 @@ func (k *core) withScope(values []any) *core {
 		d: k.d, base: k.base, held: k.held, spec: k.spec, scope: slices.Clone(values), strategy: k.strategy,
 		limit: k.limit, maxAttempts: k.maxAttempts, backoff: k.backoff, ackDelay: k.ackDelay,
 		ackBuffer: k.ackBuffer, reapTimeout: k.reapTimeout, margin: k.margin, heartbeat: k.heartbeat,
-		gate: k.gate, logger: k.logger, obs: k.obs, verified: k.verified,
+		gate: k.gate, logger: k.logger, obs: k.obs, verified: k.verified, pauses: k.pauses,
 	}
 	v.cs = observed(k.base, v)
 	return v

@@ -4,9 +4,11 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/observe"
 )
 
@@ -141,6 +143,23 @@ type Config struct {
 	// deadline between two heartbeats. Set it well below every reaper's
 	// timeout when processing a batch can take longer than that.
 	HeartbeatInterval time.Duration
+	// PauseTable, if set, names the pause table ([Pauses], made by
+	// [CreatePauseTable]) whose pauses the claimer honours: before each
+	// claim (and each [Holder.Hold]) it checks that neither its table nor
+	// its scope is paused, and claims nothing if one is ([ErrPaused]).
+	// Empty (the default) means pauses are not checked and the pause table
+	// is never read. A claimer without Scope columns honours only pauses
+	// of the whole table: a pause of one scope applies to the claimers
+	// (and scope views) whose ScopeValues are that scope.
+	PauseTable string
+	// PauseRefresh, with PauseTable, is how long the claimer trusts the
+	// pauses it read: a claim that starts PauseRefresh or more after a
+	// [Pauses.Pause] (or [Pauses.Resume]) returned sees it. Zero means
+	// [DefaultPauseRefresh]; negative reads the pause table before every
+	// claim (one more query per claim), so that every claim starting after
+	// a Pause returned sees it. The claimer and its scope views read the
+	// pause table at most once per PauseRefresh between them.
+	PauseRefresh time.Duration
 	// Logger receives warnings (missing indexes, lost claims, failures);
 	// nil means slog.Default().
 	Logger *slog.Logger
@@ -208,6 +227,26 @@ func (c Config) validateOptions(spec dialect.ClaimTable) error {
 	}
 	if c.AckDelay < 0 {
 		return invalid("AckDelay", "%v is negative", c.AckDelay)
+	}
+	return c.validatePauses(spec)
+}
+
+// validatePauses checks PauseTable and PauseRefresh.
+func (c Config) validatePauses(spec dialect.ClaimTable) error {
+	if c.PauseTable == "" {
+		if c.PauseRefresh != 0 {
+			return invalid("PauseRefresh", "is set without a PauseTable")
+		}
+		return nil
+	}
+	if err := store.ValidateIdent("PauseTable", c.PauseTable); err != nil {
+		return fmt.Errorf("claim: %w", err)
+	}
+	if strings.EqualFold(c.PauseTable, spec.Table) {
+		return invalid("PauseTable", "%q is the claim table", c.PauseTable)
+	}
+	if len(spec.Table) > store.MaxPauseTableLen {
+		return invalid("PauseTable", "the claim table's name %q is longer than a pause can name (%d bytes)", spec.Table, store.MaxPauseTableLen)
 	}
 	return nil
 }

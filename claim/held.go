@@ -126,7 +126,9 @@ func (h *Holder[T]) MaxInFlight() int { return cap(h.slots) }
 // locked by a transaction it leaves open, in key order. It waits for a
 // free slot (MaxInFlight) while ctx lasts. With nothing pending it returns
 // an empty batch, already ended. End every batch with [Held.Commit] or
-// [Held.Rollback].
+// [Held.Rollback]. With Config.PauseTable, a hold of a paused table or
+// scope holds nothing and returns an error matching [ErrPaused]
+// ([Holder.Run] then polls as when nothing is pending).
 func (h *Holder[T]) Hold(ctx context.Context) (*Held[T], error) {
 	k := h.c.core
 	select {
@@ -137,6 +139,13 @@ func (h *Holder[T]) Hold(ctx context.Context) (*Held[T], error) {
 	free := func() { <-h.slots }
 	if err := k.verify(ctx); err != nil {
 		free()
+		return nil, err
+	}
+	if err := k.checkPaused(ctx); err != nil {
+		free()
+		if errors.Is(err, ErrPaused) {
+			k.observePaused(ctx, time.Now(), true)
+		}
 		return nil, err
 	}
 	k.checkIndexes(ctx)

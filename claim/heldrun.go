@@ -123,6 +123,8 @@ func (r *heldRunner[T]) loop(ctx context.Context, worker int) {
 		}
 		done()
 		switch {
+		case errors.Is(err, ErrPaused):
+			done = wk.idle(ctx, heldPollMin, heldPollMax)
 		case err != nil:
 			if ctx.Err() != nil || r.check(err) {
 				done = func() {}

@@ -69,6 +69,11 @@ const (
 	// follows). Its Event.Rows rows are pending again once the server has
 	// ended the transaction.
 	OpLost observe.Op = "claim.lost"
+	// OpPaused is a claim ([Claimer.Claim], [Holder.Hold], also inside
+	// the Run loops) that claimed nothing because its table or scope is
+	// paused (Config.PauseTable; the claim returned an error matching
+	// [ErrPaused]). Event.Err is nil; Event.Held is set for a hold.
+	OpPaused observe.Op = "claim.paused"
 )
 
 // observeClaim reports a claim to the observer, if any.

@@ -83,6 +83,8 @@ func (k *core) pipelines(p Pipeline) bool {
 //     repeated ack then reports the rows it wrote as lost; the rows the
 //     claim may have taken are released at once (or, if that fails, left to
 //     the reaper). That release does not hold the call past ctx's end.
+//     When the claimer's table or scope is paused, the error matches
+//     [ErrPaused] and nothing was written either.
 func (c *Claimer[T]) AckAllAndClaim(ctx context.Context, b *Batch[T]) (*Batch[T], error) {
 	switch {
 	case b == nil:
@@ -202,7 +204,9 @@ func (r *runner[T]) pipelineFinish(ctx, fctx context.Context, b *Batch[T], ok, f
 		}
 		return next, true
 	}
-	log.Warn("claimlock: ack and claim failed; acking on its own", "token", b.token, "err", err, "retryable", dialect.IsRetryable(err))
+	if !errors.Is(err, ErrPaused) {
+		log.Warn("claimlock: ack and claim failed; acking on its own", "token", b.token, "err", err, "retryable", dialect.IsRetryable(err))
+	}
 	// Rows the failed call recorded (it wrote the ack but could not read the
 	// claimed rows) are closed already.
 	ok = slices.DeleteFunc(slices.Clone(ok), func(i int) bool { return !b.open[i] })

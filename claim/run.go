@@ -91,7 +91,15 @@ type WorkerConfig[T any] struct {
 	// other workers' claims waited for, nor rows inserted after the drain
 	// found their scope empty. A Drain without ctx's end never polls: it
 	// claims until the scopes are empty, then returns. Cancellation still
-	// shuts down as ShutdownMode says.
+	// shuts down as ShutdownMode says. A scope found paused
+	// (Config.PauseTable) is left for the rest of the drain while the
+	// others are drained; a drain that left paused scopes returns an
+	// error matching [ErrPaused] once the others are empty (their rows
+	// stay pending for the next drain).
+	//
+	// Without Drain, a paused scope is skipped like an empty one: Run
+	// polls it again with the backoff of PollMin and PollMax, so a resume
+	// takes effect within PollMax plus Config.PauseRefresh.
 	Drain bool
 	// Scopes, if not empty, makes Run serve these scopes of the claimer's
 	// table instead of its own: each element holds values for the Scope
@@ -145,7 +153,8 @@ func (w *WorkerConfig[T]) validate() error {
 
 // Run claims and processes rows with w.Workers concurrent loops until ctx is
 // cancelled, then shuts down as w.ShutdownMode says and returns nil; with
-// w.Drain it returns nil as soon as nothing is left to claim. Each loop
+// w.Drain it returns nil as soon as nothing is left to claim (an error
+// matching [ErrPaused] if it left paused scopes). Each loop
 // claims a batch, hands its rows to w.Handler one by one, acks the
 // successes in one statement, fails the errors, and backs off with jitter
 // between PollMin and PollMax while nothing is pending. It serves the
@@ -203,7 +212,7 @@ func (c *Claimer[T]) Run(ctx context.Context, w WorkerConfig[T]) error {
 	if err := r.fatal.Load(); err != nil {
 		return *err
 	}
-	return nil
+	return r.turns.pausedErr()
 }
 
 // lanes returns the claimers of the scopes Run serves: views of c for
@@ -310,6 +319,14 @@ func (r *runner[T]) loop(ctx context.Context, worker int) {
 		done()
 		done = func() {}
 		switch {
+		case errors.Is(err, ErrPaused):
+			// Skipped like an empty scope until the next poll; a drain
+			// leaves it for good (see turns).
+			if w.Drain {
+				t.pause(l)
+			} else {
+				skip[l.i] = true
+			}
 		case err != nil:
 			if ctx.Err() != nil || r.check(err) {
 				return

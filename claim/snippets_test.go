@@ -16,6 +16,7 @@ import (
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/dialect/sqlite"
 	"github.com/claimlock/claimlock/hold"
+	"github.com/claimlock/claimlock/internal/testkit/await"
 )
 
 // The tests in this file run the code snippets of the documentation
@@ -392,4 +393,64 @@ func TestSnippetDocsClaimDrain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The pause section of docs/claim.md: the snippet creates the pause table
+// and pauses task 42; a claimer configured by it claims nothing of task 42
+// until the resume, and task 7 meanwhile.
+func TestSnippetDocsClaimPause(t *testing.T) {
+	t.Parallel()
+	e := open(t, engines[0])
+	d, ctx := e.d, ctxT(t)
+	cfg := claim.Config{ClaimTable: dialect.ClaimTable{Table: "xxx_task_target", Columns: []string{"openid"},
+		Scope: []string{"task_id"}}, ScopeValues: []any{42}}
+	createTable(t, e, cfg)
+	insertRows(t, e, cfg.Table, []string{"task_id", "openid"}, 6, func(i int) []any {
+		return []any{[]int{42, 7}[i%2], fmt.Sprintf("o%d", i)}
+	})
+	run := func() error {
+		// snippet: docs-claim-pause
+		// Once, like the claim table: CREATE TABLE IF NOT EXISTS claimlock_pauses.
+		if err := claim.CreatePauseTable(ctx, d, ""); err != nil {
+			return err
+		}
+		// Claimers honour the pauses of that table (PauseRefresh: 1 s by default).
+		cfg.PauseTable = claim.DefaultPauseTable
+
+		// An operator, anywhere: pause task 42 of xxx_task_target.
+		p, err := claim.NewPauses(d, "")
+		if err != nil {
+			return err
+		}
+		_, err = p.Pause(ctx, "xxx_task_target", []any{42}, claim.PauseNote{Reason: "provider down", By: "ana"})
+		if err != nil {
+			return err
+		}
+		// end snippet
+		return nil
+	}
+	require.NoError(t, run())
+	c, err := claim.New(d, cfg, func(m *Msg) []any { return []any{&m.OpenID} })
+	require.NoError(t, err)
+	_, err = c.Claim(ctx)
+	require.ErrorIs(t, err, claim.ErrPaused)
+	seven, err := c.Scope(7)
+	require.NoError(t, err)
+	b, err := seven.Claim(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, b.Len())
+	p, err := claim.NewPauses(d, "")
+	require.NoError(t, err)
+	list, err := p.List(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, "ana", list[0].By)
+	ok, err := p.Resume(ctx, "xxx_task_target", []any{42})
+	require.NoError(t, err)
+	require.True(t, ok)
+	// PauseRefresh (a second) passes before the claimer reads the resume.
+	await.Until(t, "the resume reaches the claimer", time.Minute, func() (bool, string) {
+		b, err := c.Claim(ctx)
+		return err == nil && b.Len() == 3, fmt.Sprint(err)
+	})
 }

@@ -2,6 +2,8 @@ package claim
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 )
 
@@ -44,6 +46,7 @@ type lane[T any] struct {
 	inFlight int         // rows claimed by the Run and not yet finished, or reserved by a running claim
 	gen      uint64      // batches of the scope finished so far
 	empty    bool        // known to be empty (see turns); with Drain only
+	paused   bool        // found paused (ErrPaused); with Drain only
 	i        int         // its index in turns.lanes
 }
 
@@ -77,7 +80,7 @@ func (t *turns[T]) pick(skip []bool) (l *lane[T], n int, gen uint64, w wait, ch 
 	for j := range t.lanes {
 		i := (t.next + j) % len(t.lanes)
 		l := t.lanes[i]
-		if l.empty || skip[i] {
+		if l.empty || l.paused || skip[i] {
 			empty++
 			continue
 		}
@@ -188,4 +191,33 @@ func (t *turns[T]) done() bool {
 	default:
 		return false
 	}
+}
+
+// pause records, in drain mode, that a claim found l paused: the drain
+// leaves it (a scope resumed during the drain waits for the next one).
+func (t *turns[T]) pause(l *lane[T]) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l.paused = true
+	t.signal()
+}
+
+// pausedErr returns, once the drain ended, an error matching [ErrPaused]
+// when it left paused scopes; nil otherwise.
+func (t *turns[T]) pausedErr() error {
+	if !t.done() {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var paused []string
+	for _, l := range t.lanes {
+		if l.paused {
+			paused = append(paused, fmt.Sprint(l.c.core.scope))
+		}
+	}
+	if len(paused) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: the drain left %d paused scope(s) %s; their rows stay pending", ErrPaused, len(paused), strings.Join(paused, " "))
 }

@@ -17,7 +17,7 @@ import (
 func TestOpsAreNamespaced(t *testing.T) {
 	ops := map[observe.Source][]observe.Op{
 		observe.SourceClaim: {claim.OpClaim, claim.OpAck, claim.OpFail, claim.OpSnooze, claim.OpHeartbeat,
-			claim.OpRelease, claim.OpCommit, claim.OpRollback, claim.OpLost},
+			claim.OpRelease, claim.OpCommit, claim.OpRollback, claim.OpLost, claim.OpPaused},
 		observe.SourceTasklock: {tasklock.OpAcquire, tasklock.OpRenew, tasklock.OpRelease, tasklock.OpFinish,
 			tasklock.OpForceRelease, tasklock.OpLost},
 		observe.SourceZombie:   {zombie.OpSweep, zombie.OpLeaseSweep, zombie.OpLeader},

@@ -109,6 +109,10 @@ type options struct {
 	// mean a task is finished.
 	LeaseDone []string `json:"lease-done"`
 
+	// PauseTable is the pause table (claim.Pauses); "" means claim's
+	// default for the pause commands, and no pauses shown by serve.
+	PauseTable string `json:"pause-table"`
+
 	// Per command, never from the file.
 	Scopes        []string      `json:"-"`
 	Keys          []string      `json:"-"`
@@ -119,6 +123,8 @@ type options struct {
 	AllScopes     bool          `json:"-"`
 	ResetAttempts bool          `json:"-"`
 	AllIndexes    bool          `json:"-"`
+	Reason        string        `json:"-"`
+	By            string        `json:"-"`
 	JSON          bool          `json:"-"`
 	Yes           bool          `json:"-"`
 	Timeout       time.Duration `json:"-"`

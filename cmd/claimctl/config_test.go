@@ -43,7 +43,7 @@ func TestConfigSpellings(t *testing.T) {
 		"lease-done":              {"2,3", []any{[]any{2, 3}, []any{"2", "3"}}},
 		"coalesce":                {"true", []any{true}},
 		"coalesce-changes":        {"ops.changes", nil}, "coalesce-keys": {"ops.keys", nil},
-		"coalesce-sources": {"ops.sources", nil},
+		"coalesce-sources": {"ops.sources", nil}, "pause-table": {"ops.pauses", nil},
 	}
 	names := make([]string, 0, len(fileField))
 	for name := range fileField {

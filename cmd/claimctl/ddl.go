@@ -41,8 +41,15 @@ func cmdDDL(ctx context.Context, e *env) error {
 		}
 		sections = append(sections, s)
 	}
+	if e.o.PauseTable != "" {
+		ddl, err := claim.PauseTableDDL(e.d, e.o.PauseTable)
+		if err != nil {
+			return usageErr("-pause-table: %v", err)
+		}
+		sections = append(sections, ddlSection{Title: "pause table " + e.o.PauseTable + " (claim.Pauses)", Statements: ddl})
+	}
 	if len(sections) == 0 {
-		return usageErr("describe a claim table (-table), a coalescer (-coalesce) or a lease table (-lease-table)")
+		return usageErr("describe a claim table (-table), a coalescer (-coalesce), a lease table (-lease-table) or a pause table (-pause-table)")
 	}
 	if e.o.JSON {
 		return printJSON(e.out, sections)

@@ -32,6 +32,7 @@ var (
 		"lease-table", "lease-kind", "lease-key", "lease-key-kind", "lease-key-len", "lease-owner", "lease-status",
 		"lease-locked-at", "lease-expires-at", "lease-fence", "lease-locked-at-format", "lease-expires-at-format", "lease-ttl", "lease-done",
 	}
+	pauseFlags = []string{"pause-table"}
 )
 
 // defineFlags defines every flag of claimctl on fs, bound to o. A
@@ -83,13 +84,17 @@ func defineFlags(fs *flag.FlagSet, o *options) {
 	fs.Var(listFlag{&o.LeaseDone}, "lease-done", "the lease table's status `values` (-lease-status) that mean a task is finished, comma-separated: unpark warns when the -scope's task has one")
 	fs.Var(ttlFlag{&o.LeaseTTL}, "lease-ttl", "the holders' `TTL` (a duration, or whole seconds), by which the expiry of a lease in a table without an expiry column is reckoned")
 
+	fs.StringVar(&o.PauseTable, "pause-table", "", "the pause `table` (package claim's Pauses; pause, resume and pauses default to "+claim.DefaultPauseTable+")")
+
 	fs.Var(repeatFlag{&o.Scopes}, "scope", "scope `values`, comma-separated in -scope-cols order (repeatable)")
 	fs.Var(repeatFlag{&o.Keys}, "key", "lease `key` (repeatable)")
 	fs.StringVar(&o.IDs, "ids", "", "row `keys`, comma-separated (default: every row of the scope)")
 	fs.DurationVar(&o.Older, "older", 5*time.Minute, "rows processing for longer than this `duration`")
 	fs.IntVar(&o.Limit, "limit", defaultLimit, "most `rows` listed")
 	fs.IntVar(&o.MaxAttempts, "max-attempts", 0, "park stale rows whose attempts reached `n` (needs -attempts)")
-	fs.BoolVar(&o.AllScopes, "all-scopes", false, "sweep every scope (default: the -scope given)")
+	fs.BoolVar(&o.AllScopes, "all-scopes", false, "sweep (reap), pause or resume every scope: the whole table (default: the -scope given)")
+	fs.StringVar(&o.Reason, "reason", "", "why the scope is paused (`text`, kept with the pause)")
+	fs.StringVar(&o.By, "by", "", "who pauses (`name`, kept with the pause; default $USER)")
 	fs.BoolVar(&o.ResetAttempts, "reset-attempts", false, "reset attempts to zero")
 	fs.BoolVar(&o.AllIndexes, "all-indexes", false, "print every recommended index, not only the missing ones")
 	fs.BoolVar(&o.Yes, "yes", false, "do not ask for confirmation")
@@ -113,6 +118,9 @@ func (c *command) flagGroups() []flagGroup {
 	}
 	if c.tables&leaseTable != 0 {
 		groups = append(groups, flagGroup{"lease table", leaseFlags})
+	}
+	if c.tables&pauseTables != 0 {
+		groups = append(groups, flagGroup{"pause table", pauseFlags})
 	}
 	return append(groups, flagGroup{"connection and output", commonFlags})
 }

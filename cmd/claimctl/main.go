@@ -20,12 +20,13 @@
 //	           their error
 //	leases     held leases, soonest expiry first (or the lease of each -key):
 //	           holder, fence, lock time, expiry, remaining TTL
+//	pauses     the paused tables and scopes of the pause table (-pause-table)
 //	ddl        the SQL to paste into a migration: columns the claim table
 //	           lacks (or CREATE TABLE when it does not exist), the missing
 //	           recommended indexes (all with -all-indexes), a coalescer's
 //	           tables (-coalesce: coalesce.CreateTablesDDL), and the lease
 //	           table (CREATE TABLE for a key table, columns to add to a task
-//	           table)
+//	           table), and the pause table (-pause-table)
 //
 // Commands that change rows (each asks for confirmation on standard input
 // unless -yes is given):
@@ -37,13 +38,17 @@
 //	reap           run one reaper sweep: stale rows (processing longer than
 //	               -older) back to pending, parked at -max-attempts
 //	force-release  free the lease of -key whoever holds it
+//	pause          pause claims of each -scope (the whole table with
+//	               -all-scopes) in the pause table; -reason, -by
+//	resume         end those pauses
 //
 // serve runs an operator's web page (see the README's "Status page"): the
 // counts of each -scope over time, stuck, parked and scheduled rows and the
 // held leases, refreshed in place. It listens on 127.0.0.1:8080 (-listen)
 // and is read-only unless an action token is set (-action-token or
 // CLAIMCTL_ACTION_TOKEN); with one, an operator who logs in can unpark,
-// retry now and force-release, each after a confirmation.
+// retry now and force-release, and with -pause-table pause and resume a
+// page's scope, each after a confirmation.
 //
 // The claim table is described by flags (-table, -id, -status, -token,
 // -claimed-at, -attempts, -run-at, -error, -created-at, -scope-cols,
@@ -62,8 +67,10 @@
 // column names the -lease-key, -lease-owner, -lease-locked-at,
 // -lease-expires-at, -lease-fence and -lease-status flags override ("-"
 // for an optional column the table lacks), so that every lease table the
-// library accepts can be described. -driver is postgres, mysql or sqlite;
-// -dsn is the data source name (or the CLAIMCTL_DSN environment variable,
+// library accepts can be described. -pause-table names the pause table of
+// package claim's Pauses (default claimlock_pauses for pause, resume and
+// pauses; serve shows pauses only when it is given). -driver is postgres,
+// mysql or sqlite; -dsn is the data source name (or the CLAIMCTL_DSN environment variable,
 // which keeps passwords out of the process list). Output is a human table;
 // -json prints JSON for scripts.
 //

@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 )
 
@@ -37,6 +38,8 @@ const (
 	// coalesceTables are a coalescer's (-coalesce) without the claim
 	// table's column flags.
 	coalesceTables
+	// pauseTables is the pause table (-pause-table).
+	pauseTables
 )
 
 // env is what a command works with.
@@ -118,15 +121,40 @@ var commands = []command{
 		run: cmdForceRelease,
 	},
 	{
-		name: "ddl", summary: "print the SQL for a migration", tables: claimTable | leaseTable, flags: []string{"all-indexes"},
+		name: "pause", summary: "pause claims of a -scope (or the whole table)", tables: claimTable | pauseTables,
+		flags: []string{"scope", "all-scopes", "reason", "by", "yes"},
+		about: "Pause claims of each -scope given, or of the whole table with -all-scopes (or when it has no scope\n" +
+			"columns), in the pause table (-pause-table, default " + claim.DefaultPauseTable + "; create it with ddl -pause-table).\n" +
+			"Claimers configured with that PauseTable take no rows of a paused scope once their PauseRefresh\n" +
+			"has passed; rows already claimed finish. The pause survives restarts. -reason and -by are kept\n" +
+			"with it. Asks for confirmation unless -yes.",
+		run: cmdPause,
+	},
+	{
+		name: "resume", summary: "end the pause of a -scope (or of the whole table)", tables: claimTable | pauseTables,
+		flags: []string{"scope", "all-scopes", "yes"},
+		about: "End the pause of each -scope given, or the pause of the whole table with -all-scopes (or when it\n" +
+			"has no scope columns). A pause of the whole table and a pause of one scope are separate: resuming\n" +
+			"one leaves the other. Asks for confirmation unless -yes.",
+		run: cmdResume,
+	},
+	{
+		name: "pauses", summary: "the paused tables and scopes", tables: pauseTables, flags: []string{"limit"},
+		about: "The pauses of the pause table (-pause-table, default " + claim.DefaultPauseTable + "): claim table, scope\n" +
+			"(or every scope), when it was paused and how long ago on the database clock, by whom and why.",
+		run: cmdPauses,
+	},
+	{
+		name: "ddl", summary: "print the SQL for a migration", tables: claimTable | leaseTable | pauseTables, flags: []string{"all-indexes"},
 		about: "Print the SQL a migration needs on the connected engine: the columns the claim table lacks (or\n" +
 			"CREATE TABLE when it does not exist), its missing recommended indexes (all with -all-indexes),\n" +
 			"a coalescer's three tables (-coalesce: CREATE TABLE IF NOT EXISTS and their indexes)\n" +
-			"and the lease table (CREATE TABLE for a key table, the columns a task table lacks).",
+			"the lease table (CREATE TABLE for a key table, the columns a task table lacks) and the pause\n" +
+			"table (-pause-table: CREATE TABLE IF NOT EXISTS).",
 		run: cmdDDL,
 	},
 	{
-		name: "serve", summary: "serve a status page (read-only unless an action token is set)", tables: claimTable | leaseTable,
+		name: "serve", summary: "serve a status page (read-only unless an action token is set)", tables: claimTable | leaseTable | pauseTables,
 		flags: []string{"listen", "action-token", "interval", "scope", "key", "older", "limit"},
 		about: serveAbout, run: cmdServe, untimed: true,
 	},

@@ -31,6 +31,8 @@ const serveAbout = "Serve a status page: one page per -scope of the claim table 
 	"database call. It listens on 127.0.0.1 unless -listen says otherwise, and is read-only unless an\n" +
 	"action token is set (-action-token or, out of the process list, $CLAIMCTL_ACTION_TOKEN): then an\n" +
 	"operator who logs in with it can unpark, retry now and force-release, each after a confirmation.\n" +
+	"With -pause-table each page shows whether its scope (or the whole table) is paused, and an operator\n" +
+	"who logged in can pause and resume the page's scope.\n" +
 	"Actions and refusals are logged on standard output with the caller's address and session."
 
 // minActionToken is the shortest action token accepted.

@@ -38,6 +38,11 @@ func TestServeBrowser(t *testing.T) {
 		}
 		t.Run(e.Name, func(t *testing.T) { browserVisit(t, ctx, b, e) })
 		t.Run(e.Name+"-coalesce", func(t *testing.T) { browserCoalesce(t, ctx, b, e) })
+		if e.Name == testengine.Postgres {
+			// The pause buttons are the page's own: one engine shows them
+			// (the handler tests run the actions on every engine).
+			t.Run(e.Name+"-pause", func(t *testing.T) { browserPause(t, ctx, b, e) })
+		}
 	}
 }
 
@@ -215,4 +220,63 @@ func browserCoalesce(t *testing.T, ctx context.Context, b *browser, e testengine
 	_, err := co.Accept(ctx, coalesce.Change{Key: "k4", EventID: "k4-1", Payload: []byte("1")})
 	require.NoError(t, err)
 	b.waitFor(t, ctx, "the new dirty key", `document.getElementById("b-dirty").textContent === "2"`)
+}
+
+// browserPause: with -pause-table, a logged-in operator pauses the page's
+// scope (click, confirm), the page shows the pause, and resumes it.
+func browserPause(t *testing.T, ctx context.Context, b *browser, e testengine.Engine) {
+	fx := newServeFixture(t, e)
+	require.NoError(t, claim.CreatePauseTable(ctx, fx.Dialect, "ops_pauses"))
+	p, err := claim.NewPauses(fx.Dialect, "ops_pauses")
+	require.NoError(t, err)
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	srv := startServe(t, sctx, "-config", fx.conf, "-scope", "42", "-pause-table", "ops_pauses", "-listen", "127.0.0.1:0",
+		"-action-token", testToken, "-interval", "1s")
+	defer func() {
+		stop()
+		require.Equal(t, exitOK, srv.wait(t))
+	}()
+	page := srv.url + "page/0"
+	b.navigate(t, ctx, page)
+	b.waitFor(t, ctx, "the first render", `Number(document.body.dataset.loaded) >= 1`)
+	text := func(expr string) string {
+		t.Helper()
+		var s string
+		require.NoError(t, b.eval(ctx, expr, &s), expr)
+		return s
+	}
+	var hidden bool
+	require.NoError(t, b.eval(ctx, `document.getElementById("pause-state").hidden && !document.getElementById("pause")`, &hidden))
+	require.True(t, hidden, "not paused, and no button before a login")
+	b.click(t, ctx, `document.getElementById("login-link")`)
+	b.waitFor(t, ctx, "the login form", `location.pathname === "/login" && document.readyState === "complete"`)
+	b.typeText(t, ctx, `document.getElementById("token")`, testToken)
+	b.click(t, ctx, `document.getElementById("login")`)
+	b.waitFor(t, ctx, "the page after login", `location.href === `+jsString(page)+` && Number(document.body.dataset.loaded) >= 1 && !document.getElementById("pause").hidden`)
+
+	b.click(t, ctx, `document.getElementById("pause")`)
+	b.waitFor(t, ctx, "the confirmation", `document.getElementById("confirm").open`)
+	require.Equal(t, "Pause claims of task_id=42? Claimers with this pause table take no more of its rows; rows already claimed finish.",
+		text(`document.getElementById("confirm-text").textContent`))
+	list, err := p.List(ctx, 10)
+	require.NoError(t, err)
+	require.Empty(t, list, "nothing changes before the confirmation")
+	b.click(t, ctx, `document.getElementById("confirm-ok")`)
+	b.waitFor(t, ctx, "the pause shown", `!document.getElementById("pause-state").hidden && document.getElementById("pause").hidden && !document.getElementById("resume").hidden`)
+	require.Regexp(t, `^Paused since [0-9-]+T[0-9:]+Z \([0-9.]+m?s ago\) by claimctl serve, session [0-9a-f]{8}$`, text(`document.getElementById("pause-text").textContent`))
+	list, err = p.List(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, []string{"42"}, list[0].Scope)
+
+	b.click(t, ctx, `document.getElementById("resume")`)
+	b.waitFor(t, ctx, "the confirmation", `document.getElementById("confirm").open`)
+	b.click(t, ctx, `document.getElementById("confirm-ok")`)
+	b.waitFor(t, ctx, "the action's answer", `document.getElementById("status").textContent === "resumed"`)
+	b.waitFor(t, ctx, "the pause gone", `document.getElementById("pause-state").hidden && !document.getElementById("pause").hidden`)
+	list, err = p.List(ctx, 10)
+	require.NoError(t, err)
+	require.Empty(t, list)
+	require.Regexp(t, `msg="serve: action" action=pause remote=127\.0\.0\.1:[0-9]+ who="session [0-9a-f]{8}" table=jobs scope="task_id=42"`, srv.logs.String())
 }

@@ -33,6 +33,7 @@ type libSource struct {
 	claimers []*claim.Claimer[struct{}] // one per page (scope); nil without a claim table
 	scopes   [][]any
 	co       *coalesce.Coalescer // the coalescer of -coalesce, nil without one
+	pauses   *claim.Pauses       // the pause table of -pause-table, nil without one
 
 	lt   dialect.LeaseTable
 	k    *tasklock.Locker // nil without a lease table
@@ -56,6 +57,18 @@ func openSource(ctx context.Context, e *env) (*libSource, error) {
 		if err := s.openClaims(ctx, e); err != nil {
 			return nil, err
 		}
+	}
+	if e.o.PauseTable != "" {
+		if !e.o.hasClaimTable() {
+			return nil, usageErr("-pause-table needs a claim table (-table) whose pages show their pauses")
+		}
+		cctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+		p, err := e.pauses(cctx)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		s.pauses, s.info.PauseTable = p, p.Table()
 	}
 	if e.o.LeaseTable != "" {
 		if err := s.openLeases(ctx, e); err != nil {
@@ -179,6 +192,11 @@ func (s *libSource) sample(ctx context.Context, i int) (scopeSample, error) {
 			return out, err
 		}
 		out.Backlog = &backlog{Dirty: dirty, Oldest: oldest}
+	}
+	if s.pauses != nil {
+		if out.Pause, err = s.pauseOf(ctx, i); err != nil {
+			return out, err
+		}
 	}
 	out.Counts = counts{
 		Pending: st.Pending, Processing: st.Processing, Done: st.Done, Failed: st.Failed, Other: st.Other,
@@ -339,4 +357,50 @@ func (s *libSource) forceRelease(ctx context.Context, key, owner string) (bool, 
 // type, no keys), claimctl's or the library's, as opposed to a failure.
 func invalidInput(err error) bool {
 	return errors.Is(err, dialect.ErrInvalidConfig) || errors.As(err, new(*exitError))
+}
+
+// pauseOf returns the pause of page i's scope, or else of the whole table;
+// nil when neither is paused.
+func (s *libSource) pauseOf(ctx context.Context, i int) (*pauseState, error) {
+	text, err := claim.PauseScope(s.scopes[i]...)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+	defer cancel()
+	list, err := s.pauses.List(cctx, claim.MaxListLimit)
+	if err != nil {
+		return nil, err
+	}
+	var whole *pauseState
+	for _, p := range list {
+		if p.Table != s.spec.Table {
+			continue
+		}
+		st := &pauseState{Whole: p.ScopeText == "", Reason: p.Reason, By: p.By, Since: p.PausedAt, Age: p.Age}
+		switch {
+		case p.ScopeText == text:
+			return st, nil
+		case p.ScopeText == "":
+			whole = st
+		}
+	}
+	return whole, nil
+}
+
+// pause pauses page i's scope (the whole table of an unscoped one).
+func (s *libSource) pause(ctx context.Context, i int, reason, by string) (bool, error) {
+	if s.pauses == nil || i < 0 || i >= len(s.scopes) {
+		return false, fmt.Errorf("no pause table or no page %d", i)
+	}
+	return s.pauses.Pause(ctx, s.spec.Table, s.scopes[i], claim.PauseNote{Reason: reason, By: by})
+}
+
+// resume ends the pause of page i's scope (of the whole table for an
+// unscoped one).
+func (s *libSource) resume(ctx context.Context, i int) (bool, error) {
+	if s.pauses == nil || i < 0 || i >= len(s.scopes) {
+		return false, fmt.Errorf("no pause table or no page %d", i)
+	}
+	return s.pauses.Resume(ctx, s.spec.Table, s.scopes[i])
 }

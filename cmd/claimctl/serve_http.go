@@ -70,6 +70,8 @@ func newServer(m *monitor, token string, loopback bool, log *slog.Logger) (*serv
 	s.mux.HandleFunc("GET /page/{n}", s.page)
 	s.mux.HandleFunc("GET /api/page/{n}", s.pageJSON)
 	s.mux.HandleFunc("POST /api/page/{n}/unpark", s.unpark)
+	s.mux.HandleFunc("POST /api/page/{n}/pause", s.pauseScope)
+	s.mux.HandleFunc("POST /api/page/{n}/resume", s.resumeScope)
 	s.mux.HandleFunc("POST /api/page/{n}/retry-now", s.retryNow)
 	s.mux.HandleFunc("POST /api/force-release", s.forceRelease)
 	s.mux.HandleFunc("GET /login", s.loginForm)
@@ -407,6 +409,57 @@ func (s *server) retryNow(w http.ResponseWriter, r *http.Request) {
 	}
 	n, err := s.m.src.retryNow(r.Context(), i, body.IDs)
 	s.finish(w, r, who, "retry-now", []any{"table", s.info.Table, "scope", s.info.Scopes[i], "ids", body.IDs}, n, fmt.Sprintf("%d row(s) claimable now", n), err)
+}
+
+// pauseAction is the body of a pause: why (optional).
+type pauseAction struct {
+	Reason string `json:"reason"`
+}
+
+// pausePage returns the page number of a pause or resume, or answers 404
+// (no pause table) and returns -1.
+func (s *server) pausePage(w http.ResponseWriter, r *http.Request) int {
+	if s.info.PauseTable == "" {
+		http.NotFound(w, r)
+		return -1
+	}
+	return s.rowPage(w, r)
+}
+
+func (s *server) pauseScope(w http.ResponseWriter, r *http.Request) {
+	i := s.pausePage(w, r)
+	if i < 0 {
+		return
+	}
+	var body pauseAction
+	who := s.gate(w, r, &body)
+	if who == "" {
+		return
+	}
+	ok, err := s.m.src.pause(r.Context(), i, body.Reason, "claimctl serve, "+who)
+	n, msg := int64(0), "paused already; nothing changed"
+	if ok {
+		n, msg = 1, "paused: claimers with this pause table take no rows of it once their PauseRefresh has passed"
+	}
+	s.finish(w, r, who, "pause", []any{"table", s.info.Table, "scope", s.info.Scopes[i], "reason", body.Reason}, n, msg, err)
+}
+
+func (s *server) resumeScope(w http.ResponseWriter, r *http.Request) {
+	i := s.pausePage(w, r)
+	if i < 0 {
+		return
+	}
+	var body struct{}
+	who := s.gate(w, r, &body)
+	if who == "" {
+		return
+	}
+	ok, err := s.m.src.resume(r.Context(), i)
+	n, msg := int64(0), "not paused; nothing changed"
+	if ok {
+		n, msg = 1, "resumed"
+	}
+	s.finish(w, r, who, "resume", []any{"table", s.info.Table, "scope", s.info.Scopes[i]}, n, msg, err)
 }
 
 // releaseAction is the body of a force-release: the lease's key and the

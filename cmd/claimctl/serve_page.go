@@ -30,6 +30,11 @@ type pageSource interface {
 	retryNow(ctx context.Context, i int, ids []string) (int64, error)
 	// forceRelease frees the lease of key if owner still holds it.
 	forceRelease(ctx context.Context, key, owner string) (bool, error)
+	// pause pauses claims of page i's scope (the whole table for an
+	// unscoped one) with a note; resume ends that pause. Each reports
+	// whether it changed anything.
+	pause(ctx context.Context, i int, reason, by string) (bool, error)
+	resume(ctx context.Context, i int) (bool, error)
 }
 
 // sourceInfo is what a pageSource serves.
@@ -56,6 +61,9 @@ type sourceInfo struct {
 	// is a coalescer's keys table (-coalesce), "" otherwise: its pages
 	// show the coalescer's backlog.
 	ChangesTable string
+	// PauseTable is the pause table (-pause-table), "" without one: its
+	// pages show whether their scope is paused.
+	PauseTable string
 }
 
 // counts are a scope's rows by status and its oldest ages, on the
@@ -79,6 +87,27 @@ type scopeSample struct {
 	Stuck, Parked, Scheduled []rowView
 	// Backlog is the coalescer's, nil without one.
 	Backlog *backlog
+	// Pause is the pause of the scope or of the whole table (the scope's
+	// first), nil when neither is paused or without a pause table.
+	Pause *pauseState
+}
+
+// pauseState is a pause a page shows.
+type pauseState struct {
+	// Whole says the whole table is paused, not only the page's scope.
+	Whole      bool
+	Reason, By string
+	Since      time.Time
+	Age        time.Duration
+}
+
+// pauseView is a pause as the page's JSON shows it.
+type pauseView struct {
+	Whole  bool   `json:"whole"`
+	Reason string `json:"reason"`
+	By     string `json:"by"`
+	Since  string `json:"since"`
+	Age    string `json:"age"`
 }
 
 // backlog is a coalescer's dirty keys and the age of its oldest unfolded
@@ -282,6 +311,8 @@ type pageView struct {
 	More       map[string]bool `json:"more"`
 	Leases     []leaseOutView  `json:"leases"`
 	LeaseError string          `json:"lease_error"`
+	// Pause is the page's pause, nil when not paused.
+	Pause *pauseView `json:"pause"`
 }
 
 // view returns what page i shows now.
@@ -324,6 +355,9 @@ func (m *monitor) view(i int) pageView {
 						rows[j].Error = noErrorColumn
 					}
 				}
+			}
+			if ps := p.last.Pause; ps != nil {
+				v.Pause = &pauseView{Whole: ps.Whole, Reason: clean(ps.Reason), By: clean(ps.By), Since: ps.Since.UTC().Format(time.RFC3339), Age: age(ps.Age)}
 			}
 			v.More["stuck"] = len(p.last.Stuck) >= m.info.Limit
 			v.More["parked"] = len(p.last.Parked) >= m.info.Limit

@@ -44,6 +44,11 @@ type Args struct {
 	Worker  string // "worker": who runs or records
 	Flag    int64  // "flag": a 0/1 flag
 	Offset  int64  // "offset": rows to pass over
+
+	// Pauses.
+	PauseScope string // "pause_scope": a paused scope's text ("" for a whole table)
+	Reason     string // "reason": why a scope is paused ("" binds NULL)
+	By         string // "by": who paused it ("" binds NULL)
 }
 
 // binder takes one placeholder's value from a call's Args; u is the
@@ -95,6 +100,18 @@ var binders = map[string]binder{
 	"worker":   func(_ Unit, a *Args) any { return a.Worker },
 	"flag":     func(_ Unit, a *Args) any { return a.Flag },
 	"offset":   func(_ Unit, a *Args) any { return a.Offset },
+	// Pauses.
+	"pause_scope": func(_ Unit, a *Args) any { return a.PauseScope },
+	"reason":      func(_ Unit, a *Args) any { return nullIfEmpty(a.Reason) },
+	"by":          func(_ Unit, a *Args) any { return nullIfEmpty(a.By) },
+}
+
+// nullIfEmpty binds "" as NULL.
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 // scopeBinder binds the i-th scope value.

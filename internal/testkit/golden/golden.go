@@ -154,6 +154,17 @@ func Check(t *testing.T, d dialect.Dialect, textTimes bool) {
 	}
 	compare(t, dir, "schedule", append(rendered, sch.Rendered()...))
 	want["schedule.sql"] = true
+	// The pause table (claim.Pauses).
+	ps, err := store.OpenPauses(d, "app.claimlock_pauses")
+	if err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	ddl, err := store.CreateTableDDL(d, store.PauseTableDef("app.claimlock_pauses"))
+	if err != nil {
+		t.Fatalf("pause: create table: %v", err)
+	}
+	compare(t, dir, "pause", append(ddlOf(ddl), ps.Rendered()...))
+	want["pause.sql"] = true
 	files, _ := filepath.Glob(filepath.Join(dir, "*.sql"))
 	for _, f := range files {
 		if !want[filepath.Base(f)] {

@@ -250,7 +250,35 @@
       const note = document.getElementById("more-" + k);
       if (note) note.hidden = !(v.more && v.more[k]);
     }
+    renderPause(v.pause);
     body.dataset.loaded = String(Number(body.dataset.loaded || "0") + 1);
+  }
+
+  // The page's pause (-pause-table): its state, and the pause or resume
+  // button of the page's scope. A pause of the whole table is resumed with
+  // claimctl resume -all-scopes, not from a scope's page.
+  const pauseState = document.getElementById("pause-state");
+  const pauseBtn = document.getElementById("pause");
+  const resumeBtn = document.getElementById("resume");
+  function renderPause(p) {
+    if (!pauseState) return;
+    pauseState.hidden = !p;
+    if (p) {
+      setText("pause-text", (p.whole ? "The whole table is paused" : "Paused") + " since " + p.since + " (" + p.age + " ago)" +
+        (p.by ? " by " + p.by : "") + (p.reason ? ": " + p.reason : ""));
+    }
+    if (pauseBtn) pauseBtn.hidden = !!p;
+    if (resumeBtn) resumeBtn.hidden = !p || p.whole;
+  }
+  if (pauseBtn) {
+    pauseBtn.addEventListener("click", () => act(
+      "Pause claims of " + (scopeLabel || "the whole table") + "? Claimers with this pause table take no more of its rows; rows already claimed finish.",
+      "Pause", false, "/api/page/" + page + "/pause", {}));
+  }
+  if (resumeBtn) {
+    resumeBtn.addEventListener("click", () => act(
+      "Resume claims of " + (scopeLabel || "the whole table") + "?",
+      "Resume", false, "/api/page/" + page + "/resume", {}));
   }
 
   // The scope-wide unpark: every parked row of the page's scope, however
