@@ -2,7 +2,7 @@ package claim
 
 // Writes that outlast a database outage: Run's acks and fails and Flush's
 // deferred acks are tried again, past the batch's local deadline if need
-// be, Run's release while the batch holds its rows, and a write of unknown
+// be, Run's release likewise, and a write of unknown
 // outcome is settled by the next try under the token.
 
 import (
@@ -131,13 +131,23 @@ func (b *Batch[T]) storeAck(ctx context.Context, p *store.AckParams) (store.AckR
 }
 
 // releaseOutlasting is [Batch.Release], tried again after an outage while
-// ctx lasts and the batch's local deadline is not reached. A release is
-// conditioned on the token, so running it again is harmless.
+// ctx lasts, the batch still holds rows (a heartbeat may find them all
+// lost meanwhile: then nothing is left to release), and the next try comes
+// before the bound of [Batch.outlast]: the batch's local deadline plus
+// Config.ReapTimeout. A release is conditioned on the token, so running it
+// again is harmless, and, like an ack, it is safe past the local deadline:
+// it returns the rows the token still holds and leaves the others alone.
+// Giving up at the deadline left rows no handler had run (or whose handler
+// an outage cut off) processing for the reaper, which then counted an
+// attempt against them; released, they get their attempt back.
 func (b *Batch[T]) releaseOutlasting(ctx context.Context) (int64, error) {
 	n, err := b.Release(ctx)
 	for i := 0; outage(err) && ctx.Err() == nil; i++ {
+		if b.rowsTaken() {
+			return 0, nil // a heartbeat found every row lost: none is left to release
+		}
 		pause := store.Backoff(i, outageRetryBase, outageRetryMax)
-		if dl, ok := b.Deadline(); ok && !time.Now().Add(pause).Before(dl) {
+		if dl, ok := b.Deadline(); ok && !time.Now().Add(pause).Before(dl.Add(b.core.reapTimeout)) {
 			break
 		}
 		b.core.logger.Warn("claimlock: release failed; trying again", "token", b.token, "in", pause, "err", err)

@@ -311,6 +311,18 @@ var mutations = []mutation{
 		To:   "res, err := r.sweep(ctx, r.timeout)",
 		Pkg:  "./zombie", Run: "^TestOutageGrace$/sqlite$"},
 
+	// --- acks and releases that stop at the local deadline leave rows whose
+	// work was done, or never began, to the reaper: run again, with an
+	// attempt counted.
+	{Name: "claim/ack-stops-at-deadline", File: "claim/outage.go",
+		From: "Before(dl.Add(b.core.reapTimeout)) {\n\t\t\treturn err",
+		To:   "Before(dl) {\n\t\t\treturn err",
+		Pkg:  "./claim", Run: "^TestRunAckOutlastsLocalDeadline$/sqlite/lands$"},
+	{Name: "claim/release-stops-at-deadline", File: "claim/outage.go",
+		From: "Before(dl.Add(b.core.reapTimeout)) {\n\t\t\tbreak",
+		To:   "Before(dl) {\n\t\t\tbreak",
+		Pkg:  "./claim", Run: "^TestRunReleaseOutlastsLocalDeadline$/sqlite/lands$"},
+
 	// --- a keep-alive after an outage: waiting for the next tick leaves
 	// the rows unheartbeaten for up to an interval after the database is
 	// back, while the reaper's clock runs.
