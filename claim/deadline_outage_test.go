@@ -57,10 +57,15 @@ func faultyPair(t *testing.T, en engine) (worker, direct *env, down, up func()) 
 //   - "reclaimed": while the worker was cut off, a reaper returned the rows
 //     and another worker claimed them. The late ack changes nothing of the
 //     new owner's and reports the rows lost (or a heartbeat does first).
+//   - "beyond": as "lands", the database back after 10.5 s, past the local
+//     deadline plus the reap timeout (at most 9 s after the cut): Run's ack
+//     is bounded by its context alone (a reaper that could not reach the
+//     database either leaves the rows to their holder for one timeout after
+//     it reconnects), so it still lands.
 func TestRunAckOutlastsLocalDeadline(t *testing.T) {
 	t.Parallel()
 	for _, en := range engines {
-		for _, scenario := range []string{"lands", "reclaimed"} {
+		for _, scenario := range []string{"lands", "reclaimed", "beyond"} {
 			t.Run(en.kind+"/"+scenario, func(t *testing.T) {
 				t.Parallel()
 				e, direct, down, up := faultyPair(t, en)
@@ -117,12 +122,10 @@ func TestRunAckOutlastsLocalDeadline(t *testing.T) {
 					require.NoError(t, err)
 					require.Equal(t, 5, thief.Len())
 				}
-				// Back after 4.5 s: past the local deadline, before the
-				// reap timeout.
-				time.Sleep(time.Until(cutAt.Add(4500 * time.Millisecond)))
+				time.Sleep(time.Until(cutAt.Add(outageFor(scenario))))
 				up()
 
-				if scenario == "lands" {
+				if scenario != "reclaimed" {
 					awaitStats(t, "every row acked", other.Stats, func(st claim.Stats) bool { return st.Done == 5 },
 						func() string { return fmt.Sprintf("logged: %v", logs.atLeast(slog.LevelWarn)) })
 					require.Empty(t, logs.matching("ack failed; rows stay processing"))
@@ -162,10 +165,12 @@ func TestRunAckOutlastsLocalDeadline(t *testing.T) {
 //   - "reclaimed": a reaper returned the rows and another worker claimed
 //     them while the worker was cut off. The late release changes nothing
 //     of the new owner's.
+//   - "beyond": as "lands", the database back after 10.5 s, past the local
+//     deadline plus the reap timeout: the release still lands.
 func TestRunReleaseOutlastsLocalDeadline(t *testing.T) {
 	t.Parallel()
 	for _, en := range engines {
-		for _, scenario := range []string{"lands", "reclaimed"} {
+		for _, scenario := range []string{"lands", "reclaimed", "beyond"} {
 			t.Run(en.kind+"/"+scenario, func(t *testing.T) {
 				t.Parallel()
 				e, direct, down, up := faultyPair(t, en)
@@ -198,16 +203,14 @@ func TestRunReleaseOutlastsLocalDeadline(t *testing.T) {
 					require.NoError(t, err)
 					require.Equal(t, 5, thief.Len())
 				}
-				// Back after 4.5 s: past the local deadline, before the
-				// reap timeout.
-				time.Sleep(time.Until(cutAt.Add(4500 * time.Millisecond)))
+				time.Sleep(time.Until(cutAt.Add(outageFor(scenario))))
 				up()
 
 				waitFor(t, "Run's release to land or give up", func() bool {
 					return len(batch.Unacked()) == 0 || len(logs.matching("release failed; rows stay processing")) > 0
 				})
 				require.Empty(t, logs.matching("release failed; rows stay processing"))
-				if scenario == "lands" {
+				if scenario != "reclaimed" {
 					awaitStats(t, "every row run again and acked", other.Stats, func(st claim.Stats) bool { return st.Done == 5 },
 						func() string { return fmt.Sprintf("logged: %v", logs.atLeast(slog.LevelWarn)) })
 					var most int64
@@ -223,6 +226,17 @@ func TestRunReleaseOutlastsLocalDeadline(t *testing.T) {
 			})
 		}
 	}
+}
+
+// outageFor is how long the Run outlast tests keep the database away:
+// 4.5 s, past the batch's local deadline (3 s after its last heartbeat) and
+// before the reap timeout (6 s); in scenario "beyond" 10.5 s, past the
+// local deadline plus the reap timeout.
+func outageFor(scenario string) time.Duration {
+	if scenario == "beyond" {
+		return 10500 * time.Millisecond
+	}
+	return 4500 * time.Millisecond
 }
 
 // runCutOff starts c.Run, whose handler takes the database away (down)

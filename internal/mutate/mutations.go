@@ -311,17 +311,25 @@ var mutations = []mutation{
 		To:   "res, err := r.sweep(ctx, r.timeout)",
 		Pkg:  "./zombie", Run: "^TestOutageGrace$/sqlite$"},
 
-	// --- acks and releases that stop at the local deadline leave rows whose
-	// work was done, or never began, to the reaper: run again, with an
-	// attempt counted.
-	{Name: "claim/ack-stops-at-deadline", File: "claim/outage.go",
-		From: "Before(dl.Add(b.core.reapTimeout)) {\n\t\t\treturn err",
-		To:   "Before(dl) {\n\t\t\treturn err",
+	// --- Run's acks and releases that stop at the local deadline (or at
+	// the deadline plus the reap timeout) leave rows whose work was done,
+	// or never began, to the reaper: run again, with an attempt counted.
+	{Name: "claim/run-ack-stops-at-deadline", File: "claim/outage.go",
+		From: "if bounded && b.pastBound(pause) {",
+		To:   "if dl, ok := b.Deadline(); ok && !time.Now().Add(pause).Before(dl) {",
 		Pkg:  "./claim", Run: "^TestRunAckOutlastsLocalDeadline$/sqlite/lands$"},
+	{Name: "claim/run-ack-stops-at-reap-timeout", File: "claim/outage.go",
+		From: "if bounded && b.pastBound(pause) {",
+		To:   "if b.pastBound(pause) {",
+		Pkg:  "./claim", Run: "^TestRunAckOutlastsLocalDeadline$/sqlite/beyond$"},
 	{Name: "claim/release-stops-at-deadline", File: "claim/outage.go",
-		From: "Before(dl.Add(b.core.reapTimeout)) {\n\t\t\tbreak",
-		To:   "Before(dl) {\n\t\t\tbreak",
+		From: "\t\tb.core.logger.Warn(\"claimlock: release failed; trying again\"",
+		To:   "\t\tif dl, ok := b.Deadline(); ok && !time.Now().Add(pause).Before(dl) {\n\t\t\tbreak\n\t\t}\n\t\tb.core.logger.Warn(\"claimlock: release failed; trying again\"",
 		Pkg:  "./claim", Run: "^TestRunReleaseOutlastsLocalDeadline$/sqlite/lands$"},
+	{Name: "claim/release-stops-at-reap-timeout", File: "claim/outage.go",
+		From: "\t\tb.core.logger.Warn(\"claimlock: release failed; trying again\"",
+		To:   "\t\tif b.pastBound(pause) {\n\t\t\tbreak\n\t\t}\n\t\tb.core.logger.Warn(\"claimlock: release failed; trying again\"",
+		Pkg:  "./claim", Run: "^TestRunReleaseOutlastsLocalDeadline$/sqlite/beyond$"},
 
 	// --- a keep-alive after an outage: waiting for the next tick leaves
 	// the rows unheartbeaten for up to an interval after the database is
