@@ -118,26 +118,27 @@ var runOutages = map[string][]struct {
 	"mysql":    {{"kill", "2"}, {"restart", "1.5"}, {"kill", "2.5"}, {"kill", "2"}},
 }
 
-// outageReap is TestServerOutages' reap timeout: its longest outages are
-// about 0.6-0.9 of it. Outages past it are a different scenario: a batch's
-// acks and release give up at its local deadline plus the reap timeout,
-// and the reaper runs again the rows they leave (with outages of 1.1 times
-// an 8 s reap timeout, 133 of 3,000 rows on MariaDB).
+// outageReap is TestServerOutages' reap timeout: its outages are about
+// 0.6-0.9 of it on a quiet machine, the "up to 0.8". Under load
+// they grow past it (1.1-2.1 times an 8 s reap timeout were measured): Run's
+// writes outlast such outages too (bounded by ShutdownTimeout), but past
+// the reap timeout the scenario is no longer the one asserted.
 const outageReap = 12 * time.Second
 
 // TestServerOutages drains a task with four worker processes running
-// claim.Claimer.Run with batches of 20, 50, 200 and 400 rows (long batches
-// against the reap timeout: at 1 ms a row, a batch of 400 takes longer than
-// a heartbeat interval) while the server is SIGKILLed three times and shut
-// down cleanly once, each outage shorter than the reap timeout, and reports
-// what the outages cost: rows run (sent) more than once, the attempts rows
-// ended with, lost and stuck rows. One row in a hundred fails its first
-// attempt in the handler; every other row is healthy, and every attempt of
-// a healthy row past its first is an outage's. Acks, fails and releases
-// outlast the outages, heartbeats land as soon as the server is back, and
-// the reaper leaves rows to their holders for as long as it could not see
-// the server, so at most 1% of the rows run more than once and no healthy
-// row ends with more than one attempt.
+// claim.Claimer.Run with batches of 20, 50, 200 and 400 rows (long batches:
+// at 10 ms a row, a batch of 400 takes longer than a heartbeat interval)
+// while the server is SIGKILLed three times and shut down cleanly once,
+// each outage meant to be shorter than the reap timeout (outageReap), and
+// reports what the outages cost: rows run (sent) more than once, the
+// attempts rows ended with, lost and stuck rows. One row in a hundred fails
+// its first attempt in the handler; every other row is healthy, and every
+// attempt of a healthy row past its first is an outage's. Acks, fails and
+// releases outlast the outages, heartbeats land as soon as the server is
+// back, and the reaper leaves rows to their holders for as long as it could
+// not see the server, so at most 1% of the rows run more than once and no
+// healthy row ends with more than one attempt. The engines run at once (a
+// server each).
 func TestServerOutages(t *testing.T) {
 	script := os.Getenv(envOutage)
 	for _, e := range engines() {
