@@ -167,7 +167,7 @@ func (b *Batch[T]) flushLocked(ctx context.Context, op string) error {
 	// A write an outage fails is tried again, past the local deadline if
 	// need be (outage.go); between tries a heartbeat tick may write the
 	// waiting acks itself, so each try takes them afresh.
-	err := b.outlast(ctx, op, func() error {
+	err := b.outlast(ctx, op, true, func() error {
 		if err := b.settle(ctx); err != nil {
 			return err
 		}

@@ -1,8 +1,8 @@
 package claim
 
-// Writes that outlast a database outage: Run's acks and fails and Flush's
-// deferred acks are tried again, past the batch's local deadline if need
-// be, Run's release while the batch holds its rows, and a write of unknown
+// Writes that outlast a database outage: Run's acks, fails and release
+// are tried again while their context lasts, Flush's deferred acks up to
+// the batch's local deadline plus the reap timeout, and a write of unknown
 // outcome is settled by the next try under the token.
 
 import (
@@ -34,28 +34,33 @@ func outage(err error) bool {
 
 // outlast runs write (an ack or a fail: a write conditioned on the token),
 // with b.mu held, and again after a jittered pause while it fails with an
-// [outage], ctx lasts, no loss of the batch's rows was found, and the next
-// try comes before the bound: the batch's local deadline plus
-// Config.ReapTimeout (no bound without a ReapTimeout).
+// [outage], ctx lasts, and no loss of the batch's rows was found; when
+// bounded ([Batch.Flush]), only while the next try comes before the
+// batch's local deadline plus Config.ReapTimeout (no bound without a
+// ReapTimeout). Run's writes are bounded by their context alone
+// (WorkerConfig.ShutdownTimeout).
 //
 // The local deadline does not stop the tries: a write conditioned on the
 // token is safe at any time, since it completes the rows the token still
 // holds and reports the others lost. Giving up at the deadline left rows
 // whose work was done processing for the reaper, to be run again once the
-// database came back. Past the deadline, rows found no longer held are
-// reported lost even after a write of unknown outcome ([Batch.writtenBefore]):
-// the reaper may have taken them.
+// database came back; and a reaper that could not reach the database
+// either leaves stale rows to their holders for one timeout after it
+// reconnects, so a write that lands right after an outage longer than the
+// reap timeout still saves the rows a second run. Past the deadline, rows
+// found no longer held are reported lost even after a write of unknown
+// outcome ([Batch.writtenBefore]): the reaper may have taken them.
 //
 // b.mu is released during the pauses, so heartbeats go on keeping the rows;
 // write must re-read the batch's state. It returns write's last error.
-func (b *Batch[T]) outlast(ctx context.Context, op string, write func() error) error {
+func (b *Batch[T]) outlast(ctx context.Context, op string, bounded bool, write func() error) error {
 	err := b.noteUnknown(write())
 	for n := 0; outage(err); n++ {
 		pause := store.Backoff(n, outageRetryBase, outageRetryMax)
 		if b.rowsTaken() || ctx.Err() != nil {
 			return err
 		}
-		if dl, ok := b.Deadline(); ok && !time.Now().Add(pause).Before(dl.Add(b.core.reapTimeout)) {
+		if bounded && b.pastBound(pause) {
 			return err
 		}
 		b.core.logger.Warn("claimlock: "+op+" failed; trying again",
@@ -81,6 +86,14 @@ func (b *Batch[T]) outlast(ctx context.Context, op string, write func() error) e
 		err = b.noteUnknown(write())
 	}
 	return err
+}
+
+// pastBound reports whether a try after pause would come after the batch's
+// local deadline plus Config.ReapTimeout: when a reaper that saw the
+// database all along may have taken the rows.
+func (b *Batch[T]) pastBound(pause time.Duration) bool {
+	dl, ok := b.Deadline()
+	return ok && !time.Now().Add(pause).Before(dl.Add(b.core.reapTimeout))
 }
 
 // rowsTaken reports whether the batch ended because its rows were found
@@ -130,16 +143,22 @@ func (b *Batch[T]) storeAck(ctx context.Context, p *store.AckParams) (store.AckR
 	return res, err
 }
 
-// releaseOutlasting is [Batch.Release], tried again after an outage while
-// ctx lasts and the batch's local deadline is not reached. A release is
-// conditioned on the token, so running it again is harmless.
+// releaseOutlasting is [Claimer.Run]'s [Batch.Release], tried again after an
+// outage while ctx lasts (WorkerConfig.ShutdownTimeout) and the batch still
+// holds rows (a heartbeat may find them all lost meanwhile: then nothing is
+// left to release). A release is conditioned on the token, so running it
+// again is harmless, and, like an ack, it is safe past the local deadline:
+// it returns the rows the token still holds and leaves the others alone.
+// Giving up at the deadline left rows no handler had run (or whose handler
+// an outage cut off) processing for the reaper, which then counted an
+// attempt against them; released, they get their attempt back.
 func (b *Batch[T]) releaseOutlasting(ctx context.Context) (int64, error) {
 	n, err := b.Release(ctx)
 	for i := 0; outage(err) && ctx.Err() == nil; i++ {
-		pause := store.Backoff(i, outageRetryBase, outageRetryMax)
-		if dl, ok := b.Deadline(); ok && !time.Now().Add(pause).Before(dl) {
-			break
+		if b.rowsTaken() {
+			return 0, nil // a heartbeat found every row lost: none is left to release
 		}
+		pause := store.Backoff(i, outageRetryBase, outageRetryMax)
 		b.core.logger.Warn("claimlock: release failed; trying again", "token", b.token, "in", pause, "err", err)
 		t := time.NewTimer(pause)
 		select {

@@ -70,7 +70,9 @@ type WorkerConfig[T any] struct {
 	// ShutdownMode is what happens to claimed rows on cancellation; default
 	// [ShutdownRelease].
 	ShutdownMode ShutdownMode
-	// ShutdownTimeout bounds the final acks and releases after
+	// ShutdownTimeout bounds the acks, fails and release that end each
+	// batch, also while an outage makes them try again (see
+	// [Claimer.Run]), and so how long Run takes to return after
 	// cancellation; default 30 s.
 	ShutdownTimeout time.Duration
 	// Pipeline says whether a loop acks a processed batch and claims the
@@ -448,7 +450,7 @@ func (r *runner[T]) finish(ctx context.Context, b *Batch[T], ok, failed []int, c
 	if !piped {
 		// An ack or fail an outage fails is tried again while the batch
 		// holds its rows (outage.go), heartbeats running.
-		err := b.outlast(fctx, "ack", func() error {
+		err := b.outlast(fctx, "ack", false, func() error {
 			ok = slices.DeleteFunc(ok, b.settledLocked)
 			return b.ackLocked(fctx, ok)
 		})
@@ -545,7 +547,7 @@ func call[T any](ctx context.Context, h func(context.Context, Row[T]) error, r R
 // written leaves the row processing for the reaper. b.mu is held.
 func (r *runner[T]) failRows(fctx context.Context, b *Batch[T], failed []int, causes []error, log *slog.Logger) {
 	for j, i := range failed {
-		err := b.outlast(fctx, "fail", func() error {
+		err := b.outlast(fctx, "fail", false, func() error {
 			if b.settledLocked(i) {
 				return nil
 			}

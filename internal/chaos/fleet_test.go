@@ -40,6 +40,13 @@ type fleetSpec struct {
 	// with MaxAttempts maxAttempts, and the report count outages' costs.
 	run         bool
 	maxAttempts int
+	// batches, if not empty, gives worker i the batch size batches[i %
+	// len(batches)] instead of batch.
+	batches []int
+	// failEvery, if positive, makes Run workers' handlers fail the first
+	// attempt of every row whose id is a multiple of it (before sending
+	// it): the only rows whose handler ever fails.
+	failEvery int
 }
 
 // fleet is a running set of worker processes on one database, with a reaper
@@ -66,10 +73,16 @@ func (f *fleet) startWorker() *child {
 	if f.spec.run {
 		role = "runworker"
 	}
+	batch := f.spec.batch
+	f.mu.Lock()
+	if n := len(f.spec.batches); n > 0 {
+		batch = f.spec.batches[len(f.children)%n]
+	}
+	f.mu.Unlock()
 	c := spawn(f.t, role,
 		envDriver+"="+f.e.driver, envDSN+"="+dsn,
 		envReap+"="+f.spec.reapTimeout.String(), envMaxAttempts+"="+strconv.Itoa(f.spec.maxAttempts),
-		envBatch+"="+strconv.Itoa(f.spec.batch),
+		envBatch+"="+strconv.Itoa(batch), envFailEvery+"="+strconv.Itoa(f.spec.failEvery),
 		envSendDelay+"="+f.spec.sendDelay.String(),
 		envHeartbeat+"="+f.spec.heartbeat.String(),
 		envAckBatch+"="+strconv.FormatBool(f.spec.ackBatch),
@@ -170,7 +183,7 @@ func runFleet(t *testing.T, e engine, spec fleetSpec) report {
 		evs = append(evs, c.Events()...)
 	}
 	if spec.run {
-		r := checkRun(t, d, spec.rows, spec.maxAttempts)
+		r := checkRun(t, d, spec.rows, spec.maxAttempts, spec.failEvery)
 		r.faults, r.drain = faults, drain
 		r.logRun(t, spec.scenario, e.name)
 		return r

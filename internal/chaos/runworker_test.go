@@ -2,8 +2,11 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"sort"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,18 +19,30 @@ import (
 
 // envReap is the workers' Config.ReapTimeout (the reaper's Timeout), which
 // sets their batches' local deadline; envMaxAttempts is their MaxAttempts.
+// envFailEvery makes the handler fail the first attempt of every row whose
+// id is a multiple of it (fleetSpec.failEvery).
 const (
 	envReap        = "CHAOS_REAP"
 	envMaxAttempts = "CHAOS_MAX_ATTEMPTS"
+	envFailEvery   = "CHAOS_FAIL_EVERY"
 )
+
+// errFirstAttempt is the handler's own failure of a row told to fail
+// (envFailEvery).
+var errFirstAttempt = errors.New("chaos: this row fails its first attempt")
+
+// failing reports whether the handler fails row id's first attempt.
+func failing(id int64, every int) bool { return every > 0 && id%int64(every) == 0 }
 
 // runWorkerRole drains the task with claim.Claimer.Run, as an application
 // would: the handler "sends" its row (an insert into the sends log keyed by
-// row and claim) and returns nil; Run acks, heartbeats and, after an
-// outage, tries again. The sends log's token is the worker's pid and the
-// row's attempt (the handler does not see the claim token), so a send that
-// an outage interrupted and the handler repeated is recorded once. It exits
-// once the task has nothing pending or processing.
+// row and handler call) and returns nil; Run acks, heartbeats and, after an
+// outage, tries again. The sends log's token names the worker's pid, the
+// row's attempt and the handler call, so a send that an outage interrupted
+// and the handler repeated within one call is recorded once, and every
+// handler call that sent is recorded. Rows envFailEvery names fail their
+// first attempt before sending. It exits once the task has nothing pending
+// or processing.
 func runWorkerRole(ctx context.Context, out *emitter) error {
 	d, err := openRetry(ctx, os.Getenv(envDriver), os.Getenv(envDSN))
 	if err != nil {
@@ -43,6 +58,8 @@ func runWorkerRole(ctx context.Context, out *emitter) error {
 		return err
 	}
 	delay := envDuration(envSendDelay, 0)
+	failEvery := envInt(envFailEvery, 0)
+	var calls atomic.Int64
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { // stop when the task has drained
@@ -58,7 +75,11 @@ func runWorkerRole(ctx context.Context, out *emitter) error {
 		PollMin: 5 * time.Millisecond, PollMax: 100 * time.Millisecond,
 		Handler: func(hctx context.Context, r claim.Row[item]) error {
 			pause(hctx, delay)
-			return sendPatiently(hctx, d, r.ID.(int64), fmt.Sprintf("run-%d-%d", os.Getpid(), r.Attempts), r.Attempts)
+			if r.Attempts == 1 && failing(r.ID.(int64), failEvery) {
+				return errFirstAttempt
+			}
+			tok := fmt.Sprintf("run-%d-%d-%d", os.Getpid(), r.Attempts, calls.Add(1))
+			return sendPatiently(hctx, d, r.ID.(int64), tok, r.Attempts)
 		},
 	})
 	out.emit(event{Ev: "exit"})
@@ -81,41 +102,58 @@ func sendPatiently(ctx context.Context, d *db, id int64, token string, attempt i
 }
 
 // runFigures is what a drain with Run cost, beside the report's figures:
-// the rows sent more than once and the attempts the rows ended with.
+// the rows sent more than once and the attempts the rows ended with. A
+// healthy row is one whose handler never failed (fleetSpec.failEvery names
+// the others): every attempt of it past the first is an outage's.
 type runFigures struct {
-	resent      int // rows sent by more than one claim
+	resent      int // rows sent by more than one handler call
 	stuck       int // rows left under a claim token
 	maxAttempts int64
 	atMax       int // rows whose attempts reached MaxAttempts
 	parked      int
+	failing     int           // rows whose handler fails their first attempt
+	healthyMax  int64         // the highest attempts of a healthy row
+	healthyRe   int           // healthy rows whose attempts ended above 1
+	attempts    map[int64]int // rows by final attempts
 }
 
 func (r report) logRun(t *testing.T, scenario, engine string) {
 	f := r.run
-	line := fmt.Sprintf("chaos: scenario=%s engine=%s outages=%d rows=%d sent-more-than-once=%d (%.2f%%) max-attempts=%d rows-at-MaxAttempts=%d parked=%d lost=%d stuck=%d drain=%v",
-		scenario, engine, r.faults, r.rows, f.resent, 100*float64(f.resent)/float64(max(r.rows, 1)), f.maxAttempts, f.atMax, f.parked, r.lost, f.stuck, r.drain.Round(time.Millisecond))
+	line := fmt.Sprintf("chaos: scenario=%s engine=%s outages=%d rows=%d sent-more-than-once=%d (%.2f%%) max-attempts=%d rows-at-MaxAttempts=%d parked=%d failing-rows=%d healthy-rows-above-1-attempt=%d (highest %d) attempts=%v lost=%d stuck=%d drain=%v",
+		scenario, engine, r.faults, r.rows, f.resent, 100*float64(f.resent)/float64(max(r.rows, 1)), f.maxAttempts, f.atMax, f.parked,
+		f.failing, f.healthyRe, f.healthyMax, f.attempts, r.lost, f.stuck, r.drain.Round(time.Millisecond))
 	t.Log(line)
 	fmt.Println(line)
 }
 
+// runSend is one handler call's send of a row, from the sends log.
+type runSend struct {
+	tok     string
+	pid     int
+	attempt int64
+}
+
 // checkRun reads the final state of a Run drain: every row done and under
 // no token (else lost or stuck), sent at least once; it counts the rows sent
-// by more than one claim and the attempts rows ended with.
-func checkRun(t *testing.T, d *db, rows, maxAttempts int) report {
+// by more than one handler call and the attempts rows ended with, healthy
+// rows apart (failEvery names the rows whose first attempt fails), and logs
+// the first rows run again with their sends.
+func checkRun(t *testing.T, d *db, rows, maxAttempts, failEvery int) report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	r := report{rows: rows}
 	f := &r.run
+	f.attempts = map[int64]int{}
 	res, err := d.sql.QueryContext(ctx, d.sqlf("SELECT {id}, {status}, {token}, {attempts} FROM {chaos_items} WHERE {task_id} = $1"), taskID)
 	require.NoError(t, err)
-	status := map[int64]string{}
+	status, attempts := map[int64]string{}, map[int64]int64{}
 	for res.Next() {
 		var id, att int64
 		var st string
 		var tok *string
 		require.NoError(t, res.Scan(&id, &st, &tok, &att))
-		status[id] = st
+		status[id], attempts[id] = st, att
 		switch {
 		case st == "FAILED":
 			f.parked++
@@ -128,34 +166,54 @@ func checkRun(t *testing.T, d *db, rows, maxAttempts int) report {
 			t.Errorf("row %d still under token %s", id, *tok)
 		}
 		f.maxAttempts = max(f.maxAttempts, att)
+		f.attempts[att]++
 		if att >= int64(maxAttempts) {
 			f.atMax++
+		}
+		if failing(id, failEvery) {
+			f.failing++
+		} else if f.healthyMax = max(f.healthyMax, att); att > 1 {
+			f.healthyRe++
 		}
 	}
 	require.NoError(t, res.Err())
 	res.Close()
 	require.Len(t, status, rows)
-	sends := map[int64]int{}
-	res, err = d.sql.QueryContext(ctx, d.sqlf("SELECT {row_id} FROM {chaos_sends}"))
-	require.NoError(t, err)
-	for res.Next() {
-		var id int64
-		require.NoError(t, res.Scan(&id))
-		sends[id]++
-		r.sends++
-	}
-	require.NoError(t, res.Err())
-	res.Close()
+	sends := readSends(t, ctx, d)
+	var again []int64
 	for id, st := range status {
-		switch n := sends[id]; {
+		r.sends += len(sends[id])
+		switch n := len(sends[id]); {
 		case n == 0 && st == "DONE":
 			r.lost++
 			t.Errorf("row %d done but never sent", id)
 		case n > 1:
 			f.resent++
+			again = append(again, id)
 		}
 	}
+	sort.Slice(again, func(i, j int) bool { return again[i] < again[j] })
+	for _, id := range again[:min(len(again), 20)] {
+		t.Logf("row %d (attempts %d) run %d times: %+v", id, attempts[id], len(sends[id]), sends[id])
+	}
 	return r
+}
+
+// readSends reads the sends log by row.
+func readSends(t *testing.T, ctx context.Context, d *db) map[int64][]runSend {
+	t.Helper()
+	sends := map[int64][]runSend{}
+	res, err := d.sql.QueryContext(ctx, d.sqlf("SELECT {row_id}, {token}, {pid}, {attempt} FROM {chaos_sends}"))
+	require.NoError(t, err)
+	defer res.Close()
+	for res.Next() {
+		var id int64
+		var s runSend
+		require.NoError(t, res.Scan(&id, &s.tok, &s.pid, &s.attempt))
+		sends[id] = append(sends[id], s)
+	}
+	require.NoError(t, res.Err())
+	return sends
 }
 
 // envContest is how long a lease contender contends.

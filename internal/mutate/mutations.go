@@ -311,6 +311,26 @@ var mutations = []mutation{
 		To:   "res, err := r.sweep(ctx, r.timeout)",
 		Pkg:  "./zombie", Run: "^TestOutageGrace$/sqlite$"},
 
+	// --- Run's acks and releases that stop at the local deadline (or at
+	// the deadline plus the reap timeout) leave rows whose work was done,
+	// or never began, to the reaper: run again, with an attempt counted.
+	{Name: "claim/run-ack-stops-at-deadline", File: "claim/outage.go",
+		From: "if bounded && b.pastBound(pause) {",
+		To:   "if dl, ok := b.Deadline(); ok && !time.Now().Add(pause).Before(dl) {",
+		Pkg:  "./claim", Run: "^TestRunAckOutlastsLocalDeadline$/sqlite/lands$"},
+	{Name: "claim/run-ack-stops-at-reap-timeout", File: "claim/outage.go",
+		From: "if bounded && b.pastBound(pause) {",
+		To:   "if b.pastBound(pause) {",
+		Pkg:  "./claim", Run: "^TestRunAckOutlastsLocalDeadline$/sqlite/beyond$"},
+	{Name: "claim/release-stops-at-deadline", File: "claim/outage.go",
+		From: "\t\tb.core.logger.Warn(\"claimlock: release failed; trying again\"",
+		To:   "\t\tif dl, ok := b.Deadline(); ok && !time.Now().Add(pause).Before(dl) {\n\t\t\tbreak\n\t\t}\n\t\tb.core.logger.Warn(\"claimlock: release failed; trying again\"",
+		Pkg:  "./claim", Run: "^TestRunReleaseOutlastsLocalDeadline$/sqlite/lands$"},
+	{Name: "claim/release-stops-at-reap-timeout", File: "claim/outage.go",
+		From: "\t\tb.core.logger.Warn(\"claimlock: release failed; trying again\"",
+		To:   "\t\tif b.pastBound(pause) {\n\t\t\tbreak\n\t\t}\n\t\tb.core.logger.Warn(\"claimlock: release failed; trying again\"",
+		Pkg:  "./claim", Run: "^TestRunReleaseOutlastsLocalDeadline$/sqlite/beyond$"},
+
 	// --- a keep-alive after an outage: waiting for the next tick leaves
 	// the rows unheartbeaten for up to an interval after the database is
 	// back, while the reaper's clock runs.
