@@ -54,7 +54,9 @@
  *   UNSTRAND   a flusher's sweep for stranded changes (Flusher.Unstrand)
  *   ACCEPT_TX  writers use Coalescer.AcceptTx (change and mark in one
  *              transaction, bumpInTx / insertKey)
- * Negative controls, each must yield a counterexample:
+ * Negative controls (check.sh says which must yield a counterexample;
+ * NO_COUNT_CHECK, REAP_IGNORES_CLAIMED_AT, and ACK_NO_TOKEN for f1 and f3,
+ * are equivalent mutants: the properties verify, README.md says why):
  *   MUTANT_ACK_NO_VERSION      the fold completes the key DONE whatever
  *                              its version (no requeue on version)
  *   MUTANT_MARK_OUTSIDE_TX     the changes are marked folded by a
