@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Model-checks claimlock's protocol (claimlock.pml) with spin.
+# Model-checks claimlock's protocol (claimlock.pml) and the coalescer's fold
+# protocol (coalesce.pml) with spin.
 #
 # Every property must verify with 0 errors and no truncated search; every
 # negative control (a mutant of the model) must yield a counterexample; an
@@ -9,6 +10,8 @@
 #   bash model/check.sh              from any directory
 #   TRAILS=1 bash model/check.sh     also print each counterexample, replayed
 #   JOBS=1 bash model/check.sh       run the checks one at a time (default 2)
+#   ONLY=coalesce bash model/check.sh  only the checks whose name or model
+#                                      file contains it
 #
 # Installs spin (and gcc, if missing) with apt. Works in a temporary
 # directory, removed on exit.
@@ -25,7 +28,6 @@ REAP_RETURN_BELOW_MAX=1
 JOBS=${JOBS:-2}
 TIME_LIMIT=${TIME_LIMIT:-240}   # seconds, per check
 TRAILS=${TRAILS:-0}
-MODEL=claimlock.pml
 
 have() { command -v "$1" >/dev/null 2>&1; }
 if ! have spin || ! have gcc; then
@@ -51,10 +53,12 @@ claims=""
 if [ "$REAP_RETURN_BELOW_MAX" = 1 ]; then claims="-DREAP_RETURN_BELOW_MAX"; fi
 fix="-DREAP_RETURN_BELOW_MAX"
 
-# expect|name|spin defines|mode[|heavy]
+# expect|name|spin defines|mode[|heavy][|model]
 #   expect: pass (0 errors) | fail (a counterexample: a mutant, killed)
 #   mode:   safety (DFS) | bfs (shortest counterexample) | liveness (-a -f)
 #   heavy:  started first, so that the jobs end close together
+#   model:  the Promela file, claimlock.pml unless given (coalesce.pml:
+#           the coalescer's fold protocol)
 checks=(
 	# --- claims: NW=2 workers, NR=2 rows, batch 2, MaxAttempts 2, timeout 2,
 	#     1 crash, 1 lost reply, 1 release, 1 heartbeat per batch
@@ -104,11 +108,41 @@ checks+=(
 	"fail|mutant TIMER_LATE vs d|-DLEASE -DMUTANT_TIMER_LATE -DP_D|bfs"
 	"fail|mutant NO_FENCE_INC vs c|-DLEASE -DMUTANT_NO_FENCE_INC -DP_C|bfs"
 )
+# --- coalesce.pml, the coalescer's fold protocol: 1 key, 2 writers (one
+#     change each), 2 flushers, 1 flusher crash, 1 rolled-back fold
+#     transaction, freezes unbounded (1 in liveness runs)
+c=coalesce.pml
+all="-DP_F1 -DP_F3 -DP_N1"
+quiet="-DFREEZES=0 -DFCRASH=0 -DFAILS=0"
+checks+=(
+	"pass|coalesce f1 no double fold + f3 in order + n1 nothing lost|$all|safety||$c"
+	"pass|coalesce f1+f3+n1, 3 writers, no freeze, crash or rollback|-DNW=3 $quiet $all|safety||$c"
+	"pass|coalesce f1+f3+n1, MaxChanges 1, no crash or rollback|-DMAXCH=1 -DFCRASH=0 -DFAILS=0 $all|safety|heavy|$c"
+	"pass|coalesce f1+f3+n1, AcceptTx|-DACCEPT_TX $all|safety||$c"
+	"pass|coalesce f1+f3, killed writer + stranded sweep, no freeze|-DUNSTRAND -DWCRASH=1 $quiet -DP_F1 -DP_F3|safety||$c"
+	"pass|coalesce n2 nothing lost (LTL, weak fairness)|-DLIVENESS -DFREEZES=1|liveness||$c"
+	"pass|coalesce n2, AcceptTx|-DLIVENESS -DFREEZES=1 -DACCEPT_TX|liveness||$c"
+	"pass|coalesce n2, killed writer + stranded sweep, no freeze|-DLIVENESS -DUNSTRAND -DWCRASH=1 $quiet|liveness||$c"
+	"pass|equivalent: NO_COUNT_CHECK (the ack's token guards), f1+f3+n1|-DMUTANT_NO_COUNT_CHECK $all|safety||$c"
+	"pass|equivalent for f1+f3: ACK_NO_TOKEN (the mark's count guards)|-DMUTANT_ACK_NO_TOKEN -DP_F1 -DP_F3|safety||$c"
+	"fail|mutant ACK_NO_TOKEN vs n1|-DMUTANT_ACK_NO_TOKEN -DP_N1|bfs||$c"
+	"pass|equivalent: REAP_IGNORES_CLAIMED_AT, f1+f3+n1|-DMUTANT_REAP_IGNORES_CLAIMED_AT $all|safety||$c"
+	"fail|mutant ACK_NO_VERSION vs n1|-DMUTANT_ACK_NO_VERSION -DP_N1|bfs||$c"
+	"fail|mutant MARK_OUTSIDE_TX vs f1|-DMUTANT_MARK_OUTSIDE_TX -DP_F1|bfs||$c"
+	"fail|mutant NO_START_FLUSH vs n1|-DMUTANT_NO_START_FLUSH -DP_N1|bfs||$c"
+	"fail|mutant SKIP_PROCESSING vs n1|-DMUTANT_SKIP_PROCESSING -DP_N1|bfs||$c"
+	"fail|mutant NO_BUMP_HELD vs n1, MaxChanges 1|-DMAXCH=1 -DMUTANT_NO_BUMP_HELD -DP_N1|bfs||$c"
+	"fail|mutant READ_NEWEST_FIRST vs f3, MaxChanges 1|-DMAXCH=1 -DMUTANT_READ_NEWEST_FIRST -DP_F3|bfs||$c"
+	"fail|mutant ACK_NO_TOKEN + NO_COUNT_CHECK vs f1|-DMUTANT_ACK_NO_TOKEN -DMUTANT_NO_COUNT_CHECK -DP_F1|bfs||$c"
+	"fail|mutant READ_NO_FILTER vs n2|-DLIVENESS -DFREEZES=1 -DMUTANT_READ_NO_FILTER|liveness||$c"
+	"fail|mutant NO_REAPER vs n2 (a dead flusher's key)|-DLIVENESS -DFREEZES=1 -DMUTANT_NO_REAPER|liveness||$c"
+	"fail|no sweep: killed writer without UNSTRAND vs n2|-DLIVENESS -DWCRASH=1 $quiet|liveness||$c"
+)
 
-# run_check INDEX EXPECT NAME DEFINES MODE: writes $work/INDEX.line (the
+# run_check INDEX EXPECT NAME DEFINES MODE MODEL: writes $work/INDEX.line (the
 # summary), $work/INDEX.ok (if as expected) and $work/INDEX.trail.
 run_check() {
-	local idx=$1 expect=$2 name=$3 defs=$4 mode=$5
+	local idx=$1 expect=$2 name=$3 defs=$4 mode=$5 MODEL=$6
 	local dir=$work/$idx
 	mkdir -p "$dir" && cp "$MODEL" "$dir/" && cd "$dir" || return
 	local cflags="-O1 -w" pflags="-m2000000"
@@ -168,17 +202,27 @@ run_check() {
 	case $verdict in PASS | KILLED) touch "$work/$idx.ok" ;; esac
 }
 
+if [ -n "${ONLY:-}" ]; then
+	kept=()
+	for chk in "${checks[@]}"; do
+		IFS='|' read -r _ name _ _ _ model <<<"$chk"
+		case "$name ${model:-claimlock.pml}" in *"$ONLY"*) kept+=("$chk") ;; esac
+	done
+	checks=("${kept[@]}")
+fi
+
 start=$(date +%s)
-echo "spin $(spin -V | sed -n 's/Spin Version \([^ ]*\).*/\1/p'), model $MODEL, $JOBS job(s), ${TIME_LIMIT}s per check"
+echo "spin $(spin -V | sed -n 's/Spin Version \([^ ]*\).*/\1/p'), models claimlock.pml coalesce.pml, $JOBS job(s), ${TIME_LIMIT}s per check"
 # The longest checks first, so that two jobs finish close together.
 heavy=() light=()
 for i in "${!checks[@]}"; do
-	case ${checks[$i]} in *'|heavy') heavy+=("$i") ;; *) light+=("$i") ;; esac
+	IFS='|' read -r _ _ _ _ weight _ <<<"${checks[$i]}"
+	case $weight in heavy) heavy+=("$i") ;; *) light+=("$i") ;; esac
 done
 for i in "${heavy[@]}" "${light[@]}"; do
 	while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
-	IFS='|' read -r expect name defs mode _ <<<"${checks[$i]}"
-	(run_check "$(printf '%02d' "$i")" "$expect" "$name" "$defs" "$mode") &
+	IFS='|' read -r expect name defs mode _ model <<<"${checks[$i]}"
+	(run_check "$(printf '%02d' "$i")" "$expect" "$name" "$defs" "$mode" "${model:-claimlock.pml}") &
 done
 wait
 
