@@ -21,8 +21,8 @@ func TestDoubled(t *testing.T) {
 		{5, 5, 100, 100}, // capped
 		{1000, 5, 100, 100},
 		{math.MaxInt, time.Second, time.Hour, time.Hour}, // no overflow
-		{3, 200, 100, 100},                               // base above max
-		{3, 5, 0, 5},                                     // no max: no doubling
+		{3, 200, 100, 100}, // base above max
+		{3, 5, 0, 5},       // no max: no doubling
 		{3, 5, -1, 5},
 		{-1, 5, 100, 5},
 	} {

@@ -161,8 +161,8 @@ var mutations = []mutation{
 
 	// --- retries bounded by the caller's context.
 	{Name: "dialect/retry-ignores-context", File: "dialect/retry.go",
-		From: "\t\tcase <-ctx.Done():\n\t\t\tt.Stop()\n\t\t\treturn err\n",
-		To:   "",
+		From: "\t\tif !loop.Sleep(ctx, loop.Backoff(attempt-1, p.BaseDelay, p.MaxDelay), nil) {\n\t\t\treturn err\n\t\t}\n",
+		To:   "\t\tloop.Sleep(context.Background(), loop.Backoff(attempt-1, p.BaseDelay, p.MaxDelay), nil)\n",
 		Pkg:  "./dialect", Run: "^TestRetrierStopsWithContext$"},
 
 	// --- local deadlines measured from the start of the statement that
