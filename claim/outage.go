@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/loop"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -51,7 +52,7 @@ func outage(err error) bool {
 func (b *Batch[T]) outlast(ctx context.Context, op string, write func() error) error {
 	err := b.noteUnknown(write())
 	for n := 0; outage(err); n++ {
-		pause := store.Backoff(n, outageRetryBase, outageRetryMax)
+		pause := loop.Backoff(n, outageRetryBase, outageRetryMax)
 		if b.rowsTaken() || ctx.Err() != nil {
 			return err
 		}
@@ -67,13 +68,7 @@ func (b *Batch[T]) outlast(ctx context.Context, op string, write func() error) e
 			done = nil
 		}
 		b.mu.Unlock()
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		case <-done:
-		}
-		t.Stop()
+		loop.Sleep(ctx, pause, done)
 		b.mu.Lock()
 		if b.rowsTaken() || ctx.Err() != nil {
 			return err
@@ -136,17 +131,12 @@ func (b *Batch[T]) storeAck(ctx context.Context, p *store.AckParams) (store.AckR
 func (b *Batch[T]) releaseOutlasting(ctx context.Context) (int64, error) {
 	n, err := b.Release(ctx)
 	for i := 0; outage(err) && ctx.Err() == nil; i++ {
-		pause := store.Backoff(i, outageRetryBase, outageRetryMax)
+		pause := loop.Backoff(i, outageRetryBase, outageRetryMax)
 		if dl, ok := b.Deadline(); ok && !time.Now().Add(pause).Before(dl) {
 			break
 		}
 		b.core.logger.Warn("claimlock: release failed; trying again", "token", b.token, "in", pause, "err", err)
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
+		loop.Sleep(ctx, pause, nil)
 		n, err = b.Release(ctx)
 	}
 	return n, err
