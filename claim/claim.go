@@ -11,6 +11,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/detach"
+	"github.com/claimlock/claimlock/internal/loop"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -89,17 +90,12 @@ func (k *core) retryRelease(ctx context.Context, token string, claimed time.Time
 		until, ok = claimed.Add(life), true
 	}
 	for n := 0; ; n++ {
-		pause := store.Backoff(n, outageRetryBase, outageRetryMax)
+		pause := loop.Backoff(n, outageRetryBase, outageRetryMax)
 		if !outage(err) || ctx.Err() != nil || ok && !time.Now().Add(pause).Before(until) {
 			k.logger.Warn("claimlock: could not release rows of a failed claim; the reaper will", "token", token, "err", err)
 			return
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
+		loop.Sleep(ctx, pause, nil)
 		if _, err = k.cs.Release(ctx, token, nil); err == nil {
 			return
 		}

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/loop"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -214,14 +214,9 @@ func ExponentialBackoff(base, max time.Duration) func(attempts int) time.Duratio
 }
 
 func exponential(base, limit time.Duration, attempts int) time.Duration {
-	d := base
-	for i := 1; i < attempts && d < limit; i++ {
-		d *= 2
-	}
-	d = min(d, limit)
-	// ±25%: d * [0.75, 1.25), capped again.
-	j := time.Duration(rand.Int64N(int64(d)/2 + 1))
-	return min(d-d/4+j, limit)
+	d := loop.Doubled(max(attempts, 1)-1, base, limit)
+	// ±25%: d * [0.75, 1.25], capped again.
+	return min(loop.Spread(d, d/2), limit)
 }
 
 // backoff returns the configured retry backoff, or nil without a RunAt

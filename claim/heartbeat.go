@@ -10,7 +10,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/detach"
-	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/internal/loop"
 )
 
 // KeepAlive heartbeats the batch every Config.HeartbeatInterval in a
@@ -59,17 +59,9 @@ func (b *Batch[T]) KeepAlive(ctx context.Context) (stop func()) {
 }
 
 func (b *Batch[T]) keepAlive(ctx context.Context, interval time.Duration) {
-	t := time.NewTimer(interval)
-	defer t.Stop()
 	failures := 0 // heartbeats an outage failed in a row
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-b.closed:
-			return // nothing held any more
-		case <-t.C:
-		}
+	// b.closed: nothing held any more.
+	_ = loop.Loop{First: interval, Stop: b.closed}.Run(ctx, func(ctx context.Context) loop.Next {
 		hctx, hcancel := context.WithTimeout(ctx, b.heartbeatTimeout(interval))
 		// Deferred acks first: written rows need no heartbeat, and
 		// their write never waits for a lapse.
@@ -81,7 +73,7 @@ func (b *Batch[T]) keepAlive(ctx context.Context, interval time.Duration) {
 		next := interval
 		switch {
 		case err == nil && n == 0:
-			return // nothing held any more
+			return loop.End(nil) // nothing held any more
 		case errors.Is(err, dialect.ErrClaimLost):
 			// Only the rows this heartbeat found lost are reported: the
 			// next one expects them no more. When none is left, the
@@ -94,7 +86,7 @@ func (b *Batch[T]) keepAlive(ctx context.Context, interval time.Duration) {
 			// heartbeat is conditioned on the token, so it is safe at
 			// any time), doubling the pause up to the interval.
 			if outage(err) {
-				next = min(interval, store.Backoff(failures, outageRetryBase, outageRetryMax))
+				next = min(interval, loop.Backoff(failures, outageRetryBase, outageRetryMax))
 			}
 			level := slog.LevelWarn
 			if failures > 0 {
@@ -106,8 +98,8 @@ func (b *Batch[T]) keepAlive(ctx context.Context, interval time.Duration) {
 			b.core.logger.Info("claimlock: heartbeat succeeded again", "token", b.token, "failed", failures)
 			failures = 0
 		}
-		t.Reset(next)
-	}
+		return loop.After(next)
+	})
 }
 
 // heartbeatTimeout bounds one tick's statements: until the batch's local

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/loop"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -56,7 +57,7 @@ func outage(err error) bool {
 func (b *Batch[T]) outlast(ctx context.Context, op string, bounded bool, write func() error) error {
 	err := b.noteUnknown(write())
 	for n := 0; outage(err); n++ {
-		pause := store.Backoff(n, outageRetryBase, outageRetryMax)
+		pause := loop.Backoff(n, outageRetryBase, outageRetryMax)
 		if b.rowsTaken() || ctx.Err() != nil {
 			return err
 		}
@@ -72,13 +73,7 @@ func (b *Batch[T]) outlast(ctx context.Context, op string, bounded bool, write f
 			done = nil
 		}
 		b.mu.Unlock()
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		case <-done:
-		}
-		t.Stop()
+		loop.Sleep(ctx, pause, done)
 		b.mu.Lock()
 		if b.rowsTaken() || ctx.Err() != nil {
 			return err
@@ -158,14 +153,9 @@ func (b *Batch[T]) releaseOutlasting(ctx context.Context) (int64, error) {
 		if b.rowsTaken() {
 			return 0, nil // a heartbeat found every row lost: none is left to release
 		}
-		pause := store.Backoff(i, outageRetryBase, outageRetryMax)
+		pause := loop.Backoff(i, outageRetryBase, outageRetryMax)
 		b.core.logger.Warn("claimlock: release failed; trying again", "token", b.token, "in", pause, "err", err)
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
+		loop.Sleep(ctx, pause, nil)
 		n, err = b.Release(ctx)
 	}
 	return n, err

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/claimlock/claimlock/internal/loop"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -82,13 +83,7 @@ func (w *waker) idle(ctx context.Context, pollMin, pollMax time.Duration) (done 
 	}
 	free := func() { w.poll <- struct{}{} }
 	n := int(w.empty.Add(1)) - 1
-	t := time.NewTimer(store.Backoff(n, pollMin, pollMax))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-w.kicks:
-	case <-t.C:
-	}
+	loop.Sleep(ctx, loop.Backoff(n, pollMin, pollMax), w.kicks)
 	return free
 }
 

@@ -5,12 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"time"
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/loop"
 )
 
 // Record is a change as the fold receives it: the change as accepted and
@@ -147,9 +147,9 @@ func (f *Flusher) Claimer() *claim.Claimer[struct{}] { return f.claimer }
 // running again cannot cure ([dialect.IsPermanent]) stop it; others are
 // logged and retried after a pause.
 func (f *Flusher) Run(ctx context.Context) error {
-	idle := 0
+	idle := 0 // empty rounds in a row
 	nextSweep := time.Now()
-	for ctx.Err() == nil {
+	return loop.Loop{Wake: f.c.wake}.Run(ctx, func(ctx context.Context) loop.Next {
 		if !time.Now().Before(nextSweep) {
 			if _, err := f.Unstrand(ctx); err != nil && ctx.Err() == nil {
 				f.c.cfg.Logger.Warn("coalesce: looking for stranded changes", "err", err)
@@ -164,45 +164,25 @@ func (f *Flusher) Run(ctx context.Context) error {
 		n, err := f.Flush(ctx)
 		switch {
 		case ctx.Err() != nil:
-			return nil
+			return loop.End(nil)
 		case err != nil && dialect.IsPermanent(err):
-			return err
+			return loop.End(err)
 		case err != nil:
 			f.c.cfg.Logger.Error("coalesce: flush", "err", err)
-			f.sleep(ctx, f.cfg.PollMax, false)
+			return loop.After(f.cfg.PollMax)
 		case n == 0:
-			d := f.cfg.PollMin << min(idle, 20)
-			f.sleep(ctx, min(d, f.cfg.PollMax), true)
+			// Nothing dirty: a jittered, doubling poll, which a key
+			// dirtied by this process's coalescer cuts short.
 			idle++
+			return loop.Poll(loop.Backoff(min(idle-1, 20), f.cfg.PollMin, f.cfg.PollMax))
+		case n < f.cfg.BatchSize:
+			idle = 0
+			return loop.After(f.cfg.Linger)
 		default:
 			idle = 0
-			if n < f.cfg.BatchSize {
-				f.sleep(ctx, f.cfg.Linger, false)
-			}
+			return loop.Next{}
 		}
-	}
-	return nil
-}
-
-// sleep waits d (jittered to [d/2, d] when jitter is set), or less if ctx
-// ends or, with jitter (an idle poll), a key becomes dirty in this
-// process.
-func (f *Flusher) sleep(ctx context.Context, d time.Duration, jitter bool) {
-	if d <= 0 {
-		return
-	}
-	var wake chan struct{}
-	if jitter {
-		d = d/2 + rand.N(d/2+1)
-		wake = f.c.wake
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	case <-wake:
-	}
+	})
 }
 
 // Flush claims up to BatchSize dirty keys and folds each, returning how

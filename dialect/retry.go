@@ -3,8 +3,9 @@ package dialect
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"time"
+
+	"github.com/claimlock/claimlock/internal/loop"
 )
 
 // RetryPolicy bounds the retries of deadlocks and serialization failures.
@@ -66,7 +67,6 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 //	})
 func Retry(ctx context.Context, p RetryPolicy, op string, fn func() error) error {
 	p = p.withDefaults()
-	delay := p.BaseDelay
 	for attempt := 1; ; attempt++ {
 		err := fn()
 		if err == nil || !IsRetryable(err) || attempt >= p.MaxAttempts {
@@ -75,13 +75,8 @@ func Retry(ctx context.Context, p RetryPolicy, op string, fn func() error) error
 		if p.OnRetry != nil {
 			p.OnRetry(op, attempt, err)
 		}
-		t := time.NewTimer(delay/2 + rand.N(delay/2+1))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !loop.Sleep(ctx, loop.Backoff(attempt-1, p.BaseDelay, p.MaxDelay), nil) {
 			return err
-		case <-t.C:
 		}
-		delay = min(delay*2, p.MaxDelay)
 	}
 }

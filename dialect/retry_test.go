@@ -12,7 +12,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/errclass"
-	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/internal/loop"
 )
 
 // deadlockErr is an error that carries its class, as the errors returned by
@@ -117,10 +117,10 @@ func TestClassifyRawDriverErrors(t *testing.T) {
 func TestBackoffBounds(t *testing.T) {
 	t.Parallel()
 	for n := 0; n < 20; n++ {
-		d := store.Backoff(n, 10*time.Millisecond, 80*time.Millisecond)
+		d := loop.Backoff(n, 10*time.Millisecond, 80*time.Millisecond)
 		require.GreaterOrEqual(t, d, 5*time.Millisecond)
 		require.LessOrEqual(t, d, 80*time.Millisecond)
 	}
-	require.Zero(t, store.Backoff(3, 0, time.Second))
+	require.Zero(t, loop.Backoff(3, 0, time.Second))
 	require.ErrorIs(t, dialect.RetryPolicy{MaxAttempts: -1}.Validate(), dialect.ErrInvalidConfig)
 }

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/loop"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -113,35 +113,27 @@ func (e *Elector) Run(ctx context.Context, fn func(ctx context.Context, term Ter
 		return fmt.Errorf("%w: leader: run: nil fn", dialect.ErrInvalidConfig)
 	}
 	log := e.cfg.Logger.With("election", e.cfg.Name)
-	for ctx.Err() == nil {
+	again := func() loop.Next { return loop.After(jitter(e.cfg.RetryInterval)) }
+	return loop.Loop{}.Run(ctx, func(ctx context.Context) loop.Next {
 		l, err := e.locker.Acquire(ctx, e.cfg.Name)
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
-			return nil
+			return loop.End(nil)
 		case errors.Is(err, dialect.ErrLeaseHeld):
-			if !sleep(ctx, jitter(e.cfg.RetryInterval)) {
-				return nil
-			}
-			continue
+			return again()
 		case dialect.IsPermanent(err):
-			return fmt.Errorf("leader: %w", err)
+			return loop.End(fmt.Errorf("leader: %w", err))
 		default:
 			log.Warn("leader: could not try the lease", "err", err)
-			if !sleep(ctx, jitter(e.cfg.RetryInterval)) {
-				return nil
-			}
-			continue
+			return again()
 		}
-		ferr := e.lead(ctx, l, fn, log)
-		if ferr != nil && ctx.Err() == nil {
+		if ferr := e.lead(ctx, l, fn, log); ferr != nil && ctx.Err() == nil {
 			log.Warn("leader: the leader's work failed; competing again", "err", ferr)
-			if !sleep(ctx, jitter(e.cfg.RetryInterval)) {
-				return nil
-			}
+			return again()
 		}
-	}
-	return nil
+		return loop.Next{} // compete again at once
+	})
 }
 
 // lead runs one term: fn under the lease's context, then the release.
@@ -215,22 +207,4 @@ func (e *Elector) IsLeader(context.Context) error {
 }
 
 // jitter returns d scaled by a uniform factor in [0.8, 1.2].
-func jitter(d time.Duration) time.Duration {
-	span := d * 2 / 5
-	if span <= 0 {
-		return d
-	}
-	return d - span/2 + rand.N(span+1)
-}
-
-// sleep waits d or until ctx ends, reporting whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
+func jitter(d time.Duration) time.Duration { return loop.Spread(d, d*2/5) }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/loop"
 	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 )
@@ -111,7 +112,7 @@ func (s *Scheduler) claim(ctx context.Context, j *job) (*Run, error) {
 			return nil, fmt.Errorf("%w: %s: fire time %s passed; %s is due", ErrNotDue, j.Name, j.format(target), j.format(p.run))
 		case p.run < target:
 			// An early tick: wait for the fire time on the database clock.
-			if !sleep(ctx, max(s.clock.until(target), time.Millisecond)) {
+			if !loop.Sleep(ctx, max(s.clock.until(target), time.Millisecond), nil) {
 				return nil, ctx.Err()
 			}
 			continue
@@ -146,7 +147,7 @@ func (s *Scheduler) claimRun(ctx context.Context, j *job, st store.JobState, p p
 		// The previous run is still going (or its holder died and its
 		// lease has not expired yet). Try again until the window closes.
 		wait := min(s.cfg.PollInterval, max(s.clock.until(p.runTo), time.Millisecond))
-		if !sleep(ctx, wait) {
+		if !loop.Sleep(ctx, wait, nil) {
 			return nil, ctx.Err()
 		}
 		return nil, nil

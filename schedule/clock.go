@@ -1,7 +1,6 @@
 package schedule
 
 import (
-	"context"
 	"sync"
 	"time"
 )
@@ -35,19 +34,4 @@ func (c *clock) until(at int64) time.Duration {
 	offset := c.offset
 	c.mu.Unlock()
 	return time.UnixMicro(at).Sub(c.now().Add(offset))
-}
-
-// sleep waits d or until ctx ends, reporting whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

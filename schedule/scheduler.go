@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/loop"
 	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/tasklock"
 )
@@ -201,7 +202,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for _, j := range jobs {
 		wg.Go(func() {
-			if err := s.loop(ctx, j); err != nil {
+			if err := s.runJob(ctx, j); err != nil {
 				cancel(err)
 			}
 		})
@@ -213,32 +214,29 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	return nil
 }
 
-// loop is one job's loop in Run.
-func (s *Scheduler) loop(ctx context.Context, j *job) error {
+// runJob is one job's loop in Run.
+func (s *Scheduler) runJob(ctx context.Context, j *job) error {
 	log := s.cfg.Logger.With("job", j.Name)
-	for ctx.Err() == nil {
+	return loop.Loop{}.Run(ctx, func(ctx context.Context) loop.Next {
 		err := s.tick(ctx, j)
 		wait := time.Duration(0)
 		switch {
 		case err == nil, errors.Is(err, ErrNotDue), errors.Is(err, ErrPaused):
 			wait = s.untilNext(ctx, j, log)
 		case ctx.Err() != nil:
-			return nil
+			return loop.End(nil)
 		case dialect.IsPermanent(err):
-			return err
+			return loop.End(err)
 		default:
 			log.Warn("schedule: tick failed; trying again", "err", err)
 			wait = s.cfg.PollInterval
 		}
 		if wait < 0 {
 			<-ctx.Done() // the schedule is over
-			return nil
+			return loop.End(nil)
 		}
-		if !sleep(ctx, wait) {
-			return nil
-		}
-	}
-	return nil
+		return loop.After(wait)
+	})
 }
 
 // untilNext returns how long to sleep until j's next fire time on the

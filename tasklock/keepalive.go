@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/internal/loop"
 )
 
 // keepAlive is a running background renewal loop.
@@ -95,36 +95,14 @@ const stopWait = 250 * time.Millisecond
 func (l *Lease) keepAliveLoop(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	cfg := l.k.cfg
+	// due is the wait for the next renewal: RenewInterval after the start
+	// of the last successful one, i.e. at deadline - TTL + SafetyMargin +
+	// interval.
+	due := func() time.Duration {
+		return l.deadlineNow().Add(-cfg.TTL + cfg.SafetyMargin + cfg.RenewInterval).Sub(cfg.Now())
+	}
 	failures := 0
-	var wait time.Duration
-	for {
-		if failures == 0 {
-			// Next renewal is due RenewInterval after the start of the last
-			// successful one, i.e. at deadline - TTL + SafetyMargin + interval.
-			due := l.deadlineNow().Add(-cfg.TTL + cfg.SafetyMargin + cfg.RenewInterval)
-			wait = due.Sub(cfg.Now())
-		} else {
-			wait = store.Backoff(failures-1, cfg.RenewInterval/8, cfg.RenewInterval/2)
-		}
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-stop:
-				t.Stop()
-				return
-			case <-t.C:
-			}
-		} else if ctx.Err() != nil {
-			return
-		}
-		select {
-		case <-stop:
-			return
-		default:
-		}
+	_ = loop.Loop{First: due(), Stop: stop}.Run(ctx, func(ctx context.Context) loop.Next {
 		// Half the time left, so a hung statement leaves room for a retry
 		// (but not less than one interval, unless the deadline is nearer).
 		remaining := l.deadlineNow().Sub(cfg.Now())
@@ -132,7 +110,7 @@ func (l *Lease) keepAliveLoop(ctx context.Context, stop <-chan struct{}, done ch
 		if timeout <= 0 {
 			// The deadline timer ends the lease; nothing left to renew.
 			<-ctx.Done()
-			return
+			return loop.End(nil)
 		}
 		rctx, cancel := context.WithTimeout(ctx, timeout)
 		err := l.Renew(rctx)
@@ -140,10 +118,12 @@ func (l *Lease) keepAliveLoop(ctx context.Context, stop <-chan struct{}, done ch
 		switch {
 		case err == nil:
 			failures = 0
+			return loop.After(due())
 		case isLost(err) || l.ctx.Err() != nil:
-			return
+			return loop.End(nil)
 		default:
 			failures++
+			return loop.After(loop.Backoff(failures-1, cfg.RenewInterval/8, cfg.RenewInterval/2))
 		}
-	}
+	})
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/detach"
+	"github.com/claimlock/claimlock/internal/loop"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -165,12 +166,8 @@ func (k *Locker) AcquireWait(ctx context.Context, key any) (*Lease, error) {
 			}
 			return nil, err
 		}
-		t := time.NewTimer(store.Backoff(n, k.cfg.PollInterval, k.cfg.MaxPollInterval))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !loop.Sleep(ctx, loop.Backoff(n, k.cfg.PollInterval, k.cfg.MaxPollInterval), nil) {
 			return nil, fmt.Errorf("tasklock: acquire %v: %w", key, errors.Join(dialect.ErrLeaseHeld, ctx.Err()))
-		case <-t.C:
 		}
 	}
 }

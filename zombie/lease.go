@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/loop"
 	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/observe"
 )
@@ -109,10 +110,8 @@ func (r *LeaseReaper) Run(ctx context.Context, interval time.Duration) error {
 	if interval <= 0 {
 		return invalid("interval", "must be positive, got %v", interval)
 	}
-	for {
+	return loop.Loop{}.Run(ctx, func(ctx context.Context) loop.Next {
 		_, _ = r.Sweep(ctx)
-		if !sleep(ctx, jitter(interval)) {
-			return nil
-		}
-	}
+		return loop.After(jitter(interval))
+	})
 }

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/loop"
 	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/observe"
 	"github.com/claimlock/claimlock/tasklock"
@@ -239,60 +239,40 @@ func (r *Reaper) Run(ctx context.Context, interval time.Duration) error {
 		r.observeLeader(ctx, false)
 	}
 	defer drop()
-	for {
+	return loop.Loop{}.Run(ctx, func(ctx context.Context) loop.Next {
 		if r.locker == nil {
 			_, _ = r.Sweep(ctx)
-		} else {
-			if lease != nil && lease.Err() != nil {
-				r.logger.Warn("claimlock: reaper lost its lease", "key", r.key, "err", lease.Err())
-				drop()
-			}
-			if lease == nil {
-				l, err := r.locker.Acquire(ctx, r.key)
-				switch {
-				case err == nil:
-					lease = l
-					lease.KeepAlive(context.WithoutCancel(ctx))
-					r.logger.Debug("claimlock: reaper took the lease", "key", r.key, "fence", l.Fence())
-					r.observeLeader(ctx, true)
-				case ctx.Err() != nil:
-					return nil
-				case errors.Is(err, dialect.ErrLeaseHeld):
-				case errors.Is(err, dialect.ErrInvalidConfig):
-					return fmt.Errorf("zombie: run: %w", err)
-				default:
-					r.logger.Warn("claimlock: reaper could not try its lease", "key", r.key, "err", err)
-				}
-			}
-			if lease != nil {
-				lctx, cancel := lease.Context(ctx)
-				_, _ = r.Sweep(lctx)
-				cancel()
+			return loop.After(jitter(interval))
+		}
+		if lease != nil && lease.Err() != nil {
+			r.logger.Warn("claimlock: reaper lost its lease", "key", r.key, "err", lease.Err())
+			drop()
+		}
+		if lease == nil {
+			l, err := r.locker.Acquire(ctx, r.key)
+			switch {
+			case err == nil:
+				lease = l
+				lease.KeepAlive(context.WithoutCancel(ctx))
+				r.logger.Debug("claimlock: reaper took the lease", "key", r.key, "fence", l.Fence())
+				r.observeLeader(ctx, true)
+			case ctx.Err() != nil:
+				return loop.End(nil)
+			case errors.Is(err, dialect.ErrLeaseHeld):
+			case errors.Is(err, dialect.ErrInvalidConfig):
+				return loop.End(fmt.Errorf("zombie: run: %w", err))
+			default:
+				r.logger.Warn("claimlock: reaper could not try its lease", "key", r.key, "err", err)
 			}
 		}
-		if !sleep(ctx, jitter(interval)) {
-			return nil
+		if lease != nil {
+			lctx, cancel := lease.Context(ctx)
+			_, _ = r.Sweep(lctx)
+			cancel()
 		}
-	}
+		return loop.After(jitter(interval))
+	})
 }
 
 // jitter returns d scaled by a uniform factor in [0.8, 1.2].
-func jitter(d time.Duration) time.Duration {
-	span := d * 2 / 5
-	if span <= 0 {
-		return d
-	}
-	return d - span/2 + rand.N(span+1)
-}
-
-// sleep waits d or until ctx ends, reporting whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
+func jitter(d time.Duration) time.Duration { return loop.Spread(d, d*2/5) }

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/loop"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -293,27 +294,24 @@ func (d *Dialect) Listen(ctx context.Context, cfg ListenConfig) error {
 		return fmt.Errorf("postgres: %w: Listen is already running for this dialect", dialect.ErrInvalidConfig)
 	}
 	defer n.running.Store(false)
-	for attempt := 0; ctx.Err() == nil; attempt++ {
+	attempt := 0 // the backoff's count of reconnections
+	return loop.Loop{}.Run(ctx, func(ctx context.Context) loop.Next {
 		err := connect(ctx, func(c *pgx.Conn) error { return n.session(ctx, c) })
 		if n.listening.Swap(false) {
-			attempt = -1 // it was up: start the backoff again
+			attempt = -1 // it was up: start the backoff again (at its base, twice)
 		}
 		if ctx.Err() != nil {
-			break
+			return loop.End(nil)
 		}
 		if errors.Is(err, errProbeNotHeard) {
 			n.logger.Warn("claimlock: postgres listener hears no notifications on its connection (a pooler in transaction mode?); claimers poll; set ListenConfig.ConnConfig to connect straight to the server", "err", err)
 		} else {
 			n.logger.Warn("claimlock: postgres listener disconnected; claimers poll until it reconnects", "err", err)
 		}
-		t := time.NewTimer(store.Backoff(attempt, cfg.ReconnectMin, cfg.ReconnectMax))
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-	}
-	return nil
+		pause := loop.Backoff(attempt, cfg.ReconnectMin, cfg.ReconnectMax)
+		attempt++
+		return loop.After(pause)
+	})
 }
 
 // Listening reports whether [Dialect.Listen] is connected and listens on

@@ -161,8 +161,8 @@ var mutations = []mutation{
 
 	// --- retries bounded by the caller's context.
 	{Name: "dialect/retry-ignores-context", File: "dialect/retry.go",
-		From: "\t\tcase <-ctx.Done():\n\t\t\tt.Stop()\n\t\t\treturn err\n",
-		To:   "",
+		From: "\t\tif !loop.Sleep(ctx, loop.Backoff(attempt-1, p.BaseDelay, p.MaxDelay), nil) {\n\t\t\treturn err\n\t\t}\n",
+		To:   "\t\tloop.Sleep(context.Background(), loop.Backoff(attempt-1, p.BaseDelay, p.MaxDelay), nil)\n",
 		Pkg:  "./dialect", Run: "^TestRetrierStopsWithContext$"},
 
 	// --- local deadlines measured from the start of the statement that
@@ -255,7 +255,7 @@ var mutations = []mutation{
 		Pkg:  "./claim", Run: "^TestUnknownWriteThenLossReported$/sqlite/"},
 	{Name: "tasklock/keepalive-gives-up", File: "tasklock/keepalive.go",
 		From: "\t\tdefault:\n\t\t\tfailures++\n",
-		To:   "\t\tdefault:\n\t\t\treturn\n",
+		To:   "\t\tdefault:\n\t\t\treturn loop.End(nil)\n",
 		Pkg:  "./tasklock", Run: "^TestKeepAliveOutlastsTransientFailure$/sqlite$"},
 
 	// --- held claims: row locks that other holders skip, parking at
@@ -299,8 +299,8 @@ var mutations = []mutation{
 	// --- the reaper's leadership: a lost lease is given up and taken
 	// again, or a single reaper never sweeps again.
 	{Name: "zombie/run-keeps-lost-lease", File: "zombie/reaper.go",
-		From: "\t\t\t\tdrop()\n\t\t\t}\n\t\t\tif lease == nil {",
-		To:   "\t\t\t}\n\t\t\tif lease == nil {",
+		From: "\t\t\tdrop()\n\t\t}\n\t\tif lease == nil {",
+		To:   "\t\t}\n\t\tif lease == nil {",
 		Pkg:  "./zombie", Run: "^TestRunRetakesLostLease$/.*/sqlite$"},
 
 	// --- the reaper's own outage: without the grace, it takes on
@@ -335,8 +335,8 @@ var mutations = []mutation{
 	// the rows unheartbeaten for up to an interval after the database is
 	// back, while the reaper's clock runs.
 	{Name: "claim/heartbeat-waits-next-tick", File: "claim/heartbeat.go",
-		From: "next = min(interval, store.Backoff(failures, outageRetryBase, outageRetryMax))",
-		To:   "next = min(interval, store.Backoff(failures, outageRetryBase, outageRetryMax)) + interval",
+		From: "next = min(interval, loop.Backoff(failures, outageRetryBase, outageRetryMax))",
+		To:   "next = min(interval, loop.Backoff(failures, outageRetryBase, outageRetryMax)) + interval",
 		Pkg:  "./claim", Run: "^TestKeepAliveAfterOutage$"},
 
 	// --- fair claim order: the rotating cursor, or rows that go back to
