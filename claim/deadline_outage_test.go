@@ -46,6 +46,33 @@ func faultyPair(t *testing.T, en engine) (worker, direct *env, down, up func()) 
 	return w, d, p.Down, p.Up
 }
 
+// cutOffClaimers sets up the deadline-outage tests of Run: a worker's
+// claimer c on a connection that down cuts off and up restores, and a
+// claimer other of the same table on a direct connection, with 5 rows,
+// batches of 5, reap timeout 6 s, safety margin 3 s and heartbeats every
+// second; the worker's log goes to logs.
+func cutOffClaimers(t *testing.T, en engine) (e, direct *env, down, up func(), c, other *claim.Claimer[job], cfg claim.Config, logs *recordingHandler) {
+	t.Helper()
+	e, direct, down, up = faultyPair(t, en)
+	s := e.d.Capabilities().PreferredStrategy
+	if en.kind == testengine.SQLite {
+		s = dialect.StrategyTokenUpdate
+	}
+	logs = &recordingHandler{}
+	_, cfg = jobSetup(t, e, s, 5, func(cfg *claim.Config) {
+		cfg.BatchSize = 5
+		cfg.ReapTimeout = 6 * time.Second
+		cfg.SafetyMargin = 3 * time.Second
+		cfg.HeartbeatInterval = time.Second
+	})
+	cfg.Logger = slog.New(logs)
+	c, err := claim.New(e.d, cfg, jobFields)
+	require.NoError(t, err)
+	other, err = claim.New(direct.d, cfg, jobFields)
+	require.NoError(t, err)
+	return e, direct, down, up, c, other, cfg, logs
+}
+
 // TestRunAckOutlastsLocalDeadline: the database goes away as soon as Run
 // hands out the first row of a batch and stays away longer than the
 // batch's local deadline (3 s after its last heartbeat) but less than the
@@ -68,23 +95,7 @@ func TestRunAckOutlastsLocalDeadline(t *testing.T) {
 		for _, scenario := range []string{"lands", "reclaimed", "beyond"} {
 			t.Run(en.kind+"/"+scenario, func(t *testing.T) {
 				t.Parallel()
-				e, direct, down, up := faultyPair(t, en)
-				s := e.d.Capabilities().PreferredStrategy
-				if en.kind == testengine.SQLite {
-					s = dialect.StrategyTokenUpdate
-				}
-				logs := &recordingHandler{}
-				_, cfg := jobSetup(t, e, s, 5, func(cfg *claim.Config) {
-					cfg.BatchSize = 5
-					cfg.ReapTimeout = 6 * time.Second
-					cfg.SafetyMargin = 3 * time.Second
-					cfg.HeartbeatInterval = time.Second
-				})
-				cfg.Logger = slog.New(logs)
-				c, err := claim.New(e.d, cfg, jobFields)
-				require.NoError(t, err)
-				other, err := claim.New(direct.d, cfg, jobFields)
-				require.NoError(t, err)
+				_, _, down, up, c, other, cfg, logs := cutOffClaimers(t, en)
 
 				var mu sync.Mutex
 				calls := map[any]int{}
@@ -118,6 +129,7 @@ func TestRunAckOutlastsLocalDeadline(t *testing.T) {
 				var thief *claim.Batch[job]
 				if scenario == "reclaimed" {
 					steal(t, other, cfg)
+					var err error
 					thief, err = other.Claim(ctx)
 					require.NoError(t, err)
 					require.Equal(t, 5, thief.Len())
@@ -173,23 +185,7 @@ func TestRunReleaseOutlastsLocalDeadline(t *testing.T) {
 		for _, scenario := range []string{"lands", "reclaimed", "beyond"} {
 			t.Run(en.kind+"/"+scenario, func(t *testing.T) {
 				t.Parallel()
-				e, direct, down, up := faultyPair(t, en)
-				s := e.d.Capabilities().PreferredStrategy
-				if en.kind == testengine.SQLite {
-					s = dialect.StrategyTokenUpdate
-				}
-				logs := &recordingHandler{}
-				_, cfg := jobSetup(t, e, s, 5, func(cfg *claim.Config) {
-					cfg.BatchSize = 5
-					cfg.ReapTimeout = 6 * time.Second
-					cfg.SafetyMargin = 3 * time.Second
-					cfg.HeartbeatInterval = time.Second
-				})
-				cfg.Logger = slog.New(logs)
-				c, err := claim.New(e.d, cfg, jobFields)
-				require.NoError(t, err)
-				other, err := claim.New(direct.d, cfg, jobFields)
-				require.NoError(t, err)
+				_, direct, down, up, c, other, cfg, logs := cutOffClaimers(t, en)
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
 				cutAt, batch, done := runCutOff(ctx, c, down)
@@ -199,6 +195,7 @@ func TestRunReleaseOutlastsLocalDeadline(t *testing.T) {
 				var thief *claim.Batch[job]
 				if scenario == "reclaimed" {
 					steal(t, other, cfg)
+					var err error
 					thief, err = other.Claim(ctx)
 					require.NoError(t, err)
 					require.Equal(t, 5, thief.Len())

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/internal/loop"
 )
 
 // ShutdownMode says what [Claimer.Run] does with claimed rows when its
@@ -505,15 +505,8 @@ func (r *runner[T]) handle(ctx context.Context, b *Batch[T], i int) error {
 		if err == nil || n+1 >= handlerCalls || !dialect.IsRetryable(err) || ctx.Err() != nil || b.lost() || b.settledRow(i) {
 			return err
 		}
-		t := time.NewTimer(store.Backoff(n, 5*time.Millisecond, 500*time.Millisecond))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-b.Done():
-			t.Stop()
-			return err
-		case <-t.C:
+		if !loop.Sleep(ctx, loop.Backoff(n, 5*time.Millisecond, 500*time.Millisecond), b.Done()) || b.ctx.Err() != nil {
+			return err // shutdown, or the batch ended during the pause
 		}
 		if b.settledRow(i) {
 			return err // lost (or completed) during the pause

@@ -16,6 +16,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/loop"
 	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/zombie"
 )
@@ -190,12 +191,12 @@ func (d drain) run(t *testing.T) drainResult {
 				mu.Unlock()
 				noteErr("claim", err)
 				idle++
-				time.Sleep(store.Backoff(idle, 20*time.Millisecond, 500*time.Millisecond))
+				time.Sleep(loop.Backoff(idle, 20*time.Millisecond, 500*time.Millisecond))
 				continue
 			}
 			if b.Len() == 0 {
 				idle++
-				time.Sleep(store.Backoff(idle, 10*time.Millisecond, 200*time.Millisecond))
+				time.Sleep(loop.Backoff(idle, 10*time.Millisecond, 200*time.Millisecond))
 				continue
 			}
 			idle = 0
