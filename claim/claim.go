@@ -114,7 +114,7 @@ func (c *Claimer[T]) claimWith(ctx context.Context, limit int, run claimRun) (*B
 	k.checkIndexes(ctx)
 	token := store.NewToken()
 	var scanned []Row[T]
-	p := &store.ClaimParams{Token: token, Limit: limit, ScopeValues: k.scope, Strategy: k.strategy}
+	p := &store.ClaimParams{Token: token, Limit: limit, ScopeValues: k.scope, Strategy: k.strategy, Worker: k.worker}
 	release, err := k.claimSlot(ctx)
 	if err != nil {
 		return nil, err

@@ -32,6 +32,7 @@ type core struct {
 	spec        dialect.ClaimTable
 	scope       []any
 	strategy    dialect.Strategy
+	worker      string // Config.Worker or its default, written to the Worker column
 	limit       int
 	maxAttempts int
 	backoff     func(attempts int) time.Duration // nil without a RunAt column
@@ -104,7 +105,7 @@ func New[T any](d dialect.Dialect, cfg Config, fields func(*T) []any) (*Claimer[
 		logger = slog.Default()
 	}
 	k := &core{
-		d: d, cs: cs, spec: spec, scope: slices.Clone(cfg.ScopeValues), strategy: strategy,
+		d: d, cs: cs, spec: spec, scope: slices.Clone(cfg.ScopeValues), strategy: strategy, worker: cfg.worker(),
 		limit: cfg.batchSize(), maxAttempts: maxAttempts, backoff: cfg.backoff(spec),
 		ackDelay: cfg.AckDelay, ackBuffer: cfg.ackBuffer(), gate: cfg.claimGate(caps),
 		reapTimeout: cfg.ReapTimeout, margin: cfg.safetyMargin(), heartbeat: cfg.heartbeatInterval(),
@@ -202,7 +203,7 @@ func (c *Claimer[T]) Scope(values ...any) (*Claimer[T], error) {
 // [Claimer.Scope]).
 func (k *core) withScope(values []any) *core {
 	v := &core{
-		d: k.d, base: k.base, held: k.held, spec: k.spec, scope: slices.Clone(values), strategy: k.strategy,
+		d: k.d, base: k.base, held: k.held, spec: k.spec, scope: slices.Clone(values), strategy: k.strategy, worker: k.worker,
 		limit: k.limit, maxAttempts: k.maxAttempts, backoff: k.backoff, ackDelay: k.ackDelay,
 		ackBuffer: k.ackBuffer, reapTimeout: k.reapTimeout, margin: k.margin, heartbeat: k.heartbeat,
 		gate: k.gate, logger: k.logger, obs: k.obs, verified: k.verified, pauses: k.pauses,

@@ -4,6 +4,8 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -160,6 +162,13 @@ type Config struct {
 	// a Pause returned sees it. The claimer and its scope views read the
 	// pause table at most once per PauseRefresh between them.
 	PauseRefresh time.Duration
+	// Worker, with a Worker column (dialect.ClaimTable.Worker), is the
+	// name every claim of this claimer writes there, so that an operator
+	// can tell which process holds a stuck row (claimctl stuck, the status
+	// page); empty means "host:pid" of this process. At most
+	// [MaxWorkerLen] bytes; a longer column value is cut to the column's
+	// width. Without a Worker column it is not written anywhere.
+	Worker string
 	// Logger receives warnings (missing indexes, lost claims, failures);
 	// nil means slog.Default().
 	Logger *slog.Logger
@@ -228,6 +237,9 @@ func (c Config) validateOptions(spec dialect.ClaimTable) error {
 	if c.AckDelay < 0 {
 		return invalid("AckDelay", "%v is negative", c.AckDelay)
 	}
+	if len(c.Worker) > MaxWorkerLen {
+		return invalid("Worker", "is %d bytes; at most %d", len(c.Worker), MaxWorkerLen)
+	}
 	return c.validatePauses(spec)
 }
 
@@ -249,6 +261,22 @@ func (c Config) validatePauses(spec dialect.ClaimTable) error {
 		return invalid("PauseTable", "the claim table's name %q is longer than a pause can name (%d bytes)", spec.Table, store.MaxPauseTableLen)
 	}
 	return nil
+}
+
+// MaxWorkerLen is the longest [Config.Worker] in bytes.
+const MaxWorkerLen = 255
+
+// worker returns Config.Worker, or "host:pid" of this process when it is
+// empty.
+func (c Config) worker() string {
+	if c.Worker != "" {
+		return c.Worker
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	return host + ":" + strconv.Itoa(os.Getpid())
 }
 
 func (c Config) batchSize() int {

@@ -86,6 +86,9 @@ type RowInfo struct {
 	RunIn time.Duration
 	// Error is the Error column's text ("" when NULL or without it).
 	Error string
+	// Worker is the Worker column's text: the [Config.Worker] of the row's
+	// last claim ("" when NULL or without the column).
+	Worker string
 }
 
 // Unpark returns parked rows of the claimer's scope (all of them, or only

@@ -70,7 +70,7 @@ func (s ClaimTable) checkRoles() error {
 	roles := []struct{ field, name string }{
 		{"ID", s.ID}, {"Status", s.Status}, {"Token", s.Token}, {"ClaimedAt", s.ClaimedAt},
 		{"Attempts", s.Attempts}, {"Version", s.Version}, {"CreatedAt", s.CreatedAt},
-		{"RunAt", s.RunAt}, {"Error", s.Error},
+		{"RunAt", s.RunAt}, {"Error", s.Error}, {"Worker", s.Worker},
 	}
 	for _, r := range roles {
 		if r.name == "" {
@@ -84,6 +84,9 @@ func (s ClaimTable) checkRoles() error {
 	for i, c := range s.Scope {
 		if slices.Contains(s.Scope[:i], c) {
 			return fmt.Errorf("%w: Scope[%d]: column %q appears twice", ErrInvalidConfig, i, c)
+		}
+		if c == s.Worker {
+			return fmt.Errorf("%w: Worker: column %q is also Scope[%d] (a claim would move the row out of its scope)", ErrInvalidConfig, c, i)
 		}
 	}
 	return nil

@@ -61,6 +61,14 @@ type ClaimTable struct {
 	// catalog by VerifySchema, whole characters only); an ack to done
 	// clears it, so a parked row says why it was parked.
 	Error string
+	// Worker, if set, is a text column where every claim writes the name
+	// of the worker that claimed the row (claim.Config.Worker, by default
+	// host:pid), cut to the column's declared width, so that an operator
+	// can tell who holds a row stuck in processing (claimctl stuck). Only
+	// claims write it: a row keeps its last claimer's name after it is
+	// acked, failed, released or reaped. Held claims mark no row and write
+	// no name.
+	Worker string
 	// ClearClaimedAt sets ClaimedAt to NULL whenever a row goes back to
 	// pending (a release, a reap, a retried fail, a requeued versioned
 	// ack), as the cron story's own release does, so that existing code
@@ -119,7 +127,7 @@ func (s ClaimTable) Validate() error {
 			return err
 		}
 	}
-	opt := []struct{ f, v string }{{"Attempts", s.Attempts}, {"Version", s.Version}, {"CreatedAt", s.CreatedAt}, {"RunAt", s.RunAt}, {"Error", s.Error}}
+	opt := []struct{ f, v string }{{"Attempts", s.Attempts}, {"Version", s.Version}, {"CreatedAt", s.CreatedAt}, {"RunAt", s.RunAt}, {"Error", s.Error}, {"Worker", s.Worker}}
 	for _, c := range opt {
 		if c.v == "" {
 			continue

@@ -46,6 +46,16 @@ func TestClaimTableValidateRoles(t *testing.T) {
 	read.Attempts = "attempts"
 	read.Columns = []string{"attempts", "status"}
 	require.NoError(t, read.Validate(), "extra columns may repeat role columns: they are only read")
+	worker := base
+	worker.Worker = "token"
+	require.ErrorContains(t, worker.Validate(), `Worker: column "token" is also Token`)
+	worker.Worker = "task_id"
+	require.ErrorIs(t, worker.Validate(), dialect.ErrInvalidConfig)
+	require.ErrorContains(t, worker.Validate(), `Worker: column "task_id" is also Scope[0]`)
+	worker.Worker = "bad name"
+	require.ErrorContains(t, worker.Validate(), "Worker")
+	worker.Worker, worker.Columns = "claimed_by", []string{"claimed_by"}
+	require.NoError(t, worker.Validate(), "a claim may read the worker column back")
 }
 
 func TestMaxAttempts(t *testing.T) {

@@ -136,7 +136,7 @@ func TestOperatorSession(t *testing.T) {
 			}
 			code, out, _ = ctl(t, "", "stuck", "-config", conf, "-scope", "42", "-older", "1h")
 			require.Equal(t, exitOK, code)
-			require.Equal(t, [][]string{{"ID", "TOKEN", "ATTEMPTS", "CLAIMED", "AGO"}}, fields(out), "nothing stuck for an hour")
+			require.Equal(t, [][]string{{"ID", "TOKEN", "WORKER", "ATTEMPTS", "CLAIMED", "AGO"}}, fields(out), "nothing stuck for an hour")
 
 			// parked rows with attempts and error.
 			code, out, _ = ctl(t, "", "parked", "-config", conf, "-scope", "42")

@@ -71,6 +71,7 @@ type options struct {
 	CreatedAt      string   `json:"created-at"`
 	RunAt          string   `json:"run-at"`
 	Error          string   `json:"error"`
+	Worker         string   `json:"worker"`
 	TextTimes      bool     `json:"text-times"`
 	ClaimedAtFmt   string   `json:"claimed-at-format"`
 	CreatedAtFmt   string   `json:"created-at-format"`
@@ -243,7 +244,7 @@ func (o *options) claimTable() (dialect.ClaimTable, error) {
 	t := dialect.ClaimTable{
 		Table: o.Table, ID: o.ID, Status: o.Status, Token: o.Token, ClaimedAt: o.ClaimedAt,
 		Attempts: o.Attempts, Version: o.Version, CreatedAt: o.CreatedAt, RunAt: o.RunAt, Error: o.Error,
-		TextTimes: o.TextTimes, ClearClaimedAt: o.ClearClaimedAt, Scope: o.ScopeCols,
+		Worker: o.Worker, TextTimes: o.TextTimes, ClearClaimedAt: o.ClearClaimedAt, Scope: o.ScopeCols,
 	}
 	for _, tf := range []struct {
 		flag string
@@ -307,7 +308,7 @@ func (o *options) coalesceConfig() (coalesce.Config, error) {
 		return cfg, usageErr("-table and -coalesce: give one (with -coalesce the claim table is the coalescer's keys table, -coalesce-keys)")
 	}
 	described := o.ID != "" || o.IDKind != "" || o.Status != "" || o.Token != "" || o.ClaimedAt != "" || o.Attempts != "" ||
-		o.Version != "" || o.CreatedAt != "" || o.RunAt != "" || o.Error != "" || o.TextTimes || o.ClaimedAtFmt != "" ||
+		o.Version != "" || o.CreatedAt != "" || o.RunAt != "" || o.Error != "" || o.Worker != "" || o.TextTimes || o.ClaimedAtFmt != "" ||
 		o.CreatedAtFmt != "" || o.RunAtFmt != "" || o.ClearClaimedAt || len(o.ScopeCols) > 0 || len(o.Statuses) > 0 || o.IntStatuses
 	if described {
 		return cfg, usageErr("-coalesce: the library describes the keys table; drop the claim table's column flags (-id, -status, -error, ...)")

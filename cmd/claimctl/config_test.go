@@ -27,7 +27,7 @@ func TestConfigSpellings(t *testing.T) {
 		"table": {"xxx_task_target", nil}, "id": {"target_id", nil}, "id-kind": {"text", nil},
 		"status": {"state", nil}, "token": {"cron_token", nil}, "claimed-at": {"send_at", nil},
 		"attempts": {"tries", nil}, "version": {"ver", nil}, "created-at": {"added_at", nil},
-		"run-at": {"next_at", nil}, "error": {"last_error", nil},
+		"run-at": {"next_at", nil}, "error": {"last_error", nil}, "worker": {"claimed_by", nil},
 		"text-times": {"true", []any{true}}, "clear-claimed-at": {"true", []any{true}},
 		"int-statuses": {"true", []any{true}}, "scope-text": {"true", []any{true}},
 		"claimed-at-format": {"unix-seconds", nil}, "created-at-format": {"unix-millis", nil},

@@ -23,7 +23,7 @@ var (
 	commonFlags = []string{"config", "driver", "dsn", "json", "timeout"}
 	claimFlags  = []string{
 		"table", "id", "id-kind", "status", "token", "claimed-at", "attempts", "version", "created-at", "run-at",
-		"error", "text-times", "claimed-at-format", "created-at-format", "run-at-format", "clear-claimed-at", "scope-cols", "statuses", "int-statuses", "scope-text",
+		"error", "worker", "text-times", "claimed-at-format", "created-at-format", "run-at-format", "clear-claimed-at", "scope-cols", "statuses", "int-statuses", "scope-text",
 	}
 	// coalesceFlags point at a coalescer's tables instead: its keys table
 	// is then the claim table.
@@ -55,6 +55,7 @@ func defineFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.CreatedAt, "created-at", "", "creation time `column` (optional)")
 	fs.StringVar(&o.RunAt, "run-at", "", "run-at `column` (optional)")
 	fs.StringVar(&o.Error, "error", "", "error `column` (optional)")
+	fs.StringVar(&o.Worker, "worker", "", "worker `column` (optional): the worker of each row's claim, shown by stuck and the status page")
 	fs.BoolVar(&o.TextTimes, "text-times", false, "SQLite: times stored as text")
 	fs.StringVar(&o.ClaimedAtFmt, "claimed-at-format", "", "how the claim time column holds a time: native (a date-time type, the default), unix-seconds or unix-millis (an integer `format`)")
 	fs.StringVar(&o.CreatedAtFmt, "created-at-format", "", "the creation time column's `format`, as -claimed-at-format")

@@ -12,7 +12,8 @@
 //	stats      rows by status and the oldest pending and processing ages, for
 //	           each -scope given (or the whole table)
 //	stuck      rows processing for longer than -older (default 5m), oldest
-//	           first, with token and age on the database clock
+//	           first, with token, worker (with a -worker column) and age on
+//	           the database clock
 //	parked     parked (failed) rows with their attempts and stored error
 //	scheduled  pending rows waiting for a future run-at (needs -run-at)
 //	backlog    a coalescer's backlog (-coalesce): dirty keys, the age of the

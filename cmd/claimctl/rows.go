@@ -146,8 +146,9 @@ type rowOut struct {
 	ClaimedAgeSeconds float64 `json:"claimed_age_seconds"`
 	RunInSeconds      float64 `json:"run_in_seconds"`
 	Error             string  `json:"error,omitempty"`
-	// Worker is who holds a stuck row's claim: unknown, since a claim
-	// table records only the token.
+	// Worker is who holds a stuck row's claim: the worker column's text
+	// (the claimer's Config.Worker), or "unknown" in a table without one,
+	// which records only the token.
 	Worker string `json:"worker,omitempty"`
 	// Note says what the table cannot tell (no error column).
 	Note string `json:"note,omitempty"`
@@ -185,7 +186,7 @@ func (e *env) listRows(ctx context.Context, set claim.RowSet, olderThan time.Dur
 			out[i].Note = "table has no error column"
 		}
 		if set == claim.Stuck {
-			out[i].Worker = "unknown"
+			out[i].Worker = workerOf(spec, r)
 		}
 	}
 	if e.o.JSON {
@@ -206,7 +207,7 @@ func (e *env) listRows(ctx context.Context, set claim.RowSet, olderThan time.Dur
 		}
 		switch set {
 		case claim.Stuck:
-			cells = append(cells, []string{fmt.Sprint(r.ID), tok, itoa(r.Attempts), age(r.ClaimedAge)})
+			cells = append(cells, []string{fmt.Sprint(r.ID), tok, cut(workerOf(spec, r), 40), itoa(r.Attempts), age(r.ClaimedAge)})
 		case claim.Parked:
 			cells = append(cells, []string{fmt.Sprint(r.ID), itoa(r.Attempts), age(r.ClaimedAge), cut(errText, 60)})
 		default:
@@ -215,7 +216,7 @@ func (e *env) listRows(ctx context.Context, set claim.RowSet, olderThan time.Dur
 	}
 	switch set {
 	case claim.Stuck:
-		err = printTable(e.out, []string{"ID", "TOKEN", "ATTEMPTS", "CLAIMED AGO"}, cells)
+		err = printTable(e.out, []string{"ID", "TOKEN", "WORKER", "ATTEMPTS", "CLAIMED AGO"}, cells)
 	case claim.Parked:
 		err = printTable(e.out, []string{"ID", "ATTEMPTS", "LAST CLAIM AGO", "ERROR"}, cells)
 	default:
@@ -224,7 +225,7 @@ func (e *env) listRows(ctx context.Context, set claim.RowSet, olderThan time.Dur
 	if err == nil && len(rows) == e.o.Limit {
 		fmt.Fprintf(e.out, "(first %d rows; raise -limit for more)\n", e.o.Limit)
 	}
-	if err == nil && set == claim.Stuck && len(rows) > 0 {
+	if err == nil && set == claim.Stuck && len(rows) > 0 && spec.Worker == "" {
 		fmt.Fprintln(e.out, noWorkerNote)
 	}
 	return err
@@ -234,9 +235,26 @@ func (e *env) listRows(ctx context.Context, set claim.RowSet, olderThan time.Dur
 // column, so that an empty cell is not read as "no error".
 const noErrorColumn = "(no error column)"
 
-// noWorkerNote says what a token tells of a worker: a claim table records
-// the claim's token, not who claimed.
-const noWorkerNote = "(worker unknown: the table records the claim's token, not the worker; the worker's own log or observer names its token)"
+// noWorkerColumn stands for the worker of a stuck row on the status page
+// when the table has no worker column.
+const noWorkerColumn = "(no worker column)"
+
+// noWorkerNote says what a token tells of a worker in a table without a
+// worker column: it records the claim's token, not who claimed.
+const noWorkerNote = "(worker unknown: the table has no worker column (-worker) and records the claim's token only; the worker's own log or observer names its token)"
+
+// workerOf is who holds r's claim as the table tells: its worker column's
+// text, "-" when that is empty (a row claimed before the column was
+// added), or "unknown" without the column.
+func workerOf(spec dialect.ClaimTable, r claim.RowInfo) string {
+	switch {
+	case spec.Worker == "":
+		return "unknown"
+	case r.Worker == "":
+		return "-"
+	}
+	return r.Worker
+}
 
 func cmdStuck(ctx context.Context, e *env) error {
 	if e.o.Older <= 0 {

@@ -61,8 +61,9 @@ var commands = []command{
 	},
 	{
 		name: "stuck", summary: "rows processing for longer than -older", tables: claimTable, flags: []string{"scope", "older", "limit"},
-		about: "Rows of the -scope processing for longer than -older, oldest first, with their token, attempts\n" +
-			"and the time since their claim or last heartbeat on the database clock.",
+		about: "Rows of the -scope processing for longer than -older, oldest first, with their token, the worker\n" +
+			"that claimed them (from the -worker column; unknown without one), attempts and the time since\n" +
+			"their claim or last heartbeat on the database clock.",
 		run: cmdStuck,
 	},
 	{

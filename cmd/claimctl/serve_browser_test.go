@@ -112,7 +112,7 @@ func browserVisit(t *testing.T, ctx context.Context, b *browser, e testengine.En
 	require.Regexp(t, `^[0-9]+ samples over [0-9]+ s$`, text(`document.querySelector("#chart text:last-of-type").textContent`))
 
 	id := func(i int) string { return fmt.Sprint(fx.ids[i]) }
-	require.Regexp(t, `^`+id(3)+`\|[A-Z0-9]+\|1\|1[0-9]m[0-9]+s$`, rowText("stuck", id(3)), "stuck past the reap timeout")
+	require.Regexp(t, `^`+id(3)+`\|[A-Z0-9]+\|\(no worker column\)\|1\|1[0-9]m[0-9]+s$`, rowText("stuck", id(3)), "stuck past the reap timeout")
 	require.Regexp(t, `^`+id(1)+`\|1\|[0-9.]+m?[0-9.]*s\|`+parkedError+`$`, rowText("parked", id(1)))
 	require.True(t, strings.HasSuffix(rowText("parked", id(4)), "|"+hostileError), "the hostile text shows as text")
 	require.Regexp(t, `^`+id(2)+`\|1\|5[0-9]m[0-9]+s\|429 too many requests$`, rowText("scheduled", id(2)))

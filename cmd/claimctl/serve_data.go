@@ -119,6 +119,7 @@ func (s *libSource) openClaims(ctx context.Context, e *env) error {
 	s.info.Attempts = spec.Attempts != ""
 	s.info.RunAt = spec.RunAt != ""
 	s.info.ErrorColumn = spec.Error != ""
+	s.info.WorkerColumn = spec.Worker != ""
 	s.info.CreatedAt = spec.CreatedAt != ""
 	s.info.Failed = spec.Failed.IsSet()
 	if e.o.Coalesce {
@@ -211,7 +212,7 @@ func (s *libSource) sample(ctx context.Context, i int) (scopeSample, error) {
 		}
 		out := make([]rowView, len(rows))
 		for j, r := range rows {
-			out[j] = rowView{ID: fmt.Sprint(r.ID), Token: r.Token, Attempts: r.Attempts, ClaimedAge: r.ClaimedAge, RunIn: r.RunIn, Error: r.Error}
+			out[j] = rowView{ID: fmt.Sprint(r.ID), Token: r.Token, Attempts: r.Attempts, ClaimedAge: r.ClaimedAge, RunIn: r.RunIn, Error: r.Error, Worker: r.Worker}
 		}
 		return out, nil
 	}

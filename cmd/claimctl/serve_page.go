@@ -45,6 +45,9 @@ type sourceInfo struct {
 	Scopes []string
 	// The claim table's optional columns and its failed status.
 	Attempts, RunAt, ErrorColumn, CreatedAt, Failed bool
+	// WorkerColumn says whether the claim table has a worker column
+	// (stuck rows then show who claimed them).
+	WorkerColumn bool
 	// LeaseTable is the lease table ("" without one); LeaseExpiry and
 	// LeaseOwner say whether it has those columns.
 	LeaseTable              string
@@ -78,7 +81,7 @@ type rowView struct {
 	ID, Token         string
 	Attempts          int64
 	ClaimedAge, RunIn time.Duration
-	Error             string
+	Error, Worker     string
 }
 
 // scopeSample is one reading of a page.
@@ -273,6 +276,7 @@ type rowOutView struct {
 	Age      string `json:"age"`
 	RunIn    string `json:"run_in"`
 	Error    string `json:"error"`
+	Worker   string `json:"worker"`
 }
 
 // leaseOutView is a lease as shown.
@@ -347,6 +351,14 @@ func (m *monitor) view(i int) pageView {
 			}
 			v.History = append(v.History, p.hist...)
 			v.Stuck = rowsOut(p.last.Stuck)
+			for j := range v.Stuck {
+				switch {
+				case !m.info.WorkerColumn:
+					v.Stuck[j].Worker = noWorkerColumn
+				case v.Stuck[j].Worker == "":
+					v.Stuck[j].Worker = "-"
+				}
+			}
 			v.Parked = rowsOut(p.last.Parked)
 			v.Scheduled = rowsOut(p.last.Scheduled)
 			if !m.info.ErrorColumn {
@@ -399,7 +411,7 @@ func (m *monitor) view(i int) pageView {
 func rowsOut(rows []rowView) []rowOutView {
 	out := make([]rowOutView, len(rows))
 	for i, r := range rows {
-		out[i] = rowOutView{ID: clean(r.ID), Token: clean(r.Token), Attempts: r.Attempts, Age: age(r.ClaimedAge), RunIn: age(r.RunIn), Error: clean(r.Error)}
+		out[i] = rowOutView{ID: clean(r.ID), Token: clean(r.Token), Attempts: r.Attempts, Age: age(r.ClaimedAge), RunIn: age(r.RunIn), Error: clean(r.Error), Worker: clean(r.Worker)}
 	}
 	return out
 }

@@ -243,6 +243,7 @@ func TestServeRead(t *testing.T) {
 	require.Equal(t, countsView{Pending: 1, Processing: 2, Done: 1, Failed: 1, OldestPending: v.Counts.OldestPending, OldestProcessing: v.Counts.OldestProcessing}, *v.Counts)
 	require.Len(t, v.Stuck, 2)
 	require.Equal(t, []string{fmt.Sprint(fx.ids[3]), fmt.Sprint(fx.ids[4])}, []string{v.Stuck[0].ID, v.Stuck[1].ID})
+	require.Equal(t, noWorkerColumn, v.Stuck[0].Worker, "a table without a worker column says so")
 	require.Len(t, v.Parked, 1)
 	require.Equal(t, rowOutView{ID: fmt.Sprint(fx.ids[1]), Attempts: 1, Age: v.Parked[0].Age, RunIn: "0s", Error: parkedError}, v.Parked[0])
 	require.Len(t, v.Scheduled, 1)

@@ -78,7 +78,7 @@ func (c *claimer) readBack(p *store.ClaimParams, after any, marked int64, err er
 // standalone), or in the caller's transaction (ack+claim), where a failed
 // statement fails the whole transaction and nothing is handed over.
 func (c *claimer) markTokenUpdate(ctx context.Context, p *store.ClaimParams, after any, set, standalone bool, exec func(hinted, plain render.Stmt, a *render.Args) (int64, error)) (int64, error) {
-	a := &render.Args{Token: p.Token, Scope: p.ScopeValues, Limit: p.Limit}
+	a := &render.Args{Token: p.Token, Worker: p.Worker, Scope: p.ScopeValues, Limit: p.Limit}
 	var n int64
 	if set {
 		a.After = after
@@ -188,7 +188,7 @@ func (c *claimer) pickAndMark(ctx context.Context, q store.Querier, p *store.Cla
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	return store.Exec(ctx, q, c.d.b.Style(), c.s.SkipLockedMark(), &render.Args{Token: p.Token, Keys: ids})
+	return store.Exec(ctx, q, c.d.b.Style(), c.s.SkipLockedMark(), &render.Args{Token: p.Token, Worker: p.Worker, Keys: ids})
 }
 
 // selectSkipping runs one SKIP LOCKED select and returns the keys it locked.

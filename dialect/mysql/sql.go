@@ -52,7 +52,8 @@ const common = `
 {{- define "hint"}}{{if .Hint}} FORCE INDEX ({{.ClaimIndex}}){{end}}{{end}}
 {{- define "keyhint"}}{{if .KeyHint}} FORCE INDEX (PRIMARY){{end}}{{end}}
 {{- define "claimset"}}{{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = {{template "claimnow" .}}
-  {{- if .Attempts}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}{{end}}
+  {{- if .Attempts}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}
+  {{- if .Worker}}, {{.Worker}} = {{arg "worker"}}{{end}}{{end}}
 {{- define "stale"}}{{.Status}} = {{.Processing}} AND {{.ClaimedAt}} < {{if .ClaimedAtPer}}{{template "eago" (tc .ClaimedAt .ClaimedAtPer "timeout")}}{{else}}UTC_TIMESTAMP(6) - INTERVAL {{arg "timeout"}} MICROSECOND{{end}}
   {{- if .Park}} AND COALESCE({{.Attempts}}, 0) >= {{template "maxatt" .}}{{else if .Below}} AND COALESCE({{.Attempts}}, 0) < {{arg "below"}}{{end}}
   {{- if .Scoped}}{{scope .Scope}}{{end}}{{end}}
@@ -168,7 +169,7 @@ LIMIT {{arg "limit"}}`,
 SELECT {{.ID}}, COALESCE({{.Token}}, ''), {{if .Attempts}}COALESCE({{.Attempts}}, 0){{else}}0{{end}},
        COALESCE(GREATEST({{if .ClaimedAtPer}}{{template "eage" (tc .ClaimedAt .ClaimedAtPer)}}{{else}}TIMESTAMPDIFF(MICROSECOND, {{.ClaimedAt}}, UTC_TIMESTAMP(6)){{end}}, 0), -1),
        {{if .RunAt}}COALESCE(GREATEST({{if .RunAtPer}}{{template "eleft" (tc .RunAt .RunAtPer)}}{{else}}TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), {{.RunAt}}){{end}}, 0), 0){{else}}0{{end}},
-       {{if .Error}}COALESCE({{.Error}}, ''){{else}}''{{end}}
+       {{if .Error}}COALESCE({{.Error}}, ''){{else}}''{{end}}{{if .Worker}}, COALESCE({{.Worker}}, ''){{end}}
 FROM {{.Table}}
 {{- if eq .Set 0}}
 WHERE {{.Status}} = {{.Failed}}{{template "filter" .}} ORDER BY {{.ClaimedAt}}

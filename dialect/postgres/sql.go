@@ -76,6 +76,7 @@ const common = `
 UPDATE {{.Table}}
 SET {{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = {{template "claimnow" .}}
     {{- if .Attempts}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}
+    {{- if .Worker}}, {{.Worker}} = {{arg "worker"}}{{end}}
 WHERE {{template "locked" .ID}} AND {{.Status}} = {{.Pending}}
 RETURNING {{join .Returned}}{{end}}
 {{- define "ackrows"}}
@@ -204,7 +205,7 @@ WHERE {{template "locked" .ID}} AND {{.Status}} = {{.Pending}} AND {{template "f
 SELECT {{.ID}}, COALESCE({{.Token}}, ''), {{if .Attempts}}COALESCE({{.Attempts}}, 0)::bigint{{else}}0::bigint{{end}},
        COALESCE({{if .ClaimedAtPer}}GREATEST({{template "eage" (tc .ClaimedAt .ClaimedAtPer)}}, 0){{else}}{{template "age" .ClaimedAt}}{{end}}, -1),
        {{if .RunAt}}COALESCE(GREATEST({{if .RunAtPer}}{{template "eleft" (tc .RunAt .RunAtPer)}}{{else}}CAST(EXTRACT(EPOCH FROM ({{.RunAt}} - now())) * 1000000 AS bigint){{end}}, 0), 0){{else}}0::bigint{{end}},
-       {{if .Error}}COALESCE({{.Error}}, ''){{else}}''{{end}}
+       {{if .Error}}COALESCE({{.Error}}, ''){{else}}''{{end}}{{if .Worker}}, COALESCE({{.Worker}}, ''){{end}}
 FROM {{.Table}}
 {{- if eq .Set 0}}
 WHERE {{.Status}} = {{.Failed}}{{template "filter" .}} ORDER BY {{.ClaimedAt}}

@@ -72,6 +72,7 @@ var claimSQL = store.ClaimSQL{
 UPDATE {{.Table}}
 SET {{.Status}} = {{.Processing}}, {{.Token}} = {{arg "token"}}, {{.ClaimedAt}} = {{template "cnow" .}}
     {{- if .Attempts}}, {{.Attempts}} = COALESCE({{.Attempts}}, 0) + 1{{end}}
+    {{- if .Worker}}, {{.Worker}} = {{arg "worker"}}{{end}}
 WHERE {{.ID}} IN (
     SELECT {{.ID}} FROM (SELECT {{.ID}} FROM {{.Table}} WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{template "runnable" .}} AND {{.ID}} > {{arg "after"}} ORDER BY {{.ID}} LIMIT {{arg "limit"}})
     UNION ALL
@@ -144,7 +145,7 @@ WHERE {{.ID}} IN (SELECT {{.ID}} FROM {{.Table}} WHERE {{.Status}} = {{.Pending}
 SELECT {{.ID}}, COALESCE({{.Token}}, ''), {{if .Attempts}}COALESCE({{.Attempts}}, 0){{else}}0{{end}},
        COALESCE(MAX({{if .ClaimedAtPer}}({{template "now"}} - {{.ClaimedAt}} * {{.ClaimedAtPer}}) * 1000{{else}}{{template "agepre" .}}{{.ClaimedAt}}{{template "agepost" .}}{{end}}, 0), -1),
        {{if .RunAt}}COALESCE(MAX({{if .RunAtPer}}({{.RunAt}} * {{.RunAtPer}} - {{template "now"}}) * 1000{{else}}-{{template "agepre" .}}{{.RunAt}}{{template "agepost" .}}{{end}}, 0), 0){{else}}0{{end}},
-       {{if .Error}}COALESCE({{.Error}}, ''){{else}}''{{end}}
+       {{if .Error}}COALESCE({{.Error}}, ''){{else}}''{{end}}{{if .Worker}}, COALESCE({{.Worker}}, ''){{end}}
 FROM {{.Table}}
 {{- if eq .Set 0}}
 WHERE {{.Status}} = {{.Failed}}{{template "filter" .}} ORDER BY {{.ClaimedAt}}

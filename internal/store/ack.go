@@ -158,7 +158,7 @@ func (s *Claims) ackKeys(ctx context.Context, p *AckParams, held bool) ([]any, e
 		return nil, err
 	}
 	if p.Error != "" && p.Outcome != OutcomeDone {
-		if err := s.ensureErrorWidth(ctx); err != nil {
+		if err := s.ensureWidths(ctx); err != nil {
 			return nil, err
 		}
 	}

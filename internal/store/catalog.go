@@ -96,7 +96,7 @@ func (b *Backend) checkClaimColumns(s dialect.ClaimTable, c tableColumns) error 
 	cols := []struct{ field, name string }{
 		{"ID", s.ID}, {"Status", s.Status}, {"Token", s.Token}, {"ClaimedAt", s.ClaimedAt},
 		{"Attempts", s.Attempts}, {"Version", s.Version}, {"CreatedAt", s.CreatedAt},
-		{"RunAt", s.RunAt}, {"Error", s.Error},
+		{"RunAt", s.RunAt}, {"Error", s.Error}, {"Worker", s.Worker},
 	}
 	for i, n := range s.Columns {
 		cols = append(cols, struct{ field, name string }{fmt.Sprintf("Columns[%d]", i), n})
@@ -117,8 +117,10 @@ func (b *Backend) checkClaimColumns(s dialect.ClaimTable, c tableColumns) error 
 				dialect.ErrInvalidConfig, oc.field, s.Table, oc.name)
 		}
 	}
-	if col, _ := c.Get(s.Error); s.Error != "" && col.kind() != kindText {
-		return fmt.Errorf("%w: Error: column %s.%s has type %s; it needs a text type", dialect.ErrInvalidConfig, s.Table, s.Error, col.Type)
+	for _, tc := range []struct{ field, name string }{{"Error", s.Error}, {"Worker", s.Worker}} {
+		if col, _ := c.Get(tc.name); tc.name != "" && col.kind() != kindText {
+			return fmt.Errorf("%w: %s: column %s.%s has type %s; it needs a text type", dialect.ErrInvalidConfig, tc.field, s.Table, tc.name, col.Type)
+		}
 	}
 	for _, cc := range []struct{ field, name string }{{"Attempts", s.Attempts}, {"Version", s.Version}} {
 		if cc.name == "" {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store/render"
@@ -40,6 +42,9 @@ type Claims struct {
 	// errorWidth is the Error column's width in characters, learnt by
 	// VerifySchema (0: not learnt yet; -1: unbounded).
 	errorWidth atomic.Int64
+	// workerWidth is the Worker column's width in characters, as
+	// errorWidth.
+	workerWidth atomic.Int64
 }
 
 var (
@@ -144,6 +149,10 @@ func (s *Claims) Claim(ctx context.Context, p *ClaimParams, scan func(Scanner) e
 	if err := s.checkScopeValues(p.ScopeValues); err != nil {
 		return 0, err
 	}
+	p, err := s.withWorker(ctx, p)
+	if err != nil {
+		return 0, err
+	}
 	st, err := s.claimStmt(p)
 	if err != nil {
 		return 0, err
@@ -153,7 +162,7 @@ func (s *Claims) Claim(ctx context.Context, p *ClaimParams, scan func(Scanner) e
 		return n, err
 	}
 	cur := s.cursors.get(p.ScopeValues)
-	a := &render.Args{Token: p.Token, Limit: p.Limit, Scope: p.ScopeValues, After: cur.after(s.spec.IDKind)}
+	a := &render.Args{Token: p.Token, Worker: p.Worker, Limit: p.Limit, Scope: p.ScopeValues, After: cur.after(s.spec.IDKind)}
 	var n int
 	var keys []any
 	err = s.b.Do(ctx, "claim", false, func() error {
@@ -468,4 +477,24 @@ func checkScope(s dialect.ClaimTable, n int) error {
 		return fmt.Errorf("%w: %d scope values for %d scope columns", dialect.ErrInvalidConfig, n, len(s.Scope))
 	}
 	return nil
+}
+
+// withWorker returns p with its Worker ready for the Worker column: valid
+// UTF-8 without NUL bytes, cut to the column's width (learnt from the
+// catalog the first time if VerifySchema has not), or "" without the
+// column. p itself is not changed.
+func (s *Claims) withWorker(ctx context.Context, p *ClaimParams) (*ClaimParams, error) {
+	if s.names.Worker == "" || p.Worker == "" {
+		return p, nil
+	}
+	if err := s.ensureWidths(ctx); err != nil {
+		return nil, err
+	}
+	w := strings.ReplaceAll(strings.ToValidUTF8(p.Worker, "\uFFFD"), "\x00", "\uFFFD")
+	if n := s.workerWidth.Load(); n > 0 && int64(utf8.RuneCountInString(w)) > n {
+		w = cutRunes(w, int(n))
+	}
+	q := *p
+	q.Worker = w
+	return &q, nil
 }

@@ -10,8 +10,9 @@ package store
 // {{keys}} for the condition on a list of keys. Which statements a store
 // renders, for which variants, is the table in claimstmts.go.
 type ClaimSQL struct {
-	// Claim marks up to "limit" pending rows in scope under "token" and
-	// returns ClaimNames.Returned. It takes the rows in rotating key order
+	// Claim marks up to "limit" pending rows in scope under "token" (and,
+	// with a Worker column, "worker": every statement that marks rows
+	// claimed writes it) and returns ClaimNames.Returned. It takes the rows in rotating key order
 	// (cursor.go): the pending rows whose key is above "after" in key
 	// order, then, to fill the limit, those from the lowest key up to
 	// "after". It serves both strategies: a Returning engine's claim never
@@ -81,7 +82,7 @@ type ClaimSQL struct {
 	// [SetScheduled], pending with a future RunAt, soonest first), Scoped as
 	// Unpark: key, token (''), attempts (0), age of ClaimedAt in
 	// microseconds (-1 when NULL), microseconds until RunAt (0 when NULL or
-	// past) and error ('').
+	// past), error ('') and, with a Worker column only, the worker ('').
 	List string
 	// Stats returns one row: pending, processing, done, failed and total
 	// counts, then the ages in microseconds on the database clock of the

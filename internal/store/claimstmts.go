@@ -13,8 +13,9 @@ import (
 type ClaimNames struct {
 	// Table and the column names, quoted. Optional columns are "".
 	Table, ID, Status, Token, ClaimedAt, Attempts, Version, CreatedAt string
-	// RunAt and Error are the optional run-at and error columns, quoted.
-	RunAt, Error string
+	// RunAt, Error and Worker are the optional run-at, error and worker
+	// columns, quoted. A claim writes {{arg "worker"}} to Worker.
+	RunAt, Error, Worker string
 	// Archive is the quoted archive table (ClaimTable.Archive), or "".
 	Archive string
 	// Scope are the quoted scope columns (for {{scope .Scope}}).
@@ -372,7 +373,7 @@ func (b *Backend) claimNames(t dialect.ClaimTable) ClaimNames {
 	n := ClaimNames{
 		Table: b.quoteName(t.Table), ID: q(t.ID), Status: q(t.Status), Token: q(t.Token),
 		ClaimedAt: q(t.ClaimedAt), Attempts: q(t.Attempts), Version: q(t.Version), CreatedAt: q(t.CreatedAt),
-		RunAt: q(t.RunAt), Error: q(t.Error),
+		RunAt: q(t.RunAt), Error: q(t.Error), Worker: q(t.Worker),
 		Pending: t.Pending.Literal(), Processing: t.Processing.Literal(), Done: t.Done.Literal(),
 		TextKey: t.IDKind == dialect.IDText, ClearClaimedAt: t.ClearClaimedAt, TextTimes: t.TextTimes,
 	}

@@ -23,6 +23,9 @@ type ClaimParams struct {
 	// Strategy is StrategyTokenUpdate or StrategySkipLocked (resolved by
 	// the caller from StrategyAuto).
 	Strategy dialect.Strategy
+	// Worker is the name a claim writes to [dialect.ClaimTable.Worker],
+	// cut to the column's width (ignored without the column).
+	Worker string
 }
 
 // AckOutcome is what an ack does to the rows still held by the token.
@@ -124,6 +127,9 @@ type RowInfo struct {
 	RunIn time.Duration
 	// Error is the Error column's text ("" when NULL or without it).
 	Error string
+	// Worker is the Worker column's text: the worker of the row's last
+	// claim ("" when NULL or without the column).
+	Worker string
 }
 
 // ReapParams are the inputs of one bounded reaper statement pair.

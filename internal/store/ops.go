@@ -162,16 +162,20 @@ func (s *Claims) List(ctx context.Context, p *ListParams) ([]RowInfo, error) {
 		return s.b.query(ctx, s.b.db, s.st(claimKey{t: tList, v: ClaimVariant{Set: p.Set, Scoped: v.Scoped}}), a, func(r Rows) error {
 			var id any
 			var ri RowInfo
-			var tok, msg sql.NullString
+			var tok, msg, worker sql.NullString
 			var age, runIn int64
-			if err := r.Scan(&id, &tok, &ri.Attempts, &age, &runIn, &msg); err != nil {
+			dest := []any{&id, &tok, &ri.Attempts, &age, &runIn, &msg}
+			if s.names.Worker != "" {
+				dest = append(dest, &worker)
+			}
+			if err := r.Scan(dest...); err != nil {
 				return err
 			}
 			k, err := NormalizeKey(s.spec.IDKind, id)
 			if err != nil {
 				return err
 			}
-			ri.ID, ri.Token, ri.Error = k, tok.String, msg.String
+			ri.ID, ri.Token, ri.Error, ri.Worker = k, tok.String, msg.String, worker.String
 			ri.ClaimedAge = -1
 			if age >= 0 {
 				ri.ClaimedAge = time.Duration(age) * time.Microsecond

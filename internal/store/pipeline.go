@@ -36,6 +36,10 @@ func (s *Claims) AckAndClaim(ctx context.Context, p *AckClaimParams, scan func(S
 	if err := s.checkScopeValues(cp.ScopeValues); err != nil {
 		return AckResult{}, 0, err
 	}
+	cp, err := s.withWorker(ctx, cp)
+	if err != nil {
+		return AckResult{}, 0, err
+	}
 	claimSt, err := s.claimStmt(cp)
 	if err != nil {
 		return AckResult{}, 0, err
@@ -64,13 +68,13 @@ func (s *Claims) AckAndClaim(ctx context.Context, p *AckClaimParams, scan func(S
 	r := &ackClaim{scan: scan}
 	if !versioned && one.SQL != "" {
 		b := *a
-		b.AckToken, b.Token, b.Limit, b.Scope, b.After = ap.Token, cp.Token, cp.Limit, cp.ScopeValues, after
+		b.AckToken, b.Token, b.Worker, b.Limit, b.Scope, b.After = ap.Token, cp.Token, cp.Worker, cp.Limit, cp.ScopeValues, after
 		err = s.b.Do(ctx, op, false, func() error {
 			r.reset()
 			return s.ackClaimOne(ctx, one, &b, idx, len(keys), &r.res, s.recordKeys(r.count, &r.claimed))
 		})
 	} else {
-		claim := &render.Args{Token: cp.Token, Limit: cp.Limit, Scope: cp.ScopeValues, After: after}
+		claim := &render.Args{Token: cp.Token, Worker: cp.Worker, Limit: cp.Limit, Scope: cp.ScopeValues, After: after}
 		err = s.b.Do(ctx, op, false, func() error { return s.ackClaimTx(ctx, r, ap, a, keys, idx, cp, claimSt, claim) })
 	}
 	if err != nil {

@@ -190,11 +190,15 @@ func recommendedIndexes(c dialect.ClaimTable) []IndexDef {
 // defaultErrorLen is the width [ClaimTableDef] gives an Error column.
 const defaultErrorLen = 1024
 
+// defaultWorkerLen is the width [ClaimTableDef] gives a Worker column:
+// claim.Config.Worker's longest.
+const defaultWorkerLen = 255
+
 // ClaimTableDef builds a [TableDef] holding every column spec names: the key
 // (auto-incrementing for integer keys), status, token, claimed-at (a
 // 64-bit integer where spec says it holds unix time, like created-at and
 // run-at), the
-// optional attempts, version, created-at, run-at and error columns, the scope columns
+// optional attempts, version, created-at, run-at, error and worker columns, the scope columns
 // (integers) and spec.Columns, typed by extra where it names them and text
 // otherwise. Recommended indexes are not included: create them from
 // [ClaimStore.IndexDDL].
@@ -231,6 +235,9 @@ func ClaimTableDef(spec dialect.ClaimTable, extra ...ColumnDef) TableDef {
 	}
 	if spec.Error != "" {
 		def.Columns = append(def.Columns, ColumnDef{Name: spec.Error, Type: TypeText, Len: defaultErrorLen})
+	}
+	if spec.Worker != "" {
+		def.Columns = append(def.Columns, ColumnDef{Name: spec.Worker, Type: TypeText, Len: defaultWorkerLen})
 	}
 	for _, c := range spec.Columns {
 		cd := ColumnDef{Name: c, Type: TypeText}

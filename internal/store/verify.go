@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"sync/atomic"
 
 	"github.com/claimlock/claimlock/dialect"
 )
@@ -39,7 +40,7 @@ func (s *Claims) VerifySchema(ctx context.Context) error {
 	s.slack.Store(int64(slack))
 	s.runAtSlack.Store(int64(runAtSlack))
 	s.limits.Store(&limits)
-	s.learnErrorWidth(cols)
+	s.learnWidths(cols)
 	types := &claimTypes{scope: make([]colType, len(s.spec.Scope))}
 	for i, c := range s.spec.Scope {
 		types.scope[i] = s.b.learnType(s.spec.Table, c, cols)
@@ -79,30 +80,37 @@ func (s *Claims) verifyArchive(ctx context.Context, cols tableColumns) error {
 	return nil
 }
 
-// learnErrorWidth records the Error column's width in characters.
-func (s *Claims) learnErrorWidth(cols tableColumns) {
-	if s.spec.Error == "" {
-		return
+// learnWidths records the Error and Worker columns' widths in characters
+// (-1: unbounded).
+func (s *Claims) learnWidths(cols tableColumns) {
+	for _, c := range []struct {
+		name string
+		w    *atomic.Int64
+	}{{s.spec.Error, &s.errorWidth}, {s.spec.Worker, &s.workerWidth}} {
+		if c.name == "" {
+			continue
+		}
+		w := int64(-1)
+		if col, ok := cols.Get(c.name); ok && col.MaxLen > 0 {
+			w = int64(col.MaxLen)
+		}
+		c.w.Store(w)
 	}
-	w := int64(-1)
-	if c, ok := cols.Get(s.spec.Error); ok && c.MaxLen > 0 {
-		w = int64(c.MaxLen)
-	}
-	s.errorWidth.Store(w)
 }
 
-// ensureErrorWidth learns the Error column's width from the catalog if
-// VerifySchema has not, so that an error text is never longer than the
-// column (a strict MySQL would refuse the whole ack).
-func (s *Claims) ensureErrorWidth(ctx context.Context) error {
-	if s.spec.Error == "" || s.errorWidth.Load() != 0 {
+// ensureWidths learns the Error and Worker columns' widths from the
+// catalog if VerifySchema has not, so that a text written there is never
+// longer than the column (a strict MySQL would refuse the whole
+// statement).
+func (s *Claims) ensureWidths(ctx context.Context) error {
+	if (s.spec.Error == "" || s.errorWidth.Load() != 0) && (s.spec.Worker == "" || s.workerWidth.Load() != 0) {
 		return nil
 	}
 	cols, err := s.b.catalogColumns(ctx, s.st(claimKey{t: tColumns}), s.spec.Table)
 	if err != nil {
 		return err
 	}
-	s.learnErrorWidth(cols)
+	s.learnWidths(cols)
 	return nil
 }
 

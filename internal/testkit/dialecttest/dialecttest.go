@@ -127,6 +127,7 @@ func Run(t *testing.T, h Harness) {
 		{"Snooze", perStrategy(testSnooze)},
 		{"UnparkAndList", perStrategy(testUnparkAndList)},
 		{"ErrorWidth", testErrorWidth},
+		{"Worker", perStrategy(testWorker)},
 		{"LifecycleBadInput", testLifecycleBadInput},
 		{"AckTx", perStrategy(testAckTx)},
 		{"AckAndClaim", perStrategy(testAckAndClaim)},

@@ -33,8 +33,8 @@ type Lease struct {
 
 // Claims are the claim table variants every engine renders: the defaults;
 // every optional column with a scope and a schema-qualified name; text
-// keys with integer statuses and a cleared claim time. textTimes adds the
-// SQLite text-time variant.
+// keys with integer statuses and a cleared claim time; a worker column.
+// textTimes adds the SQLite text-time variant.
 func Claims(textTimes bool) []Claim {
 	out := []Claim{
 		{"claim_minimal", dialect.ClaimTable{Table: "jobs"}},
@@ -57,6 +57,8 @@ func Claims(textTimes bool) []Claim {
 			CreatedAt: "created_at", CreatedAtFormat: dialect.UnixSeconds, Attempts: "attempts", Columns: []string{"openid"},
 			Pending: dialect.StatusInt(0), Processing: dialect.StatusInt(1), Done: dialect.StatusInt(2), Failed: dialect.StatusInt(3),
 		}},
+		// A worker column written by every claim and read by List.
+		{"claim_worker", dialect.ClaimTable{Table: "jobs", Scope: []string{"task_id"}, Attempts: "attempts", Error: "last_error", Worker: "claimed_by"}},
 	}
 	if textTimes {
 		out = append(out, Claim{"claim_text_times", dialect.ClaimTable{

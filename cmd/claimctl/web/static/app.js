@@ -238,7 +238,7 @@
       unparkAll.hidden = parkedCount === 0;
       unparkAll.textContent = "Unpark all " + parkedCount;
     }
-    fill("stuck", v.stuck, (r) => [{ text: r.id }, { text: r.token, cls: "mono" }, { text: r.attempts }, { text: r.age }]);
+    fill("stuck", v.stuck, (r) => [{ text: r.id }, { text: r.token, cls: "mono" }, { text: r.worker, cls: "mono" }, { text: r.attempts }, { text: r.age }]);
     fill("parked", v.parked, (r) => [{ text: r.id }, { text: r.attempts }, { text: r.age }, { text: r.error, cls: "err" }],
       (r) => rowActions("parked", r));
     fill("scheduled", v.scheduled, (r) => [{ text: r.id }, { text: r.attempts }, { text: r.run_in }, { text: r.error, cls: "err" }],
