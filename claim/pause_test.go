@@ -128,28 +128,58 @@ func TestPauseScope(t *testing.T) {
 // A claimer trusts the pauses it read for PauseRefresh: a pause made
 // after its last read reaches it only once that is over, while a new
 // claimer reads it at once. A pause of another table changes nothing.
+// The bound holds on every engine: a claim that starts PauseRefresh after
+// Pause returned takes nothing, and one that starts PauseRefresh after
+// Resume returned claims again.
 func TestPauseRefresh(t *testing.T) {
 	t.Parallel()
-	e := open(t, engines[0])
-	ctx := ctxT(t)
-	c, cfg, p := pauseSetup(t, e, dialect.StrategyTokenUpdate, func(cfg *claim.Config) { cfg.PauseRefresh = time.Hour })
-	_, err := p.Pause(ctx, "other_table", nil, claim.PauseNote{})
-	require.NoError(t, err)
-	b, err := c.Claim(ctx) // reads the pauses: none of this table
-	require.NoError(t, err)
-	require.Equal(t, 10, b.Len())
-	require.NoError(t, b.AckAll(ctx))
-	_, err = p.Pause(ctx, cfg.Table, nil, claim.PauseNote{})
-	require.NoError(t, err)
-	b, err = c.Claim(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 2, b.Len(), "within its hour the claimer has not read the pause")
-	_, err = b.Release(ctx)
-	require.NoError(t, err)
-	fresh, err := claim.New(e.d, cfg, jobFields)
-	require.NoError(t, err)
-	_, err = fresh.Claim(ctx)
-	require.ErrorIs(t, err, claim.ErrPaused)
+	for _, en := range engines {
+		t.Run(en.kind, func(t *testing.T) {
+			t.Parallel()
+			e := open(t, en)
+			ctx := ctxT(t)
+			c, cfg, p := pauseSetup(t, e, dialect.StrategyTokenUpdate, func(cfg *claim.Config) { cfg.PauseRefresh = time.Hour })
+			_, err := p.Pause(ctx, "other_table", nil, claim.PauseNote{})
+			require.NoError(t, err)
+			b, err := c.Claim(ctx) // reads the pauses: none of this table
+			require.NoError(t, err)
+			require.Equal(t, 10, b.Len())
+			require.NoError(t, b.AckAll(ctx))
+			_, err = p.Pause(ctx, cfg.Table, nil, claim.PauseNote{})
+			require.NoError(t, err)
+			b, err = c.Claim(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 2, b.Len(), "within its hour the claimer has not read the pause")
+			_, err = b.Release(ctx)
+			require.NoError(t, err)
+			fresh, err := claim.New(e.d, cfg, jobFields)
+			require.NoError(t, err)
+			_, err = fresh.Claim(ctx)
+			require.ErrorIs(t, err, claim.ErrPaused)
+
+			// The bound itself, with a short refresh: the claimer reads
+			// the pause before its first claim, then trusts that read.
+			const refresh = 150 * time.Millisecond
+			cfg.PauseRefresh = refresh
+			short, err := claim.New(e.d, cfg, jobFields)
+			require.NoError(t, err)
+			_, err = short.Claim(ctx)
+			require.ErrorIs(t, err, claim.ErrPaused)
+			_, err = p.Resume(ctx, cfg.Table, nil)
+			require.NoError(t, err)
+			time.Sleep(refresh)
+			b, err = short.Claim(ctx)
+			require.NoError(t, err, "a claim starting PauseRefresh after Resume returned sees it")
+			require.Equal(t, 2, b.Len())
+			_, err = b.Release(ctx)
+			require.NoError(t, err)
+			_, err = p.Pause(ctx, cfg.Table, nil, claim.PauseNote{})
+			require.NoError(t, err)
+			time.Sleep(refresh)
+			_, err = short.Claim(ctx)
+			require.ErrorIs(t, err, claim.ErrPaused, "a claim starting PauseRefresh after Pause returned sees it")
+		})
+	}
 }
 
 // A claimer whose pause table does not exist fails its claims (it never
