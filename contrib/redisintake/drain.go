@@ -130,7 +130,7 @@ func (in *Intake) Run(ctx context.Context) error {
 			in.cfg.Logger.Warn("redisintake: drain", "err", err)
 			pause = in.cfg.PollMax
 		case n == 0:
-			d := min(in.cfg.PollMin<<min(idle, 20), in.cfg.PollMax)
+			d := idlePause(in.cfg.PollMin, in.cfg.PollMax, idle)
 			pause = d/2 + rand.N(d/2+1)
 			idle++
 		default:
@@ -163,4 +163,17 @@ func Latest(changes []coalesce.Record) (coalesce.Record, bool) {
 		}
 	}
 	return best, true
+}
+
+// idlePause is PollMin doubled idle times, capped at PollMax; it doubles
+// only while below the cap, so that no PollMin (hours included) overflows.
+func idlePause(pollMin, pollMax time.Duration, idle int) time.Duration {
+	d := pollMin
+	for i := 0; i < idle && d < pollMax; i++ {
+		if d > pollMax/2 {
+			return pollMax
+		}
+		d *= 2
+	}
+	return min(d, pollMax)
 }
