@@ -14,6 +14,7 @@ import (
 
 	"github.com/claimlock/claimlock/coalesce"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/observe"
 )
 
 // MaxVersion is the highest version a [Write] may carry: the scripts
@@ -62,6 +63,17 @@ type Config struct {
 	PollMin, PollMax time.Duration
 	// Logger receives warnings of Run; nil means slog.Default().
 	Logger *slog.Logger
+	// Observer, if not nil, is told of every [Intake.Accept] as the
+	// coalescer reports its own accepts: an [observe.Event] with Source
+	// [observe.SourceCoalesce], Op [coalesce.OpAccept], Table the intake's
+	// dirty set (Prefix+"dirty", which tells Redis accepts apart from the
+	// coalescer's changes table), Key, Start, Duration, Rows 1 for a write
+	// Redis took and 0 for a duplicate or a refusal, and Err (a
+	// [*coalesce.StaleError] or [*coalesce.OverloadError] for refusals), so
+	// that [coalesce.AcceptResult] and the Prometheus and OpenTelemetry
+	// adapters classify them. The drain's moves to SQL are the coalescer's
+	// own accepts, reported to its [coalesce.Config.Observer].
+	Observer observe.Observer
 }
 
 // Write is one client's write of a key's whole state.
@@ -150,6 +162,17 @@ func New(rdb redis.UniversalClient, co *coalesce.Coalescer, cfg Config) (*Intake
 // stateKey is the Redis key of key's hash.
 func (in *Intake) stateKey(key string) string { return in.cfg.Prefix + "k:" + key }
 
+// observeAccept reports an accept of key that started at start, with the
+// receipt and error it returned.
+func (in *Intake) observeAccept(ctx context.Context, start time.Time, key string, r *Receipt, err *error) {
+	rows := 0
+	if *err == nil && !r.Duplicate {
+		rows = 1
+	}
+	in.cfg.Observer.Observe(ctx, observe.Event{Source: observe.SourceCoalesce, Op: coalesce.OpAccept, Table: in.dirty,
+		Key: key, Start: start, Duration: time.Since(start), Rows: rows, Err: *err})
+}
+
 // Accept writes w's state and version and marks its key dirty, in one
 // Redis script, if w.Version is above the key's current version. It
 // returns
@@ -168,7 +191,10 @@ func (in *Intake) stateKey(key string) string { return in.cfg.Prefix + "k:" + ke
 // unless Redis loses it first (see the package documentation on the
 // source of truth). Intermediate versions overwritten before a drain
 // never reach SQL: the intake keeps the latest state only.
-func (in *Intake) Accept(ctx context.Context, w Write) (Receipt, error) {
+func (in *Intake) Accept(ctx context.Context, w Write) (r Receipt, err error) {
+	if in.cfg.Observer != nil {
+		defer in.observeAccept(ctx, time.Now(), w.Key, &r, &err)
+	}
 	switch {
 	case w.Key == "" || len(w.Key) > coalesce.MaxKeyLen:
 		return Receipt{}, invalid("Write.Key", "must be 1 to %d bytes, got %d", coalesce.MaxKeyLen, len(w.Key))
