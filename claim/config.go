@@ -166,8 +166,8 @@ type Config struct {
 	// name every claim of this claimer writes there, so that an operator
 	// can tell which process holds a stuck row (claimctl stuck, the status
 	// page); empty means "host:pid" of this process. At most
-	// [MaxWorkerLen] bytes; a longer column value is cut to the column's
-	// width. Without a Worker column it is not written anywhere.
+	// [MaxWorkerLen] bytes; a name wider than the column is cut to the
+	// column's width. Without a Worker column it is not written anywhere.
 	Worker string
 	// Logger receives warnings (missing indexes, lost claims, failures);
 	// nil means slog.Default().

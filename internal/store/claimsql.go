@@ -12,11 +12,12 @@ package store
 type ClaimSQL struct {
 	// Claim marks up to "limit" pending rows in scope under "token" (and,
 	// with a Worker column, "worker": every statement that marks rows
-	// claimed writes it) and returns ClaimNames.Returned. It takes the rows in rotating key order
-	// (cursor.go): the pending rows whose key is above "after" in key
-	// order, then, to fill the limit, those from the lowest key up to
-	// "after". It serves both strategies: a Returning engine's claim never
-	// waits for row locks (PostgreSQL: SKIP LOCKED; SQLite: one writer).
+	// claimed writes it) and returns ClaimNames.Returned. It takes the
+	// rows in rotating key order (cursor.go): the pending rows whose key
+	// is above "after" in key order, then, to fill the limit, those from
+	// the lowest key up to "after". It serves both strategies: a
+	// Returning engine's claim never waits for row locks (PostgreSQL:
+	// SKIP LOCKED; SQLite: one writer).
 	// Engines without RETURNING leave it empty, write Mark, SkipLockedPick
 	// and SkipLockedMark instead and implement [ClaimOverride].
 	Claim string
