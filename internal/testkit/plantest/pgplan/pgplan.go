@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,6 +47,9 @@ type Plan struct {
 	Accesses []Node
 	Read     float64
 	Ms       float64
+	// Indexes are the scans of an index (a bitmap's included), in plan
+	// order.
+	Indexes []Node
 }
 
 func (p *Plan) collect(n Node) {
@@ -53,6 +57,10 @@ func (p *Plan) collect(n Node) {
 	case "Seq Scan", "Index Scan", "Index Only Scan", "Bitmap Heap Scan":
 		p.Accesses = append(p.Accesses, n)
 		p.Read += (n.ActualRows + n.RemovedByFilter + n.RemovedByRecheck) * max(n.ActualLoops, 1)
+	}
+	switch n.NodeType {
+	case "Index Scan", "Index Only Scan", "Bitmap Index Scan":
+		p.Indexes = append(p.Indexes, n)
 	}
 	for _, c := range n.Plans {
 		p.collect(c)
@@ -76,6 +84,47 @@ func (p Plan) Problems(budget int64, fullScan bool) string {
 		out = append(out, fmt.Sprintf("read %.0f rows", p.Read))
 	}
 	return strings.Join(out, "; ")
+}
+
+// Unled says which index scans of the plan have no condition on their
+// index's leading column ("" when none): they walk the whole index, which
+// the rows counted from the table do not show (an index condition on a
+// later column is checked on every entry, and only the entries that pass
+// are fetched). leading maps index names to their leading columns
+// ([Leading]); indexes not in it are not checked.
+func (p Plan) Unled(leading map[string]string) string {
+	var out []string
+	for _, n := range p.Indexes {
+		col, ok := leading[n.IndexName]
+		if !ok {
+			continue
+		}
+		if !regexp.MustCompile(`\b` + regexp.QuoteMeta(col) + `\b`).MatchString(n.IndexCond) {
+			out = append(out, fmt.Sprintf("walks the index %s of %s (no condition on %s)", n.IndexName, n.Relation, col))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// Leading returns the leading column of every index on a column (not an
+// expression) in conn's current schema, by index name.
+func Leading(ctx context.Context, t testing.TB, conn *sql.Conn) map[string]string {
+	t.Helper()
+	rows, err := conn.QueryContext(ctx, `SELECT i.relname, a.attname FROM pg_index x
+		JOIN pg_class i ON i.oid = x.indexrelid
+		JOIN pg_namespace n ON n.oid = i.relnamespace
+		JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = x.indkey[0]
+		WHERE n.nspname = current_schema()`)
+	require.NoError(t, err)
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var idx, col string
+		require.NoError(t, rows.Scan(&idx, &col))
+		out[idx] = col
+	}
+	require.NoError(t, rows.Err())
+	return out
 }
 
 // Summary describes each access and the time, for failure messages.
