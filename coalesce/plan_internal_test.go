@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -258,6 +259,37 @@ func planControls(e engine) map[string][]any {
 	}
 }
 
+// planEarlier returns the forms four statements had before this test, by
+// the name of their statement, with the engines on which the checks must
+// catch them (in every plan mode): on PostgreSQL, oldest read every
+// unfolded change, stranded hashed or walked the keys table, prune scanned
+// the changes (its clock, volatile, was no index condition) and
+// readChanges walked the primary key or sorted the hot key's unfolded
+// changes; on MariaDB, oldest read every unfolded change. Elsewhere their
+// plans are logged.
+func planEarlier(e engine) map[string]struct {
+	q      string
+	engine []engine
+} {
+	ch, keys, now := e.quote(DefaultChangesTable), e.quote(DefaultKeysTable), e.nowMillis()
+	prune := e.bind("DELETE FROM " + ch + " WHERE id IN (SELECT id FROM " + ch + " WHERE folded_at < " + now + " - ? LIMIT 1000)")
+	if e == engMySQL {
+		prune = "DELETE FROM " + ch + " WHERE folded_at < " + now + " - ? LIMIT 1000"
+	}
+	type earlier = struct {
+		q      string
+		engine []engine
+	}
+	return map[string]earlier{
+		"oldest": {"SELECT COALESCE(" + now + " - MIN(c.accepted_at), 0) FROM " + ch + " c WHERE c.folded_at IS NULL" +
+			" AND NOT EXISTS (SELECT 1 FROM " + keys + " k WHERE k.change_key = c.change_key AND k.status = 'FAILED')", []engine{engPostgres, engMySQL}},
+		"stranded": {e.bind("SELECT DISTINCT c.change_key FROM " + ch + " c LEFT JOIN " + keys + " k ON k.change_key = c.change_key" +
+			" WHERE c.folded_at IS NULL AND c.accepted_at < " + now + " - ? AND (k.change_key IS NULL OR k.status = 'DONE')"), []engine{engPostgres}},
+		"prune":       {prune, []engine{engPostgres}},
+		"readChanges": {e.bind("SELECT id, event_id, source, seq, payload FROM " + ch + " WHERE change_key = ? AND folded_at IS NULL ORDER BY id LIMIT ?"), []engine{engPostgres}},
+	}
+}
+
 // checkPlans explains every statement on db and checks it.
 func checkPlans(ctx context.Context, t *testing.T, db *sql.DB, e engine, l planLayout) {
 	t.Helper()
@@ -327,6 +359,21 @@ func checkPlans(ctx context.Context, t *testing.T, db *sql.DB, e engine, l planL
 			} else {
 				t.Logf("%s: %s", ch.label, strings.ReplaceAll(ch.summary, "\n", " |"))
 			}
+		}
+	}
+	// The earlier forms, with the arguments and budgets of their
+	// statements.
+	for name, ea := range planEarlier(e) {
+		pc := cases[name]
+		args := pc.args(l)
+		if name == "stranded" {
+			args = args[:1] // it had no LIMIT
+		}
+		for _, ch := range explain("earlier "+name, ea.q, args, pc.budget(l)) {
+			if ch.problems == "" && slices.Contains(ea.engine, e) {
+				t.Errorf("the checks passed the earlier form of %s (%s):\n%s\n%s", name, ch.label, ea.q, ch.summary)
+			}
+			t.Logf("%s: caught: %q", ch.label, ch.problems)
 		}
 	}
 	// The controls must be caught: a check that lets a scan of the
