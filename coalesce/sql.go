@@ -149,8 +149,13 @@ func newStatements(e engine, cfg Config) statements {
 
 	s.readKey = b("SELECT status, version, flush_version FROM " + keys + " WHERE change_key = ?")
 	s.insertKey = b(e.insertIgnore(keys + " (change_key, status, version) VALUES (?, '" + statusPending + "', 1)"))
-	s.bumpDone = b("UPDATE " + keys + " SET status = '" + statusPending + "', version = version + 1 WHERE change_key = ? AND status = '" + statusDone + "' AND version = ?")
-	s.bumpProcessing = b("UPDATE " + keys + " SET version = version + 1 WHERE change_key = ? AND status = '" + statusProcessing + "' AND version = ?")
+	// The compare-and-set compares the status and the version as one
+	// value (the version of a row in that status), so that no plan finds
+	// the row by its status: with statistics taken when no key was done,
+	// PostgreSQL looked the key up through the reaper's status index and
+	// read every done key.
+	s.bumpDone = b("UPDATE " + keys + " SET status = '" + statusPending + "', version = version + 1 WHERE change_key = ? AND CASE WHEN status = '" + statusDone + "' THEN version END = ?")
+	s.bumpProcessing = b("UPDATE " + keys + " SET version = version + 1 WHERE change_key = ? AND CASE WHEN status = '" + statusProcessing + "' THEN version END = ?")
 	s.bumpInTx = b("UPDATE " + keys + " SET version = version + 1, status = CASE WHEN status = '" + statusDone + "' THEN '" + statusPending + "' ELSE status END WHERE change_key = ?")
 
 	s.startFlush = b("UPDATE " + keys + " SET flush_version = version WHERE token = ?")

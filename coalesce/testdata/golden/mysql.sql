@@ -27,10 +27,10 @@ SELECT status, version, flush_version FROM `coalesce_keys` WHERE change_key = ?;
 INSERT IGNORE INTO `coalesce_keys` (change_key, status, version) VALUES (?, 'PENDING', 1);
 
 -- bumpDone
-UPDATE `coalesce_keys` SET status = 'PENDING', version = version + 1 WHERE change_key = ? AND status = 'DONE' AND version = ?;
+UPDATE `coalesce_keys` SET status = 'PENDING', version = version + 1 WHERE change_key = ? AND CASE WHEN status = 'DONE' THEN version END = ?;
 
 -- bumpProcessing
-UPDATE `coalesce_keys` SET version = version + 1 WHERE change_key = ? AND status = 'PROCESSING' AND version = ?;
+UPDATE `coalesce_keys` SET version = version + 1 WHERE change_key = ? AND CASE WHEN status = 'PROCESSING' THEN version END = ?;
 
 -- bumpInTx
 UPDATE `coalesce_keys` SET version = version + 1, status = CASE WHEN status = 'DONE' THEN 'PENDING' ELSE status END WHERE change_key = ?;

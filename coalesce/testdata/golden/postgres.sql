@@ -30,10 +30,10 @@ SELECT status, version, flush_version FROM "coalesce_keys" WHERE change_key = $1
 INSERT INTO "coalesce_keys" (change_key, status, version) VALUES ($1, 'PENDING', 1) ON CONFLICT DO NOTHING;
 
 -- bumpDone
-UPDATE "coalesce_keys" SET status = 'PENDING', version = version + 1 WHERE change_key = $1 AND status = 'DONE' AND version = $2;
+UPDATE "coalesce_keys" SET status = 'PENDING', version = version + 1 WHERE change_key = $1 AND CASE WHEN status = 'DONE' THEN version END = $2;
 
 -- bumpProcessing
-UPDATE "coalesce_keys" SET version = version + 1 WHERE change_key = $1 AND status = 'PROCESSING' AND version = $2;
+UPDATE "coalesce_keys" SET version = version + 1 WHERE change_key = $1 AND CASE WHEN status = 'PROCESSING' THEN version END = $2;
 
 -- bumpInTx
 UPDATE "coalesce_keys" SET version = version + 1, status = CASE WHEN status = 'DONE' THEN 'PENDING' ELSE status END WHERE change_key = $1;
