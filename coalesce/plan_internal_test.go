@@ -72,6 +72,7 @@ type planCase struct {
 	staleScan bool
 }
 
+// planSmallBudget is the budget planSmall on any layout.
 func planSmallBudget(planLayout) int64 { return planSmall }
 
 // lastChanges returns the ids of the last n changes (unfolded).
@@ -122,8 +123,9 @@ func planCases() map[string]planCase {
 			why: "the dirty keys, which it counts", staleScan: true},
 		"oldest": {args: one(), budget: planSmallBudget,
 			why: "the first unfolded changes in acceptance order, up to the first of a key not parked"},
-		// Every unfolded change older than StrandAfter is a candidate, and
-		// whether it is stranded depends on its key: the statement reads
+		// Every unfolded change older than StrandAfter (its default, 10 s)
+		// is a candidate, and whether it is stranded depends on its key:
+		// with fewer stranded changes than its limit, the statement reads
 		// them all (the backlog), and their keys.
 		"stranded": {args: one(int64(10_000), int64(unstrandKeys)),
 			budget: func(l planLayout) int64 { return 2*int64(l.Live+planOld) + planSmall },
@@ -153,19 +155,22 @@ func planStatements(e engine, s statements) map[string]string {
 
 // TestCoalescePlansReadOnlyWhatTheyNeed explains every statement of the
 // coalescer (found by reflection over [statements], so a new one cannot be
-// forgotten) on tables of planLayout's shape after ANALYZE: on PostgreSQL
-// with EXPLAIN ANALYZE under custom and generic plans, on MariaDB with
-// ANALYZE FORMAT=JSON (both execute the statement in a transaction rolled
-// back and count the rows each access read), each within its budget and
-// never scanning a table, walking a whole index (on PostgreSQL: an index
-// scan without a condition on the index's leading column) or (MariaDB)
-// sorting; on
-// SQLite, a hundredth of the layout, with EXPLAIN QUERY PLAN: never a scan
-// of a table or a whole index, never a sort.
+// forgotten) on tables of planLayout's shape, first under statistics taken
+// when the tables looked different (planThen) and then under fresh ones:
+// on PostgreSQL with EXPLAIN ANALYZE under custom and generic plans, on
+// MariaDB with ANALYZE FORMAT=JSON (both execute the statement in a
+// transaction rolled back and count the rows each access read), each
+// within its budget and never scanning a table, walking a whole index (on
+// PostgreSQL also: an index scan without a condition on the index's
+// leading column) or (MariaDB) sorting; on SQLite, a hundredth of the
+// layout, with EXPLAIN QUERY PLAN: never a scan of a table or a whole
+// index, never a sort.
 //
 // Controls must be caught on every engine and mode, or the test does not
 // read this server's plans: a condition on the payload, which no index
-// holds, and a walk of an index in its order (planControls).
+// holds, and a walk of an index in its order (planControls); and the
+// earlier forms of four statements where they were measured to go wrong
+// (planEarlier).
 func TestCoalescePlansReadOnlyWhatTheyNeed(t *testing.T) {
 	t.Parallel()
 	for _, e := range testengine.All {
@@ -200,10 +205,10 @@ func TestCoalescePlansReadOnlyWhatTheyNeed(t *testing.T) {
 	}
 }
 
-// The statistics the test explains under first come from planThen rows
-// that looked different, as the tables do soon after a service starts: a
-// few keys (planThen, all pending), their changes accepted just now and
-// nine in ten unfolded. They are deleted before the layout is loaded; the
+// The statistics the test explains under first come from tables that
+// looked different, as they do soon after a service starts: planThenKeys
+// keys, all pending, and planThen changes of them, accepted just now, nine
+// in ten unfolded. They are deleted before the layout is loaded; the
 // statistics stay (PostgreSQL's autovacuum and InnoDB's automatic
 // recalculation are off for the tables). MariaDB's engine-independent
 // statistics are taken with the fresh ones only, as in the claim plan
@@ -217,6 +222,7 @@ type planSQL struct {
 	payload string
 }
 
+// planSQLOf returns e's pieces.
 func planSQLOf(e engine) planSQL {
 	p := planSQL{cat: func(a, b string) string { return a + " || " + b }, payload: "'p'"}
 	switch e {
