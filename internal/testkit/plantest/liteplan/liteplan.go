@@ -30,12 +30,13 @@ func QueryPlan(ctx context.Context, t testing.TB, db *sql.DB, q string, args []a
 }
 
 // Problem says why a plan is bad ("" when it is not): a scan of a table
-// (unless fullScan), a walk of a whole index, or a sort.
+// or a walk of a whole index (unless fullScan: a statement that reads the
+// whole table may read it through a covering index), or a sort.
 func Problem(plan []string, fullScan bool) string {
 	var out []string
 	for _, l := range plan {
 		switch {
-		case strings.HasPrefix(l, "SCAN ") && strings.Contains(l, " USING "):
+		case strings.HasPrefix(l, "SCAN ") && strings.Contains(l, " USING ") && !fullScan:
 			out = append(out, "walks a whole index: "+l)
 		case strings.HasPrefix(l, "SCAN (subquery-"):
 			// the rows a subquery's co-routine yields (the claim's two
