@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -252,6 +254,39 @@ func TestUnstrand(t *testing.T) {
 		require.Equal(t, int64(3), total)
 		total, _, _ = stateOf(t, c, "new")
 		require.Equal(t, int64(3), total)
+	})
+}
+
+// TestUnstrandMarksAtMost1000Keys: one Unstrand call marks the keys of at
+// most 1000 stranded changes, the oldest first, each key once; the next
+// calls mark the rest, and every change is folded once.
+func TestUnstrandMarksAtMost1000Keys(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, c *testengine.Conn) {
+		ctx := context.Background()
+		co := newCoalescer(t, c, coalesce.Config{})
+		f := newFlusher(t, c, co, coalesce.FlusherConfig{StrandAfter: time.Second})
+		// Recorded long ago by processes that died before marking their
+		// keys (no key rows): three changes of "dup", the oldest, then one
+		// change of each of 1005 keys.
+		vals := []string{"('dup', 'dup-1', '1', 1)", "('dup', 'dup-2', '1', 2)", "('dup', 'dup-3', '1', 3)"}
+		for i := range 1005 {
+			vals = append(vals, fmt.Sprintf("('u-%d', 'u-%d', '1', %d)", i, i, 10+i))
+		}
+		_, err := c.DB.ExecContext(ctx, "INSERT INTO coalesce_changes (change_key, event_id, payload, accepted_at) VALUES "+strings.Join(vals, ", "))
+		require.NoError(t, err)
+		var marked []int
+		for range 3 {
+			n, err := f.Unstrand(ctx)
+			require.NoError(t, err)
+			marked = append(marked, n)
+		}
+		// 1000 changes a call: "dup"'s three and 997 others, then the 8
+		// left (the marked keys are pending: no longer stranded).
+		require.Equal(t, []int{998, 8, 0}, marked)
+		drain(t, ctx, c, f)
+		total, _, changes := stateOf(t, c, "dup")
+		require.Equal(t, [2]int64{3, 3}, [2]int64{total, changes})
+		require.Equal(t, int64(1005), count(t, c, "SELECT COUNT(*) FROM state WHERE k LIKE 'u-%' AND total = 1 AND changes = 1"))
 	})
 }
 

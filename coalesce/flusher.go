@@ -359,25 +359,31 @@ func (f *Flusher) readChanges(ctx context.Context, tx *sql.Tx, key string) ([]Re
 }
 
 // Unstrand marks dirty the keys of changes older than StrandAfter that are
-// unfolded while their key is neither pending nor being flushed (the
-// process that accepted them died between recording them and marking
-// their key), at most 1000 keys a call, and returns how many keys it
-// marked. Run calls it every StrandAfter. It reads the unfolded changes
-// older than StrandAfter through an index, but all of them: with a backlog
-// of many old changes whose keys are dirty anyway, raise StrandAfter.
+// unfolded while their key is neither pending, being flushed nor parked
+// (the process that accepted them died between recording them and marking
+// their key), and returns how many keys it marked. One call marks at most
+// 1000 keys, those of the oldest such changes (it reads at most 1000 of
+// them): Run calls it every StrandAfter, and a larger number waits for
+// the next calls. To find them it reads every unfolded change older than
+// StrandAfter (through an index, with its key): with a backlog of many
+// old changes whose keys are dirty anyway, raise StrandAfter.
 func (f *Flusher) Unstrand(ctx context.Context) (int, error) {
-	rows, err := f.c.db.QueryContext(ctx, f.c.sq.stranded, f.cfg.StrandAfter.Milliseconds())
+	rows, err := f.c.db.QueryContext(ctx, f.c.sq.stranded, f.cfg.StrandAfter.Milliseconds(), unstrandKeys)
 	if err != nil {
 		return 0, fmt.Errorf("coalesce: unstrand: %w", err)
 	}
 	var keys []string
-	for rows.Next() {
+	seen := map[string]bool{}
+	for len(keys) < unstrandKeys && rows.Next() {
 		var k string
 		if err := rows.Scan(&k); err != nil {
 			rows.Close()
 			return 0, fmt.Errorf("coalesce: unstrand: %w", err)
 		}
-		keys = append(keys, k)
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -391,8 +397,8 @@ func (f *Flusher) Unstrand(ctx context.Context) (int, error) {
 	return len(keys), nil
 }
 
-// Prune deletes the changes folded more than Retain ago, in statements of
-// at most 1000 rows, and returns how many it deleted. Without a Retain it
+// Prune deletes the changes folded more than Retain ago, oldest first, in
+// statements of at most 1000 rows, and returns how many it deleted. Without a Retain it
 // deletes nothing. Run calls it every StrandAfter.
 func (f *Flusher) Prune(ctx context.Context) (int64, error) {
 	if f.cfg.Retain <= 0 {
@@ -410,7 +416,7 @@ func (f *Flusher) Prune(ctx context.Context) (int64, error) {
 		if err != nil {
 			return total, fmt.Errorf("coalesce: prune: %w", err)
 		}
-		if n < 1000 {
+		if n < pruneBatch {
 			return total, nil
 		}
 	}

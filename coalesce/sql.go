@@ -79,6 +79,23 @@ func (e engine) nowMillis() string {
 	}
 }
 
+// nowOnce is nowMillis as a scalar subquery, which the engine evaluates
+// once per statement, so that a comparison with it can be an index
+// condition.
+func (e engine) nowOnce() string { return "(SELECT " + e.nowMillis() + ")" }
+
+// nullFirst returns "col, " on PostgreSQL and "" elsewhere: the leading
+// ORDER BY term of a statement that reads rows where col IS NULL through
+// an index that holds col before the order's columns. PostgreSQL does not
+// take IS NULL for an equality, so it follows the index's order only when
+// the ORDER BY names col too; MariaDB does, and sorts when it is named.
+func (e engine) nullFirst(col string) string {
+	if e == engPostgres {
+		return col + ", "
+	}
+	return ""
+}
+
 // insertIgnore is an INSERT that skips a row whose unique key exists,
 // affecting no row then.
 func (e engine) insertIgnore(rest string) string {
@@ -132,12 +149,20 @@ func newStatements(e engine, cfg Config) statements {
 
 	s.readKey = b("SELECT status, version, flush_version FROM " + keys + " WHERE change_key = ?")
 	s.insertKey = b(e.insertIgnore(keys + " (change_key, status, version) VALUES (?, '" + statusPending + "', 1)"))
-	s.bumpDone = b("UPDATE " + keys + " SET status = '" + statusPending + "', version = version + 1 WHERE change_key = ? AND status = '" + statusDone + "' AND version = ?")
-	s.bumpProcessing = b("UPDATE " + keys + " SET version = version + 1 WHERE change_key = ? AND status = '" + statusProcessing + "' AND version = ?")
+	// The compare-and-set compares the status and the version as one
+	// value (the version of a row in that status), so that no plan finds
+	// the row by its status: with statistics taken when no key was done,
+	// PostgreSQL looked the key up through the reaper's status index and
+	// read every done key.
+	s.bumpDone = b("UPDATE " + keys + " SET status = '" + statusPending + "', version = version + 1 WHERE change_key = ? AND CASE WHEN status = '" + statusDone + "' THEN version END = ?")
+	s.bumpProcessing = b("UPDATE " + keys + " SET version = version + 1 WHERE change_key = ? AND CASE WHEN status = '" + statusProcessing + "' THEN version END = ?")
 	s.bumpInTx = b("UPDATE " + keys + " SET version = version + 1, status = CASE WHEN status = '" + statusDone + "' THEN '" + statusPending + "' ELSE status END WHERE change_key = ?")
 
 	s.startFlush = b("UPDATE " + keys + " SET flush_version = version WHERE token = ?")
-	s.readChanges = b("SELECT id, event_id, source, seq, payload FROM " + ch + " WHERE change_key = ? AND folded_at IS NULL ORDER BY id LIMIT ?")
+	// Ordered as the key index is (see nullFirst): by id alone,
+	// PostgreSQL sorts all of a key's unfolded changes or, for a hot key,
+	// walks the primary key past its folded ones.
+	s.readChanges = b("SELECT id, event_id, source, seq, payload FROM " + ch + " WHERE change_key = ? AND folded_at IS NULL ORDER BY " + e.nullFirst("folded_at") + "id LIMIT ?")
 	s.bumpHeld = b("UPDATE " + keys + " SET version = version + 1 WHERE change_key = ?")
 	s.markFolded = "UPDATE " + ch + " SET folded_at = " + now + " WHERE folded_at IS NULL AND id IN "
 	s.persist = b("UPDATE " + keys + " SET persisted = " + e.greatest() + "(persisted, ?), folded = folded + ? WHERE change_key = ?")
@@ -145,17 +170,35 @@ func newStatements(e engine, cfg Config) statements {
 	s.versions = b("SELECT COALESCE((SELECT MAX(last_seq) FROM " + src + " WHERE change_key = ?), 0), COALESCE((SELECT persisted FROM " + keys + " WHERE change_key = ?), 0)")
 	s.backlog = "SELECT COUNT(*) FROM " + keys + " WHERE status IN ('" + statusPending + "', '" + statusProcessing + "')"
 	// Changes of parked keys wait for an operator, not for the flushers:
-	// they do not count, or one poison key would refuse every change.
-	s.oldest = "SELECT COALESCE(" + now + " - MIN(c.accepted_at), 0) FROM " + ch + " c WHERE c.folded_at IS NULL" +
-		" AND NOT EXISTS (SELECT 1 FROM " + keys + " k WHERE k.change_key = c.change_key AND k.status = '" + statusFailed + "')"
-	s.stranded = b("SELECT DISTINCT c.change_key FROM " + ch + " c LEFT JOIN " + keys + " k ON k.change_key = c.change_key" +
-		" WHERE c.folded_at IS NULL AND c.accepted_at < " + now + " - ? AND (k.change_key IS NULL OR k.status = '" + statusDone + "')")
-	// At most 1000 rows a statement, so that a prune never holds many
-	// locks; MySQL has DELETE ... LIMIT, the others take the ids first.
+	// they do not count, or one poison key would refuse every change. The
+	// first unfolded change in the unfolded index's order whose key is not
+	// parked: it reads past the parked keys' changes only, where MIN()
+	// beside the NOT EXISTS read every unfolded change.
+	s.oldest = "SELECT COALESCE((SELECT " + now + " - c.accepted_at FROM " + ch + " c WHERE c.folded_at IS NULL" +
+		" AND NOT EXISTS (SELECT 1 FROM " + keys + " k WHERE k.change_key = c.change_key AND k.status = '" + statusFailed + "')" +
+		" ORDER BY " + e.nullFirst("c.folded_at") + "c.accepted_at LIMIT 1), 0)"
+	// The keys of unfolded changes older than the first argument whose
+	// key is done or missing, a row per change, oldest first, at most the
+	// second argument (Unstrand counts the keys). The clock is read once
+	// (nowOnce): PostgreSQL's clock_timestamp() is volatile, evaluated per
+	// row and no index condition. Each change's key is looked up by its
+	// primary key (a correlated subquery): joined, PostgreSQL hashed or
+	// walked the whole keys table to meet a backlog of changes. Ordered as
+	// the unfolded index is, or a generic plan may walk the whole key
+	// index to find the unfolded changes.
+	s.stranded = b("SELECT c.change_key FROM " + ch + " c WHERE c.folded_at IS NULL AND c.accepted_at < " + e.nowOnce() + " - ?" +
+		" AND COALESCE((SELECT k.status FROM " + keys + " k WHERE k.change_key = c.change_key), '" + statusDone + "') = '" + statusDone + "'" +
+		" ORDER BY " + e.nullFirst("c.folded_at") + "c.accepted_at LIMIT ?")
+	// At most pruneBatch rows a statement, so that a prune never holds
+	// many locks, the oldest first through the unfolded index (whose
+	// order, with the primary key InnoDB and SQLite append to it, is
+	// total: concurrent prunes lock in one order). MySQL has DELETE ...
+	// ORDER BY ... LIMIT, the others take the ids first.
+	order := " ORDER BY folded_at, accepted_at, id LIMIT " + fmt.Sprint(pruneBatch)
 	if e == engMySQL {
-		s.prune = "DELETE FROM " + ch + " WHERE folded_at < " + now + " - ? LIMIT 1000"
+		s.prune = "DELETE FROM " + ch + " WHERE folded_at < " + e.nowOnce() + " - ?" + order
 	} else {
-		s.prune = b("DELETE FROM " + ch + " WHERE id IN (SELECT id FROM " + ch + " WHERE folded_at < " + now + " - ? LIMIT 1000)")
+		s.prune = b("DELETE FROM " + ch + " WHERE id IN (SELECT id FROM " + ch + " WHERE folded_at < " + e.nowOnce() + " - ?" + order + ")")
 	}
 	return s
 }
@@ -178,3 +221,10 @@ func (e engine) in(n, first int) string {
 	b.WriteByte(')')
 	return b.String()
 }
+
+// pruneBatch is the most changes one prune statement deletes, so that a
+// prune never holds many locks.
+const pruneBatch = 1000
+
+// unstrandKeys is the most keys one Unstrand call marks dirty.
+const unstrandKeys = 1000

@@ -162,7 +162,7 @@ inline markDirty() {
 	:: found && s == PENDING -> break
 	:: found && s == DONE ->
 		/* bumpDone: UPDATE keys SET status = 'PENDING', version = version + 1
-		   WHERE change_key = $1 AND status = 'DONE' AND version = $2 */
+		   WHERE change_key = $1 AND CASE WHEN status = 'DONE' THEN version END = $2 */
 		d_step { if :: st == DONE && ver == v -> st = PENDING; ver++; n = 1 :: else -> n = 0 fi };
 		if :: n == 1 -> break :: else fi;
 		REREAD
@@ -172,7 +172,7 @@ inline markDirty() {
 	:: found && s == PROCESSING && v > fv -> break
 	:: found && s == PROCESSING && v <= fv ->
 		/* bumpProcessing: UPDATE keys SET version = version + 1
-		   WHERE change_key = $1 AND status = 'PROCESSING' AND version = $2 */
+		   WHERE change_key = $1 AND CASE WHEN status = 'PROCESSING' THEN version END = $2 */
 		d_step { if :: st == PROCESSING && ver == v -> ver++; n = 1 :: else -> n = 0 fi };
 		if :: n == 1 -> break :: else fi;
 		REREAD

@@ -3,7 +3,6 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/claimlock/claimlock/internal/store/render"
 	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 	"github.com/claimlock/claimlock/internal/testkit/plantest"
+	"github.com/claimlock/claimlock/internal/testkit/plantest/myplan"
 )
 
 // TestEveryPlanReadsOnlyWhatItNeeds runs every statement of a claim store
@@ -95,30 +95,29 @@ func TestEveryPlanReadsOnlyWhatItNeeds(t *testing.T) {
 	}
 
 	explained := map[string]bool{}
-	worst := map[string]*planWorst{}
+	worst := map[string]*plantest.Worst{}
 	caught := map[string][]string{}
 	runs := 0                         // phases explained, over statistics and plan modes
 	uncaught := map[string][]string{} // controls by construction that passed the checks
-	run := func(pool *sql.DB, q string, args []any) analyzedPlan {
+	run := func(pool *sql.DB, q string, args []any) myplan.Plan {
 		if mariadb {
-			return analyze(ctx, t, pool, q, args)
+			return myplan.Analyze(ctx, t, pool, q, args)
 		}
-		p := explain(ctx, t, pool, q, args...)
-		return analyzedPlan{accesses: []tableAccess{{AccessType: p.typ, Key: p.key}}, filesort: strings.Contains(p.extra, "filesort")}
+		return myplan.Explain(ctx, t, pool, q, args...).Plan()
 	}
 	check := func(label, key string, pool *sql.DB, q string, args []any, budget int64, fullScan, sortOK bool, why string) {
 		pl := run(pool, q, args)
 		w := worst[key]
 		if w == nil {
-			w = &planWorst{}
+			w = &plantest.Worst{}
 			worst[key] = w
 		}
-		w.add(label, pl)
+		w.Add(label, pl.Read, pl.Ms)
 		if sortOK {
-			pl.filesort = false
+			pl.Filesort = false
 		}
-		if p := pl.problems(budget, fullScan); p != "" {
-			t.Errorf("%s: %s (budget %d rows: %s)\n%s", label, p, budget, why, pl.summary())
+		if p := pl.Problems(budget, fullScan); p != "" {
+			t.Errorf("%s: %s (budget %d rows: %s)\n%s", label, p, budget, why, pl.Summary())
 		}
 	}
 	for _, stats := range []string{"stale statistics", "fresh statistics"} {
@@ -169,16 +168,16 @@ func TestEveryPlanReadsOnlyWhatItNeeds(t *testing.T) {
 				}
 				for _, ctl := range controlsBefore20(ph) {
 					pl := run(pool, ctl.query, ctl.args)
-					if pl.problems(plantest.Small, false) != "" {
+					if pl.Problems(plantest.Small, false) != "" {
 						caught[ctl.name] = append(caught[ctl.name], fmt.Sprintf("%s, %s, %s: read %.0f rows in %.1f ms%s",
-							stats, ph.Name, mode, pl.read, pl.ms, map[bool]string{true: ", filesort"}[pl.filesort]))
+							stats, ph.Name, mode, pl.Read, pl.Ms, map[bool]string{true: ", filesort"}[pl.Filesort]))
 					}
 				}
 				runs++
 				for _, ctl := range controlsByConstruction() {
 					pl := run(pool, ctl.query, ctl.args)
-					if pl.problems(plantest.Small, false) == "" {
-						uncaught[ctl.name] = append(uncaught[ctl.name], fmt.Sprintf("%s, %s, %s:\n%s", stats, ph.Name, mode, pl.summary()))
+					if pl.Problems(plantest.Small, false) == "" {
+						uncaught[ctl.name] = append(uncaught[ctl.name], fmt.Sprintf("%s, %s, %s:\n%s", stats, ph.Name, mode, pl.Summary()))
 					}
 				}
 			}
@@ -257,19 +256,6 @@ func preparedPool(t *testing.T, dsn string, v Version) *sql.DB {
 	return db
 }
 
-// seq renders a derived table of the integers 1..n as column g (digits
-// crossed: portable to MySQL 8 and MariaDB, no sequence engine needed).
-func seq(n int) string {
-	digits := "(SELECT 0 AS n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 " +
-		"UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
-	var from, expr []string
-	for i, mul := 0, 1; mul < n; i, mul = i+1, mul*10 {
-		from = append(from, fmt.Sprintf("%s AS d%d", digits, i))
-		expr = append(expr, fmt.Sprintf("%d * d%d.n", mul, i))
-	}
-	return fmt.Sprintf("(SELECT g FROM (SELECT 1 + %s AS g FROM %s) AS s WHERE g <= %d) AS seq", strings.Join(expr, " + "), strings.Join(from, ", "), n)
-}
-
 // loadLargeLayout creates plantest's claim and lease tables with their
 // recommended indexes and persistent statistics that are not recalculated
 // automatically, takes statistics of the "then" rows, deletes them and
@@ -294,10 +280,10 @@ func loadLargeLayout(ctx context.Context, t *testing.T, db *sql.DB, d *Dialect) 
 		fmt.Sprintf("INSERT INTO `jobs` (`id`, `task_id`, `status`, `token`, `claimed_at`, `attempts`, `created_at`, `payload`) "+
 			"SELECT g, 1 + (g - 1) DIV %d, IF(g <= %[2]d, 'PENDING', 'PROCESSING'), IF(g > %[2]d, CONCAT('old-', (g - 1) DIV 100), NULL), "+
 			"IF(g > %[2]d, UTC_TIMESTAMP(6) - INTERVAL 1 DAY, NULL), IF(g > %[2]d, 1, 0), UTC_TIMESTAMP(6) - INTERVAL 1 DAY, 'p' FROM %s",
-			plantest.ThenTaskRows, plantest.ThenPending, seq(plantest.ThenRows)),
+			plantest.ThenTaskRows, plantest.ThenPending, myplan.Seq(plantest.ThenRows)),
 		fmt.Sprintf("INSERT INTO `leases` (`lease_key`, `owner`, `lock_at`, `expires_at`, `fence`) "+
 			"SELECT CONCAT('k-', g), IF(g > %[1]d, CONCAT('old-', g), NULL), UTC_TIMESTAMP(6) - INTERVAL 2 DAY, "+
-			"IF(g > %[1]d, UTC_TIMESTAMP(6) - INTERVAL 1 DAY, NULL), 1 FROM %s", plantest.ThenLeasesFree, seq(plantest.ThenRows)),
+			"IF(g > %[1]d, UTC_TIMESTAMP(6) - INTERVAL 1 DAY, NULL), 1 FROM %s", plantest.ThenLeasesFree, myplan.Seq(plantest.ThenRows)),
 		"ANALYZE TABLE `jobs`, `leases`",
 		"DELETE FROM `jobs`",
 		"DELETE FROM `leases`",
@@ -306,10 +292,10 @@ func loadLargeLayout(ctx context.Context, t *testing.T, db *sql.DB, d *Dialect) 
 			"IF(g > %[2]d AND g <= %[3]d, CONCAT('tok-', (g - 1) DIV 100), NULL), "+
 			"CASE WHEN g <= %[2]d THEN UTC_TIMESTAMP(6) - INTERVAL 1 DAY WHEN g <= %[3]d THEN UTC_TIMESTAMP(6) END, "+
 			"IF(g <= %[3]d, 1, 0), UTC_TIMESTAMP(6), 'p' FROM %s",
-			plantest.TaskRows, plantest.DoneTo, plantest.ProcessingTo, seq(plantest.Rows)),
+			plantest.TaskRows, plantest.DoneTo, plantest.ProcessingTo, myplan.Seq(plantest.Rows)),
 		fmt.Sprintf("INSERT INTO `leases` (`lease_key`, `owner`, `lock_at`, `expires_at`, `fence`) "+
 			"SELECT CONCAT('k-', g), IF(g > %[1]d, CONCAT('own-', g), NULL), IF(g > %[1]d, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) - INTERVAL 1 DAY), "+
-			"IF(g > %[1]d, UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, NULL), 1 FROM %s ORDER BY 1", plantest.LeasesFreeTo, seq(plantest.Rows)),
+			"IF(g > %[1]d, UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, NULL), 1 FROM %s ORDER BY 1", plantest.LeasesFreeTo, myplan.Seq(plantest.Rows)),
 	} {
 		_, err := db.ExecContext(ctx, q)
 		require.NoError(t, err, q)
@@ -357,125 +343,4 @@ func controlsBefore20(ph plantest.Phase) []control {
 		{"lease reap", "UPDATE `leases` SET `owner` = NULL, `expires_at` = NULL WHERE `owner` IS NOT NULL AND `expires_at` < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND ORDER BY `lease_key` LIMIT ?",
 			[]any{int64(0), int64(plantest.Limit)}},
 	}
-}
-
-// analyzedPlan is what MariaDB's ANALYZE FORMAT=JSON says one execution
-// did: each access to a table, whether it sorted, and how many rows it read.
-type analyzedPlan struct {
-	accesses []tableAccess
-	filesort bool
-	read     float64
-	ms       float64
-}
-
-type tableAccess struct {
-	Table      string   `json:"table_name"`
-	AccessType string   `json:"access_type"`
-	Key        string   `json:"key"`
-	KeyParts   []string `json:"used_key_parts"`
-	Loops      *float64 `json:"r_loops"`
-	Rows       float64  `json:"r_rows"`
-}
-
-// walk collects the table accesses and filesorts of a decoded plan.
-func (p *analyzedPlan) walk(v any) {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, c := range v {
-			switch k {
-			case "filesort":
-				p.filesort = true
-			case "table":
-				raw, _ := json.Marshal(c)
-				var a tableAccess
-				if json.Unmarshal(raw, &a) == nil {
-					loops := 1.0
-					if a.Loops != nil {
-						loops = *a.Loops
-					}
-					p.accesses = append(p.accesses, a)
-					p.read += a.Rows * loops
-				}
-			}
-			p.walk(c)
-		}
-	case []any:
-		for _, c := range v {
-			p.walk(c)
-		}
-	}
-}
-
-// problems says why the plan is bad ("" when it is not): a sort, a table
-// scan (unless fullScan), a walk of a whole index, or more rows read than
-// budget.
-func (p *analyzedPlan) problems(budget int64, fullScan bool) string {
-	var out []string
-	if p.filesort {
-		out = append(out, "sorts")
-	}
-	for _, a := range p.accesses {
-		switch {
-		case a.AccessType == "ALL" && !fullScan:
-			out = append(out, "scans "+a.Table)
-		case a.AccessType == "index" && !fullScan:
-			out = append(out, "walks the whole index "+a.Key+" of "+a.Table)
-		}
-	}
-	if p.read > float64(budget) {
-		out = append(out, fmt.Sprintf("read %.0f rows", p.read))
-	}
-	return strings.Join(out, "; ")
-}
-
-func (p *analyzedPlan) summary() string {
-	var b strings.Builder
-	for _, a := range p.accesses {
-		fmt.Fprintf(&b, "  %s: %s on %s (%s): %.0f rows\n", a.Table, a.AccessType, a.Key, strings.Join(a.KeyParts, ", "), a.Rows)
-	}
-	if p.filesort {
-		b.WriteString("  filesort\n")
-	}
-	fmt.Fprintf(&b, "  %.2f ms", p.ms)
-	return b.String()
-}
-
-type planWorst struct {
-	read, ms          float64
-	readWhere, msWhen string
-}
-
-func (w *planWorst) add(label string, p analyzedPlan) {
-	if p.read >= w.read {
-		w.read, w.readWhere = p.read, label
-	}
-	if p.ms >= w.ms {
-		w.ms, w.msWhen = p.ms, label
-	}
-}
-
-func (w *planWorst) String() string {
-	return fmt.Sprintf("at most %7.0f rows (%s), %7.2f ms (%s)", w.read, w.readWhere, w.ms, w.msWhen)
-}
-
-// analyze runs q under ANALYZE FORMAT=JSON in a transaction it rolls back.
-func analyze(ctx context.Context, t *testing.T, db *sql.DB, q string, args []any) analyzedPlan {
-	t.Helper()
-	tx, err := db.BeginTx(ctx, nil)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback() }()
-	var out string
-	require.NoError(t, tx.QueryRowContext(ctx, "ANALYZE FORMAT=JSON "+q, args...).Scan(&out), q)
-	var v struct {
-		Block struct {
-			Ms float64 `json:"r_total_time_ms"`
-		} `json:"query_block"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &v), out)
-	var tree any
-	require.NoError(t, json.Unmarshal([]byte(out), &tree))
-	p := analyzedPlan{ms: v.Block.Ms}
-	p.walk(tree)
-	require.NotEmpty(t, p.accesses, "no table access in %s", out)
-	return p
 }

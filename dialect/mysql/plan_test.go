@@ -2,7 +2,6 @@ package mysql
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 	"github.com/claimlock/claimlock/internal/testkit/dialecttest"
+	"github.com/claimlock/claimlock/internal/testkit/plantest/myplan"
 )
 
 // TestClaimPlansReadTheIndexInOrder guards the plans of the claim
@@ -67,46 +67,8 @@ func TestClaimPlansReadTheIndexInOrder(t *testing.T) {
 		{"skip locked", c.SkipLockedPick(true, false).SQL, []any{1, 100}},
 		{"skip locked above the cursor", c.SkipLockedPick(true, true).SQL, []any{1, 7000, 100}},
 	} {
-		plan := explain(ctx, t, db, tc.query, tc.args...)
-		require.Equal(t, claimIdx, plan.key, "%s: %s", tc.name, plan)
-		require.NotContains(t, plan.extra, "filesort", "%s: %s", tc.name, plan)
+		plan := myplan.Explain(ctx, t, db, tc.query, tc.args...)
+		require.Equal(t, claimIdx, plan.Key, "%s: %s", tc.name, plan)
+		require.NotContains(t, plan.Extra, "filesort", "%s: %s", tc.name, plan)
 	}
-}
-
-type plan struct{ typ, key, rows, extra string }
-
-func (p plan) String() string {
-	return fmt.Sprintf("type=%s key=%s rows=%s extra=%q", p.typ, p.key, p.rows, p.extra)
-}
-
-// explain returns the plan of the single-table statement q.
-func explain(ctx context.Context, t *testing.T, db *sql.DB, q string, args ...any) plan {
-	t.Helper()
-	rows, err := db.QueryContext(ctx, "EXPLAIN "+q, args...)
-	require.NoError(t, err)
-	defer rows.Close()
-	cols, err := rows.Columns()
-	require.NoError(t, err)
-	require.True(t, rows.Next(), "EXPLAIN returned no row")
-	vals := make([]sql.NullString, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	require.NoError(t, rows.Scan(ptrs...))
-	var p plan
-	for i, c := range cols {
-		switch strings.ToLower(c) {
-		case "type":
-			p.typ = vals[i].String
-		case "key":
-			p.key = vals[i].String
-		case "rows":
-			p.rows = vals[i].String
-		case "extra":
-			p.extra = vals[i].String
-		}
-	}
-	require.False(t, rows.Next(), "EXPLAIN of one table returned more than one row")
-	return p
 }

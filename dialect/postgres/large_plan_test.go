@@ -2,21 +2,21 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 	"github.com/claimlock/claimlock/internal/testkit/plantest"
+	"github.com/claimlock/claimlock/internal/testkit/plantest/pgplan"
 )
 
 // TestEveryPlanReadsOnlyWhatItNeeds explains (with ANALYZE, in a
@@ -45,17 +45,19 @@ func TestEveryPlanReadsOnlyWhatItNeeds(t *testing.T) {
 	cs, ls := loadLargeLayout(ctx, t, pool, d)
 	claims, leases := cs.(*store.Claims), ls.(*store.Leases)
 
-	conn, err := pool.Acquire(ctx)
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	conn, err := db.Conn(ctx)
 	require.NoError(t, err)
-	defer conn.Release()
+	defer conn.Close()
 	exec := func(q string) {
 		t.Helper()
-		_, err := conn.Exec(ctx, q)
+		_, err := conn.ExecContext(ctx, q)
 		require.NoError(t, err, q)
 	}
 
 	explained := map[string]bool{}
-	worst := map[string]*planWorst{}
+	worst := map[string]*plantest.Worst{}
 	caught := map[string][]string{}
 	runs := 0                         // phases explained, over statistics and plan modes
 	uncaught := map[string][]string{} // controls by construction that passed the checks
@@ -71,7 +73,7 @@ func TestEveryPlanReadsOnlyWhatItNeeds(t *testing.T) {
 				exec(fmt.Sprintf(`UPDATE leases SET expires_at = now() - interval '1 hour' WHERE lease_key IN (SELECT 'k-' || g FROM generate_series(%d, %d) g)`,
 					plantest.StaleLeaseFrom, plantest.StaleLeaseFrom+plantest.StaleRows-1))
 			}
-			for _, mode := range []string{"custom plan", "generic plan"} {
+			for _, mode := range pgplan.Modes {
 				for _, c := range plantest.Cases() {
 					if c.Skip(ph) {
 						continue
@@ -89,28 +91,28 @@ func TestEveryPlanReadsOnlyWhatItNeeds(t *testing.T) {
 					}
 					explained[string(c.Store)+" "+c.Name] = true
 					label := plantest.Name(stats, ph, mode, c)
-					pl := explainAnalyze(ctx, t, conn, mode, q, args)
+					pl := pgplan.Analyze(ctx, t, conn, mode, q, args)
 					w := worst[string(c.Store)+" "+c.Name]
 					if w == nil {
-						w = &planWorst{}
+						w = &plantest.Worst{}
 						worst[string(c.Store)+" "+c.Name] = w
 					}
-					w.add(label, pl)
-					if p := pl.problems(c.Budget(ph), c.FullScan); p != "" {
-						t.Errorf("%s: %s (budget %d rows: %s)\n%s", label, p, c.Budget(ph), c.Why, pl.summary())
+					w.Add(label, pl.Read, pl.Ms)
+					if p := pl.Problems(c.Budget(ph), c.FullScan); p != "" {
+						t.Errorf("%s: %s (budget %d rows: %s)\n%s", label, p, c.Budget(ph), c.Why, pl.Summary())
 					}
 				}
 				for _, ctl := range controlsBefore20(ph) {
-					pl := explainAnalyze(ctx, t, conn, mode, ctl.query, ctl.args)
-					if pl.problems(ctl.budget, false) != "" {
-						caught[ctl.name] = append(caught[ctl.name], fmt.Sprintf("%s, %s, %s: read %.0f rows in %.1f ms", stats, ph.Name, mode, pl.read, pl.ms))
+					pl := pgplan.Analyze(ctx, t, conn, mode, ctl.query, ctl.args)
+					if pl.Problems(ctl.budget, false) != "" {
+						caught[ctl.name] = append(caught[ctl.name], fmt.Sprintf("%s, %s, %s: read %.0f rows in %.1f ms", stats, ph.Name, mode, pl.Read, pl.Ms))
 					}
 				}
 				runs++
 				for _, ctl := range controlsByConstruction() {
-					pl := explainAnalyze(ctx, t, conn, mode, ctl.query, ctl.args)
-					if pl.problems(ctl.budget, false) == "" {
-						uncaught[ctl.name] = append(uncaught[ctl.name], fmt.Sprintf("%s, %s, %s:\n%s", stats, ph.Name, mode, pl.summary()))
+					pl := pgplan.Analyze(ctx, t, conn, mode, ctl.query, ctl.args)
+					if pl.Problems(ctl.budget, false) == "" {
+						uncaught[ctl.name] = append(uncaught[ctl.name], fmt.Sprintf("%s, %s, %s:\n%s", stats, ph.Name, mode, pl.Summary()))
 					}
 				}
 			}
@@ -268,163 +270,4 @@ func controlsBefore20(ph plantest.Phase) []control {
 			`WHERE cl_t."lease_key" = cl_c."lease_key" AND cl_t."owner" IS NOT NULL AND cl_t."expires_at" < now() - ($3::bigint * interval '1 microsecond')`,
 			[]any{int64(0), int64(plantest.Limit), int64(0)}, plantest.Small},
 	}
-}
-
-// analyzedNode is the part of EXPLAIN (ANALYZE, FORMAT JSON) output the
-// large plan test reads.
-type analyzedNode struct {
-	NodeType         string         `json:"Node Type"`
-	Relation         string         `json:"Relation Name"`
-	IndexName        string         `json:"Index Name"`
-	IndexCond        string         `json:"Index Cond"`
-	ActualRows       float64        `json:"Actual Rows"`
-	ActualLoops      float64        `json:"Actual Loops"`
-	RemovedByFilter  float64        `json:"Rows Removed by Filter"`
-	RemovedByRecheck float64        `json:"Rows Removed by Index Recheck"`
-	Plans            []analyzedNode `json:"Plans"`
-}
-
-// analyzedPlan is one explained execution: what each access to a table
-// read, in plan order.
-type analyzedPlan struct {
-	accesses []analyzedNode
-	read     float64 // rows read from the tables, over every access
-	ms       float64 // execution time
-}
-
-func (p *analyzedPlan) collect(n analyzedNode) {
-	switch n.NodeType {
-	case "Seq Scan", "Index Scan", "Index Only Scan", "Bitmap Heap Scan":
-		p.accesses = append(p.accesses, n)
-		p.read += (n.ActualRows + n.RemovedByFilter + n.RemovedByRecheck) * max(n.ActualLoops, 1)
-	}
-	for _, c := range n.Plans {
-		p.collect(c)
-	}
-}
-
-// problems says why the plan is bad ("" when it is not): a sequential scan
-// (unless fullScan), an index scan of the primary key without a condition
-// (a walk of the key), or more rows read than budget.
-func (p *analyzedPlan) problems(budget int64, fullScan bool) string {
-	var out []string
-	for _, a := range p.accesses {
-		switch {
-		case a.NodeType == "Seq Scan" && !fullScan:
-			out = append(out, "scans "+a.Relation)
-		case strings.HasSuffix(a.IndexName, "_pkey") && a.IndexCond == "":
-			out = append(out, "walks the primary key of "+a.Relation)
-		}
-	}
-	if p.read > float64(budget) {
-		out = append(out, fmt.Sprintf("read %.0f rows", p.read))
-	}
-	return strings.Join(out, "; ")
-}
-
-func (p *analyzedPlan) summary() string {
-	var b strings.Builder
-	for _, a := range p.accesses {
-		fmt.Fprintf(&b, "  %s on %s", a.NodeType, a.Relation)
-		if a.IndexName != "" {
-			fmt.Fprintf(&b, " using %s", a.IndexName)
-		}
-		if a.IndexCond != "" {
-			fmt.Fprintf(&b, " (%s)", a.IndexCond)
-		}
-		fmt.Fprintf(&b, ": %.0f rows x %.0f loops, %.0f removed by filter\n", a.ActualRows, a.ActualLoops, a.RemovedByFilter+a.RemovedByRecheck)
-	}
-	fmt.Fprintf(&b, "  %.2f ms", p.ms)
-	return b.String()
-}
-
-// planWorst keeps the most rows and the longest time a statement took over
-// the test's cases, for the log.
-type planWorst struct {
-	read, ms          float64
-	readWhere, msWhen string
-}
-
-func (w *planWorst) add(label string, p analyzedPlan) {
-	if p.read >= w.read {
-		w.read, w.readWhere = p.read, label
-	}
-	if p.ms >= w.ms {
-		w.ms, w.msWhen = p.ms, label
-	}
-}
-
-func (w *planWorst) String() string {
-	return fmt.Sprintf("at most %7.0f rows (%s), %7.2f ms (%s)", w.read, w.readWhere, w.ms, w.msWhen)
-}
-
-// explainAnalyze prepares q, executes it under EXPLAIN ANALYZE with mode's
-// plan_cache_mode in a transaction it rolls back, and checks that the
-// server really used a plan of that kind.
-func explainAnalyze(ctx context.Context, t *testing.T, conn *pgxpool.Conn, mode, q string, args []any) analyzedPlan {
-	t.Helper()
-	lits := make([]string, len(args))
-	for i, a := range args {
-		lits[i] = sqlLiteral(t, a)
-	}
-	_, err := conn.Exec(ctx, "PREPARE cl_plan AS "+q)
-	require.NoError(t, err, q)
-	defer func() { _, _ = conn.Exec(context.Background(), "DEALLOCATE cl_plan") }()
-	_, err = conn.Exec(ctx, "BEGIN")
-	require.NoError(t, err)
-	defer func() { _, _ = conn.Exec(context.Background(), "ROLLBACK") }()
-	cacheMode := map[string]string{"custom plan": "force_custom_plan", "generic plan": "force_generic_plan"}[mode]
-	_, err = conn.Exec(ctx, "SET LOCAL plan_cache_mode = "+cacheMode)
-	require.NoError(t, err)
-	execute := "EXECUTE cl_plan"
-	if len(lits) > 0 {
-		execute += "(" + strings.Join(lits, ", ") + ")"
-	}
-	var out string
-	require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+execute).Scan(&out), q)
-	var generic, custom int64
-	require.NoError(t, conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'cl_plan'`).Scan(&generic, &custom))
-	switch {
-	case len(args) == 0: // one plan, whatever the mode
-	case mode == "generic plan":
-		require.True(t, generic == 1 && custom == 0, "%s: generic %d, custom %d", q, generic, custom)
-	default:
-		require.True(t, generic == 0 && custom == 1, "%s: generic %d, custom %d", q, generic, custom)
-	}
-	var parsed []struct {
-		Plan          analyzedNode `json:"Plan"`
-		ExecutionTime float64      `json:"Execution Time"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &parsed))
-	require.Len(t, parsed, 1)
-	p := analyzedPlan{ms: parsed[0].ExecutionTime}
-	p.collect(parsed[0].Plan)
-	return p
-}
-
-// sqlLiteral renders a bound argument as an SQL literal for EXECUTE.
-func sqlLiteral(t *testing.T, v any) string {
-	quote := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-	switch v := v.(type) {
-	case nil:
-		return "NULL"
-	case string:
-		return quote(v)
-	case int64:
-		return strconv.FormatInt(v, 10)
-	case []int64:
-		s := make([]string, len(v))
-		for i, n := range v {
-			s[i] = strconv.FormatInt(n, 10)
-		}
-		return quote("{" + strings.Join(s, ",") + "}")
-	case []string:
-		s := make([]string, len(v))
-		for i, e := range v {
-			s[i] = `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(e) + `"`
-		}
-		return quote("{" + strings.Join(s, ",") + "}")
-	}
-	t.Fatalf("no literal for %T", v)
-	return ""
 }

@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/internal/testkit/dbtest"
 	"github.com/claimlock/claimlock/internal/testkit/plantest"
+	"github.com/claimlock/claimlock/internal/testkit/plantest/liteplan"
 )
 
 // sqliteScale shrinks plantest's layout for SQLite, whose plans this test
@@ -107,13 +107,13 @@ func TestEveryPlanUsesAnIndex(t *testing.T) {
 					continue
 				}
 				explained[string(c.Store)+" "+c.Name] = true
-				plan := queryPlan(ctx, t, db, q, args)
-				if p := planProblem(plan, c.FullScan); p != "" {
+				plan := liteplan.QueryPlan(ctx, t, db, q, args)
+				if p := liteplan.Problem(plan, c.FullScan); p != "" {
 					t.Errorf("%s: %s\n  %s", plantest.Name(stats, ph, "query plan", c), p, strings.Join(plan, "\n  "))
 				}
 			}
 			for name, ctl := range controlsBefore20(ph) {
-				if planProblem(queryPlan(ctx, t, db, ctl.q, ctl.args), false) != "" {
+				if liteplan.Problem(liteplan.QueryPlan(ctx, t, db, ctl.q, ctl.args), false) != "" {
 					caught[name]++
 				}
 			}
@@ -147,42 +147,4 @@ func controlsBefore20(ph plantest.Phase) map[string]sqliteControl {
 		"lease reap": {`UPDATE "leases" SET "owner" = NULL, "expires_at" = NULL WHERE "lease_key" IN (SELECT "lease_key" FROM "leases" WHERE ` + expired +
 			` ORDER BY "lease_key" LIMIT ?) AND ` + expired, []any{int64(0), int64(plantest.Limit), int64(0)}},
 	}
-}
-
-// queryPlan returns the detail lines of EXPLAIN QUERY PLAN (none for an
-// INSERT ... VALUES, which reads nothing).
-func queryPlan(ctx context.Context, t *testing.T, db *sql.DB, q string, args []any) []string {
-	t.Helper()
-	rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
-	require.NoError(t, err, q)
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		require.NoError(t, rows.Scan(&id, &parent, &unused, &detail))
-		out = append(out, detail)
-	}
-	require.NoError(t, rows.Err())
-	return out
-}
-
-// planProblem says why a plan is bad ("" when it is not): a scan of a
-// table (unless fullScan), a walk of a whole index, or a sort.
-func planProblem(plan []string, fullScan bool) string {
-	var out []string
-	for _, l := range plan {
-		switch {
-		case strings.HasPrefix(l, "SCAN ") && strings.Contains(l, " USING "):
-			out = append(out, "walks a whole index: "+l)
-		case strings.HasPrefix(l, "SCAN (subquery-"):
-			// the rows a subquery's co-routine yields (the claim's two
-			// parts), not a table
-		case strings.HasPrefix(l, "SCAN ") && !fullScan && !strings.HasPrefix(l, "SCAN CONSTANT ROW"):
-			out = append(out, "scans: "+l)
-		case strings.Contains(l, "TEMP B-TREE"):
-			out = append(out, "sorts: "+l)
-		}
-	}
-	return strings.Join(out, "; ")
 }

@@ -30,10 +30,10 @@ SELECT status, version, flush_version FROM "coalesce_keys" WHERE change_key = $1
 INSERT INTO "coalesce_keys" (change_key, status, version) VALUES ($1, 'PENDING', 1) ON CONFLICT DO NOTHING;
 
 -- bumpDone
-UPDATE "coalesce_keys" SET status = 'PENDING', version = version + 1 WHERE change_key = $1 AND status = 'DONE' AND version = $2;
+UPDATE "coalesce_keys" SET status = 'PENDING', version = version + 1 WHERE change_key = $1 AND CASE WHEN status = 'DONE' THEN version END = $2;
 
 -- bumpProcessing
-UPDATE "coalesce_keys" SET version = version + 1 WHERE change_key = $1 AND status = 'PROCESSING' AND version = $2;
+UPDATE "coalesce_keys" SET version = version + 1 WHERE change_key = $1 AND CASE WHEN status = 'PROCESSING' THEN version END = $2;
 
 -- bumpInTx
 UPDATE "coalesce_keys" SET version = version + 1, status = CASE WHEN status = 'DONE' THEN 'PENDING' ELSE status END WHERE change_key = $1;
@@ -42,7 +42,7 @@ UPDATE "coalesce_keys" SET version = version + 1, status = CASE WHEN status = 'D
 UPDATE "coalesce_keys" SET flush_version = version WHERE token = $1;
 
 -- readChanges
-SELECT id, event_id, source, seq, payload FROM "coalesce_changes" WHERE change_key = $1 AND folded_at IS NULL ORDER BY id LIMIT $2;
+SELECT id, event_id, source, seq, payload FROM "coalesce_changes" WHERE change_key = $1 AND folded_at IS NULL ORDER BY folded_at, id LIMIT $2;
 
 -- bumpHeld
 UPDATE "coalesce_keys" SET version = version + 1 WHERE change_key = $1;
@@ -61,10 +61,10 @@ SELECT COALESCE((SELECT MAX(last_seq) FROM "coalesce_sources" WHERE change_key =
 SELECT COUNT(*) FROM "coalesce_keys" WHERE status IN ('PENDING', 'PROCESSING');
 
 -- oldest
-SELECT COALESCE(CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT) - MIN(c.accepted_at), 0) FROM "coalesce_changes" c WHERE c.folded_at IS NULL AND NOT EXISTS (SELECT 1 FROM "coalesce_keys" k WHERE k.change_key = c.change_key AND k.status = 'FAILED');
+SELECT COALESCE((SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT) - c.accepted_at FROM "coalesce_changes" c WHERE c.folded_at IS NULL AND NOT EXISTS (SELECT 1 FROM "coalesce_keys" k WHERE k.change_key = c.change_key AND k.status = 'FAILED') ORDER BY c.folded_at, c.accepted_at LIMIT 1), 0);
 
 -- stranded
-SELECT DISTINCT c.change_key FROM "coalesce_changes" c LEFT JOIN "coalesce_keys" k ON k.change_key = c.change_key WHERE c.folded_at IS NULL AND c.accepted_at < CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT) - $1 AND (k.change_key IS NULL OR k.status = 'DONE');
+SELECT c.change_key FROM "coalesce_changes" c WHERE c.folded_at IS NULL AND c.accepted_at < (SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)) - $1 AND COALESCE((SELECT k.status FROM "coalesce_keys" k WHERE k.change_key = c.change_key), 'DONE') = 'DONE' ORDER BY c.folded_at, c.accepted_at LIMIT $2;
 
 -- prune
-DELETE FROM "coalesce_changes" WHERE id IN (SELECT id FROM "coalesce_changes" WHERE folded_at < CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT) - $1 LIMIT 1000);
+DELETE FROM "coalesce_changes" WHERE id IN (SELECT id FROM "coalesce_changes" WHERE folded_at < (SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)) - $1 ORDER BY folded_at, accepted_at, id LIMIT 1000);

@@ -30,10 +30,10 @@ SELECT status, version, flush_version FROM "coalesce_keys" WHERE change_key = ?;
 INSERT INTO "coalesce_keys" (change_key, status, version) VALUES (?, 'PENDING', 1) ON CONFLICT DO NOTHING;
 
 -- bumpDone
-UPDATE "coalesce_keys" SET status = 'PENDING', version = version + 1 WHERE change_key = ? AND status = 'DONE' AND version = ?;
+UPDATE "coalesce_keys" SET status = 'PENDING', version = version + 1 WHERE change_key = ? AND CASE WHEN status = 'DONE' THEN version END = ?;
 
 -- bumpProcessing
-UPDATE "coalesce_keys" SET version = version + 1 WHERE change_key = ? AND status = 'PROCESSING' AND version = ?;
+UPDATE "coalesce_keys" SET version = version + 1 WHERE change_key = ? AND CASE WHEN status = 'PROCESSING' THEN version END = ?;
 
 -- bumpInTx
 UPDATE "coalesce_keys" SET version = version + 1, status = CASE WHEN status = 'DONE' THEN 'PENDING' ELSE status END WHERE change_key = ?;
@@ -61,10 +61,10 @@ SELECT COALESCE((SELECT MAX(last_seq) FROM "coalesce_sources" WHERE change_key =
 SELECT COUNT(*) FROM "coalesce_keys" WHERE status IN ('PENDING', 'PROCESSING');
 
 -- oldest
-SELECT COALESCE(CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) - MIN(c.accepted_at), 0) FROM "coalesce_changes" c WHERE c.folded_at IS NULL AND NOT EXISTS (SELECT 1 FROM "coalesce_keys" k WHERE k.change_key = c.change_key AND k.status = 'FAILED');
+SELECT COALESCE((SELECT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) - c.accepted_at FROM "coalesce_changes" c WHERE c.folded_at IS NULL AND NOT EXISTS (SELECT 1 FROM "coalesce_keys" k WHERE k.change_key = c.change_key AND k.status = 'FAILED') ORDER BY c.accepted_at LIMIT 1), 0);
 
 -- stranded
-SELECT DISTINCT c.change_key FROM "coalesce_changes" c LEFT JOIN "coalesce_keys" k ON k.change_key = c.change_key WHERE c.folded_at IS NULL AND c.accepted_at < CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) - ? AND (k.change_key IS NULL OR k.status = 'DONE');
+SELECT c.change_key FROM "coalesce_changes" c WHERE c.folded_at IS NULL AND c.accepted_at < (SELECT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)) - ? AND COALESCE((SELECT k.status FROM "coalesce_keys" k WHERE k.change_key = c.change_key), 'DONE') = 'DONE' ORDER BY c.accepted_at LIMIT ?;
 
 -- prune
-DELETE FROM "coalesce_changes" WHERE id IN (SELECT id FROM "coalesce_changes" WHERE folded_at < CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) - ? LIMIT 1000);
+DELETE FROM "coalesce_changes" WHERE id IN (SELECT id FROM "coalesce_changes" WHERE folded_at < (SELECT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)) - ? ORDER BY folded_at, accepted_at, id LIMIT 1000);
