@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/claim"
@@ -21,16 +22,37 @@ func heldIDs(b *claim.Held[job]) []any {
 	return ids
 }
 
-// requireHeldOpen checks that the rows b counts open are want, and that
-// they are the rows its held claim holds open.
-func requireHeldOpen(t *testing.T, b *claim.Held[job], want []any, msg string) {
+// runHolder runs h.Run with handle on a goroutine and returns the function
+// that stops it and returns its error. A test that ends early stops it too,
+// so that no held batch keeps the table locked behind it.
+func runHolder(t *testing.T, h *claim.Holder[job], handle func(context.Context, *claim.Held[job]) error) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var err error
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		err = h.Run(ctx, handle)
+	}()
+	stop = func() error {
+		cancel()
+		<-finished
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// checkHeldOpen checks that the rows b counts open are want, and that
+// they are the rows its held claim holds open. It does not stop the test:
+// a handler of Holder.Run calls it on Run's goroutine.
+func checkHeldOpen(t *testing.T, b *claim.Held[job], want []any, msg string) {
 	t.Helper()
 	book, held := claim.HeldOpen(b)
 	if len(book) == 0 {
 		book = nil // as held and want say none
 	}
-	require.Equal(t, want, book, "the batch's open rows: %s", msg)
-	require.Equal(t, held, book, "the batch's open rows are those its held claim holds: %s", msg)
+	assert.Equal(t, want, book, "the batch's open rows: %s", msg)
+	assert.Equal(t, held, book, "the batch's open rows are those its held claim holds: %s", msg)
 }
 
 // TestHeldOpenRowsFollowTheStore: a held batch's open rows are those its
@@ -43,37 +65,34 @@ func TestHeldOpenRowsFollowTheStore(t *testing.T) {
 		c, cfg := jobSetup(t, e, dialect.StrategySkipLocked, 5, func(cfg *claim.Config) { cfg.BatchSize = 5 })
 		h, err := c.Holder(claim.HoldConfig{MaxInFlight: 1})
 		require.NoError(t, err)
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
 		var calls atomic.Int64
 		checked := make(chan struct{})
-		done := make(chan error, 1)
-		go func() {
-			done <- h.Run(ctx, func(ctx context.Context, b *claim.Held[job]) error {
-				if calls.Add(1) > 1 {
-					return nil // the rows failed below, held again: acked
-				}
-				defer close(checked)
-				ids := b.Rows()
-				require.Len(t, ids, 5)
-				id := func(i int) any { return ids[i].ID }
-				requireHeldOpen(t, b, []any{id(0), id(1), id(2), id(3), id(4)}, "held")
-				require.NoError(t, b.Ack(ctx, id(0)))
-				requireHeldOpen(t, b, []any{id(1), id(2), id(3), id(4)}, "after an ack")
-				require.NoError(t, b.Fail(ctx, id(1), errors.New("boom")))
-				requireHeldOpen(t, b, []any{id(2), id(3), id(4)}, "after a fail")
-				require.ErrorIs(t, b.Ack(ctx, id(0), id(2)), dialect.ErrClaimLost, "a row acked already")
-				requireHeldOpen(t, b, []any{id(3), id(4)}, "after an ack of one settled and one open row")
-				_, err := b.Exec(ctx, "UPDATE no_such_table SET x = 1")
-				require.Error(t, err)
-				requireHeldOpen(t, b, []any{id(0), id(1), id(2), id(3), id(4)}, "after the savepoint rollback")
-				return err
-			})
-		}()
+		stop := runHolder(t, h, func(ctx context.Context, b *claim.Held[job]) error {
+			if calls.Add(1) > 1 {
+				return nil // the rows failed below, held again: acked
+			}
+			defer close(checked)
+			ids := b.Rows()
+			if !assert.Len(t, ids, 5) {
+				return nil
+			}
+			id := func(i int) any { return ids[i].ID }
+			checkHeldOpen(t, b, []any{id(0), id(1), id(2), id(3), id(4)}, "held")
+			assert.NoError(t, b.Ack(ctx, id(0)))
+			checkHeldOpen(t, b, []any{id(1), id(2), id(3), id(4)}, "after an ack")
+			assert.NoError(t, b.Fail(ctx, id(1), errors.New("boom")))
+			checkHeldOpen(t, b, []any{id(2), id(3), id(4)}, "after a fail")
+			assert.ErrorIs(t, b.Ack(ctx, id(0), id(2)), dialect.ErrClaimLost, "a row acked already")
+			checkHeldOpen(t, b, []any{id(3), id(4)}, "after an ack of one settled and one open row")
+			_, err := b.Exec(ctx, "UPDATE no_such_table SET x = 1")
+			assert.Error(t, err)
+			checkHeldOpen(t, b, []any{id(0), id(1), id(2), id(3), id(4)}, "after the savepoint rollback")
+			return err
+		})
 		<-checked
+		require.False(t, t.Failed(), "the checks in the handler failed")
 		awaitStats(t, "the five rows to be done", c.Stats, func(st claim.Stats) bool { return st.Done == 5 }, nil)
-		cancel()
-		require.NoError(t, <-done)
+		require.NoError(t, stop())
 		require.EqualValues(t, 2, calls.Load())
 		var attempts int
 		require.NoError(t, e.raw.QueryRowContext(context.Background(), "SELECT SUM(attempts) FROM "+cfg.Table+" WHERE task_id = 42").Scan(&attempts))
@@ -85,17 +104,19 @@ func TestHeldOpenRowsFollowTheStore(t *testing.T) {
 		require.NoError(t, err)
 		b, err := h.Hold(context.Background())
 		require.NoError(t, err)
+		t.Cleanup(func() { _ = b.Rollback(context.Background()) }) // a test that stops early leaves no lock
 		ids := heldIDs(b)
 		require.Len(t, ids, 5)
 		require.NoError(t, b.Ack(context.Background(), ids[0]))
-		requireHeldOpen(t, b, ids[1:], "after an ack")
+		checkHeldOpen(t, b, ids[1:], "after an ack")
 		_, err = b.Exec(context.Background(), "UPDATE no_such_table SET x = 1")
 		require.ErrorIs(t, err, dialect.ErrClaimLost)
-		requireHeldOpen(t, b, nil, "after the loss")
-		b, err = h.Hold(context.Background())
+		checkHeldOpen(t, b, nil, "after the loss")
+		b2, err := h.Hold(context.Background())
 		require.NoError(t, err)
-		require.Equal(t, ids, heldIDs(b), "the lost batch's ack was rolled back with it")
-		require.NoError(t, b.Rollback(context.Background()))
+		t.Cleanup(func() { _ = b2.Rollback(context.Background()) })
+		require.Equal(t, ids, heldIDs(b2), "the lost batch's ack was rolled back with it")
+		require.NoError(t, b2.Rollback(context.Background()))
 	})
 }
 
@@ -110,38 +131,39 @@ func TestHeldAckWrongKeyType(t *testing.T) {
 		h, err := c.Holder(claim.HoldConfig{MaxInFlight: 1})
 		require.NoError(t, err)
 		bg := context.Background()
-		refused := func(err error) {
+		refused := func(err error) { // also on Run's goroutine: does not stop the test
 			t.Helper()
-			require.ErrorIs(t, err, dialect.ErrInvalidConfig)
-			require.NotErrorIs(t, err, dialect.ErrClaimLost)
+			assert.ErrorIs(t, err, dialect.ErrInvalidConfig)
+			assert.NotErrorIs(t, err, dialect.ErrClaimLost)
 		}
 
 		b, err := h.Hold(bg)
 		require.NoError(t, err)
+		t.Cleanup(func() { _ = b.Rollback(bg) }) // a test that stops early leaves no lock
 		ids := heldIDs(b)
 		require.Len(t, ids, 2)
 		refused(b.Ack(bg, "not-a-number"))
 		refused(b.Ack(bg, ids[0], 1.5))
 		refused(b.Fail(bg, "not-a-number", errors.New("boom")))
-		requireHeldOpen(t, b, ids, "nothing was written")
+		checkHeldOpen(t, b, ids, "nothing was written")
+		require.False(t, t.Failed())
 		require.NoError(t, b.Context().Err(), "the batch goes on")
 		require.NoError(t, b.Ack(bg, ids...))
 		require.NoError(t, b.Commit(bg))
 		requireStats(t, c, 2, 0, 2, 0)
 
-		ctx, cancel := context.WithCancel(bg)
-		defer cancel()
-		done := make(chan error, 1)
-		go func() {
-			done <- h.Run(ctx, func(ctx context.Context, b *claim.Held[job]) error {
-				refused(b.Ack(ctx, "not-a-number"))
-				refused(b.Fail(ctx, struct{}{}, errors.New("boom")))
-				return b.Ack(ctx, heldIDs(b)...)
-			})
-		}()
-		awaitStats(t, "the other rows to be done", c.Stats, func(st claim.Stats) bool { return st.Done == 4 }, nil)
-		cancel()
-		require.NoError(t, <-done)
+		var calls atomic.Int64
+		stop := runHolder(t, h, func(ctx context.Context, b *claim.Held[job]) error {
+			if calls.Add(1) > 1 {
+				return nil
+			}
+			refused(b.Ack(ctx, "not-a-number"))
+			refused(b.Fail(ctx, struct{}{}, errors.New("boom")))
+			return b.Ack(ctx, heldIDs(b)...)
+		})
+		awaitStats(t, "the other rows to be done", c.Stats, func(st claim.Stats) bool { return st.Done == 4 || t.Failed() }, nil)
+		require.NoError(t, stop())
+		require.EqualValues(t, 1, calls.Load(), "the batch was not failed: its rows did not come back")
 		requireStats(t, c, 0, 0, 4, 0)
 	})
 }
