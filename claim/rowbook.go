@@ -24,7 +24,7 @@ type rowBook[T any] struct {
 	unreadable []RowError  // claimed rows the row type could not hold
 	open       []bool      // by row index: the row is still held
 	nOpen      int
-	rl         rowLoss // rows found lost, and who watches single rows (rowloss.go)
+	rl         rowLoss // rows found lost, and who watches single rows (partial loss: rowloss.go)
 }
 
 // rowLoss records the rows of a batch found lost and the contexts watching
