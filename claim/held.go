@@ -535,7 +535,9 @@ func (b *Held[T]) Query(ctx context.Context, query string, args []any, fn func(s
 // Ack marks ids done (with [dialect.ClaimTable.DeleteDone], deletes them)
 // in the batch's transaction. Keys the batch does not hold, or acked or
 // failed already, are refused with an error matching
-// [dialect.ErrClaimLost]; the others are acked.
+// [dialect.ErrClaimLost]; the others are acked. A key of the wrong type
+// is refused with an error matching [dialect.ErrInvalidConfig], and then
+// nothing is written: the batch goes on.
 func (b *Held[T]) Ack(ctx context.Context, ids ...any) error {
 	return b.write(ctx, "ack", &store.AckParams{IDs: ids, Outcome: store.OutcomeDone})
 }
@@ -577,7 +579,9 @@ func (b *Held[T]) isEnded() bool {
 // [Batch.Fail] does: back to pending with the attempt counted (after
 // [RetryAfter]'s delay, or the backoff with a RunAt column), or parked at
 // MaxAttempts or with [Park]. A [SnoozeFor] is refused (roll back
-// instead: the row is pending as before, no attempt counted).
+// instead: the row is pending as before, no attempt counted), and so is a
+// key of the wrong type ([dialect.ErrInvalidConfig]); neither ends the
+// batch.
 func (b *Held[T]) Fail(ctx context.Context, id any, cause error) error {
 	k := b.core
 	f, err := k.failureOf(cause)
