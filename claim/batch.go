@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
-	"github.com/claimlock/claimlock/internal/store"
 )
 
 // Row is one claimed row.
@@ -47,23 +46,18 @@ type Row[T any] struct {
 type Batch[T any] struct {
 	// Set by the claim, never changed: read without the lock.
 	token string
-	rows  []Row[T]    // in key order
-	index map[any]int // normalised key -> index into rows
 	core  *core
-	// unreadable are the claimed rows the row type could not hold; the
-	// claim failed them already.
-	unreadable []RowError
+	// rowBook holds the rows (its unreadable ones the claim failed
+	// already), which are open, guarded by mu, and which were found lost.
+	rowBook[T]
 
 	mu       sync.Mutex
-	open     []bool // row still held by this batch as far as it knows
-	nOpen    int
 	requeued []any
 	inTx     []int         // rows completed in a caller's transaction (tx.go)
 	later    *deferred     // deferred acks; nil until the first deferred Ack
 	grp      ackGroup      // grouped acks of concurrent Ack calls (ackgroup.go)
 	closed   chan struct{} // closed when nOpen reaches 0
 	unknown  bool          // a write of the batch had an unknown outcome (outage.go)
-	rl       rowLoss       // rows found lost, and who watches single rows (rowloss.go)
 	unheard  []any         // keys of rows KeepAlive's heartbeats found lost, not reported to a caller yet
 
 	// Loss signal (context.go): ctx ends when the batch does. lmu guards the
@@ -81,7 +75,7 @@ func (b *Batch[T]) Token() string { return b.token }
 
 // Rows returns the claimed rows in key order. The slice is a copy: changing
 // it does not change what the batch acks.
-func (b *Batch[T]) Rows() []Row[T] { return slices.Clone(b.rows) }
+func (b *Batch[T]) Rows() []Row[T] { return b.copyRows() }
 
 // Unreadable returns the rows the claim took but could not read into the
 // row type (a NULL scanned into a string field, say). They are not in
@@ -89,19 +83,13 @@ func (b *Batch[T]) Rows() []Row[T] { return slices.Clone(b.rows) }
 // would, so they count as a failed attempt (parked at MaxAttempts, or at
 // once with FailPark) and the batch's other rows proceed. Use pointer or
 // sql.Null* fields for columns that may hold NULL.
-func (b *Batch[T]) Unreadable() []RowError { return slices.Clone(b.unreadable) }
+func (b *Batch[T]) Unreadable() []RowError { return b.copyUnreadable() }
 
 // Len returns the number of rows claimed.
 func (b *Batch[T]) Len() int { return len(b.rows) }
 
 // IDs returns the keys of all rows of the batch, in order.
-func (b *Batch[T]) IDs() []any {
-	ids := make([]any, len(b.rows))
-	for i, r := range b.rows {
-		ids[i] = r.ID
-	}
-	return ids
-}
+func (b *Batch[T]) IDs() []any { return b.ids() }
 
 // Unacked returns the keys of the rows the batch still holds: not yet acked
 // (by [Batch.Ack], [Batch.AckAll] or [Batch.Ack] with Config.AckDelay), failed, released or
@@ -124,44 +112,20 @@ func (b *Batch[T]) Requeued() []any {
 	return append([]any(nil), b.requeued...)
 }
 
-func (b *Batch[T]) openIndexes() []int {
-	idx := make([]int, 0, b.nOpen)
-	for i, o := range b.open {
-		if o {
-			idx = append(idx, i)
-		}
-	}
-	return idx
-}
-
-// idsOf returns the keys of rows idx. It reads only what the claim set, so
-// it needs no lock.
-func (b *Batch[T]) idsOf(idx []int) []any {
-	ids := make([]any, len(idx))
-	for j, i := range idx {
-		ids[j] = b.rows[i].ID
-	}
-	return ids
-}
-
 // closeRows records that rows idx are no longer held: written (acked, failed
 // or found lost) or released. It ends their deferral, if any.
 func (b *Batch[T]) closeRows(idx []int) {
 	for _, i := range idx {
-		if b.open[i] {
-			b.open[i] = false
-			b.nOpen--
-			if b.nOpen == 0 {
-				close(b.closed)
-				b.end(ErrBatchDone)
-			}
+		if b.closeRow(i) && b.nOpen == 0 {
+			close(b.closed)
+			b.end(ErrBatchDone)
 		}
 	}
 	b.later.written(idx)
 }
 
 // lookup maps caller ids to open row indexes. Each id is normalised once,
-// here, with [store.NormalizeKey]: a key of the wrong type or out of range
+// by [rowBook.find]: a key of the wrong type or out of range
 // is an error wrapping [dialect.ErrInvalidConfig]; an unknown, closed, deferred or
 // repeated one is [ErrNotHeld]. op names the calling method in errors. The
 // keys of rows found lost already (rowloss.go) are returned in lost, not as
@@ -173,11 +137,10 @@ func (b *Batch[T]) lookup(op string, ids []any) (idx []int, lost []any, err erro
 		seen = make(map[int]bool, len(ids))
 	}
 	for _, id := range ids {
-		key, err := store.NormalizeKey(b.core.spec.IDKind, id)
+		i, ok, err := b.find(b.core.spec.IDKind, id)
 		if err != nil {
 			return nil, nil, fmt.Errorf("claim: %s: %w", op, err)
 		}
-		i, ok := b.index[key]
 		if ok && !b.open[i] && b.rowLost(i) {
 			lost = append(lost, b.rows[i].ID)
 			continue

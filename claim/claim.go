@@ -302,14 +302,8 @@ func (c *Claimer[T]) scan(s store.Scanner) (Row[T], error) {
 // newBatch returns the batch of rows claimed under token; claimed is the
 // local time just before the claim statement was sent.
 func newBatch[T any](k *core, token string, rows []Row[T], claimed time.Time) *Batch[T] {
-	b := &Batch[T]{token: token, rows: rows, core: k}
-	b.index = make(map[any]int, len(rows))
-	b.open = make([]bool, len(rows))
-	for i, r := range rows {
-		b.index[r.ID] = i
-		b.open[i] = true
-	}
-	b.nOpen = len(rows)
+	b := &Batch[T]{token: token, core: k}
+	b.setRows(rows)
 	b.startLoss(claimed)
 	return b
 }

@@ -37,3 +37,21 @@ func AckGroupState[T any](b *Batch[T]) (inFlight bool, queued int) {
 	defer b.mu.Unlock()
 	return b.grp.landed != nil, len(b.grp.queue)
 }
+
+// HeldOpen returns the keys of the rows b's book counts open, and of those
+// its held claim (the store's record, which decides) holds open: none once
+// the batch has ended, its transaction gone. Both are in key order.
+func HeldOpen[T any](b *Held[T]) (book, held []any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	book = b.idsOf(b.openIndexes())
+	if b.ended {
+		return book, nil
+	}
+	for _, r := range b.rows {
+		if b.h.Open(r.ID) {
+			held = append(held, r.ID)
+		}
+	}
+	return book, held
+}

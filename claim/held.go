@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -175,6 +174,7 @@ func (h *Holder[T]) Hold(ctx context.Context) (*Held[T], error) {
 		return nil, err
 	}
 	b.h = sh
+	b.setRows(b.rows)
 	e := b.event(OpClaim, start, nil)
 	e.Claimed = len(b.rows) + len(b.unreadable)
 	k.observeHeld(ctx, e)
@@ -193,6 +193,7 @@ func (h *Holder[T]) Hold(ctx context.Context) (*Held[T], error) {
 			return nil, storeError("hold", err)
 		}
 	}
+	b.syncLocked()
 	h.advance(b.rows, k.limit)
 	b.ctx, b.cancel = context.WithCancelCause(holdctx.With(context.WithoutCancel(ctx), b.holdErr))
 	if len(b.rows) == 0 {
@@ -268,10 +269,14 @@ type Held[T any] struct {
 	core          *core
 	token         string // names the batch in its events
 	h             *store.Held
-	rows          []Row[T]
-	unreadable    []RowError // parked in the batch's transaction
 	limit, margin time.Duration
 	free          func()
+	// rowBook holds the rows (its unreadable ones are parked in the
+	// batch's transaction) and which are open, guarded by mu. The held
+	// claim h is the one record of which rows are open (it refuses keys
+	// it does not hold, and a savepoint rollback restores it): the book
+	// follows it after every statement (syncLocked).
+	rowBook[T]
 
 	mu     sync.Mutex // serialises the connection's statements; guards the fields below
 	lastOK time.Time  // local start of the last statement that succeeded: set by proved
@@ -296,12 +301,12 @@ type Held[T any] struct {
 
 // Rows returns the held rows in key order. The slice is a copy, as
 // [Batch.Rows]'s is: changing it does not change what the batch holds.
-func (b *Held[T]) Rows() []Row[T] { return slices.Clone(b.rows) }
+func (b *Held[T]) Rows() []Row[T] { return b.copyRows() }
 
 // Unreadable returns the rows the row type could not hold (a NULL into a
 // string field, say): they are parked, with the scan error as their error,
 // when the batch commits, and are not in Rows. The slice is a copy.
-func (b *Held[T]) Unreadable() []RowError { return slices.Clone(b.unreadable) }
+func (b *Held[T]) Unreadable() []RowError { return b.copyUnreadable() }
 
 // Len returns how many rows the batch holds.
 func (b *Held[T]) Len() int { return len(b.rows) }
@@ -375,6 +380,7 @@ func (b *Held[T]) keepAlive() {
 			continue
 		}
 		b.ended = true
+		b.syncLocked()
 		b.mu.Unlock()
 		if !time.Now().Before(deadline) {
 			err = fmt.Errorf("%w (the ping did not answer in time: %v)", heldDeadlineError(), err)
@@ -437,6 +443,7 @@ func (b *Held[T]) finish() { b.once.Do(b.free) }
 func (b *Held[T]) run(ctx context.Context, fn func() error) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer b.syncLocked()
 	if b.ended {
 		return fmt.Errorf("claim: %w: the held batch has ended", dialect.ErrClaimLost)
 	}
@@ -448,6 +455,9 @@ func (b *Held[T]) run(ctx context.Context, fn func() error) error {
 	if err == nil {
 		b.proved(t0)
 		return nil
+	}
+	if r := (*refusedError)(nil); errors.As(err, &r) {
+		return r.err // nothing ran: the batch goes on
 	}
 	if b.sp && !errors.Is(err, dialect.ErrClaimLost) {
 		// Under Holder.Run, a statement of the handler that failed on a
@@ -525,14 +535,16 @@ func (b *Held[T]) Query(ctx context.Context, query string, args []any, fn func(s
 // Ack marks ids done (with [dialect.ClaimTable.DeleteDone], deletes them)
 // in the batch's transaction. Keys the batch does not hold, or acked or
 // failed already, are refused with an error matching
-// [dialect.ErrClaimLost]; the others are acked.
+// [dialect.ErrClaimLost]; the others are acked. A key of the wrong type
+// is refused with an error matching [dialect.ErrInvalidConfig], and then
+// nothing is written: the batch goes on.
 func (b *Held[T]) Ack(ctx context.Context, ids ...any) error {
-	return b.write(ctx, &store.AckParams{IDs: ids, Outcome: store.OutcomeDone})
+	return b.write(ctx, "ack", &store.AckParams{IDs: ids, Outcome: store.OutcomeDone})
 }
 
 // AckAll acks every held row not acked or failed yet.
 func (b *Held[T]) AckAll(ctx context.Context) error {
-	ids := b.open()
+	ids := b.openIDs()
 	if len(ids) == 0 && b.h != nil && !b.isEnded() {
 		return nil
 	}
@@ -543,18 +555,18 @@ func (b *Held[T]) AckAll(ctx context.Context) error {
 	return err
 }
 
-// open returns the keys of the rows neither acked nor failed yet, in key
-// order.
-func (b *Held[T]) open() []any {
+// openIDs returns the keys of the rows neither acked nor failed yet, in
+// key order.
+func (b *Held[T]) openIDs() []any {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var ids []any
-	for _, r := range b.rows {
-		if b.h != nil && !b.ended && b.h.Open(r.ID) {
-			ids = append(ids, r.ID)
-		}
-	}
-	return ids
+	return b.idsOf(b.openIndexes())
+}
+
+// syncLocked makes the book's open rows those the held claim holds, with
+// b.mu held: none once the batch has ended.
+func (b *Held[T]) syncLocked() {
+	b.follow(func(key any) bool { return b.h != nil && !b.ended && b.h.Open(key) })
 }
 
 func (b *Held[T]) isEnded() bool {
@@ -567,7 +579,9 @@ func (b *Held[T]) isEnded() bool {
 // [Batch.Fail] does: back to pending with the attempt counted (after
 // [RetryAfter]'s delay, or the backoff with a RunAt column), or parked at
 // MaxAttempts or with [Park]. A [SnoozeFor] is refused (roll back
-// instead: the row is pending as before, no attempt counted).
+// instead: the row is pending as before, no attempt counted), and so is a
+// key of the wrong type ([dialect.ErrInvalidConfig]); neither ends the
+// batch.
 func (b *Held[T]) Fail(ctx context.Context, id any, cause error) error {
 	k := b.core
 	f, err := k.failureOf(cause)
@@ -593,32 +607,41 @@ func (b *Held[T]) Fail(ctx context.Context, id any, cause error) error {
 			}
 		}
 	}
-	return b.write(ctx, p)
+	return b.write(ctx, "fail", p)
 }
 
 // attempts returns the attempts the claim read for id.
 func (b *Held[T]) attempts(id any) int64 {
-	k, err := store.NormalizeKey(b.core.spec.IDKind, id)
-	if err != nil {
+	i, ok, err := b.find(b.core.spec.IDKind, id)
+	if err != nil || !ok {
 		return 0
 	}
-	for _, r := range b.rows {
-		if r.ID == k {
-			return r.Attempts
-		}
-	}
-	return 0
+	return b.rows[i].Attempts
 }
 
-// write runs one held ack.
-func (b *Held[T]) write(ctx context.Context, p *store.AckParams) error {
+// refusedError is the error of a held ack the store refused before any
+// statement ran (a key of the wrong type, params the table cannot take):
+// [Held.run] returns it to the caller and the batch goes on.
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string { return e.err.Error() }
+
+// write runs one held ack; op names the calling method in errors. What
+// the store refuses before it writes (a key of the wrong type, a delay the
+// table cannot take: its errors that do not match [dialect.ErrClaimLost],
+// which all its failed statements do) fails that call only: the batch goes
+// on.
+func (b *Held[T]) write(ctx context.Context, op string, p *store.AckParams) error {
 	var res store.AckResult
 	err := b.run(ctx, func() error {
 		t0 := time.Now()
 		var err error
 		res, err = b.h.Ack(ctx, p)
 		b.core.observeHeld(ctx, b.ackEvent(p, res, t0, err))
-		if err != nil {
+		switch {
+		case err != nil && !errors.Is(err, dialect.ErrClaimLost):
+			return &refusedError{storeError(op, err)}
+		case err != nil:
 			return storeError("ack", err)
 		}
 		return nil
@@ -656,6 +679,7 @@ func (b *Held[T]) end(ctx context.Context, commit bool) error {
 		return nil
 	}
 	b.ended = true
+	b.syncLocked()
 	start := time.Now()
 	var err error
 	op := OpRollback

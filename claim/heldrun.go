@@ -239,6 +239,7 @@ func (b *Held[T]) failAll(ctx context.Context, cause error) error {
 	case b.failed == nil:
 		if err := b.h.RollbackToSavepoint(ctx); err != nil {
 			b.ended = true
+			b.syncLocked()
 			b.mu.Unlock()
 			b.lose(ctx, err, false)
 			b.finish()
@@ -246,6 +247,7 @@ func (b *Held[T]) failAll(ctx context.Context, cause error) error {
 		}
 	}
 	b.failed = nil
+	b.syncLocked()
 	b.mu.Unlock()
 	if k.spec.RunAt != "" && f.delay < 0 && !f.park && k.backoff != nil {
 		// Each row's backoff follows its own attempts.
@@ -256,11 +258,7 @@ func (b *Held[T]) failAll(ctx context.Context, cause error) error {
 		}
 		return nil
 	}
-	ids := make([]any, len(b.rows))
-	for i, r := range b.rows {
-		ids[i] = r.ID
-	}
-	p := &store.AckParams{IDs: ids, Outcome: store.OutcomeRetry, MaxAttempts: k.maxAttempts}
+	p := &store.AckParams{IDs: b.ids(), Outcome: store.OutcomeRetry, MaxAttempts: k.maxAttempts}
 	if f.park {
 		p.Outcome, p.MaxAttempts = store.OutcomeFailed, 0
 	}
@@ -270,5 +268,5 @@ func (b *Held[T]) failAll(ctx context.Context, cause error) error {
 	if p.Outcome == store.OutcomeRetry && k.spec.RunAt != "" && f.delay > 0 {
 		p.Delay = f.delay
 	}
-	return b.write(ctx, p)
+	return b.write(ctx, "fail", p)
 }

@@ -11,13 +11,7 @@ func (b *Batch[T]) holdErr() error { return b.Err() }
 // else the batch's check.
 func (b *Batch[T]) rowHoldErr(i int) func() error {
 	return func() error {
-		b.rl.mu.Lock()
-		var cause error
-		if b.rl.cause != nil {
-			cause = b.rl.cause[i]
-		}
-		b.rl.mu.Unlock()
-		if cause != nil {
+		if cause := b.lostCause(i); cause != nil {
 			return cause
 		}
 		return b.holdErr()

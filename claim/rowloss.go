@@ -2,13 +2,10 @@ package claim
 
 import (
 	"context"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/claimlock/claimlock/internal/detach"
 	"github.com/claimlock/claimlock/internal/holdctx"
-	"github.com/claimlock/claimlock/internal/store"
 )
 
 // Partial loss: a heartbeat or an ack that finds some rows of a batch no
@@ -19,19 +16,6 @@ import (
 // the batch goes on, its context ([Batch.Context]) live and its local
 // deadline still moving with heartbeats. The batch ends lost only when the
 // write that closes its last rows finds some of them lost.
-
-// rowLoss records the rows of a batch found lost and the contexts watching
-// single rows. Its mutex is taken after the batch's (never the other way
-// round) and never held while a statement runs or a watcher is called, so
-// that [Batch.RowContext] does not wait behind an ack in progress.
-type rowLoss struct {
-	mu    sync.Mutex
-	cause []error         // by row index: the loss that closed the row; nil until the first loss
-	watch [][]*rowWatcher // by row index: who is told when the row is lost; nil until the first watcher
-}
-
-// rowWatcher is one registration of [Batch.onRowLoss].
-type rowWatcher struct{ f func(cause error) }
 
 // RowContext returns a context derived from parent that is cancelled when
 // the row with key id is lost (a heartbeat or an ack found it no longer
@@ -67,25 +51,14 @@ func (b *Batch[T]) RowContext(parent context.Context, id any) (context.Context, 
 // heartbeat or by an ack, fail or flush, in key order. A lost row is
 // closed: the batch never acks, fails or releases it, and the rest of the
 // batch goes on.
-func (b *Batch[T]) Lost() []any {
-	b.rl.mu.Lock()
-	defer b.rl.mu.Unlock()
-	var ids []any
-	for i, c := range b.rl.cause {
-		if c != nil {
-			ids = append(ids, b.rows[i].ID)
-		}
-	}
-	return ids
-}
+func (b *Batch[T]) Lost() []any { return b.lostIDs() }
 
 // rowIndex maps id to the index of a row of the batch, open or not.
 func (b *Batch[T]) rowIndex(op string, id any) (int, error) {
-	key, err := store.NormalizeKey(b.core.spec.IDKind, id)
+	i, ok, err := b.find(b.core.spec.IDKind, id)
 	if err != nil {
 		return 0, storeError(op, err)
 	}
-	i, ok := b.index[key]
 	if !ok {
 		return 0, &notHeldError{op: op, id: id}
 	}
@@ -93,11 +66,7 @@ func (b *Batch[T]) rowIndex(op string, id any) (int, error) {
 }
 
 // rowLost reports whether row i was found lost.
-func (b *Batch[T]) rowLost(i int) bool {
-	b.rl.mu.Lock()
-	defer b.rl.mu.Unlock()
-	return b.rl.cause != nil && b.rl.cause[i] != nil
-}
+func (b *Batch[T]) rowLost(i int) bool { return b.lostCause(i) != nil }
 
 // onRowLoss calls f with the cause when row i is found lost, or when the
 // batch's rows are lost or its local deadline passes (see [Batch.onLoss]),
@@ -105,27 +74,13 @@ func (b *Batch[T]) rowLost(i int) bool {
 // already at once, on the caller's goroutine.
 func (b *Batch[T]) onRowLoss(i int, f func(cause error)) (stop func()) {
 	stopBatch := b.onLoss(f)
-	w := &rowWatcher{f: f}
-	rl := &b.rl
-	rl.mu.Lock()
-	if rl.cause != nil && rl.cause[i] != nil {
-		cause := rl.cause[i]
-		rl.mu.Unlock()
+	stopRow, cause := b.watchRow(i, f)
+	if cause != nil {
 		f(cause)
-		return func() { stopBatch() }
 	}
-	if rl.watch == nil {
-		rl.watch = make([][]*rowWatcher, len(b.rows))
-	}
-	rl.watch[i] = append(rl.watch[i], w)
-	rl.mu.Unlock()
 	return func() {
 		stopBatch()
-		rl.mu.Lock()
-		defer rl.mu.Unlock()
-		if rl.watch != nil {
-			rl.watch[i] = slices.DeleteFunc(rl.watch[i], func(x *rowWatcher) bool { return x == w })
-		}
+		stopRow()
 	}
 }
 
@@ -161,24 +116,7 @@ func (b *Batch[T]) closeWritten(op string, idx, lostPos []int) error {
 
 // markLost records rows idx as lost with cause and tells their watchers.
 func (b *Batch[T]) markLost(idx []int, cause error) {
-	rl := &b.rl
-	var tell []*rowWatcher
-	rl.mu.Lock()
-	if rl.cause == nil {
-		rl.cause = make([]error, len(b.rows))
-	}
-	for _, i := range idx {
-		if rl.cause[i] != nil {
-			continue
-		}
-		rl.cause[i] = cause
-		if rl.watch != nil {
-			tell = append(tell, rl.watch[i]...)
-			rl.watch[i] = nil
-		}
-	}
-	rl.mu.Unlock()
-	for _, w := range tell {
+	for _, w := range b.recordLost(idx, cause) {
 		w.f(cause)
 	}
 }

@@ -275,6 +275,20 @@ var mutations = []mutation{
 		From: "if att+1 >= int64(p.MaxAttempts) {",
 		To:   "if att+1 > int64(p.MaxAttempts) {",
 		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/^Held$", Env: pg},
+	// A savepoint rollback of a held batch that keeps the rows settled
+	// that the rollback undid: the held claim, the one record of the
+	// batch's open rows, refuses to fail them, and Holder.Run cannot
+	// record the failure of a handler that acked some rows first.
+	{Name: "claim/held-savepoint-keeps-settled", File: "internal/store/held.go",
+		From: "\th.keys = maps.Clone(h.saved)\n",
+		To:   "\t_ = h.saved\n",
+		Pkg:  "./claim", Run: "^TestHeldOpenRowsFollowTheStore$/^postgres$", Env: pg},
+	// A held ack the store refused before writing (a key of the wrong
+	// type) ends the whole batch instead of failing that call.
+	{Name: "claim/held-refused-ack-ends-batch", File: "claim/held.go",
+		From: "\t\tcase err != nil && !errors.Is(err, dialect.ErrClaimLost):\n",
+		To:   "\t\tcase false:\n",
+		Pkg:  "./claim", Run: "^TestHeldAckWrongKeyType$/^postgres$", Env: pg},
 	{Name: "claim/release-forgets-acktx", File: "claim/batch.go",
 		From: "all := append(slices.Clone(idx), b.inTx...)",
 		To:   "all := slices.Clone(idx)",

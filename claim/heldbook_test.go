@@ -1,0 +1,169 @@
+package claim_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/claim"
+	"github.com/claimlock/claimlock/dialect"
+)
+
+// heldIDs returns the keys of b's rows, in key order.
+func heldIDs(b *claim.Held[job]) []any {
+	var ids []any
+	for _, r := range b.Rows() {
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
+// runHolder runs h.Run with handle on a goroutine and returns the function
+// that stops it and returns its error. A test that ends early stops it too,
+// so that no held batch keeps the table locked behind it.
+func runHolder(t *testing.T, h *claim.Holder[job], handle func(context.Context, *claim.Held[job]) error) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var err error
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		err = h.Run(ctx, handle)
+	}()
+	stop = func() error {
+		cancel()
+		<-finished
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// checkHeldOpen checks that the rows b counts open are want, and that
+// they are the rows its held claim holds open. It does not stop the test:
+// a handler of Holder.Run calls it on Run's goroutine.
+func checkHeldOpen(t *testing.T, b *claim.Held[job], want []any, msg string) {
+	t.Helper()
+	book, held := claim.HeldOpen(b)
+	if len(book) == 0 {
+		book = nil // as held and want say none
+	}
+	assert.Equal(t, want, book, "the batch's open rows: %s", msg)
+	assert.Equal(t, held, book, "the batch's open rows are those its held claim holds: %s", msg)
+}
+
+// TestHeldOpenRowsFollowTheStore: a held batch's open rows are those its
+// held claim holds, after acks, fails, acks of keys settled already, a
+// savepoint rollback (every row open again, and the database undone with
+// it), and a loss (none).
+func TestHeldOpenRowsFollowTheStore(t *testing.T) {
+	t.Parallel()
+	holdable(t, func(t *testing.T, e *env) {
+		c, cfg := jobSetup(t, e, dialect.StrategySkipLocked, 5, func(cfg *claim.Config) { cfg.BatchSize = 5 })
+		h, err := c.Holder(claim.HoldConfig{MaxInFlight: 1})
+		require.NoError(t, err)
+		var calls atomic.Int64
+		checked := make(chan struct{})
+		stop := runHolder(t, h, func(ctx context.Context, b *claim.Held[job]) error {
+			if calls.Add(1) > 1 {
+				return nil // the rows failed below, held again: acked
+			}
+			defer close(checked)
+			ids := b.Rows()
+			if !assert.Len(t, ids, 5) {
+				return nil
+			}
+			id := func(i int) any { return ids[i].ID }
+			checkHeldOpen(t, b, []any{id(0), id(1), id(2), id(3), id(4)}, "held")
+			assert.NoError(t, b.Ack(ctx, id(0)))
+			checkHeldOpen(t, b, []any{id(1), id(2), id(3), id(4)}, "after an ack")
+			assert.NoError(t, b.Fail(ctx, id(1), errors.New("boom")))
+			checkHeldOpen(t, b, []any{id(2), id(3), id(4)}, "after a fail")
+			assert.ErrorIs(t, b.Ack(ctx, id(0), id(2)), dialect.ErrClaimLost, "a row acked already")
+			checkHeldOpen(t, b, []any{id(3), id(4)}, "after an ack of one settled and one open row")
+			_, err := b.Exec(ctx, "UPDATE no_such_table SET x = 1")
+			assert.Error(t, err)
+			checkHeldOpen(t, b, []any{id(0), id(1), id(2), id(3), id(4)}, "after the savepoint rollback")
+			return err
+		})
+		<-checked
+		require.False(t, t.Failed(), "the checks in the handler failed")
+		awaitStats(t, "the five rows to be done", c.Stats, func(st claim.Stats) bool { return st.Done == 5 }, nil)
+		require.NoError(t, stop())
+		require.EqualValues(t, 2, calls.Load())
+		var attempts int
+		require.NoError(t, e.raw.QueryRowContext(context.Background(), "SELECT SUM(attempts) FROM "+cfg.Table+" WHERE task_id = 42").Scan(&attempts))
+		require.Equal(t, 5, attempts, "one failure each: the fail before the savepoint rollback was undone with it")
+
+		// A loss outside Run: a failed statement rolls the batch back.
+		c, _ = jobSetup(t, e, dialect.StrategySkipLocked, 5, func(cfg *claim.Config) { cfg.BatchSize = 5 })
+		h, err = c.Holder(claim.HoldConfig{MaxInFlight: 1})
+		require.NoError(t, err)
+		b, err := h.Hold(context.Background())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = b.Rollback(context.Background()) }) // a test that stops early leaves no lock
+		ids := heldIDs(b)
+		require.Len(t, ids, 5)
+		require.NoError(t, b.Ack(context.Background(), ids[0]))
+		checkHeldOpen(t, b, ids[1:], "after an ack")
+		_, err = b.Exec(context.Background(), "UPDATE no_such_table SET x = 1")
+		require.ErrorIs(t, err, dialect.ErrClaimLost)
+		checkHeldOpen(t, b, nil, "after the loss")
+		b2, err := h.Hold(context.Background())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = b2.Rollback(context.Background()) })
+		require.Equal(t, ids, heldIDs(b2), "the lost batch's ack was rolled back with it")
+		require.NoError(t, b2.Rollback(context.Background()))
+	})
+}
+
+// TestHeldAckWrongKeyType: an ack or a fail of a key of the wrong type is
+// refused with an error matching dialect.ErrInvalidConfig, not
+// dialect.ErrClaimLost, and the batch goes on: on its own and under
+// Holder.Run, where it does not fail the batch either.
+func TestHeldAckWrongKeyType(t *testing.T) {
+	t.Parallel()
+	holdable(t, func(t *testing.T, e *env) {
+		c, _ := jobSetup(t, e, dialect.StrategySkipLocked, 4, func(cfg *claim.Config) { cfg.BatchSize = 2 })
+		h, err := c.Holder(claim.HoldConfig{MaxInFlight: 1})
+		require.NoError(t, err)
+		bg := context.Background()
+		refused := func(err error) { // also on Run's goroutine: does not stop the test
+			t.Helper()
+			assert.ErrorIs(t, err, dialect.ErrInvalidConfig)
+			assert.NotErrorIs(t, err, dialect.ErrClaimLost)
+		}
+
+		b, err := h.Hold(bg)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = b.Rollback(bg) }) // a test that stops early leaves no lock
+		ids := heldIDs(b)
+		require.Len(t, ids, 2)
+		refused(b.Ack(bg, "not-a-number"))
+		refused(b.Ack(bg, ids[0], 1.5))
+		refused(b.Fail(bg, "not-a-number", errors.New("boom")))
+		checkHeldOpen(t, b, ids, "nothing was written")
+		require.False(t, t.Failed())
+		require.NoError(t, b.Context().Err(), "the batch goes on")
+		require.NoError(t, b.Ack(bg, ids...))
+		require.NoError(t, b.Commit(bg))
+		requireStats(t, c, 2, 0, 2, 0)
+
+		var calls atomic.Int64
+		stop := runHolder(t, h, func(ctx context.Context, b *claim.Held[job]) error {
+			if calls.Add(1) > 1 {
+				return nil
+			}
+			refused(b.Ack(ctx, "not-a-number"))
+			refused(b.Fail(ctx, struct{}{}, errors.New("boom")))
+			return b.Ack(ctx, heldIDs(b)...)
+		})
+		awaitStats(t, "the other rows to be done", c.Stats, func(st claim.Stats) bool { return st.Done == 4 || t.Failed() }, nil)
+		require.NoError(t, stop())
+		require.EqualValues(t, 1, calls.Load(), "the batch was not failed: its rows did not come back")
+		requireStats(t, c, 0, 0, 4, 0)
+	})
+}
