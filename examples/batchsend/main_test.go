@@ -310,9 +310,15 @@ func TestKilledCronRunIsRecovered(t *testing.T) {
 		t.Run(e.name, func(t *testing.T) {
 			t.Parallel()
 			db := e.args(t)
-			const targets = 200
-			common := append(append([]string{}, db...), "-quiet", "-targets", fmt.Sprint(targets), "-batch", "10", "-send-delay", "4ms",
-				"-budget", "20ms", "-reap-after", "2s", "-ack", "tx")
+			// A run keeps the task for most of the 500 ms between fire
+			// times (-budget 400ms, 10 ms a send): the wait below sees a
+			// run in progress through polls that each open the database
+			// twice, slow on a loaded machine (with a budget of 20 ms and
+			// 4 ms sends, runs of about 100 ms in 500 slipped between the
+			// polls of a loaded CI run until every row was sent).
+			const targets = 300
+			common := append(append([]string{}, db...), "-quiet", "-targets", fmt.Sprint(targets), "-batch", "10", "-send-delay", "10ms",
+				"-budget", "400ms", "-reap-after", "2s", "-ack", "tx")
 			require.NoError(t, run(context.Background(), append(append([]string{}, common...), "-role", "setup"), os.Stderr, os.Stderr))
 			crons := map[int]*exec.Cmd{}
 			for range 3 {
@@ -328,11 +334,20 @@ func TestKilledCronRunIsRecovered(t *testing.T) {
 			// Kill the process that is running the job, once it has sent
 			// some rows.
 			var victim schedule.Record
+			var seen report // the last poll's, said if the wait fails
+			var runs []string
+			t.Cleanup(func() {
+				if victim.Worker == "" {
+					t.Logf("%s: no run seen in progress; last report %+v, history %v", e.name, seen, runs)
+				}
+			})
 			waitFor(t, time.Minute, "a cron run in progress that has sent rows", func() bool {
-				if runReport(t, common).Sends < 20 {
+				if seen = runReport(t, common); seen.Sends < 20 {
 					return false
 				}
+				runs = runs[:0]
 				for _, rec := range cronHistory(t, db) {
+					runs = append(runs, string(rec.Status))
 					if rec.Status == schedule.Running {
 						victim = rec
 						return true
