@@ -62,6 +62,10 @@ type Coalescer struct {
 	pAt      time.Time // when the pressure below was measured
 	pBacklog int64
 	pOldest  time.Duration
+
+	// markRead, for tests only, runs in markDirty between its first read
+	// of the key's row and its write, where the tests race a flusher.
+	markRead func(key string)
 }
 
 // New returns a coalescer of cfg's tables on db, the database/sql handle
@@ -328,6 +332,9 @@ func (c *Coalescer) markDirty(ctx context.Context, key string) error {
 	found, err := read()
 	if err != nil {
 		return err
+	}
+	if c.markRead != nil {
+		c.markRead(key)
 	}
 	for range 1000 {
 		var q string

@@ -153,7 +153,12 @@ func newStatements(e engine, cfg Config) statements {
 	// value (the version of a row in that status), so that no plan finds
 	// the row by its status: with statistics taken when no key was done,
 	// PostgreSQL looked the key up through the reaper's status index and
-	// read every done key.
+	// read every done key. bumpDone's status condition is implied by its
+	// version (only a bump moves a row out of done: the model checks it
+	// as an equivalent mutant) and kept for rows changed by hand;
+	// bumpProcessing's is not: without it a mark that read the row as
+	// being flushed bumps the version of a row its flush has completed
+	// meanwhile, and the change is never folded (TestMarkRacesFlushCompletion).
 	s.bumpDone = b("UPDATE " + keys + " SET status = '" + statusPending + "', version = version + 1 WHERE change_key = ? AND CASE WHEN status = '" + statusDone + "' THEN version END = ?")
 	s.bumpProcessing = b("UPDATE " + keys + " SET version = version + 1 WHERE change_key = ? AND CASE WHEN status = '" + statusProcessing + "' THEN version END = ?")
 	s.bumpInTx = b("UPDATE " + keys + " SET version = version + 1, status = CASE WHEN status = '" + statusDone + "' THEN '" + statusPending + "' ELSE status END WHERE change_key = ?")

@@ -137,6 +137,8 @@ checks+=(
 	"fail|mutant READ_NO_FILTER vs n2|-DLIVENESS -DFREEZES=1 -DMUTANT_READ_NO_FILTER|liveness||$c"
 	"fail|mutant NO_REAPER vs n2 (a dead flusher's key)|-DLIVENESS -DFREEZES=1 -DMUTANT_NO_REAPER|liveness||$c"
 	"fail|no sweep: killed writer without UNSTRAND vs n2|-DLIVENESS -DWCRASH=1 $quiet|liveness||$c"
+	"pass|equivalent: BUMP_DONE_NO_STATUS (only a bump leaves DONE), f1+f3+n1|-DMUTANT_BUMP_DONE_NO_STATUS $all|safety||$c"
+	"fail|mutant BUMP_PROCESSING_NO_STATUS vs n1|-DMUTANT_BUMP_PROCESSING_NO_STATUS -DP_N1|bfs||$c"
 )
 
 # run_check INDEX EXPECT NAME DEFINES MODE MODEL: writes $work/INDEX.line (the

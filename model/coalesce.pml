@@ -55,8 +55,8 @@
  *   ACCEPT_TX  writers use Coalescer.AcceptTx (change and mark in one
  *              transaction, bumpInTx / insertKey)
  * Negative controls (check.sh says which must yield a counterexample;
- * NO_COUNT_CHECK, REAP_IGNORES_CLAIMED_AT, and ACK_NO_TOKEN for f1 and f3,
- * are equivalent mutants: the properties verify, README.md says why):
+ * NO_COUNT_CHECK, REAP_IGNORES_CLAIMED_AT, BUMP_DONE_NO_STATUS, and
+ * ACK_NO_TOKEN for f1 and f3, are equivalent mutants: the properties verify, README.md says why):
  *   MUTANT_ACK_NO_VERSION      the fold completes the key DONE whatever
  *                              its version (no requeue on version)
  *   MUTANT_MARK_OUTSIDE_TX     the changes are marked folded by a
@@ -80,6 +80,10 @@
  *                              flusher that heartbeats
  *   MUTANT_NO_REAPER           no reaper runs (a dead flusher's key stays
  *                              PROCESSING)
+ *   MUTANT_BUMP_PROCESSING_NO_STATUS  bumpProcessing compares the version
+ *                              alone, not the status with it
+ *   MUTANT_BUMP_DONE_NO_STATUS bumpDone compares the version alone
+ *                              (equivalent: only a bump leaves DONE)
  */
 
 #ifndef NW
@@ -163,7 +167,11 @@ inline markDirty() {
 	:: found && s == DONE ->
 		/* bumpDone: UPDATE keys SET status = 'PENDING', version = version + 1
 		   WHERE change_key = $1 AND CASE WHEN status = 'DONE' THEN version END = $2 */
+#ifdef MUTANT_BUMP_DONE_NO_STATUS
+		d_step { if :: ver == v -> st = PENDING; ver++; n = 1 :: else -> n = 0 fi };
+#else
 		d_step { if :: st == DONE && ver == v -> st = PENDING; ver++; n = 1 :: else -> n = 0 fi };
+#endif
 		if :: n == 1 -> break :: else fi;
 		REREAD
 #ifdef MUTANT_SKIP_PROCESSING
@@ -173,7 +181,11 @@ inline markDirty() {
 	:: found && s == PROCESSING && v <= fv ->
 		/* bumpProcessing: UPDATE keys SET version = version + 1
 		   WHERE change_key = $1 AND CASE WHEN status = 'PROCESSING' THEN version END = $2 */
+#ifdef MUTANT_BUMP_PROCESSING_NO_STATUS
+		d_step { if :: ver == v -> ver++; n = 1 :: else -> n = 0 fi };
+#else
 		d_step { if :: st == PROCESSING && ver == v -> ver++; n = 1 :: else -> n = 0 fi };
+#endif
 		if :: n == 1 -> break :: else fi;
 		REREAD
 #endif
