@@ -98,3 +98,34 @@ func (k *core) subscribe(kick func()) (cancel func()) {
 	}
 	return n.Subscribe(k.spec, k.scopeValues(), kick)
 }
+
+// NotifyPending tells the idle claimers of this claimer's table and scope
+// in other processes that rows became pending, through the dialect's
+// notifications where it has them (PostgreSQL: they hear it while their
+// Dialect.Listen runs), so that they claim at once rather than at their
+// next poll. Call it after committing the statement that made the rows
+// pending; it sends the notification in a statement of its own, and does
+// nothing (returning nil) where the dialect has no notifications. To
+// notify inside the inserting transaction instead, use the dialect's own
+// function (postgres.Notify).
+func (c *Claimer[T]) NotifyPending(ctx context.Context) error {
+	n, ok := store.NotifierOf(c.core.d).(store.PendingNotifier)
+	if !ok {
+		return nil
+	}
+	return n.NotifyPending(ctx, c.core.spec, c.core.scopeValues())
+}
+
+// OnNotify calls wake each time another process notifies that rows of this
+// claimer's table and scope became pending ([Claimer.NotifyPending],
+// postgres.Notify), while the dialect's notifications are heard
+// (PostgreSQL: while its Dialect.Listen runs), until the returned stop is
+// called. wake runs on the listener's goroutine and must not block.
+// [Claimer.Run] subscribes by itself; OnNotify is for loops of your own.
+// Where the dialect has no notifications it does nothing.
+func (c *Claimer[T]) OnNotify(wake func()) (stop func()) {
+	if wake == nil {
+		return func() {}
+	}
+	return c.core.subscribe(wake)
+}

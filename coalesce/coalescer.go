@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
 )
 
@@ -57,6 +58,9 @@ type Coalescer struct {
 
 	// wake tells this process's idle flushers that a key became dirty.
 	wake chan struct{}
+	// notifier sends Config.Notify's notifications (a claimer of the keys
+	// table); nil without Notify.
+	notifier *claim.Claimer[struct{}]
 
 	pmu      sync.Mutex
 	pAt      time.Time // when the pressure below was measured
@@ -82,7 +86,16 @@ func New(d dialect.Dialect, db *sql.DB, cfg Config) (*Coalescer, error) {
 	if db == nil {
 		return nil, invalid("db", "is nil")
 	}
-	return &Coalescer{d: d, db: db, e: e, cfg: cfg, sq: newStatements(e, cfg), wake: make(chan struct{}, 1)}, nil
+	c := &Coalescer{d: d, db: db, e: e, cfg: cfg, sq: newStatements(e, cfg), wake: make(chan struct{}, 1)}
+	if cfg.Notify {
+		if e != engPostgres {
+			return nil, invalid("Notify", "only PostgreSQL has notifications; other processes' flushers find dirty keys by polling")
+		}
+		if c.notifier, err = claim.New[struct{}](d, claimConfig(cfg), nil); err != nil {
+			return nil, fmt.Errorf("coalesce: %w", err)
+		}
+	}
+	return c, nil
 }
 
 // check refuses a change the tables cannot hold.
@@ -360,6 +373,7 @@ func (c *Coalescer) markDirty(ctx context.Context, key string) error {
 		if n == 1 {
 			if q != c.sq.bumpProcessing {
 				c.Wake()
+				c.notify(ctx)
 			}
 			return nil
 		}
@@ -372,6 +386,18 @@ func (c *Coalescer) markDirty(ctx context.Context, key string) error {
 		}
 	}
 	return fmt.Errorf("key %q: its row kept changing", key)
+}
+
+// notify sends Config.Notify's notification, after a mark that made a key
+// dirty committed. One that fails is logged, not returned: the key is
+// dirty already, and the other processes' flushers find it by polling.
+func (c *Coalescer) notify(ctx context.Context) {
+	if c.notifier == nil {
+		return
+	}
+	if err := c.notifier.NotifyPending(ctx); err != nil && ctx.Err() == nil {
+		c.cfg.Logger.Warn("coalesce: could not notify other processes of a dirty key; their flushers will find it by polling", "err", err)
+	}
 }
 
 // Wake tells this process's idle flushers that a key may be dirty. Accept

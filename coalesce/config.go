@@ -52,6 +52,21 @@ type Config struct {
 	// RetryAfter is the delay an [*OverloadError] suggests; default 1 s.
 	RetryAfter time.Duration
 
+	// Notify makes the dirty mark that makes a key dirty also tell the
+	// idle flushers of other processes, so that one of them folds the
+	// key at once rather than at its next poll (FlusherConfig.PollMax):
+	// on PostgreSQL, a notification sent after the mark committed, heard
+	// by the processes whose dialect runs Listen (postgres.Dialect.Listen;
+	// their [Flusher.Run] subscribes by itself). It costs a statement
+	// per mark that writes, which under a hot key is rare (the key stays
+	// dirty) and under uniform keys is nearly every Accept, and
+	// PostgreSQL serialises the commits of notifying statements. The
+	// flushers of this process are woken without it. AcceptTx does not
+	// notify: call postgres.Notify with [Flusher.ClaimConfig]'s table in
+	// its transaction. Other engines have no notifications: [New]
+	// refuses Notify there.
+	Notify bool
+
 	// Retry bounds the retries of the coalescer's own transactions on
 	// deadlocks and serialization failures; the zero value means
 	// [dialect.RetryPolicy]'s defaults.

@@ -45,7 +45,8 @@ type FlusherConfig struct {
 	Linger time.Duration
 	// PollMin and PollMax bound the jittered, doubling pause while no key
 	// is dirty (a key dirtied by this process's coalescer wakes the
-	// flusher at once); default 10 ms and 1 s.
+	// flusher at once, and one dirtied by another process's does where
+	// that coalescer has Config.Notify); default 10 ms and 1 s.
 	PollMin, PollMax time.Duration
 	// MaxAttempts is how many failed folds park a key; zero means
 	// [dialect.DefaultMaxAttempts]. Backoff is the pause before a failed
@@ -147,6 +148,10 @@ func (f *Flusher) Claimer() *claim.Claimer[struct{}] { return f.claimer }
 // running again cannot cure ([dialect.IsPermanent]) stop it; others are
 // logged and retried after a pause.
 func (f *Flusher) Run(ctx context.Context) error {
+	// Keys made dirty by other processes' coalescers (Config.Notify) wake
+	// this process's idle flushers, as this process's own do.
+	stop := f.claimer.OnNotify(f.c.Wake)
+	defer stop()
 	idle := 0 // empty rounds in a row
 	nextSweep := time.Now()
 	return loop.Loop{Wake: f.c.wake}.Run(ctx, func(ctx context.Context) loop.Next {
