@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/claim"
@@ -229,12 +230,18 @@ func TestHeldRunStatementFailure(t *testing.T) {
 		var refused atomic.Int64
 		done := make(chan error, 1)
 		go func() {
+			// assert, not require: the handler runs on Run's goroutine.
 			done <- h.Run(ctx, func(ctx context.Context, b *claim.Held[job]) error {
-				_, err := b.Exec(ctx, insert, b.Rows()[0].ID)
-				require.NoError(t, err)
-				_, err = b.Exec(ctx, "UPDATE no_such_table SET x = 1")
-				require.Error(t, err)
-				require.NotErrorIs(t, err, dialect.ErrClaimLost, "the rows are still held")
+				if _, err := b.Exec(ctx, insert, b.Rows()[0].ID); !assert.NoError(t, err) {
+					cancel()
+					return err
+				}
+				_, err := b.Exec(ctx, "UPDATE no_such_table SET x = 1")
+				if !assert.Error(t, err) {
+					cancel()
+					return nil
+				}
+				assert.NotErrorIs(t, err, dialect.ErrClaimLost, "the rows are still held")
 				if _, err := b.Exec(ctx, insert, b.Rows()[1].ID); err != nil {
 					refused.Add(1) // the batch takes no more statements
 				}
