@@ -49,7 +49,7 @@ UPDATE "coalesce_keys" SET version = version + 1 WHERE change_key = ?;
 
 -- markFolded
 -- (with as many placeholders as changes)
-UPDATE "coalesce_changes" SET folded_at = CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) WHERE folded_at IS NULL AND id IN (?, ?, ?);
+UPDATE "coalesce_changes" SET folded_at = CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) WHERE +folded_at IS NULL AND id IN (?, ?, ?);
 
 -- persist
 UPDATE "coalesce_keys" SET persisted = MAX(persisted, ?), folded = folded + ? WHERE change_key = ?;
