@@ -21,6 +21,9 @@
 #   CLAIMLOCK_RESTART_DIR      state directory (default ${TMPDIR:-/tmp}/claimlock-restart)
 #   CLAIMLOCK_RESTART_PG_PORT  default 26432
 #   CLAIMLOCK_RESTART_MY_PORT  default 26306
+#   (start records the ports in the state directory; the other commands take
+#   them from there, so that a kill or restart reaches the servers it started
+#   whatever its environment says)
 #   CLAIMLOCK_PG_BIN           directory of initdb/pg_ctl (detected when unset)
 #   CLAIMLOCK_RESTART_PG_MAX_CONNECTIONS  PostgreSQL's max_connections (default 100)
 #   CLAIMLOCK_RESTART_PG_SHARED_BUFFERS   PostgreSQL's shared_buffers (default 32MB)
@@ -115,6 +118,22 @@ prepare() {
 	pick_users
 	mkdir -p "$STATE"
 	chmod 755 "$STATE"
+}
+
+# ports_recorded takes the ports start recorded, if any: the servers of a
+# state directory keep the ports they were made with.
+ports_recorded() {
+	[ -f "$STATE/ports" ] || return 0
+	local pg my
+	read -r pg my <"$STATE/ports" || true
+	case "$pg$my" in '' | *[!0-9]*) die "$STATE/ports is not two port numbers" ;; esac
+	if [ -n "${CLAIMLOCK_RESTART_PG_PORT:-}" ] && [ "$CLAIMLOCK_RESTART_PG_PORT" != "$pg" ]; then
+		die "this state directory's PostgreSQL runs on port $pg, not $CLAIMLOCK_RESTART_PG_PORT"
+	fi
+	if [ -n "${CLAIMLOCK_RESTART_MY_PORT:-}" ] && [ "$CLAIMLOCK_RESTART_MY_PORT" != "$my" ]; then
+		die "this state directory's MariaDB runs on port $my, not $CLAIMLOCK_RESTART_MY_PORT"
+	fi
+	PGPORT=$pg MYPORT=$my
 }
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -268,6 +287,8 @@ my_stop() {
 
 cmd_start() { # cmd_start [pg]
 	prepare
+	ports_recorded
+	echo "$PGPORT $MYPORT" >"$STATE/ports"
 	pg_init
 	pg_start
 	[ "$(pg_psql "SELECT count(*) FROM pg_database WHERE datname = 'claimlock_restart'")" = 1 ] ||
@@ -293,6 +314,7 @@ cmd_start() { # cmd_start [pg]
 cmd_outage() { # cmd_outage kill|restart pg|mysql [SECONDS]
 	local how=$1 which=${2:-} down=${3:-1} t0
 	prepare
+	ports_recorded
 	t0=$(date +%s.%N)
 	case "$which:$how" in
 	pg:kill) pg_kill ;;
@@ -311,6 +333,7 @@ cmd_outage() { # cmd_outage kill|restart pg|mysql [SECONDS]
 
 cmd_stop() {
 	prepare
+	ports_recorded
 	pg_stop
 	my_stop
 	log "stopped"
@@ -333,7 +356,10 @@ cmd=${1:-}
 case "$cmd" in
 start) cmd_start "$@" ;;
 kill | restart) cmd_outage "$cmd" "$@" ;;
-env) print_env ;;
+env)
+	ports_recorded
+	print_env
+	;;
 stop) cmd_stop ;;
 clean) cmd_clean ;;
 *) usage ;;
