@@ -120,13 +120,18 @@ prepare() {
 	chmod 755 "$STATE"
 }
 
-# ports_recorded takes the ports start recorded, if any: the servers of a
-# state directory keep the ports they were made with.
+# ports_recorded [lenient] takes the ports start recorded, if any: the
+# servers of a state directory keep the ports they were made with. An
+# environment naming other ports is an error, except for stop (lenient).
 ports_recorded() {
 	[ -f "$STATE/ports" ] || return 0
 	local pg my
 	read -r pg my <"$STATE/ports" || true
 	case "$pg$my" in '' | *[!0-9]*) die "$STATE/ports is not two port numbers" ;; esac
+	if [ "${1:-}" = lenient ]; then
+		PGPORT=$pg MYPORT=$my
+		return 0
+	fi
 	if [ -n "${CLAIMLOCK_RESTART_PG_PORT:-}" ] && [ "$CLAIMLOCK_RESTART_PG_PORT" != "$pg" ]; then
 		die "this state directory's PostgreSQL runs on port $pg, not $CLAIMLOCK_RESTART_PG_PORT"
 	fi
@@ -333,7 +338,7 @@ cmd_outage() { # cmd_outage kill|restart pg|mysql [SECONDS]
 
 cmd_stop() {
 	prepare
-	ports_recorded
+	ports_recorded lenient
 	pg_stop
 	my_stop
 	log "stopped"
