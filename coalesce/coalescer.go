@@ -221,11 +221,17 @@ func (c *Coalescer) acceptTx(ctx context.Context, tx *sql.Tx, ch Change) (Receip
 // record writes ch in tx: the event id's receipt if it exists (undo: the
 // caller should roll back whatever tx did), else the source's sequence
 // check and the change's row.
+//
+// A change without a Source is inserted at once: the insert itself finds
+// a recorded event id (it writes nothing then, and the receipt is read),
+// so a new change costs one statement, not a lookup first. A change with
+// a Source is looked up first, so that a resend is answered with its
+// receipt rather than judged stale by the sequence it moved.
 func (c *Coalescer) record(ctx context.Context, tx *sql.Tx, ch Change) (r Receipt, undo bool, err error) {
-	if r, ok, err := c.findEvent(ctx, tx, ch.EventID); err != nil || ok {
-		return r, true, err
-	}
 	if ch.Source != "" {
+		if r, ok, err := c.findEvent(ctx, tx, ch.EventID); err != nil || ok {
+			return r, true, err
+		}
 		if r, ok, err := c.checkSource(ctx, tx, ch); err != nil || ok {
 			return r, true, err
 		}
@@ -253,7 +259,8 @@ func (c *Coalescer) record(ctx context.Context, tx *sql.Tx, ch Change) (r Receip
 	if err != nil || inserted {
 		return r, false, err
 	}
-	// A change with this event id committed since our first look.
+	// A change with this event id was recorded (since our first look, if
+	// there was one).
 	r, ok, err := c.findEvent(ctx, tx, ch.EventID)
 	if err == nil && !ok {
 		err = fmt.Errorf("event %q: neither inserted nor found", ch.EventID)
