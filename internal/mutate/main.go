@@ -86,6 +86,10 @@ type result struct {
 	detail  string // the killing tests, or why broken or untested
 	output  string // test output to show when not killed
 	took    time.Duration
+	// build is the time go test took before the test binary started
+	// (compiling and linking the mutated package and what depends on it),
+	// tests the test binary's own run; both zero when it never started.
+	build, tests time.Duration
 }
 
 func main() {
@@ -149,6 +153,7 @@ func run() int {
 		}
 	}
 	counts := map[string]int{}
+	var builds, tests time.Duration
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, *parallel)
@@ -163,7 +168,9 @@ func run() int {
 			mu.Lock()
 			defer mu.Unlock()
 			counts[r.verdict]++
-			fmt.Printf("%-9s %-34s %6.1fs  %s\n", r.verdict, m.Name, r.took.Seconds(), r.detail)
+			builds += r.build
+			tests += r.tests
+			fmt.Printf("%-9s %-34s %6.1fs (build %4.1fs)  %s\n", r.verdict, m.Name, r.took.Seconds(), r.build.Seconds(), r.detail)
 			if r.verdict != killed && r.output != "" {
 				fmt.Println(indent(r.output))
 			}
@@ -176,6 +183,7 @@ func run() int {
 	}
 	fmt.Printf("mutate: %d mutations: %d killed, %d survived, %d hung, %d broken, %d untested in %s\n",
 		len(selected), counts[killed], counts[survived], counts[hung], counts[broken], counts[untested], time.Since(start).Round(time.Second))
+	fmt.Printf("mutate: summed over the mutations: %s building, %s in the tests\n", builds.Round(time.Second), tests.Round(time.Second))
 	if counts[killed] != len(selected) {
 		return 1
 	}
@@ -331,13 +339,15 @@ type testEvent struct {
 	Test        string
 	Output      string
 	FailedBuild string
+	Time        time.Time
+	Elapsed     float64 // seconds, on a test's or the package's end
 }
 
 // runTests runs pkg's tests matching pattern and classifies the outcome:
 // killed when a test failed, survived when they passed, hung when they ran
 // into the time limit (a test failing after it is still a hang), broken
 // when the package did not build or no test ran.
-func runTests(ctx context.Context, root, pkg, pattern string, limit time.Duration, flags ...string) result {
+func runTests(ctx context.Context, root, pkg, pattern string, limit time.Duration, flags ...string) (r result) {
 	ctx, cancel := context.WithTimeout(ctx, limit+time.Minute)
 	defer cancel()
 	// No vet: the mutations are deliberate, and vet would only slow each build.
@@ -352,6 +362,9 @@ func runTests(ctx context.Context, root, pkg, pattern string, limit time.Duratio
 	cmd.WaitDelay = 10 * time.Second
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	var build, tests time.Duration
+	defer func() { r.build, r.tests = build, tests }()
+	begun := time.Now()
 	stdout, err := cmd.Output()
 
 	var failed, passed, skipped []string
@@ -366,6 +379,14 @@ func runTests(ctx context.Context, root, pkg, pattern string, limit time.Duratio
 			continue
 		}
 		text.WriteString(ev.Output)
+		if ev.Test == "" {
+			switch ev.Action {
+			case "start":
+				build = ev.Time.Sub(begun)
+			case "pass", "fail":
+				tests = time.Duration(ev.Elapsed * float64(time.Second))
+			}
+		}
 		switch {
 		case ev.Action == "build-fail" || ev.FailedBuild != "":
 			buildFailed = true
