@@ -358,5 +358,5 @@ var mutations = []mutation{
 	{Name: "store/claims-from-lowest-key", File: "internal/store/cursor.go",
 		From: "\tif c.key == nil {\n\t\treturn lowest(kind)\n\t}\n\treturn c.key\n",
 		To:   "\treturn lowest(kind)\n",
-		Pkg:  "./claim", Run: "^TestFairOrder", Env: []string{envPostgres, envMySQL}},
+		Pkg:  "./claim", Run: "^TestFairOrderUnderRepending$/^sqlite$"},
 }
