@@ -29,8 +29,9 @@
 // mutations run side by side (-parallel, default 2: most of their tests
 // wait on timeouts and databases rather than the CPU) and an interrupted
 // run leaves nothing behind. It prints one line per mutation as each ends
-// and the total time, and exits 1 unless every mutation was killed (2 for
-// a usage or anchor error).
+// (with the part of its time spent building the mutated test binary), the
+// total time and the build and test time summed over the mutations, and
+// exits 1 unless every mutation was killed (2 for a usage or anchor error).
 package main
 
 import (
