@@ -186,7 +186,7 @@ var mutations = []mutation{
 	{Name: "claim/held-hold-check-ignores-clock", File: "claim/held.go",
 		From: "\tif due := b.due.Load(); due != nil && !time.Now().Before(*due) {\n",
 		To:   "\tif due := b.due.Load(); false && due != nil {\n",
-		Pkg:  "./claim", Run: "^TestHoldCheckHeld$", Env: []string{envPostgres, envMySQL}},
+		Pkg:  "./claim", Run: "^TestHoldCheckHeld$/^postgres$", Env: pg},
 	{Name: "claim/claim-deadline-start", File: "claim/claim.go",
 		From: "\t\tclaimed = time.Now()\n\t\treturn run(",
 		To:   "\t\tdefer func() { claimed = time.Now() }()\n\t\treturn run(",
@@ -358,7 +358,7 @@ var mutations = []mutation{
 	{Name: "store/claims-from-lowest-key", File: "internal/store/cursor.go",
 		From: "\tif c.key == nil {\n\t\treturn lowest(kind)\n\t}\n\treturn c.key\n",
 		To:   "\treturn lowest(kind)\n",
-		Pkg:  "./claim", Run: "^TestFairOrder", Env: []string{envPostgres, envMySQL}},
+		Pkg:  "./claim", Run: "^TestFairOrderUnderRepending$/^sqlite$"},
 
 	// --- the coalescer's fold protocol (model/coalesce.pml's mutants, in
 	// the code): each loses a change accepted while its key is flushed.
@@ -381,7 +381,7 @@ var mutations = []mutation{
 	{Name: "coalesce/no-bump-held", File: "coalesce/flusher.go",
 		From: "if len(recs) == f.cfg.MaxChanges {",
 		To:   "if false {",
-		Pkg:  "./coalesce", Run: "^TestMaxChanges$"},
+		Pkg:  "./coalesce", Run: "^TestMaxChanges$/^sqlite$"},
 	{Name: "coalesce/read-folded-changes", File: "coalesce/sql.go",
 		From: "WHERE change_key = ? AND folded_at IS NULL ORDER BY",
 		To:   "WHERE change_key = ? ORDER BY",

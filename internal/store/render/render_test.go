@@ -1,8 +1,10 @@
 package render
 
 import (
+	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -35,4 +37,40 @@ func TestPlaceholderTypo(t *testing.T) {
 	require.ErrorContains(t, err, `unknown placeholder name "tokn"`)
 	_, err = Style{}.Render("x", `SELECT {{arg "scope"}}, {{arg "scope01"}}`, nil, false)
 	require.ErrorContains(t, err, `unknown placeholder name "scope"`)
+}
+
+// A source is parsed once and shared (templates): renders of one source by
+// different styles, with text or integer keys, at once, each get their own
+// placeholders and argument names.
+func TestSharedSourceRendersApart(t *testing.T) {
+	t.Parallel()
+	const src = `UPDATE t SET a = {{arg "token"}} WHERE id {{keys}}{{scope .}}`
+	arrays := Style{Dollar: true, ArrayKeys: true, KeysIntArray: "= ANY(%s::bigint[])", KeysTextArray: "= ANY(%s::text[])"}
+	cases := []struct {
+		style    Style
+		textKeys bool
+		scope    []string
+		want     string
+		names    []string
+	}{
+		{arrays, false, nil, `UPDATE t SET a = $1 WHERE id = ANY($2::bigint[])`, []string{"token", "keys"}},
+		{arrays, true, []string{`"s"`}, `UPDATE t SET a = $1 WHERE id = ANY($2::text[]) AND "s" = $3`, []string{"token", "keys", "scope0"}},
+		{Style{}, false, []string{"s", "u"}, "UPDATE t SET a = ? WHERE id IN (\x00keys\x00) AND s = ? AND u = ?", []string{"token", "keys", "scope0", "scope1"}},
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		for _, c := range cases {
+			wg.Go(func() {
+				st, err := c.style.Render("x", src, c.scope, c.textKeys)
+				assert.NoError(t, err)
+				assert.Equal(t, c.want, st.SQL)
+				assert.Equal(t, c.names, st.Names())
+			})
+		}
+	}
+	wg.Wait()
+	_, err := Style{}.Render("first", `{{.Nope}`, nil, false)
+	require.ErrorContains(t, err, "statement first:")
+	_, err = Style{}.Render("second", `{{.Nope}`, nil, false)
+	require.ErrorContains(t, err, "statement second:", "a parse error, kept with its source, names the statement that rendered it")
 }

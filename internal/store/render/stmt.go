@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"text/template"
 )
 
@@ -56,10 +57,17 @@ type timeArg struct {
 // is not one of Args' fails the render, as does a field data lacks.
 func (d Style) Render(name, src string, data any, textKeys bool) (Stmt, error) {
 	var st Stmt
-	t, err := template.New(name).Funcs(d.funcs(&st, textKeys)).Option("missingkey=error").Parse(src)
+	base, err := parsed(src)
 	if err != nil {
 		return Stmt{}, fmt.Errorf("statement %s: %w", name, err)
 	}
+	// The clone shares base's parse trees, which executing never changes,
+	// and takes this render's functions, which write into st.
+	t, err := base.Clone()
+	if err != nil {
+		return Stmt{}, fmt.Errorf("statement %s: %w", name, err)
+	}
+	t.Funcs(d.funcs(&st, textKeys))
 	var b strings.Builder
 	if err := t.Execute(&b, data); err != nil {
 		return Stmt{}, fmt.Errorf("statement %s: %w", name, err)
@@ -69,6 +77,29 @@ func (d Style) Render(name, src string, data any, textKeys bool) (Stmt, error) {
 		return Stmt{}, fmt.Errorf("statement %s: an expanded key list needs ? placeholders", name)
 	}
 	return st, nil
+}
+
+// templates holds each template source parsed once, by source text (a
+// *template.Template, or the error that parsing it returned). The sources
+// are the engines' statement templates, a fixed set, and every store of
+// every table renders them again: parsing them anew each time was most of
+// the cost of building a store.
+var templates sync.Map
+
+// parsed returns src parsed, from templates or parsed now (under the name
+// "statement": Render's errors say which statement). Parsing only checks
+// that the functions exist; each render sets its own with Funcs on a clone.
+func parsed(src string) (*template.Template, error) {
+	type entry struct {
+		t   *template.Template
+		err error
+	}
+	if e, ok := templates.Load(src); ok {
+		return e.(entry).t, e.(entry).err
+	}
+	t, err := template.New("statement").Funcs(Style{}.funcs(&Stmt{}, false)).Option("missingkey=error").Parse(src)
+	e, _ := templates.LoadOrStore(src, entry{t, err})
+	return e.(entry).t, e.(entry).err
 }
 
 // funcs are the template functions of one render into st.
