@@ -133,13 +133,7 @@ func TestNotifyWakesIdleRunOfAnotherProcess(t *testing.T) {
 			t.Cleanup(closeThere)
 
 			pd := here.d.(*postgres.Dialect)
-			lctx, stop := context.WithCancel(ctx)
-			lerr := make(chan error, 1)
-			go func() { lerr <- pd.Listen(lctx, postgres.ListenConfig{}) }()
-			t.Cleanup(func() {
-				stop()
-				require.NoError(t, <-lerr)
-			})
+			testengine.Listen(t, pd)
 
 			// The listener connects before Run subscribes, so its first
 			// connection wakes nobody.

@@ -43,13 +43,7 @@ func TestNotifyWakesOtherProcesses(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(closeThere)
 			pd := there.Dialect.(*postgres.Dialect)
-			lctx, stopListen := context.WithCancel(ctx)
-			lerr := make(chan error, 1)
-			go func() { lerr <- pd.Listen(lctx, postgres.ListenConfig{}) }()
-			t.Cleanup(func() {
-				stopListen()
-				assert.NoError(t, <-lerr)
-			})
+			testengine.Listen(t, pd)
 			var claims atomic.Int64
 			flushCo := newCoalescer(t, there, coalesce.Config{Observer: observe.Func(func(_ context.Context, e observe.Event) {
 				if e.Op == claim.OpClaim && e.Err == nil {

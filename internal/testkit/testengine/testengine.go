@@ -211,3 +211,17 @@ func Reroute(name, dsn string, via func(server string) string) (string, bool, er
 	}
 	return dsn, false, nil
 }
+
+// Listen runs d's listener (postgres.Dialect.Listen, default ListenConfig)
+// until the test ends, and then checks that it returned nil. Wait for
+// d.Listening before relying on a notification.
+func Listen(t testing.TB, d *postgres.Dialect) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Listen(ctx, postgres.ListenConfig{}) }()
+	t.Cleanup(func() {
+		stop()
+		require.NoError(t, <-done, "the listener")
+	})
+}
