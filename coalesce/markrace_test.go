@@ -54,40 +54,33 @@ func TestMarkRacesFlushCompletion(t *testing.T) {
 
 		_, err := co.Accept(ctx, coalesce.Change{Key: "k", EventID: "e1", Payload: []byte("1")})
 		require.NoError(t, err)
-		flushed := make(chan error, 1)
+		var flushErr error
+		flushed := make(chan struct{}) // closed once Flush returned, flushErr set
 		go func() {
-			_, err := f.Flush(ctx)
-			flushed <- err
+			defer close(flushed)
+			_, flushErr = f.Flush(ctx)
 		}()
 		<-inFold
 
-		var (
-			markOnce  sync.Once
-			raced     bool
-			flushErr  error
-			flushDone bool
-		)
+		// The hook runs on Accept's goroutine, between the mark's read and
+		// its write: it lets the fold go and waits for the flush to end.
+		var markOnce sync.Once
+		raced := false
 		coalesce.SetMarkRead(co, func(string) {
 			markOnce.Do(func() {
 				select {
-				case flushErr = <-flushed:
-					flushDone = true // the flush ended before the mark read
-					return
+				case <-flushed: // the change committed after the flush
 				default:
+					raced = true
 				}
-				raced = true
 				close(release)
+				<-flushed
 			})
-			if !flushDone {
-				flushErr, flushDone = <-flushed, true
-			}
 		})
 		_, err = co.Accept(ctx, coalesce.Change{Key: "k", EventID: "e2", Payload: []byte("2")})
 		coalesce.SetMarkRead(co, nil)
 		require.NoError(t, err)
-		if !flushDone {
-			flushErr = <-flushed
-		}
+		<-flushed
 		require.NoError(t, flushErr)
 		t.Logf("the mark read the key while its flush folded: %v", raced)
 		if c.Engine != testengine.SQLite {
