@@ -326,86 +326,97 @@ func (m *monitor) view(i int) pageView {
 	v := pageView{Index: i, Table: m.info.Table, More: map[string]bool{},
 		Stuck: []rowOutView{}, Parked: []rowOutView{}, Scheduled: []rowOutView{}, Leases: []leaseOutView{}, History: []point{}}
 	if m.info.Table != "" {
-		p := m.pages[i]
-		v.Scope = m.info.Scopes[i]
-		v.Error = clean(p.err)
-		if p.ok {
-			v.SampledAt = p.at.UTC().Format(time.RFC3339)
-			c := p.last.Counts
-			v.Counts = &countsView{Pending: c.Pending, Processing: c.Processing, Done: c.Done, Failed: c.Failed, Other: c.Other,
-				OldestPending: age(c.OldestPending), OldestProcessing: age(c.OldestProcessing)}
-			if !m.info.CreatedAt {
-				v.Counts.OldestPending = "n/a"
-			}
-			if c.Processing == 0 {
-				v.Counts.OldestProcessing = "-"
-			}
-			if c.Pending == 0 && m.info.CreatedAt {
-				v.Counts.OldestPending = "-"
-			}
-			if b := p.last.Backlog; b != nil {
-				v.Backlog = &backlogView{ChangesTable: m.info.ChangesTable, Dirty: b.Dirty, OldestUnfolded: age(b.Oldest)}
-				if b.Oldest == 0 {
-					v.Backlog.OldestUnfolded = "-"
-				}
-			}
-			v.History = append(v.History, p.hist...)
-			v.Stuck = rowsOut(p.last.Stuck)
-			for j := range v.Stuck {
-				switch {
-				case !m.info.WorkerColumn:
-					v.Stuck[j].Worker = noWorkerColumn
-				case v.Stuck[j].Worker == "":
-					v.Stuck[j].Worker = "-"
-				}
-			}
-			v.Parked = rowsOut(p.last.Parked)
-			v.Scheduled = rowsOut(p.last.Scheduled)
-			if !m.info.ErrorColumn {
-				for _, rows := range [][]rowOutView{v.Parked, v.Scheduled} {
-					for j := range rows {
-						rows[j].Error = noErrorColumn
-					}
-				}
-			}
-			if ps := p.last.Pause; ps != nil {
-				v.Pause = &pauseView{Whole: ps.Whole, Reason: clean(ps.Reason), By: clean(ps.By), Since: ps.Since.UTC().Format(time.RFC3339), Age: age(ps.Age)}
-			}
-			v.More["stuck"] = len(p.last.Stuck) >= m.info.Limit
-			v.More["parked"] = len(p.last.Parked) >= m.info.Limit
-			v.More["scheduled"] = len(p.last.Scheduled) >= m.info.Limit
-		}
+		m.viewTable(&v, i)
 	}
 	if m.info.LeaseTable != "" {
-		v.LeaseError = clean(m.leaseErr)
-		for _, l := range m.leases {
-			o := leaseOutView{Key: clean(l.Key), State: l.State, Owner: clean(l.Owner), Holder: clean(l.Holder), Fence: l.Fence,
-				LockedAt: "-", ExpiresAt: "-", Remaining: "-", Note: l.Note}
-			if o.Holder == "" {
-				o.Holder = "-"
-			}
-			if !l.LockedAt.IsZero() {
-				o.LockedAt = timeText(&l.LockedAt)
-			}
-			if !l.ExpiresAt.IsZero() {
-				o.ExpiresAt = timeText(&l.ExpiresAt)
-			} else if l.Note != "" {
-				o.ExpiresAt = "unknown"
-			}
-			if l.State == "held" {
-				o.Remaining = age(l.Remaining)
-				if !l.DBClock {
-					o.Remaining = "~" + o.Remaining
-				}
-			}
-			v.Leases = append(v.Leases, o)
-		}
-		v.More["leases"] = len(m.leases) >= m.info.Limit
-		if v.SampledAt == "" && m.leaseOK {
-			v.SampledAt = m.leaseAt.UTC().Format(time.RFC3339)
-		}
+		m.viewLeases(&v)
 	}
 	return v
+}
+
+// viewTable fills v with the claim table's sample of scope i; m.mu is held.
+func (m *monitor) viewTable(v *pageView, i int) {
+	p := m.pages[i]
+	v.Scope = m.info.Scopes[i]
+	v.Error = clean(p.err)
+	if !p.ok {
+		return
+	}
+	v.SampledAt = p.at.UTC().Format(time.RFC3339)
+	c := p.last.Counts
+	v.Counts = &countsView{Pending: c.Pending, Processing: c.Processing, Done: c.Done, Failed: c.Failed, Other: c.Other,
+		OldestPending: age(c.OldestPending), OldestProcessing: age(c.OldestProcessing)}
+	if !m.info.CreatedAt {
+		v.Counts.OldestPending = "n/a"
+	}
+	if c.Processing == 0 {
+		v.Counts.OldestProcessing = "-"
+	}
+	if c.Pending == 0 && m.info.CreatedAt {
+		v.Counts.OldestPending = "-"
+	}
+	if b := p.last.Backlog; b != nil {
+		v.Backlog = &backlogView{ChangesTable: m.info.ChangesTable, Dirty: b.Dirty, OldestUnfolded: age(b.Oldest)}
+		if b.Oldest == 0 {
+			v.Backlog.OldestUnfolded = "-"
+		}
+	}
+	v.History = append(v.History, p.hist...)
+	v.Stuck = rowsOut(p.last.Stuck)
+	for j := range v.Stuck {
+		switch {
+		case !m.info.WorkerColumn:
+			v.Stuck[j].Worker = noWorkerColumn
+		case v.Stuck[j].Worker == "":
+			v.Stuck[j].Worker = "-"
+		}
+	}
+	v.Parked = rowsOut(p.last.Parked)
+	v.Scheduled = rowsOut(p.last.Scheduled)
+	if !m.info.ErrorColumn {
+		for _, rows := range [][]rowOutView{v.Parked, v.Scheduled} {
+			for j := range rows {
+				rows[j].Error = noErrorColumn
+			}
+		}
+	}
+	if ps := p.last.Pause; ps != nil {
+		v.Pause = &pauseView{Whole: ps.Whole, Reason: clean(ps.Reason), By: clean(ps.By), Since: ps.Since.UTC().Format(time.RFC3339), Age: age(ps.Age)}
+	}
+	v.More["stuck"] = len(p.last.Stuck) >= m.info.Limit
+	v.More["parked"] = len(p.last.Parked) >= m.info.Limit
+	v.More["scheduled"] = len(p.last.Scheduled) >= m.info.Limit
+}
+
+// viewLeases fills v with the lease table's sample; m.mu is held.
+func (m *monitor) viewLeases(v *pageView) {
+	v.LeaseError = clean(m.leaseErr)
+	for _, l := range m.leases {
+		o := leaseOutView{Key: clean(l.Key), State: l.State, Owner: clean(l.Owner), Holder: clean(l.Holder), Fence: l.Fence,
+			LockedAt: "-", ExpiresAt: "-", Remaining: "-", Note: l.Note}
+		if o.Holder == "" {
+			o.Holder = "-"
+		}
+		if !l.LockedAt.IsZero() {
+			o.LockedAt = timeText(&l.LockedAt)
+		}
+		if !l.ExpiresAt.IsZero() {
+			o.ExpiresAt = timeText(&l.ExpiresAt)
+		} else if l.Note != "" {
+			o.ExpiresAt = "unknown"
+		}
+		if l.State == "held" {
+			o.Remaining = age(l.Remaining)
+			if !l.DBClock {
+				o.Remaining = "~" + o.Remaining
+			}
+		}
+		v.Leases = append(v.Leases, o)
+	}
+	v.More["leases"] = len(m.leases) >= m.info.Limit
+	if v.SampledAt == "" && m.leaseOK {
+		v.SampledAt = m.leaseAt.UTC().Format(time.RFC3339)
+	}
 }
 
 func rowsOut(rows []rowView) []rowOutView {
