@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/claimlock/claimlock/internal/detach"
 	"github.com/claimlock/claimlock/internal/loop"
 	"github.com/claimlock/claimlock/internal/store"
 )
@@ -108,12 +109,29 @@ func (k *core) subscribe(kick func()) (cancel func()) {
 // nothing (returning nil) where the dialect has no notifications. To
 // notify inside the inserting transaction instead, use the dialect's own
 // function (postgres.Notify).
+//
+// The notification runs on a deadline of its own (5 s), not ctx's, as the
+// library's own notifications do: a caller whose context ends right after
+// its commit (an HTTP request answered, say) still wakes the other
+// processes. NotifyPending waits for it only while ctx lasts: once ctx
+// ends first it returns ctx's cause while the notification finishes in
+// the background. A notification that fails is only a later pickup: the
+// rows are pending, and the other processes find them at their next poll.
 func (c *Claimer[T]) NotifyPending(ctx context.Context) error {
 	n, ok := store.NotifierOf(c.core.d).(store.PendingNotifier)
 	if !ok {
 		return nil
 	}
-	return n.NotifyPending(ctx, c.core.spec, c.core.scopeValues())
+	errc := make(chan error, 1)
+	detach.Run(ctx, store.NotifyTimeout, func(nctx context.Context) {
+		errc <- n.NotifyPending(nctx, c.core.spec, c.core.scopeValues())
+	})
+	select {
+	case err := <-errc:
+		return err
+	default:
+		return context.Cause(ctx) // ctx ended first; the notification goes on
+	}
 }
 
 // OnNotify calls wake each time another process notifies that rows of this

@@ -177,3 +177,71 @@ func TestNotifyWakesIdleRunOfAnotherProcess(t *testing.T) {
 		})
 	}
 }
+
+// NotifyPending wakes the OnNotify subscribers of the same table and scope
+// in other processes (PostgreSQL, while their listener runs), also when
+// the caller's context ended right after its commit; a stopped
+// subscription hears nothing more, and another scope's subscriber nothing
+// at all. Where the dialect has no notifications both do nothing.
+func TestNotifyPendingAndOnNotify(t *testing.T) {
+	t.Parallel()
+	for _, en := range engines {
+		t.Run(en.kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dsn := en.dsn(t)
+			here, closeHere, err := openDSN(ctx, en.kind, dsn, dialect.Options{})
+			require.NoError(t, err)
+			t.Cleanup(closeHere)
+			c, cfg := jobSetup(t, here, here.d.Capabilities().PreferredStrategy, 0, nil)
+			if en.kind != testengine.Postgres && en.kind != testengine.PostgresStdlib {
+				require.NoError(t, c.NotifyPending(ctx), "no notifications: nothing to send")
+				var woken atomic.Int64
+				stop := c.OnNotify(func() { woken.Add(1) })
+				stop()
+				require.Zero(t, woken.Load())
+				return
+			}
+			there, closeThere, err := openDSN(ctx, en.kind, dsn, dialect.Options{})
+			require.NoError(t, err)
+			t.Cleanup(closeThere)
+			pd := there.d.(*postgres.Dialect)
+			testengine.Listen(t, pd)
+			waitFor(t, "the listener", pd.Listening)
+			oc, err := claim.New(there.d, cfg, jobFields)
+			require.NoError(t, err)
+			otherCfg := cfg
+			otherCfg.ScopeValues = []any{7}
+			other, err := claim.New(there.d, otherCfg, jobFields)
+			require.NoError(t, err)
+
+			var kept, stopped, otherScope atomic.Int64
+			stopKept := oc.OnNotify(func() { kept.Add(1) })
+			t.Cleanup(stopKept)
+			stopStopped := oc.OnNotify(func() { stopped.Add(1) })
+			stopOther := other.OnNotify(func() { otherScope.Add(1) })
+			t.Cleanup(stopOther)
+			require.NotNil(t, oc.OnNotify(nil), "a nil wake subscribes nothing")
+			// The listener connected before these subscriptions: its first
+			// connection's wake-up reached none of them.
+			waitFor(t, "the listener on the claimer's channel", pd.Listening)
+
+			require.NoError(t, c.NotifyPending(ctx))
+			waitFor(t, "the first notification", func() bool { return kept.Load() == 1 && stopped.Load() == 1 })
+
+			// A caller whose context is already over (its request answered
+			// right after the commit) still wakes the other process; it is
+			// told that it did not wait for the notification.
+			cctx, cancel := context.WithCancel(ctx)
+			cancel()
+			require.ErrorIs(t, c.NotifyPending(cctx), context.Canceled)
+			waitFor(t, "the notification of an ended context", func() bool { return kept.Load() == 2 })
+
+			stopStopped()
+			require.NoError(t, c.NotifyPending(ctx))
+			waitFor(t, "the third notification", func() bool { return kept.Load() == 3 })
+			require.EqualValues(t, 2, stopped.Load(), "a stopped subscription hears nothing more")
+			require.Zero(t, otherScope.Load(), "another scope's subscriber is not woken")
+		})
+	}
+}

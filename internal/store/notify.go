@@ -7,9 +7,9 @@ import (
 	"github.com/claimlock/claimlock/internal/detach"
 )
 
-// notifyTimeout bounds one notification sent after rows went back to
-// pending.
-const notifyTimeout = 5 * time.Second
+// NotifyTimeout bounds one notification sent after rows went back to
+// pending, on a deadline of its own rather than the caller's.
+const NotifyTimeout = 5 * time.Second
 
 // Ack implements [ClaimStore] (see ack): when the ack returned rows
 // to pending (a retried fail, a versioned ack whose row moved), the
@@ -39,7 +39,7 @@ func (s *Claims) pendingAfterAck(ctx context.Context, p *AckParams, res AckResul
 // returned: the rows are pending already, and idle claimers find them by
 // polling.
 //
-// The notification runs on its own deadline (notifyTimeout), not ctx's, so
+// The notification runs on its own deadline (NotifyTimeout), not ctx's, so
 // a caller whose context ends right after the commit still wakes the other
 // processes; the caller waits for it only while ctx lasts, so a stalled
 // server never holds the operation past ctx's deadline.
@@ -48,7 +48,7 @@ func (s *Claims) pending(ctx context.Context, scopeValues []any, n int64) {
 	if n <= 0 || !ok {
 		return
 	}
-	detach.Run(ctx, notifyTimeout, func(ctx context.Context) {
+	detach.Run(ctx, NotifyTimeout, func(ctx context.Context) {
 		if err := pn.NotifyPending(ctx, s.spec, scopeValues); err != nil {
 			s.b.logger.Warn("claimlock: could not notify other processes of pending rows; they will find them by polling",
 				"table", s.spec.Table, "err", err)
