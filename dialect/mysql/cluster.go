@@ -69,27 +69,12 @@ func OpenCluster(ctx context.Context, dsns []string) (*sql.DB, error) {
 	if probed < 0 {
 		return nil, fmt.Errorf("mysql: OpenCluster: no node answered: %w", errors.Join(errs...))
 	}
-	for try := 0; ; try++ {
+	return openPinged(ctx, "OpenCluster", name, func(name string) (*sql.DB, error) {
 		cc := &clusterConnector{nodes: make([]driver.Connector, len(cfgs))}
 		for i, cfg := range cfgs {
 			c := cfg.Clone()
 			if i != probed {
-				// The probed node's adjustments: interpolation and
-				// wsrep_sync_wait, unless this DSN says otherwise.
-				if _, ok := c.Params["wsrep_sync_wait"]; !ok {
-					if v, ok := cfgs[probed].Params["wsrep_sync_wait"]; ok {
-						if c.Params == nil {
-							c.Params = map[string]string{}
-						}
-						c.Params["wsrep_sync_wait"] = v
-					}
-				}
-				if !c.InterpolateParams && cfgs[probed].InterpolateParams {
-					c.InterpolateParams = true
-					if _, err := gomysql.NewConnector(c); err != nil {
-						c.InterpolateParams = false
-					}
-				}
+				adoptProbed(c, cfgs[probed])
 			}
 			setIsolationParam(c, name)
 			conn, err := gomysql.NewConnector(c)
@@ -98,17 +83,27 @@ func OpenCluster(ctx context.Context, dsns []string) (*sql.DB, error) {
 			}
 			cc.nodes[i] = conn
 		}
-		db := sql.OpenDB(cc)
-		err := db.PingContext(ctx)
-		if err == nil {
-			return db, nil
+		return sql.OpenDB(cc), nil
+	})
+}
+
+// adoptProbed gives c, a node's configuration, the adjustments configure
+// made to the probed node's, p: interpolation and wsrep_sync_wait, unless
+// c's DSN says otherwise.
+func adoptProbed(c, p *gomysql.Config) {
+	if _, ok := c.Params["wsrep_sync_wait"]; !ok {
+		if v, ok := p.Params["wsrep_sync_wait"]; ok {
+			if c.Params == nil {
+				c.Params = map[string]string{}
+			}
+			c.Params["wsrep_sync_wait"] = v
 		}
-		db.Close()
-		if try == 0 && isErrNumber(err, errUnknownSysVar) {
-			name = otherIsolationVariable(name)
-			continue
+	}
+	if !c.InterpolateParams && p.InterpolateParams {
+		c.InterpolateParams = true
+		if _, err := gomysql.NewConnector(c); err != nil {
+			c.InterpolateParams = false
 		}
-		return nil, fmt.Errorf("mysql: OpenCluster: %w", err)
 	}
 }
 

@@ -240,10 +240,21 @@ func Open(ctx context.Context, dsn string) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	for try := 0; ; try++ {
+	return openPinged(ctx, "open", name, func(name string) (*sql.DB, error) {
 		c := cfg.Clone()
 		setIsolationParam(c, name)
-		db, err := openConfig(c)
+		return openConfig(c)
+	})
+}
+
+// openPinged opens a pool with open, its connections setting the session
+// isolation through the variable name, and pings it. A server that rejects
+// that variable (the version suggested the wrong one: see
+// [Version.IsolationVariable]) gets a second pool setting the other one.
+// what names the caller in errors.
+func openPinged(ctx context.Context, what, name string, open func(name string) (*sql.DB, error)) (*sql.DB, error) {
+	for try := 0; ; try++ {
+		db, err := open(name)
 		if err != nil {
 			return nil, err
 		}
@@ -256,7 +267,7 @@ func Open(ctx context.Context, dsn string) (*sql.DB, error) {
 			name = otherIsolationVariable(name)
 			continue
 		}
-		return nil, fmt.Errorf("mysql: open: %w", err)
+		return nil, fmt.Errorf("mysql: %s: %w", what, err)
 	}
 }
 
