@@ -362,14 +362,20 @@ func (s *server) rowPage(w http.ResponseWriter, r *http.Request) int {
 	return s.pageIndex(w, r)
 }
 
-func (s *server) unpark(w http.ResponseWriter, r *http.Request) {
-	i := s.rowPage(w, r)
-	if i < 0 {
-		return
+// pageAction starts an action on page i (page answers 404 where it has
+// none): it reads the body and checks the operator (see gate). ok is false
+// when it has answered already.
+func pageAction[B any](s *server, w http.ResponseWriter, r *http.Request, page func(http.ResponseWriter, *http.Request) int) (i int, body B, who string, ok bool) {
+	if i = page(w, r); i < 0 {
+		return i, body, "", false
 	}
-	var body rowsAction
-	who := s.gate(w, r, &body)
-	if who == "" {
+	who = s.gate(w, r, &body)
+	return i, body, who, who != ""
+}
+
+func (s *server) unpark(w http.ResponseWriter, r *http.Request) {
+	i, body, who, ok := pageAction[rowsAction](s, w, r, s.rowPage)
+	if !ok {
 		return
 	}
 	ids := body.IDs
@@ -394,13 +400,8 @@ func (s *server) unpark(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) retryNow(w http.ResponseWriter, r *http.Request) {
-	i := s.rowPage(w, r)
-	if i < 0 {
-		return
-	}
-	var body rowsAction
-	who := s.gate(w, r, &body)
-	if who == "" {
+	i, body, who, ok := pageAction[rowsAction](s, w, r, s.rowPage)
+	if !ok {
 		return
 	}
 	if body.ResetAttempts || body.All {
@@ -427,13 +428,8 @@ func (s *server) pausePage(w http.ResponseWriter, r *http.Request) int {
 }
 
 func (s *server) pauseScope(w http.ResponseWriter, r *http.Request) {
-	i := s.pausePage(w, r)
-	if i < 0 {
-		return
-	}
-	var body pauseAction
-	who := s.gate(w, r, &body)
-	if who == "" {
+	i, body, who, ok := pageAction[pauseAction](s, w, r, s.pausePage)
+	if !ok {
 		return
 	}
 	ok, err := s.m.src.pause(r.Context(), i, body.Reason, "claimctl serve, "+who)
@@ -445,13 +441,8 @@ func (s *server) pauseScope(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) resumeScope(w http.ResponseWriter, r *http.Request) {
-	i := s.pausePage(w, r)
-	if i < 0 {
-		return
-	}
-	var body struct{}
-	who := s.gate(w, r, &body)
-	if who == "" {
+	i, _, who, ok := pageAction[struct{}](s, w, r, s.pausePage)
+	if !ok {
 		return
 	}
 	ok, err := s.m.src.resume(r.Context(), i)
