@@ -194,23 +194,31 @@ func (s *Claims) claimStmt(p *ClaimParams) (render.Stmt, error) {
 
 // Read implements [ClaimStore].
 func (s *Claims) Read(ctx context.Context, token string, ids []any, scan func(Scanner) error) (int, error) {
+	st, a, none, err := s.tokenStmt(tReadBack, ClaimVariant{ByKeys: true}, token, ids)
+	if err != nil || none {
+		return 0, err
+	}
+	return s.read(ctx, st, a, scan, nil)
+}
+
+// tokenStmt returns the statement t of token's rows and its arguments:
+// all of them (ids nil), or those of ids (the variant byKeys). none
+// reports an empty ids, which needs no statement.
+func (s *Claims) tokenStmt(t claimTmpl, byKeys ClaimVariant, token string, ids []any) (st render.Stmt, a *render.Args, none bool, err error) {
 	if token == "" {
-		return 0, fmt.Errorf("%w: empty token", dialect.ErrInvalidConfig)
+		return st, nil, false, fmt.Errorf("%w: empty token", dialect.ErrInvalidConfig)
 	}
-	a := &render.Args{Token: token}
-	st := s.st(claimKey{t: tReadBack})
-	if ids != nil {
-		if len(ids) == 0 {
-			return 0, nil
-		}
-		keys, err := normalizeKeys(s.spec.IDKind, ids)
-		if err != nil {
-			return 0, err
-		}
-		a.Keys, st = keys, s.st(claimKey{t: tReadBack, v: ClaimVariant{ByKeys: true}})
+	a = &render.Args{Token: token}
+	if ids == nil {
+		return s.st(claimKey{t: t}), a, false, nil
 	}
-	n, err := s.read(ctx, st, a, scan, nil)
-	return n, err
+	if len(ids) == 0 {
+		return st, nil, true, nil
+	}
+	if a.Keys, err = normalizeKeys(s.spec.IDKind, ids); err != nil {
+		return st, nil, false, err
+	}
+	return s.st(claimKey{t: t, v: byKeys}), a, false, nil
 }
 
 func (s *Claims) read(ctx context.Context, st render.Stmt, a *render.Args, scan func(Scanner) error, wrapScan func(Scanner) Scanner) (int, error) {
@@ -284,23 +292,12 @@ func scanKey(r Rows, kind dialect.IDKind) (any, error) {
 
 // Release implements [ClaimStore].
 func (s *Claims) Release(ctx context.Context, token string, ids []any) (int64, error) {
-	if token == "" {
-		return 0, fmt.Errorf("%w: empty token", dialect.ErrInvalidConfig)
-	}
-	a := &render.Args{Token: token}
-	st := s.st(claimKey{t: tRelease})
-	if ids != nil {
-		if len(ids) == 0 {
-			return 0, nil
-		}
-		keys, err := normalizeKeys(s.spec.IDKind, ids)
-		if err != nil {
-			return 0, err
-		}
-		a.Keys, st = keys, s.st(claimKey{t: tRelease, v: s.hinted(ClaimVariant{ByKeys: true})})
+	st, a, none, err := s.tokenStmt(tRelease, s.hinted(ClaimVariant{ByKeys: true}), token, ids)
+	if err != nil || none {
+		return 0, err
 	}
 	var n int64
-	err := s.b.Do(ctx, "release", false, func() error {
+	err = s.b.Do(ctx, "release", false, func() error {
 		var err error
 		n, err = s.b.exec(ctx, s.b.db, st, a)
 		return err
