@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/claimlock/claimlock/claim"
@@ -39,6 +40,12 @@ type FlusherConfig struct {
 	// BatchSize is how many dirty keys one claim takes; default 16.
 	// Each key is folded in a transaction of its own.
 	BatchSize int
+	// Workers is how many flush loops [Flusher.Run] runs at once; default
+	// 1, at most MaxFlushWorkers. Each claims its own batch of keys and
+	// folds them one after another, so up to Workers folds are in
+	// progress at once; each loop uses up to two connections of the pool
+	// at a time (its batch's heartbeat and its fold's transaction).
+	Workers int
 	// Linger is how long a flusher waits after a round that claimed fewer
 	// keys than BatchSize, letting changes accumulate (more changes per
 	// state write); default 0.
@@ -95,6 +102,8 @@ func (c *Coalescer) Flusher(fc FlusherConfig) (*Flusher, error) {
 		return nil, invalid("Fold", "is nil")
 	case fc.BatchSize < 0 || fc.BatchSize > claim.MaxBatchSize:
 		return nil, invalid("BatchSize", "must be between 0 and %d", claim.MaxBatchSize)
+	case fc.Workers < 0 || fc.Workers > MaxFlushWorkers:
+		return nil, invalid("Workers", "must be between 0 and %d", MaxFlushWorkers)
 	case fc.MaxChanges < 0 || fc.MaxChanges > 10000:
 		return nil, invalid("MaxChanges", "must be between 0 and 10000")
 	case fc.Linger < 0, fc.PollMin < 0, fc.PollMax < 0, fc.StrandAfter < 0, fc.Retain < 0:
@@ -102,6 +111,9 @@ func (c *Coalescer) Flusher(fc FlusherConfig) (*Flusher, error) {
 	}
 	if fc.BatchSize == 0 {
 		fc.BatchSize = 16
+	}
+	if fc.Workers == 0 {
+		fc.Workers = 1
 	}
 	if fc.PollMin == 0 {
 		fc.PollMin = 10 * time.Millisecond
@@ -140,22 +152,45 @@ func (f *Flusher) ClaimConfig() claim.Config { return f.keys }
 // says why its fold failed).
 func (f *Flusher) Claimer() *claim.Claimer[struct{}] { return f.claimer }
 
-// Run flushes until ctx ends, then returns nil: it claims dirty keys,
-// folds each (see [Flusher.Flush]), pauses Linger after a short batch and
-// polls with a backoff while nothing is dirty; now and then it marks the
-// keys of stranded changes dirty (FlusherConfig.StrandAfter) and, with
-// FlusherConfig.Retain, deletes old folded changes. Errors that
-// running again cannot cure ([dialect.IsPermanent]) stop it; others are
-// logged and retried after a pause.
+// MaxFlushWorkers bounds [FlusherConfig.Workers].
+const MaxFlushWorkers = 256
+
+// Run flushes with FlusherConfig.Workers loops until ctx ends, then returns
+// nil. Each loop claims dirty keys, folds each (see [Flusher.Flush]),
+// pauses Linger after a short batch and polls with a backoff while nothing
+// is dirty; the first loop also, now and then, marks the keys of stranded
+// changes dirty (FlusherConfig.StrandAfter) and, with
+// FlusherConfig.Retain, deletes old folded changes. An error that running
+// again cannot cure ([dialect.IsPermanent]) stops every loop, and Run
+// returns it once they have returned; other errors are logged and retried
+// after a pause.
 func (f *Flusher) Run(ctx context.Context) error {
 	// Keys made dirty by other processes' coalescers (Config.Notify) wake
 	// this process's idle flushers, as this process's own do.
 	stop := f.claimer.OnNotify(f.c.Wake)
 	defer stop()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	errs := make([]error, f.cfg.Workers)
+	var wg sync.WaitGroup
+	for i := range f.cfg.Workers {
+		wg.Go(func() {
+			if errs[i] = f.loop(ctx, i == 0); errs[i] != nil {
+				cancel(errs[i]) // a permanent error stops the other loops
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// loop is one of Run's flush loops; sweep makes it the one that also
+// looks for stranded changes and prunes folded ones.
+func (f *Flusher) loop(ctx context.Context, sweep bool) error {
 	idle := 0 // empty rounds in a row
 	nextSweep := time.Now()
 	return loop.Loop{Wake: f.c.wake}.Run(ctx, func(ctx context.Context) loop.Next {
-		if !time.Now().Before(nextSweep) {
+		if sweep && !time.Now().Before(nextSweep) {
 			if _, err := f.Unstrand(ctx); err != nil && ctx.Err() == nil {
 				f.c.cfg.Logger.Warn("coalesce: looking for stranded changes", "err", err)
 			}
