@@ -65,3 +65,27 @@ SELECT c.change_key FROM `coalesce_changes` c WHERE c.folded_at IS NULL AND c.ac
 
 -- prune
 DELETE FROM `coalesce_changes` WHERE folded_at < (SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED)) - ? ORDER BY folded_at, accepted_at, id LIMIT 1000;
+
+-- batch findEvents
+-- (with as many groups as changes or sources: 3 here)
+SELECT id, event_id, change_key, source, seq FROM `coalesce_changes` WHERE event_id IN (?, ?, ?);
+
+-- batch findEventsLocked
+-- (with as many groups as changes or sources: 3 here)
+SELECT id, event_id, change_key, source, seq FROM `coalesce_changes` WHERE event_id IN (?, ?, ?) LOCK IN SHARE MODE;
+
+-- batch insertChanges
+-- (with as many groups as changes or sources: 3 here)
+INSERT IGNORE INTO `coalesce_changes` (change_key, event_id, source, seq, payload, accepted_at) VALUES (?, ?, ?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED)), (?, ?, ?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED)), (?, ?, ?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED));
+
+-- batch readSources
+-- (with as many groups as changes or sources: 3 here)
+SELECT change_key, source, last_seq FROM `coalesce_sources` WHERE (change_key = ? AND source = ?) OR (change_key = ? AND source = ?) OR (change_key = ? AND source = ?) FOR UPDATE;
+
+-- batch insertSources
+-- (with as many groups as changes or sources: 3 here)
+INSERT IGNORE INTO `coalesce_sources` (change_key, source, last_seq) VALUES (?, ?, ?), (?, ?, ?), (?, ?, ?);
+
+-- batch setSources
+-- (with as many groups as changes or sources: 3 here)
+INSERT INTO `coalesce_sources` (change_key, source, last_seq) VALUES (?, ?, ?), (?, ?, ?), (?, ?, ?) ON DUPLICATE KEY UPDATE last_seq = VALUES(last_seq);
