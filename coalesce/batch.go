@@ -81,8 +81,9 @@ func checkBatch(chs []Change) error {
 // changes (on MySQL and MariaDB, and a read of their ids), and for its
 // changes with a Source, a locking read of their sources' rows (an insert
 // of those missing), and one write of the sequences that moved. The dirty
-// marks follow, after the commit, one compare-and-set per distinct key as
-// in Accept. Deadlocks and serialization failures are retried
+// marks follow, after the commit: Accept's compare-and-set, for all the
+// batch's keys at once (one read of their rows, and at most an insert and
+// two compare-and-sets). Deadlocks and serialization failures are retried
 // ([Config.Retry]), and so is the batch when a concurrent accept records
 // one of its event ids between its lookup and its insert, where the batch
 // cannot tell that change's outcome without its lookup: a change with a
@@ -111,8 +112,8 @@ func (c *Coalescer) AcceptBatch(ctx context.Context, chs []Change) (res []BatchR
 	if err != nil {
 		return nil, c.wrap("accept batch", err)
 	}
-	for _, key := range batchKeys(res) {
-		if err := dialect.Retry(ctx, c.cfg.Retry, "coalesce mark dirty", func() error { return c.markDirty(ctx, key) }); err != nil {
+	if keys := batchKeys(res); len(keys) > 0 {
+		if err := dialect.Retry(ctx, c.cfg.Retry, "coalesce mark dirty", func() error { return c.markKeys(ctx, keys) }); err != nil {
 			return nil, c.wrap("accept batch: mark dirty", err)
 		}
 	}
@@ -178,6 +179,117 @@ func (c *Coalescer) markInTx(ctx context.Context, tx *sql.Tx, key string) error 
 		}
 	}
 	return fmt.Errorf("key %q: its row kept appearing and disappearing", key)
+}
+
+// keyRow is what a dirty mark reads of a key's row.
+type keyRow struct {
+	status       string
+	ver, flushed int64
+}
+
+// markKeys is [Coalescer.markDirty] for several keys with a fixed number
+// of statements: one read of their rows, then at most an insert of the
+// missing ones and the two compare-and-sets, each for every key that needs
+// it, each key deciding as markDirty decides. A statement that wrote fewer
+// rows than it had keys met a row changed since the read: its keys get a
+// markDirty of their own, which reads again (a key it finds marked meanwhile
+// needs nothing, or one more version bump, which costs a flush a requeue
+// at most). One key takes markDirty's statements.
+func (c *Coalescer) markKeys(ctx context.Context, keys []string) error {
+	if len(keys) == 1 {
+		return c.markDirty(ctx, keys[0])
+	}
+	// One order, so that two batches' statements lock shared rows alike.
+	keys = slices.Sorted(slices.Values(keys))
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		args[i] = k
+	}
+	rows, err := c.db.QueryContext(ctx, c.bq.readKeys.render(c.e, len(keys)), args...)
+	if err != nil {
+		return err
+	}
+	read := make(map[string]keyRow, len(keys))
+	for rows.Next() {
+		var k string
+		var r keyRow
+		if err := rows.Scan(&k, &r.status, &r.ver, &r.flushed); err != nil {
+			rows.Close()
+			return err
+		}
+		read[k] = r
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if c.markRead != nil {
+		for _, k := range keys {
+			c.markRead(k)
+		}
+	}
+	var missing, done, processing []string
+	var doneArgs, processingArgs []any
+	for _, k := range keys {
+		r, found := read[k]
+		switch {
+		case !found:
+			missing = append(missing, k)
+		case r.status == statusPending, r.status == statusFailed:
+		case r.status == statusDone:
+			done = append(done, k)
+			doneArgs = append(doneArgs, k, r.ver)
+		case r.status == statusProcessing && r.ver > r.flushed:
+		case r.status == statusProcessing:
+			processing = append(processing, k)
+			processingArgs = append(processingArgs, k, r.ver)
+		default:
+			return fmt.Errorf("key %q: unexpected status %q", k, r.status)
+		}
+	}
+	var again []string
+	woke := false
+	for _, w := range []struct {
+		q    batchStmt
+		keys []string
+		args []any
+		wake bool
+	}{
+		{c.bq.insertKeys, missing, anys(missing), true},
+		{c.bq.bumpDoneKeys, done, doneArgs, true},
+		{c.bq.bumpProcessingKeys, processing, processingArgs, false},
+	} {
+		if len(w.keys) == 0 {
+			continue
+		}
+		n, err := execN(ctx, c.db, w.q.render(c.e, len(w.keys)), w.args...)
+		if err != nil {
+			return err
+		}
+		woke = woke || w.wake && n > 0
+		if n != int64(len(w.keys)) {
+			again = append(again, w.keys...)
+		}
+	}
+	if woke {
+		c.Wake()
+		c.notify(ctx)
+	}
+	for _, k := range again {
+		if err := c.markDirty(ctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// anys returns ss as arguments.
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 // batchKeys returns the distinct keys of res's receipts (recorded changes

@@ -89,7 +89,13 @@ func TestAcceptBatchMatchesAccept(t *testing.T) {
 		}
 		gotIDs, wantIDs := map[int64]string{}, map[int64]string{}
 		want := map[string]int64{} // key -> sum of its recorded changes
+		f := newFlusher(t, c, co, coalesce.FlusherConfig{})
 		for b, batch := range batches {
+			if b == 2 {
+				// The keys are done: the next batches' marks set them
+				// pending again (u5 and u6 are new).
+				drain(t, ctx, c, f)
+			}
 			res, err := co.AcceptBatch(ctx, batch)
 			require.NoError(t, err, "batch %d", b)
 			require.Len(t, res, len(batch))
@@ -119,7 +125,8 @@ func TestAcceptBatchMatchesAccept(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, racc, acc, "key %s: accepted version", key)
 		}
-		drain(t, ctx, c, newFlusher(t, c, co, coalesce.FlusherConfig{}))
+		require.Equal(t, int64(4), count(t, c, "SELECT COUNT(*) FROM coalesce_keys WHERE status = 'PENDING'"), "u1, u2, u5 and u6 dirty")
+		drain(t, ctx, c, f)
 		for key, sum := range want {
 			total, writes, _ := stateOf(t, c, key)
 			require.Equal(t, sum, total, "key %s", key)

@@ -191,6 +191,14 @@ func planCases() map[string]planCase {
 		"batch setSources": values(batchArgs(func(l planLayout, i int) []any {
 			return []any{fmt.Sprintf("k-%d", l.Keys/2+i), "src", int64(l.Changes + 1)}
 		}), "the batch's sources"),
+		"batch readKeys":   small(batchArgs(func(l planLayout, i int) []any { return []any{fmt.Sprintf("k-%d", l.Keys/2+i)} }), "the batch's keys"),
+		"batch insertKeys": values(batchArgs(func(l planLayout, i int) []any { return []any{fmt.Sprintf("new-%d", i)} }), "the batch's keys"),
+		"batch bumpDoneKeys": small(batchArgs(func(l planLayout, i int) []any {
+			return []any{fmt.Sprintf("k-%d", planParked+1+i), int64(1)}
+		}), "the batch's keys"),
+		"batch bumpProcessingKeys": small(batchArgs(func(l planLayout, i int) []any {
+			return []any{fmt.Sprintf("k-%d", l.Keys-i), int64(1)}
+		}), "the batch's keys"),
 		// A batch of the oldest folded changes, each read through the
 		// folded index and again to delete it.
 		"prune": {args: one(int64(time.Hour.Milliseconds())), budget: func(planLayout) int64 { return 3 * pruneBatch },

@@ -257,6 +257,11 @@ type batchSQL struct {
 	// readSources reads and locks sources' rows; insertSources inserts
 	// missing ones; setSources writes their sequences.
 	readSources, insertSources, setSources batchStmt
+	// The dirty marks of the batch's keys: readKeys reads their rows;
+	// insertKeys inserts missing ones pending; bumpDoneKeys and
+	// bumpProcessingKeys are bumpDone's and bumpProcessing's
+	// compare-and-sets, a (key, version) group each.
+	readKeys, insertKeys, bumpDoneKeys, bumpProcessingKeys batchStmt
 }
 
 // batchStmt is a statement with a list of n groups of placeholders.
@@ -309,5 +314,15 @@ func newBatchSQL(e engine, cfg Config) batchSQL {
 		set = " ON DUPLICATE KEY UPDATE last_seq = VALUES(last_seq)"
 	}
 	s.setSources = batchStmt{"INSERT INTO " + src + " (change_key, source, last_seq) VALUES ", "(?, ?, ?)", ", ", set}
+
+	keys := e.quote(cfg.KeysTable)
+	s.readKeys = batchStmt{"SELECT change_key, status, version, flush_version FROM " + keys + " WHERE change_key IN (", "?", ", ", ")"}
+	s.insertKeys = batchStmt{ignore + keys + " (change_key, status, version) VALUES ", "(?, '" + statusPending + "', 1)", ", ", ignoreTail}
+	// As bumpDone and bumpProcessing (newStatements says why the status
+	// is compared with the version), for each key by its primary key.
+	s.bumpDoneKeys = batchStmt{"UPDATE " + keys + " SET status = '" + statusPending + "', version = version + 1 WHERE ",
+		"(change_key = ? AND CASE WHEN status = '" + statusDone + "' THEN version END = ?)", " OR ", ""}
+	s.bumpProcessingKeys = batchStmt{"UPDATE " + keys + " SET version = version + 1 WHERE ",
+		"(change_key = ? AND CASE WHEN status = '" + statusProcessing + "' THEN version END = ?)", " OR ", ""}
 	return s
 }

@@ -92,3 +92,19 @@ INSERT INTO "coalesce_sources" (change_key, source, last_seq) VALUES ($1, $2, $3
 -- batch setSources
 -- (with as many groups as changes or sources: 3 here)
 INSERT INTO "coalesce_sources" (change_key, source, last_seq) VALUES ($1, $2, $3), ($4, $5, $6), ($7, $8, $9) ON CONFLICT (change_key, source) DO UPDATE SET last_seq = excluded.last_seq;
+
+-- batch readKeys
+-- (with as many groups as changes or sources: 3 here)
+SELECT change_key, status, version, flush_version FROM "coalesce_keys" WHERE change_key IN ($1, $2, $3);
+
+-- batch insertKeys
+-- (with as many groups as changes or sources: 3 here)
+INSERT INTO "coalesce_keys" (change_key, status, version) VALUES ($1, 'PENDING', 1), ($2, 'PENDING', 1), ($3, 'PENDING', 1) ON CONFLICT DO NOTHING;
+
+-- batch bumpDoneKeys
+-- (with as many groups as changes or sources: 3 here)
+UPDATE "coalesce_keys" SET status = 'PENDING', version = version + 1 WHERE (change_key = $1 AND CASE WHEN status = 'DONE' THEN version END = $2) OR (change_key = $3 AND CASE WHEN status = 'DONE' THEN version END = $4) OR (change_key = $5 AND CASE WHEN status = 'DONE' THEN version END = $6);
+
+-- batch bumpProcessingKeys
+-- (with as many groups as changes or sources: 3 here)
+UPDATE "coalesce_keys" SET version = version + 1 WHERE (change_key = $1 AND CASE WHEN status = 'PROCESSING' THEN version END = $2) OR (change_key = $3 AND CASE WHEN status = 'PROCESSING' THEN version END = $4) OR (change_key = $5 AND CASE WHEN status = 'PROCESSING' THEN version END = $6);

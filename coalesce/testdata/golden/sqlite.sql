@@ -92,3 +92,19 @@ INSERT INTO "coalesce_sources" (change_key, source, last_seq) VALUES (?, ?, ?), 
 -- batch setSources
 -- (with as many groups as changes or sources: 3 here)
 INSERT INTO "coalesce_sources" (change_key, source, last_seq) VALUES (?, ?, ?), (?, ?, ?), (?, ?, ?) ON CONFLICT (change_key, source) DO UPDATE SET last_seq = excluded.last_seq;
+
+-- batch readKeys
+-- (with as many groups as changes or sources: 3 here)
+SELECT change_key, status, version, flush_version FROM "coalesce_keys" WHERE change_key IN (?, ?, ?);
+
+-- batch insertKeys
+-- (with as many groups as changes or sources: 3 here)
+INSERT INTO "coalesce_keys" (change_key, status, version) VALUES (?, 'PENDING', 1), (?, 'PENDING', 1), (?, 'PENDING', 1) ON CONFLICT DO NOTHING;
+
+-- batch bumpDoneKeys
+-- (with as many groups as changes or sources: 3 here)
+UPDATE "coalesce_keys" SET status = 'PENDING', version = version + 1 WHERE (change_key = ? AND CASE WHEN status = 'DONE' THEN version END = ?) OR (change_key = ? AND CASE WHEN status = 'DONE' THEN version END = ?) OR (change_key = ? AND CASE WHEN status = 'DONE' THEN version END = ?);
+
+-- batch bumpProcessingKeys
+-- (with as many groups as changes or sources: 3 here)
+UPDATE "coalesce_keys" SET version = version + 1 WHERE (change_key = ? AND CASE WHEN status = 'PROCESSING' THEN version END = ?) OR (change_key = ? AND CASE WHEN status = 'PROCESSING' THEN version END = ?) OR (change_key = ? AND CASE WHEN status = 'PROCESSING' THEN version END = ?);
