@@ -88,7 +88,7 @@ func checkBatch(chs []Change) error {
 // one of its event ids between its lookup and its insert, where the batch
 // cannot tell that change's outcome without its lookup: a change with a
 // Source (its source's sequence moved for a duplicate), and on MySQL and
-// MariaDB any change ([errBatchRaced]).
+// MariaDB any change (its insert counts the rows it skipped, not which).
 func (c *Coalescer) AcceptBatch(ctx context.Context, chs []Change) (res []BatchResult, err error) {
 	start := time.Now()
 	defer func() { c.observeBatch(ctx, start, chs, res, false, err) }()
@@ -148,19 +148,19 @@ func (c *Coalescer) AcceptBatchTx(ctx context.Context, tx *sql.Tx, chs []Change)
 	if err != nil {
 		return nil, c.wrap("accept batch", err)
 	}
-	var marked bool
-	for i, r := range res {
-		if r.Err != nil || r.Receipt.Duplicate || slices.IndexFunc(res[:i], func(p BatchResult) bool {
-			return p.Err == nil && !p.Receipt.Duplicate && p.Receipt.Key == r.Receipt.Key
-		}) >= 0 {
-			continue // the first acceptance marked a duplicate's key in its transaction
+	// The keys of recorded changes, each once; the first acceptance of a
+	// duplicate marked its key in its own transaction.
+	marked := map[string]bool{}
+	for _, r := range res {
+		if r.Err != nil || r.Receipt.Duplicate || marked[r.Receipt.Key] {
+			continue
 		}
 		if err := c.markInTx(ctx, tx, r.Receipt.Key); err != nil {
 			return nil, c.wrap("accept batch: mark dirty", err)
 		}
-		marked = true
+		marked[r.Receipt.Key] = true
 	}
-	if marked {
+	if len(marked) > 0 {
 		c.Wake()
 	}
 	return res, nil
@@ -516,7 +516,7 @@ func (c *Coalescer) checkSources(ctx context.Context, tx *sql.Tx, chs []Change, 
 		}
 		return strings.Compare(a.source, b.source)
 	})
-	args := make([]any, 0, 3*len(pairs))
+	args := make([]any, 0, 2*len(pairs))
 	for _, p := range pairs {
 		args = append(args, p.key, p.source)
 	}
@@ -564,7 +564,7 @@ func (c *Coalescer) checkSources(ctx context.Context, tx *sql.Tx, chs []Change, 
 		}
 		cur[p] = ch.Seq
 	}
-	set := args[:0]
+	var set []any
 	for _, p := range pairs {
 		if cur[p] != first[p] {
 			set = append(set, p.key, p.source, cur[p])
