@@ -45,7 +45,7 @@ func TestGolden(t *testing.T) {
 		bv := reflect.ValueOf(newBatchSQL(e, cfg))
 		for i := range bv.NumField() {
 			st := batchStmtOf(bv.Field(i))
-			b.WriteString("\n-- batch " + bv.Type().Field(i).Name + "\n-- (with as many groups as changes or sources: 3 here)\n")
+			b.WriteString("\n-- batch " + bv.Type().Field(i).Name + "\n-- (with a group per change, source or key: 3 here)\n")
 			b.WriteString(st.render(e, 3) + ";\n")
 		}
 		path := filepath.Join("testdata", "golden", name+".sql")
