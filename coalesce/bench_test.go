@@ -38,3 +38,73 @@ func BenchmarkAccept(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAcceptKeys is BenchmarkAccept over a thousand keys, each
+// change's key the next one: the dirty mark writes most changes' key rows.
+//
+//	go test -run '^$' -bench AcceptKeys ./coalesce/
+func BenchmarkAcceptKeys(b *testing.B) {
+	for _, e := range testengine.All {
+		b.Run(e.Name, func(b *testing.B) {
+			c := testengine.Open(b, e, 16)
+			setup(b, c)
+			co := newCoalescer(b, c, coalesce.Config{})
+			var id atomic.Int64
+			ctx := context.Background()
+			b.SetParallelism(4)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := id.Add(1)
+					if _, err := co.Accept(ctx, coalesce.Change{Key: "k" + strconv.FormatInt(i%1000, 10), EventID: "b" + strconv.FormatInt(i, 10), Payload: []byte("1")}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkAcceptBatch accepts batches of 16 and 100 changes from
+// parallel goroutines (as BenchmarkAccept: GOMAXPROCS × 4), of one hot key
+// (hot) or of a thousand keys, each change's key the next one (keys), with
+// no flusher running. An op is a batch; ns/change is the time per change,
+// to set beside BenchmarkAccept's and BenchmarkAcceptKeys's ns/op.
+//
+//	go test -run '^$' -bench AcceptBatch ./coalesce/
+func BenchmarkAcceptBatch(b *testing.B) {
+	for _, e := range testengine.All {
+		for _, shape := range []string{"hot", "keys"} {
+			for _, size := range []int{16, 100} {
+				b.Run(e.Name+"/"+shape+"-"+strconv.Itoa(size), func(b *testing.B) {
+					c := testengine.Open(b, e, 16)
+					setup(b, c)
+					co := newCoalescer(b, c, coalesce.Config{})
+					var id atomic.Int64
+					ctx := context.Background()
+					b.SetParallelism(4)
+					b.ResetTimer()
+					b.RunParallel(func(pb *testing.PB) {
+						batch := make([]coalesce.Change, size)
+						for pb.Next() {
+							for j := range batch {
+								i := id.Add(1)
+								key := "hot"
+								if shape == "keys" {
+									key = "k" + strconv.FormatInt(i%1000, 10)
+								}
+								batch[j] = coalesce.Change{Key: key, EventID: "b" + strconv.FormatInt(i, 10), Payload: []byte("1")}
+							}
+							if _, err := co.AcceptBatch(ctx, batch); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*size), "ns/change")
+				})
+			}
+		}
+	}
+}

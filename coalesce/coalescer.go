@@ -55,6 +55,7 @@ type Coalescer struct {
 	e   engine
 	cfg Config
 	sq  statements
+	bq  batchSQL
 
 	// wake tells this process's idle flushers that a key became dirty.
 	wake chan struct{}
@@ -86,7 +87,7 @@ func New(d dialect.Dialect, db *sql.DB, cfg Config) (*Coalescer, error) {
 	if db == nil {
 		return nil, invalid("db", "is nil")
 	}
-	c := &Coalescer{d: d, db: db, e: e, cfg: cfg, sq: newStatements(e, cfg), wake: make(chan struct{}, 1)}
+	c := &Coalescer{d: d, db: db, e: e, cfg: cfg, sq: newStatements(e, cfg), bq: newBatchSQL(e, cfg), wake: make(chan struct{}, 1)}
 	if cfg.Notify {
 		if e != engPostgres {
 			return nil, invalid("Notify", "only PostgreSQL has notifications; other processes' flushers find dirty keys by polling")

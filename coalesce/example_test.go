@@ -3,6 +3,7 @@ package coalesce_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -108,4 +109,63 @@ func Example() {
 	// coalesce: stale sequence: key "user:42" source "phone": 2 is not above 3
 	// flushed keys: 1
 	// total 10 accepted 3 persisted 3
+}
+
+// ExampleCoalescer_AcceptBatch records a client's batch of changes in one
+// transaction: each change gets what Accept would have given it, a resend
+// its first receipt and an old sequence its refusal, the batch's own
+// earlier changes counted.
+func ExampleCoalescer_AcceptBatch() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "coalesce-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := sqlite.Open(filepath.Join(dir, "app.db"))
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	d, err := sqlite.New(ctx, db, dialect.Options{})
+	if err != nil {
+		panic(err)
+	}
+	if err := coalesce.CreateTables(ctx, d, db, coalesce.Config{}); err != nil {
+		panic(err)
+	}
+	co, err := coalesce.New(d, db, coalesce.Config{})
+	if err != nil {
+		panic(err)
+	}
+
+	// snippet: coalesce-accept-batch
+	if _, err := co.Accept(ctx, coalesce.Change{Key: "user:42", EventID: "evt-1", Source: "phone", Seq: 1, Payload: []byte("5")}); err != nil {
+		panic(err)
+	}
+	res, err := co.AcceptBatch(ctx, []coalesce.Change{
+		{Key: "user:42", EventID: "evt-1", Source: "phone", Seq: 1, Payload: []byte("5")}, // a resend
+		{Key: "user:42", EventID: "evt-2", Source: "phone", Seq: 2, Payload: []byte("7")},
+		{Key: "user:42", EventID: "evt-3", Source: "phone", Seq: 2, Payload: []byte("1")}, // not above evt-2's
+		{Key: "user:7", EventID: "evt-4", Payload: []byte("3")},
+	})
+	if err != nil {
+		panic(err) // the whole batch: invalid, overloaded, or the database
+	}
+	for _, r := range res {
+		switch {
+		case errors.Is(r.Err, coalesce.ErrStale):
+			fmt.Println("refused:", r.Err) // an HTTP 409 for this change
+		case r.Receipt.Duplicate:
+			fmt.Println("resent", r.Receipt.EventID, "first recorded as row", r.Receipt.ID)
+		default:
+			fmt.Println("accepted", r.Receipt.EventID, "as row", r.Receipt.ID)
+		}
+	}
+	// end snippet
+	// Output:
+	// resent evt-1 first recorded as row 1
+	// accepted evt-2 as row 2
+	// refused: coalesce: stale sequence: key "user:42" source "phone": 2 is not above 2
+	// accepted evt-4 as row 3
 }

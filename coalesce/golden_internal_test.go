@@ -11,8 +11,8 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden SQL files under testdata/golden")
 
-// TestGolden renders every statement of the coalescer, and its tables'
-// DDL, for each engine into testdata/golden/<engine>.sql and compares them
+// TestGolden renders every statement of the coalescer (a batch's with
+// three groups of values), and its tables' DDL, for each engine into testdata/golden/<engine>.sql and compares them
 // with the files, so that every change to the SQL shows in a diff as SQL.
 // Run with -update after a deliberate change. (The claim statements on
 // the keys table are package claim's, in the engine packages' golden
@@ -42,6 +42,12 @@ func TestGolden(t *testing.T) {
 			}
 			b.WriteString(";\n")
 		}
+		bv := reflect.ValueOf(newBatchSQL(e, cfg))
+		for i := range bv.NumField() {
+			st := batchStmtOf(bv.Field(i))
+			b.WriteString("\n-- batch " + bv.Type().Field(i).Name + "\n-- (with a group per change, source or key: 3 here)\n")
+			b.WriteString(st.render(e, 3) + ";\n")
+		}
 		path := filepath.Join("testdata", "golden", name+".sql")
 		if *update {
 			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -60,4 +66,10 @@ func TestGolden(t *testing.T) {
 			t.Errorf("%s differs from the statements rendered now; run go test ./coalesce/ -run TestGolden -update and review the diff\n%s", path, b.String())
 		}
 	}
+}
+
+// batchStmtOf returns the batchStmt held in v, a field of [batchSQL]
+// (unexported: read by its strings).
+func batchStmtOf(v reflect.Value) batchStmt {
+	return batchStmt{head: v.Field(0).String(), group: v.Field(1).String(), sep: v.Field(2).String(), tail: v.Field(3).String()}
 }

@@ -13,7 +13,9 @@ import (
 // key, Start, Duration and Err. The flushers' claims, acks and fails of the
 // keys table are package claim's events (claim.OpClaim, claim.OpAck, ...).
 const (
-	// OpAccept is an [Coalescer.Accept] or [Coalescer.AcceptTx] (Event.Tx):
+	// OpAccept is an [Coalescer.Accept] or [Coalescer.AcceptTx] (Event.Tx),
+	// or one change of an [Coalescer.AcceptBatch] or
+	// [Coalescer.AcceptBatchTx] (the batch's Start and Duration):
 	// Event.Table is the changes table; Event.Rows is 1 when the change was
 	// recorded, 0 for a duplicate (Event.Err nil) and for a refusal or a
 	// failure (Event.Err set: errors.Is(err, ErrStale) for a stale
@@ -58,6 +60,26 @@ func (c *Coalescer) observeAccept(ctx context.Context, start time.Time, key stri
 	}
 	c.cfg.Observer.Observe(ctx, observe.Event{Source: observe.SourceCoalesce, Op: OpAccept, Table: c.cfg.ChangesTable,
 		Key: key, Start: start, Duration: time.Since(start), Err: err, Rows: rows, Tx: tx})
+}
+
+// observeBatch reports a batch's accepts that started at start, one
+// event per change: its own outcome, or the batch's error.
+func (c *Coalescer) observeBatch(ctx context.Context, start time.Time, chs []Change, res []BatchResult, tx bool, err error) {
+	if c.cfg.Observer == nil {
+		return
+	}
+	d := time.Since(start)
+	for i, ch := range chs {
+		e := observe.Event{Source: observe.SourceCoalesce, Op: OpAccept, Table: c.cfg.ChangesTable,
+			Key: ch.Key, Start: start, Duration: d, Err: err, Tx: tx}
+		if err == nil {
+			e.Err = res[i].Err
+			if e.Err == nil && !res[i].Receipt.Duplicate {
+				e.Rows = 1
+			}
+		}
+		c.cfg.Observer.Observe(ctx, e)
+	}
 }
 
 // observeFold reports a key's fold that started at start.

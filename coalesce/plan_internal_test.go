@@ -54,6 +54,8 @@ const (
 	planSmall = 1_000
 	// planMaxChanges is the fold's batch in the test (MaxChanges).
 	planMaxChanges = 100
+	// planBatch is the size of the batch whose statements are explained.
+	planBatch = 100
 	// maxMaxChanges is the largest MaxChanges a FlusherConfig takes, and
 	// markFoldedMax the name of markFolded's case with that many ids.
 	maxMaxChanges = 10_000
@@ -82,6 +84,9 @@ type planCase struct {
 	// staleScan lets the statement scan its table under stale
 	// statistics (planThen's), reading at most the table.
 	staleScan bool
+	// values marks an insert of a list of rows, whose VALUES clause
+	// SQLite's plan scans (the list, not a table).
+	values bool
 	// liteUses, if set, is what SQLite's plan must search by: its plans
 	// say which index, not how many rows, and a search of the wrong one
 	// can read the whole backlog.
@@ -100,12 +105,29 @@ func lastChanges(l planLayout, n int) []any {
 	return ids
 }
 
+// batchArgs returns the arguments of a batch statement: group's for each
+// of planBatch groups, in order.
+func batchArgs(group func(l planLayout, i int) []any) func(planLayout) []any {
+	return func(l planLayout) []any {
+		var args []any
+		for i := range planBatch {
+			args = append(args, group(l, i)...)
+		}
+		return args
+	}
+}
+
 // planCases returns a case per field of [statements]; the test fails on a
 // field without one.
 func planCases() map[string]planCase {
 	one := func(args ...any) func(planLayout) []any { return func(planLayout) []any { return args } }
 	small := func(args func(planLayout) []any, why string) planCase {
 		return planCase{args: args, budget: planSmallBudget, why: why}
+	}
+	values := func(args func(planLayout) []any, why string) planCase {
+		pc := small(args, why)
+		pc.values = true
+		return pc
 	}
 	mid := func(l planLayout) string { return fmt.Sprintf("k-%d", l.Keys/2+1) }
 	return map[string]planCase{
@@ -155,6 +177,28 @@ func planCases() map[string]planCase {
 		"stranded": {args: one(int64(10_000), int64(unstrandKeys)),
 			budget: func(l planLayout) int64 { return 2*int64(l.Live+planOld) + planSmall },
 			why:    "the unfolded changes older than StrandAfter and their keys"},
+		// A batch's statements, for planBatch changes of as many keys
+		// (sources): each change, event or source by its unique key.
+		"batch findEvents":       small(batchArgs(func(l planLayout, i int) []any { return []any{fmt.Sprintf("e-%d", l.Changes/2+i)} }), "the batch's events"),
+		"batch findEventsLocked": small(batchArgs(func(l planLayout, i int) []any { return []any{fmt.Sprintf("e-%d", l.Changes/2+i)} }), "the batch's events"),
+		"batch insertChanges": values(batchArgs(func(l planLayout, i int) []any {
+			return []any{fmt.Sprintf("k-%d", l.Keys/2+i), fmt.Sprintf("e-new-%d", i), "src", int64(l.Changes + 1), []byte("p")}
+		}), "the batch's changes"),
+		"batch readSources": small(batchArgs(func(l planLayout, i int) []any { return []any{fmt.Sprintf("k-%d", l.Keys/2+i), "src"} }), "the batch's sources"),
+		"batch insertSources": values(batchArgs(func(l planLayout, i int) []any {
+			return []any{fmt.Sprintf("k-%d", l.Keys/2+i), "src", int64(noSeq)}
+		}), "the batch's sources"),
+		"batch setSources": values(batchArgs(func(l planLayout, i int) []any {
+			return []any{fmt.Sprintf("k-%d", l.Keys/2+i), "src", int64(l.Changes + 1)}
+		}), "the batch's sources"),
+		"batch readKeys":   small(batchArgs(func(l planLayout, i int) []any { return []any{fmt.Sprintf("k-%d", l.Keys/2+i)} }), "the batch's keys"),
+		"batch insertKeys": values(batchArgs(func(l planLayout, i int) []any { return []any{fmt.Sprintf("new-%d", i)} }), "the batch's keys"),
+		"batch bumpDoneKeys": small(batchArgs(func(l planLayout, i int) []any {
+			return []any{fmt.Sprintf("k-%d", planParked+1+i), int64(1)}
+		}), "the batch's keys"),
+		"batch bumpProcessingKeys": small(batchArgs(func(l planLayout, i int) []any {
+			return []any{fmt.Sprintf("k-%d", l.Keys-i), int64(1)}
+		}), "the batch's keys"),
 		// A batch of the oldest folded changes, each read through the
 		// folded index and again to delete it.
 		"prune": {args: one(int64(time.Hour.Milliseconds())), budget: func(planLayout) int64 { return 3 * pruneBatch },
@@ -164,8 +208,10 @@ func planCases() map[string]planCase {
 
 // planStatements returns every statement of s by its field name, the
 // markFolded prefix completed with the ids of planMaxChanges changes, and
-// as markFoldedMax with those of foldedMaxIDs(l) changes.
-func planStatements(e engine, l planLayout, s statements) map[string]string {
+// as markFoldedMax with those of foldedMaxIDs(l) changes, and every
+// statement of a batch ([batchSQL]) as "batch " and its field name, for
+// planBatch changes or sources.
+func planStatements(e engine, l planLayout, cfg Config, s statements) map[string]string {
 	out := map[string]string{}
 	v := reflect.ValueOf(s)
 	for i := range v.NumField() {
@@ -176,6 +222,10 @@ func planStatements(e engine, l planLayout, s statements) map[string]string {
 			q = e.bind(q) + e.in(planMaxChanges, 1)
 		}
 		out[name] = q
+	}
+	bv := reflect.ValueOf(newBatchSQL(e, cfg))
+	for i := range bv.NumField() {
+		out["batch "+bv.Type().Field(i).Name] = batchStmtOf(bv.Field(i)).render(e, planBatch)
 	}
 	return out
 }
@@ -444,8 +494,9 @@ type planCheck struct {
 type planExplain func(label, q string, args []any, budget int64, allow planAllow) []planCheck
 
 // planAllow is what a statement may do beyond reading its budget through
-// indexes.
-type planAllow struct{ fullScan, sort bool }
+// indexes: scan a table or walk a whole index, sort, scan its own VALUES
+// list (SQLite).
+type planAllow struct{ fullScan, sort, values bool }
 
 // planExplainer returns the planExplain of e on db.
 func planExplainer(ctx context.Context, t *testing.T, db *sql.DB, e engine) planExplain {
@@ -491,7 +542,12 @@ func planExplainer(ctx context.Context, t *testing.T, db *sql.DB, e engine) plan
 			plan := liteplan.QueryPlan(ctx, t, db, q, args)
 			judged := plan
 			if allow.sort {
-				judged = slices.DeleteFunc(slices.Clone(plan), func(l string) bool { return strings.Contains(l, "TEMP B-TREE FOR ORDER BY") })
+				judged = slices.DeleteFunc(slices.Clone(judged), func(l string) bool { return strings.Contains(l, "TEMP B-TREE FOR ORDER BY") })
+			}
+			if allow.values {
+				judged = slices.DeleteFunc(slices.Clone(judged), func(l string) bool {
+					return strings.HasPrefix(l, "SCAN ") && (strings.HasSuffix(l, " CONSTANT ROWS") || strings.HasSuffix(l, "-ROW VALUES CLAUSE"))
+				})
 			}
 			return []planCheck{{label, liteplan.Problem(judged, allow.fullScan), strings.Join(plan, "\n")}}
 		}
@@ -508,7 +564,7 @@ func checkPlans(t *testing.T, e engine, l planLayout, stats string, explain plan
 	cfg, err := Config{}.withDefaults()
 	require.NoError(t, err)
 	cases := planCases()
-	stmts := planStatements(e, l, newStatements(e, cfg))
+	stmts := planStatements(e, l, cfg, newStatements(e, cfg))
 	names := make([]string, 0, len(stmts))
 	for name := range stmts {
 		names = append(names, name)
@@ -525,7 +581,7 @@ func checkPlans(t *testing.T, e engine, l planLayout, stats string, explain plan
 		if pc.staleScan && stats == "stale statistics" {
 			budget = max(budget, int64(l.Keys+1))
 		}
-		for _, ch := range explain(stats+", "+name, stmts[name], pc.args(l), budget, planAllow{fullScan: pc.staleScan && stats == "stale statistics"}) {
+		for _, ch := range explain(stats+", "+name, stmts[name], pc.args(l), budget, planAllow{fullScan: pc.staleScan && stats == "stale statistics", values: pc.values}) {
 			ch.problems = liteCheck(e, pc, ch)
 			if ch.problems != "" {
 				t.Errorf("%s: %s (budget %d rows: %s)\n%s\n%s", ch.label, ch.problems, budget, pc.why, stmts[name], ch.summary)

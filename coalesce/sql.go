@@ -241,3 +241,88 @@ const pruneBatch = 1000
 
 // unstrandKeys is the most keys one Unstrand call marks dirty.
 const unstrandKeys = 1000
+
+// batchSQL renders the statements of a batch ([Coalescer.AcceptBatch]),
+// whose lists of values grow with the batch: each is its head, the
+// repeated group of placeholders and its tail, built once from quoted
+// names and joined for n groups.
+type batchSQL struct {
+	// findEvents reads the receipts of a list of event ids;
+	// findEventsLocked reads the latest committed ones (a locking read on
+	// MySQL, whose plain reads see the transaction's snapshot).
+	findEvents, findEventsLocked batchStmt
+	// insertChanges inserts changes, skipping recorded event ids,
+	// returning the ids of those inserted (not on MySQL).
+	insertChanges batchStmt
+	// readSources reads and locks sources' rows; insertSources inserts
+	// missing ones; setSources writes their sequences.
+	readSources, insertSources, setSources batchStmt
+	// The dirty marks of the batch's keys: readKeys reads their rows;
+	// insertKeys inserts missing ones pending; bumpDoneKeys and
+	// bumpProcessingKeys are bumpDone's and bumpProcessing's
+	// compare-and-sets, a (key, version) group each.
+	readKeys, insertKeys, bumpDoneKeys, bumpProcessingKeys batchStmt
+}
+
+// batchStmt is a statement with a list of n groups of placeholders.
+type batchStmt struct{ head, group, sep, tail string }
+
+// render returns the statement for n groups, its placeholders numbered
+// on PostgreSQL.
+func (s batchStmt) render(e engine, n int) string {
+	var b strings.Builder
+	b.Grow(len(s.head) + n*(len(s.group)+len(s.sep)) + len(s.tail))
+	b.WriteString(s.head)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(s.sep)
+		}
+		b.WriteString(s.group)
+	}
+	b.WriteString(s.tail)
+	return e.bind(b.String())
+}
+
+func newBatchSQL(e engine, cfg Config) batchSQL {
+	ch, src := e.quote(cfg.ChangesTable), e.quote(cfg.SourcesTable)
+	var s batchSQL
+	s.findEvents = batchStmt{"SELECT id, event_id, change_key, source, seq FROM " + ch + " WHERE event_id IN (", "?", ", ", ")"}
+	s.findEventsLocked = s.findEvents
+	if e == engMySQL {
+		s.findEventsLocked.tail += " LOCK IN SHARE MODE"
+	}
+	insert, returning := "INSERT INTO ", " ON CONFLICT DO NOTHING RETURNING id, event_id"
+	if e == engMySQL {
+		insert, returning = "INSERT IGNORE INTO ", ""
+	}
+	s.insertChanges = batchStmt{insert + ch + " (change_key, event_id, source, seq, payload, accepted_at) VALUES ",
+		"(?, ?, ?, ?, ?, " + e.nowMillis() + ")", ", ", returning}
+	// Each pair by the primary key: every engine reads an OR of
+	// equalities as that many lookups.
+	lock := " FOR UPDATE"
+	if e == engSQLite {
+		lock = "" // a single writer: the transaction's first write locks the database
+	}
+	s.readSources = batchStmt{"SELECT change_key, source, last_seq FROM " + src + " WHERE ", "(change_key = ? AND source = ?)", " OR ", lock}
+	ignore, ignoreTail := "INSERT INTO ", " ON CONFLICT DO NOTHING"
+	if e == engMySQL {
+		ignore, ignoreTail = "INSERT IGNORE INTO ", ""
+	}
+	s.insertSources = batchStmt{ignore + src + " (change_key, source, last_seq) VALUES ", "(?, ?, ?)", ", ", ignoreTail}
+	set := " ON CONFLICT (change_key, source) DO UPDATE SET last_seq = excluded.last_seq"
+	if e == engMySQL {
+		set = " ON DUPLICATE KEY UPDATE last_seq = VALUES(last_seq)"
+	}
+	s.setSources = batchStmt{"INSERT INTO " + src + " (change_key, source, last_seq) VALUES ", "(?, ?, ?)", ", ", set}
+
+	keys := e.quote(cfg.KeysTable)
+	s.readKeys = batchStmt{"SELECT change_key, status, version, flush_version FROM " + keys + " WHERE change_key IN (", "?", ", ", ")"}
+	s.insertKeys = batchStmt{ignore + keys + " (change_key, status, version) VALUES ", "(?, '" + statusPending + "', 1)", ", ", ignoreTail}
+	// As bumpDone and bumpProcessing (newStatements says why the status
+	// is compared with the version), for each key by its primary key.
+	s.bumpDoneKeys = batchStmt{"UPDATE " + keys + " SET status = '" + statusPending + "', version = version + 1 WHERE ",
+		"(change_key = ? AND CASE WHEN status = '" + statusDone + "' THEN version END = ?)", " OR ", ""}
+	s.bumpProcessingKeys = batchStmt{"UPDATE " + keys + " SET version = version + 1 WHERE ",
+		"(change_key = ? AND CASE WHEN status = '" + statusProcessing + "' THEN version END = ?)", " OR ", ""}
+	return s
+}

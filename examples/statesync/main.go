@@ -17,7 +17,10 @@
 // fold's transaction: one state write for many events. In -mode queued the
 // events go through the same coalescer, but the fold writes the state once
 // per event: a queue without coalescing. -compare runs the three modes
-// under one hot user, a hundred hot users and uniform users.
+// under one hot user, a hundred hot users and uniform users. With
+// -accept-batch N the writers of coalesce and queued modes accept N events
+// at a time with [coalesce.Coalescer.AcceptBatch] (with -compare: a fourth
+// run, batch-N).
 //
 // With -http the program is a server instead: POST /changes accepts a
 // change ({key, event_id, source, seq, delta}) with 202 and its receipt,
@@ -30,6 +33,7 @@
 //	go run ./examples/statesync -mode naive     # one state write per event
 //	go run ./examples/statesync -driver postgres -dsn 'postgres://postgres@127.0.0.1:5432/test'
 //	go run ./examples/statesync -compare        # naive, queued, coalesce under three workloads
+//	go run ./examples/statesync -compare -accept-batch 16  # and coalesce with AcceptBatch
 //	go run ./examples/statesync -http :8080     # the HTTP intake
 //
 // Every run verifies at the end that every user's state equals the sum of
@@ -54,7 +58,7 @@ type options struct {
 	driver, dsn, mode     string
 	writers, events       int
 	users, flushers       int
-	batch                 int
+	batch, acceptBatch    int
 	hot, dup              float64
 	linger                time.Duration
 	seed                  uint64
@@ -92,6 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.dup, "dup", 0.05, "fraction of events sent a second time (a client retry); they must be applied once")
 	fs.IntVar(&o.flushers, "flushers", 2, "concurrent flushers (coalesce and queued modes, -http)")
 	fs.IntVar(&o.batch, "batch", 16, "dirty users one flusher claims at a time (FlusherConfig.BatchSize)")
+	fs.IntVar(&o.acceptBatch, "accept-batch", 1, "writers accept this many events at a time with Coalescer.AcceptBatch (coalesce and queued modes; 1: Accept per event); with -compare, adds a coalesce run with it")
 	fs.DurationVar(&o.linger, "linger", 5*time.Millisecond, "pause of a flusher after a short batch, letting events accumulate (FlusherConfig.Linger)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the event generator")
 	fs.BoolVar(&o.json, "json", false, "print the summary as one JSON line")
@@ -114,6 +119,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-writers, -events, -users and -flushers must be positive")
 	case o.batch < 1 || o.batch > 1000:
 		return o, errors.New("-batch must be between 1 and 1000")
+	case o.acceptBatch < 1 || o.acceptBatch > 1000:
+		return o, errors.New("-accept-batch must be between 1 and 1000 (coalesce.MaxBatch)")
+	case o.acceptBatch > 1 && o.mode == "naive" && !o.compare:
+		return o, errors.New("-accept-batch needs -mode coalesce or queued: the naive scheme writes one event per transaction")
 	case o.hot < 0 || o.hot > 1 || o.dup < 0 || o.dup > 1:
 		return o, errors.New("-hot and -dup must be between 0 and 1")
 	case o.linger < 0:
@@ -194,9 +203,17 @@ func compare(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		"workload", "mode", "accepted/s", "accept p50", "accept p99", "persist p50", "persist p99", "oldest", "per write", "lock waits", "verified")
 	var failed []string
 	for _, w := range workloads {
-		for _, mode := range []string{"naive", "queued", "coalesce"} {
+		modes := []string{"naive", "queued", "coalesce"}
+		if o.acceptBatch > 1 {
+			modes = append(modes, fmt.Sprintf("batch-%d", o.acceptBatch))
+		}
+		for _, mode := range modes {
 			r := o
 			r.mode, r.users, r.hot, r.json, r.quiet = mode, w.users, w.hot, false, true
+			r.acceptBatch = 1
+			if strings.HasPrefix(mode, "batch-") {
+				r.mode, r.acceptBatch = "coalesce", o.acceptBatch
+			}
 			s, err := runOnce(ctx, r, stderr)
 			if err != nil {
 				return fmt.Errorf("%s, %s: %w", w.name, mode, err)

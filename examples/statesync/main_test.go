@@ -101,10 +101,18 @@ func TestModesAreExact(t *testing.T) {
 			require.Equal(t, n.HotTotal, q.HotTotal)
 			require.EqualValues(t, smallEvents, q.StateWrites, "queued writes the state row once per event")
 
+			// Batches of seven events (AcceptBatch): the same outcomes.
+			b := runJSON(t, append(append([]string{}, db...), append(small, "-mode", "coalesce", "-accept-batch", "7")...)...)
+			require.True(t, b.Verified, b.Problem)
+			require.EqualValues(t, smallEvents, b.Accepted)
+			require.Equal(t, dups, b.DuplicatesIgnored)
+			require.Equal(t, n.HotTotal, b.HotTotal)
+			require.Less(t, b.StateWrites, b.Accepted)
+
 			// Lock waits are measured on the servers: MariaDB counts them
 			// (server-wide, so other tests only add), and eight writers
 			// of one hot row wait for each other in naive mode.
-			for _, r := range []summary{n, c, q} {
+			for _, r := range []summary{n, c, q, b} {
 				require.Equal(t, e.name != "sqlite", r.LockWaitsBy != "", r.Mode)
 			}
 			if e.name == "mysql" {
@@ -113,7 +121,7 @@ func TestModesAreExact(t *testing.T) {
 			}
 
 			// Every mode measured each event's time until persisted.
-			for _, r := range []summary{n, c, q} {
+			for _, r := range []summary{n, c, q, b} {
 				require.Positive(t, r.PersistP50Ms, r.Mode)
 				require.GreaterOrEqual(t, r.PersistP99Ms, r.PersistP50Ms, r.Mode)
 				require.GreaterOrEqual(t, r.BacklogMaxMs, r.PersistP99Ms, r.Mode)
@@ -122,14 +130,16 @@ func TestModesAreExact(t *testing.T) {
 	}
 }
 
-// TestCompare runs -compare on SQLite, small: nine verified runs, one line
-// each.
+// TestCompare runs -compare -accept-batch 5 on SQLite, small: twelve
+// verified runs (naive, queued, coalesce and batch-5 under each workload),
+// one line each.
 func TestCompare(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), []string{"-dsn", dbtest.SQLitePath(t), "-compare", "-events", "150", "-writers", "4", "-dup", "0.1"}, &out, io.Discard))
+	require.NoError(t, run(context.Background(), []string{"-dsn", dbtest.SQLitePath(t), "-compare", "-events", "150", "-writers", "4", "-dup", "0.1", "-accept-batch", "5"}, &out, io.Discard))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	require.Len(t, lines, 10, out.String())
+	require.Len(t, lines, 13, out.String())
+	require.Equal(t, 3, strings.Count(out.String(), " batch-5 "), out.String())
 	for _, l := range lines[1:] {
 		require.True(t, strings.HasSuffix(l, "true"), l)
 	}
@@ -216,7 +226,7 @@ func TestBadFlags(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
 		{"-mode", "x"}, {"-mode", "queue"}, {"-writers", "0"}, {"-events", "0"}, {"-users", "0"}, {"-hot", "1.5"}, {"-dup", "-1"},
-		{"-batch", "0"}, {"-linger", "-1s"}, {"extra"}, {"-driver", "oracle", "-dsn", "x"},
+		{"-batch", "0"}, {"-accept-batch", "0"}, {"-accept-batch", "1001"}, {"-mode", "naive", "-accept-batch", "4"}, {"-linger", "-1s"}, {"extra"}, {"-driver", "oracle", "-dsn", "x"},
 		{"-max-backlog", "5"}, {"-http", ":0", "-max-backlog", "-1"}, {"-http", ":0", "-max-age", "-1s"},
 	} {
 		require.Error(t, run(context.Background(), args, io.Discard, io.Discard), "%v", args)

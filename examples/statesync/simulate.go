@@ -20,9 +20,24 @@ func (a *app) simulate(ctx context.Context, stderr io.Writer) (summary, error) {
 		latMu                   sync.Mutex
 		lat, hotLat             []time.Duration
 	)
-	write := a.writeCoalesce
-	if a.o.mode == "naive" {
-		write = a.writeNaive
+	// write sends events (one at a time but with -accept-batch) and
+	// reports which were accepted (not duplicates).
+	write := func(ctx context.Context, evs []event) ([]bool, error) {
+		one := a.writeCoalesce
+		if a.o.mode == "naive" {
+			one = a.writeNaive
+		}
+		ok := make([]bool, len(evs))
+		for k, e := range evs {
+			var err error
+			if ok[k], err = one(ctx, e); err != nil {
+				return nil, err
+			}
+		}
+		return ok, nil
+	}
+	if a.o.acceptBatch > 1 {
+		write = a.writeBatch
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -43,37 +58,47 @@ func (a *app) simulate(ctx context.Context, stderr io.Writer) (summary, error) {
 				lat, hotLat = append(lat, mine...), append(hotLat, mineHot...)
 				latMu.Unlock()
 			}()
+			n := int64(max(a.o.acceptBatch, 1))
 			for ctx.Err() == nil {
-				i := next.Add(1) - 1
+				i := next.Add(n) - n
 				if i >= int64(len(evs)) {
 					return
 				}
-				e := evs[i]
-				sends := 1
-				if e.Resend {
-					sends = 2
+				chunk := evs[i:min(i+n, int64(len(evs)))]
+				var resends []event
+				for _, e := range chunk {
+					a.markSent(e.ID)
+					if e.Resend {
+						resends = append(resends, e)
+					}
 				}
-				a.markSent(e.ID)
-				for range sends {
+				// The events, then their resends (a client's retries).
+				for _, send := range [][]event{chunk, resends} {
+					if len(send) == 0 {
+						continue
+					}
 					t := time.Now()
-					ok, err := write(ctx, e)
+					ok, err := write(ctx, send)
 					if err != nil {
-						cancel(fmt.Errorf("write event %d: %w", e.ID, err))
+						cancel(fmt.Errorf("write events %d to %d: %w", send[0].ID, send[len(send)-1].ID, err))
 						return
 					}
-					if e.User == hotUser {
-						mineHot = append(mineHot, time.Since(t))
-					} else {
-						mine = append(mine, time.Since(t))
-					}
-					if ok {
-						if a.o.mode == "naive" {
-							// Its delta committed with it.
-							a.markPersisted([]int64{e.ID})
+					took := time.Since(t)
+					for k, e := range send {
+						if e.User == hotUser {
+							mineHot = append(mineHot, took)
+						} else {
+							mine = append(mine, took)
 						}
-						accepted.Add(1)
-					} else {
-						ignored.Add(1)
+						if ok[k] {
+							if a.o.mode == "naive" {
+								// Its delta committed with it.
+								a.markPersisted([]int64{e.ID})
+							}
+							accepted.Add(1)
+						} else {
+							ignored.Add(1)
+						}
 					}
 				}
 			}

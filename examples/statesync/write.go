@@ -87,6 +87,28 @@ func (a *app) writeCoalesce(ctx context.Context, e event) (accepted bool, err er
 	return err == nil && !r.Duplicate, err
 }
 
+// writeBatch accepts events in one batch (-accept-batch): the coalescer
+// records them in one transaction, each with Accept's outcome, and marks
+// their users dirty.
+func (a *app) writeBatch(ctx context.Context, evs []event) ([]bool, error) {
+	chs := make([]coalesce.Change, len(evs))
+	for k, e := range evs {
+		chs[k] = coalesce.Change{Key: userKey(e.User), EventID: eventID(e.ID), Seq: e.Seq, Payload: strconv.AppendInt(nil, e.Delta, 10)}
+	}
+	res, err := a.co.AcceptBatch(ctx, chs)
+	if err != nil {
+		return nil, err
+	}
+	ok := make([]bool, len(evs))
+	for k, r := range res {
+		if r.Err != nil {
+			return nil, fmt.Errorf("event %s: %w", chs[k].EventID, r.Err)
+		}
+		ok[k] = !r.Receipt.Duplicate
+	}
+	return ok, nil
+}
+
 // fold is the flushers' [coalesce.FoldFunc]: it sums the deltas of a key's
 // changes and adds the sum to the key's state row in the fold's
 // transaction, one state write for all of them (-mode queued: one state

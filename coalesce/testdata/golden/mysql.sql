@@ -65,3 +65,43 @@ SELECT c.change_key FROM `coalesce_changes` c WHERE c.folded_at IS NULL AND c.ac
 
 -- prune
 DELETE FROM `coalesce_changes` WHERE folded_at < (SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED)) - ? ORDER BY folded_at, accepted_at, id LIMIT 1000;
+
+-- batch findEvents
+-- (with a group per change, source or key: 3 here)
+SELECT id, event_id, change_key, source, seq FROM `coalesce_changes` WHERE event_id IN (?, ?, ?);
+
+-- batch findEventsLocked
+-- (with a group per change, source or key: 3 here)
+SELECT id, event_id, change_key, source, seq FROM `coalesce_changes` WHERE event_id IN (?, ?, ?) LOCK IN SHARE MODE;
+
+-- batch insertChanges
+-- (with a group per change, source or key: 3 here)
+INSERT IGNORE INTO `coalesce_changes` (change_key, event_id, source, seq, payload, accepted_at) VALUES (?, ?, ?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED)), (?, ?, ?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED)), (?, ?, ?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED));
+
+-- batch readSources
+-- (with a group per change, source or key: 3 here)
+SELECT change_key, source, last_seq FROM `coalesce_sources` WHERE (change_key = ? AND source = ?) OR (change_key = ? AND source = ?) OR (change_key = ? AND source = ?) FOR UPDATE;
+
+-- batch insertSources
+-- (with a group per change, source or key: 3 here)
+INSERT IGNORE INTO `coalesce_sources` (change_key, source, last_seq) VALUES (?, ?, ?), (?, ?, ?), (?, ?, ?);
+
+-- batch setSources
+-- (with a group per change, source or key: 3 here)
+INSERT INTO `coalesce_sources` (change_key, source, last_seq) VALUES (?, ?, ?), (?, ?, ?), (?, ?, ?) ON DUPLICATE KEY UPDATE last_seq = VALUES(last_seq);
+
+-- batch readKeys
+-- (with a group per change, source or key: 3 here)
+SELECT change_key, status, version, flush_version FROM `coalesce_keys` WHERE change_key IN (?, ?, ?);
+
+-- batch insertKeys
+-- (with a group per change, source or key: 3 here)
+INSERT IGNORE INTO `coalesce_keys` (change_key, status, version) VALUES (?, 'PENDING', 1), (?, 'PENDING', 1), (?, 'PENDING', 1);
+
+-- batch bumpDoneKeys
+-- (with a group per change, source or key: 3 here)
+UPDATE `coalesce_keys` SET status = 'PENDING', version = version + 1 WHERE (change_key = ? AND CASE WHEN status = 'DONE' THEN version END = ?) OR (change_key = ? AND CASE WHEN status = 'DONE' THEN version END = ?) OR (change_key = ? AND CASE WHEN status = 'DONE' THEN version END = ?);
+
+-- batch bumpProcessingKeys
+-- (with a group per change, source or key: 3 here)
+UPDATE `coalesce_keys` SET version = version + 1 WHERE (change_key = ? AND CASE WHEN status = 'PROCESSING' THEN version END = ?) OR (change_key = ? AND CASE WHEN status = 'PROCESSING' THEN version END = ?) OR (change_key = ? AND CASE WHEN status = 'PROCESSING' THEN version END = ?);

@@ -68,3 +68,43 @@ SELECT c.change_key FROM "coalesce_changes" c WHERE c.folded_at IS NULL AND c.ac
 
 -- prune
 DELETE FROM "coalesce_changes" WHERE id IN (SELECT id FROM "coalesce_changes" WHERE folded_at < (SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)) - $1 ORDER BY folded_at, accepted_at, id LIMIT 1000);
+
+-- batch findEvents
+-- (with a group per change, source or key: 3 here)
+SELECT id, event_id, change_key, source, seq FROM "coalesce_changes" WHERE event_id IN ($1, $2, $3);
+
+-- batch findEventsLocked
+-- (with a group per change, source or key: 3 here)
+SELECT id, event_id, change_key, source, seq FROM "coalesce_changes" WHERE event_id IN ($1, $2, $3);
+
+-- batch insertChanges
+-- (with a group per change, source or key: 3 here)
+INSERT INTO "coalesce_changes" (change_key, event_id, source, seq, payload, accepted_at) VALUES ($1, $2, $3, $4, $5, CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)), ($6, $7, $8, $9, $10, CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)), ($11, $12, $13, $14, $15, CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)) ON CONFLICT DO NOTHING RETURNING id, event_id;
+
+-- batch readSources
+-- (with a group per change, source or key: 3 here)
+SELECT change_key, source, last_seq FROM "coalesce_sources" WHERE (change_key = $1 AND source = $2) OR (change_key = $3 AND source = $4) OR (change_key = $5 AND source = $6) FOR UPDATE;
+
+-- batch insertSources
+-- (with a group per change, source or key: 3 here)
+INSERT INTO "coalesce_sources" (change_key, source, last_seq) VALUES ($1, $2, $3), ($4, $5, $6), ($7, $8, $9) ON CONFLICT DO NOTHING;
+
+-- batch setSources
+-- (with a group per change, source or key: 3 here)
+INSERT INTO "coalesce_sources" (change_key, source, last_seq) VALUES ($1, $2, $3), ($4, $5, $6), ($7, $8, $9) ON CONFLICT (change_key, source) DO UPDATE SET last_seq = excluded.last_seq;
+
+-- batch readKeys
+-- (with a group per change, source or key: 3 here)
+SELECT change_key, status, version, flush_version FROM "coalesce_keys" WHERE change_key IN ($1, $2, $3);
+
+-- batch insertKeys
+-- (with a group per change, source or key: 3 here)
+INSERT INTO "coalesce_keys" (change_key, status, version) VALUES ($1, 'PENDING', 1), ($2, 'PENDING', 1), ($3, 'PENDING', 1) ON CONFLICT DO NOTHING;
+
+-- batch bumpDoneKeys
+-- (with a group per change, source or key: 3 here)
+UPDATE "coalesce_keys" SET status = 'PENDING', version = version + 1 WHERE (change_key = $1 AND CASE WHEN status = 'DONE' THEN version END = $2) OR (change_key = $3 AND CASE WHEN status = 'DONE' THEN version END = $4) OR (change_key = $5 AND CASE WHEN status = 'DONE' THEN version END = $6);
+
+-- batch bumpProcessingKeys
+-- (with a group per change, source or key: 3 here)
+UPDATE "coalesce_keys" SET version = version + 1 WHERE (change_key = $1 AND CASE WHEN status = 'PROCESSING' THEN version END = $2) OR (change_key = $3 AND CASE WHEN status = 'PROCESSING' THEN version END = $4) OR (change_key = $5 AND CASE WHEN status = 'PROCESSING' THEN version END = $6);

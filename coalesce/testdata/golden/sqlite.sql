@@ -68,3 +68,43 @@ SELECT c.change_key FROM "coalesce_changes" c WHERE c.folded_at IS NULL AND c.ac
 
 -- prune
 DELETE FROM "coalesce_changes" WHERE id IN (SELECT id FROM "coalesce_changes" WHERE folded_at < (SELECT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)) - ? ORDER BY folded_at, accepted_at, id LIMIT 1000);
+
+-- batch findEvents
+-- (with a group per change, source or key: 3 here)
+SELECT id, event_id, change_key, source, seq FROM "coalesce_changes" WHERE event_id IN (?, ?, ?);
+
+-- batch findEventsLocked
+-- (with a group per change, source or key: 3 here)
+SELECT id, event_id, change_key, source, seq FROM "coalesce_changes" WHERE event_id IN (?, ?, ?);
+
+-- batch insertChanges
+-- (with a group per change, source or key: 3 here)
+INSERT INTO "coalesce_changes" (change_key, event_id, source, seq, payload, accepted_at) VALUES (?, ?, ?, ?, ?, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)), (?, ?, ?, ?, ?, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)), (?, ?, ?, ?, ?, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)) ON CONFLICT DO NOTHING RETURNING id, event_id;
+
+-- batch readSources
+-- (with a group per change, source or key: 3 here)
+SELECT change_key, source, last_seq FROM "coalesce_sources" WHERE (change_key = ? AND source = ?) OR (change_key = ? AND source = ?) OR (change_key = ? AND source = ?);
+
+-- batch insertSources
+-- (with a group per change, source or key: 3 here)
+INSERT INTO "coalesce_sources" (change_key, source, last_seq) VALUES (?, ?, ?), (?, ?, ?), (?, ?, ?) ON CONFLICT DO NOTHING;
+
+-- batch setSources
+-- (with a group per change, source or key: 3 here)
+INSERT INTO "coalesce_sources" (change_key, source, last_seq) VALUES (?, ?, ?), (?, ?, ?), (?, ?, ?) ON CONFLICT (change_key, source) DO UPDATE SET last_seq = excluded.last_seq;
+
+-- batch readKeys
+-- (with a group per change, source or key: 3 here)
+SELECT change_key, status, version, flush_version FROM "coalesce_keys" WHERE change_key IN (?, ?, ?);
+
+-- batch insertKeys
+-- (with a group per change, source or key: 3 here)
+INSERT INTO "coalesce_keys" (change_key, status, version) VALUES (?, 'PENDING', 1), (?, 'PENDING', 1), (?, 'PENDING', 1) ON CONFLICT DO NOTHING;
+
+-- batch bumpDoneKeys
+-- (with a group per change, source or key: 3 here)
+UPDATE "coalesce_keys" SET status = 'PENDING', version = version + 1 WHERE (change_key = ? AND CASE WHEN status = 'DONE' THEN version END = ?) OR (change_key = ? AND CASE WHEN status = 'DONE' THEN version END = ?) OR (change_key = ? AND CASE WHEN status = 'DONE' THEN version END = ?);
+
+-- batch bumpProcessingKeys
+-- (with a group per change, source or key: 3 here)
+UPDATE "coalesce_keys" SET version = version + 1 WHERE (change_key = ? AND CASE WHEN status = 'PROCESSING' THEN version END = ?) OR (change_key = ? AND CASE WHEN status = 'PROCESSING' THEN version END = ?) OR (change_key = ? AND CASE WHEN status = 'PROCESSING' THEN version END = ?);
