@@ -98,6 +98,12 @@ func (c *Coalescer) AcceptBatch(ctx context.Context, chs []Change) (res []BatchR
 	if err := c.pressure(ctx); err != nil {
 		return nil, err
 	}
+	return c.acceptBatch(ctx, chs)
+}
+
+// acceptBatch is AcceptBatch once chs is checked and the backlog's limits
+// are: it records chs and marks their keys.
+func (c *Coalescer) acceptBatch(ctx context.Context, chs []Change) (res []BatchResult, err error) {
 	err = dialect.Retry(ctx, c.cfg.Retry, "coalesce accept batch", func() error {
 		tx, err := c.db.BeginTx(ctx, nil)
 		if err != nil {

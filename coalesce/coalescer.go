@@ -10,6 +10,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/group"
 )
 
 // Change is one change of a key's state, as a client reports it.
@@ -57,6 +58,10 @@ type Coalescer struct {
 	sq  statements
 	bq  batchSQL
 
+	// group records concurrent Accepts together (Config.Group); nil
+	// without grouping.
+	group *group.Group[Change, Receipt]
+
 	// wake tells this process's idle flushers that a key became dirty.
 	wake chan struct{}
 	// notifier sends Config.Notify's notifications (a claimer of the keys
@@ -88,6 +93,9 @@ func New(d dialect.Dialect, db *sql.DB, cfg Config) (*Coalescer, error) {
 		return nil, invalid("db", "is nil")
 	}
 	c := &Coalescer{d: d, db: db, e: e, cfg: cfg, sq: newStatements(e, cfg), bq: newBatchSQL(e, cfg), wake: make(chan struct{}, 1)}
+	if cfg.Group > 0 {
+		c.group = &group.Group[Change, Receipt]{Run: c.acceptGroup, Max: cfg.Group, InFlight: cfg.GroupInFlight}
+	}
 	if cfg.Notify {
 		if e != engPostgres {
 			return nil, invalid("Notify", "only PostgreSQL has notifications; other processes' flushers find dirty keys by polling")
@@ -144,6 +152,9 @@ func (c *Coalescer) accept(ctx context.Context, ch Change) (Receipt, error) {
 	}
 	if err := c.pressure(ctx); err != nil {
 		return Receipt{}, err
+	}
+	if c.group != nil && groupable(ch) {
+		return c.group.Do(ctx, ch)
 	}
 	var r Receipt
 	err := dialect.Retry(ctx, c.cfg.Retry, "coalesce accept", func() error {

@@ -67,6 +67,23 @@ type Config struct {
 	// refuses Notify there.
 	Notify bool
 
+	// Group, if positive, makes concurrent [Coalescer.Accept] calls share
+	// transactions: an Accept that arrives while GroupInFlight grouped
+	// transactions are being written waits, and is then recorded together
+	// with the other Accepts that arrived meanwhile, at most Group changes
+	// a transaction, with [Coalescer.AcceptBatch]'s fixed number of
+	// statements. An Accept that arrives while fewer are in flight starts
+	// one at once, so a lone writer waits for nothing. Each Accept still
+	// gets its own outcome, Accept's (an event id sent twice in one group
+	// is recorded by the first and a duplicate for the second, in a
+	// transaction after it); a database error or backpressure fails every
+	// Accept of its group. At most [MaxBatch]; zero records each Accept in
+	// a transaction of its own. AcceptTx is never grouped.
+	Group int
+	// GroupInFlight bounds the grouped transactions written at once;
+	// default 2. Each takes a connection of the pool while it runs.
+	GroupInFlight int
+
 	// Retry bounds the retries of the coalescer's own transactions on
 	// deadlocks and serialization failures; the zero value means
 	// [dialect.RetryPolicy]'s defaults.
@@ -83,6 +100,8 @@ type Config struct {
 const (
 	DefaultPressureInterval = 250 * time.Millisecond
 	DefaultRetryAfter       = time.Second
+	// DefaultGroupInFlight is Config.GroupInFlight's default.
+	DefaultGroupInFlight = 2
 )
 
 func invalid(field, format string, args ...any) error {
@@ -120,6 +139,13 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, invalid("PressureInterval", "must not be negative")
 	case cfg.RetryAfter < 0:
 		return cfg, invalid("RetryAfter", "must not be negative")
+	case cfg.Group < 0 || cfg.Group > MaxBatch:
+		return cfg, invalid("Group", "must be between 0 and %d", MaxBatch)
+	case cfg.GroupInFlight < 0 || cfg.GroupInFlight > maxGroupInFlight:
+		return cfg, invalid("GroupInFlight", "must be between 0 and %d", maxGroupInFlight)
+	}
+	if cfg.GroupInFlight == 0 {
+		cfg.GroupInFlight = DefaultGroupInFlight
 	}
 	if err := cfg.Retry.Validate(); err != nil {
 		return cfg, fmt.Errorf("coalesce: Retry: %w", err)

@@ -1,5 +1,23 @@
 package coalesce
 
+import (
+	"context"
+	"sync/atomic"
+)
+
 // SetMarkRead makes c call fn in its dirty mark between the first read of
 // the key's row and the write that follows it (nil to stop).
 func SetMarkRead(c *Coalescer, fn func(key string)) { c.markRead = fn }
+
+// CountGroups makes c count the grouped transactions of its Accepts
+// (Config.Group) and their changes; call it before the first Accept.
+func CountGroups(c *Coalescer) (groups, changes *atomic.Int64) {
+	groups, changes = new(atomic.Int64), new(atomic.Int64)
+	run := c.group.Run
+	c.group.Run = func(ctx context.Context, chs []Change) ([]Receipt, []error, error) {
+		groups.Add(1)
+		changes.Add(int64(len(chs)))
+		return run(ctx, chs)
+	}
+	return groups, changes
+}

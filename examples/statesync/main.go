@@ -20,7 +20,8 @@
 // under one hot user, a hundred hot users and uniform users. With
 // -accept-batch N the writers of coalesce and queued modes accept N events
 // at a time with [coalesce.Coalescer.AcceptBatch] (with -compare: a fourth
-// run, batch-N).
+// run, batch-N); with -group N their concurrent Accepts share
+// transactions (coalesce.Config.Group; with -compare: a run group-N).
 //
 // With -http the program is a server instead: POST /changes accepts a
 // change ({key, event_id, source, seq, delta}) with 202 and its receipt,
@@ -34,6 +35,7 @@
 //	go run ./examples/statesync -driver postgres -dsn 'postgres://postgres@127.0.0.1:5432/test'
 //	go run ./examples/statesync -compare        # naive, queued, coalesce under three workloads
 //	go run ./examples/statesync -compare -accept-batch 16  # and coalesce with AcceptBatch
+//	go run ./examples/statesync -compare -group 64  # and coalesce with grouped Accepts
 //	go run ./examples/statesync -http :8080     # the HTTP intake
 //
 // Every run verifies at the end that every user's state equals the sum of
@@ -59,6 +61,7 @@ type options struct {
 	writers, events       int
 	users, flushers       int
 	batch, acceptBatch    int
+	group, groupInFlight  int
 	hot, dup              float64
 	linger                time.Duration
 	seed                  uint64
@@ -97,6 +100,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.flushers, "flushers", 2, "concurrent flushers (coalesce and queued modes, -http)")
 	fs.IntVar(&o.batch, "batch", 16, "dirty users one flusher claims at a time (FlusherConfig.BatchSize)")
 	fs.IntVar(&o.acceptBatch, "accept-batch", 1, "writers accept this many events at a time with Coalescer.AcceptBatch (coalesce and queued modes; 1: Accept per event); with -compare, adds a coalesce run with it")
+	fs.IntVar(&o.group, "group", 0, "writers' concurrent Accepts share transactions, up to this many changes each (coalesce.Config.Group; coalesce and queued modes; 0: one transaction per Accept); with -compare, adds a coalesce run with it")
+	fs.IntVar(&o.groupInFlight, "group-in-flight", 0, "with -group: grouped transactions written at once (coalesce.Config.GroupInFlight; 0: its default)")
 	fs.DurationVar(&o.linger, "linger", 5*time.Millisecond, "pause of a flusher after a short batch, letting events accumulate (FlusherConfig.Linger)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the event generator")
 	fs.BoolVar(&o.json, "json", false, "print the summary as one JSON line")
@@ -123,6 +128,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-accept-batch must be between 1 and 1000 (coalesce.MaxBatch)")
 	case o.acceptBatch > 1 && o.mode == "naive" && !o.compare:
 		return o, errors.New("-accept-batch needs -mode coalesce or queued: the naive scheme writes one event per transaction")
+	case o.groupInFlight < 0 || o.groupInFlight > 64:
+		return o, errors.New("-group-in-flight must be between 0 and 64")
+	case o.group < 0 || o.group > 1000:
+		return o, errors.New("-group must be between 0 and 1000 (coalesce.MaxBatch)")
+	case o.group > 0 && o.mode == "naive" && !o.compare:
+		return o, errors.New("-group needs -mode coalesce or queued: the naive scheme writes one event per transaction")
 	case o.hot < 0 || o.hot > 1 || o.dup < 0 || o.dup > 1:
 		return o, errors.New("-hot and -dup must be between 0 and 1")
 	case o.linger < 0:
@@ -207,12 +218,18 @@ func compare(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		if o.acceptBatch > 1 {
 			modes = append(modes, fmt.Sprintf("batch-%d", o.acceptBatch))
 		}
+		if o.group > 0 {
+			modes = append(modes, fmt.Sprintf("group-%d", o.group))
+		}
 		for _, mode := range modes {
 			r := o
 			r.mode, r.users, r.hot, r.json, r.quiet = mode, w.users, w.hot, false, true
-			r.acceptBatch = 1
-			if strings.HasPrefix(mode, "batch-") {
+			r.acceptBatch, r.group = 1, 0
+			switch {
+			case strings.HasPrefix(mode, "batch-"):
 				r.mode, r.acceptBatch = "coalesce", o.acceptBatch
+			case strings.HasPrefix(mode, "group-"):
+				r.mode, r.group = "coalesce", o.group
 			}
 			s, err := runOnce(ctx, r, stderr)
 			if err != nil {

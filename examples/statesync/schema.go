@@ -111,7 +111,7 @@ func open(ctx context.Context, o options) (*app, error) {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	a.co, err = coalesce.New(db.Dialect, db.SQL, coalesce.Config{
 		ChangesTable: changesTable, KeysTable: keysTable, SourcesTable: sourcesTable,
-		MaxBacklog: o.maxBacklog, MaxAge: o.maxAge, PressureInterval: o.pressureInterval,
+		MaxBacklog: o.maxBacklog, MaxAge: o.maxAge, PressureInterval: o.pressureInterval, Group: o.group, GroupInFlight: o.groupInFlight,
 		Logger: logger, Observer: observe.Func(a.observe),
 	})
 	if err == nil {
