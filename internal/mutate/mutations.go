@@ -390,4 +390,15 @@ var mutations = []mutation{
 		From: "AND source = ? AND last_seq < ?\")",
 		To:   "AND source = ? AND last_seq <= ?\")",
 		Pkg:  "./coalesce", Run: "^TestAcceptAndFlush$/sqlite$"},
+	// A group that keeps an event id sent twice in one transaction: the
+	// batch refuses it whole, and every Accept of the group fails.
+	{Name: "coalesce/group-no-split", File: "coalesce/group.go",
+		From: "if seen[chs[i].EventID] {",
+		To:   "if false && seen[chs[i].EventID] {",
+		Pkg:  "./coalesce", Run: "^TestGroupedOutcomes$/sqlite$"},
+	// Grouped changes recorded with the results of other changes.
+	{Name: "coalesce/group-wrong-result", File: "coalesce/group.go",
+		From: "outs[i], errs[i] = res[j].Receipt, res[j].Err",
+		To:   "outs[i], errs[i] = res[len(now)-1-j].Receipt, res[len(now)-1-j].Err",
+		Pkg:  "./coalesce", Run: "^TestGroupedOutcomes$/sqlite$"},
 }
