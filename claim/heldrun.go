@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
@@ -66,47 +65,25 @@ func (h *Holder[T]) Run(ctx context.Context, handle func(ctx context.Context, b 
 		return invalid("Holder.Run", "the handler is nil")
 	}
 	k := h.c.core
-	if err := k.verify(ctx); err != nil {
-		if dialect.IsPermanent(err) || ctx.Err() != nil {
-			return err
-		}
-		// The database may not answer yet; each hold verifies again.
-		k.logger.Error("claimlock: could not verify the table; holds will try again", "err", err)
+	r := &heldRunner[T]{runState: runState{name: "Holder.Run", claims: "holds"}, h: h, handle: handle}
+	ctx, end, err := r.start(ctx, k, []*core{k}, k.wake.kick)
+	if err != nil {
+		return err
 	}
-	defer k.subscribe(k.wake.kick)()
-	r := &heldRunner[T]{h: h, handle: handle}
-	ctx, r.stop = context.WithCancelCause(ctx)
-	defer r.stop(nil)
+	defer end()
 	var wg sync.WaitGroup
 	for i := range h.MaxInFlight() {
 		wg.Go(func() { r.loop(ctx, i) })
 	}
 	wg.Wait()
-	if err := r.fatal.Load(); err != nil {
-		return *err
-	}
-	return nil
+	return r.err()
 }
 
 // heldRunner is one call of [Holder.Run].
 type heldRunner[T any] struct {
+	runState
 	h      *Holder[T]
 	handle func(context.Context, *Held[T]) error
-	stop   context.CancelCauseFunc
-	fatal  atomic.Pointer[error]
-}
-
-// check stops Run when err is permanent and reports whether it did.
-func (r *heldRunner[T]) check(err error) bool {
-	if err == nil || !dialect.IsPermanent(err) {
-		return false
-	}
-	err = fmt.Errorf("%w (Holder.Run stopped: retrying cannot cure this)", err)
-	if r.fatal.CompareAndSwap(nil, &err) {
-		r.h.c.core.logger.Error("claimlock: Holder.Run stops", "err", err)
-		r.stop(err)
-	}
-	return true
 }
 
 // loop holds and handles batches until ctx ends.
