@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/loop"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -86,36 +87,37 @@ type heldRunner[T any] struct {
 	handle func(context.Context, *Held[T]) error
 }
 
-// loop holds and handles batches until ctx ends.
+// loop holds and handles batches until ctx ends, one hold a step. After
+// a hold that found nothing pending, found the claims paused or failed,
+// it waits in the claimer's waker before the next, as [Claimer.Run]'s
+// loops do (see wake.go): one idle loop polls with backoff, the others
+// wait for a wake-up.
 func (r *heldRunner[T]) loop(ctx context.Context, worker int) {
 	k := r.h.c.core
 	log := k.logger.With("worker", worker, "held", true)
 	wk := &k.wake
 	done := func() {} // frees the poller slot after the hold it allowed
 	defer func() { done() }()
-	for ctx.Err() == nil {
+	_ = loop.Loop{}.Run(ctx, func(ctx context.Context) loop.Next {
 		b, err := r.h.Hold(ctx)
 		if err == nil && b.Len() > 0 {
 			wk.worked(b.Len(), k.limit)
 		}
 		done()
+		done = func() {}
 		switch {
-		case errors.Is(err, ErrPaused):
-			done = wk.idle(ctx, heldPollMin, heldPollMax)
-		case err != nil:
+		case err == nil && b.Len() > 0:
+			r.process(ctx, b, log)
+			return loop.Next{}
+		case err != nil && !errors.Is(err, ErrPaused):
 			if ctx.Err() != nil || r.check(err) {
-				done = func() {}
-				return
+				return loop.End(nil)
 			}
 			log.Error("claimlock: hold failed", "err", err, "retryable", dialect.IsRetryable(err))
-			done = wk.idle(ctx, heldPollMin, heldPollMax)
-		case b.Len() == 0:
-			done = wk.idle(ctx, heldPollMin, heldPollMax)
-		default:
-			done = func() {}
-			r.process(ctx, b, log)
 		}
-	}
+		done = wk.idle(ctx, heldPollMin, heldPollMax)
+		return loop.Next{}
+	})
 }
 
 // process hands b to the handler and ends it as Run says.
