@@ -259,6 +259,11 @@ type runner[T any] struct {
 // until nothing is left), from the scopes r.turns gives it. While nothing
 // is pending it waits in the claimer's waker (see wake.go): one idle loop
 // of the claimer polls with backoff, the others wait for a wake-up.
+//
+// It is not a loop.Loop: none of its waits is a duration (the waker, a
+// change of the turns), and a turn hands the next the batch its ack
+// claimed (next, whose scope is l), which the shutdown processes after the
+// loop; loop.Loop would take over only the test of ctx and the drain.
 func (r *runner[T]) loop(ctx context.Context, worker int) {
 	c, w, t := r.c, r.w, r.turns
 	log := c.core.logger.With("worker", worker)
