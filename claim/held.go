@@ -10,6 +10,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/holdctx"
+	"github.com/claimlock/claimlock/internal/loop"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -328,67 +329,70 @@ func (b *Held[T]) Context() context.Context {
 
 // keepAlive pings the server every limit/3 while no statement runs, and
 // cancels the batch's context at its local deadline, also while a ping
-// hangs.
+// hangs. The pings keep a ticker's beat: they are due every limit/3 from
+// the start, a beat that passes while a statement runs is skipped, and
+// one that passes during a ping is taken right after it.
 func (b *Held[T]) keepAlive() {
 	defer close(b.stopped)
 	every := max(b.limit/3, time.Millisecond)
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
+	due := time.Now().Add(every) // the next beat
+	_ = loop.Loop{Stop: b.stop}.Run(context.Background(), func(context.Context) loop.Next {
 		b.mu.Lock()
 		deadline := b.deadlineLocked()
 		b.mu.Unlock()
-		wait := time.Until(deadline)
-		if wait <= 0 {
+		now := time.Now()
+		if !now.Before(deadline) {
 			b.lose(context.Background(), heldDeadlineError(), true)
-			return
+			return loop.End(nil)
 		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-b.stop:
-			timer.Stop()
-			return
-		case <-timer.C:
-			continue
-		case <-tick.C:
-			timer.Stop()
+		if now.Before(due) {
+			return loop.After(min(due.Sub(now), deadline.Sub(now))) // a statement may move the deadline meanwhile
 		}
-		if !b.mu.TryLock() {
-			continue // a statement of the handler is running: it counts
-		}
-		if b.ended {
-			b.mu.Unlock()
-			return
-		}
-		// A ping may not outlast the local deadline: one that hangs (the
-		// server stopped answering) is cancelled there, and the batch's
-		// context ends at the deadline, not when the ping gives up.
-		deadline = b.deadlineLocked()
-		t0 := time.Now()
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		stopLate := context.AfterFunc(ctx, func() {
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				b.lose(context.Background(), heldDeadlineError(), true)
-			}
-		})
-		err := b.h.Ping(ctx)
-		stopLate()
-		cancel()
-		if err == nil {
-			b.proved(t0)
-			b.mu.Unlock()
-			continue
-		}
-		b.ended = true
-		b.syncLocked()
-		b.mu.Unlock()
-		if !time.Now().Before(deadline) {
-			err = fmt.Errorf("%w (the ping did not answer in time: %v)", heldDeadlineError(), err)
-		}
-		b.lose(context.Background(), err, true)
-		b.finish()
-		return
+		due = due.Add(every * (now.Sub(due)/every + 1)) // the first beat after now
+		return b.ping()
+	})
+}
+
+// ping pings the server for keepAlive, unless a statement of the batch is
+// running (it counts: the next beat pings), and says what keepAlive does
+// next: it ends once the batch has ended, and when the ping failed, which
+// ends the batch.
+func (b *Held[T]) ping() loop.Next {
+	if !b.mu.TryLock() {
+		return loop.Next{} // a statement of the handler is running: it counts
 	}
+	if b.ended {
+		b.mu.Unlock()
+		return loop.End(nil)
+	}
+	// A ping may not outlast the local deadline: one that hangs (the
+	// server stopped answering) is cancelled there, and the batch's
+	// context ends at the deadline, not when the ping gives up.
+	deadline := b.deadlineLocked()
+	t0 := time.Now()
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	stopLate := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			b.lose(context.Background(), heldDeadlineError(), true)
+		}
+	})
+	err := b.h.Ping(ctx)
+	stopLate()
+	cancel()
+	if err == nil {
+		b.proved(t0)
+		b.mu.Unlock()
+		return loop.Next{}
+	}
+	b.ended = true
+	b.syncLocked()
+	b.mu.Unlock()
+	if !time.Now().Before(deadline) {
+		err = fmt.Errorf("%w (the ping did not answer in time: %v)", heldDeadlineError(), err)
+	}
+	b.lose(context.Background(), err, true)
+	b.finish()
+	return loop.End(nil)
 }
 
 // deadlineLocked returns the batch's local deadline, with b.mu held: the

@@ -195,6 +195,33 @@ func TestHeldLoss(t *testing.T) {
 	})
 }
 
+// TestHeldPingsKeepIdleBatch: a held batch that runs no statement for
+// twice its hold limit stays held: the keep-alive's pings (every Limit/3
+// while no statement runs) keep the server from ending the idle
+// transaction and move the local deadline, so the batch's context stays
+// live and its acks commit.
+func TestHeldPingsKeepIdleBatch(t *testing.T) {
+	t.Parallel()
+	holdable(t, func(t *testing.T, e *env) {
+		const limit = 3 * time.Second
+		ctx := ctxT(t)
+		c, _ := jobSetup(t, e, dialect.StrategySkipLocked, 3, nil)
+		h, err := c.Holder(claim.HoldConfig{Limit: limit, MaxInFlight: 1})
+		require.NoError(t, err)
+		b, err := h.Hold(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 3, b.Len())
+		select {
+		case <-b.Context().Done():
+			t.Fatalf("the idle held batch ended within twice its hold limit: %v", context.Cause(b.Context()))
+		case <-time.After(2 * limit):
+		}
+		require.NoError(t, b.AckAll(ctx))
+		require.NoError(t, b.Commit(ctx))
+		requireStats(t, c, 0, 0, 3, 0)
+	})
+}
+
 // TestSnippetHeldLoop runs docs/claim.md's held loop on every engine that
 // holds claims: every row ends done with one result row, written in the
 // same transaction as its ack.

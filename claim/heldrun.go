@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/loop"
 	"github.com/claimlock/claimlock/internal/store"
 )
 
@@ -66,79 +66,58 @@ func (h *Holder[T]) Run(ctx context.Context, handle func(ctx context.Context, b 
 		return invalid("Holder.Run", "the handler is nil")
 	}
 	k := h.c.core
-	if err := k.verify(ctx); err != nil {
-		if dialect.IsPermanent(err) || ctx.Err() != nil {
-			return err
-		}
-		// The database may not answer yet; each hold verifies again.
-		k.logger.Error("claimlock: could not verify the table; holds will try again", "err", err)
+	r := &heldRunner[T]{runState: runState{name: "Holder.Run", claims: "holds"}, h: h, handle: handle}
+	ctx, end, err := r.start(ctx, k, []*core{k}, k.wake.kick)
+	if err != nil {
+		return err
 	}
-	defer k.subscribe(k.wake.kick)()
-	r := &heldRunner[T]{h: h, handle: handle}
-	ctx, r.stop = context.WithCancelCause(ctx)
-	defer r.stop(nil)
+	defer end()
 	var wg sync.WaitGroup
 	for i := range h.MaxInFlight() {
 		wg.Go(func() { r.loop(ctx, i) })
 	}
 	wg.Wait()
-	if err := r.fatal.Load(); err != nil {
-		return *err
-	}
-	return nil
+	return r.err()
 }
 
 // heldRunner is one call of [Holder.Run].
 type heldRunner[T any] struct {
+	runState
 	h      *Holder[T]
 	handle func(context.Context, *Held[T]) error
-	stop   context.CancelCauseFunc
-	fatal  atomic.Pointer[error]
 }
 
-// check stops Run when err is permanent and reports whether it did.
-func (r *heldRunner[T]) check(err error) bool {
-	if err == nil || !dialect.IsPermanent(err) {
-		return false
-	}
-	err = fmt.Errorf("%w (Holder.Run stopped: retrying cannot cure this)", err)
-	if r.fatal.CompareAndSwap(nil, &err) {
-		r.h.c.core.logger.Error("claimlock: Holder.Run stops", "err", err)
-		r.stop(err)
-	}
-	return true
-}
-
-// loop holds and handles batches until ctx ends.
+// loop holds and handles batches until ctx ends, one hold a step. After
+// a hold that found nothing pending, found the claims paused or failed,
+// it waits in the claimer's waker before the next, as [Claimer.Run]'s
+// loops do (see wake.go): one idle loop polls with backoff, the others
+// wait for a wake-up.
 func (r *heldRunner[T]) loop(ctx context.Context, worker int) {
 	k := r.h.c.core
 	log := k.logger.With("worker", worker, "held", true)
 	wk := &k.wake
 	done := func() {} // frees the poller slot after the hold it allowed
 	defer func() { done() }()
-	for ctx.Err() == nil {
+	_ = loop.Loop{}.Run(ctx, func(ctx context.Context) loop.Next {
 		b, err := r.h.Hold(ctx)
 		if err == nil && b.Len() > 0 {
 			wk.worked(b.Len(), k.limit)
 		}
 		done()
+		done = func() {}
 		switch {
-		case errors.Is(err, ErrPaused):
-			done = wk.idle(ctx, heldPollMin, heldPollMax)
-		case err != nil:
+		case err == nil && b.Len() > 0:
+			r.process(ctx, b, log)
+			return loop.Next{}
+		case err != nil && !errors.Is(err, ErrPaused):
 			if ctx.Err() != nil || r.check(err) {
-				done = func() {}
-				return
+				return loop.End(nil)
 			}
 			log.Error("claimlock: hold failed", "err", err, "retryable", dialect.IsRetryable(err))
-			done = wk.idle(ctx, heldPollMin, heldPollMax)
-		case b.Len() == 0:
-			done = wk.idle(ctx, heldPollMin, heldPollMax)
-		default:
-			done = func() {}
-			r.process(ctx, b, log)
 		}
-	}
+		done = wk.idle(ctx, heldPollMin, heldPollMax)
+		return loop.Next{}
+	})
 }
 
 // process hands b to the handler and ends it as Run says.

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
@@ -182,20 +181,18 @@ func (c *Claimer[T]) Run(ctx context.Context, w WorkerConfig[T]) error {
 	if err != nil {
 		return err
 	}
-	if err := c.Verify(ctx); err != nil {
-		if dialect.IsPermanent(err) || ctx.Err() != nil {
-			return err
-		}
-		// The database may not answer yet; each claim verifies again.
-		c.core.logger.Error("claimlock: could not verify the table; claims will try again", "err", err)
+	r := &runner[T]{runState: runState{name: "Run", claims: "claims"}, c: c, w: &w,
+		turns: newTurns(lanes, c.core.limit, w.ScopeInFlight, w.Drain),
+		pipe:  len(w.Scopes) == 0 && w.ScopeInFlight == 0 && c.core.pipelines(w.Pipeline)}
+	scopes := make([]*core, len(lanes))
+	for i, l := range lanes {
+		scopes[i] = l.core
 	}
-	for _, l := range lanes {
-		defer l.core.subscribe(c.core.wake.kick)()
+	ctx, end, err := r.start(ctx, c.core, scopes, c.core.wake.kick)
+	if err != nil {
+		return err
 	}
-	r := &runner[T]{c: c, w: &w, turns: newTurns(lanes, c.core.limit, w.ScopeInFlight, w.Drain),
-		pipe: len(w.Scopes) == 0 && w.ScopeInFlight == 0 && c.core.pipelines(w.Pipeline)}
-	ctx, r.stop = context.WithCancelCause(ctx)
-	defer r.stop(nil)
+	defer end()
 	// A loop pausing after a failed claim stops pausing when the drain
 	// ends (the end of the drain is no shutdown: ctx goes on).
 	var endIdle context.CancelFunc
@@ -211,8 +208,8 @@ func (c *Claimer[T]) Run(ctx context.Context, w WorkerConfig[T]) error {
 		}(i)
 	}
 	wg.Wait()
-	if err := r.fatal.Load(); err != nil {
-		return *err
+	if err := r.err(); err != nil {
+		return err
 	}
 	return r.turns.pausedErr()
 }
@@ -248,34 +245,25 @@ func (c *Claimer[T]) lanes(w *WorkerConfig[T]) ([]*Claimer[T], error) {
 
 // runner is one call of [Claimer.Run].
 type runner[T any] struct {
+	runState
 	c     *Claimer[T]
 	w     *WorkerConfig[T]
-	turns *turns[T]               // the scopes served and whose turn it is
-	pipe  bool                    // loops ack and claim in one operation (pipeline.go)
-	stop  context.CancelCauseFunc // shuts every loop down
-	fatal atomic.Pointer[error]   // the permanent error that stopped Run
+	turns *turns[T] // the scopes served and whose turn it is
+	pipe  bool      // loops ack and claim in one operation (pipeline.go)
 	// idleCtx is Run's context, ended also when the drain ends: a loop
 	// pausing after a failed claim waits on it.
 	idleCtx context.Context
-}
-
-// check stops Run when err is permanent and reports whether it did.
-func (r *runner[T]) check(err error) bool {
-	if err == nil || !dialect.IsPermanent(err) {
-		return false
-	}
-	err = fmt.Errorf("%w (Run stopped: retrying cannot cure this)", err)
-	if r.fatal.CompareAndSwap(nil, &err) {
-		r.c.core.logger.Error("claimlock: Run stops", "err", err)
-		r.stop(err)
-	}
-	return true
 }
 
 // loop claims and processes batches until ctx ends (or, with Drain,
 // until nothing is left), from the scopes r.turns gives it. While nothing
 // is pending it waits in the claimer's waker (see wake.go): one idle loop
 // of the claimer polls with backoff, the others wait for a wake-up.
+//
+// It is not a loop.Loop: none of its waits is a duration (the waker, a
+// change of the turns), and a turn hands the next the batch its ack
+// claimed (next, whose scope is l), which the shutdown processes after the
+// loop; loop.Loop would take over only the test of ctx and the drain.
 func (r *runner[T]) loop(ctx context.Context, worker int) {
 	c, w, t := r.c, r.w, r.turns
 	log := c.core.logger.With("worker", worker)

@@ -242,6 +242,12 @@ var mutations = []mutation{
 		Pkg:  "./claim", Run: "^TestHeldDeadlineWhenPingsHang$/postgres$", Env: pg},
 	// Batch.Err trusting the deadline's timer alone: a process resumed
 	// after a freeze sees its batch live and sends again.
+	// A held batch's keep-alive that never pings: the server ends an idle
+	// transaction at the hold limit, and the local deadline never moves.
+	{Name: "claim/held-keepalive-never-pings", File: "claim/held.go",
+		From: "\t\treturn b.ping()\n",
+		To:   "\t\treturn loop.After(deadline.Sub(now))\n",
+		Pkg:  "./claim", Run: "^TestHeldPingsKeepIdleBatch$/^postgres$", Env: pg},
 	{Name: "claim/err-ignores-clock", File: "claim/context.go",
 		From: "\tif late {\n\t\tb.end(b.deadlineError())\n\t}\n",
 		To:   "\t_ = late\n",
