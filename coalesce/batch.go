@@ -193,6 +193,26 @@ type keyRow struct {
 	ver, flushed int64
 }
 
+// readKeyRows reads the rows of keys in one statement: their status,
+// version and flush version, by key; a key without a row is missing.
+func (c *Coalescer) readKeyRows(ctx context.Context, keys []string) (map[string]keyRow, error) {
+	rows, err := c.db.QueryContext(ctx, c.bq.readKeys.render(c.e, len(keys)), anys(keys)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	read := make(map[string]keyRow, len(keys))
+	for rows.Next() {
+		var k string
+		var r keyRow
+		if err := rows.Scan(&k, &r.status, &r.ver, &r.flushed); err != nil {
+			return nil, err
+		}
+		read[k] = r
+	}
+	return read, rows.Err()
+}
+
 // markKeys is [Coalescer.markDirty] for several keys with a fixed number
 // of statements: one read of their rows, then at most an insert of the
 // missing ones and the two compare-and-sets, each for every key that needs
@@ -207,26 +227,8 @@ func (c *Coalescer) markKeys(ctx context.Context, keys []string) error {
 	}
 	// One order, so that two batches' statements lock shared rows alike.
 	keys = slices.Sorted(slices.Values(keys))
-	args := make([]any, len(keys))
-	for i, k := range keys {
-		args[i] = k
-	}
-	rows, err := c.db.QueryContext(ctx, c.bq.readKeys.render(c.e, len(keys)), args...)
+	read, err := c.readKeyRows(ctx, keys)
 	if err != nil {
-		return err
-	}
-	read := make(map[string]keyRow, len(keys))
-	for rows.Next() {
-		var k string
-		var r keyRow
-		if err := rows.Scan(&k, &r.status, &r.ver, &r.flushed); err != nil {
-			rows.Close()
-			return err
-		}
-		read[k] = r
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return err
 	}
 	if c.markRead != nil {
