@@ -125,12 +125,7 @@ func TestNotifyWakesIdleRunOfAnotherProcess(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			dsn := en.dsn(t)
-			here, closeHere, err := openDSN(ctx, en.kind, dsn, dialect.Options{})
-			require.NoError(t, err)
-			t.Cleanup(closeHere)
-			there, closeThere, err := openDSN(ctx, en.kind, dsn, dialect.Options{})
-			require.NoError(t, err)
-			t.Cleanup(closeThere)
+			here, there := openProcess(t, en, dsn), openProcess(t, en, dsn)
 
 			pd := here.d.(*postgres.Dialect)
 			testengine.Listen(t, pd)
@@ -190,9 +185,7 @@ func TestNotifyPendingAndOnNotify(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			dsn := en.dsn(t)
-			here, closeHere, err := openDSN(ctx, en.kind, dsn, dialect.Options{})
-			require.NoError(t, err)
-			t.Cleanup(closeHere)
+			here := openProcess(t, en, dsn)
 			c, cfg := jobSetup(t, here, here.d.Capabilities().PreferredStrategy, 0, nil)
 			if en.kind != testengine.Postgres && en.kind != testengine.PostgresStdlib {
 				require.NoError(t, c.NotifyPending(ctx), "no notifications: nothing to send")
@@ -202,9 +195,7 @@ func TestNotifyPendingAndOnNotify(t *testing.T) {
 				require.Zero(t, woken.Load())
 				return
 			}
-			there, closeThere, err := openDSN(ctx, en.kind, dsn, dialect.Options{})
-			require.NoError(t, err)
-			t.Cleanup(closeThere)
+			there := openProcess(t, en, dsn)
 			pd := there.d.(*postgres.Dialect)
 			testengine.Listen(t, pd)
 			waitFor(t, "the listener", pd.Listening)
@@ -244,4 +235,14 @@ func TestNotifyPendingAndOnNotify(t *testing.T) {
 			require.Zero(t, otherScope.Load(), "another scope's subscriber is not woken")
 		})
 	}
+}
+
+// openProcess opens en's database at dsn as another process would: a pool
+// and a dialect of its own, closed when the test ends.
+func openProcess(t *testing.T, en engine, dsn string) *env {
+	t.Helper()
+	e, closeFn, err := openDSN(context.Background(), en.kind, dsn, dialect.Options{})
+	require.NoError(t, err)
+	t.Cleanup(closeFn)
+	return e
 }

@@ -134,8 +134,9 @@ func check(ch Change) error {
 //   - an error wrapping [dialect.ErrInvalidConfig] for a change the
 //     tables cannot hold.
 //
-// The change is committed in a short transaction of its own that does not
-// write the key's row; the dirty mark follows as a compare-and-set that
+// The change is committed in a short transaction of its own (with
+// Config.Group, one it may share with concurrent Accepts: see there) that
+// does not write the key's row; the dirty mark follows as a compare-and-set that
 // writes the key's row only when no flush already pending or in progress
 // is sure to fold the change, so a hot key's writers do not queue on its
 // row. Deadlocks and serialization failures are retried

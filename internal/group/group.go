@@ -20,7 +20,7 @@ type Group[In, Out any] struct {
 	// Run writes ins and returns one result per input, in order (an error
 	// of its own, returned as err, is every input's). ctx lasts while at
 	// least one of the run's callers still waits; it carries the values
-	// of the context of the call that started the run.
+	// of the context of the run's first call.
 	Run func(ctx context.Context, ins []In) (outs []Out, errs []error, err error)
 	// Max bounds the calls of one run (at least 1).
 	Max int
