@@ -21,3 +21,18 @@ func CountGroups(c *Coalescer) (groups, changes *atomic.Int64) {
 	}
 	return groups, changes
 }
+
+// GateGroups makes c's grouped runs (Config.Group) wait for a receive
+// from the returned channel before they write, and reports each run's
+// size on sizes; call it before the first Accept. Queued reports the
+// Accepts waiting for a run.
+func GateGroups(c *Coalescer) (gate chan<- struct{}, sizes <-chan int, queued func() int) {
+	g, sz := make(chan struct{}), make(chan int, 64)
+	run := c.group.Run
+	c.group.Run = func(ctx context.Context, chs []Change) ([]Receipt, []error, error) {
+		sz <- len(chs)
+		<-g
+		return run(ctx, chs)
+	}
+	return g, sz, func() int { return c.group.Queued() }
+}

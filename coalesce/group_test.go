@@ -120,6 +120,61 @@ func TestGroupedOutcomes(t *testing.T) {
 	})
 }
 
+// The same event id sent by several writers into one grouped run is
+// recorded once, and every other change of the run gets its own receipt:
+// the run is gated until all the calls wait in its queue, so they are
+// taken together, and every sender of the duplicate gets the first
+// receipt.
+func TestGroupedDuplicatesInOneRun(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, c *testengine.Conn) {
+		ctx := context.Background()
+		co := newCoalescer(t, c, coalesce.Config{Group: 32, GroupInFlight: 1})
+		gate, sizes, queued := coalesce.GateGroups(co)
+		first := make(chan error, 1)
+		go func() {
+			_, err := co.Accept(ctx, coalesce.Change{Key: "k", EventID: "opens", Payload: []byte("1")})
+			first <- err
+		}()
+		require.Equal(t, 1, <-sizes, "the lone first Accept runs at once")
+		const dups, others = 8, 4
+		chs := make([]coalesce.Change, dups+others)
+		for i := range chs {
+			chs[i] = coalesce.Change{Key: "dup", EventID: "same", Payload: []byte("1")}
+			if i >= dups {
+				chs[i] = coalesce.Change{Key: fmt.Sprint("other-", i), EventID: fmt.Sprint("e-", i), Payload: []byte("1")}
+			}
+		}
+		out := make([]coalesce.Receipt, len(chs))
+		errs := make([]error, len(chs))
+		var wg sync.WaitGroup
+		for i := range chs {
+			wg.Go(func() { out[i], errs[i] = co.Accept(ctx, chs[i]) })
+		}
+		require.Eventually(t, func() bool { return queued() == len(chs) }, 10*time.Second, time.Millisecond)
+		gate <- struct{}{}
+		require.NoError(t, <-first)
+		require.Equal(t, len(chs), <-sizes, "the %d calls were taken in one run", len(chs))
+		gate <- struct{}{}
+		wg.Wait()
+		recorded := 0
+		for i, ch := range chs {
+			require.NoError(t, errs[i], "change %d", i)
+			assert.Equal(t, ch.Key, out[i].Key, "change %d gets its own receipt", i)
+			assert.Equal(t, ch.EventID, out[i].EventID, "change %d gets its own receipt", i)
+			if i < dups {
+				if !out[i].Duplicate {
+					recorded++
+				}
+				assert.Equal(t, out[0].ID, out[i].ID, "every sender gets the first receipt")
+			} else {
+				assert.False(t, out[i].Duplicate)
+			}
+		}
+		require.Equal(t, 1, recorded, "the event was recorded once")
+		require.EqualValues(t, 1, count(t, c, "SELECT COUNT(*) FROM coalesce_changes WHERE event_id = 'same'"))
+	})
+}
+
 // A lone Accept with grouping waits for nothing: it is recorded in a
 // transaction of its own at once.
 func TestGroupedLoneAccept(t *testing.T) {

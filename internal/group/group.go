@@ -80,6 +80,13 @@ func (g *Group[In, Out]) Do(ctx context.Context, in In) (Out, error) {
 	}
 }
 
+// Queued reports the calls waiting for a run.
+func (g *Group[In, Out]) Queued() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.queue)
+}
+
 // runQueue holds one of the InFlight slots and runs batches of the queue
 // until it is empty.
 func (g *Group[In, Out]) runQueue() {

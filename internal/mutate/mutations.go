@@ -401,10 +401,10 @@ var mutations = []mutation{
 	{Name: "coalesce/group-no-split", File: "coalesce/group.go",
 		From: "if seen[chs[i].EventID] {",
 		To:   "if false && seen[chs[i].EventID] {",
-		Pkg:  "./coalesce", Run: "^TestGroupedOutcomes$/sqlite$"},
+		Pkg:  "./coalesce", Run: "^TestGroupedDuplicatesInOneRun$/sqlite$"},
 	// Grouped changes recorded with the results of other changes.
 	{Name: "coalesce/group-wrong-result", File: "coalesce/group.go",
 		From: "outs[i], errs[i] = res[j].Receipt, res[j].Err",
 		To:   "outs[i], errs[i] = res[len(now)-1-j].Receipt, res[len(now)-1-j].Err",
-		Pkg:  "./coalesce", Run: "^TestGroupedOutcomes$/sqlite$"},
+		Pkg:  "./coalesce", Run: "^TestGroupedDuplicatesInOneRun$/sqlite$"},
 }
