@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,12 +23,22 @@ type cronFixture struct {
 	task, target string
 	mu           sync.Mutex
 	sends        map[string]int
-	sendTime     time.Duration
+	selects      atomic.Int64 // the rounds' selects or claims so far
+}
+
+// sending plays a long send: it lasts until another round has selected
+// or claimed since the caller's select or claim, the mine-th (at most a
+// second: the other run may have ended). On a slow machine a fixed pause
+// may end before the other run gets the task lock.
+func (f *cronFixture) sending(mine int64) {
+	for deadline := time.Now().Add(time.Second); f.selects.Load() == mine && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func newCronFixture(t *testing.T, e *env, targets int) *cronFixture {
 	f := &cronFixture{e: e, task: tableName("xxx_task"), target: tableName("xxx_task_target"),
-		sends: map[string]int{}, sendTime: 20 * time.Millisecond}
+		sends: map[string]int{}}
 	ctx := context.Background()
 	ddl, err := store.CreateTableDDL(e.d, store.TableDef{Table: f.task, PrimaryKey: []string{"id"}, Columns: []store.ColumnDef{
 		{Name: "id", Type: store.TypeInt, NotNull: true},
@@ -102,6 +113,7 @@ func (f *cronFixture) legacyRound(t *testing.T) bool {
 	}
 	require.NoError(t, rows.Err())
 	rows.Close()
+	mine := f.selects.Add(1)
 	f.unlockTask(t) // the deliberate early release
 	if len(ids) == 0 {
 		return false
@@ -109,7 +121,7 @@ func (f *cronFixture) legacyRound(t *testing.T) bool {
 	for _, o := range openids {
 		f.send(o)
 	}
-	time.Sleep(f.sendTime)
+	f.sending(mine)
 	in := strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")
 	f.e.exec(t, "UPDATE "+f.target+" SET status = 'SENT' WHERE id IN ("+in+")", ids...)
 	return true
@@ -122,6 +134,7 @@ func (f *cronFixture) claimerRound(t *testing.T, c *claim.Claimer[target]) bool 
 	f.lockTask(t)
 	b, err := c.Claim(ctx)
 	require.NoError(t, err)
+	mine := f.selects.Add(1)
 	f.unlockTask(t)
 	if b.Len() == 0 {
 		return false
@@ -129,7 +142,7 @@ func (f *cronFixture) claimerRound(t *testing.T, c *claim.Claimer[target]) bool 
 	for _, r := range b.Rows() {
 		f.send(r.Value.OpenID)
 	}
-	time.Sleep(f.sendTime)
+	f.sending(mine)
 	require.NoError(t, b.AckAll(ctx))
 	return true
 }
