@@ -64,6 +64,7 @@ type options struct {
 	group, groupInFlight  int
 	hot, dup              float64
 	linger                time.Duration
+	rate                  float64
 	seed                  uint64
 	json, quiet, keepData bool
 	compare               bool
@@ -103,6 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.group, "group", 0, "writers' concurrent Accepts share transactions, up to this many changes each (coalesce.Config.Group; coalesce and queued modes; 0: one transaction per Accept); with -compare, adds a coalesce run with it")
 	fs.IntVar(&o.groupInFlight, "group-in-flight", 0, "with -group: grouped transactions written at once (coalesce.Config.GroupInFlight; 0: its default)")
 	fs.DurationVar(&o.linger, "linger", 5*time.Millisecond, "pause of a flusher after a short batch, letting events accumulate (FlusherConfig.Linger)")
+	fs.Float64Var(&o.rate, "rate", 0, "send the events at this steady rate, events per second in all (0: as fast as the writers go); a rate below what the flushers sustain shows the time until persisted at a steady load")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the event generator")
 	fs.BoolVar(&o.json, "json", false, "print the summary as one JSON line")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines")
@@ -138,6 +140,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-hot and -dup must be between 0 and 1")
 	case o.linger < 0:
 		return o, errors.New("-linger must not be negative")
+	case o.rate < 0 || o.rate > 1e7:
+		return o, errors.New("-rate must be between 0 and 10000000 events per second")
 	case o.maxBacklog < 0 || o.maxAge < 0:
 		return o, errors.New("-max-backlog and -max-age must not be negative")
 	case o.http == "" && (o.maxBacklog > 0 || o.maxAge > 0):

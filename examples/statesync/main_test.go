@@ -130,6 +130,17 @@ func TestModesAreExact(t *testing.T) {
 	}
 }
 
+// TestSteadyRate: with -rate the writers send at that rate, so the writing
+// lasts the events over the rate, and the run still verifies.
+func TestSteadyRate(t *testing.T) {
+	t.Parallel()
+	s := runJSON(t, "-quiet", "-json", "-events", "200", "-writers", "8", "-users", "5", "-rate", "500", "-linger", "2ms")
+	require.True(t, s.Verified, s.Problem)
+	require.EqualValues(t, 200, s.Accepted)
+	require.GreaterOrEqual(t, s.WriteSeconds, 199.0/500, "200 events at 500/s take at least 0.398 s to send")
+	require.LessOrEqual(t, s.AcceptedPerSec, 500*1.05)
+}
+
 // TestCompare runs -compare -accept-batch 5 on SQLite, small: twelve
 // verified runs (naive, queued, coalesce and batch-5 under each workload),
 // one line each.
@@ -226,7 +237,7 @@ func TestBadFlags(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
 		{"-mode", "x"}, {"-mode", "queue"}, {"-writers", "0"}, {"-events", "0"}, {"-users", "0"}, {"-hot", "1.5"}, {"-dup", "-1"},
-		{"-batch", "0"}, {"-accept-batch", "0"}, {"-accept-batch", "1001"}, {"-mode", "naive", "-accept-batch", "4"}, {"-linger", "-1s"}, {"extra"}, {"-driver", "oracle", "-dsn", "x"},
+		{"-batch", "0"}, {"-accept-batch", "0"}, {"-accept-batch", "1001"}, {"-mode", "naive", "-accept-batch", "4"}, {"-linger", "-1s"}, {"-rate", "-1"}, {"extra"}, {"-driver", "oracle", "-dsn", "x"},
 		{"-max-backlog", "5"}, {"-http", ":0", "-max-backlog", "-1"}, {"-http", ":0", "-max-age", "-1s"},
 	} {
 		require.Error(t, run(context.Background(), args, io.Discard, io.Discard), "%v", args)

@@ -64,6 +64,17 @@ func (a *app) simulate(ctx context.Context, stderr io.Writer) (summary, error) {
 				if i >= int64(len(evs)) {
 					return
 				}
+				if a.o.rate > 0 {
+					// A steady load: event i is due i/rate after the start.
+					due := start.Add(time.Duration(float64(i) / a.o.rate * float64(time.Second)))
+					if d := time.Until(due); d > 0 {
+						select {
+						case <-time.After(d):
+						case <-ctx.Done():
+							return
+						}
+					}
+				}
 				chunk := evs[i:min(i+n, int64(len(evs)))]
 				var resends []event
 				for _, e := range chunk {
