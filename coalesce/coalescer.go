@@ -76,6 +76,10 @@ type Coalescer struct {
 	// markRead, for tests only, runs in markDirty between its first read
 	// of the key's row and its write, where the tests race a flusher.
 	markRead func(key string)
+	// beforeInsert, for tests only, runs in recordBatch with the batch's
+	// context before the insert of its changes, after its sources' rows
+	// are written, where the tests end a grouped run mid-transaction.
+	beforeInsert func(ctx context.Context)
 }
 
 // New returns a coalescer of cfg's tables on db, the database/sql handle
