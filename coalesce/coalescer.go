@@ -65,7 +65,11 @@ type Coalescer struct {
 	// wake tells this process's idle flushers that a key became dirty.
 	wake chan struct{}
 	// notifier sends Config.Notify's notifications (a claimer of the keys
-	// table); nil without Notify.
+	// table); nil without Notify. Claimer.NotifyPending is the public way
+	// to the dialect's notifier: it names the channel as the flushers'
+	// claimers do and sends on a deadline of its own, and the claimer is
+	// built once, without touching the database. postgres.Notify would
+	// make every build of this package link pgx.
 	notifier *claim.Claimer[struct{}]
 
 	pmu      sync.Mutex
