@@ -363,6 +363,9 @@ func (c *Coalescer) recordBatch(ctx context.Context, tx *sql.Tx, chs []Change) (
 	if len(fresh) == 0 {
 		return res, nil
 	}
+	if c.beforeInsert != nil {
+		c.beforeInsert(ctx)
+	}
 	inserted, err := c.insertChanges(ctx, tx, chs, fresh)
 	if err != nil {
 		return nil, err

@@ -65,7 +65,11 @@ type Coalescer struct {
 	// wake tells this process's idle flushers that a key became dirty.
 	wake chan struct{}
 	// notifier sends Config.Notify's notifications (a claimer of the keys
-	// table); nil without Notify.
+	// table); nil without Notify. Claimer.NotifyPending is the public way
+	// to the dialect's notifier: it names the channel as the flushers'
+	// claimers do and sends on a deadline of its own, and the claimer is
+	// built once, without touching the database. postgres.Notify would
+	// make every build of this package link pgx.
 	notifier *claim.Claimer[struct{}]
 
 	pmu      sync.Mutex
@@ -76,6 +80,10 @@ type Coalescer struct {
 	// markRead, for tests only, runs in markDirty between its first read
 	// of the key's row and its write, where the tests race a flusher.
 	markRead func(key string)
+	// beforeInsert, for tests only, runs in recordBatch with the batch's
+	// context before the insert of its changes, after its sources' rows
+	// are written, where the tests end a grouped run mid-transaction.
+	beforeInsert func(ctx context.Context)
 }
 
 // New returns a coalescer of cfg's tables on db, the database/sql handle

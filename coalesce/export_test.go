@@ -9,6 +9,12 @@ import (
 // the key's row and the write that follows it (nil to stop).
 func SetMarkRead(c *Coalescer, fn func(key string)) { c.markRead = fn }
 
+// SetBeforeInsert makes c call fn in the transaction of each batch
+// (AcceptBatch, and the grouped runs of Config.Group) with the batch's
+// context, before the insert of its changes and after the write of its
+// sources' rows (nil to stop); call it before the first Accept.
+func SetBeforeInsert(c *Coalescer, fn func(ctx context.Context)) { c.beforeInsert = fn }
+
 // CountGroups makes c count the grouped transactions of its Accepts
 // (Config.Group) and their changes; call it before the first Accept.
 func CountGroups(c *Coalescer) (groups, changes *atomic.Int64) {
