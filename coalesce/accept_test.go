@@ -354,3 +354,41 @@ func TestPrune(t *testing.T) {
 		require.Zero(t, n, "without Retain nothing is deleted")
 	})
 }
+
+// A caller that stops waiting once its change is recorded still gets its
+// key marked dirty: the mark runs on a deadline of its own, so the change
+// is folded without waiting for the stranded sweep. Accept returns the
+// context's cause (its outcome was unknown to the caller: a resend gets
+// the receipt).
+func TestAcceptMarksAfterCallerGone(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, c *testengine.Conn) {
+		co := newCoalescer(t, c, coalesce.Config{})
+		gone := errors.New("the client went away")
+		ctx, cancel := context.WithCancelCause(context.Background())
+		// The mark waits, after its first read, until Accept returned.
+		returned := make(chan struct{})
+		coalesce.SetMarkRead(co, func(string) {
+			cancel(gone)
+			select {
+			case <-returned:
+			case <-time.After(10 * time.Second):
+				t.Error("Accept did not return when its context ended")
+			}
+		})
+		_, err := co.Accept(ctx, coalesce.Change{Key: "k", EventID: "e1", Payload: []byte("5")})
+		close(returned)
+		require.ErrorIs(t, err, gone)
+		require.EqualValues(t, 1, count(t, c, "SELECT COUNT(*) FROM coalesce_changes WHERE event_id = 'e1'"), "the change was recorded")
+		require.Eventually(t, func() bool {
+			return count(t, c, "SELECT COUNT(*) FROM coalesce_keys WHERE change_key = 'k' AND status = 'PENDING'") == 1
+		}, 10*time.Second, 5*time.Millisecond, "the key was marked after the caller had gone")
+		coalesce.SetMarkRead(co, nil)
+		r, err := co.Accept(context.Background(), coalesce.Change{Key: "k", EventID: "e1", Payload: []byte("5")})
+		require.NoError(t, err)
+		require.True(t, r.Duplicate)
+		s := newSent()
+		s.add("k", 5)
+		drain(t, context.Background(), c, newFlusher(t, c, co, coalesce.FlusherConfig{}))
+		verify(t, c, s)
+	})
+}

@@ -119,7 +119,7 @@ func (c *Coalescer) acceptBatch(ctx context.Context, chs []Change) (res []BatchR
 		return nil, c.wrap("accept batch", err)
 	}
 	if keys := batchKeys(res); len(keys) > 0 {
-		if err := dialect.Retry(ctx, c.cfg.Retry, "coalesce mark dirty", func() error { return c.markKeys(ctx, keys) }); err != nil {
+		if err := c.markCommitted(ctx, func(ctx context.Context) error { return c.markKeys(ctx, keys) }); err != nil {
 			return nil, c.wrap("accept batch: mark dirty", err)
 		}
 	}

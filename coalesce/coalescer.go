@@ -10,6 +10,7 @@ import (
 
 	"github.com/claimlock/claimlock/claim"
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/detach"
 	"github.com/claimlock/claimlock/internal/group"
 )
 
@@ -182,10 +183,33 @@ func (c *Coalescer) accept(ctx context.Context, ch Change) (Receipt, error) {
 	if err != nil {
 		return Receipt{}, c.wrap("accept", err)
 	}
-	if err := dialect.Retry(ctx, c.cfg.Retry, "coalesce mark dirty", func() error { return c.markDirty(ctx, r.Key) }); err != nil {
+	if err := c.markCommitted(ctx, func(ctx context.Context) error { return c.markDirty(ctx, r.Key) }); err != nil {
 		return Receipt{}, c.wrap("accept: mark dirty", err)
 	}
 	return r, nil
+}
+
+// markTimeout bounds the dirty marks of committed changes (markCommitted).
+const markTimeout = 10 * time.Second
+
+// markCommitted runs mark, the dirty mark of changes just committed, with
+// retries, on a deadline of its own (markTimeout), not ctx's: a caller
+// that stops waiting once its changes are recorded (or a grouped run whose
+// callers have all gone) still gets its keys marked, where otherwise they
+// would wait for the flushers' stranded sweep (FlusherConfig.StrandAfter).
+// The caller waits while ctx lasts: when it ends first, markCommitted
+// returns its cause and the mark goes on in the background.
+func (c *Coalescer) markCommitted(ctx context.Context, mark func(context.Context) error) error {
+	errc := make(chan error, 1)
+	detach.Run(ctx, markTimeout, func(ctx context.Context) {
+		errc <- dialect.Retry(ctx, c.cfg.Retry, "coalesce mark dirty", func() error { return mark(ctx) })
+	})
+	select {
+	case err := <-errc:
+		return err
+	default:
+		return context.Cause(ctx)
+	}
 }
 
 // AcceptTx records ch in the caller's transaction tx, opened on the

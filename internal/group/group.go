@@ -19,8 +19,9 @@ import (
 type Group[In, Out any] struct {
 	// Run writes ins and returns one result per input, in order (an error
 	// of its own, returned as err, is every input's). ctx lasts while at
-	// least one of the run's callers still waits; it carries the values
-	// of the context of the run's first call.
+	// least one of the run's callers still waits, and then ends with the
+	// cause of the last one's context; it carries the values of the
+	// context of the run's first call.
 	Run func(ctx context.Context, ins []In) (outs []Out, errs []error, err error)
 	// Max bounds the calls of one run (at least 1).
 	Max int
@@ -134,10 +135,10 @@ func (g *Group[In, Out]) remove(c *call[In, Out]) {
 
 // run runs one batch and delivers its results. Its context keeps the
 // first call's values and ends once every call of the batch has stopped
-// waiting.
+// waiting, with the cause of the last one's context.
 func (g *Group[In, Out]) run(batch []*call[In, Out]) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(batch[0].ctx))
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(batch[0].ctx))
+	defer cancel(nil)
 	var mu sync.Mutex
 	waiting := len(batch)
 	for _, c := range batch {
@@ -145,7 +146,7 @@ func (g *Group[In, Out]) run(batch []*call[In, Out]) {
 			mu.Lock()
 			defer mu.Unlock()
 			if waiting--; waiting == 0 {
-				cancel()
+				cancel(context.Cause(c.ctx))
 			}
 		})
 		defer stop()

@@ -17,9 +17,10 @@ import (
 // double is a Run that doubles each input and refuses odd ones, recording
 // each run's inputs.
 type double struct {
-	mu   sync.Mutex
-	runs [][]int
-	gate chan struct{} // when set, each run waits for a receive
+	mu     sync.Mutex
+	runs   [][]int
+	gate   chan struct{} // when set, each run waits for a receive
+	causes []error       // the causes of the runs' ended contexts
 }
 
 func (d *double) run(ctx context.Context, ins []int) ([]int, []error, error) {
@@ -30,6 +31,9 @@ func (d *double) run(ctx context.Context, ins []int) ([]int, []error, error) {
 		select {
 		case <-d.gate:
 		case <-ctx.Done():
+			d.mu.Lock()
+			d.causes = append(d.causes, context.Cause(ctx))
+			d.mu.Unlock()
 			return nil, nil, context.Cause(ctx)
 		}
 	}
@@ -191,7 +195,8 @@ func TestContexts(t *testing.T) {
 
 	// A batch of two whose callers both give up: its context ends.
 	ctxA, cancelA := context.WithCancel(context.Background())
-	ctxB, cancelB := context.WithCancel(context.Background())
+	ctxB, cancelB := context.WithCancelCause(context.Background())
+	lastGone := errors.New("the last caller went away")
 	hold := make(chan error, 1)
 	go func() {
 		_, err := g.Do(context.Background(), 8)
@@ -216,10 +221,13 @@ func TestContexts(t *testing.T) {
 		t.Fatalf("the run ended while a caller still waited: %v", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	cancelB()
-	require.ErrorIs(t, <-errB, context.Canceled)
+	cancelB(lastGone)
+	require.ErrorIs(t, <-errB, lastGone)
 	eventually(t, "the run's end", func() bool { return settled(g) })
 	require.ElementsMatch(t, []int{10, 12}, d.runs[2])
+	d.mu.Lock()
+	require.Equal(t, []error{lastGone}, d.causes, "the run's context ends with the last caller's cause")
+	d.mu.Unlock()
 }
 
 func TestRunErrors(t *testing.T) {
