@@ -396,6 +396,12 @@ var mutations = []mutation{
 		From: "AND source = ? AND last_seq < ?\")",
 		To:   "AND source = ? AND last_seq <= ?\")",
 		Pkg:  "./coalesce", Run: "^TestAcceptAndFlush$/sqlite$"},
+	// The dirty mark after a commit on the caller's context: a caller
+	// gone right after the commit leaves its key unmarked.
+	{Name: "coalesce/mark-on-caller-context", File: "coalesce/coalescer.go",
+		From: "detach.Run(ctx, markTimeout, func(ctx context.Context) {",
+		To:   "detach.Run(ctx, markTimeout, func(context.Context) {",
+		Pkg:  "./coalesce", Run: "^TestAcceptMarksAfterCallerGone$/sqlite$"},
 	// A group that keeps an event id sent twice in one transaction: the
 	// batch refuses it whole, and every Accept of the group fails.
 	{Name: "coalesce/group-no-split", File: "coalesce/group.go",
