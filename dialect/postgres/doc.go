@@ -139,7 +139,8 @@
 // [Notify] (or run [NotifyStatement]) in their transaction, so that the
 // notification is delivered at commit. A notification is a hint: polling
 // stays as the fallback for a lost connection or a missed notification,
-// and after each (re)connection the listener wakes every claimer once.
+// and after each (re)connection the listener wakes every claimer once, as
+// it wakes the claimers of a table it starts listening to while connected.
 //
 // # Errors
 //

@@ -264,7 +264,9 @@ func (n *notifier) wakeAll() {
 // connection is down Listen reconnects with backoff (logging a warning) and
 // claimers keep polling with their own backoff; after each (re)connection
 // every subscribed claimer claims once, to catch notifications sent while
-// nobody listened.
+// nobody listened; so do the claimers of a table the connection starts
+// listening to (a claimer that started while Listen ran), to catch those
+// sent between their first claim and the LISTEN.
 //
 // Each connection is checked before it counts as listening: it LISTENs on
 // a channel of its own, a notification is sent there through the dialect's
@@ -332,6 +334,7 @@ func (n *notifier) session(ctx context.Context, c *pgx.Conn) error {
 	for {
 		g := n.gen.Load()
 		want := n.keys()
+		var added []string
 		for key := range want {
 			if _, ok := listened[key]; ok {
 				continue
@@ -348,6 +351,7 @@ func (n *notifier) session(ctx context.Context, c *pgx.Conn) error {
 			}
 			listened[key] = ch
 			byChannel[ch] = append(byChannel[ch], key)
+			added = append(added, key)
 		}
 		for key, ch := range listened {
 			if want[key] {
@@ -365,6 +369,11 @@ func (n *notifier) session(ctx context.Context, c *pgx.Conn) error {
 		n.synced.Store(g)
 		if !n.listening.Swap(true) {
 			n.wakeAll()
+		} else if len(added) > 0 {
+			// A claimer subscribed while this connection listened: a
+			// notification sent after its first claim and before this
+			// LISTEN was lost, so its table's claimers claim once.
+			n.dispatch(added, "")
 		}
 		wctx, cancel := context.WithCancel(ctx)
 		go func() {

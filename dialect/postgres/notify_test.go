@@ -116,6 +116,27 @@ func TestListenReconnectsAndWakesEveryone(t *testing.T) {
 	eventually(t, "a notification after the reconnection", func() bool { return wakes.Load() == 3 })
 }
 
+// A claimer that subscribes while the listener runs is woken once its
+// table's channel is listened to: a notification sent between its first
+// claim and the LISTEN would otherwise wait for its next poll.
+func TestListenWakesNewSubscription(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, d, _ := setupJobs(t)
+	spec := jobSpec(t)
+	first := listening(t, d, spec)
+	other := spec
+	other.Table = "jobs_other"
+	var wakes atomic.Int64
+	cancelSub := d.n.Subscribe(other, nil, func() { wakes.Add(1) })
+	t.Cleanup(cancelSub)
+	eventually(t, "the new channel listened to", d.Listening)
+	eventually(t, "the new subscription's wake-up", func() bool { return wakes.Load() == 1 })
+	require.EqualValues(t, 1, first.Load(), "the other table's claimers are not woken")
+	require.NoError(t, Notify(ctx, pool, other))
+	eventually(t, "a notification of the new table", func() bool { return wakes.Load() == 2 })
+}
+
 func TestListenAndNotifyRejectBadInput(t *testing.T) {
 	t.Parallel()
 	d, err := New(context.Background(), dbtest.PostgresPool(t), dialect.Options{})
