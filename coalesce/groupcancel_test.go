@@ -240,9 +240,10 @@ func TestGroupedCancelInRun(t *testing.T) {
 //     source's sequence: nothing of the run remains (no change, no source
 //     row, no key marked), and the same changes sent again are recorded
 //     as new (not as duplicates, nor as stale);
-//   - ended after the commit, before the dirty marks: every change of the
-//     run is recorded, and a resend gets its first receipt and marks the
-//     key, so the flushers fold each change once.
+//   - ended after the commit, in the dirty marks: every change of the
+//     run is recorded and its key marked all the same (the marks run on
+//     a deadline of their own), a resend gets its first receipt, and the
+//     flushers fold each change once.
 //
 // Later Accepts of the same coalescer work each time.
 func TestGroupedRunAbandoned(t *testing.T) {
