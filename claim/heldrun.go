@@ -218,7 +218,6 @@ func (b *Held[T]) failAll(ctx context.Context, cause error) error {
 	case b.failed == nil:
 		if err := b.h.RollbackToSavepoint(ctx); err != nil {
 			b.ended = true
-			b.syncLocked()
 			b.mu.Unlock()
 			b.lose(ctx, err, false)
 			b.finish()
@@ -226,7 +225,6 @@ func (b *Held[T]) failAll(ctx context.Context, cause error) error {
 		}
 	}
 	b.failed = nil
-	b.syncLocked()
 	b.mu.Unlock()
 	if k.spec.RunAt != "" && f.delay < 0 && !f.park && k.backoff != nil {
 		// Each row's backoff follows its own attempts.

@@ -511,7 +511,7 @@ func (b *Batch[T]) settledRow(i int) bool {
 }
 
 // settledLocked is settledRow with b.mu held.
-func (b *Batch[T]) settledLocked(i int) bool { return !b.open[i] || b.writing(i) }
+func (b *Batch[T]) settledLocked(i int) bool { return !b.isOpen(i) || b.writing(i) }
 
 func call[T any](ctx context.Context, h func(context.Context, Row[T]) error, r Row[T]) (err error) {
 	defer func() {
