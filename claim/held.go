@@ -590,22 +590,9 @@ func (b *Held[T]) Fail(ctx context.Context, id any, cause error) error {
 	if f.snooze {
 		return fmt.Errorf("claim: fail: %w: a held batch does not snooze; roll it back (its rows are pending as before)", dialect.ErrNotSupported)
 	}
-	p := &store.AckParams{IDs: []any{id}, Outcome: store.OutcomeRetry, MaxAttempts: k.maxAttempts}
-	if f.park {
-		p.Outcome, p.MaxAttempts = store.OutcomeFailed, 0
-	}
-	if f.cause != nil {
-		p.Error = f.cause.Error()
-	}
-	if p.Outcome == store.OutcomeRetry && k.spec.RunAt != "" {
-		p.Delay = f.delay
-		if p.Delay < 0 {
-			p.Delay = 0
-			if k.backoff != nil {
-				p.Delay = k.backoff(int(b.attempts(id)) + 1)
-			}
-		}
-	}
+	// The claim counted no attempt: this failure counts the next.
+	p := k.failParams(f, func() time.Duration { return k.backoff(int(b.attempts(id)) + 1) })
+	p.IDs = []any{id}
 	return b.write(ctx, "fail", p)
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/loop"
-	"github.com/claimlock/claimlock/internal/store"
 )
 
 // Held batches are polled with the defaults of [WorkerConfig]'s PollMin
@@ -226,7 +225,7 @@ func (b *Held[T]) failAll(ctx context.Context, cause error) error {
 	}
 	b.failed = nil
 	b.mu.Unlock()
-	if k.spec.RunAt != "" && f.delay < 0 && !f.park && k.backoff != nil {
+	if k.backsOff(f) {
 		// Each row's backoff follows its own attempts.
 		for _, r := range b.rows {
 			if err := b.Fail(ctx, r.ID, cause); err != nil {
@@ -235,15 +234,7 @@ func (b *Held[T]) failAll(ctx context.Context, cause error) error {
 		}
 		return nil
 	}
-	p := &store.AckParams{IDs: b.ids(), Outcome: store.OutcomeRetry, MaxAttempts: k.maxAttempts}
-	if f.park {
-		p.Outcome, p.MaxAttempts = store.OutcomeFailed, 0
-	}
-	if f.cause != nil {
-		p.Error = f.cause.Error()
-	}
-	if p.Outcome == store.OutcomeRetry && k.spec.RunAt != "" && f.delay > 0 {
-		p.Delay = f.delay
-	}
+	p := k.failParams(f, nil) // no backoff: one delay for every row
+	p.IDs = b.ids()
 	return b.write(ctx, "fail", p)
 }
