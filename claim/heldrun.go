@@ -130,7 +130,7 @@ func (r *heldRunner[T]) process(ctx context.Context, b *Held[T], log *slog.Logge
 		log.Warn("claimlock: held batch lost before its handler ran; its rows are pending again", "batch", b.token, "err", err)
 		return
 	}
-	herr := callHeld(b.Context(), r.handle, b)
+	herr := callHandler(func() error { return r.handle(b.Context(), b) })
 	failed, ended := b.state()
 	if cause := context.Cause(b.Context()); ended || errors.Is(cause, dialect.ErrClaimLost) {
 		log.Warn("claimlock: held batch lost; its writes are rolled back and its rows pending again", "batch", b.token, "rows", b.Len(), "err", cause, "handler_err", herr)
@@ -169,16 +169,6 @@ func (r *heldRunner[T]) commit(ctx context.Context, b *Held[T], log *slog.Logger
 		r.check(err)
 		log.Error("claimlock: held commit failed", "batch", b.token, "err", err, "outcome_unknown", errors.Is(err, dialect.ErrOutcomeUnknown))
 	}
-}
-
-// callHeld calls the handler, turning a panic into an error.
-func callHeld[T any](ctx context.Context, handle func(context.Context, *Held[T]) error, b *Held[T]) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("handler panicked: %v", p)
-		}
-	}()
-	return handle(ctx, b)
 }
 
 // savepoint takes the savepoint a failure of the handler returns to.
