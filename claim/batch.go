@@ -141,12 +141,12 @@ func (b *Batch[T]) lookup(op string, ids []any) (idx []int, lost []any, err erro
 		if err != nil {
 			return nil, nil, fmt.Errorf("claim: %s: %w", op, err)
 		}
-		if ok && !b.open[i] && b.rowLost(i) {
+		if ok && !b.isOpen(i) && b.rowLost(i) {
 			lost = append(lost, b.rows[i].ID)
 			continue
 		}
 		repeated := seen != nil && seen[i] || seen == nil && slices.Contains(idx, i)
-		if !ok || !b.open[i] || b.writing(i) || repeated {
+		if !ok || !b.isOpen(i) || b.writing(i) || repeated {
 			return nil, nil, &notHeldError{op: op, id: id}
 		}
 		if seen != nil {

@@ -38,9 +38,10 @@ func AckGroupState[T any](b *Batch[T]) (inFlight bool, queued int) {
 	return b.grp.landed != nil, len(b.grp.queue)
 }
 
-// HeldOpen returns the keys of the rows b's book counts open, and of those
-// its held claim (the store's record, which decides) holds open: none once
-// the batch has ended, its transaction gone. Both are in key order.
+// HeldOpen returns the keys of the rows b's book counts open (asking its
+// held claim), and of those the held claim (the store's record, which
+// decides) holds open: none once the batch has ended, its transaction
+// gone. Both are in key order.
 func HeldOpen[T any](b *Held[T]) (book, held []any) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -113,6 +113,35 @@ func (k *core) failureOf(err error) (failure, error) {
 	return f, nil
 }
 
+// failParams returns the params of a fail as f says, for the caller to add
+// the keys (and a batch's token): the failure's text for the Error column,
+// the row parked at once or counted towards MaxAttempts, and with a RunAt
+// column the retry's delay: f's own, or else (see backsOff) backoff's. The
+// one place these rules are written, for [Batch] and [Held] alike.
+func (k *core) failParams(f failure, backoff func() time.Duration) *store.AckParams {
+	p := &store.AckParams{Outcome: store.OutcomeRetry, MaxAttempts: k.maxAttempts}
+	if f.cause != nil {
+		p.Error = f.cause.Error()
+	}
+	switch {
+	case f.park:
+		p.Outcome, p.MaxAttempts = store.OutcomeFailed, 0
+	case k.spec.RunAt != "" && f.delay >= 0:
+		p.Delay = f.delay
+	case k.backsOff(f):
+		p.Delay = backoff()
+	}
+	return p
+}
+
+// backsOff reports whether a retry as f says waits for Config.Backoff: with
+// a RunAt column, when the failure has no delay of its own. Which attempt
+// the backoff is given is the caller's to say: a batch's claim counted one,
+// a held claim none.
+func (k *core) backsOff(f failure) bool {
+	return !f.park && f.delay < 0 && k.spec.RunAt != "" && k.backoff != nil
+}
+
 // failLocked fails row i as f says with ack (the store's Ack, or its AckTx
 // in a caller's transaction), with b.mu held, and records the outcome. A
 // snooze in a caller's transaction is refused: the store snoozes on its
@@ -132,18 +161,8 @@ func (b *Batch[T]) failLocked(ctx context.Context, i int, f failure, ack func(co
 		}
 		return b.recordFail("snooze", idx, nil, res)
 	}
-	p := &store.AckParams{Token: b.token, IDs: ids, Outcome: store.OutcomeRetry, MaxAttempts: k.maxAttempts}
-	if f.cause != nil {
-		p.Error = f.cause.Error()
-	}
-	switch {
-	case f.park:
-		p.Outcome, p.MaxAttempts = store.OutcomeFailed, 0
-	case k.spec.RunAt != "" && f.delay >= 0:
-		p.Delay = f.delay
-	case k.spec.RunAt != "":
-		p.Delay = k.retryDelay(b.rows[i].Attempts)
-	}
+	p := k.failParams(f, func() time.Duration { return k.retryDelay(b.rows[i].Attempts) })
+	p.Token, p.IDs = b.token, ids
 	res, err := ack(ctx, p)
 	if err != nil {
 		return storeError("fail", b.noteUnknown(err))

@@ -175,7 +175,7 @@ func (h *Holder[T]) Hold(ctx context.Context) (*Held[T], error) {
 		return nil, err
 	}
 	b.h = sh
-	b.setRows(b.rows)
+	b.setHeldRows(b.rows, b.holdsLocked)
 	e := b.event(OpClaim, start, nil)
 	e.Claimed = len(b.rows) + len(b.unreadable)
 	k.observeHeld(ctx, e)
@@ -194,7 +194,6 @@ func (h *Holder[T]) Hold(ctx context.Context) (*Held[T], error) {
 			return nil, storeError("hold", err)
 		}
 	}
-	b.syncLocked()
 	h.advance(b.rows, k.limit)
 	b.ctx, b.cancel = context.WithCancelCause(holdctx.With(context.WithoutCancel(ctx), b.holdErr))
 	if len(b.rows) == 0 {
@@ -273,10 +272,9 @@ type Held[T any] struct {
 	limit, margin time.Duration
 	free          func()
 	// rowBook holds the rows (its unreadable ones are parked in the
-	// batch's transaction) and which are open, guarded by mu. The held
-	// claim h is the one record of which rows are open (it refuses keys
-	// it does not hold, and a savepoint rollback restores it): the book
-	// follows it after every statement (syncLocked).
+	// batch's transaction). The held claim h is the one record of which
+	// rows are open (it refuses keys it does not hold, and a savepoint
+	// rollback restores it): the book asks it (holdsLocked), guarded by mu.
 	rowBook[T]
 
 	mu     sync.Mutex // serialises the connection's statements; guards the fields below
@@ -385,7 +383,6 @@ func (b *Held[T]) ping() loop.Next {
 		return loop.Next{}
 	}
 	b.ended = true
-	b.syncLocked()
 	b.mu.Unlock()
 	if !time.Now().Before(deadline) {
 		err = fmt.Errorf("%w (the ping did not answer in time: %v)", heldDeadlineError(), err)
@@ -447,7 +444,6 @@ func (b *Held[T]) finish() { b.once.Do(b.free) }
 func (b *Held[T]) run(ctx context.Context, fn func() error) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	defer b.syncLocked()
 	if b.ended {
 		return fmt.Errorf("claim: %w: the held batch has ended", dialect.ErrClaimLost)
 	}
@@ -567,11 +563,10 @@ func (b *Held[T]) openIDs() []any {
 	return b.idsOf(b.openIndexes())
 }
 
-// syncLocked makes the book's open rows those the held claim holds, with
-// b.mu held: none once the batch has ended.
-func (b *Held[T]) syncLocked() {
-	b.follow(func(key any) bool { return b.h != nil && !b.ended && b.h.Open(key) })
-}
+// holdsLocked reports whether the held claim holds key (normalised) and
+// has not acked it yet, with b.mu held: the book's record of the open
+// rows, none once the batch has ended.
+func (b *Held[T]) holdsLocked(key any) bool { return b.h != nil && !b.ended && b.h.Open(key) }
 
 func (b *Held[T]) isEnded() bool {
 	b.mu.Lock()
@@ -595,22 +590,9 @@ func (b *Held[T]) Fail(ctx context.Context, id any, cause error) error {
 	if f.snooze {
 		return fmt.Errorf("claim: fail: %w: a held batch does not snooze; roll it back (its rows are pending as before)", dialect.ErrNotSupported)
 	}
-	p := &store.AckParams{IDs: []any{id}, Outcome: store.OutcomeRetry, MaxAttempts: k.maxAttempts}
-	if f.park {
-		p.Outcome, p.MaxAttempts = store.OutcomeFailed, 0
-	}
-	if f.cause != nil {
-		p.Error = f.cause.Error()
-	}
-	if p.Outcome == store.OutcomeRetry && k.spec.RunAt != "" {
-		p.Delay = f.delay
-		if p.Delay < 0 {
-			p.Delay = 0
-			if k.backoff != nil {
-				p.Delay = k.backoff(int(b.attempts(id)) + 1)
-			}
-		}
-	}
+	// The claim counted no attempt: this failure counts the next.
+	p := k.failParams(f, func() time.Duration { return k.backoff(int(b.attempts(id)) + 1) })
+	p.IDs = []any{id}
 	return b.write(ctx, "fail", p)
 }
 
@@ -683,7 +665,6 @@ func (b *Held[T]) end(ctx context.Context, commit bool) error {
 		return nil
 	}
 	b.ended = true
-	b.syncLocked()
 	start := time.Now()
 	var err error
 	op := OpRollback

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -165,5 +166,91 @@ func TestHeldAckWrongKeyType(t *testing.T) {
 		require.NoError(t, stop())
 		require.EqualValues(t, 1, calls.Load(), "the batch was not failed: its rows did not come back")
 		requireStats(t, c, 0, 0, 4, 0)
+	})
+}
+
+// TestHeldFailRules: a held batch fails rows by the rules Batch.Fail
+// follows: the failure's text stored, a RetryAfter's delay, a Park, and
+// otherwise Config.Backoff, given the attempt this failure counts (a held
+// claim counts none); a SnoozeFor is refused and the batch goes on. Under
+// Holder.Run a failed handler fails every row so: each with its own
+// backoff, or all with the error's one delay.
+func TestHeldFailRules(t *testing.T) {
+	t.Parallel()
+	holdable(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c, _ := jobSetup(t, e, dialect.StrategySkipLocked, 4, func(cfg *claim.Config) {
+			withLifecycle(cfg)
+			cfg.BatchSize, cfg.MaxAttempts = 4, 5
+			cfg.Backoff = func(attempts int) time.Duration { return time.Duration(attempts) * time.Hour }
+		})
+		h, err := c.Holder(claim.HoldConfig{MaxInFlight: 1})
+		require.NoError(t, err)
+		scheduled := func(id any, in time.Duration, msg string, attempts int64) {
+			t.Helper()
+			got, info := scheduledIn(t, c, id)
+			require.InDelta(t, in.Seconds(), got.Seconds(), 60, "row %v", id)
+			require.Equal(t, msg, info.Error, "row %v", id)
+			require.Equal(t, attempts, info.Attempts, "row %v", id)
+		}
+
+		b, err := h.Hold(ctx)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = b.Rollback(ctx) }) // a test that stops early leaves no lock
+		ids := heldIDs(b)
+		require.Len(t, ids, 4)
+		require.NoError(t, b.Fail(ctx, ids[0], errors.New("boom")))
+		require.NoError(t, b.Fail(ctx, ids[1], claim.RetryAfter(90*time.Minute, errors.New("429"))))
+		require.NoError(t, b.Fail(ctx, ids[2], claim.Park(errors.New("poison"))))
+		require.ErrorIs(t, b.Fail(ctx, ids[3], claim.SnoozeFor(time.Minute)), dialect.ErrNotSupported)
+		require.NoError(t, b.Commit(ctx), "the refused snooze did not end the batch")
+		scheduled(ids[0], time.Hour, "boom", 1)
+		scheduled(ids[1], 90*time.Minute, "429", 1)
+		parked, err := c.List(ctx, claim.Parked, 0, 10)
+		require.NoError(t, err)
+		require.Len(t, parked, 1)
+		require.Equal(t, ids[2], parked[0].ID)
+		require.Equal(t, "poison", parked[0].Error)
+		requireStats(t, c, 3, 0, 0, 1) // two waiting, ids[3] untouched
+
+		// Holder.Run: a handler's error fails every row with its own backoff,
+		// then a RetryAfter fails them all with its delay.
+		for _, tc := range []struct {
+			err  error
+			want func(id any)
+		}{
+			{errors.New("all"), func(id any) {
+				if id == ids[3] {
+					scheduled(id, time.Hour, "all", 1)
+				} else {
+					scheduled(id, 2*time.Hour, "all", 2)
+				}
+			}},
+			{claim.RetryAfter(30*time.Minute, errors.New("later")), func(id any) {
+				att := int64(3)
+				if id == ids[3] {
+					att = 2
+				}
+				scheduled(id, 30*time.Minute, "later", att)
+			}},
+		} {
+			_, err := c.RetryNow(ctx)
+			require.NoError(t, err)
+			var calls atomic.Int64
+			handled := make(chan []any, 1)
+			stop := runHolder(t, h, func(ctx context.Context, b *claim.Held[job]) error {
+				if calls.Add(1) == 1 {
+					handled <- heldIDs(b)
+				}
+				return tc.err
+			})
+			got := <-handled
+			require.NoError(t, stop(), "Run lets the batch in flight commit")
+			require.Equal(t, []any{ids[0], ids[1], ids[3]}, got)
+			require.EqualValues(t, 1, calls.Load(), "the failed rows wait for their delay")
+			for _, id := range got {
+				tc.want(id)
+			}
+		}
 	})
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/loop"
-	"github.com/claimlock/claimlock/internal/store"
 )
 
 // Held batches are polled with the defaults of [WorkerConfig]'s PollMin
@@ -131,7 +130,7 @@ func (r *heldRunner[T]) process(ctx context.Context, b *Held[T], log *slog.Logge
 		log.Warn("claimlock: held batch lost before its handler ran; its rows are pending again", "batch", b.token, "err", err)
 		return
 	}
-	herr := callHeld(b.Context(), r.handle, b)
+	herr := callHandler(func() error { return r.handle(b.Context(), b) })
 	failed, ended := b.state()
 	if cause := context.Cause(b.Context()); ended || errors.Is(cause, dialect.ErrClaimLost) {
 		log.Warn("claimlock: held batch lost; its writes are rolled back and its rows pending again", "batch", b.token, "rows", b.Len(), "err", cause, "handler_err", herr)
@@ -172,16 +171,6 @@ func (r *heldRunner[T]) commit(ctx context.Context, b *Held[T], log *slog.Logger
 	}
 }
 
-// callHeld calls the handler, turning a panic into an error.
-func callHeld[T any](ctx context.Context, handle func(context.Context, *Held[T]) error, b *Held[T]) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("handler panicked: %v", p)
-		}
-	}()
-	return handle(ctx, b)
-}
-
 // savepoint takes the savepoint a failure of the handler returns to.
 func (b *Held[T]) savepoint(ctx context.Context) error {
 	err := b.run(ctx, func() error { return b.h.Savepoint(ctx) })
@@ -218,7 +207,6 @@ func (b *Held[T]) failAll(ctx context.Context, cause error) error {
 	case b.failed == nil:
 		if err := b.h.RollbackToSavepoint(ctx); err != nil {
 			b.ended = true
-			b.syncLocked()
 			b.mu.Unlock()
 			b.lose(ctx, err, false)
 			b.finish()
@@ -226,9 +214,8 @@ func (b *Held[T]) failAll(ctx context.Context, cause error) error {
 		}
 	}
 	b.failed = nil
-	b.syncLocked()
 	b.mu.Unlock()
-	if k.spec.RunAt != "" && f.delay < 0 && !f.park && k.backoff != nil {
+	if k.backsOff(f) {
 		// Each row's backoff follows its own attempts.
 		for _, r := range b.rows {
 			if err := b.Fail(ctx, r.ID, cause); err != nil {
@@ -237,15 +224,7 @@ func (b *Held[T]) failAll(ctx context.Context, cause error) error {
 		}
 		return nil
 	}
-	p := &store.AckParams{IDs: b.ids(), Outcome: store.OutcomeRetry, MaxAttempts: k.maxAttempts}
-	if f.park {
-		p.Outcome, p.MaxAttempts = store.OutcomeFailed, 0
-	}
-	if f.cause != nil {
-		p.Error = f.cause.Error()
-	}
-	if p.Outcome == store.OutcomeRetry && k.spec.RunAt != "" && f.delay > 0 {
-		p.Delay = f.delay
-	}
+	p := k.failParams(f, nil) // no backoff: one delay for every row
+	p.IDs = b.ids()
 	return b.write(ctx, "fail", p)
 }

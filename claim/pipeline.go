@@ -209,7 +209,7 @@ func (r *runner[T]) pipelineFinish(ctx, fctx context.Context, b *Batch[T], ok, f
 	}
 	// Rows the failed call recorded (it wrote the ack but could not read the
 	// claimed rows) are closed already.
-	ok = slices.DeleteFunc(slices.Clone(ok), func(i int) bool { return !b.open[i] })
+	ok = slices.DeleteFunc(slices.Clone(ok), func(i int) bool { return !b.isOpen(i) })
 	err = b.outlast(fctx, "ack", false, func() error {
 		ok = slices.DeleteFunc(ok, b.settledLocked)
 		return b.ackLocked(fctx, ok)

@@ -14,17 +14,24 @@ import (
 // settled by an ack, a fail or a release nor lost), and which were found
 // lost, with the contexts watching single rows.
 //
-// Locking: rows, index and unreadable are set before the batch is handed
-// out and never changed, so they are read without a lock; open and nOpen
-// are guarded by the owner's mutex (Batch.mu, Held.mu); rl has its own
-// mutex (see [rowLoss]).
+// Which rows are open has one record. A [Batch] keeps it here (open and
+// nOpen; closeRow closes a row once). A [Held] batch's record is its held
+// claim in the store, which refuses keys it does not hold and which a
+// savepoint rollback restores: the book asks it, through holds, whenever
+// it is read, and keeps no copy.
+//
+// Locking: rows, index, unreadable and holds are set before the batch is
+// handed out and never changed, so they are read without a lock; open and
+// nOpen, and what holds reads, are guarded by the owner's mutex (Batch.mu,
+// Held.mu); rl has its own mutex (see [rowLoss]).
 type rowBook[T any] struct {
 	rows       []Row[T]    // in key order
 	index      map[any]int // normalised key -> index into rows
 	unreadable []RowError  // claimed rows the row type could not hold
-	open       []bool      // by row index: the row is still held
+	open       []bool      // by row index: the row is still held (nil with holds)
 	nOpen      int
-	rl         rowLoss // rows found lost, and who watches single rows (partial loss: rowloss.go)
+	holds      func(key any) bool // the record of the open rows, when the batch keeps none (Held)
+	rl         rowLoss            // rows found lost, and who watches single rows (partial loss: rowloss.go)
 }
 
 // rowLoss records the rows of a batch found lost and the contexts watching
@@ -50,6 +57,14 @@ func (rb *rowBook[T]) setRows(rows []Row[T]) {
 		rb.open[i] = true
 	}
 	rb.nOpen = len(rows)
+}
+
+// setHeldRows records the claimed rows, whose keys are normalised, with
+// holds, the record that says which are open (see [rowBook]).
+func (rb *rowBook[T]) setHeldRows(rows []Row[T], holds func(key any) bool) {
+	rb.setRows(rows)
+	rb.open, rb.nOpen = nil, 0
+	rb.holds = holds
 }
 
 // copyRows returns a copy of the rows: a caller changing it changes
@@ -78,19 +93,28 @@ func (rb *rowBook[T]) idsOf(idx []int) []any {
 	return ids
 }
 
+// isOpen reports whether row i is open, with the owner's mutex held.
+func (rb *rowBook[T]) isOpen(i int) bool {
+	if rb.holds != nil {
+		return rb.holds(rb.rows[i].ID)
+	}
+	return rb.open[i]
+}
+
 // openIndexes returns the indexes of the open rows, in key order, with the
 // owner's mutex held.
 func (rb *rowBook[T]) openIndexes() []int {
 	idx := make([]int, 0, rb.nOpen)
-	for i, o := range rb.open {
-		if o {
+	for i := range rb.rows {
+		if rb.isOpen(i) {
 			idx = append(idx, i)
 		}
 	}
 	return idx
 }
 
-// closeRow closes row i, with the owner's mutex held, and reports whether it
+// closeRow closes row i of a batch that keeps its record of open rows
+// (not with holds), with the owner's mutex held, and reports whether it
 // was open: a row is closed once, and closing it again changes nothing.
 func (rb *rowBook[T]) closeRow(i int) bool {
 	if !rb.open[i] {
@@ -99,19 +123,6 @@ func (rb *rowBook[T]) closeRow(i int) bool {
 	rb.open[i] = false
 	rb.nOpen--
 	return true
-}
-
-// follow sets every row's open state to held's answer for its key, with
-// the owner's mutex held: for a batch whose rows another record decides
-// (a held claim's transaction, which a savepoint can roll back).
-func (rb *rowBook[T]) follow(held func(key any) bool) {
-	rb.nOpen = 0
-	for i, r := range rb.rows {
-		rb.open[i] = held(r.ID)
-		if rb.open[i] {
-			rb.nOpen++
-		}
-	}
 }
 
 // find maps a caller's key to the index of its row, open or not: ok is

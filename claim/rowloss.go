@@ -103,7 +103,7 @@ func (b *Batch[T]) closeWritten(op string, idx, lostPos []int) error {
 	b.markLost(lost, err)
 	closing := 0
 	for _, i := range idx {
-		if b.open[i] {
+		if b.isOpen(i) {
 			closing++
 		}
 	}
@@ -133,8 +133,8 @@ func (b *Batch[T]) missingLocked(held []any) []int {
 		}
 	}
 	var missing []int
-	for i, o := range b.open {
-		if o && !found[i] && !b.writing(i) {
+	for i := range b.rows {
+		if b.isOpen(i) && !found[i] && !b.writing(i) {
 			missing = append(missing, i)
 		}
 	}

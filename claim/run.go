@@ -488,7 +488,7 @@ const handlerCalls = 5
 func (r *runner[T]) handle(ctx context.Context, b *Batch[T], i int) error {
 	for n := 0; ; n++ {
 		hctx, end := b.handlerContext(ctx, i)
-		err := call(hctx, r.w.Handler, b.rows[i])
+		err := callHandler(func() error { return r.w.Handler(hctx, b.rows[i]) })
 		end()
 		if err == nil || n+1 >= handlerCalls || !dialect.IsRetryable(err) || ctx.Err() != nil || b.lost() || b.settledRow(i) {
 			return err
@@ -511,16 +511,7 @@ func (b *Batch[T]) settledRow(i int) bool {
 }
 
 // settledLocked is settledRow with b.mu held.
-func (b *Batch[T]) settledLocked(i int) bool { return !b.open[i] || b.writing(i) }
-
-func call[T any](ctx context.Context, h func(context.Context, Row[T]) error, r Row[T]) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("handler panicked: %v", p)
-		}
-	}()
-	return h(ctx, r)
-}
+func (b *Batch[T]) settledLocked(i int) bool { return !b.isOpen(i) || b.writing(i) }
 
 // failRows records the handler failures of rows failed (with causes, in
 // order) in batch b, each tried again after an outage while the batch holds

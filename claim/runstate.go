@@ -64,6 +64,19 @@ func (s *runState) check(err error) bool {
 	return true
 }
 
+// callHandler calls a handler of Run or Holder.Run through call, turning
+// a panic into an error: the handler's failure, which Run records as it
+// records an error the handler returned (the row's failure, or the held
+// batch's), instead of a crash of the process.
+func callHandler(call func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panicked: %v", p)
+		}
+	}()
+	return call()
+}
+
 // err returns the permanent error that stopped Run, nil if none did.
 func (s *runState) err() error {
 	if err := s.fatal.Load(); err != nil {

@@ -295,6 +295,13 @@ var mutations = []mutation{
 		From: "\t\tcase err != nil && !errors.Is(err, dialect.ErrClaimLost):\n",
 		To:   "\t\tcase false:\n",
 		Pkg:  "./claim", Run: "^TestHeldAckWrongKeyType$/^postgres$", Env: pg},
+	// A held batch's fail that gives the backoff the attempts the claim
+	// read, as if the claim had counted one: a held claim counts none, so
+	// the failure's own attempt is the next.
+	{Name: "claim/held-fail-backoff-uncounted", File: "claim/held.go",
+		From: "return k.backoff(int(b.attempts(id)) + 1)",
+		To:   "return k.backoff(int(b.attempts(id)))",
+		Pkg:  "./claim", Run: "^TestHeldFailRules$/^postgres$", Env: pg},
 	{Name: "claim/release-forgets-acktx", File: "claim/batch.go",
 		From: "all := append(slices.Clone(idx), b.inTx...)",
 		To:   "all := slices.Clone(idx)",
