@@ -64,16 +64,8 @@ func (a *app) simulate(ctx context.Context, stderr io.Writer) (summary, error) {
 				if i >= int64(len(evs)) {
 					return
 				}
-				if a.o.rate > 0 {
-					// A steady load: event i is due i/rate after the start.
-					due := start.Add(time.Duration(float64(i) / a.o.rate * float64(time.Second)))
-					if d := time.Until(due); d > 0 {
-						select {
-						case <-time.After(d):
-						case <-ctx.Done():
-							return
-						}
-					}
+				if !a.pace(ctx, start, i) {
+					return
 				}
 				chunk := evs[i:min(i+n, int64(len(evs)))]
 				var resends []event
@@ -219,3 +211,21 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// pace waits, with -rate, until event i is due: i/rate after start, a
+// steady load. It reports false when ctx ended first.
+func (a *app) pace(ctx context.Context, start time.Time, i int64) bool {
+	if a.o.rate <= 0 {
+		return true
+	}
+	d := time.Until(start.Add(time.Duration(float64(i) / a.o.rate * float64(time.Second))))
+	if d <= 0 {
+		return true
+	}
+	select {
+	case <-time.After(d):
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
