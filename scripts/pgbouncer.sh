@@ -105,6 +105,12 @@ pool_mode = transaction
 default_pool_size = $POOL
 max_client_conn = 1000
 server_lifetime = 3600
+; A server connection is checked (server_check_query) every time before it
+; is handed out again: the test kit ends every session of a test's
+; database before another test reuses it, and a pooled connection ended
+; that way must be replaced, not given to the next test (which then failed
+; with "terminating connection due to administrator command").
+server_check_delay = 0
 ignore_startup_parameters = extra_float_digits
 EOF
 	printf '"%s" "%s"\n' "$PGUSER_" "$PASSWORD" >"$STATE/userlist.txt"
