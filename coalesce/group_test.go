@@ -127,47 +127,39 @@ func TestGroupedOutcomes(t *testing.T) {
 // receipt.
 func TestGroupedDuplicatesInOneRun(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, c *testengine.Conn) {
-		ctx := context.Background()
-		co := newCoalescer(t, c, coalesce.Config{Group: 32, GroupInFlight: 1})
-		gate, sizes, queued := coalesce.GateGroups(co)
-		first := make(chan error, 1)
-		go func() {
-			_, err := co.Accept(ctx, coalesce.Change{Key: "k", EventID: "opens", Payload: []byte("1")})
-			first <- err
-		}()
-		require.Equal(t, 1, <-sizes, "the lone first Accept runs at once")
+		g := newGated(t, c)
+		held := g.holdRun(t, newSent(), "opens")
 		const dups, others = 8, 4
-		chs := make([]coalesce.Change, dups+others)
-		for i := range chs {
-			chs[i] = coalesce.Change{Key: "dup", EventID: "same", Payload: []byte("1")}
+		calls := make([]*acceptCall, dups+others)
+		for i := range calls {
+			ch := coalesce.Change{Key: "dup", EventID: "same", Payload: []byte("1")}
 			if i >= dups {
-				chs[i] = coalesce.Change{Key: fmt.Sprint("other-", i), EventID: fmt.Sprint("e-", i), Payload: []byte("1")}
+				ch = coalesce.Change{Key: fmt.Sprint("other-", i), EventID: fmt.Sprint("e-", i), Payload: []byte("1")}
 			}
+			calls[i] = g.start(ch)
 		}
-		out := make([]coalesce.Receipt, len(chs))
-		errs := make([]error, len(chs))
-		var wg sync.WaitGroup
-		for i := range chs {
-			wg.Go(func() { out[i], errs[i] = co.Accept(ctx, chs[i]) })
-		}
-		require.Eventually(t, func() bool { return queued() == len(chs) }, 10*time.Second, time.Millisecond)
-		gate <- struct{}{}
-		require.NoError(t, <-first)
-		require.Equal(t, len(chs), <-sizes, "the %d calls were taken in one run", len(chs))
-		gate <- struct{}{}
-		wg.Wait()
+		g.waitQueued(t, len(calls))
+		g.open()
+		held()
+		require.Equal(t, len(calls), g.run(t), "the %d calls were taken in one run", len(calls))
+		g.open()
+		var first coalesce.Receipt
 		recorded := 0
-		for i, ch := range chs {
-			require.NoError(t, errs[i], "change %d", i)
-			assert.Equal(t, ch.Key, out[i].Key, "change %d gets its own receipt", i)
-			assert.Equal(t, ch.EventID, out[i].EventID, "change %d gets its own receipt", i)
+		for i, a := range calls {
+			r, err := a.wait(t)
+			require.NoError(t, err, "change %d", i)
+			assert.Equal(t, a.ch.Key, r.Key, "change %d gets its own receipt", i)
+			assert.Equal(t, a.ch.EventID, r.EventID, "change %d gets its own receipt", i)
+			if i == 0 {
+				first = r
+			}
 			if i < dups {
-				if !out[i].Duplicate {
+				if !r.Duplicate {
 					recorded++
 				}
-				assert.Equal(t, out[0].ID, out[i].ID, "every sender gets the first receipt")
+				assert.Equal(t, first.ID, r.ID, "every sender gets the first receipt")
 			} else {
-				assert.False(t, out[i].Duplicate)
+				assert.False(t, r.Duplicate)
 			}
 		}
 		require.Equal(t, 1, recorded, "the event was recorded once")
