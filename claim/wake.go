@@ -114,8 +114,8 @@ func (k *core) subscribe(kick func()) (cancel func()) {
 // library's own notifications do: a caller whose context ends right after
 // its commit (an HTTP request answered, say) still wakes the other
 // processes. NotifyPending waits for it only while ctx lasts: once ctx
-// ends first it returns ctx's cause while the notification finishes in
-// the background. A notification that fails is only a later pickup: the
+// has ended it returns ctx's cause, whether the notification is sent
+// already or finishes in the background. A notification that fails is only a later pickup: the
 // rows are pending, and the other processes find them at their next poll.
 func (c *Claimer[T]) NotifyPending(ctx context.Context) error {
 	n, ok := store.NotifierOf(c.core.d).(store.PendingNotifier)
@@ -126,12 +126,12 @@ func (c *Claimer[T]) NotifyPending(ctx context.Context) error {
 	detach.Run(ctx, store.NotifyTimeout, func(nctx context.Context) {
 		errc <- n.NotifyPending(nctx, c.core.spec, c.core.scopeValues())
 	})
-	select {
-	case err := <-errc:
-		return err
-	default:
-		return context.Cause(ctx) // ctx ended first; the notification goes on
+	if ctx.Err() != nil {
+		// ctx ended before NotifyPending returns: the caller is told so,
+		// whether the notification is sent already or goes on.
+		return context.Cause(ctx)
 	}
+	return <-errc
 }
 
 // OnNotify calls wake each time another process notifies that rows of this

@@ -197,19 +197,18 @@ const markTimeout = 10 * time.Second
 // that stops waiting once its changes are recorded (or a grouped run whose
 // callers have all gone) still gets its keys marked, where otherwise they
 // would wait for the flushers' stranded sweep (FlusherConfig.StrandAfter).
-// The caller waits while ctx lasts: when it ends first, markCommitted
-// returns its cause and the mark goes on in the background.
+// The caller waits while ctx lasts: once ctx has ended, markCommitted
+// returns its cause, whether the mark is done or goes on in the
+// background.
 func (c *Coalescer) markCommitted(ctx context.Context, mark func(context.Context) error) error {
 	errc := make(chan error, 1)
 	detach.Run(ctx, markTimeout, func(ctx context.Context) {
 		errc <- dialect.Retry(ctx, c.cfg.Retry, "coalesce mark dirty", func() error { return mark(ctx) })
 	})
-	select {
-	case err := <-errc:
-		return err
-	default:
-		return context.Cause(ctx)
+	if ctx.Err() != nil {
+		return context.Cause(ctx) // whether the mark is done or goes on
 	}
+	return <-errc
 }
 
 // AcceptTx records ch in the caller's transaction tx, opened on the
