@@ -108,3 +108,45 @@ func BenchmarkAcceptBatch(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFlushKeys folds one change of each of b.N dirty keys with one
+// flusher (BatchSize 16), one key per transaction (keys-per-tx-1) or
+// several (FlusherConfig.KeysPerTx 4 and 16): an op is a key folded and
+// acked. The changes are accepted before the timer starts.
+//
+//	go test -run '^$' -bench FlushKeys ./coalesce/
+func BenchmarkFlushKeys(b *testing.B) {
+	for _, e := range testengine.All {
+		for _, k := range []int{1, 4, 16} {
+			b.Run(e.Name+"/keys-per-tx-"+strconv.Itoa(k), func(b *testing.B) {
+				c := testengine.Open(b, e, 16)
+				setup(b, c)
+				co := newCoalescer(b, c, coalesce.Config{})
+				f := newFlusher(b, c, co, coalesce.FlusherConfig{BatchSize: 16, KeysPerTx: k})
+				ctx := context.Background()
+				batch := make([]coalesce.Change, 0, 100)
+				for i := range b.N {
+					batch = append(batch, coalesce.Change{Key: "k" + strconv.Itoa(i), EventID: "e" + strconv.Itoa(i), Payload: []byte("1")})
+					if len(batch) == cap(batch) || i == b.N-1 {
+						if _, err := co.AcceptBatch(ctx, batch); err != nil {
+							b.Fatal(err)
+						}
+						batch = batch[:0]
+					}
+				}
+				b.ResetTimer()
+				folded := 0
+				for folded < b.N {
+					n, err := f.Flush(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if n == 0 {
+						b.Fatalf("%d of %d keys folded, and none dirty", folded, b.N)
+					}
+					folded += n
+				}
+			})
+		}
+	}
+}

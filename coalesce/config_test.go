@@ -57,6 +57,7 @@ func TestConfigErrors(t *testing.T) {
 		{coalesce.FlusherConfig{}, "Fold"},
 		{coalesce.FlusherConfig{Fold: fold, BatchSize: -1}, "BatchSize"},
 		{coalesce.FlusherConfig{Fold: fold, Linger: -1}, "Linger"},
+		{coalesce.FlusherConfig{Fold: fold, KeysPerTx: -1}, "KeysPerTx"},
 		{coalesce.FlusherConfig{Fold: fold, PollMin: 2, PollMax: 1}, "PollMax"},
 		{coalesce.FlusherConfig{Fold: fold, MaxAttempts: -1}, "MaxAttempts"},
 	} {

@@ -23,8 +23,9 @@ type Record struct {
 
 // FoldFunc applies a key's unfolded changes to its state. It runs in tx,
 // the transaction that also marks those changes folded and completes the
-// key, so the state's writes must go through tx: they commit together with
-// the marks, and a change is folded exactly once whatever crashes. changes
+// key (and, with [FlusherConfig.KeysPerTx], folds other keys of the same
+// claim), so the state's writes must go through tx: they commit together
+// with the marks, and a change is folded exactly once whatever crashes. changes
 // are in the order they were accepted (for one source, sequence order) and
 // never empty. An error rolls tx back: a retryable one
 // ([dialect.IsRetryable]) runs the fold again, any other fails the key
@@ -38,8 +39,21 @@ type FlusherConfig struct {
 	// Fold applies changes to the state (required).
 	Fold FoldFunc
 	// BatchSize is how many dirty keys one claim takes; default 16.
-	// Each key is folded in a transaction of its own.
+	// Each key is folded in a transaction of its own unless KeysPerTx
+	// says otherwise.
 	BatchSize int
+	// KeysPerTx is how many of a claim's keys one transaction folds
+	// together; default 1, a transaction per key. Where many keys are
+	// dirty a flush is bound by its transactions, not by its changes:
+	// folding KeysPerTx keys in one transaction takes one commit, one
+	// statement marking their changes folded and one completing the keys
+	// for all of them. Their folds then commit or roll back together, and
+	// each fold's locks are held until the group commits. A fold that
+	// fails, other than retryably, rolls its group back, and the group's
+	// keys are then folded one per transaction, so that the failing key
+	// alone is failed (its fold runs a second time, in a transaction of
+	// its own). Values above BatchSize act as BatchSize.
+	KeysPerTx int
 	// Workers is how many flush loops [Flusher.Run] runs at once; default
 	// 1, at most MaxFlushWorkers. Each claims its own batch of keys and
 	// folds them one after another, so up to Workers folds are in
@@ -102,6 +116,8 @@ func (c *Coalescer) Flusher(fc FlusherConfig) (*Flusher, error) {
 		return nil, invalid("Fold", "is nil")
 	case fc.BatchSize < 0 || fc.BatchSize > claim.MaxBatchSize:
 		return nil, invalid("BatchSize", "must be between 0 and %d", claim.MaxBatchSize)
+	case fc.KeysPerTx < 0:
+		return nil, invalid("KeysPerTx", "must not be negative")
 	case fc.Workers < 0 || fc.Workers > MaxFlushWorkers:
 		return nil, invalid("Workers", "must be between 0 and %d", MaxFlushWorkers)
 	case fc.MaxChanges < 0 || fc.MaxChanges > 10000:
@@ -115,6 +131,7 @@ func (c *Coalescer) Flusher(fc FlusherConfig) (*Flusher, error) {
 	if fc.Workers == 0 {
 		fc.Workers = 1
 	}
+	fc.KeysPerTx = min(max(fc.KeysPerTx, 1), fc.BatchSize)
 	if fc.PollMin == 0 {
 		fc.PollMin = 10 * time.Millisecond
 	}
@@ -226,11 +243,11 @@ func (f *Flusher) loop(ctx context.Context, sweep bool) error {
 }
 
 // Flush claims up to BatchSize dirty keys and folds each, returning how
-// many it claimed. For each key, in one transaction: read the key's
-// unfolded changes, call Fold, mark the changes folded, record the
-// highest sequence as persisted, and ack the key by version
-// ([claim.Batch.AckTx]): a key that got a change since the claim goes back
-// to pending instead of done and is flushed again. A fold that fails fails
+// many it claimed. For each key, in one transaction (shared by KeysPerTx
+// keys): read the key's unfolded changes, call Fold, mark the changes
+// folded, record the highest sequence as persisted, and ack the key by
+// version ([claim.Batch.AckTx]): a key that got a change since the claim
+// goes back to pending instead of done and is flushed again. A fold that fails fails
 // its key ([claim.Batch.Fail]); a key lost to a reaper is left to its new
 // holder. Run calls Flush in a loop; call it yourself for a hand-written
 // loop.
@@ -259,33 +276,55 @@ func (f *Flusher) Flush(ctx context.Context) (int, error) {
 		return b.Len(), fmt.Errorf("coalesce: flush: %w", err)
 	}
 	var errs []error
-	for _, r := range b.Rows() {
-		key, _ := r.ID.(string)
-		kctx, kcancel := b.RowContext(bctx, r.ID)
-		err := f.flushKey(kctx, b, key)
-		// A key lost to a reaper (or past the batch's local deadline) is
-		// its new holder's now: not an error of this flush.
-		lost := kctx.Err() != nil && errors.Is(context.Cause(kctx), dialect.ErrClaimLost)
-		kcancel()
-		if err == nil || lost || errors.Is(err, dialect.ErrClaimLost) {
-			continue
-		}
-		var fe *foldError
-		if errors.As(err, &fe) {
-			if ferr := b.Fail(context.WithoutCancel(ctx), r.ID, fe.err); ferr != nil && !errors.Is(ferr, dialect.ErrClaimLost) {
-				errs = append(errs, ferr)
+	rows := b.Rows()
+	for len(rows) > 0 && ctx.Err() == nil {
+		group := rows[:min(f.cfg.KeysPerTx, len(rows))]
+		rows = rows[len(group):]
+		if len(group) > 1 {
+			done, err := f.flushGroup(bctx, b, group)
+			if err != nil {
+				errs = append(errs, err)
 			}
-			continue
+			if done {
+				continue
+			}
 		}
-		errs = append(errs, fmt.Errorf("key %q: %w", key, err))
-		if ctx.Err() != nil {
-			break
+		for _, r := range group {
+			if err := f.flushOne(ctx, bctx, b, r.ID); err != nil {
+				errs = append(errs, err)
+			}
+			if ctx.Err() != nil {
+				break
+			}
 		}
 	}
 	if len(errs) > 0 {
 		return b.Len(), fmt.Errorf("coalesce: flush: %w", errors.Join(errs...))
 	}
 	return b.Len(), nil
+}
+
+// flushOne folds the key id in a transaction of its own and returns the
+// error to report: nil also when the key was lost to a reaper (or the
+// batch's local deadline passed), which leaves it to its new holder, and
+// when its fold failed and the key was failed ([claim.Batch.Fail]).
+func (f *Flusher) flushOne(ctx, bctx context.Context, b *claim.Batch[struct{}], id any) error {
+	key, _ := id.(string)
+	kctx, kcancel := b.RowContext(bctx, id)
+	err := f.flushKey(kctx, b, key)
+	lost := kctx.Err() != nil && errors.Is(context.Cause(kctx), dialect.ErrClaimLost)
+	kcancel()
+	if err == nil || lost || errors.Is(err, dialect.ErrClaimLost) {
+		return nil
+	}
+	var fe *foldError
+	if errors.As(err, &fe) {
+		if ferr := b.Fail(context.WithoutCancel(ctx), id, fe.err); ferr != nil && !errors.Is(ferr, dialect.ErrClaimLost) {
+			return ferr
+		}
+		return nil
+	}
+	return fmt.Errorf("key %q: %w", key, err)
 }
 
 // foldError is a fold's own failure, which fails its key.
@@ -351,33 +390,61 @@ func (f *Flusher) flushKey(ctx context.Context, b *claim.Batch[struct{}], key st
 
 // fold calls the user's fold and marks recs folded in tx.
 func (f *Flusher) fold(ctx context.Context, tx *sql.Tx, key string, recs []Record) error {
+	if err := f.callFold(ctx, tx, key, recs); err != nil {
+		return err
+	}
+	ids := make([]any, len(recs))
+	for i, r := range recs {
+		ids[i] = r.ID
+	}
+	if err := f.markFolded(ctx, tx, []string{key}, ids); err != nil {
+		return err
+	}
+	return f.persist(ctx, tx, key, recs)
+}
+
+// callFold calls the user's fold of key's changes recs in tx: an error
+// that is not retryable is a *foldError.
+func (f *Flusher) callFold(ctx context.Context, tx *sql.Tx, key string, recs []Record) error {
 	if err := f.cfg.Fold(ctx, tx, key, recs); err != nil {
 		if dialect.IsRetryable(err) {
 			return err
 		}
 		return &foldError{err: err}
 	}
-	args := make([]any, len(recs))
+	return nil
+}
+
+// persist records in tx that key's changes recs are folded: the highest
+// sequence of a source among them and their number.
+func (f *Flusher) persist(ctx context.Context, tx *sql.Tx, key string, recs []Record) error {
 	var maxSeq int64
-	for i, r := range recs {
-		args[i] = r.ID
+	for _, r := range recs {
 		if r.Source != "" {
 			maxSeq = max(maxSeq, r.Seq)
 		}
 	}
-	q := f.c.e.bind(f.c.sq.markFolded) + f.c.e.in(len(recs), 1)
-	n, err := execN(ctx, tx, q, args...)
+	_, err := tx.ExecContext(ctx, f.c.sq.persist, maxSeq, len(recs), key)
+	return err
+}
+
+// markFolded marks the changes ids of keys folded in tx.
+func (f *Flusher) markFolded(ctx context.Context, tx *sql.Tx, keys []string, ids []any) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	q := f.c.e.bind(f.c.sq.markFolded) + f.c.e.in(len(ids), 1)
+	n, err := execN(ctx, tx, q, ids...)
 	if err != nil {
 		return err
 	}
-	if n != int64(len(recs)) {
-		// Only a holder of the key folds its changes, and the changes read
+	if n != int64(len(ids)) {
+		// Only a holder of a key folds its changes, and the changes read
 		// in this transaction were unfolded: another flush of the key ran
 		// concurrently (a reaper timeout shorter than a flush). Roll back.
-		return fmt.Errorf("key %q: %d of %d changes were folded by another flush meanwhile", key, int64(len(recs))-n, len(recs))
+		return fmt.Errorf("keys %q: %d of %d changes were folded by another flush meanwhile", keys, int64(len(ids))-n, len(ids))
 	}
-	_, err = tx.ExecContext(ctx, f.c.sq.persist, maxSeq, len(recs), key)
-	return err
+	return nil
 }
 
 // readChanges reads key's first MaxChanges unfolded changes in id order.

@@ -30,6 +30,8 @@ const (
 	envRole   = "COALESCE_TEST_ROLE"
 	envEngine = "COALESCE_TEST_ENGINE"
 	envDSN    = "COALESCE_TEST_DSN"
+	// envKeysPerTx is the flusher child's FlusherConfig.KeysPerTx.
+	envKeysPerTx = "COALESCE_TEST_KEYS_PER_TX"
 )
 
 // Kill-test timings: the child heartbeats ten times per reaper timeout.
@@ -68,8 +70,9 @@ func runChild() error {
 		return acceptForever(ctx, co)
 	}
 	sum := sumFold(c.Dollar)
+	keysPerTx, _ := strconv.Atoi(os.Getenv(envKeysPerTx))
 	f, err := co.Flusher(coalesce.FlusherConfig{
-		BatchSize: 3, PollMax: 20 * time.Millisecond, HeartbeatInterval: killHeartbeat,
+		BatchSize: 3, KeysPerTx: keysPerTx, PollMax: 20 * time.Millisecond, HeartbeatInterval: killHeartbeat,
 		Fold: func(ctx context.Context, tx *sql.Tx, key string, chs []coalesce.Record) error {
 			if err := sum(ctx, tx, key, chs); err != nil {
 				return err
@@ -115,11 +118,13 @@ func acceptForever(ctx context.Context, co *coalesce.Coalescer) error {
 }
 
 // startChild starts a child on c's database in role (flusher or
-// acceptor) and returns it with a channel of its output lines.
-func startChild(t *testing.T, c *testengine.Conn, role string) (*exec.Cmd, <-chan string) {
+// acceptor), with the environment's extra variables env, and returns it
+// with a channel of its output lines.
+func startChild(t *testing.T, c *testengine.Conn, role string, env ...string) (*exec.Cmd, <-chan string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envRole+"="+role, envEngine+"="+c.Engine, envDSN+"="+c.DSN)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -141,7 +146,8 @@ func startChild(t *testing.T, c *testengine.Conn, role string) (*exec.Cmd, <-cha
 
 // TestKillFlusher: while writers accept changes, a flusher child is
 // SIGKILLed after a random number of folds, twice (a second child is
-// started after the first dies); a reaper returns the keys the dead
+// started after the first dies; the first folds each key in a transaction
+// of its own, the second three keys per transaction); a reaper returns the keys the dead
 // children held, and an in-process flusher finishes: every change is
 // folded exactly once.
 func TestKillFlusher(t *testing.T) {
@@ -156,7 +162,7 @@ func TestKillFlusher(t *testing.T) {
 			writeLoad(t, ctx, co, "kill", 4, 30, s)
 		}()
 		for round, kills := range []int{3, 8} {
-			cmd, lines := startChild(t, c, "flusher")
+			cmd, lines := startChild(t, c, "flusher", envKeysPerTx+"="+strconv.Itoa(1+2*round))
 			folded := 0
 			timeout := time.After(60 * time.Second)
 		wait:

@@ -61,6 +61,7 @@ type options struct {
 	writers, events       int
 	users, flushers       int
 	batch, acceptBatch    int
+	keysPerTx             int
 	group, groupInFlight  int
 	hot, dup              float64
 	linger                time.Duration
@@ -100,6 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.dup, "dup", 0.05, "fraction of events sent a second time (a client retry); they must be applied once")
 	fs.IntVar(&o.flushers, "flushers", 2, "concurrent flushers (coalesce and queued modes, -http)")
 	fs.IntVar(&o.batch, "batch", 16, "dirty users one flusher claims at a time (FlusherConfig.BatchSize)")
+	fs.IntVar(&o.keysPerTx, "keys-per-tx", 1, "dirty users one flusher folds in one transaction (FlusherConfig.KeysPerTx)")
 	fs.IntVar(&o.acceptBatch, "accept-batch", 1, "writers accept this many events at a time with Coalescer.AcceptBatch (coalesce and queued modes; 1: Accept per event); with -compare, adds a coalesce run with it")
 	fs.IntVar(&o.group, "group", 0, "writers' concurrent Accepts share transactions, up to this many changes each (coalesce.Config.Group; coalesce and queued modes; 0: one transaction per Accept); with -compare, adds a coalesce run with it")
 	fs.IntVar(&o.groupInFlight, "group-in-flight", 0, "with -group: grouped transactions written at once (coalesce.Config.GroupInFlight; 0: its default)")
@@ -126,6 +128,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-writers, -events, -users and -flushers must be positive")
 	case o.batch < 1 || o.batch > 1000:
 		return o, errors.New("-batch must be between 1 and 1000")
+	case o.keysPerTx < 1 || o.keysPerTx > o.batch:
+		return o, errors.New("-keys-per-tx must be between 1 and -batch")
 	case o.acceptBatch < 1 || o.acceptBatch > 1000:
 		return o, errors.New("-accept-batch must be between 1 and 1000 (coalesce.MaxBatch)")
 	case o.acceptBatch > 1 && o.mode == "naive" && !o.compare:

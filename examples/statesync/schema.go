@@ -116,7 +116,7 @@ func open(ctx context.Context, o options) (*app, error) {
 	})
 	if err == nil {
 		a.flusher, err = a.co.Flusher(coalesce.FlusherConfig{
-			Fold: a.fold, BatchSize: o.batch, Linger: o.linger, PollMin: time.Millisecond, PollMax: 50 * time.Millisecond,
+			Fold: a.fold, BatchSize: o.batch, KeysPerTx: o.keysPerTx, Linger: o.linger, PollMin: time.Millisecond, PollMax: 50 * time.Millisecond,
 		})
 	}
 	if err != nil {

@@ -420,4 +420,22 @@ var mutations = []mutation{
 		From: "outs[i], errs[i] = res[j].Receipt, res[j].Err",
 		To:   "outs[i], errs[i] = res[len(now)-1-j].Receipt, res[len(now)-1-j].Err",
 		Pkg:  "./coalesce", Run: "^TestGroupedDuplicatesInOneRun$/sqlite$"},
+	// A group whose ack found a key lost commits its other keys' folds
+	// and the lost key's with them.
+	{Name: "coalesce/group-commit-despite-lost", File: "coalesce/foldgroup.go",
+		From: "acked, lost = true, err\n\t\t\treturn nil",
+		To:   "acked, lost = true, err\n\t\t\treturn tx.Commit()",
+		Pkg:  "./coalesce", Run: "^TestKeysPerTxLostKey$/sqlite$"},
+	// A group whose fold failed leaves its keys to the release instead of
+	// folding them one per transaction: the good keys wait a round, and
+	// the failing key is never failed.
+	{Name: "coalesce/group-no-fallback", File: "coalesce/foldgroup.go",
+		From: "return false, nil",
+		To:   "return true, nil",
+		Pkg:  "./coalesce", Run: "^TestKeysPerTxFoldFailure$/sqlite$"},
+	// A group marks only some of its changes folded.
+	{Name: "coalesce/group-marks-some", File: "coalesce/foldgroup.go",
+		From: "recIDs = append(recIDs, r.ID)",
+		To:   "recIDs = append(recIDs[:0], r.ID)",
+		Pkg:  "./coalesce", Run: "^TestKeysPerTxMaxChanges$/sqlite$"},
 }
