@@ -26,9 +26,11 @@ var errGroupRolledBack = errors.New("coalesce: fold rolled back with its group: 
 // keys one per transaction: a fold failed, or the transaction could not
 // be run.
 func (f *Flusher) flushGroup(ctx context.Context, b *claim.Batch[struct{}], rows []claim.Row[struct{}]) (done bool, err error) {
-	// The keys' rows are written in key order, so that two groups never
-	// wait for each other's keys in opposite orders (their keys are
-	// distinct, but a user's fold may write rows that are not).
+	// The keys' rows are locked in the keys' byte order, the order in
+	// which writers' dirty marks of several keys lock them (bumpKeys):
+	// a group holds several keys' rows at once, and a mark locking them
+	// in another order would wait for the group while the group waits
+	// for it. The folds run in that order too.
 	keys := make([]string, len(rows))
 	for i, r := range rows {
 		keys[i], _ = r.ID.(string)
@@ -77,10 +79,10 @@ func (f *Flusher) flushGroup(ctx context.Context, b *claim.Batch[struct{}], rows
 			return err
 		}
 		for i, key := range keys {
-			if len(recs[i]) > 0 {
-				if err := f.persist(ctx, tx, key, recs[i]); err != nil {
-					return err
-				}
+			// Every key's row, with changes or not, so that each is
+			// locked here, in order, and not by the ack.
+			if err := f.persist(ctx, tx, key, recs[i]); err != nil {
+				return err
 			}
 			if len(recs[i]) == f.cfg.MaxChanges {
 				if _, err := tx.ExecContext(ctx, f.c.sq.bumpHeld, key); err != nil {

@@ -320,9 +320,28 @@ func newBatchSQL(e engine, cfg Config) batchSQL {
 	s.insertKeys = batchStmt{ignore + keys + " (change_key, status, version) VALUES ", "(?, '" + statusPending + "', 1)", ", ", ignoreTail}
 	// As bumpDone and bumpProcessing (newStatements says why the status
 	// is compared with the version), for each key by its primary key.
-	s.bumpDoneKeys = batchStmt{"UPDATE " + keys + " SET status = '" + statusPending + "', version = version + 1 WHERE ",
-		"(change_key = ? AND CASE WHEN status = '" + statusDone + "' THEN version END = ?)", " OR ", ""}
-	s.bumpProcessingKeys = batchStmt{"UPDATE " + keys + " SET version = version + 1 WHERE ",
-		"(change_key = ? AND CASE WHEN status = '" + statusProcessing + "' THEN version END = ?)", " OR ", ""}
+	s.bumpDoneKeys = bumpKeys(e, keys, "status = '"+statusPending+"', version = version + 1", statusDone)
+	s.bumpProcessingKeys = bumpKeys(e, keys, "version = version + 1", statusProcessing)
 	return s
+}
+
+// bumpKeys is the statement of markKeys that sets set on the keys whose
+// row is in status at the given version, each by its primary key, and
+// locks their rows in the keys' byte order: the order of a flush's writes
+// to the keys of one transaction (FlusherConfig.KeysPerTx), so that the
+// two never wait for each other in a cycle. InnoDB reads an OR of
+// primary-key equalities in the key's order (utf8mb4_bin: byte order);
+// PostgreSQL reads them in the table's physical order, so its rows are
+// locked first, sorted, in a CTE (the "C" collation compares bytes), and
+// the update reads the locked keys by the primary key. A row changed
+// while the CTE waited for its lock is read again and left out when its
+// status or version moved.
+func bumpKeys(e engine, keys, set, status string) batchStmt {
+	cas := "(change_key = ? AND CASE WHEN status = '" + status + "' THEN version END = ?)"
+	if e != engPostgres {
+		return batchStmt{"UPDATE " + keys + " SET " + set + " WHERE ", cas, " OR ", ""}
+	}
+	return batchStmt{"WITH locked AS MATERIALIZED (SELECT change_key FROM " + keys + " WHERE ", cas, " OR ",
+		" ORDER BY change_key COLLATE \"C\" FOR UPDATE) UPDATE " + keys + " SET " + set +
+			" WHERE change_key = ANY(ARRAY(SELECT change_key FROM locked))"}
 }

@@ -103,8 +103,8 @@ INSERT INTO "coalesce_keys" (change_key, status, version) VALUES ($1, 'PENDING',
 
 -- batch bumpDoneKeys
 -- (with a group per change, source or key: 3 here)
-UPDATE "coalesce_keys" SET status = 'PENDING', version = version + 1 WHERE (change_key = $1 AND CASE WHEN status = 'DONE' THEN version END = $2) OR (change_key = $3 AND CASE WHEN status = 'DONE' THEN version END = $4) OR (change_key = $5 AND CASE WHEN status = 'DONE' THEN version END = $6);
+WITH locked AS MATERIALIZED (SELECT change_key FROM "coalesce_keys" WHERE (change_key = $1 AND CASE WHEN status = 'DONE' THEN version END = $2) OR (change_key = $3 AND CASE WHEN status = 'DONE' THEN version END = $4) OR (change_key = $5 AND CASE WHEN status = 'DONE' THEN version END = $6) ORDER BY change_key COLLATE "C" FOR UPDATE) UPDATE "coalesce_keys" SET status = 'PENDING', version = version + 1 WHERE change_key = ANY(ARRAY(SELECT change_key FROM locked));
 
 -- batch bumpProcessingKeys
 -- (with a group per change, source or key: 3 here)
-UPDATE "coalesce_keys" SET version = version + 1 WHERE (change_key = $1 AND CASE WHEN status = 'PROCESSING' THEN version END = $2) OR (change_key = $3 AND CASE WHEN status = 'PROCESSING' THEN version END = $4) OR (change_key = $5 AND CASE WHEN status = 'PROCESSING' THEN version END = $6);
+WITH locked AS MATERIALIZED (SELECT change_key FROM "coalesce_keys" WHERE (change_key = $1 AND CASE WHEN status = 'PROCESSING' THEN version END = $2) OR (change_key = $3 AND CASE WHEN status = 'PROCESSING' THEN version END = $4) OR (change_key = $5 AND CASE WHEN status = 'PROCESSING' THEN version END = $6) ORDER BY change_key COLLATE "C" FOR UPDATE) UPDATE "coalesce_keys" SET version = version + 1 WHERE change_key = ANY(ARRAY(SELECT change_key FROM locked));

@@ -1,0 +1,84 @@
+package coalesce
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/internal/testkit/testengine"
+)
+
+// TestMarksLockKeysInByteOrder: the dirty marks of several keys lock
+// their rows in the keys' byte order, the order in which a flush folding
+// several keys in one transaction (FlusherConfig.KeysPerTx) locks them,
+// whatever the rows' physical order. The row of "b" is written before
+// that of "a"; a transaction locks "a", a mark of both keys starts and
+// waits, and the transaction then locks "b": the mark must not hold it.
+// (Locked in the physical order, the mark held "b" while it waited for
+// "a", and the server found a deadlock.)
+func TestMarksLockKeysInByteOrder(t *testing.T) {
+	for _, e := range testengine.All {
+		if e.Name == "sqlite" {
+			continue // one writer: no row locks
+		}
+		t.Run(e.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			c := testengine.Open(t, e, 4)
+			cfg := Config{}
+			require.NoError(t, CreateTables(ctx, c.Dialect, c.DB, cfg))
+			co, err := New(c.Dialect, c.DB, cfg)
+			require.NoError(t, err)
+			for _, k := range []string{"b", "a"} {
+				_, err := c.DB.ExecContext(ctx, testengine.Rebind("INSERT INTO coalesce_keys (change_key, status, version) VALUES (?, 'PROCESSING', 7)", c.Dollar), k)
+				require.NoError(t, err)
+			}
+			lock := testengine.Rebind("UPDATE coalesce_keys SET folded = folded WHERE change_key = ?", c.Dollar)
+
+			tx, err := c.DB.BeginTx(ctx, nil)
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback() }()
+			_, err = tx.ExecContext(ctx, lock, "a")
+			require.NoError(t, err)
+
+			marked := make(chan error, 1)
+			go func() {
+				q := co.bq.bumpProcessingKeys.render(co.e, 2)
+				_, err := co.db.ExecContext(ctx, q, "a", 7, "b", 7)
+				marked <- err
+			}()
+			// Give the mark time to lock what it locks before "a".
+			time.Sleep(300 * time.Millisecond)
+			select {
+			case err := <-marked:
+				t.Fatalf("the mark did not wait for the row of a: %v", err)
+			default:
+			}
+			locked := make(chan error, 1)
+			go func() {
+				_, err := tx.ExecContext(ctx, lock, "b")
+				locked <- err
+			}()
+			select {
+			case err := <-locked:
+				require.NoError(t, err, "locking b after a")
+			case <-time.After(5 * time.Second):
+				t.Fatal("the row of b is held by the mark waiting for a: locked out of byte order")
+			}
+			require.NoError(t, tx.Commit())
+			require.NoError(t, <-marked)
+			require.EqualValues(t, 2, count(t, c, "SELECT COUNT(*) FROM coalesce_keys WHERE version = 8"), "the mark bumped both keys")
+		})
+	}
+}
+
+// count runs a COUNT(*) query.
+func count(t *testing.T, c *testengine.Conn, q string) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, c.DB.QueryRow(q).Scan(&n))
+	return n
+}
