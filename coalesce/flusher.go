@@ -247,10 +247,10 @@ func (f *Flusher) loop(ctx context.Context, sweep bool) error {
 // keys): read the key's unfolded changes, call Fold, mark the changes
 // folded, record the highest sequence as persisted, and ack the key by
 // version ([claim.Batch.AckTx]): a key that got a change since the claim
-// goes back to pending instead of done and is flushed again. A fold that fails fails
-// its key ([claim.Batch.Fail]); a key lost to a reaper is left to its new
-// holder. Run calls Flush in a loop; call it yourself for a hand-written
-// loop.
+// goes back to pending instead of done and is flushed again. A fold that
+// fails fails its key ([claim.Batch.Fail]); a key lost to a reaper is left
+// to its new holder. Run calls Flush in a loop; call it yourself for a
+// hand-written loop.
 func (f *Flusher) Flush(ctx context.Context) (int, error) {
 	b, err := f.claimer.Claim(ctx)
 	if err != nil {

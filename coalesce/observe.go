@@ -27,7 +27,9 @@ const (
 	// Event.Requeued is 1 when the key's ack sent it back to pending
 	// because changes arrived during the flush; Event.Err the fold's or
 	// the transaction's error (a key lost to a reaper matches
-	// dialect.ErrClaimLost).
+	// dialect.ErrClaimLost). Keys folded in one transaction
+	// (FlusherConfig.KeysPerTx) report one event each, with their
+	// transaction's Start and Duration.
 	OpFold observe.Op = "coalesce.fold"
 )
 
