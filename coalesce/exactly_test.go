@@ -135,6 +135,34 @@ func waitDrained(t *testing.T, ctx context.Context, co *coalesce.Coalescer, d ti
 	}
 }
 
+// loadAndDrain runs a flusher per configuration in fcs while writers
+// goroutines accept writeLoad's changes (n each, event ids with prefix),
+// waits until nothing is dirty, stops the flushers and verifies that every
+// change was folded exactly once. It returns how long the accepts took.
+func loadAndDrain(t *testing.T, c *testengine.Conn, co *coalesce.Coalescer, prefix string, writers, n int, fcs ...coalesce.FlusherConfig) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var flushers sync.WaitGroup
+	for _, fc := range fcs {
+		f := newFlusher(t, c, co, fc)
+		flushers.Go(func() {
+			if err := f.Run(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	s := newSent()
+	start := time.Now()
+	writeLoad(t, ctx, co, prefix, writers, n, s)
+	accepted := time.Since(start)
+	waitDrained(t, ctx, co, 60*time.Second)
+	cancel()
+	flushers.Wait()
+	verify(t, c, s)
+	return accepted
+}
+
 // TestExactlyOnce: eight writers accept changes for a few hot keys and
 // more cold ones, resending some, while three flushers run concurrently
 // (one lingering); at the end every key's state is the sum of its
@@ -142,26 +170,12 @@ func waitDrained(t *testing.T, ctx context.Context, co *coalesce.Coalescer, d ti
 // writes than changes.
 func TestExactlyOnce(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, c *testengine.Conn) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
 		co := newCoalescer(t, c, coalesce.Config{})
-		var flushers sync.WaitGroup
+		var fcs []coalesce.FlusherConfig
 		for i := range 3 {
-			f := newFlusher(t, c, co, coalesce.FlusherConfig{BatchSize: 4, Linger: time.Duration(i) * 5 * time.Millisecond, PollMax: 50 * time.Millisecond})
-			flushers.Go(func() {
-				if err := f.Run(ctx); err != nil {
-					t.Error(err)
-				}
-			})
+			fcs = append(fcs, coalesce.FlusherConfig{BatchSize: 4, Linger: time.Duration(i) * 5 * time.Millisecond, PollMax: 50 * time.Millisecond})
 		}
-		s := newSent()
-		start := time.Now()
-		writeLoad(t, ctx, co, "x", 8, 25, s)
-		accepted := time.Since(start)
-		waitDrained(t, ctx, co, 60*time.Second)
-		cancel()
-		flushers.Wait()
-		verify(t, c, s)
+		accepted := loadAndDrain(t, c, co, "x", 8, 25, fcs...)
 		var hotChanges, hotWrites int64
 		for i := range 3 {
 			_, w, n := stateOf(t, c, "hot"+strconv.Itoa(i))

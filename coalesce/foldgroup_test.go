@@ -52,28 +52,16 @@ func (l *foldLog) widest() int {
 // once, and transactions did fold several keys.
 func TestKeysPerTxExactlyOnce(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, c *testengine.Conn) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
 		co := newCoalescer(t, c, coalesce.Config{})
 		var log foldLog
-		var flushers sync.WaitGroup
+		var fcs []coalesce.FlusherConfig
 		for i := range 3 {
-			f := newFlusher(t, c, co, coalesce.FlusherConfig{
+			fcs = append(fcs, coalesce.FlusherConfig{
 				BatchSize: 8, KeysPerTx: 4, Linger: time.Duration(i) * 5 * time.Millisecond, PollMax: 50 * time.Millisecond,
 				Fold: log.wrap(sumFold(c.Dollar)),
 			})
-			flushers.Go(func() {
-				if err := f.Run(ctx); err != nil {
-					t.Error(err)
-				}
-			})
 		}
-		s := newSent()
-		writeLoad(t, ctx, co, "g", 8, 25, s)
-		waitDrained(t, ctx, co, 60*time.Second)
-		cancel()
-		flushers.Wait()
-		verify(t, c, s)
+		loadAndDrain(t, c, co, "g", 8, 25, fcs...)
 		require.Greater(t, log.widest(), 1, "no transaction folded more than one key")
 		require.LessOrEqual(t, log.widest(), 4, "a transaction folded more than KeysPerTx keys")
 	})

@@ -22,25 +22,10 @@ import (
 // folded once, and each resend gets its first receipt.
 func TestGroupedExactlyOnce(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, c *testengine.Conn) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
 		co := newCoalescer(t, c, coalesce.Config{Group: 64})
 		groups, grouped := coalesce.CountGroups(co)
-		var flushers sync.WaitGroup
-		for range 2 {
-			f := newFlusher(t, c, co, coalesce.FlusherConfig{BatchSize: 4, PollMax: 50 * time.Millisecond})
-			flushers.Go(func() {
-				if err := f.Run(ctx); err != nil {
-					t.Error(err)
-				}
-			})
-		}
-		s := newSent()
-		writeLoad(t, ctx, co, "g", 16, 25, s)
-		waitDrained(t, ctx, co, 60*time.Second)
-		cancel()
-		flushers.Wait()
-		verify(t, c, s)
+		fc := coalesce.FlusherConfig{BatchSize: 4, PollMax: 50 * time.Millisecond}
+		loadAndDrain(t, c, co, "g", 16, 25, fc, fc)
 		t.Logf("%s: %d accepts in %d grouped transactions", c.Engine, grouped.Load(), groups.Load())
 		require.Less(t, groups.Load(), grouped.Load(), "no two Accepts shared a transaction")
 	})
