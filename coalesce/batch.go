@@ -154,19 +154,24 @@ func (c *Coalescer) AcceptBatchTx(ctx context.Context, tx *sql.Tx, chs []Change)
 	if err != nil {
 		return nil, c.wrap("accept batch", err)
 	}
-	// The keys of recorded changes, each once; the first acceptance of a
-	// duplicate marked its key in its own transaction.
-	marked := map[string]bool{}
+	// The keys of recorded changes, each once (the first acceptance of a
+	// duplicate marked its key in its own transaction), in byte order:
+	// the order in which other marks and a flush's grouped folds lock
+	// keys' rows, so that none waits for another in a cycle.
+	var keys []string
 	for _, r := range res {
-		if r.Err != nil || r.Receipt.Duplicate || marked[r.Receipt.Key] {
-			continue
+		if r.Err == nil && !r.Receipt.Duplicate {
+			keys = append(keys, r.Receipt.Key)
 		}
-		if err := c.markInTx(ctx, tx, r.Receipt.Key); err != nil {
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	for _, k := range keys {
+		if err := c.markInTx(ctx, tx, k); err != nil {
 			return nil, c.wrap("accept batch: mark dirty", err)
 		}
-		marked[r.Receipt.Key] = true
 	}
-	if len(marked) > 0 {
+	if len(keys) > 0 {
 		c.Wake()
 	}
 	return res, nil

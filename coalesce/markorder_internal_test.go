@@ -19,6 +19,41 @@ import (
 // (Locked in the physical order, the mark held "b" while it waited for
 // "a", and the server found a deadlock.)
 func TestMarksLockKeysInByteOrder(t *testing.T) {
+	lockOrderTest(t, func(ctx context.Context, co *Coalescer) error {
+		_, err := co.db.ExecContext(ctx, co.bq.bumpProcessingKeys.render(co.e, 2), "a", 7, "b", 7)
+		return err
+	})
+}
+
+// TestAcceptBatchTxMarksInByteOrder: as TestMarksLockKeysInByteOrder, for
+// the marks AcceptBatchTx writes in the caller's transaction, given its
+// changes of "b" before those of "a".
+func TestAcceptBatchTxMarksInByteOrder(t *testing.T) {
+	lockOrderTest(t, func(ctx context.Context, co *Coalescer) error {
+		tx, err := co.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback() }()
+		res, err := co.AcceptBatchTx(ctx, tx, []Change{{Key: "b", EventID: "e-b", Payload: []byte("1")}, {Key: "a", EventID: "e-a", Payload: []byte("1")}})
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				return r.Err
+			}
+		}
+		return tx.Commit()
+	})
+}
+
+// lockOrderTest writes the rows of the keys "b" and then "a", processing
+// at version 7; locks the row of "a" in a transaction; runs mark, which
+// must wait for it; and then locks "b" in the same transaction, which
+// must not wait for mark. It then commits and checks that mark bumped
+// both keys' versions.
+func lockOrderTest(t *testing.T, mark func(context.Context, *Coalescer) error) {
 	for _, e := range testengine.All {
 		if e.Name == "sqlite" {
 			continue // one writer: no row locks
@@ -45,11 +80,7 @@ func TestMarksLockKeysInByteOrder(t *testing.T) {
 			require.NoError(t, err)
 
 			marked := make(chan error, 1)
-			go func() {
-				q := co.bq.bumpProcessingKeys.render(co.e, 2)
-				_, err := co.db.ExecContext(ctx, q, "a", 7, "b", 7)
-				marked <- err
-			}()
+			go func() { marked <- mark(ctx, co) }()
 			// Give the mark time to lock what it locks before "a".
 			time.Sleep(300 * time.Millisecond)
 			select {

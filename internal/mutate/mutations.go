@@ -444,4 +444,10 @@ var mutations = []mutation{
 		From: "if e != engPostgres {\n\t\treturn batchStmt",
 		To:   "if true {\n\t\treturn batchStmt",
 		Pkg:  "./coalesce", Run: "^TestMarksLockKeysInByteOrder$/^postgres$", Env: pg},
+	// AcceptBatchTx marks its keys in the order of its changes, not the
+	// keys' byte order.
+	{Name: "coalesce/batch-tx-marks-unsorted", File: "coalesce/batch.go",
+		From: "slices.Sort(keys)\n\tkeys = slices.Compact(keys)",
+		To:   "keys = slices.Compact(keys)",
+		Pkg:  "./coalesce", Run: "^TestAcceptBatchTxMarksInByteOrder$/^mysql$", Env: my},
 }
