@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
@@ -25,7 +26,8 @@ func (a *app) worker(ctx context.Context, name string) error {
 // claimWorker is one cron process in claim mode that works on one task
 // until it is done: a turn ([app.pass]) whenever the task lease is free,
 // with a growing pause after turns that found nothing to send. It ends
-// once the task has nothing pending and nothing processing.
+// once the task is closed (xxx_task.status = 2), by one of its turns or
+// another worker's.
 func (a *app) claimWorker(ctx context.Context, tp *taskParts, name string) error {
 	for polls := 0; ctx.Err() == nil; polls++ {
 		took, found, done, err := a.pass(ctx, tp, name)
@@ -37,8 +39,11 @@ func (a *app) claimWorker(ctx context.Context, tp *taskParts, name string) error
 			continue
 		}
 		// The lease was held, or the turn found nothing pending while
-		// rows are still being sent (or were left by a dead worker).
-		if finished, err := a.finished(ctx, tp); err != nil || finished {
+		// rows are still being sent (or were left by a dead worker). A
+		// task with nothing left may still be open: the turn that held
+		// the lease looked before the last rows were acked, and this
+		// worker's next turn closes it.
+		if closed, err := a.taskClosed(ctx, tp); err != nil || closed {
 			return err
 		}
 		if took {
@@ -95,4 +100,15 @@ func (a *app) sendNow(ctx context.Context, name string) error {
 		sleep(ctx, backoff(polls, 20*time.Millisecond, 500*time.Millisecond))
 	}
 	return ctx.Err()
+}
+
+// taskClosed reports whether the task's status is done.
+func (a *app) taskClosed(ctx context.Context, tp *taskParts) (bool, error) {
+	db := a.db
+	var status int64
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s = %s", db.Q("status"), db.Q(taskTable), db.Q("id"), db.Ph(1))
+	if err := db.SQL.QueryRowContext(ctx, q, tp.id).Scan(&status); err != nil {
+		return false, err
+	}
+	return status == taskDone, nil
 }
