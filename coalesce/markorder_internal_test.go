@@ -22,7 +22,7 @@ func TestMarksLockKeysInByteOrder(t *testing.T) {
 	lockOrderTest(t, func(ctx context.Context, co *Coalescer) error {
 		_, err := co.db.ExecContext(ctx, co.bq.bumpProcessingKeys.render(co.e, 2), "a", 7, "b", 7)
 		return err
-	})
+	}, "SELECT COUNT(*) FROM coalesce_keys WHERE version = 8")
 }
 
 // TestAcceptBatchTxMarksInByteOrder: as TestMarksLockKeysInByteOrder, for
@@ -45,15 +45,25 @@ func TestAcceptBatchTxMarksInByteOrder(t *testing.T) {
 			}
 		}
 		return tx.Commit()
-	})
+	}, "SELECT COUNT(*) FROM coalesce_keys WHERE version = 8")
+}
+
+// TestStartFlushLocksKeysInByteOrder: as TestMarksLockKeysInByteOrder,
+// for the statement with which a flush records the versions its claimed
+// keys start from.
+func TestStartFlushLocksKeysInByteOrder(t *testing.T) {
+	lockOrderTest(t, func(ctx context.Context, co *Coalescer) error {
+		_, err := co.db.ExecContext(ctx, co.sq.startFlush, "tok-1")
+		return err
+	}, "SELECT COUNT(*) FROM coalesce_keys WHERE flush_version = 7")
 }
 
 // lockOrderTest writes the rows of the keys "b" and then "a", processing
-// at version 7; locks the row of "a" in a transaction; runs mark, which
-// must wait for it; and then locks "b" in the same transaction, which
-// must not wait for mark. It then commits and checks that mark bumped
-// both keys' versions.
-func lockOrderTest(t *testing.T, mark func(context.Context, *Coalescer) error) {
+// at version 7 under the token "tok-1"; locks the row of "a" in a
+// transaction; runs mark, which must wait for it; and then locks "b" in
+// the same transaction, which must not wait for mark. It then commits and
+// checks that mark wrote both rows: the query done counts 2.
+func lockOrderTest(t *testing.T, mark func(context.Context, *Coalescer) error, done string) {
 	for _, e := range testengine.All {
 		if e.Name == "sqlite" {
 			continue // one writer: no row locks
@@ -68,7 +78,7 @@ func lockOrderTest(t *testing.T, mark func(context.Context, *Coalescer) error) {
 			co, err := New(c.Dialect, c.DB, cfg)
 			require.NoError(t, err)
 			for _, k := range []string{"b", "a"} {
-				_, err := c.DB.ExecContext(ctx, testengine.Rebind("INSERT INTO coalesce_keys (change_key, status, version) VALUES (?, 'PROCESSING', 7)", c.Dollar), k)
+				_, err := c.DB.ExecContext(ctx, testengine.Rebind("INSERT INTO coalesce_keys (change_key, status, version, token) VALUES (?, 'PROCESSING', 7, 'tok-1')", c.Dollar), k)
 				require.NoError(t, err)
 			}
 			lock := testengine.Rebind("UPDATE coalesce_keys SET folded = folded WHERE change_key = ?", c.Dollar)
@@ -101,7 +111,7 @@ func lockOrderTest(t *testing.T, mark func(context.Context, *Coalescer) error) {
 			}
 			require.NoError(t, tx.Commit())
 			require.NoError(t, <-marked)
-			require.EqualValues(t, 2, count(t, c, "SELECT COUNT(*) FROM coalesce_keys WHERE version = 8"), "the mark bumped both keys")
+			require.EqualValues(t, 2, count(t, c, done), "the mark wrote both keys' rows")
 		})
 	}
 }

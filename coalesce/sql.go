@@ -163,7 +163,15 @@ func newStatements(e engine, cfg Config) statements {
 	s.bumpProcessing = b("UPDATE " + keys + " SET version = version + 1 WHERE change_key = ? AND CASE WHEN status = '" + statusProcessing + "' THEN version END = ?")
 	s.bumpInTx = b("UPDATE " + keys + " SET version = version + 1, status = CASE WHEN status = '" + statusDone + "' THEN '" + statusPending + "' ELSE status END WHERE change_key = ?")
 
+	// One batch's keys; on PostgreSQL locked in byte order first, as
+	// bumpKeys does and for its reason (a batch's keys are what the marks
+	// of processing keys write): read by the token, PostgreSQL locks them
+	// in the table's order.
 	s.startFlush = b("UPDATE " + keys + " SET flush_version = version WHERE token = ?")
+	if e == engPostgres {
+		s.startFlush = b("WITH locked AS MATERIALIZED (SELECT change_key FROM " + keys + " WHERE token = ? ORDER BY change_key COLLATE \"C\" FOR UPDATE)" +
+			" UPDATE " + keys + " SET flush_version = version WHERE change_key = ANY(ARRAY(SELECT change_key FROM locked))")
+	}
 	// Ordered as the key index is (see nullFirst): by id alone,
 	// PostgreSQL sorts all of a key's unfolded changes or, for a hot key,
 	// walks the primary key past its folded ones.

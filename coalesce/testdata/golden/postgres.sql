@@ -39,7 +39,7 @@ UPDATE "coalesce_keys" SET version = version + 1 WHERE change_key = $1 AND CASE 
 UPDATE "coalesce_keys" SET version = version + 1, status = CASE WHEN status = 'DONE' THEN 'PENDING' ELSE status END WHERE change_key = $1;
 
 -- startFlush
-UPDATE "coalesce_keys" SET flush_version = version WHERE token = $1;
+WITH locked AS MATERIALIZED (SELECT change_key FROM "coalesce_keys" WHERE token = $1 ORDER BY change_key COLLATE "C" FOR UPDATE) UPDATE "coalesce_keys" SET flush_version = version WHERE change_key = ANY(ARRAY(SELECT change_key FROM locked));
 
 -- readChanges
 SELECT id, event_id, source, seq, payload FROM "coalesce_changes" WHERE change_key = $1 AND folded_at IS NULL ORDER BY folded_at, id LIMIT $2;
