@@ -250,7 +250,9 @@ func (c Config) backoff(spec dialect.ClaimTable) func(int) time.Duration {
 	return DefaultBackoff
 }
 
-// retryDelay is the delay of a retried row claimed attempts times.
+// retryDelay is the delay of a retried row claimed attempts times: the
+// backoff's, never negative (a negative one retries the row at once), for
+// Batch and Held alike.
 func (k *core) retryDelay(attempts int64) time.Duration {
 	if k.backoff == nil {
 		return 0

@@ -591,7 +591,7 @@ func (b *Held[T]) Fail(ctx context.Context, id any, cause error) error {
 		return fmt.Errorf("claim: fail: %w: a held batch does not snooze; roll it back (its rows are pending as before)", dialect.ErrNotSupported)
 	}
 	// The claim counted no attempt: this failure counts the next.
-	p := k.failParams(f, func() time.Duration { return k.backoff(int(b.attempts(id)) + 1) })
+	p := k.failParams(f, func() time.Duration { return k.retryDelay(b.attempts(id) + 1) })
 	p.IDs = []any{id}
 	return b.write(ctx, "fail", p)
 }

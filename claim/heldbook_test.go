@@ -254,3 +254,48 @@ func TestHeldFailRules(t *testing.T) {
 		}
 	})
 }
+
+// TestNegativeBackoff: a Config.Backoff that returns a negative delay
+// retries the row at once, for a held batch as for a batch (it was
+// refused for a held one).
+func TestNegativeBackoff(t *testing.T) {
+	t.Parallel()
+	holdable(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c, _ := jobSetup(t, e, dialect.StrategySkipLocked, 2, func(cfg *claim.Config) {
+			withLifecycle(cfg)
+			cfg.BatchSize, cfg.MaxAttempts = 1, 5
+			cfg.Backoff = func(int) time.Duration { return -time.Hour }
+		})
+		h, err := c.Holder(claim.HoldConfig{MaxInFlight: 1})
+		require.NoError(t, err)
+		hb, err := h.Hold(ctx)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = hb.Rollback(ctx) })
+		held := heldIDs(hb)
+		require.Len(t, held, 1)
+		require.NoError(t, hb.Fail(ctx, held[0], errors.New("held")))
+		require.NoError(t, hb.Commit(ctx))
+
+		b, err := c.Claim(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, b.Len())
+		claimed := b.IDs()[0]
+		require.NoError(t, b.Fail(ctx, claimed, errors.New("batch")))
+
+		scheduled, err := c.List(ctx, claim.Scheduled, 0, 10)
+		require.NoError(t, err)
+		require.Empty(t, scheduled, "a negative backoff schedules no row for later")
+		// Both rows are claimable again at once.
+		seen := map[any]bool{}
+		for range 2 {
+			b, err := c.Claim(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, b.Len())
+			seen[b.IDs()[0]] = true
+			require.NoError(t, b.AckAll(ctx))
+		}
+		require.Len(t, seen, 2, "both rows of the table")
+		require.True(t, seen[held[0]] && seen[claimed], "the failed rows are among them: %v", seen)
+	})
+}

@@ -299,8 +299,8 @@ var mutations = []mutation{
 	// read, as if the claim had counted one: a held claim counts none, so
 	// the failure's own attempt is the next.
 	{Name: "claim/held-fail-backoff-uncounted", File: "claim/held.go",
-		From: "return k.backoff(int(b.attempts(id)) + 1)",
-		To:   "return k.backoff(int(b.attempts(id)))",
+		From: "return k.retryDelay(b.attempts(id) + 1)",
+		To:   "return k.retryDelay(b.attempts(id))",
 		Pkg:  "./claim", Run: "^TestHeldFailRules$/^postgres$", Env: pg},
 	{Name: "claim/release-forgets-acktx", File: "claim/batch.go",
 		From: "all := append(slices.Clone(idx), b.inTx...)",
@@ -456,4 +456,9 @@ var mutations = []mutation{
 		From: "if e == engPostgres {\n\t\ts.startFlush",
 		To:   "if false {\n\t\ts.startFlush",
 		Pkg:  "./coalesce", Run: "^TestStartFlushLocksKeysInByteOrder$/^postgres$", Env: pg},
+	// A held batch's fail gives the store a negative backoff as it is.
+	{Name: "claim/held-negative-backoff", File: "claim/held.go",
+		From: "return k.retryDelay(b.attempts(id) + 1)",
+		To:   "return k.backoff(int(b.attempts(id)) + 1)",
+		Pkg:  "./claim", Run: "^TestNegativeBackoff$/^postgres$", Env: pg},
 }
