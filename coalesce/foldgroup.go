@@ -41,7 +41,8 @@ func (f *Flusher) flushGroup(ctx context.Context, b *claim.Batch[struct{}], rows
 		ids[i] = k
 	}
 	start := time.Now()
-	folded := make([]int, len(keys))
+	// The changes each key's fold read, in the attempt that was acked.
+	recs := make([][]Record, len(keys))
 	var acked bool
 	var lost, commitErr error
 	// Unless the keys were acked, the error is left to the fold of each
@@ -50,7 +51,7 @@ func (f *Flusher) flushGroup(ctx context.Context, b *claim.Batch[struct{}], rows
 		if acked {
 			return nil // unreachable: fn returns nil once the ack is written
 		}
-		clear(folded)
+		clear(recs)
 		tx, err := f.c.db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
@@ -59,7 +60,6 @@ func (f *Flusher) flushGroup(ctx context.Context, b *claim.Batch[struct{}], rows
 		// The folds first, then the keys' rows: a key's row is locked from
 		// its first write to the commit, and writers' dirty marks of a key
 		// being folded wait for it.
-		recs := make([][]Record, len(keys))
 		var recIDs []any
 		for i, key := range keys {
 			if recs[i], err = f.readChanges(ctx, tx, key); err != nil {
@@ -89,7 +89,6 @@ func (f *Flusher) flushGroup(ctx context.Context, b *claim.Batch[struct{}], rows
 					return err
 				}
 			}
-			folded[i] = len(recs[i])
 		}
 		if err := b.AckTx(ctx, dialect.SQLTx(tx), ids...); err != nil {
 			if !errors.Is(err, dialect.ErrClaimLost) {
@@ -127,7 +126,7 @@ func (f *Flusher) flushGroup(ctx context.Context, b *claim.Batch[struct{}], rows
 		case le != nil:
 			kerr = errGroupRolledBack
 		}
-		f.c.observeFold(ctx, start, key, folded[i], slices.Contains(requeued, any(key)), kerr)
+		f.c.observeFold(ctx, start, key, len(recs[i]), slices.Contains(requeued, any(key)), kerr)
 	}
 	return true, commitErr
 }
