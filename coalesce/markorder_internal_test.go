@@ -2,11 +2,13 @@ package coalesce
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/claimlock/claimlock/internal/testkit/lockwait"
 	"github.com/claimlock/claimlock/internal/testkit/testengine"
 )
 
@@ -81,7 +83,7 @@ func lockOrderTest(t *testing.T, mark func(context.Context, *Coalescer) error, d
 				_, err := c.DB.ExecContext(ctx, testengine.Rebind("INSERT INTO coalesce_keys (change_key, status, version, token) VALUES (?, 'PROCESSING', 7, 'tok-1')", c.Dollar), k)
 				require.NoError(t, err)
 			}
-			lock := testengine.Rebind("UPDATE coalesce_keys SET folded = folded WHERE change_key = ?", c.Dollar)
+			lock := testengine.Rebind("UPDATE coalesce_keys SET folded = folded + 1 WHERE change_key = ?", c.Dollar)
 
 			tx, err := c.DB.BeginTx(ctx, nil)
 			require.NoError(t, err)
@@ -89,11 +91,20 @@ func lockOrderTest(t *testing.T, mark func(context.Context, *Coalescer) error, d
 			_, err = tx.ExecContext(ctx, lock, "a")
 			require.NoError(t, err)
 
+			sess, err := lockwait.Of(ctx, c.DB, tx, c.Dialect.Capabilities().Engine)
+			require.NoError(t, err)
 			marked := make(chan error, 1)
 			go func() { marked <- mark(ctx, co) }()
 			// The mark has locked what it locks before "a" once the server
-			// shows it waiting for a row lock.
-			waitForLockWait(t, c, marked)
+			// shows it waiting for the transaction's lock.
+			require.NoError(t, sess.Await(ctx, 10*time.Second, func() error {
+				select {
+				case err := <-marked:
+					return fmt.Errorf("the mark did not wait for the row of a: %v", err)
+				default:
+					return nil
+				}
+			}))
 			locked := make(chan error, 1)
 			go func() {
 				_, err := tx.ExecContext(ctx, lock, "b")
@@ -109,37 +120,6 @@ func lockOrderTest(t *testing.T, mark func(context.Context, *Coalescer) error, d
 			require.NoError(t, <-marked)
 			require.EqualValues(t, 2, count(t, c, done), "the mark wrote both keys' rows")
 		})
-	}
-}
-
-// waitForLockWait waits until the statement whose result marked delivers
-// waits for a row lock, failing the test if it ends first. On PostgreSQL
-// it waits until pg_stat_activity shows a session of c's database waiting
-// for a lock (at most ten seconds); elsewhere it gives the statement 300
-// ms (MariaDB's information_schema did not show these waits to the test's
-// connection), so there a statement that has not started by then passes
-// unproven.
-func waitForLockWait(t *testing.T, c *testengine.Conn, marked <-chan error) {
-	t.Helper()
-	settled := time.Now().Add(300 * time.Millisecond)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		select {
-		case err := <-marked:
-			t.Fatalf("the mark did not wait for the row of a: %v", err)
-		default:
-		}
-		if c.Engine != "postgres" {
-			if time.Now().After(settled) {
-				return
-			}
-		} else if count(t, c, "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'") > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the mark never waited for a row lock")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -136,7 +136,8 @@ func TestClaimStatements(t *testing.T) {
 		`AND COALESCE("attempts", 0) < $2::bigint ORDER BY "claimed_at" LIMIT $3 FOR UPDATE SKIP LOCKED) `+
 		`UPDATE "jobs" SET "status" = 'PENDING', "token" = NULL WHERE "id" = ANY(ARRAY(SELECT "id" FROM cl_c)) AND "status" = 'PROCESSING'`, s["reap below"])
 	require.Contains(t, s["reap park"], `AND COALESCE("attempts", 0) >= $2::bigint ORDER BY`)
-	require.Equal(t, `UPDATE "jobs" SET "claimed_at" = GREATEST(now(), "claimed_at" + interval '1 microsecond') WHERE "token" = $1 AND "status" = 'PROCESSING' RETURNING "id"`, s["heartbeat"])
+	require.Equal(t, `WITH cl_c AS MATERIALIZED ( SELECT "id" FROM "jobs" WHERE "token" = $1 AND "status" = 'PROCESSING' ORDER BY "id" FOR NO KEY UPDATE) `+
+		`UPDATE "jobs" SET "claimed_at" = GREATEST(now(), "claimed_at" + interval '1 microsecond') WHERE "id" = ANY(ARRAY(SELECT "id" FROM cl_c)) RETURNING "id"`, s["heartbeat"])
 	require.Equal(t, `UPDATE "jobs" SET "status" = 'SENT', "token" = NULL WHERE "token" = $1 AND "id" = ANY($2::bigint[]) RETURNING "id", false`,
 		s["ack done"])
 	require.Contains(t, s["stats scoped"], `EXTRACT(EPOCH FROM (now() - MIN("claimed_at") FILTER (WHERE "status" = 'PROCESSING')))`)

@@ -53,6 +53,7 @@ const common = `
 {{- define "delayed"}}{{if .RunAtPer}}{{template "elater" (tc .RunAt .RunAtPer "delay")}}{{else}}now() + ({{arg "delay"}}::bigint * interval '1 microsecond'){{end}}{{end}}
 {{- define "filter"}}{{if .Scoped}}{{scope .Scope}}{{end}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}}{{end}}
 {{- define "locked"}}{{.}} = ANY(ARRAY(SELECT {{.}} FROM cl_c)){{end}}
+{{- define "lockorder"}}{{if .TextKey}}{{.ID}}::text COLLATE "C"{{else}}{{.ID}}{{end}}{{end}}
 {{- define "until"}}(timestamptz 'epoch' + {{arg "hold"}}::bigint * interval '1 microsecond'){{end}}
 {{- define "hold"}}{{if .ExpiresAtPer -}}
   {{.Owner}} = CASE WHEN {{arg "hold"}}::bigint > {{template "usnow"}} THEN {{.Owner}} END, {{.ExpiresAt}} = CASE WHEN {{arg "hold"}}::bigint > {{template "usnow"}} THEN ({{arg "hold"}}::bigint + {{.ExpiresAtPer}} - 1) / {{.ExpiresAtPer}} END
@@ -167,16 +168,32 @@ SELECT {{.ID}}, {{or .Version "0"}}, {{or .Attempts "0"}} FROM {{.Table}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}
 FOR UPDATE`,
 
+	// Heartbeat and Release write every row a token holds, so they lock
+	// them in key order (text keys in byte order) in a MATERIALIZED CTE:
+	// read by the token, they would lock them in the table's physical
+	// order, and could deadlock with a writer that locks two of the same
+	// rows in key order (the coalesce package's dirty marks and multi-key
+	// flushes). FOR NO KEY UPDATE is the lock the UPDATE itself takes, so
+	// foreign keys that reference the table wait for nothing more than
+	// before; it checks the conditions again on a row's latest version, and
+	// the UPDATE writes only rows it locked.
 	Heartbeat: `
+WITH cl_c AS {{template "materialized"}}(
+  SELECT {{.ID}} FROM {{.Table}} WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}
+  ORDER BY {{template "lockorder" .}} FOR NO KEY UPDATE)
 UPDATE {{.Table}} SET {{.ClaimedAt}} = {{if .ClaimedAtPer}}{{template "claimnow" .}}{{else}}GREATEST(now(), {{.ClaimedAt}} + interval '1 microsecond'){{end}}
-WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}
+WHERE {{template "locked" .ID}}
 RETURNING {{.ID}}`,
 
 	Release: `
+WITH cl_c AS {{template "materialized"}}(
+  SELECT {{.ID}} FROM {{.Table}}
+  WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}}
+  ORDER BY {{template "lockorder" .}} FOR NO KEY UPDATE)
 UPDATE {{.Table}}
 SET {{.Status}} = {{.Pending}}, {{.Token}} = NULL{{if .Attempts}}, {{.Attempts}} = GREATEST({{.Attempts}} - 1, 0){{end}}{{template "cleartime" .}}
     {{- if .Snooze}}, {{.RunAt}} = {{template "delayed" .}}{{end}}
-WHERE {{.Token}} = {{arg "token"}} AND {{.Status}} = {{.Processing}}{{if .ByKeys}} AND {{.ID}} {{keys}}{{end}}`,
+WHERE {{template "locked" .ID}}`,
 
 	// Operator actions take at most "limit" rows per statement, in no
 	// particular order (the rows they change leave the set), through the

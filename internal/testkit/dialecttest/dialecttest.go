@@ -98,6 +98,7 @@ func Run(t *testing.T, h Harness) {
 		{"ReapOldestFirst", perStrategy(testReapOldestFirst)},
 		{"ReapReturnsOnlyBelowMax", perStrategy(testReapReturnsOnlyBelowMax)},
 		{"Release", perStrategy(testRelease)},
+		{"LockOrder", testLockOrder},
 		{"Read", perStrategy(testRead)},
 		{"ClaimSkipsLockedRows", testClaimSkipsLockedRows},
 		{"Stats", perStrategy(testStats)},

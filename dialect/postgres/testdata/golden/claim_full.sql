@@ -76,9 +76,13 @@ SELECT "id", "version", "attempts"
 
 -- release keys (by keys)
 -- args: token, keys
-UPDATE "app"."jobs"
+WITH cl_c AS MATERIALIZED ( SELECT "id"
+  FROM "app"."jobs"
+  WHERE "token" = $1 AND "status" = 'PROCESSING' AND "id" = ANY($2::bigint[])
+  ORDER BY "id" FOR NO KEY UPDATE) UPDATE "app"."jobs"
   SET "status" = 'PENDING', "token" = NULL, "attempts" = GREATEST("attempts" - 1, 0)
-  WHERE "token" = $1 AND "status" = 'PROCESSING' AND "id" = ANY($2::bigint[]);
+  WHERE "id" = ANY(ARRAY(SELECT "id"
+  FROM cl_c));
 
 -- ack park (park at max)
 -- args: max_attempts, error, max_attempts, delay, token, keys
@@ -89,16 +93,24 @@ UPDATE "app"."jobs"
 
 -- heartbeat
 -- args: token
-UPDATE "app"."jobs"
-  SET "claimed_at" = GREATEST(now(), "claimed_at" + interval '1 microsecond')
+WITH cl_c AS MATERIALIZED ( SELECT "id"
+  FROM "app"."jobs"
   WHERE "token" = $1 AND "status" = 'PROCESSING'
+  ORDER BY "id" FOR NO KEY UPDATE) UPDATE "app"."jobs"
+  SET "claimed_at" = GREATEST(now(), "claimed_at" + interval '1 microsecond')
+  WHERE "id" = ANY(ARRAY(SELECT "id"
+  FROM cl_c))
   RETURNING "id";
 
 -- release
 -- args: token
-UPDATE "app"."jobs"
+WITH cl_c AS MATERIALIZED ( SELECT "id"
+  FROM "app"."jobs"
+  WHERE "token" = $1 AND "status" = 'PROCESSING'
+  ORDER BY "id" FOR NO KEY UPDATE) UPDATE "app"."jobs"
   SET "status" = 'PENDING', "token" = NULL, "attempts" = GREATEST("attempts" - 1, 0)
-  WHERE "token" = $1 AND "status" = 'PROCESSING';
+  WHERE "id" = ANY(ARRAY(SELECT "id"
+  FROM cl_c));
 
 -- reap
 -- args: timeout, limit
@@ -173,10 +185,14 @@ WITH cl_c AS MATERIALIZED ( SELECT "id"
   FROM cl_c)) AND "status" = 'PROCESSING';
 
 -- snooze (by keys, snooze)
--- args: delay, token, keys
-UPDATE "app"."jobs"
-  SET "status" = 'PENDING', "token" = NULL, "attempts" = GREATEST("attempts" - 1, 0), "run_at" = now() + ($1::bigint * interval '1 microsecond')
-  WHERE "token" = $2 AND "status" = 'PROCESSING' AND "id" = ANY($3::bigint[]);
+-- args: token, keys, delay
+WITH cl_c AS MATERIALIZED ( SELECT "id"
+  FROM "app"."jobs"
+  WHERE "token" = $1 AND "status" = 'PROCESSING' AND "id" = ANY($2::bigint[])
+  ORDER BY "id" FOR NO KEY UPDATE) UPDATE "app"."jobs"
+  SET "status" = 'PENDING', "token" = NULL, "attempts" = GREATEST("attempts" - 1, 0), "run_at" = now() + ($3::bigint * interval '1 microsecond')
+  WHERE "id" = ANY(ARRAY(SELECT "id"
+  FROM cl_c));
 
 -- unpark
 -- args: limit

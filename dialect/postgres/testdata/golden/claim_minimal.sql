@@ -76,22 +76,34 @@ SELECT "id", 0, 0
 
 -- release keys (by keys)
 -- args: token, keys
-UPDATE "jobs"
+WITH cl_c AS MATERIALIZED ( SELECT "id"
+  FROM "jobs"
+  WHERE "token" = $1 AND "status" = 'PROCESSING' AND "id" = ANY($2::bigint[])
+  ORDER BY "id" FOR NO KEY UPDATE) UPDATE "jobs"
   SET "status" = 'PENDING', "token" = NULL
-  WHERE "token" = $1 AND "status" = 'PROCESSING' AND "id" = ANY($2::bigint[]);
+  WHERE "id" = ANY(ARRAY(SELECT "id"
+  FROM cl_c));
 
 -- heartbeat
 -- args: token
-UPDATE "jobs"
-  SET "claimed_at" = GREATEST(now(), "claimed_at" + interval '1 microsecond')
+WITH cl_c AS MATERIALIZED ( SELECT "id"
+  FROM "jobs"
   WHERE "token" = $1 AND "status" = 'PROCESSING'
+  ORDER BY "id" FOR NO KEY UPDATE) UPDATE "jobs"
+  SET "claimed_at" = GREATEST(now(), "claimed_at" + interval '1 microsecond')
+  WHERE "id" = ANY(ARRAY(SELECT "id"
+  FROM cl_c))
   RETURNING "id";
 
 -- release
 -- args: token
-UPDATE "jobs"
+WITH cl_c AS MATERIALIZED ( SELECT "id"
+  FROM "jobs"
+  WHERE "token" = $1 AND "status" = 'PROCESSING'
+  ORDER BY "id" FOR NO KEY UPDATE) UPDATE "jobs"
   SET "status" = 'PENDING', "token" = NULL
-  WHERE "token" = $1 AND "status" = 'PROCESSING';
+  WHERE "id" = ANY(ARRAY(SELECT "id"
+  FROM cl_c));
 
 -- reap
 -- args: timeout, limit

@@ -76,9 +76,13 @@ SELECT "msg_id", 0, "tries"
 
 -- release keys (by keys)
 -- args: token, keys
-UPDATE "outbox"
+WITH cl_c AS MATERIALIZED ( SELECT "msg_id"
+  FROM "outbox"
+  WHERE "cron_token" = $1 AND "state" = 1 AND "msg_id" = ANY($2::text[])
+  ORDER BY "msg_id"::text COLLATE "C" FOR NO KEY UPDATE) UPDATE "outbox"
   SET "state" = 0, "cron_token" = NULL, "tries" = GREATEST("tries" - 1, 0), "send_at" = NULL
-  WHERE "cron_token" = $1 AND "state" = 1 AND "msg_id" = ANY($2::text[]);
+  WHERE "msg_id" = ANY(ARRAY(SELECT "msg_id"
+  FROM cl_c));
 
 -- ack park (park at max)
 -- args: max_attempts, max_attempts, token, keys
@@ -89,16 +93,24 @@ UPDATE "outbox"
 
 -- heartbeat
 -- args: token
-UPDATE "outbox"
-  SET "send_at" = GREATEST(now(), "send_at" + interval '1 microsecond')
+WITH cl_c AS MATERIALIZED ( SELECT "msg_id"
+  FROM "outbox"
   WHERE "cron_token" = $1 AND "state" = 1
+  ORDER BY "msg_id"::text COLLATE "C" FOR NO KEY UPDATE) UPDATE "outbox"
+  SET "send_at" = GREATEST(now(), "send_at" + interval '1 microsecond')
+  WHERE "msg_id" = ANY(ARRAY(SELECT "msg_id"
+  FROM cl_c))
   RETURNING "msg_id";
 
 -- release
 -- args: token
-UPDATE "outbox"
+WITH cl_c AS MATERIALIZED ( SELECT "msg_id"
+  FROM "outbox"
+  WHERE "cron_token" = $1 AND "state" = 1
+  ORDER BY "msg_id"::text COLLATE "C" FOR NO KEY UPDATE) UPDATE "outbox"
   SET "state" = 0, "cron_token" = NULL, "tries" = GREATEST("tries" - 1, 0), "send_at" = NULL
-  WHERE "cron_token" = $1 AND "state" = 1;
+  WHERE "msg_id" = ANY(ARRAY(SELECT "msg_id"
+  FROM cl_c));
 
 -- reap
 -- args: timeout, limit

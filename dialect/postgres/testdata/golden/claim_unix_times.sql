@@ -80,9 +80,13 @@ SELECT "id", 0, "attempts"
 
 -- release keys (by keys)
 -- args: token, keys
-UPDATE "xxx_task_target"
+WITH cl_c AS MATERIALIZED ( SELECT "id"
+  FROM "xxx_task_target"
+  WHERE "cron_token" = $1 AND "status" = 1 AND "id" = ANY($2::bigint[])
+  ORDER BY "id" FOR NO KEY UPDATE) UPDATE "xxx_task_target"
   SET "status" = 0, "cron_token" = NULL, "attempts" = GREATEST("attempts" - 1, 0)
-  WHERE "cron_token" = $1 AND "status" = 1 AND "id" = ANY($2::bigint[]);
+  WHERE "id" = ANY(ARRAY(SELECT "id"
+  FROM cl_c));
 
 -- ack park (park at max)
 -- args: max_attempts, max_attempts, delay, token, keys
@@ -94,17 +98,25 @@ UPDATE "xxx_task_target"
 
 -- heartbeat
 -- args: token
-UPDATE "xxx_task_target"
+WITH cl_c AS MATERIALIZED ( SELECT "id"
+  FROM "xxx_task_target"
+  WHERE "cron_token" = $1 AND "status" = 1
+  ORDER BY "id" FOR NO KEY UPDATE) UPDATE "xxx_task_target"
   SET "send_at" = (CAST(EXTRACT(EPOCH
   FROM now()) * 1000000 AS bigint) / 1000000)
-  WHERE "cron_token" = $1 AND "status" = 1
+  WHERE "id" = ANY(ARRAY(SELECT "id"
+  FROM cl_c))
   RETURNING "id";
 
 -- release
 -- args: token
-UPDATE "xxx_task_target"
+WITH cl_c AS MATERIALIZED ( SELECT "id"
+  FROM "xxx_task_target"
+  WHERE "cron_token" = $1 AND "status" = 1
+  ORDER BY "id" FOR NO KEY UPDATE) UPDATE "xxx_task_target"
   SET "status" = 0, "cron_token" = NULL, "attempts" = GREATEST("attempts" - 1, 0)
-  WHERE "cron_token" = $1 AND "status" = 1;
+  WHERE "id" = ANY(ARRAY(SELECT "id"
+  FROM cl_c));
 
 -- reap
 -- args: timeout, limit
@@ -185,11 +197,15 @@ WITH cl_c AS MATERIALIZED ( SELECT "id"
   FROM cl_c)) AND "status" = 1;
 
 -- snooze (by keys, snooze)
--- args: delay, token, keys
-UPDATE "xxx_task_target"
+-- args: token, keys, delay
+WITH cl_c AS MATERIALIZED ( SELECT "id"
+  FROM "xxx_task_target"
+  WHERE "cron_token" = $1 AND "status" = 1 AND "id" = ANY($2::bigint[])
+  ORDER BY "id" FOR NO KEY UPDATE) UPDATE "xxx_task_target"
   SET "status" = 0, "cron_token" = NULL, "attempts" = GREATEST("attempts" - 1, 0), "run_at" = ((CAST(EXTRACT(EPOCH
-  FROM now()) * 1000000 AS bigint) + $1::bigint + 1000 - 1) / 1000)
-  WHERE "cron_token" = $2 AND "status" = 1 AND "id" = ANY($3::bigint[]);
+  FROM now()) * 1000000 AS bigint) + $3::bigint + 1000 - 1) / 1000)
+  WHERE "id" = ANY(ARRAY(SELECT "id"
+  FROM cl_c));
 
 -- unpark
 -- args: limit

@@ -76,9 +76,13 @@ SELECT "id", 0, "attempts"
 
 -- release keys (by keys)
 -- args: token, keys
-UPDATE "jobs"
+WITH cl_c AS MATERIALIZED ( SELECT "id"
+  FROM "jobs"
+  WHERE "token" = $1 AND "status" = 'PROCESSING' AND "id" = ANY($2::bigint[])
+  ORDER BY "id" FOR NO KEY UPDATE) UPDATE "jobs"
   SET "status" = 'PENDING', "token" = NULL, "attempts" = GREATEST("attempts" - 1, 0)
-  WHERE "token" = $1 AND "status" = 'PROCESSING' AND "id" = ANY($2::bigint[]);
+  WHERE "id" = ANY(ARRAY(SELECT "id"
+  FROM cl_c));
 
 -- ack park (park at max)
 -- args: max_attempts, error, token, keys
@@ -89,16 +93,24 @@ UPDATE "jobs"
 
 -- heartbeat
 -- args: token
-UPDATE "jobs"
-  SET "claimed_at" = GREATEST(now(), "claimed_at" + interval '1 microsecond')
+WITH cl_c AS MATERIALIZED ( SELECT "id"
+  FROM "jobs"
   WHERE "token" = $1 AND "status" = 'PROCESSING'
+  ORDER BY "id" FOR NO KEY UPDATE) UPDATE "jobs"
+  SET "claimed_at" = GREATEST(now(), "claimed_at" + interval '1 microsecond')
+  WHERE "id" = ANY(ARRAY(SELECT "id"
+  FROM cl_c))
   RETURNING "id";
 
 -- release
 -- args: token
-UPDATE "jobs"
+WITH cl_c AS MATERIALIZED ( SELECT "id"
+  FROM "jobs"
+  WHERE "token" = $1 AND "status" = 'PROCESSING'
+  ORDER BY "id" FOR NO KEY UPDATE) UPDATE "jobs"
   SET "status" = 'PENDING', "token" = NULL, "attempts" = GREATEST("attempts" - 1, 0)
-  WHERE "token" = $1 AND "status" = 'PROCESSING';
+  WHERE "id" = ANY(ARRAY(SELECT "id"
+  FROM cl_c));
 
 -- reap
 -- args: timeout, limit

@@ -1,0 +1,141 @@
+package dialecttest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/store"
+	"github.com/claimlock/claimlock/internal/store/render"
+	"github.com/claimlock/claimlock/internal/testkit/lockwait"
+)
+
+// testLockOrder: a heartbeat and a release, which write every row their
+// token holds, lock those rows in key order (text keys in byte order),
+// whatever the rows' physical order, the order in which writers that lock
+// several of the same rows lock them (the coalesce package's dirty marks
+// and multi-key flushes). Two rows are held by one token, the row of the
+// higher key written first; a transaction locks the lower key's row; the
+// heartbeat (or release) starts and waits for it; the transaction then
+// locks the higher key's row, which the waiting statement must not hold.
+// Locked in the physical order, the statement held it while it waited and
+// the server found a deadlock. The test waits until the server shows the
+// statement waiting for the transaction (package lockwait), and runs it
+// as bound, without the store's retries, which would retry a deadlock
+// away. On PostgreSQL the text key column has a collation in which "a"
+// sorts before "B", so only byte order passes. SQLite has one writer and
+// no row locks.
+func testLockOrder(t *testing.T, h Harness) {
+	d, _ := h.Open(t)
+	if d.Capabilities().Engine == dialect.EngineSQLite {
+		t.Logf("%s: one writer, no row locks", d.Capabilities().Engine)
+		return
+	}
+	kinds := []struct {
+		name   string
+		kind   dialect.IDKind
+		lo, hi string // SQL literals
+	}{
+		{"int", dialect.IDInt, "1", "2"},
+		// "B" < "a" in byte order, the other way round in most
+		// collations that ignore case first.
+		{"text", dialect.IDText, "'B'", "'a'"},
+	}
+	// Each statement runs as bound, without the store's retries: a deadlock
+	// must fail the case, not be retried away.
+	ops := []struct {
+		name, stmt string
+		keys       bool
+	}{
+		{"heartbeat", "heartbeat", false},
+		{"release", "release", false},
+		{"release keys", "release keys", true},
+	}
+	for _, k := range kinds {
+		for _, op := range ops {
+			t.Run(k.name+"/"+op.name, func(t *testing.T) {
+				table := "cl_lockorder_" + k.name
+				f := newFixture(t, h, func(c *dialect.ClaimTable) { c.IDKind = k.kind; c.Table = table })
+				ctx := ctxT(t)
+				if k.kind == dialect.IDText && d.Capabilities().Engine == dialect.EnginePostgreSQL {
+					// A key column whose collation orders "a" before "B":
+					// the lock order must still be byte order.
+					var icu int
+					require.NoError(t, f.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM pg_collation WHERE collname = 'und-x-icu'").Scan(&icu))
+					if icu == 0 {
+						t.Log("no ICU collation: the key column keeps the database's collation")
+					} else {
+						_, err := f.db.ExecContext(ctx, fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN %s TYPE text COLLATE "und-x-icu"`, f.q(table), f.q(f.spec.ID)))
+						require.NoError(t, err)
+					}
+				}
+				for _, key := range []string{k.hi, k.lo} {
+					_, err := f.db.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s, %s, %s, %s, %s, %s) VALUES (%s, 1, 'p', 'PROCESSING', 'tok-lockorder', CURRENT_TIMESTAMP)",
+						f.q(table), f.q(f.spec.ID), f.q(f.spec.Scope[0]), f.q("payload"), f.q(f.spec.Status), f.q(f.spec.Token), f.q(f.spec.ClaimedAt), key))
+					require.NoError(t, err)
+				}
+				lockRow := fmt.Sprintf("UPDATE %s SET %s = %s + 1 WHERE %s = ", f.q(table), f.q(f.spec.Version), f.q(f.spec.Version), f.q(f.spec.ID))
+
+				tx, err := f.db.BeginTx(ctx, nil)
+				require.NoError(t, err)
+				defer func() { _ = tx.Rollback() }()
+				_, err = tx.ExecContext(ctx, lockRow+k.lo)
+				require.NoError(t, err)
+
+				sess, err := lockwait.Of(ctx, f.db, tx, d.Capabilities().Engine)
+				require.NoError(t, err)
+				args := &render.Args{Token: "tok-lockorder"}
+				if op.keys {
+					args.Keys = []any{int64(2), int64(1)}
+					if k.kind == dialect.IDText {
+						args.Keys = []any{"a", "B"}
+					}
+				}
+				q, qargs, ok := f.cs.(*store.Claims).Bind(op.stmt, args)
+				require.True(t, ok, "statement %q", op.stmt)
+				done := make(chan lockOrderResult, 1)
+				go func() {
+					res, err := f.db.ExecContext(ctx, q, qargs...)
+					var n int64
+					if err == nil {
+						n, err = res.RowsAffected()
+					}
+					done <- lockOrderResult{int(n), err}
+				}()
+				require.NoError(t, sess.Await(ctx, 10*time.Second, func() error {
+					select {
+					case r := <-done:
+						return fmt.Errorf("the %s did not wait for the lower key's row: %d rows, %v", op.name, r.n, r.err)
+					default:
+						return nil
+					}
+				}), "the %s waits for the lower key's row", op.name)
+				locked := make(chan error, 1)
+				go func() {
+					_, err := tx.ExecContext(ctx, lockRow+k.hi)
+					locked <- err
+				}()
+				select {
+				case err := <-locked:
+					require.NoError(t, err, "locking the higher key's row after the lower one's")
+				case <-time.After(5 * time.Second):
+					t.Fatalf("the higher key's row is held by the %s waiting for the lower one's: locked out of key order", op.name)
+				}
+				require.NoError(t, tx.Commit())
+				r := <-done
+				require.NoError(t, r.err)
+				require.Equal(t, 2, r.n, "the %s wrote both rows", op.name)
+			})
+		}
+	}
+}
+
+// lockOrderResult is what a statement of testLockOrder did: rows written,
+// or its error.
+type lockOrderResult struct {
+	n   int
+	err error
+}
