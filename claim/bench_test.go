@@ -19,8 +19,7 @@ import (
 func forEachBench(b *testing.B, fn func(b *testing.B, en engine, s dialect.Strategy)) {
 	for _, en := range engines {
 		b.Run(en.kind, func(b *testing.B) {
-			probe := open(b, en)
-			for _, s := range strategies(probe) {
+			for _, s := range engineStrategies(b, en) {
 				b.Run(s.String(), func(b *testing.B) { fn(b, en, s) })
 			}
 		})

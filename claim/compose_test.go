@@ -278,8 +278,7 @@ func TestCompose(t *testing.T) {
 	for _, en := range engines {
 		t.Run(en.kind, func(t *testing.T) {
 			t.Parallel()
-			probe := open(t, en)
-			strats := strategies(probe)
+			strats := engineStrategies(t, en)
 			for si, s := range shapes {
 				for _, m := range modes {
 					strategy := strats[si%len(strats)]

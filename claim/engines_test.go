@@ -68,6 +68,18 @@ func open(t testing.TB, en engine) *env {
 // strategies lists the strategies e's server supports.
 func strategies(e *env) []dialect.Strategy { return e.d.Capabilities().Strategies() }
 
+// engineStrategies lists the strategies en's server supports, read through
+// a connection closed at once: a probe kept open until a parent test's
+// parallel subtests end holds idle connections by the dozen over a
+// package's tests, beyond a default PostgreSQL's max_connections (100).
+func engineStrategies(t testing.TB, en engine) []dialect.Strategy {
+	t.Helper()
+	e, closeFn, err := openDSN(context.Background(), en.kind, en.dsn(t), dialect.Options{})
+	require.NoError(t, err)
+	defer closeFn()
+	return strategies(e)
+}
+
 // forEach runs fn, in parallel subtests, on a fresh database of every engine
 // with every strategy that engine supports.
 func forEach(t *testing.T, fn func(t *testing.T, e *env, s dialect.Strategy)) {
@@ -75,8 +87,7 @@ func forEach(t *testing.T, fn func(t *testing.T, e *env, s dialect.Strategy)) {
 	for _, en := range engines {
 		t.Run(en.kind, func(t *testing.T) {
 			t.Parallel()
-			probe := open(t, en)
-			for _, s := range strategies(probe) {
+			for _, s := range engineStrategies(t, en) {
 				t.Run(s.String(), func(t *testing.T) {
 					t.Parallel()
 					fn(t, open(t, en), s)

@@ -27,8 +27,7 @@ func TestReaperWithClaimers(t *testing.T) {
 	for _, en := range engines {
 		t.Run(en.kind, func(t *testing.T) {
 			t.Parallel()
-			probe := open(t, en)
-			for _, s := range strategies(probe) {
+			for _, s := range engineStrategies(t, en) {
 				variants := []bool{false}
 				if en.kind == testengine.MySQL {
 					variants = append(variants, true)

@@ -64,6 +64,18 @@ func open(t testing.TB, en engine) *env {
 // strategies lists the claim strategies e's server supports.
 func strategies(e *env) []dialect.Strategy { return e.d.Capabilities().Strategies() }
 
+// engineStrategies lists the strategies en's server supports, read through
+// a connection closed at once: a probe kept open until a parent test's
+// parallel subtests end holds idle connections by the dozen over a
+// package's tests, beyond a default PostgreSQL's max_connections (100).
+func engineStrategies(t testing.TB, en engine) []dialect.Strategy {
+	t.Helper()
+	e, closeFn, err := openDSN(context.Background(), en.kind, en.dsn(t))
+	require.NoError(t, err)
+	defer closeFn()
+	return strategies(e)
+}
+
 // forEachEngine runs fn in a parallel subtest per engine.
 func forEachEngine(t *testing.T, fn func(t *testing.T, e *env)) {
 	t.Helper()
