@@ -351,6 +351,16 @@ func TestServeHostileText(t *testing.T) {
 	}
 }
 
+// otherFirst returns s with its first byte changed: a wrong token that
+// differs from s whatever s starts with ("x" + s[1:] was s itself for a
+// token that started with x, one run in 64).
+func otherFirst(s string) string {
+	if s[0] == 'x' {
+		return "y" + s[1:]
+	}
+	return "x" + s[1:]
+}
+
 // Every refusal answers its status, says why, and changes nothing; then
 // a logged-in operator's actions do what they say and are logged with who
 // asked, never with the token.
@@ -384,7 +394,7 @@ func TestServeActions(t *testing.T) {
 		{"GET on an action", req{method: "GET", path: unpark}, http.StatusMethodNotAllowed, ""},
 		{"no session, no CSRF", req{method: "POST", path: unpark, body: unparkBody, noCookie: true, header: map[string]string{"Content-Type": "application/json"}}, http.StatusForbidden, "CSRF"},
 		{"no CSRF token", req{method: "POST", path: unpark, body: unparkBody, header: map[string]string{"Content-Type": "application/json"}}, http.StatusForbidden, "CSRF"},
-		{"wrong CSRF token", req{method: "POST", path: unpark, body: unparkBody, header: map[string]string{"Content-Type": "application/json", csrfHeader: "x" + c.csrf[1:]}}, http.StatusForbidden, "CSRF"},
+		{"wrong CSRF token", req{method: "POST", path: unpark, body: unparkBody, header: map[string]string{"Content-Type": "application/json", csrfHeader: otherFirst(c.csrf)}}, http.StatusForbidden, "CSRF"},
 		{"another session's CSRF token", req{method: "POST", path: unpark, body: unparkBody, header: map[string]string{"Content-Type": "application/json", csrfHeader: other.csrf}}, http.StatusForbidden, "CSRF"},
 		{"CSRF token without its cookie", req{method: "POST", path: unpark, body: unparkBody, noCookie: true, header: map[string]string{"Content-Type": "application/json", csrfHeader: c.csrf}}, http.StatusForbidden, "CSRF"},
 		{"not logged in", req{method: "POST", path: unpark, body: unparkBody, header: map[string]string{"Content-Type": "application/json", csrfHeader: c.csrf}}, http.StatusUnauthorized, "log in"},
