@@ -90,8 +90,9 @@ type Config struct {
 	// [Batch.Fail] waits before it can be claimed again, given how many
 	// times it has been claimed (1 after its first claim), measured on the
 	// database clock; a negative result counts as zero. nil means
-	// [DefaultBackoff]; [ExponentialBackoff] builds others. It needs RunAt: without the column a retried row is
-	// claimable again as soon as the claim cursor comes round to it (see
+	// [DefaultBackoff]; [ExponentialBackoff] builds others. It needs
+	// RunAt: without the column a retried row is claimable again as soon
+	// as the claim cursor comes round to it (see
 	// "Claim order" in docs/claim.md), which on a short queue is at once,
 	// so that MaxAttempts can be spent in milliseconds while the service
 	// it calls is down.

@@ -37,12 +37,18 @@ func testLockOrder(t *testing.T, h Harness) {
 	kinds := []struct {
 		name   string
 		kind   dialect.IDKind
-		lo, hi string // SQL literals
+		lo, hi any
 	}{
-		{"int", dialect.IDInt, "1", "2"},
+		{"int", dialect.IDInt, int64(1), int64(2)},
 		// "B" < "a" in byte order, the other way round in most
 		// collations that ignore case first.
-		{"text", dialect.IDText, "'B'", "'a'"},
+		{"text", dialect.IDText, "B", "a"},
+	}
+	literal := func(v any) string {
+		if s, ok := v.(string); ok {
+			return "'" + s + "'"
+		}
+		return fmt.Sprint(v)
 	}
 	// Each statement runs as bound, without the store's retries: a deadlock
 	// must fail the case, not be retried away.
@@ -72,9 +78,9 @@ func testLockOrder(t *testing.T, h Harness) {
 						require.NoError(t, err)
 					}
 				}
-				for _, key := range []string{k.hi, k.lo} {
+				for _, key := range []any{k.hi, k.lo} {
 					_, err := f.db.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s, %s, %s, %s, %s, %s) VALUES (%s, 1, 'p', 'PROCESSING', 'tok-lockorder', CURRENT_TIMESTAMP)",
-						f.q(table), f.q(f.spec.ID), f.q(f.spec.Scope[0]), f.q("payload"), f.q(f.spec.Status), f.q(f.spec.Token), f.q(f.spec.ClaimedAt), key))
+						f.q(table), f.q(f.spec.ID), f.q(f.spec.Scope[0]), f.q("payload"), f.q(f.spec.Status), f.q(f.spec.Token), f.q(f.spec.ClaimedAt), literal(key)))
 					require.NoError(t, err)
 				}
 				lockRow := fmt.Sprintf("UPDATE %s SET %s = %s + 1 WHERE %s = ", f.q(table), f.q(f.spec.Version), f.q(f.spec.Version), f.q(f.spec.ID))
@@ -82,17 +88,14 @@ func testLockOrder(t *testing.T, h Harness) {
 				tx, err := f.db.BeginTx(ctx, nil)
 				require.NoError(t, err)
 				defer func() { _ = tx.Rollback() }()
-				_, err = tx.ExecContext(ctx, lockRow+k.lo)
+				_, err = tx.ExecContext(ctx, lockRow+literal(k.lo))
 				require.NoError(t, err)
 
 				sess, err := lockwait.Of(ctx, f.db, tx, d.Capabilities().Engine)
 				require.NoError(t, err)
 				args := &render.Args{Token: "tok-lockorder"}
 				if op.keys {
-					args.Keys = []any{int64(2), int64(1)}
-					if k.kind == dialect.IDText {
-						args.Keys = []any{"a", "B"}
-					}
+					args.Keys = []any{k.hi, k.lo}
 				}
 				q, qargs, ok := f.cs.(*store.Claims).Bind(op.stmt, args)
 				require.True(t, ok, "statement %q", op.stmt)
@@ -115,7 +118,7 @@ func testLockOrder(t *testing.T, h Harness) {
 				}), "the %s waits for the lower key's row", op.name)
 				locked := make(chan error, 1)
 				go func() {
-					_, err := tx.ExecContext(ctx, lockRow+k.hi)
+					_, err := tx.ExecContext(ctx, lockRow+literal(k.hi))
 					locked <- err
 				}()
 				select {

@@ -42,9 +42,9 @@ func Of(ctx context.Context, db *sql.DB, tx *sql.Tx, engine dialect.Engine) (Ses
 	return s, nil
 }
 
-// Blocking reports whether some session waits for a lock s holds. On
+// blocking reports whether some session waits for a lock s holds. On
 // MySQL and MariaDB it reads information_schema (the PROCESS privilege).
-func (s Session) Blocking(ctx context.Context) (bool, error) {
+func (s Session) blocking(ctx context.Context) (bool, error) {
 	var q string
 	if s.engine == dialect.EnginePostgreSQL {
 		q = "SELECT COUNT(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))"
@@ -81,7 +81,7 @@ func (s Session) Await(ctx context.Context, limit time.Duration, ended func() er
 		if err := ended(); err != nil {
 			return err
 		}
-		ok, err := s.Blocking(ctx)
+		ok, err := s.blocking(ctx)
 		if err != nil {
 			return err
 		}
