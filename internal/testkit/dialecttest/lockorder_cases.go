@@ -59,6 +59,9 @@ func testLockOrder(t *testing.T, h Harness) {
 		{"heartbeat", "heartbeat", false},
 		{"release", "release", false},
 		{"release keys", "release keys", true},
+		// The same naming the primary key, where the engine has it
+		// (MySQL, once the key column is found to be the primary key).
+		{"release keys by key", "release keys by key", true},
 	}
 	for _, k := range kinds {
 		for _, op := range ops {
@@ -78,11 +81,17 @@ func testLockOrder(t *testing.T, h Harness) {
 						require.NoError(t, err)
 					}
 				}
-				for _, key := range []any{k.hi, k.lo} {
-					_, err := f.db.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s, %s, %s, %s, %s, %s) VALUES (%s, 1, 'p', 'PROCESSING', 'tok-lockorder', CURRENT_TIMESTAMP)",
-						f.q(table), f.q(f.spec.ID), f.q(f.spec.Scope[0]), f.q("payload"), f.q(f.spec.Status), f.q(f.spec.Token), f.q(f.spec.ClaimedAt), literal(key)))
-					require.NoError(t, err)
+				// One statement writes both rows, the higher key's first, with
+				// one claimed-at, as a claim gives every row of its batch:
+				// on MySQL a statement may reach a token's rows through the
+				// reap index (status, claimed-at, key), which is in key
+				// order only among rows of one claimed-at.
+				row := func(key any) string {
+					return fmt.Sprintf("(%s, 1, 'p', 'PROCESSING', 'tok-lockorder', CURRENT_TIMESTAMP)", literal(key))
 				}
+				_, err := f.db.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s, %s, %s, %s, %s, %s) VALUES %s, %s",
+					f.q(table), f.q(f.spec.ID), f.q(f.spec.Scope[0]), f.q("payload"), f.q(f.spec.Status), f.q(f.spec.Token), f.q(f.spec.ClaimedAt), row(k.hi), row(k.lo)))
+				require.NoError(t, err)
 				lockRow := fmt.Sprintf("UPDATE %s SET %s = %s + 1 WHERE %s = ", f.q(table), f.q(f.spec.Version), f.q(f.spec.Version), f.q(f.spec.ID))
 
 				tx, err := f.db.BeginTx(ctx, nil)
@@ -98,6 +107,10 @@ func testLockOrder(t *testing.T, h Harness) {
 					args.Keys = []any{k.hi, k.lo}
 				}
 				q, qargs, ok := f.cs.(*store.Claims).Bind(op.stmt, args)
+				if !ok && op.stmt == "release keys by key" {
+					t.Logf("%s: no statement naming the primary key", d.Capabilities().Engine)
+					return
+				}
 				require.True(t, ok, "statement %q", op.stmt)
 				done := make(chan lockOrderResult, 1)
 				go func() {
