@@ -149,7 +149,7 @@ func (c *Claimer[T]) claimWith(ctx context.Context, limit int, run claimRun) (*B
 		// outcome, stay under the token: give them back so they are not
 		// stranded until the reaper runs.
 		k.releaseFailedClaim(ctx, token, claimed)
-		return nil, storeError(opClaim, err)
+		return nil, endedWith(ctx, storeError(opClaim, err))
 	}
 	// A retried statement calls scan again from its first row: the last n
 	// rows are the ones the token holds.

@@ -170,7 +170,7 @@ func (h *Holder[T]) Hold(ctx context.Context) (*Held[T], error) {
 	}
 	if err != nil {
 		free()
-		err = storeError("hold", err)
+		err = endedWith(ctx, storeError("hold", err))
 		k.observeHeld(ctx, b.event(OpClaim, start, err))
 		return nil, err
 	}

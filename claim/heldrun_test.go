@@ -23,7 +23,8 @@ type heldBatch struct {
 	claimed                       int
 	acked, failed, parked         int
 	commits, rollbacks, lost, err int
-	retryable                     int // errors that were deadlocks between batches
+	retryable                     int      // errors that were deadlocks between batches
+	errs                          []string // the other errors, by operation
 }
 
 func heldBatches(t *testing.T, evs []observe.Event) map[string]*heldBatch {
@@ -45,6 +46,7 @@ func heldBatches(t *testing.T, evs []observe.Event) map[string]*heldBatch {
 				b.retryable++
 			} else {
 				b.err++
+				b.errs = append(b.errs, fmt.Sprintf("%s: %v", e.Op, e.Err))
 			}
 			continue
 		}
@@ -179,7 +181,7 @@ func TestHeldRun(t *testing.T) {
 		evs, _ := rec.take()
 		var claimed, acked, failed, parked, commits, deadlocked int
 		for tok, b := range heldBatches(t, evs) {
-			require.Zero(t, b.err, "batch %s: an operation failed", tok)
+			require.Zero(t, b.err, "batch %s: an operation failed: %s", tok, strings.Join(b.errs, "; "))
 			if b.retryable > 0 {
 				// A deadlock between two batches' statements (MariaDB)
 				// rolled this one back whole: nothing of it counts.
