@@ -82,10 +82,12 @@ func testLockOrder(t *testing.T, h Harness) {
 					}
 				}
 				// One statement writes both rows, the higher key's first, with
-				// one claimed-at, as a claim gives every row of its batch:
-				// on MySQL a statement may reach a token's rows through the
-				// reap index (status, claimed-at, key), which is in key
-				// order only among rows of one claimed-at.
+				// one claimed-at, as a claim that did not wrap round the key
+				// order gives its batch. On MySQL a statement may reach a
+				// token's rows through the reap index (status, claimed-at,
+				// key), which is in key order only among rows of one
+				// claimed-at: there a wrapped claim's rows can deadlock,
+				// which InnoDB detects at once (docs/coalesce.md).
 				row := func(key any) string {
 					return fmt.Sprintf("(%s, 1, 'p', 'PROCESSING', 'tok-lockorder', CURRENT_TIMESTAMP)", literal(key))
 				}
