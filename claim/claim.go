@@ -106,10 +106,10 @@ func (k *core) retryRelease(ctx context.Context, token string, claimed time.Time
 func (c *Claimer[T]) claimWith(ctx context.Context, limit int, run claimRun) (*Batch[T], error) {
 	k := c.core
 	if err := k.verify(ctx); err != nil {
-		return nil, err
+		return nil, endedWith(ctx, err)
 	}
 	if err := k.checkPaused(ctx); err != nil {
-		return nil, err
+		return nil, endedWith(ctx, err)
 	}
 	k.checkIndexes(ctx)
 	token := store.NewToken()

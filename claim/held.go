@@ -139,14 +139,14 @@ func (h *Holder[T]) Hold(ctx context.Context) (*Held[T], error) {
 	free := func() { <-h.slots }
 	if err := k.verify(ctx); err != nil {
 		free()
-		return nil, err
+		return nil, endedWith(ctx, err)
 	}
 	if err := k.checkPaused(ctx); err != nil {
 		free()
 		if errors.Is(err, ErrPaused) {
 			k.observePaused(ctx, time.Now(), true)
 		}
-		return nil, err
+		return nil, endedWith(ctx, err)
 	}
 	k.checkIndexes(ctx)
 	b := &Held[T]{core: k, token: store.NewToken(), limit: h.limit, margin: h.margin, free: free, stop: make(chan struct{}), stopped: make(chan struct{})}
