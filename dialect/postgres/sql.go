@@ -163,10 +163,14 @@ WITH cl_m AS (
   RETURNING *)
 INSERT INTO {{.Archive}} SELECT * FROM cl_m`,
 
+	// AckLock locks the listed rows in key order, as Heartbeat and Release
+	// below do: the LockRows node runs above the sort. In the table's
+	// order it could deadlock with the batch's own heartbeat while an
+	// AckTx's transaction waits.
 	AckLock: `
 SELECT {{.ID}}, {{or .Version "0"}}, {{or .Attempts "0"}} FROM {{.Table}}
 WHERE {{.Token}} = {{arg "token"}} AND {{.ID}} {{keys}}
-FOR UPDATE`,
+ORDER BY {{template "lockorder" .}} FOR UPDATE`,
 
 	// Heartbeat and Release write every row a token holds, so they lock
 	// them in key order (text keys in byte order) in a MATERIALIZED CTE:

@@ -54,6 +54,12 @@ var mutations = []mutation{
 		From: "{{.Processing}}\n  ORDER BY {{template \"lockorder\" .}} FOR NO KEY UPDATE)\nUPDATE {{.Table}} SET {{.ClaimedAt}}",
 		To:   "{{.Processing}}\n  FOR NO KEY UPDATE)\nUPDATE {{.Table}} SET {{.ClaimedAt}}",
 		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/^LockOrder$//^heartbeat$", Env: pg},
+	// An ack in the caller's transaction locks its rows in the table's
+	// order, not in key order.
+	{Name: "postgres/ack-lock-table-order", File: "dialect/postgres/sql.go",
+		From: "WHERE {{.Token}} = {{arg \"token\"}} AND {{.ID}} {{keys}}\nORDER BY {{template \"lockorder\" .}} FOR UPDATE`,",
+		To:   "WHERE {{.Token}} = {{arg \"token\"}} AND {{.ID}} {{keys}}\nFOR UPDATE`,",
+		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/^LockOrder$//^ack_lock$", Env: pg},
 	// Text keys lock in the column's collation, not in byte order.
 	{Name: "postgres/lock-order-collation", File: "dialect/postgres/sql.go",
 		From: "{{.ID}}::text COLLATE \"C\"",

@@ -1,7 +1,10 @@
 package dialecttest
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +17,8 @@ import (
 )
 
 // testLockOrder: a heartbeat and a release, which write every row their
-// token holds, lock those rows in key order (text keys in byte order),
+// token holds, and the row locks of an ack in the caller's transaction
+// (of the keys listed) lock those rows in key order (text keys in byte order),
 // whatever the rows' physical order, the order in which writers that lock
 // several of the same rows lock them (the coalesce package's dirty marks
 // and multi-key flushes). Two rows are held by one token, the row of the
@@ -55,13 +59,17 @@ func testLockOrder(t *testing.T, h Harness) {
 	ops := []struct {
 		name, stmt string
 		keys       bool
+		query      bool // a locking SELECT: it returns the rows it locked
 	}{
-		{"heartbeat", "heartbeat", false},
-		{"release", "release", false},
-		{"release keys", "release keys", true},
-		// The same naming the primary key, where the engine has it
+		{"heartbeat", "heartbeat", false, false},
+		{"release", "release", false, false},
+		{"release keys", "release keys", true, false},
+		// The row locks of an ack in the caller's transaction (AckTx).
+		{"ack lock", "ack lock", true, true},
+		// The same naming the primary key, where the engine has them
 		// (MySQL, once the key column is found to be the primary key).
-		{"release keys by key", "release keys by key", true},
+		{"release keys by key", "release keys by key", true, false},
+		{"ack lock by key", "ack lock by key", true, true},
 	}
 	for _, k := range kinds {
 		for _, op := range ops {
@@ -109,19 +117,14 @@ func testLockOrder(t *testing.T, h Harness) {
 					args.Keys = []any{k.hi, k.lo}
 				}
 				q, qargs, ok := f.cs.(*store.Claims).Bind(op.stmt, args)
-				if !ok && op.stmt == "release keys by key" {
+				if !ok && strings.HasSuffix(op.stmt, " by key") {
 					t.Logf("%s: no statement naming the primary key", d.Capabilities().Engine)
 					return
 				}
 				require.True(t, ok, "statement %q", op.stmt)
 				done := make(chan lockOrderResult, 1)
 				go func() {
-					res, err := f.db.ExecContext(ctx, q, qargs...)
-					var n int64
-					if err == nil {
-						n, err = res.RowsAffected()
-					}
-					done <- lockOrderResult{int(n), err}
+					done <- runLockOrder(ctx, f.db, op.query, q, qargs)
 				}()
 				require.NoError(t, sess.Await(ctx, 10*time.Second, func() error {
 					select {
@@ -145,15 +148,38 @@ func testLockOrder(t *testing.T, h Harness) {
 				require.NoError(t, tx.Commit())
 				r := <-done
 				require.NoError(t, r.err)
-				require.Equal(t, 2, r.n, "the %s wrote both rows", op.name)
+				require.Equal(t, 2, r.n, "the %s took both rows", op.name)
 			})
 		}
 	}
 }
 
-// lockOrderResult is what a statement of testLockOrder did: rows written,
-// or its error.
+// lockOrderResult is what a statement of testLockOrder did: rows written
+// (or locked and returned), or its error.
 type lockOrderResult struct {
 	n   int
 	err error
+}
+
+// runLockOrder runs a statement of testLockOrder on its own: an UPDATE
+// counts the rows it wrote, a locking SELECT (query) the rows it returned.
+func runLockOrder(ctx context.Context, db *sql.DB, query bool, q string, args []any) lockOrderResult {
+	if !query {
+		res, err := db.ExecContext(ctx, q, args...)
+		if err != nil {
+			return lockOrderResult{0, err}
+		}
+		n, err := res.RowsAffected()
+		return lockOrderResult{int(n), err}
+	}
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return lockOrderResult{0, err}
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	return lockOrderResult{n, rows.Err()}
 }

@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
@@ -20,43 +21,75 @@ import (
 type Session struct {
 	db     *sql.DB
 	engine dialect.Engine
-	id     int64
+	id     int64  // PostgreSQL: the backend's pid
+	schema string // MySQL and MariaDB: the session's database
 }
 
 // Of returns the session of tx, a transaction of db on a server of the
 // given engine (PostgreSQL, MySQL or MariaDB).
 func Of(ctx context.Context, db *sql.DB, tx *sql.Tx, engine dialect.Engine) (Session, error) {
-	var q string
+	s := Session{db: db, engine: engine}
+	var err error
 	switch engine {
 	case dialect.EnginePostgreSQL:
-		q = "SELECT pg_backend_pid()"
+		err = tx.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&s.id)
 	case dialect.EngineMySQL, dialect.EngineMariaDB:
-		q = "SELECT CONNECTION_ID()"
+		var schema sql.NullString
+		err = tx.QueryRowContext(ctx, "SELECT DATABASE()").Scan(&schema)
+		if err == nil && !schema.Valid {
+			err = errors.New("the session has no database")
+		}
+		s.schema = schema.String
 	default:
 		return Session{}, fmt.Errorf("lockwait: no lock waits to watch on %s", engine)
 	}
-	s := Session{db: db, engine: engine}
-	if err := tx.QueryRowContext(ctx, q).Scan(&s.id); err != nil {
-		return Session{}, fmt.Errorf("lockwait: reading the session id: %w", err)
+	if err != nil {
+		return Session{}, fmt.Errorf("lockwait: reading the session: %w", err)
 	}
 	return s, nil
 }
 
-// blocking reports whether some session waits for a lock s holds. On
-// MySQL and MariaDB it reads information_schema (the PROCESS privilege).
+// blocking reports whether some session waits for a lock s holds.
+//
+// On MySQL and MariaDB it reads the transactions of SHOW ENGINE INNODB
+// STATUS (the PROCESS privilege) for a row or table lock that a
+// transaction waits for in the database of s's session, which a test
+// owns: InnoDB prints the lock a transaction waits for, not who holds it.
+// information_schema's INNODB_LOCK_WAITS would name the holder, but InnoDB
+// serves it from a cache of the whole server that it refreshes only once
+// no session has read it for 100 ms: two tests polling it at once (two
+// packages of one go test run) could keep each other on the state from
+// before the wait for as long as they polled.
 func (s Session) blocking(ctx context.Context) (bool, error) {
-	var q string
 	if s.engine == dialect.EnginePostgreSQL {
-		q = "SELECT COUNT(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))"
-	} else {
-		q = "SELECT COUNT(*) FROM information_schema.INNODB_LOCK_WAITS w " +
-			"JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id WHERE b.trx_mysql_thread_id = ?"
+		var n int
+		if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))", s.id).Scan(&n); err != nil {
+			return false, fmt.Errorf("lockwait: reading lock waits: %w", err)
+		}
+		return n > 0, nil
 	}
-	var n int
-	if err := s.db.QueryRowContext(ctx, q, s.id).Scan(&n); err != nil {
-		return false, fmt.Errorf("lockwait: reading lock waits: %w", err)
+	var typ, name, status string
+	if err := s.db.QueryRowContext(ctx, "SHOW ENGINE INNODB STATUS").Scan(&typ, &name, &status); err != nil {
+		return false, fmt.Errorf("lockwait: reading InnoDB's status: %w", err)
 	}
-	return n > 0, nil
+	return waitsIn(status, s.schema), nil
+}
+
+// waitsIn reports whether InnoDB's status text shows a transaction waiting
+// for a lock on a table of database schema: a line "RECORD LOCKS ... of
+// table `schema`.`t` ... waiting" (or "TABLE LOCK table `schema`.`t` ...
+// waiting"), which InnoDB prints under "TRX HAS BEEN WAITING ... FOR THIS
+// LOCK TO BE GRANTED".
+func waitsIn(status, schema string) bool {
+	table := "table `" + strings.ReplaceAll(schema, "`", "``") + "`."
+	for line := range strings.Lines(status) {
+		line = strings.TrimSpace(line)
+		if (strings.HasPrefix(line, "RECORD LOCKS ") || strings.HasPrefix(line, "TABLE LOCK ")) &&
+			strings.Contains(line, table) && strings.HasSuffix(line, " waiting") {
+			return true
+		}
+	}
+	return false
 }
 
 // ErrNoWait is returned by [Session.Await] when no session waited for s
@@ -67,15 +100,13 @@ var ErrNoWait = errors.New("lockwait: no session waited for the transaction's lo
 // limit. Each round it first calls ended, whose error (the awaited
 // statement ended instead of waiting) it returns.
 //
-// On MySQL and MariaDB it polls every 150 ms: InnoDB serves
-// information_schema's lock tables from a cache that it refreshes only
-// when no one has read it for 100 ms, so polling faster would read the
-// state from before the wait for as long as it polls.
+// It polls every 5 ms on PostgreSQL and every 25 ms on MySQL and MariaDB,
+// where each poll has InnoDB print its whole status.
 func (s Session) Await(ctx context.Context, limit time.Duration, ended func() error) error {
 	deadline := time.Now().Add(limit)
 	pause := 5 * time.Millisecond
 	if s.engine != dialect.EnginePostgreSQL {
-		pause = 150 * time.Millisecond
+		pause = 25 * time.Millisecond
 	}
 	for {
 		if err := ended(); err != nil {

@@ -72,6 +72,7 @@ UPDATE "app"."jobs"
 SELECT "id", "version", "attempts"
   FROM "app"."jobs"
   WHERE "token" = $1 AND "id" = ANY($2::bigint[])
+  ORDER BY "id"
   FOR UPDATE;
 
 -- release keys (by keys)

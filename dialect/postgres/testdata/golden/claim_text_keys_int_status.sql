@@ -72,6 +72,7 @@ UPDATE "outbox"
 SELECT "msg_id", 0, "tries"
   FROM "outbox"
   WHERE "cron_token" = $1 AND "msg_id" = ANY($2::text[])
+  ORDER BY "msg_id"::text COLLATE "C"
   FOR UPDATE;
 
 -- release keys (by keys)

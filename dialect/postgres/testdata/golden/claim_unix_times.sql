@@ -76,6 +76,7 @@ UPDATE "xxx_task_target"
 SELECT "id", 0, "attempts"
   FROM "xxx_task_target"
   WHERE "cron_token" = $1 AND "id" = ANY($2::bigint[])
+  ORDER BY "id"
   FOR UPDATE;
 
 -- release keys (by keys)

@@ -72,6 +72,7 @@ UPDATE "jobs"
 SELECT "id", 0, "attempts"
   FROM "jobs"
   WHERE "token" = $1 AND "id" = ANY($2::bigint[])
+  ORDER BY "id"
   FOR UPDATE;
 
 -- release keys (by keys)
