@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -260,10 +261,16 @@ func TestGroupedRunAbandoned(t *testing.T) {
 		var armed atomic.Int32
 		var callers []*acceptCall // set before the armed run leaves the gate
 		cause := errors.New("every client went away")
-		var runCtx context.Context // the current run's, seen by both hooks
+		// The armed run's context, seen by both hooks: its marks run after
+		// its callers have gone, beside the next run's transaction.
+		var runMu sync.Mutex
+		var runCtx context.Context
 		// The run waits in the hook until its callers returned, so that
 		// they return their context's error, not the run's outcome.
 		abandon := func() {
+			runMu.Lock()
+			ctx := runCtx
+			runMu.Unlock()
 			for _, a := range callers {
 				a.cancel(cause)
 			}
@@ -276,13 +283,17 @@ func TestGroupedRunAbandoned(t *testing.T) {
 				}
 			}
 			select {
-			case <-runCtx.Done():
+			case <-ctx.Done():
 			case <-timeout:
 				t.Error("the run's context did not end when its last caller gave up")
 			}
 		}
 		coalesce.SetBeforeInsert(g.co, func(ctx context.Context) {
-			runCtx = ctx
+			if armed.Load() != 0 {
+				runMu.Lock()
+				runCtx = ctx
+				runMu.Unlock()
+			}
 			if armed.CompareAndSwap(midTx, 0) {
 				abandon()
 			}

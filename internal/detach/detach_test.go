@@ -37,3 +37,14 @@ func TestRunReturnsWhenTheContextEnds(t *testing.T) {
 	close(release)
 	require.NoError(t, <-finished, "Run returned while the work went on, and the caller's end did not cancel it")
 }
+
+// BenchmarkRun is what Run adds to the work it runs (a goroutine, its
+// context with a timeout, the wait for it): the coalescer pays it once per
+// accept, for the dirty mark (coalesce's markCommitted).
+func BenchmarkRun(b *testing.B) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		Run(ctx, time.Second, func(context.Context) {})
+	}
+}
