@@ -21,7 +21,7 @@ import (
 type Session struct {
 	db     *sql.DB
 	engine dialect.Engine
-	id     int64  // PostgreSQL: the backend's pid
+	id     int64  // the backend's pid (PostgreSQL), the connection id (MySQL)
 	schema string // MySQL and MariaDB: the session's database
 }
 
@@ -35,7 +35,7 @@ func Of(ctx context.Context, db *sql.DB, tx *sql.Tx, engine dialect.Engine) (Ses
 		err = tx.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&s.id)
 	case dialect.EngineMySQL, dialect.EngineMariaDB:
 		var schema sql.NullString
-		err = tx.QueryRowContext(ctx, "SELECT DATABASE()").Scan(&schema)
+		err = tx.QueryRowContext(ctx, "SELECT CONNECTION_ID(), DATABASE()").Scan(&s.id, &schema)
 		if err == nil && !schema.Valid {
 			err = errors.New("the session has no database")
 		}
@@ -59,7 +59,8 @@ func Of(ctx context.Context, db *sql.DB, tx *sql.Tx, engine dialect.Engine) (Ses
 // serves it from a cache of the whole server that it refreshes only once
 // no session has read it for 100 ms: two tests polling it at once (two
 // packages of one go test run) could keep each other on the state from
-// before the wait for as long as they polled.
+// before the wait for as long as they polled. It is read only when InnoDB
+// cut its list of transactions short (a status over 1 MB).
 func (s Session) blocking(ctx context.Context) (bool, error) {
 	if s.engine == dialect.EnginePostgreSQL {
 		var n int
@@ -72,7 +73,18 @@ func (s Session) blocking(ctx context.Context) (bool, error) {
 	if err := s.db.QueryRowContext(ctx, "SHOW ENGINE INNODB STATUS").Scan(&typ, &name, &status); err != nil {
 		return false, fmt.Errorf("lockwait: reading InnoDB's status: %w", err)
 	}
-	return waitsIn(status, s.schema), nil
+	if waitsIn(status, s.schema) {
+		return true, nil
+	}
+	if !strings.Contains(status, "...truncated...") {
+		return false, nil
+	}
+	var n int
+	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.INNODB_LOCK_WAITS w "+
+		"JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id WHERE b.trx_mysql_thread_id = ?", s.id).Scan(&n); err != nil {
+		return false, fmt.Errorf("lockwait: reading lock waits: %w", err)
+	}
+	return n > 0, nil
 }
 
 // waitsIn reports whether InnoDB's status text shows a transaction waiting
@@ -96,7 +108,8 @@ func waitsIn(status, schema string) bool {
 // in time.
 var ErrNoWait = errors.New("lockwait: no session waited for the transaction's locks")
 
-// Await polls until some session waits for a lock s holds, for at most
+// Await polls until some session waits for a lock s holds (on MySQL and
+// MariaDB: for a lock in the database of s's session), for at most
 // limit. Each round it first calls ended, whose error (the awaited
 // statement ended instead of waiting) it returns.
 //
