@@ -77,6 +77,16 @@ func testLockOrder(t *testing.T, h Harness) {
 				table := "cl_lockorder_" + k.name
 				f := newFixture(t, h, func(c *dialect.ClaimTable) { c.IDKind = k.kind; c.Table = table })
 				ctx := ctxT(t)
+				args := &render.Args{Token: "tok-lockorder"}
+				if op.keys {
+					args.Keys = []any{k.hi, k.lo}
+				}
+				q, qargs, ok := f.cs.(*store.Claims).Bind(op.stmt, args)
+				if !ok && strings.HasSuffix(op.stmt, " by key") {
+					t.Logf("%s: no statement naming the primary key", d.Capabilities().Engine)
+					return
+				}
+				require.True(t, ok, "statement %q", op.stmt)
 				if k.kind == dialect.IDText && d.Capabilities().Engine == dialect.EnginePostgreSQL {
 					// A key column whose collation orders "a" before "B":
 					// the lock order must still be byte order.
@@ -112,16 +122,6 @@ func testLockOrder(t *testing.T, h Harness) {
 
 				sess, err := lockwait.Of(ctx, f.db, tx, d.Capabilities().Engine)
 				require.NoError(t, err)
-				args := &render.Args{Token: "tok-lockorder"}
-				if op.keys {
-					args.Keys = []any{k.hi, k.lo}
-				}
-				q, qargs, ok := f.cs.(*store.Claims).Bind(op.stmt, args)
-				if !ok && strings.HasSuffix(op.stmt, " by key") {
-					t.Logf("%s: no statement naming the primary key", d.Capabilities().Engine)
-					return
-				}
-				require.True(t, ok, "statement %q", op.stmt)
 				done := make(chan lockOrderResult, 1)
 				go func() {
 					done <- runLockOrder(ctx, f.db, op.query, q, qargs)
