@@ -177,7 +177,7 @@ func TestCrashRecovery(t *testing.T) {
 	for _, en := range engines {
 		t.Run(en.kind, func(t *testing.T) {
 			t.Parallel()
-			for _, s := range strategies(open(t, en)) {
+			for _, s := range engineStrategies(t, en) {
 				t.Run(s.String(), func(t *testing.T) {
 					t.Parallel()
 					crashRecovery(t, open(t, en), s)
