@@ -692,7 +692,7 @@ func (b *Held[T]) end(ctx context.Context, commit bool) error {
 	}
 	b.finish()
 	if err != nil {
-		return storeError("commit", err)
+		return storeError(op.Name(), err)
 	}
 	return nil
 }

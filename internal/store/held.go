@@ -121,6 +121,14 @@ func (s *Claims) Hold(ctx context.Context, p *HoldParams, scan func(Scanner) err
 	}
 	h := &Held{s: s, tx: tx, keys: map[any]bool{}}
 	n, err := h.claim(ctx, p, scan)
+	if err == nil && ctx.Err() != nil {
+		// ctx ended while the claim ran. Its statements all returned, but
+		// a driver may have closed the connection as the last one did
+		// (go-sql-driver/mysql cancels a statement by closing its
+		// connection, also one whose reply it has read), and the server
+		// then rolled the transaction back: the rows may not be held.
+		err = fmt.Errorf("held claim: the context ended: %w", ctx.Err())
+	}
 	if err != nil {
 		_ = h.end(ctx)
 		return nil, 0, s.b.interpret(err)
