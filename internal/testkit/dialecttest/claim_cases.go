@@ -310,7 +310,11 @@ func testHeartbeatReap(t *testing.T, h Harness, s dialect.Strategy) {
 	ctx := ctxT(t)
 	tokA, a := f.claim(s, 1, 2)
 	tokB, b := f.claim(s, 1, 2)
-	time.Sleep(700 * time.Millisecond)
+	// B's heartbeat must stay younger than the reap timeout until the reap
+	// below has run: a second, which a loaded machine's race-instrumented
+	// suite has overrun at half a second between two statements.
+	const timeout = time.Second
+	time.Sleep(timeout + 300*time.Millisecond)
 	// Nothing is a minute old: a reap that ignored its timeout (or compared
 	// the wrong way) would take rows claimed well within it.
 	res, err := f.cs.Reap(ctx, &store.ReapParams{Timeout: time.Minute, Limit: 100})
@@ -319,7 +323,7 @@ func testHeartbeatReap(t *testing.T, h Harness, s dialect.Strategy) {
 	held, err := f.cs.Heartbeat(ctx, tokB)
 	require.NoError(t, err)
 	require.Len(t, held, 2)
-	res, err = f.cs.Reap(ctx, &store.ReapParams{Timeout: 500 * time.Millisecond, Limit: 100})
+	res, err = f.cs.Reap(ctx, &store.ReapParams{Timeout: timeout, Limit: 100})
 	require.NoError(t, err)
 	require.EqualValues(t, 2, res.Returned, "only the batch that stopped heartbeating")
 	require.Zero(t, res.Parked)
