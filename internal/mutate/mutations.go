@@ -297,6 +297,13 @@ var mutations = []mutation{
 		From: "if att+1 >= int64(p.MaxAttempts) {",
 		To:   "if att+1 > int64(p.MaxAttempts) {",
 		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/^Held$", Env: pg},
+	// A hold whose context ended while its statements returned is handed
+	// out: on MySQL the driver had closed the connection, and the batch
+	// held nothing.
+	{Name: "core/held-hands-out-cut-short", File: "internal/store/held.go",
+		From: "if err == nil && ctx.Err() != nil {",
+		To:   "if err == nil && ctx.Err() != nil && false {",
+		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/^HeldCutShort$", Env: pg},
 	// A savepoint rollback of a held batch that keeps the rows settled
 	// that the rollback undid: the held claim, the one record of the
 	// batch's open rows, refuses to fail them, and Holder.Run cannot

@@ -141,6 +141,7 @@ func Run(t *testing.T, h Harness) {
 		{"AckArchive", perStrategy(testAckArchive)},
 		{"Held", testHeld},
 		{"HeldDeleteDone", testHeldDeleteDone},
+		{"HeldCutShort", testHeldCutShort},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -214,6 +214,46 @@ func testHeld(t *testing.T, h Harness) {
 	require.NoError(t, f.db.PingContext(ctx))
 }
 
+// testHeldCutShort: a hold whose context ends while it runs fails with the
+// context's error and holds nothing, even when its statements returned
+// (here the context ends as its rows are read): a driver may have closed
+// the connection, and with it the transaction, as the last statement
+// returned (go-sql-driver/mysql cancels a statement so), and a batch that
+// holds nothing must not be handed out. The rows are free for the next
+// holder (at once, or once the server has ended the closed connection's
+// transaction).
+func testHeldCutShort(t *testing.T, h Harness) {
+	f := newFixture(t, h)
+	if !f.holder().Holds() {
+		return // testHeld checks the refusal
+	}
+	f.insert(1, 2)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	scanned := 0
+	held, n, err := f.holder().Hold(ctx, &store.HoldParams{Limit: 10, ScopeValues: []any{1}, HoldLimit: time.Minute},
+		func(sc store.Scanner) error {
+			scanned++
+			cancel()
+			var id, version, attempts, payload any
+			return sc.Scan(&id, &version, &attempts, &payload)
+		})
+	if held != nil {
+		f.endOnCleanup(held)
+	}
+	require.ErrorIs(t, err, context.Canceled, "a hold cut short by its context (%d rows scanned)", scanned)
+	require.Nil(t, held, "no held claim is handed out")
+	require.Zero(t, n)
+	require.NotZero(t, scanned, "the hold read its rows before it failed")
+	var all []any
+	for _, r := range f.rows() {
+		require.Equal(t, "PENDING", r.Status, "a held claim writes nothing")
+		all = append(all, r.ID)
+	}
+	h2, _ := f.holdEventually(all, 10*time.Second)
+	require.NoError(t, h2.Rollback(ctxT(t)))
+}
+
 // holdEventually holds rows until it gets the keys want (the server
 // releasing another holder's locks), failing after limit: what the case
 // expects and a few seconds for a loaded machine, not the package's
