@@ -92,6 +92,10 @@ func heldWorkerRole(ctx context.Context, out *emitter) error {
 // send: a send commits with its ack or not at all, the server releases a
 // dead or frozen holder's rows (a frozen batch never commits; another
 // process holds its rows), and no two batches ever committed the same row.
+// A freeze lasts until the server has ended the stopped batch (the test can
+// lock its rows, or another worker held them) and fails the test if that
+// has not happened well past the hold limit; the stopped batch then never
+// commits.
 func TestHeldChaos(t *testing.T) {
 	t.Parallel()
 	for _, e := range engines() {
@@ -145,27 +149,13 @@ func TestHeldChaos(t *testing.T) {
 					require.NoError(t, err)
 					sessionKills += n
 				case 0:
-					if freezes >= 2 {
+					if len(frozen) >= 2 || freezes >= 6 {
 						continue
 					}
-					// Freeze it mid-batch (its last event a hold), past the
-					// hold limit.
-					var held event
-					for try := 0; try < 100; try++ {
-						if evs := c.Events(); len(evs) > 0 && evs[len(evs)-1].Ev == "hold" {
-							held = evs[len(evs)-1]
-							break
-						}
-						time.Sleep(5 * time.Millisecond)
-					}
-					require.NoError(t, c.cmd.Process.Signal(syscall.SIGSTOP))
-					stopped := time.Now().UnixNano()
-					time.Sleep(holdLimit + 1500*time.Millisecond)
-					require.NoError(t, c.cmd.Process.Signal(syscall.SIGCONT))
-					if held.Ev != "" {
-						frozen = append(frozen, freeze{pid: c.pid, tok: held.Tok, ids: held.IDs, from: stopped, to: time.Now().UnixNano()})
-					}
 					freezes++
+					if fz, ok := freezeMidBatch(t, d, f, holdLimit); ok {
+						frozen = append(frozen, fz)
+					}
 				}
 			}
 			drain := waitDrained(t, d, drainLimit(), time.Minute)
@@ -181,21 +171,22 @@ func TestHeldChaos(t *testing.T) {
 				evs = append(evs, c.Events()...)
 			}
 			r := checkHeld(t, d, rows, evs)
-			// The server ended a frozen holder's batch: it never committed,
-			// and another process held its rows.
-			released := 0
+			// The server ended every batch frozen past its hold limit: the
+			// rows could be locked by others while its holder was stopped,
+			// and the batch never committed after the holder resumed.
 			for _, fz := range frozen {
-				if reheld(evs, fz) {
-					released++
+				for _, ev := range evs {
+					if ev.Ev == "commit" && ev.Tok == fz.tok {
+						require.Less(t, ev.T0, fz.from, "batch %s of pid %d, frozen past its hold limit, committed after it resumed", fz.tok, fz.pid)
+					}
 				}
 			}
-			line := fmt.Sprintf("chaos: scenario=held engine=%s kills=%d session-kills=%d freezes=%d (batches ended by the server and re-held: %d) rows=%d sends=%d duplicates=%d committed-twice=%d lost-commits=%d drain=%v",
-				e.name, kills, sessionKills, freezes, released, rows, r.sends, r.dupOther, r.overlaps, r.lost, drain.Round(time.Millisecond))
+			line := fmt.Sprintf("chaos: scenario=held engine=%s kills=%d session-kills=%d freezes=%d (mid-batch, ended by the server: %d) rows=%d sends=%d duplicates=%d committed-twice=%d lost-commits=%d drain=%v",
+				e.name, kills, sessionKills, freezes, len(frozen), rows, r.sends, r.dupOther, r.overlaps, r.lost, drain.Round(time.Millisecond))
 			t.Log(line)
 			fmt.Println(line)
 			require.GreaterOrEqual(t, kills, 2)
-			require.GreaterOrEqual(t, freezes, 1)
-			require.GreaterOrEqual(t, released, 1, "no frozen holder's batch was ended by the server and held again")
+			require.GreaterOrEqual(t, len(frozen), 1, "no holder was frozen mid-batch in %d freezes", freezes)
 			require.Zero(t, r.overlaps, "a row in two committed batches")
 			require.Zero(t, r.dupOther, "a row sent twice")
 			require.Zero(t, r.lost, "a committed batch whose sends are missing")
@@ -213,27 +204,107 @@ type freeze struct {
 	from, to int64
 }
 
-// reheld reports whether the server ended fz's batch: it never committed,
-// and another process held one of its rows after the freeze began. (Other
-// holders may reach the rows only after the freeze: a holder's key cursor
-// returns below its last batch only after a short one.)
-func reheld(evs []event, fz freeze) bool {
+// freezeMidBatch stops (SIGSTOP) one of the live workers in the middle of
+// a batch and keeps it stopped until the server has ended the batch: until
+// the test's own transaction can lock a row of it (SKIP LOCKED) or another
+// worker held one, which needs the server to have rolled the stopped
+// holder's transaction back. It fails the test if that has not happened
+// 4 s past the hold limit. It reports false, with the worker resumed, when
+// no worker could be caught mid-batch: none was between a hold and its
+// commit, or the one stopped had just ended its batch (its last event,
+// read once it was stopped, is not a hold).
+func freezeMidBatch(t *testing.T, d *db, f *fleet, holdLimit time.Duration) (freeze, bool) {
+	t.Helper()
+	live := f.live()
+	// A worker whose last event is a hold, chosen as soon as one is.
+	var c *child
+	for deadline := time.Now().Add(3 * time.Second); c == nil && time.Now().Before(deadline); {
+		for _, i := range rand.Perm(len(live)) {
+			if evs := live[i].Events(); len(evs) > 0 && evs[len(evs)-1].Ev == "hold" {
+				c = live[i]
+				break
+			}
+		}
+		if c == nil {
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	if c == nil {
+		return freeze{}, false
+	}
+	require.NoError(t, c.cmd.Process.Signal(syscall.SIGSTOP))
+	fz := freeze{pid: c.pid, from: time.Now().UnixNano()}
+	defer func() { require.NoError(t, c.cmd.Process.Signal(syscall.SIGCONT)) }()
+	// What it wrote before it stopped reaches the reader at once; its last
+	// event then says where it stopped.
+	time.Sleep(200 * time.Millisecond)
+	evs := c.Events()
+	last := evs[len(evs)-1]
+	if last.Ev != "hold" {
+		return freeze{}, false
+	}
+	fz.tok, fz.ids = last.Tok, last.IDs
+	time.Sleep(time.Until(time.Unix(0, fz.from).Add(holdLimit)))
+	for deadline := time.Unix(0, fz.from).Add(holdLimit + 4*time.Second); ; {
+		if lockable(t, d, fz.ids) || heldByOther(f, fz) {
+			fz.to = time.Now().UnixNano()
+			return fz, true
+		}
+		if time.Now().After(deadline) {
+			require.FailNow(t, "the server did not end a stopped holder's batch", "pid %d batch %s rows %v, stopped for %v with a hold limit of %v",
+				fz.pid, fz.tok, fz.ids, time.Since(time.Unix(0, fz.from)).Round(time.Millisecond), holdLimit)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// lockable reports whether the test's own transaction can lock a row of
+// ids (FOR UPDATE SKIP LOCKED), which it then releases.
+func lockable(t *testing.T, d *db, ids []int64) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tx, err := d.sql.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	in := make([]string, len(ids))
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		in[i], args[i] = d.ph(i+1), id
+	}
+	var n int
+	res, err := tx.QueryContext(ctx, d.sqlf("SELECT {id} FROM {chaos_items} WHERE {id} IN (")+strings.Join(in, ", ")+") FOR UPDATE SKIP LOCKED", args...)
+	require.NoError(t, err)
+	for res.Next() {
+		n++
+	}
+	require.NoError(t, res.Err())
+	require.NoError(t, res.Close())
+	return n > 0
+}
+
+// heldByOther reports whether a worker other than fz's held one of fz's
+// rows after fz began.
+func heldByOther(f *fleet, fz freeze) bool {
+	f.mu.Lock()
+	children := append([]*child(nil), f.children...)
+	f.mu.Unlock()
 	want := map[int64]bool{}
 	for _, id := range fz.ids {
 		want[id] = true
 	}
-	for _, ev := range evs {
-		if ev.Ev == "commit" && ev.Tok == fz.tok {
-			return false
-		}
-	}
-	for _, ev := range evs {
-		if ev.Ev != "hold" || ev.Pid == fz.pid || ev.T < fz.from {
+	for _, c := range children {
+		if c.pid == fz.pid {
 			continue
 		}
-		for _, id := range ev.IDs {
-			if want[id] {
-				return true
+		for _, ev := range c.Events() {
+			if ev.Ev != "hold" || ev.T < fz.from {
+				continue
+			}
+			for _, id := range ev.IDs {
+				if want[id] {
+					return true
+				}
 			}
 		}
 	}
