@@ -66,10 +66,22 @@ const failedClaimRelease = 30 * time.Second
 // back without moving toward parking. Only a reap keeps the attempt. The
 // caller does not wait for those tries: a claim refused by a read-only
 // server returns at once, not when the server becomes writable.
-func (k *core) releaseFailedClaim(ctx context.Context, token string, claimed time.Time) {
+//
+// After a claim of unknown outcome ([dialect.ErrOutcomeUnknown]: its
+// context ended or its connection broke while the server had the
+// statement), a release that finds nothing is tried again a few times over
+// the next seconds ([core.releaseLate]): the server may still be running
+// the claim's statement, which a client that stopped waiting for it cannot
+// stop (go-sql-driver/mysql closes the connection, and MySQL finishes and
+// commits the statement anyway; a PostgreSQL cancel request can come too
+// late), and whose rows would otherwise stay processing until a reaper.
+func (k *core) releaseFailedClaim(ctx context.Context, token string, claimed time.Time, unknown bool) {
 	detach.Run(ctx, failedClaimRelease, func(fctx context.Context) {
-		_, err := k.cs.Release(fctx, token, nil)
+		n, err := k.cs.Release(fctx, token, nil)
 		if err == nil {
+			if n == 0 && unknown {
+				go k.releaseLate(context.WithoutCancel(ctx), token, claimed)
+			}
 			return
 		}
 		if !outage(err) || fctx.Err() != nil {
@@ -78,6 +90,40 @@ func (k *core) releaseFailedClaim(ctx context.Context, token string, claimed tim
 		}
 		go k.retryRelease(context.WithoutCancel(ctx), token, claimed, err)
 	})
+}
+
+// lateReleases are the pauses before each late release of a failed claim
+// of unknown outcome whose release found nothing ([core.releaseLate]),
+// 4.3 s in all.
+var lateReleases = []time.Duration{50 * time.Millisecond, 250 * time.Millisecond, time.Second, 3 * time.Second}
+
+// releaseLate releases the rows of a failed claim of unknown outcome
+// again after each pause of lateReleases, until a release finds rows (the
+// statement that marked them has committed: no later one will) or fails,
+// or until a reaper could have taken them (the claim's lifetime,
+// [core.lifetime]). A claim that never marked a row costs these few
+// statements on the token index, which no other claim's rows are under.
+func (k *core) releaseLate(ctx context.Context, token string, claimed time.Time) {
+	ctx, cancel := context.WithTimeout(ctx, failedClaimRelease)
+	defer cancel()
+	life := k.lifetime()
+	for _, pause := range lateReleases {
+		if life > 0 && !time.Now().Add(pause).Before(claimed.Add(life)) {
+			return
+		}
+		if !loop.Sleep(ctx, pause, nil) {
+			return
+		}
+		n, err := k.cs.Release(ctx, token, nil)
+		switch {
+		case err != nil:
+			k.logger.Debug("claimlock: a late release of a failed claim's rows failed; the reaper will return any", "token", token, "err", err)
+			return
+		case n > 0:
+			k.logger.Info("claimlock: released the rows of a failed claim, which the server marked after the claim had returned", "token", token, "rows", n)
+			return
+		}
+	}
 }
 
 // retryRelease tries the release of a failed claim's rows again after an
@@ -148,7 +194,7 @@ func (c *Claimer[T]) claimWith(ctx context.Context, limit int, run claimRun) (*B
 		// Rows marked before a scan failure, or by a write of unknown
 		// outcome, stay under the token: give them back so they are not
 		// stranded until the reaper runs.
-		k.releaseFailedClaim(ctx, token, claimed)
+		k.releaseFailedClaim(ctx, token, claimed, errors.Is(err, dialect.ErrOutcomeUnknown))
 		return nil, endedWith(ctx, storeError(opClaim, err))
 	}
 	// A retried statement calls scan again from its first row: the last n

@@ -190,7 +190,11 @@
 // may have taken effect. For an ack this means the rows may be done; acking
 // them again reports them lost if the first ack happened (their token is
 // cleared) and acks them otherwise, and a reaper returns rows whose ack
-// never happened. Every operation returns by its context's deadline.
+// never happened. A claim of unknown outcome releases what it may have
+// marked, also rows the server marks after the claim returned (MySQL
+// finishes a statement whose connection the driver closed): a release
+// that finds nothing is tried again over the next few seconds. Every
+// operation returns by its context's deadline.
 //
 // # Wake-ups
 //

@@ -56,3 +56,9 @@ func HeldOpen[T any](b *Held[T]) (book, held []any) {
 	}
 	return book, held
 }
+
+// WrapStore replaces c's claim store with wrap's result, for tests that
+// make the store answer as a server under fault would.
+func WrapStore[T any](c *Claimer[T], wrap func(store.ClaimStore) store.ClaimStore) {
+	c.core.cs = wrap(c.core.cs)
+}
