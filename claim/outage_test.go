@@ -181,10 +181,27 @@ func TestOutageKeepsAttemptsPoisonParks(t *testing.T) {
 			p.Up()
 			time.Sleep(1100 * time.Millisecond) // pools ping connections idle for a second
 
-			for range 3 { // three outages
+			for outages, missed := 0, 0; outages < 3; {
 				p.DropAfterWriteThenDown(cfg.Table, time.Second)
-				_, err = c.Claim(ctx)
-				require.Error(t, err, "the claim's connection broke")
+				b, err := c.Claim(ctx)
+				if err == nil {
+					// The claim went through (seen once, in a loaded CI
+					// run, not explained). With the proxy still armed, no
+					// request of the claim matched its marker and nothing
+					// was dropped: give the rows back and fault the next
+					// claim. Disarmed, a request was dropped and the claim
+					// still succeeded, which a claim of unknown outcome
+					// retried blindly would do: fail.
+					armed := p.Disarm()
+					require.True(t, armed, "the proxy dropped a request, and the claim succeeded (%d rows)", b.Len())
+					missed++
+					t.Logf("no request of the claim matched the proxy's marker (%d rows): faulting the next claim", b.Len())
+					require.Less(t, missed, 3, "the proxy missed the claim three times")
+					_, err = b.Release(ctx)
+					require.NoError(t, err)
+					continue
+				}
+				outages++
 				require.Eventually(t, p.IsUp, 10*time.Second, 10*time.Millisecond)
 				require.Eventually(t, func() bool {
 					st, err := c.Stats(ctx)

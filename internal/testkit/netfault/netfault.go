@@ -118,6 +118,16 @@ func (p *Proxy) DropAfterWriteThenDown(marker string, d time.Duration) {
 	p.mu.Unlock()
 }
 
+// Disarm undoes a DropAfterWrite whose marker no request has matched yet,
+// and reports whether it was still armed.
+func (p *Proxy) Disarm() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	armed := p.marker != nil
+	p.marker = nil
+	return armed
+}
+
 // DropAfterWriteFold is DropAfterWrite with a marker that matches as a
 // whole word in any letter case (drivers write COMMIT as "commit" or
 // "COMMIT", and "commit" must not match "read committed").
