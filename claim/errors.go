@@ -1,7 +1,6 @@
 package claim
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -120,19 +119,3 @@ func storeError(op string, err error) error {
 
 // opClaim is the operation name of a claim in error messages.
 const opClaim = "claim"
-
-// endedWith returns err, an error of an operation run with ctx, so that it
-// also matches ctx's cause once ctx has ended: a driver may report a
-// statement it refused because ctx had ended as a broken connection
-// (pgx's stdlib driver returns driver.ErrBadConn for one it never sent),
-// and a caller that stopped its claims must be able to tell that from a
-// failure of the server.
-func endedWith(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() == nil || errors.Is(err, ctx.Err()) {
-		return err
-	}
-	if cause := context.Cause(ctx); !errors.Is(cause, ctx.Err()) {
-		return fmt.Errorf("%w (the context ended: %w: %w)", err, ctx.Err(), cause)
-	}
-	return fmt.Errorf("%w (the context ended: %w)", err, ctx.Err())
-}

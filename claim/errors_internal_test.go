@@ -1,8 +1,6 @@
 package claim
 
 import (
-	"context"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"testing"
@@ -31,30 +29,4 @@ func TestStoreErrorNamesTheOperationOnce(t *testing.T) {
 		require.ErrorIs(t, got, c.err, "the cause stays reachable")
 	}
 	require.ErrorIs(t, storeError("ack", dialect.ErrOutcomeUnknown), dialect.ErrOutcomeUnknown)
-}
-
-// A claim that failed because its context ended matches the context's
-// error whatever the driver said (pgx's stdlib driver reports a statement
-// it never sent, the context having ended, as driver.ErrBadConn); one
-// whose context lasts is left as it is.
-func TestEndedWith(t *testing.T) {
-	bad := storeError(opClaim, driver.ErrBadConn)
-	require.Same(t, bad, endedWith(context.Background(), bad), "the context lasts")
-	require.NoError(t, endedWith(context.Background(), nil))
-
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	got := endedWith(ctx, bad)
-	require.ErrorIs(t, got, context.Canceled)
-	require.ErrorIs(t, got, driver.ErrBadConn, "the driver's error stays reachable")
-	require.EqualError(t, got, "claim: driver: bad connection (the context ended: context canceled)")
-	already := storeError(opClaim, context.Canceled)
-	require.Same(t, already, endedWith(ctx, already), "an error that says so already")
-
-	stop := errors.New("shutting down")
-	ctx, cancelCause := context.WithCancelCause(context.Background())
-	cancelCause(stop)
-	got = endedWith(ctx, bad)
-	require.ErrorIs(t, got, context.Canceled)
-	require.ErrorIs(t, got, stop, "the cause the caller gave")
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/errclass"
 	"github.com/claimlock/claimlock/internal/holdctx"
 	"github.com/claimlock/claimlock/internal/loop"
 	"github.com/claimlock/claimlock/internal/store"
@@ -139,14 +140,14 @@ func (h *Holder[T]) Hold(ctx context.Context) (*Held[T], error) {
 	free := func() { <-h.slots }
 	if err := k.verify(ctx); err != nil {
 		free()
-		return nil, endedWith(ctx, err)
+		return nil, errclass.EndedWith(ctx, err)
 	}
 	if err := k.checkPaused(ctx); err != nil {
 		free()
 		if errors.Is(err, ErrPaused) {
 			k.observePaused(ctx, time.Now(), true)
 		}
-		return nil, endedWith(ctx, err)
+		return nil, errclass.EndedWith(ctx, err)
 	}
 	k.checkIndexes(ctx)
 	b := &Held[T]{core: k, token: store.NewToken(), limit: h.limit, margin: h.margin, free: free, stop: make(chan struct{}), stopped: make(chan struct{})}
@@ -170,7 +171,7 @@ func (h *Holder[T]) Hold(ctx context.Context) (*Held[T], error) {
 	}
 	if err != nil {
 		free()
-		err = endedWith(ctx, storeError("hold", err))
+		err = errclass.EndedWith(ctx, storeError("hold", err))
 		k.observeHeld(ctx, b.event(OpClaim, start, err))
 		return nil, err
 	}
