@@ -11,6 +11,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/detach"
+	"github.com/claimlock/claimlock/internal/errclass"
 	"github.com/claimlock/claimlock/internal/loop"
 	"github.com/claimlock/claimlock/internal/store"
 )
@@ -80,7 +81,7 @@ func (k *core) releaseFailedClaim(ctx context.Context, token string, claimed tim
 		n, err := k.cs.Release(fctx, token, nil)
 		if err == nil {
 			if n == 0 && unknown {
-				go k.releaseLate(context.WithoutCancel(ctx), token, claimed)
+				k.releaseLate(ctx, token, claimed)
 			}
 			return
 		}
@@ -92,38 +93,27 @@ func (k *core) releaseFailedClaim(ctx context.Context, token string, claimed tim
 	})
 }
 
-// lateReleases are the pauses before each late release of a failed claim
-// of unknown outcome whose release found nothing ([core.releaseLate]),
-// 4.3 s in all.
-var lateReleases = []time.Duration{50 * time.Millisecond, 250 * time.Millisecond, time.Second, 3 * time.Second}
-
 // releaseLate releases the rows of a failed claim of unknown outcome
-// again after each pause of lateReleases, until a release finds rows (the
+// again after each of [detach.LatePauses], until a release finds rows (the
 // statement that marked them has committed: no later one will) or fails,
 // or until a reaper could have taken them (the claim's lifetime,
 // [core.lifetime]). A claim that never marked a row costs these few
 // statements on the token index, which no other claim's rows are under.
 func (k *core) releaseLate(ctx context.Context, token string, claimed time.Time) {
-	ctx, cancel := context.WithTimeout(ctx, failedClaimRelease)
-	defer cancel()
-	life := k.lifetime()
-	for _, pause := range lateReleases {
-		if life > 0 && !time.Now().Add(pause).Before(claimed.Add(life)) {
-			return
-		}
-		if !loop.Sleep(ctx, pause, nil) {
-			return
-		}
+	var until time.Time
+	if life := k.lifetime(); life > 0 {
+		until = claimed.Add(life)
+	}
+	detach.Late(ctx, failedClaimRelease, until, func(ctx context.Context) bool {
 		n, err := k.cs.Release(ctx, token, nil)
 		switch {
 		case err != nil:
 			k.logger.Debug("claimlock: a late release of a failed claim's rows failed; the reaper will return any", "token", token, "err", err)
-			return
 		case n > 0:
 			k.logger.Info("claimlock: released the rows of a failed claim, which the server marked after the claim had returned", "token", token, "rows", n)
-			return
 		}
-	}
+		return err != nil || n > 0
+	})
 }
 
 // retryRelease tries the release of a failed claim's rows again after an
@@ -152,10 +142,10 @@ func (k *core) retryRelease(ctx context.Context, token string, claimed time.Time
 func (c *Claimer[T]) claimWith(ctx context.Context, limit int, run claimRun) (*Batch[T], error) {
 	k := c.core
 	if err := k.verify(ctx); err != nil {
-		return nil, endedWith(ctx, err)
+		return nil, errclass.EndedWith(ctx, err)
 	}
 	if err := k.checkPaused(ctx); err != nil {
-		return nil, endedWith(ctx, err)
+		return nil, errclass.EndedWith(ctx, err)
 	}
 	k.checkIndexes(ctx)
 	token := store.NewToken()
@@ -195,7 +185,7 @@ func (c *Claimer[T]) claimWith(ctx context.Context, limit int, run claimRun) (*B
 		// outcome, stay under the token: give them back so they are not
 		// stranded until the reaper runs.
 		k.releaseFailedClaim(ctx, token, claimed, errors.Is(err, dialect.ErrOutcomeUnknown))
-		return nil, endedWith(ctx, storeError(opClaim, err))
+		return nil, errclass.EndedWith(ctx, storeError(opClaim, err))
 	}
 	// A retried statement calls scan again from its first row: the last n
 	// rows are the ones the token holds.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/claimlock/claimlock/dialect"
 	"github.com/claimlock/claimlock/internal/detach"
+	"github.com/claimlock/claimlock/internal/errclass"
 	"github.com/claimlock/claimlock/internal/loop"
 	"github.com/claimlock/claimlock/internal/store"
 )
@@ -74,15 +75,23 @@ func (k *Locker) checkKey(key any) error {
 // may have taken, so an unseen acquisition does not block the key for a
 // whole TTL. It waits for that release only while ctx lasts (then it goes
 // on in the background), so a stalled server never holds Acquire past
-// ctx's deadline.
+// ctx's deadline. A release that finds no hold is tried again over the
+// next few seconds: the server may still make the acquisition after
+// Acquire returned (MySQL finishes a statement whose connection the driver
+// closed).
 //
 // Until one succeeds, each Acquire first checks the table against the
 // catalog: a missing table or column,
 // or an owner column too short for a token, is an error wrapping
 // [dialect.ErrInvalidConfig] before any lease is written.
+//
+// An Acquire that failed because ctx ended matches ctx's error, whatever
+// the driver reported (a statement it never sent, the context having
+// ended, is a "bad connection" to go-sql-driver/mysql).
 func (k *Locker) Acquire(ctx context.Context, key any) (*Lease, error) {
 	start := time.Now()
 	l, err := k.acquire(ctx, key)
+	err = errclass.EndedWith(ctx, err)
 	k.observeAcquire(ctx, key, l, err, start)
 	return l, err
 }
@@ -105,7 +114,11 @@ func (k *Locker) acquire(ctx context.Context, key any) (*Lease, error) {
 		// An acquisition of unknown outcome is released by its owner; a
 		// stamped one cannot be (its stamp never came back) and expires.
 		if !stamped && !errors.Is(err, dialect.ErrLeaseHeld) && !errors.Is(err, dialect.ErrKeyNotFound) && !errors.Is(err, dialect.ErrInvalidConfig) {
-			k.cleanup(ctx, key, owner)
+			var late time.Time // a late commit matters until the lease would expire
+			if errors.Is(err, dialect.ErrOutcomeUnknown) {
+				late = time.Now().Add(k.cfg.TTL)
+			}
+			k.cleanup(ctx, key, owner, late)
 		}
 		return nil, fmt.Errorf("tasklock: acquire %v: %w", key, err)
 	}
@@ -113,7 +126,7 @@ func (k *Locker) acquire(ctx context.Context, key any) (*Lease, error) {
 		// The statement outlived TTL - SafetyMargin: the lease would be
 		// past its local deadline already. Give it back rather than hand
 		// out a lease whose holder could not stop in time.
-		k.cleanup(ctx, key, info.Owner)
+		k.cleanup(ctx, key, info.Owner, time.Time{})
 		return nil, fmt.Errorf("tasklock: acquire %v: the statement took %v, more than TTL - SafetyMargin: %w: %w", key, took, dialect.ErrLeaseLost, dialect.ErrLocalDeadline)
 	}
 	l := newLease(ctx, k, key, info.Owner, info, start)
@@ -140,11 +153,34 @@ func (k *Locker) Verify(ctx context.Context) error {
 // because ctx ended. The caller waits for it only while ctx lasts, so
 // Acquire still returns by its context's deadline when the server stalls;
 // past that the release finishes in the background.
-func (k *Locker) cleanup(ctx context.Context, key any, owner string) {
-	detach.Run(ctx, releaseTimeout, func(ctx context.Context) {
-		if _, err := k.ls.Release(ctx, key, owner, time.Time{}); err != nil {
+//
+// With a non-zero late (an acquisition of unknown outcome), a release that
+// found no hold is tried again after each of [detach.LatePauses] until one
+// releases it, or until late: the server may still be running the
+// acquisition, which a client that stopped waiting for it cannot stop
+// (MySQL finishes a statement whose connection the driver closed; a
+// PostgreSQL cancel request can come too late), and its lease would
+// otherwise keep the key from every other holder until the TTL.
+func (k *Locker) cleanup(ctx context.Context, key any, owner string, late time.Time) {
+	detach.Run(ctx, releaseTimeout, func(fctx context.Context) {
+		ok, err := k.ls.Release(fctx, key, owner, time.Time{})
+		if err != nil {
 			k.cfg.Logger.Warn("tasklock: could not release an acquisition of unknown outcome; it expires after the TTL", "key", key, "err", err)
+			return
 		}
+		if ok || late.IsZero() {
+			return
+		}
+		detach.Late(ctx, 2*releaseTimeout, late, func(ctx context.Context) bool {
+			ok, err := k.ls.Release(ctx, key, owner, time.Time{})
+			switch {
+			case err != nil:
+				k.cfg.Logger.Debug("tasklock: a late release of an acquisition of unknown outcome failed; it expires after the TTL", "key", key, "err", err)
+			case ok:
+				k.cfg.Logger.Info("tasklock: released an acquisition of unknown outcome, which the server made after the acquisition had returned", "key", key)
+			}
+			return err != nil || ok
+		})
 	})
 }
 

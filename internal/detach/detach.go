@@ -28,3 +28,35 @@ func Run(ctx context.Context, timeout time.Duration, fn func(context.Context)) {
 	case <-ctx.Done():
 	}
 }
+
+// LatePauses are the pauses before each try of [Late]: 4.3 s in all.
+var LatePauses = []time.Duration{50 * time.Millisecond, 250 * time.Millisecond, time.Second, 3 * time.Second}
+
+// Late undoes a write of unknown outcome that the server may still be
+// running after its caller gave up on it (MySQL finishes a statement whose
+// connection the driver closed; a PostgreSQL cancel request can come too
+// late), once a first undo found nothing to undo. It returns at once; on
+// a goroutine of its own it calls undo after each pause of [LatePauses],
+// with a context of ctx's values bounded by timeout, until undo reports
+// that it is done (it found the write and undid it, or failed), or until
+// the next try would come at or after until (zero: no bound), after which
+// the write no longer matters (a reaper or the lease's expiry takes it).
+func Late(ctx context.Context, timeout time.Duration, until time.Time, undo func(context.Context) (done bool)) {
+	go func() {
+		fctx, cancel := context.WithTimeout(Context(ctx), timeout)
+		defer cancel()
+		for _, pause := range LatePauses {
+			if !until.IsZero() && !time.Now().Add(pause).Before(until) {
+				return
+			}
+			select {
+			case <-fctx.Done():
+				return
+			case <-time.After(pause):
+			}
+			if undo(fctx) {
+				return
+			}
+		}
+	}()
+}
