@@ -101,7 +101,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.schedule, "schedule", 0, "claim mode: workers are cron processes that run the batch-send job at every multiple of this period through package schedule, each fire time once across them (0: workers loop on -task-id until it is done)")
 	fs.DurationVar(&o.sendDelay, "send-delay", time.Millisecond, "time one send takes")
 	fs.DurationVar(&o.budget, "budget", 30*time.Millisecond, "time a worker keeps the task lock before releasing it for the next cron run (the story's 50 s, scaled down)")
-	fs.DurationVar(&o.reapAfter, "reap-after", 2*time.Second, "claim timeout: rows processing longer without a heartbeat are returned by the reaper")
+	// Ten seconds, not less: the claim time is a column of whole seconds,
+	// and on a loaded machine (a test suite beside it) a SQLite heartbeat
+	// or a logged send can wait a second for the write lock; a shorter
+	// timeout lets the reaper take live batches, and a send checked in time
+	// is logged after the row went to another worker.
+	fs.DurationVar(&o.reapAfter, "reap-after", 10*time.Second, "claim timeout: rows processing longer without a heartbeat are returned by the reaper")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines")
 	if err := fs.Parse(args); err != nil {
 		return o, err
