@@ -222,6 +222,14 @@ my_pid() {
 	echo "$p"
 }
 
+# running reports whether process $1 exists and has not exited (a zombie
+# has: this script has not reaped it yet).
+running() {
+	local s
+	s=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null) || return 1
+	[ -n "$s" ] && [ "$s" != Z ] && [ "$s" != X ]
+}
+
 my_sql() { mariadb --no-defaults -uroot -S "$MYDIR/mysqld.sock" --connect-timeout=5 -NB -e "$1"; }
 
 my_init() {
@@ -262,10 +270,13 @@ my_start() {
 	port_busy "$MYPORT" && die "port $MYPORT is in use by another process"
 	rm -f "$MYDIR/mysqld.sock"
 	setsid "$MARIADBD" --defaults-file="$MYDIR/my.cnf" >>"$MYDIR/console.log" 2>&1 </dev/null &
-	echo $! >"$STATE/mariadbd.pid"
+	local started=$!
+	echo "$started" >"$STATE/mariadbd.pid"
 	local deadline=$((SECONDS + TIMEOUT))
 	until my_sql "SELECT 1" >/dev/null 2>&1; do
-		if ! my_pid >/dev/null; then
+		# By its pid, not my_pid's command line: until the background
+		# shell has run exec, that line is still this script's.
+		if ! running "$started"; then
 			tail -n 20 "$MYDIR/error.log" >&2 || true
 			die "mariadbd exited while starting"
 		fi
