@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/errclass"
 	"github.com/claimlock/claimlock/internal/holdctx"
 	"github.com/claimlock/claimlock/internal/store"
 )
@@ -247,6 +248,7 @@ func (l *Lease) renew(ctx context.Context) error {
 			l.end(fmt.Errorf("tasklock: renew %v (fence %d): %w", l.key, l.fence, err))
 			return fmt.Errorf("tasklock: renew %v: %w", l.key, err)
 		}
+		err = errclass.EndedWith(ctx, err)
 		if errors.Is(ctx.Err(), context.Canceled) {
 			// The caller gave up (a keep-alive stopped, Release): not a failure.
 			return fmt.Errorf("tasklock: renew %v: %w", l.key, err)
@@ -330,7 +332,7 @@ func (l *Lease) free(ctx context.Context, op string, write func() (bool, error))
 	}
 	ok, err = write()
 	if err != nil {
-		return false, true, fmt.Errorf("tasklock: %s %v: %w", op, l.key, err)
+		return false, true, fmt.Errorf("tasklock: %s %v: %w", op, l.key, errclass.EndedWith(ctx, err))
 	}
 	if ok {
 		l.mu.Lock()
