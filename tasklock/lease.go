@@ -227,7 +227,8 @@ func (l *Lease) end(cause error) bool {
 // (locally or in the database: someone else took it, or it was released or
 // force-released); the lease then ends. Other errors (a timeout, a broken
 // connection) leave the lease running until its local deadline; renewing
-// again is safe.
+// again is safe. A Renew that failed because ctx ended matches ctx's
+// error, whatever the driver reported.
 func (l *Lease) Renew(ctx context.Context) error {
 	start := time.Now()
 	err := l.renew(ctx)
@@ -299,8 +300,10 @@ func (l *Lease) lostErr(cause error) error {
 // it. It returns (true, nil) when it freed the row, and (false, nil) when
 // the lease had already expired and been taken or freed by someone else:
 // a no-op, reported but not an error. A database error leaves the row to
-// expire after the TTL; calling Release again retries it. Once a Release has
-// freed the row, later calls return (false, nil) without a statement.
+// expire after the TTL; calling Release again retries it (one that failed
+// because ctx ended matches ctx's error, whatever the driver reported).
+// Once a Release has freed the row, later calls return (false, nil)
+// without a statement.
 //
 // Release cancels every context from [Lease.Context] (and closes
 // [Lease.Done]) before it frees the row, even when called early: work that
