@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/testkit/testengine"
 	"github.com/claimlock/claimlock/tasklock"
 )
 
@@ -36,8 +37,7 @@ func TestAcquireCutShort(t *testing.T) {
 		const tries = 300
 		failed := 0
 		for i := range tries {
-			cctx, cancel := context.WithCancel(context.Background())
-			time.AfterFunc(2*span*time.Duration(i)/tries, cancel)
+			cctx, cancel := cutAt(span, i, tries)
 			l, err := k.Acquire(cctx, "job")
 			cancel()
 			switch {
@@ -54,7 +54,7 @@ func TestAcquireCutShort(t *testing.T) {
 			}
 		}
 		t.Logf("%d of %d tries cut short by their context", failed, tries)
-		require.NotZero(t, failed, "no try was cut short: the sweep misses the acquisition")
+		requireSomeCut(t, e, failed, "acquisition")
 		var last error
 		require.Eventually(t, func() bool {
 			l, err := other.Acquire(ctx, "job")
@@ -66,4 +66,85 @@ func TestAcquireCutShort(t *testing.T) {
 		}, 10*time.Second, 20*time.Millisecond, "a cut-short acquisition kept the key")
 		require.NoError(t, last)
 	})
+}
+
+// cutAt returns the context of try i of tries, cancelled at a point swept
+// over twice span, the time one uncut call takes.
+func cutAt(span time.Duration, i, tries int) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(2*span*time.Duration(i)/time.Duration(tries), cancel)
+	return ctx, cancel
+}
+
+// TestRenewAndReleaseCutShort cuts renewals and releases short by their
+// context at points swept over twice the call's time, 300 tries each: each
+// fails with its context's error whatever the driver reported (a statement
+// go-sql-driver/mysql never sent is a "bad connection" to it), or
+// succeeds. A renewal cut short leaves the lease held; a release cut short
+// is retried by a second Release, and afterwards another holder takes the
+// key at once.
+func TestRenewAndReleaseCutShort(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, e engine) {
+		k, d := setup(t, e, tasklock.Config{TTL: time.Minute})
+		other := keyed(t, d, tasklock.Config{TTL: time.Minute})
+		ctx := ctxT(t)
+		const tries = 300
+		l, err := k.Acquire(ctx, "job")
+		require.NoError(t, err)
+		t0 := time.Now()
+		require.NoError(t, l.Renew(ctx))
+		span := max(time.Since(t0), 100*time.Microsecond)
+		failed := 0
+		for i := range tries {
+			cctx, cancel := cutAt(span, i, tries)
+			err := l.Renew(cctx)
+			cancel()
+			if err != nil {
+				failed++
+				require.ErrorIs(t, err, context.Canceled, "renewal %d cut short", i)
+			}
+		}
+		t.Logf("%d of %d renewals cut short by their context", failed, tries)
+		requireSomeCut(t, e, failed, "renewal")
+		require.NoError(t, l.Err(), "a renewal cut short ended the lease")
+		_, err = other.Acquire(ctx, "job")
+		require.ErrorIs(t, err, dialect.ErrLeaseHeld, "the lease is still held after its renewals")
+		t0 = time.Now()
+		_, err = l.Release(ctx)
+		require.NoError(t, err)
+		span = max(time.Since(t0), 100*time.Microsecond)
+
+		failed = 0
+		for i := range tries {
+			l, err := k.Acquire(ctx, "job")
+			require.NoError(t, err, "try %d: the key is free after the last try's release", i)
+			cctx, cancel := cutAt(span, i, tries)
+			_, err = l.Release(cctx)
+			cancel()
+			if err != nil {
+				failed++
+				require.ErrorIs(t, err, context.Canceled, "release %d cut short", i)
+				_, err = l.Release(ctx) // what Release's doc says to do
+				require.NoError(t, err)
+			}
+		}
+		t.Logf("%d of %d releases cut short by their context", failed, tries)
+		requireSomeCut(t, e, failed, "release")
+		l, err = other.Acquire(ctx, "job")
+		require.NoError(t, err, "the key is free after the releases")
+		_, err = l.Release(ctx)
+		require.NoError(t, err)
+	})
+}
+
+// requireSomeCut fails unless some of a sweep's calls were cut short, on
+// the engines with a server: an embedded SQLite statement takes tens of
+// microseconds, about a timer's resolution, and a sweep there may cut none.
+func requireSomeCut(t *testing.T, e engine, cut int, what string) {
+	t.Helper()
+	if e.name == testengine.SQLite {
+		return
+	}
+	require.NotZero(t, cut, "no %s was cut short: the sweep misses it", what)
 }
