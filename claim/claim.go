@@ -89,16 +89,18 @@ func (k *core) releaseFailedClaim(ctx context.Context, token string, claimed tim
 			k.logger.Warn("claimlock: could not release rows of a failed claim; the reaper will", "token", token, "err", err)
 			return
 		}
-		go k.retryRelease(context.WithoutCancel(ctx), token, claimed, err)
+		go k.retryRelease(context.WithoutCancel(ctx), token, claimed, unknown, err)
 	})
 }
 
 // releaseLate releases the rows of a failed claim of unknown outcome
 // again after each of [detach.LatePauses], until a release finds rows (the
-// statement that marked them has committed: no later one will) or fails,
-// or until a reaper could have taken them (the claim's lifetime,
-// [core.lifetime]). A claim that never marked a row costs these few
-// statements on the token index, which no other claim's rows are under.
+// statement that marked them has committed: no later one will) or fails
+// with an error that is not an [outage] (one that is, such as a server out
+// of connections, is for the next try), or until a reaper could have taken
+// them (the claim's lifetime, [core.lifetime]). A claim that never marked
+// a row costs these few statements on the token index, which no other
+// claim's rows are under.
 func (k *core) releaseLate(ctx context.Context, token string, claimed time.Time) {
 	var until time.Time
 	if life := k.lifetime(); life > 0 {
@@ -107,19 +109,24 @@ func (k *core) releaseLate(ctx context.Context, token string, claimed time.Time)
 	detach.Late(ctx, failedClaimRelease, until, func(ctx context.Context) bool {
 		n, err := k.cs.Release(ctx, token, nil)
 		switch {
+		case err != nil && !outage(err):
+			k.logger.Warn("claimlock: could not release rows of a failed claim; the reaper will", "token", token, "err", err)
+			return true
 		case err != nil:
-			k.logger.Debug("claimlock: a late release of a failed claim's rows failed; the reaper will return any", "token", token, "err", err)
+			k.logger.Debug("claimlock: a late release of a failed claim's rows failed; tried again", "token", token, "err", err)
 		case n > 0:
 			k.logger.Info("claimlock: released the rows of a failed claim, which the server marked after the claim had returned", "token", token, "rows", n)
 		}
-		return err != nil || n > 0
+		return n > 0
 	})
 }
 
 // retryRelease tries the release of a failed claim's rows again after an
-// outage (see [core.releaseFailedClaim]); err is the last try's error.
-func (k *core) retryRelease(ctx context.Context, token string, claimed time.Time, err error) {
-	ctx, cancel := context.WithTimeout(ctx, failedClaimRelease)
+// outage (see [core.releaseFailedClaim]); err is the last try's error. A
+// release that succeeds but finds nothing after a claim of unknown outcome
+// goes on as [core.releaseLate].
+func (k *core) retryRelease(parent context.Context, token string, claimed time.Time, unknown bool, err error) {
+	ctx, cancel := context.WithTimeout(parent, failedClaimRelease)
 	defer cancel()
 	until, ok := ctx.Deadline()
 	if life := k.lifetime(); life > 0 {
@@ -132,7 +139,11 @@ func (k *core) retryRelease(ctx context.Context, token string, claimed time.Time
 			return
 		}
 		loop.Sleep(ctx, pause, nil)
-		if _, err = k.cs.Release(ctx, token, nil); err == nil {
+		var released int64
+		if released, err = k.cs.Release(ctx, token, nil); err == nil {
+			if released == 0 && unknown {
+				k.releaseLate(parent, token, claimed) // not ctx: it ends on return
+			}
 			return
 		}
 	}

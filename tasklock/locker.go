@@ -160,11 +160,15 @@ func (k *Locker) Verify(ctx context.Context) error {
 // acquisition, which a client that stopped waiting for it cannot stop
 // (MySQL finishes a statement whose connection the driver closed; a
 // PostgreSQL cancel request can come too late), and its lease would
-// otherwise keep the key from every other holder until the TTL.
+// otherwise keep the key from every other holder until the TTL. A release
+// that fails in a way that may pass (an outage, a server out of
+// connections: cut-short statements leave the server finishing them on
+// connections the client has closed) is tried again the same way; only a
+// permanent error ends the tries.
 func (k *Locker) cleanup(ctx context.Context, key any, owner string, late time.Time) {
 	detach.Run(ctx, releaseTimeout, func(fctx context.Context) {
 		ok, err := k.ls.Release(fctx, key, owner, time.Time{})
-		if err != nil {
+		if err != nil && (late.IsZero() || dialect.IsPermanent(err)) {
 			k.cfg.Logger.Warn("tasklock: could not release an acquisition of unknown outcome; it expires after the TTL", "key", key, "err", err)
 			return
 		}
@@ -174,12 +178,15 @@ func (k *Locker) cleanup(ctx context.Context, key any, owner string, late time.T
 		detach.Late(ctx, 2*releaseTimeout, late, func(ctx context.Context) bool {
 			ok, err := k.ls.Release(ctx, key, owner, time.Time{})
 			switch {
+			case err != nil && dialect.IsPermanent(err):
+				k.cfg.Logger.Warn("tasklock: could not release an acquisition of unknown outcome; it expires after the TTL", "key", key, "err", err)
+				return true
 			case err != nil:
-				k.cfg.Logger.Debug("tasklock: a late release of an acquisition of unknown outcome failed; it expires after the TTL", "key", key, "err", err)
+				k.cfg.Logger.Debug("tasklock: a late release of an acquisition of unknown outcome failed; tried again", "key", key, "err", err)
 			case ok:
 				k.cfg.Logger.Info("tasklock: released an acquisition of unknown outcome, which the server made after the acquisition had returned", "key", key)
 			}
-			return err != nil || ok
+			return ok
 		})
 	})
 }

@@ -38,7 +38,8 @@ var LatePauses = []time.Duration{50 * time.Millisecond, 250 * time.Millisecond, 
 // late), once a first undo found nothing to undo. It returns at once; on
 // a goroutine of its own it calls undo after each pause of [LatePauses],
 // with a context of ctx's values bounded by timeout, until undo reports
-// that it is done (it found the write and undid it, or failed), or until
+// that it is done (it found the write and undid it, or failed for good:
+// an error that may pass is for the next try), or until
 // the next try would come at or after until (zero: no bound), after which
 // the write no longer matters (a reaper or the lease's expiry takes it).
 func Late(ctx context.Context, timeout time.Duration, until time.Time, undo func(context.Context) (done bool)) {

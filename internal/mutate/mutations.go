@@ -311,6 +311,29 @@ var mutations = []mutation{
 		From: "\t\t\t\tk.releaseLate(ctx, token, claimed)\n",
 		To:   "\t\t\t\t_ = claimed\n",
 		Pkg:  "./claim", Run: "^TestClaimFinishedLate$/^sqlite$"},
+	// A late release that failed with an error that may pass (a server
+	// out of connections) ends the late releases: the claim's rows stay
+	// processing until a reaper.
+	{Name: "claim/late-release-stops-on-outage", File: "claim/claim.go",
+		From: "\t\treturn n > 0\n",
+		To:   "\t\treturn err != nil || n > 0\n",
+		Pkg:  "./claim", Run: "^TestClaimFinishedLate$/^sqlite$/^token-update$/^late-releases-fail$"},
+	// A release retried after an outage that finds nothing yet, after a
+	// claim of unknown outcome, does not go on late.
+	{Name: "claim/retried-release-not-late", File: "claim/claim.go",
+		From: "\t\t\tif released == 0 && unknown {\n",
+		To:   "\t\t\tif released == 0 && unknown && false {\n",
+		Pkg:  "./claim", Run: "^TestClaimFinishedLate$/^sqlite$/^token-update$/^first-release-fails$"},
+	// The releases after an acquisition of unknown outcome end at the
+	// first error, also one that may pass.
+	{Name: "tasklock/late-release-stops-on-error", File: "tasklock/locker.go",
+		From: "\t\tif err != nil && (late.IsZero() || dialect.IsPermanent(err)) {\n",
+		To:   "\t\tif err != nil {\n",
+		Pkg:  "./tasklock", Run: "^TestAcquireFinishedLate$/^sqlite$/^failed-releases-3$"},
+	{Name: "tasklock/late-undo-stops-on-error", File: "tasklock/locker.go",
+		From: "\t\t\treturn ok\n\t\t})\n",
+		To:   "\t\t\treturn ok || err != nil\n\t\t})\n",
+		Pkg:  "./tasklock", Run: "^TestAcquireFinishedLate$/^sqlite$/^failed-releases-3$"},
 	// A lease acquisition of unknown outcome whose release found no hold
 	// is not released again: an acquisition the server made after Acquire
 	// returned keeps the key from every holder until the TTL.
