@@ -264,7 +264,12 @@ init_node() { # init_node N [install]: directories and config of node N; with
 		local inst
 		inst=$(command -v mariadb-install-db || command -v mysql_install_db) || die "mariadb-install-db not found"
 		chown -R "$RUN_USER" "$d" 2>/dev/null || true
-		"$inst" --no-defaults --datadir="$d/data" --user="$RUN_USER" --auth-root-authentication-method=normal \
+		# --tmpdir: the node's own, as in its my.cnf. With the default (/tmp)
+		# a mariadbd starting at the same moment elsewhere (the outage
+		# stage's, beside this one in CI) removed the bootstrap's temporary
+		# tables, as every mariadbd removes '#sql*' files from its tmpdir at
+		# start: "Unknown table 'mysql.tmp_user_sys'".
+		"$inst" --no-defaults --datadir="$d/data" --tmpdir="$d/tmp" --user="$RUN_USER" --auth-root-authentication-method=normal \
 			--skip-test-db --skip-name-resolve >"$d/install-db.log" 2>&1 ||
 			{ cat "$d/install-db.log" >&2; die "mariadb-install-db failed for node $i"; }
 	fi

@@ -258,7 +258,11 @@ EOF
 		local inst
 		inst=$(command -v mariadb-install-db || command -v mysql_install_db) || die "mariadb-install-db not found"
 		[ "$(id -u)" != 0 ] || chown -R "$MY_USER" "$MYDIR"
-		"$inst" --no-defaults --datadir="$MYDIR/data" --user="$MY_USER" --auth-root-authentication-method=normal \
+		# --tmpdir: the server's own, as in its my.cnf, never /tmp, where a
+		# mariadbd starting at the same moment (the Galera nodes of CI's
+		# scale-out stage) removes '#sql*' files, the bootstrap's
+		# temporary tables among them.
+		"$inst" --no-defaults --datadir="$MYDIR/data" --tmpdir="$MYDIR/tmp" --user="$MY_USER" --auth-root-authentication-method=normal \
 			--skip-test-db --skip-name-resolve >"$MYDIR/install-db.log" 2>&1 ||
 			{ cat "$MYDIR/install-db.log" >&2; die "mariadb-install-db failed"; }
 	fi
