@@ -317,3 +317,77 @@ func TestHeldRowsAreACopy(t *testing.T) {
 		requireStats(t, c, 0, 0, 3, 0)
 	})
 }
+
+// TestHeldClaimFromTheFirstPendingKey drains a table with held claims and
+// then makes rows pending again among the acked ones, as retries and
+// reaped rows are: a held claim from the lowest key (which on MySQL looks
+// for the first pending key without locks before its locking scan) holds
+// nothing after the drain, holds the rows pending again, the lowest one
+// included, and skips them while another batch holds them; with integer
+// and with text keys.
+func TestHeldClaimFromTheFirstPendingKey(t *testing.T) {
+	t.Parallel()
+	holdable(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		for _, text := range []bool{false, true} {
+			t.Run(map[bool]string{false: "integer-keys", true: "text-keys"}[text], func(t *testing.T) {
+				const n = 40
+				cfg := claim.Config{
+					ClaimTable:  dialect.ClaimTable{Table: tableName("firstkey"), Scope: []string{"task_id"}},
+					ScopeValues: []any{42}, Strategy: dialect.StrategySkipLocked, BatchSize: 10,
+				}
+				cols := []string{"task_id"}
+				row := func(i int) []any { return []any{42} }
+				if text {
+					cfg.IDKind = dialect.IDText
+					cols = []string{"id", "task_id"}
+					row = func(i int) []any { return []any{fmt.Sprintf("k%03d", i), 42} }
+				}
+				createTable(t, e, cfg)
+				insertRows(t, e, cfg.Table, cols, n, row)
+				c, err := claim.New[struct{}](e.d, cfg, nil)
+				require.NoError(t, err)
+				h, err := c.Holder(claim.HoldConfig{MaxInFlight: 2, Limit: 10 * time.Second})
+				require.NoError(t, err)
+
+				var keys []any
+				for {
+					b, err := h.Hold(ctx)
+					require.NoError(t, err)
+					if b.Len() == 0 { // an empty batch holds no transaction
+						break
+					}
+					keys = append(keys, heldIDs(b)...)
+					require.NoError(t, b.AckAll(ctx))
+					require.NoError(t, b.Commit(ctx))
+				}
+				require.Len(t, keys, n, "the drain held every row once")
+
+				b, err := h.Hold(ctx)
+				require.NoError(t, err)
+				require.Zero(t, b.Len(), "nothing is pending after the drain")
+
+				// The lowest key and one in the middle pending again.
+				again := []any{keys[0], keys[n/2]}
+				require.EqualValues(t, 2, e.exec(t, "UPDATE "+cfg.Table+" SET status = 'PENDING' WHERE id IN (?, ?)", again...))
+				b, err = h.Hold(ctx)
+				require.NoError(t, err)
+				require.Equal(t, again, heldIDs(b), "the rows pending again, the lowest key first")
+
+				other, err := h.Hold(ctx)
+				require.NoError(t, err)
+				require.Zero(t, other.Len(), "the pending rows are held by the first batch")
+
+				require.NoError(t, b.Rollback(ctx))
+				b, err = h.Hold(ctx)
+				require.NoError(t, err)
+				require.Equal(t, again, heldIDs(b), "rolled back, the rows are held again")
+				require.NoError(t, b.AckAll(ctx))
+				require.NoError(t, b.Commit(ctx))
+				st, err := c.Stats(ctx)
+				require.NoError(t, err)
+				require.Equal(t, [3]int64{0, 0, n}, [3]int64{st.Pending, st.Processing, st.Done}, "pending, processing, done")
+			})
+		}
+	})
+}

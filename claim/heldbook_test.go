@@ -15,7 +15,7 @@ import (
 )
 
 // heldIDs returns the keys of b's rows, in key order.
-func heldIDs(b *claim.Held[job]) []any {
+func heldIDs[T any](b *claim.Held[T]) []any {
 	var ids []any
 	for _, r := range b.Rows() {
 		ids = append(ids, r.ID)

@@ -369,6 +369,16 @@ SELECT {{join .Returned}} FROM {{.Table}} WHERE {{.ID}} {{keys}} ORDER BY {{.ID}
 	Attempts: `
 SELECT {{.ID}}, {{if .Attempts}}COALESCE({{.Attempts}}, 0){{else}}0{{end}} FROM {{.Table}} WHERE {{.ID}} {{keys}}`,
 
+	// The look reads the claim index as the claim does, without locks: a
+	// locking scan from the lowest key locks and unlocks each
+	// delete-marked entry it passes, the entries of the rows acked since
+	// purge last ran, and after a drain every empty claim walked all of
+	// them (half a second and more each at 100,000 rows, 16 at once).
+	Look: `
+SELECT {{.ID}} FROM {{.Table}} FORCE INDEX ({{.ClaimIndex}})
+WHERE {{.Status}} = {{.Pending}}{{scope .Scope}}{{template "runnable" .}}
+ORDER BY {{.ID}} LIMIT 1`,
+
 	// The acks are the store's (internal/store's heldAck).
 }
 

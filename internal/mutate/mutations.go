@@ -521,4 +521,16 @@ var mutations = []mutation{
 		From: "return k.retryDelay(b.attempts(id) + 1)",
 		To:   "return k.backoff(int(b.attempts(id)) + 1)",
 		Pkg:  "./claim", Run: "^TestNegativeBackoff$/^postgres$", Env: pg},
+	// A held claim from the lowest key starts above the first pending key
+	// its look found, not at it (MySQL).
+	{Name: "store/held-look-past-first", File: "internal/store/held.go",
+		From: "a.From = k - 1",
+		To:   "a.From = k",
+		Pkg:  "./claim", Run: "^TestHeldClaimFromTheFirstPendingKey$/^mysql$/^integer-keys$", Env: my},
+	// A held claim of text keys whose look found a pending key holds
+	// nothing (MySQL).
+	{Name: "store/held-look-text-holds-nothing", File: "internal/store/held.go",
+		From: "\n\treturn h.claimWith(ctx, low, a, scan)\n}",
+		To:   "\n\treturn 0, nil\n}",
+		Pkg:  "./claim", Run: "^TestHeldClaimFromTheFirstPendingKey$/^mysql$/^text-keys$", Env: my},
 }

@@ -168,6 +168,16 @@ type HeldSQL struct {
 	// rows in scope, in key order, returning ClaimNames.Returned; with From
 	// (integer keys), only rows whose key is above "from".
 	Claim string
+	// Look, if set, returns the key of the first row, in key order, that
+	// Claim from the lowest key would consider (pending, in scope,
+	// runnable), reading without locks. A held claim that starts from the
+	// lowest key runs it first: no key, and the claim holds nothing
+	// without a locking scan; a key, and (integer keys) the claim starts
+	// there. On InnoDB a locking scan locks and unlocks each delete-marked
+	// entry of the claim index it passes (the entries of rows acked since
+	// purge last ran), where a plain read passes them without locks: after
+	// a drain, every claim from the lowest key walked all of them.
+	Look string
 	// Attempts returns the key and attempts (0 without) of the {{keys}}
 	// rows.
 	Attempts string

@@ -113,6 +113,7 @@ const (
 	tHeldLimit
 	tHeldUnlimit
 	tHeldClaim
+	tHeldLook
 	tHeldAttempts
 	tHeldRead
 	tHeldAck
@@ -127,7 +128,7 @@ func (c *ClaimSQL) source(t claimTmpl, ix indexKind) string {
 		tRelease: c.Release, tReap: c.Reap, tReapLock: c.ReapLock, tReapKeys: c.ReapKeys, tUnpark: c.Unpark,
 		tRetryNow: c.RetryNow, tList: c.List, tStats: c.Stats, tColumns: c.Columns, tIndexExists: c.IndexExists,
 		tIndex: c.Indexes.of(ix), tDropIndex: c.DropIndex, tAckClaim: c.AckClaim, tArchive: c.Archive, tPurge: c.Purge,
-		tHeldLimit: c.Held.Limit, tHeldUnlimit: c.Held.Unlimit, tHeldClaim: c.Held.Claim, tHeldAttempts: c.Held.Attempts,
+		tHeldLimit: c.Held.Limit, tHeldUnlimit: c.Held.Unlimit, tHeldClaim: c.Held.Claim, tHeldLook: c.Held.Look, tHeldAttempts: c.Held.Attempts,
 		tHeldRead: c.Held.Read, tHeldAck: c.Held.Ack,
 	}[t]
 	if t == tHeldAck && src == "" {
@@ -310,6 +311,7 @@ var claimTable = []claimEntry{
 	{name: "held unlimit", key: claimKey{t: tHeldUnlimit}, when: holds},
 	{name: "held claim", listed: "held claim", key: claimKey{t: tHeldClaim}, when: holds},
 	{name: "held claim", listed: "held claim from", key: claimKey{t: tHeldClaim, v: ClaimVariant{From: true}}, when: all(holds, intKeys)},
+	{name: "held look", listed: "held look", key: claimKey{t: tHeldLook}, when: holds},
 	{name: "held attempts", listed: "held attempts", key: claimKey{t: tHeldAttempts}, when: holds},
 	{name: "held read", key: claimKey{t: tHeldRead}, when: holds},
 	{name: "held ack", listed: "held ack done", key: claimKey{t: tHeldAck, to: toDone}, when: holds},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -141,18 +142,56 @@ func (h *Held) claim(ctx context.Context, p *HoldParams, scan func(Scanner) erro
 	if _, err := s.b.exec(ctx, h.tx, s.st(claimKey{t: tHeldLimit}), &render.Args{HoldLimit: p.HoldLimit}); err != nil {
 		return 0, fmt.Errorf("hold limit: %w", err)
 	}
-	low := s.st(claimKey{t: tHeldClaim})
-	st := low
 	if from := s.st(claimKey{t: tHeldClaim, v: ClaimVariant{From: true}}); p.From > 0 && from.SQL != "" {
-		st = from
-	}
-	n, err := h.claimWith(ctx, st, &render.Args{Limit: p.Limit, Scope: p.ScopeValues, From: p.From}, scan)
-	if err == nil && n == 0 && st.SQL != low.SQL {
+		n, err := h.claimWith(ctx, from, &render.Args{Limit: p.Limit, Scope: p.ScopeValues, From: p.From}, scan)
+		if err != nil || n > 0 {
+			return n, err
+		}
 		// Nothing above the cursor: from the start (nothing is locked yet,
 		// so no row comes twice).
-		n, err = h.claimWith(ctx, low, &render.Args{Limit: p.Limit, Scope: p.ScopeValues}, scan)
 	}
-	return n, err
+	return h.claimFromStart(ctx, p, scan)
+}
+
+// claimFromStart claims from the lowest key. Where the engine has a Look
+// (HeldSQL.Look), it first reads the first pending key without locks:
+// none, and the claim holds nothing; one, and the claim starts at it
+// (integer keys; the claim of other keys still starts from the lowest).
+// A row that becomes pending below that key between the two statements is
+// for the next claim, as it would be had the claim run a moment earlier;
+// rows held by other batches are still pending, so the key is never above
+// a row this claim could hold when the look ran.
+func (h *Held) claimFromStart(ctx context.Context, p *HoldParams, scan func(Scanner) error) (int, error) {
+	s := h.s
+	low := s.st(claimKey{t: tHeldClaim})
+	a := &render.Args{Limit: p.Limit, Scope: p.ScopeValues}
+	look := s.st(claimKey{t: tHeldLook})
+	if look.SQL == "" {
+		return h.claimWith(ctx, low, a, scan)
+	}
+	var first any
+	err := s.b.query(ctx, h.tx, look, &render.Args{Scope: p.ScopeValues}, func(r Rows) error {
+		var id any
+		if err := r.Scan(&id); err != nil {
+			return err
+		}
+		k, err := NormalizeKey(s.spec.IDKind, id)
+		first = k
+		return err
+	})
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("held look: %w", err)
+	case first == nil:
+		return 0, nil
+	}
+	if k, ok := first.(int64); ok && k > math.MinInt64 {
+		if from := s.st(claimKey{t: tHeldClaim, v: ClaimVariant{From: true}}); from.SQL != "" {
+			a.From = k - 1
+			return h.claimWith(ctx, from, a, scan)
+		}
+	}
+	return h.claimWith(ctx, low, a, scan)
 }
 
 func (h *Held) claimWith(ctx context.Context, st render.Stmt, a *render.Args, scan func(Scanner) error) (int, error) {

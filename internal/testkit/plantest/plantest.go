@@ -222,6 +222,9 @@ func Cases() []Case {
 	out = append(out, Case{Store: Claims, Name: "held claim from", Args: func(Phase) *render.Args {
 		return &render.Args{Limit: Limit, Scope: []any{int64(ClaimTask)}, From: int64((ClaimTask-1)*TaskRows + TaskRows/2)}
 	}, Budget: small, Why: "a batch of pending rows above the key cursor"})
+	out = append(out, Case{Store: Claims, Name: "held look", Args: func(Phase) *render.Args {
+		return &render.Args{Scope: []any{int64(ClaimTask)}}
+	}, Budget: small, Why: "the first pending row"})
 	for _, name := range []string{"held attempts", "held ack done", "held ack pending", "held ack failed"} {
 		out = append(out, Case{Store: Claims, Name: name, Args: held, Budget: small, Why: "the listed keys"})
 	}
