@@ -391,3 +391,47 @@ func TestHeldClaimFromTheFirstPendingKey(t *testing.T) {
 		}
 	})
 }
+
+// TestHeldAckReadsOnlyItsRows: a held batch's ack, by update and by
+// delete, reads its own rows by key and does not wait for the rows another
+// open batch holds. Without the primary key named, MariaDB read this small
+// table whole for the ack, and a DELETE (which, unlike an UPDATE, does not
+// pass a row locked by another transaction that it will not change) waited
+// for the other batch: two such acks deadlocked and rolled back. The hold
+// limit, 2 s, bounds that wait.
+func TestHeldAckReadsOnlyItsRows(t *testing.T) {
+	t.Parallel()
+	holdable(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		for _, del := range []bool{false, true} {
+			t.Run(map[bool]string{false: "update", true: "delete"}[del], func(t *testing.T) {
+				cfg := claim.Config{
+					ClaimTable:  dialect.ClaimTable{Table: tableName("heldack"), Scope: []string{"task_id"}, DeleteDone: del},
+					ScopeValues: []any{42}, Strategy: dialect.StrategySkipLocked, BatchSize: 10,
+				}
+				createTable(t, e, cfg)
+				insertRows(t, e, cfg.Table, []string{"task_id"}, 30, func(int) []any { return []any{42} })
+				c, err := claim.New[struct{}](e.d, cfg, nil)
+				require.NoError(t, err)
+				h, err := c.Holder(claim.HoldConfig{MaxInFlight: 2, Limit: 2 * time.Second})
+				require.NoError(t, err)
+				a, err := h.Hold(ctx)
+				require.NoError(t, err)
+				b, err := h.Hold(ctx)
+				require.NoError(t, err)
+				require.Equal(t, [2]int{10, 10}, [2]int{a.Len(), b.Len()})
+				require.NoError(t, a.AckAll(ctx), "the ack of one batch, another batch open")
+				require.NoError(t, a.Commit(ctx))
+				require.NoError(t, b.AckAll(ctx))
+				require.NoError(t, b.Commit(ctx))
+				st, err := c.Stats(ctx)
+				require.NoError(t, err)
+				done := int64(20)
+				if del {
+					done = 0
+				}
+				require.Equal(t, [3]int64{10, 0, done}, [3]int64{st.Pending, st.Processing, st.Done}, "pending, processing, done")
+			})
+		}
+	})
+}

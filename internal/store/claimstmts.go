@@ -317,6 +317,9 @@ var claimTable = []claimEntry{
 	{name: "held ack", listed: "held ack done", key: claimKey{t: tHeldAck, to: toDone}, when: holds},
 	{name: "held ack", listed: "held ack pending", key: claimKey{t: tHeldAck, to: toPending}, when: holds},
 	{name: "held ack", listed: "held ack failed", key: claimKey{t: tHeldAck, to: toFailed}, when: all(holds, failedStatus)},
+	{name: "held ack", listed: "held ack done by key", key: claimKey{t: tHeldAck, to: toDone, v: ClaimVariant{KeyHint: true}}, when: all(holds, hintsKeys)},
+	{name: "held ack", listed: "held ack pending by key", key: claimKey{t: tHeldAck, to: toPending, v: ClaimVariant{KeyHint: true}}, when: all(holds, hintsKeys)},
+	{name: "held ack", listed: "held ack failed by key", key: claimKey{t: tHeldAck, to: toFailed, v: ClaimVariant{KeyHint: true}}, when: all(holds, hintsKeys, failedStatus)},
 
 	// The claim of an engine without RETURNING ([ClaimOverride]): marking
 	// statements, plain and naming the claim index (Hint), from the lowest

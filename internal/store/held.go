@@ -306,7 +306,7 @@ func (h *Held) Ack(ctx context.Context, p *AckParams) (AckResult, error) {
 	a := &render.Args{Error: s.errorText(p.Error), Delay: s.delay(p.Delay)}
 	for to, g := range groups {
 		a.Keys = g
-		n, err := s.b.exec(ctx, h.tx, s.st(claimKey{t: tHeldAck, to: to}), a)
+		n, err := s.b.exec(ctx, h.tx, s.st(claimKey{t: tHeldAck, to: to, v: s.hinted(ClaimVariant{})}), a)
 		if err != nil {
 			return AckResult{}, h.broken(ctx, err)
 		}

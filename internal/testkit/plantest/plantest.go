@@ -225,7 +225,8 @@ func Cases() []Case {
 	out = append(out, Case{Store: Claims, Name: "held look", Args: func(Phase) *render.Args {
 		return &render.Args{Scope: []any{int64(ClaimTask)}}
 	}, Budget: small, Why: "the first pending row"})
-	for _, name := range []string{"held attempts", "held ack done", "held ack pending", "held ack failed"} {
+	for _, name := range []string{"held attempts", "held ack done", "held ack pending", "held ack failed",
+		"held ack done by key", "held ack pending by key", "held ack failed by key"} {
 		out = append(out, Case{Store: Claims, Name: name, Args: held, Budget: small, Why: "the listed keys"})
 	}
 	// Ack+claim (PostgreSQL's one statement): the held token's rows and a
