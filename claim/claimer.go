@@ -6,10 +6,10 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/checkonce"
 	"github.com/claimlock/claimlock/internal/store"
 	"github.com/claimlock/claimlock/observe"
 )
@@ -48,8 +48,8 @@ type core struct {
 	pauseScope  string      // the scope's pause text (PauseScope); "" without a PauseTable
 
 	indexOnce sync.Once
-	verified  *atomic.Bool // the table passed VerifySchema once (shared by scope views)
-	wake      waker        // idle Run loops (wake.go)
+	verified  *checkonce.Check // the table's schema check (shared by scope views)
+	wake      waker            // idle Run loops (wake.go)
 }
 
 // New validates cfg, resolves its strategy against d's capabilities and
@@ -110,7 +110,7 @@ func New[T any](d dialect.Dialect, cfg Config, fields func(*T) []any) (*Claimer[
 		ackDelay: cfg.AckDelay, ackBuffer: cfg.ackBuffer(), gate: cfg.claimGate(caps),
 		reapTimeout: cfg.ReapTimeout, margin: cfg.safetyMargin(), heartbeat: cfg.heartbeatInterval(),
 		logger: logger.With("table", spec.Table), obs: cfg.Observer,
-		base: cs, verified: new(atomic.Bool), pauses: pauses, pauseScope: pauseScope,
+		base: cs, verified: checkonce.New(), pauses: pauses, pauseScope: pauseScope,
 	}
 	k.held, _ = cs.(store.Holder)
 	k.cs = observed(cs, k)

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
+	"github.com/claimlock/claimlock/internal/checkonce"
 	"github.com/claimlock/claimlock/internal/detach"
 	"github.com/claimlock/claimlock/internal/errclass"
 	"github.com/claimlock/claimlock/internal/loop"
@@ -24,7 +24,7 @@ type Locker struct {
 	d        dialect.Dialect
 	cfg      Config
 	ls       store.LeaseStore
-	verified atomic.Bool // the table passed VerifySchema once
+	verified *checkonce.Check // the table's schema check
 }
 
 // New validates cfg and prepares the lease statements of cfg.Table on d.
@@ -44,7 +44,7 @@ func New(d dialect.Dialect, cfg Config) (*Locker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tasklock: Config.Table: %w", err)
 	}
-	return &Locker{d: d, cfg: cfg, ls: ls}, nil
+	return &Locker{d: d, cfg: cfg, ls: ls, verified: checkonce.New()}, nil
 }
 
 // TTL returns the configured TTL.
@@ -137,15 +137,17 @@ func (k *Locker) acquire(ctx context.Context, key any) (*Lease, error) {
 // Verify checks the lease table against the database catalog unless a
 // check already passed. Acquire calls it; call it at start-up to fail
 // fast.
+//
+// Callers that start together run one check between them: a caller that
+// finds another's check in progress waits for it (while its ctx lasts),
+// and runs its own only if that one failed.
 func (k *Locker) Verify(ctx context.Context) error {
-	if k.verified.Load() {
+	return k.verified.Run(ctx, "tasklock: verify schema", func(ctx context.Context) error {
+		if err := k.ls.VerifySchema(ctx); err != nil {
+			return fmt.Errorf("tasklock: verify schema: %w", err)
+		}
 		return nil
-	}
-	if err := k.ls.VerifySchema(ctx); err != nil {
-		return fmt.Errorf("tasklock: verify schema: %w", err)
-	}
-	k.verified.Store(true)
-	return nil
+	})
 }
 
 // cleanup releases owner's possible hold on key. The release runs on its

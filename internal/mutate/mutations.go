@@ -543,4 +543,14 @@ var mutations = []mutation{
 		From: "DELETE {{.Table}} FROM {{.Table}}{{template \"keyhint\" .}} WHERE",
 		To:   "DELETE {{.Table}} FROM {{.Table}} WHERE",
 		Pkg:  "./claim", Run: "^TestHeldAckReadsOnlyItsRows$/^mysql$/^delete$", Env: my},
+	// The callers that waited for a check that passed run it again.
+	{Name: "checkonce/waiters-check-again", File: "internal/checkonce/checkonce.go",
+		From: "\tdefer func() { <-c.turn }()\n\tif c.passed.Load() {\n\t\treturn nil\n\t}\n",
+		To:   "\tdefer func() { <-c.turn }()\n",
+		Pkg:  "./claim", Run: "^TestSchemaCheckedOnce$/^sqlite$/^together$"},
+	// Callers that start together run their checks at once.
+	{Name: "checkonce/no-turn", File: "internal/checkonce/checkonce.go",
+		From: "turn: make(chan struct{}, 1)",
+		To:   "turn: make(chan struct{}, 64)",
+		Pkg:  "./tasklock", Run: "^TestAcquisitionsAtOnceCheckOnce$"},
 }
