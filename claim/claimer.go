@@ -150,6 +150,9 @@ func (c *Claimer[T]) MissingIndexes(ctx context.Context) ([]string, error) {
 // field. [Claimer.Claim] calls it; call it at start-up to fail fast. It
 // matters most on MySQL with a non-strict sql_mode, which would truncate
 // tokens too long for the column silently and strand the claimed rows.
+// Callers that start together (a claimer's workers, its scope views) run
+// one check between them: a caller that finds another's check in progress
+// waits for it while ctx lasts, and runs its own only if that one failed.
 func (c *Claimer[T]) Verify(ctx context.Context) error { return c.core.verify(ctx) }
 
 // indexChecks records the claimer configurations whose recommended indexes
