@@ -49,11 +49,11 @@ type Holder[T any] struct {
 	limit  time.Duration
 	margin time.Duration
 	slots  chan struct{}
-	// cursor is the highest key a full batch of this holder held (integer
-	// keys): the next claim starts above it, past the rows the holder's
-	// other open batches hold (held rows stay pending, and a claim would
-	// otherwise skip them one by one). A short batch resets it to 0.
-	cursor atomic.Int64
+	// cursor is the key cursor and turn of this holder's claims
+	// ([store.HoldCursor]): the next claim starts past the rows the
+	// holder's other open batches hold (held rows stay pending, and a
+	// claim would otherwise skip them one by one).
+	cursor *store.HoldCursor
 }
 
 // Holder returns a holder of held-transaction claims of c's table and
@@ -117,7 +117,7 @@ func (c *Claimer[T]) Holder(cfg HoldConfig) (*Holder[T], error) {
 	if pool == 1 {
 		return nil, invalid("HoldConfig", "a pool of one connection cannot hold a batch and still serve anything else")
 	}
-	return &Holder[T]{c: c, limit: limit, margin: margin, slots: make(chan struct{}, n)}, nil
+	return &Holder[T]{c: c, limit: limit, margin: margin, slots: make(chan struct{}, n), cursor: store.NewHoldCursor()}, nil
 }
 
 // MaxInFlight returns how many held batches the holder opens at most.
@@ -152,8 +152,7 @@ func (h *Holder[T]) Hold(ctx context.Context) (*Held[T], error) {
 	k.checkIndexes(ctx)
 	b := &Held[T]{core: k, token: store.NewToken(), limit: h.limit, margin: h.margin, free: free, stop: make(chan struct{}), stopped: make(chan struct{})}
 	start := time.Now()
-	from := h.cursor.Load()
-	sh, _, err := k.held.Hold(ctx, &store.HoldParams{Limit: k.limit, ScopeValues: k.scope, HoldLimit: h.limit, From: from}, func(s store.Scanner) error {
+	sh, _, err := k.held.Hold(ctx, &store.HoldParams{Limit: k.limit, ScopeValues: k.scope, HoldLimit: h.limit, Cursor: h.cursor}, func(s store.Scanner) error {
 		r, err := h.c.scan(s)
 		if err != nil {
 			return &scanError{err}
@@ -167,7 +166,7 @@ func (h *Holder[T]) Hold(ctx context.Context) (*Held[T], error) {
 		// rows one by one in the transaction and park the unreadable ones
 		// alone (below).
 		b.rows = nil
-		sh, err = h.salvage(ctx, b, from)
+		sh, err = h.salvage(ctx, b)
 	}
 	if err != nil {
 		free()
@@ -195,7 +194,6 @@ func (h *Holder[T]) Hold(ctx context.Context) (*Held[T], error) {
 			return nil, storeError("hold", err)
 		}
 	}
-	h.advance(b.rows, k.limit)
 	b.ctx, b.cancel = context.WithCancelCause(holdctx.With(context.WithoutCancel(ctx), b.holdErr))
 	if len(b.rows) == 0 {
 		// Nothing to hand out: nothing pending, or only unreadable rows,
@@ -213,10 +211,10 @@ func (h *Holder[T]) Hold(ctx context.Context) (*Held[T], error) {
 // salvage holds a batch reading only its keys, then reads its rows one at
 // a time, so that a row the row type cannot hold fails only its own read:
 // b.rows gets the readable rows and b.unreadable the others.
-func (h *Holder[T]) salvage(ctx context.Context, b *Held[T], from int64) (*store.Held, error) {
+func (h *Holder[T]) salvage(ctx context.Context, b *Held[T]) (*store.Held, error) {
 	k := h.c.core
 	var keys []any
-	sh, _, err := k.held.Hold(ctx, &store.HoldParams{Limit: k.limit, ScopeValues: k.scope, HoldLimit: h.limit, From: from}, func(s store.Scanner) error {
+	sh, _, err := k.held.Hold(ctx, &store.HoldParams{Limit: k.limit, ScopeValues: k.scope, HoldLimit: h.limit, Cursor: h.cursor}, func(s store.Scanner) error {
 		id, err := h.c.scanKey(s)
 		keys = append(keys, id)
 		return err
@@ -242,25 +240,6 @@ func (h *Holder[T]) salvage(ctx context.Context, b *Held[T], from int64) (*store
 		}
 	}
 	return sh, nil
-}
-
-// advance moves the key cursor past a full batch, or back to the start
-// after a short one.
-func (h *Holder[T]) advance(rows []Row[T], limit int) {
-	if len(rows) < limit {
-		h.cursor.Store(0)
-		return
-	}
-	last, ok := rows[len(rows)-1].ID.(int64)
-	if !ok {
-		return
-	}
-	for {
-		cur := h.cursor.Load()
-		if last <= cur || h.cursor.CompareAndSwap(cur, last) {
-			return
-		}
-	}
 }
 
 // Held is a batch of rows held by a transaction ([Holder.Hold]). Its

@@ -521,6 +521,22 @@ var mutations = []mutation{
 		From: "return k.retryDelay(b.attempts(id) + 1)",
 		To:   "return k.backoff(int(b.attempts(id)) + 1)",
 		Pkg:  "./claim", Run: "^TestNegativeBackoff$/^postgres$", Env: pg},
+	// Held claims that share a cursor do not take turns: claims started
+	// together race along the same keys.
+	{Name: "store/held-no-turns", File: "internal/store/held.go",
+		From: "\t\tselect {\n\t\tcase c.turn <- struct{}{}:\n\t\tcase <-ctx.Done():\n\t\t\treturn 0, ctx.Err()\n\t\t}\n\t\tdefer func() { <-c.turn }()\n",
+		To:   "",
+		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/^HeldTurns$", Env: pg},
+	// A claim waiting for its turn does not end with its context.
+	{Name: "store/held-turn-ignores-context", File: "internal/store/held.go",
+		From: "\t\tselect {\n\t\tcase c.turn <- struct{}{}:\n\t\tcase <-ctx.Done():\n\t\t\treturn 0, ctx.Err()\n\t\t}\n",
+		To:   "\t\tc.turn <- struct{}{}\n",
+		Pkg:  "./dialect/mysql", Run: "^TestConformance$/^HeldTurns$", Env: my},
+	// The cursor stays where it was after a full batch.
+	{Name: "store/held-cursor-stays", File: "internal/store/held.go",
+		From: "\tcase last > c.key:\n\t\tc.key = last\n",
+		To:   "",
+		Pkg:  "./dialect/mysql", Run: "^TestConformance$/^HeldTurns$", Env: my},
 	// A held claim from the lowest key starts above the first pending key
 	// its look found, not at it (MySQL).
 	{Name: "store/held-look-past-first", File: "internal/store/held.go",

@@ -142,6 +142,7 @@ func Run(t *testing.T, h Harness) {
 		{"Held", testHeld},
 		{"HeldDeleteDone", testHeldDeleteDone},
 		{"HeldCutShort", testHeldCutShort},
+		{"HeldTurns", testHeldTurns},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

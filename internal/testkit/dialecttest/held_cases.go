@@ -1,8 +1,11 @@
 package dialecttest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -293,4 +296,174 @@ func testHeldDeleteDone(t *testing.T, h Harness) {
 	rows := f.rows()
 	require.Len(t, rows, 1)
 	require.Equal(t, a[2].ID, rows[0].ID)
+}
+
+// testHeldTurns: held claims that share a cursor take turns. Claims
+// started together, each of ten rows, hold ten consecutive keys each: each
+// starts past the keys the claims before it took, instead of racing the
+// others along the same keys and skipping the rows they lock one by one
+// (claims without turns, started together, took interleaved keys). With
+// every row held, the next claim holds nothing and the cursor goes back to
+// the lowest key. A claim waiting for its turn ends with its context.
+func testHeldTurns(t *testing.T, h Harness) {
+	f := newFixture(t, h)
+	hs := f.holder()
+	if !hs.Holds() {
+		return // testHeld checks the refusal
+	}
+	claims := 8
+	if n := hs.PoolSize(); n > 0 && n-1 < claims {
+		claims = n - 1 // every claim keeps its connection; one serves the checks
+	}
+	require.GreaterOrEqual(t, claims, 2, "a pool of %d connections", hs.PoolSize())
+	const limit = 10
+	cur := store.NewHoldCursor()
+	hold := func(ctx context.Context) (*store.Held, []any, error) {
+		var got []any
+		held, _, err := hs.Hold(ctx, &store.HoldParams{Limit: limit, ScopeValues: []any{1}, HoldLimit: time.Minute, Cursor: cur},
+			func(sc store.Scanner) error {
+				var id, version, attempts, payload any
+				err := sc.Scan(&id, &version, &attempts, &payload)
+				got = append(got, norm(id))
+				return err
+			})
+		return held, got, err
+	}
+	for round := range 3 {
+		f.insert(1, claims*limit)
+		var keys []any
+		for _, r := range f.rows() {
+			if r.Status == "PENDING" {
+				keys = append(keys, r.ID)
+			}
+		}
+		require.Len(t, keys, claims*limit)
+		helds := make([]*store.Held, claims)
+		got := make([][]any, claims)
+		errs := make([]error, claims)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range claims {
+			wg.Go(func() {
+				<-start
+				helds[i], got[i], errs[i] = hold(ctxT(t))
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i := range claims {
+			require.NoError(t, errs[i], "round %d, claim %d", round, i)
+			f.endOnCleanup(helds[i])
+		}
+		for i := range claims {
+			res, err := helds[i].Ack(ctxT(t), &store.AckParams{IDs: got[i], Outcome: store.OutcomeDone})
+			require.NoError(t, err)
+			require.Empty(t, res.Lost)
+		}
+		slices.SortFunc(got, func(a, b []any) int { return cmpKeys(t, a[0], b[0]) })
+		for i, g := range got {
+			require.Equal(t, keys[i*limit:(i+1)*limit], g, "round %d: claims started together hold consecutive keys, each past the last", round)
+		}
+		none, extra, err := hold(ctxT(t))
+		require.NoError(t, err)
+		f.endOnCleanup(none)
+		require.Empty(t, extra, "every pending row is held")
+		require.NoError(t, none.Rollback(ctxT(t)))
+		for i := range claims {
+			require.NoError(t, helds[i].Commit(ctxT(t)))
+		}
+	}
+
+	// The cursor moves past a full batch: a row pending again below it
+	// waits for the rows above it (the fair order).
+	f.insert(1, 2*limit)
+	var next []any
+	for _, r := range f.rows() {
+		if r.Status == "PENDING" {
+			next = append(next, r.ID)
+		}
+	}
+	first, got, err := hold(ctxT(t))
+	require.NoError(t, err)
+	f.endOnCleanup(first)
+	require.Equal(t, next[:limit], got)
+	_, err = first.Ack(ctxT(t), &store.AckParams{IDs: got, Outcome: store.OutcomeDone})
+	require.NoError(t, err)
+	require.NoError(t, first.Commit(ctxT(t)))
+	_, err = f.db.ExecContext(ctxT(t), fmt.Sprintf("UPDATE %s SET %s = 'PENDING' WHERE %s = %v",
+		f.q(f.spec.Table), f.q(f.spec.Status), f.q(f.spec.ID), next[0]))
+	require.NoError(t, err)
+	above, got, err := hold(ctxT(t))
+	require.NoError(t, err)
+	f.endOnCleanup(above)
+	require.Equal(t, next[limit:], got, "the rows above the cursor first")
+	again, got, err := hold(ctxT(t))
+	require.NoError(t, err)
+	f.endOnCleanup(again)
+	require.Equal(t, next[:1], got, "then the row below it")
+	for _, held := range []*store.Held{above, again} {
+		require.NoError(t, held.Rollback(ctxT(t)))
+	}
+	_, err = f.db.ExecContext(ctxT(t), fmt.Sprintf("UPDATE %s SET %s = 'SENT'", f.q(f.spec.Table), f.q(f.spec.Status)))
+	require.NoError(t, err)
+
+	// A claim waiting for its turn, behind one that waits for a table
+	// lock, ends with its context.
+	f.insert(1, 1)
+	conn, err := f.db.Conn(ctxT(t))
+	require.NoError(t, err)
+	defer conn.Close()
+	lock, unlock := "LOCK TABLES "+f.q(f.spec.Table)+" WRITE", "UNLOCK TABLES"
+	if f.d.Capabilities().Engine == dialect.EnginePostgreSQL {
+		_, err = conn.ExecContext(ctxT(t), "BEGIN")
+		require.NoError(t, err)
+		lock, unlock = "LOCK TABLE "+f.q(f.spec.Table)+" IN ACCESS EXCLUSIVE MODE", "COMMIT"
+	}
+	_, err = conn.ExecContext(ctxT(t), lock)
+	require.NoError(t, err)
+	firstErr := make(chan error, 1)
+	go func() {
+		held, got, err := hold(ctxT(t))
+		if err == nil {
+			err = held.Rollback(ctxT(t))
+			if len(got) != 1 {
+				err = fmt.Errorf("the claim behind the table lock held %v", got)
+			}
+		}
+		firstErr <- err
+	}()
+	time.Sleep(500 * time.Millisecond) // the first claim takes its turn and waits for the lock
+	ctx, cancel := context.WithTimeout(ctxT(t), 300*time.Millisecond)
+	defer cancel()
+	second := make(chan error, 1)
+	go func() {
+		held, _, err := hold(ctx)
+		if err == nil {
+			err = held.Rollback(ctxT(t))
+		}
+		second <- err
+	}()
+	select {
+	case err := <-second:
+		require.ErrorIs(t, err, context.DeadlineExceeded, "the waiting claim ends with its context")
+	case <-time.After(10 * time.Second):
+		t.Error("a claim waiting for its turn did not end with its context")
+	}
+	_, err = conn.ExecContext(ctxT(t), unlock)
+	require.NoError(t, err)
+	require.NoError(t, <-firstErr, "the first claim holds the row once the lock is gone")
+}
+
+// cmpKeys compares two normalised keys of one kind.
+func cmpKeys(t *testing.T, a, b any) int {
+	switch x := a.(type) {
+	case int64:
+		return cmp.Compare(x, keyOf(t, b))
+	case string:
+		y, ok := b.(string)
+		require.True(t, ok, "text key %v", b)
+		return cmp.Compare(x, y)
+	}
+	t.Fatalf("key %v (%T)", a, a)
+	return 0
 }
