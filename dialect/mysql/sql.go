@@ -354,6 +354,12 @@ ORDER BY {{.ExpiresAt}}, {{.Key}} LIMIT {{arg "limit"}}`,
 // and a sort, and a second holder found every pending row locked), so the
 // held claim needs the recommended claim index and fails without it.
 var heldSQL = store.HeldSQL{
+	// A locking scan that meets a row another transaction locks checks
+	// the lock and skips it, one row at a time: claims that started
+	// together from one cursor skipped each other's rows all along
+	// (docs/performance.md, "Held claims take turns").
+	Turns: true,
+
 	Limit: `SET SESSION wait_timeout = {{arg "hold_s"}}, innodb_lock_wait_timeout = {{arg "hold_s"}}`,
 
 	Unlimit: `SET SESSION wait_timeout = @@GLOBAL.wait_timeout, innodb_lock_wait_timeout = @@GLOBAL.innodb_lock_wait_timeout`,

@@ -522,15 +522,20 @@ var mutations = []mutation{
 		To:   "return k.backoff(int(b.attempts(id)) + 1)",
 		Pkg:  "./claim", Run: "^TestNegativeBackoff$/^postgres$", Env: pg},
 	// Held claims that share a cursor do not take turns: claims started
-	// together race along the same keys.
+	// together race along the same keys (the store's side, and MySQL's
+	// flag).
 	{Name: "store/held-no-turns", File: "internal/store/held.go",
-		From: "\t\tselect {\n\t\tcase c.turn <- struct{}{}:\n\t\tcase <-ctx.Done():\n\t\t\treturn 0, ctx.Err()\n\t\t}\n\t\tdefer func() { <-c.turn }()\n",
+		From: "\t\t\tselect {\n\t\t\tcase c.turn <- struct{}{}:\n\t\t\tcase <-ctx.Done():\n\t\t\t\treturn 0, ctx.Err()\n\t\t\t}\n\t\t\tdefer func() { <-c.turn }()\n",
 		To:   "",
-		Pkg:  "./dialect/postgres", Run: "^TestConformancePool$/^HeldTurns$", Env: pg},
+		Pkg:  "./dialect/mysql", Run: "^TestConformance$/^HeldTurns$", Env: my},
+	{Name: "mysql/held-no-turns", File: "dialect/mysql/sql.go",
+		From: "Turns: true,",
+		To:   "Turns: false,",
+		Pkg:  "./dialect/mysql", Run: "^TestConformance$/^HeldTurns$", Env: my},
 	// A claim waiting for its turn does not end with its context.
 	{Name: "store/held-turn-ignores-context", File: "internal/store/held.go",
-		From: "\t\tselect {\n\t\tcase c.turn <- struct{}{}:\n\t\tcase <-ctx.Done():\n\t\t\treturn 0, ctx.Err()\n\t\t}\n",
-		To:   "\t\tc.turn <- struct{}{}\n",
+		From: "\t\t\tselect {\n\t\t\tcase c.turn <- struct{}{}:\n\t\t\tcase <-ctx.Done():\n\t\t\t\treturn 0, ctx.Err()\n\t\t\t}\n",
+		To:   "\t\t\tc.turn <- struct{}{}\n",
 		Pkg:  "./dialect/mysql", Run: "^TestConformance$/^HeldTurns$", Env: my},
 	// The cursor stays where it was after a full batch.
 	{Name: "store/held-cursor-stays", File: "internal/store/held.go",

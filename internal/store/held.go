@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/claimlock/claimlock/dialect"
@@ -46,31 +47,39 @@ type Held struct {
 	last  int64 // the highest integer key claimed, if positive
 }
 
-// HoldCursor is the key cursor of one holder's held claims (integer keys),
-// and their turn: the claims that share it run their claim statements one
-// at a time, each starting above the highest key of the last full batch.
+// HoldCursor is the key cursor of one holder's held claims (integer keys):
+// each claim starts above the highest key of the last full batch, past
+// the rows the holder's other open batches hold (held rows stay pending,
+// and a claim would otherwise skip them one locked row at a time), and
+// from the lowest key again after a short batch. It only decides where a
+// claim starts, never which rows it may hold.
 //
-// Held rows stay pending, so a claim skips the rows other open batches
-// hold, one locked row at a time. Without the turn, claims that started
-// together from one cursor raced along the same keys, each skipping the
-// rows the others were locking: at 16 workers on MariaDB that scan cost
-// about a fifth of the held throughput (docs/performance.md). Taking turns,
-// a claim starts past every row the holder's earlier claims took. The
-// cursor only decides where a claim starts, never which rows it may hold
-// (the claim from the lowest key follows when nothing is above it).
+// Where the engine's held claims take turns (HeldSQL.Turns), the claims
+// that share a cursor run their claim statements one at a time, each
+// starting past the keys the one before it took.
 type HoldCursor struct {
 	turn chan struct{}
-	key  int64 // guarded by turn; 0: from the lowest key
+	mu   sync.Mutex
+	key  int64 // 0: from the lowest key
 }
 
 // NewHoldCursor returns a cursor at the lowest key.
 func NewHoldCursor() *HoldCursor { return &HoldCursor{turn: make(chan struct{}, 1)} }
 
-// advance moves the cursor, in its turn, after a claim of n rows whose
-// highest key is last (0 where it is not a positive integer): past a full
-// batch, or back to the lowest key after a short one (nothing more is
-// pending above the cursor).
+// from returns the key the next claim starts above (0: the lowest).
+func (c *HoldCursor) from() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.key
+}
+
+// advance moves the cursor after a claim of n rows whose highest key is
+// last (0 where it is not a positive integer): past a full batch, or back
+// to the lowest key after a short one (nothing more is pending above the
+// cursor).
 func (c *HoldCursor) advance(n, limit int, last int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	switch {
 	case n < limit:
 		c.key = 0
@@ -181,13 +190,15 @@ func (h *Held) claim(ctx context.Context, p *HoldParams, scan func(Scanner) erro
 	}
 	from := p.From
 	if c := p.Cursor; c != nil {
-		select {
-		case c.turn <- struct{}{}:
-		case <-ctx.Done():
-			return 0, ctx.Err()
+		if s.b.claims.Held.Turns {
+			select {
+			case c.turn <- struct{}{}:
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+			defer func() { <-c.turn }()
 		}
-		defer func() { <-c.turn }()
-		from = c.key
+		from = c.from()
 	}
 	n, err := h.claimAbove(ctx, p, from, scan)
 	if err == nil && p.Cursor != nil {

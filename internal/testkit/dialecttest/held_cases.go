@@ -298,13 +298,15 @@ func testHeldDeleteDone(t *testing.T, h Harness) {
 	require.Equal(t, a[2].ID, rows[0].ID)
 }
 
-// testHeldTurns: held claims that share a cursor take turns. Claims
-// started together, each of ten rows, hold ten consecutive keys each: each
-// starts past the keys the claims before it took, instead of racing the
-// others along the same keys and skipping the rows they lock one by one
-// (claims without turns, started together, took interleaved keys). With
-// every row held, the next claim holds nothing and the cursor goes back to
-// the lowest key. A claim waiting for its turn ends with its context.
+// testHeldTurns: held claims that share a cursor. Claims started
+// together hold every row once; where they take turns (MySQL, MariaDB),
+// each of ten rows holds ten consecutive keys: each starts past the keys
+// the claims before it took, instead of racing the others along the same
+// keys and skipping the rows they lock one by one (claims without turns,
+// started together, took interleaved keys). With every row held, the next
+// claim holds nothing and the cursor goes back to the lowest key. The
+// cursor moves past a full batch (the fair order). A claim waiting for its
+// turn, or for a table lock, ends with its context.
 func testHeldTurns(t *testing.T, h Harness) {
 	f := newFixture(t, h)
 	hs := f.holder()
@@ -317,6 +319,9 @@ func testHeldTurns(t *testing.T, h Harness) {
 	}
 	require.GreaterOrEqual(t, claims, 2, "a pool of %d connections", hs.PoolSize())
 	const limit = 10
+	// MySQL's and MariaDB's held claims take turns (store.HeldSQL.Turns);
+	// PostgreSQL's run together.
+	turns := f.d.Capabilities().Engine != dialect.EnginePostgreSQL
 	cur := store.NewHoldCursor()
 	hold := func(ctx context.Context) (*store.Held, []any, error) {
 		var got []any
@@ -361,9 +366,14 @@ func testHeldTurns(t *testing.T, h Harness) {
 			require.Empty(t, res.Lost)
 		}
 		slices.SortFunc(got, func(a, b []any) int { return cmpKeys(t, a[0], b[0]) })
-		for i, g := range got {
-			require.Equal(t, keys[i*limit:(i+1)*limit], g, "round %d: claims started together hold consecutive keys, each past the last", round)
+		if turns {
+			for i, g := range got {
+				require.Equal(t, keys[i*limit:(i+1)*limit], g, "round %d: claims started together hold consecutive keys, each past the last", round)
+			}
 		}
+		all := slices.Concat(got...)
+		slices.SortFunc(all, func(a, b any) int { return cmpKeys(t, a, b) })
+		require.Equal(t, keys, all, "round %d: claims started together hold every row once", round)
 		none, extra, err := hold(ctxT(t))
 		require.NoError(t, err)
 		f.endOnCleanup(none)
@@ -426,7 +436,10 @@ func testHeldTurns(t *testing.T, h Harness) {
 		held, got, err := hold(ctxT(t))
 		if err == nil {
 			err = held.Rollback(ctxT(t))
-			if len(got) != 1 {
+			// Without turns the second claim ran its statement too, behind
+			// the lock, and the server may take its cancellation after
+			// the lock is gone: it may hold the row for a moment.
+			if turns && len(got) != 1 {
 				err = fmt.Errorf("the claim behind the table lock held %v", got)
 			}
 		}
@@ -451,7 +464,7 @@ func testHeldTurns(t *testing.T, h Harness) {
 	}
 	_, err = conn.ExecContext(ctxT(t), unlock)
 	require.NoError(t, err)
-	require.NoError(t, <-firstErr, "the first claim holds the row once the lock is gone")
+	require.NoError(t, <-firstErr, "the first claim goes on once the lock is gone")
 }
 
 // cmpKeys compares two normalised keys of one kind.
