@@ -37,17 +37,25 @@ func (badConnLeases) Finish(ctx context.Context, key any, owner string, status a
 	return false, driver.ErrBadConn
 }
 
+// newTestLocker returns a locker of a new lease table on the first test
+// engine, its TTL 30 s.
+func newTestLocker(t *testing.T, ctx context.Context, table string) *Locker {
+	t.Helper()
+	c := testengine.Open(t, testengine.All[0], 0)
+	require.NoError(t, CreateTable(ctx, c.Dialect, table))
+	k, err := New(c.Dialect, Config{Table: KeyTable(table), TTL: 30 * time.Second})
+	require.NoError(t, err)
+	return k
+}
+
 // TestEndedCallsMatchTheContext: Renew, Release and Finish cut short by
 // their context return an error that matches the context's error (so a
 // caller that stopped its work can tell that from a failure of the
 // server), with the driver's error still reachable, as Acquire does.
 func TestEndedCallsMatchTheContext(t *testing.T) {
-	c := testengine.Open(t, testengine.All[0], 0)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	require.NoError(t, CreateTable(ctx, c.Dialect, "ended_leases"))
-	k, err := New(c.Dialect, Config{Table: KeyTable("ended_leases"), TTL: 30 * time.Second})
-	require.NoError(t, err)
+	k := newTestLocker(t, ctx, "ended_leases")
 	require.NoError(t, k.Verify(ctx))
 	real := k.ls
 	k.ls = badConnLeases{real}

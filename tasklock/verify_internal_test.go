@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/claimlock/claimlock/internal/store"
-	"github.com/claimlock/claimlock/internal/testkit/testengine"
 )
 
 // countedChecks is a lease store that counts its schema checks and makes
@@ -31,12 +30,9 @@ func (c *countedChecks) VerifySchema(ctx context.Context) error {
 // that start together run the lease table's schema check once between
 // them.
 func TestAcquisitionsAtOnceCheckOnce(t *testing.T) {
-	c := testengine.Open(t, testengine.All[0], 0)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	require.NoError(t, CreateTable(ctx, c.Dialect, "once_leases"))
-	k, err := New(c.Dialect, Config{Table: KeyTable("once_leases"), TTL: 30 * time.Second})
-	require.NoError(t, err)
+	k := newTestLocker(t, ctx, "once_leases")
 	counted := &countedChecks{LeaseStore: k.ls}
 	k.ls = counted
 	var wg sync.WaitGroup

@@ -33,10 +33,16 @@ const (
 	measureHeld     = "held"        // held-transaction claim (Claimer.Holder), AckAll, COMMIT
 	measureHeldDel  = "held+delete" // measureHeld on a DeleteDone table
 	measureLarge    = "large"       // claim latency, large vs small table
-	benchTable      = "claimbench_jobs"
-	smallTable      = "claimbench_jobs_small" // the small table of -large
-	benchTask       = 1
-	insertChunkRows = 1000
+	// measureTwoWrites writes each batch twice by primary key, as a claim
+	// (processing, a token, the claim time) and then an ack (done, no
+	// token) do, with no library and no lookups: the most a protocol of
+	// two row writes gets from the server. Run only when named in
+	// -measures.
+	measureTwoWrites = "two-writes"
+	benchTable       = "claimbench_jobs"
+	smallTable       = "claimbench_jobs_small" // the small table of -large
+	benchTask        = 1
+	insertChunkRows  = 1000
 )
 
 // result is one line of output.
@@ -194,6 +200,15 @@ func (b *bench) run(ctx context.Context) error {
 				b.emit(r)
 				b.results = append(b.results, r)
 			}
+		}
+		if slices.Contains(b.o.measures, measureTwoWrites) {
+			r, err := b.twoWrites(ctx, w)
+			if err != nil {
+				return fmt.Errorf("%s, %d workers: %w", measureTwoWrites, w, err)
+			}
+			r.Ratio = r.RowsPerS / ceil.RowsPerS
+			b.emit(r)
+			b.results = append(b.results, r)
 		}
 		for _, m := range []string{measureAdvisory, measureAdvisoryDel} {
 			if b.caps.Engine != dialect.EnginePostgreSQL || !b.o.wants(m) {
@@ -361,14 +376,38 @@ func allTask(int) int { return benchTask }
 // ceiling updates every row to done with the batched primary-key UPDATE a
 // user would write, workers statements at a time: the most the server does.
 func (b *bench) ceiling(ctx context.Context, workers int) (result, error) {
+	done := fmt.Sprintf("%s = %s, %s = NULL", b.db.Q("status"), b.db.Ph(1), b.db.Q("token"))
+	return b.pkWrites(ctx, measureCeiling, workers, []pkWrite{{done, func(int64) []any { return []any{"DONE"} }}})
+}
+
+// twoWrites is measureTwoWrites: each batch set to processing with a token
+// and a claim time, then to done with no token, by primary key.
+func (b *bench) twoWrites(ctx context.Context, workers int) (result, error) {
+	claimed := fmt.Sprintf("%s = %s, %s = %s, %s = %s", b.db.Q("status"), b.db.Ph(1), b.db.Q("token"), b.db.Ph(2), b.db.Q("claimed_at"), b.db.Ph(3))
+	done := fmt.Sprintf("%s = %s, %s = NULL", b.db.Q("status"), b.db.Ph(1), b.db.Q("token"))
+	return b.pkWrites(ctx, measureTwoWrites, workers, []pkWrite{
+		{claimed, func(lo int64) []any { return []any{"PROCESSING", fmt.Sprintf("two-writes-%d", lo), time.Now().UTC()} }},
+		{done, func(int64) []any { return []any{"DONE"} }},
+	})
+}
+
+// pkWrite is one batched primary-key UPDATE: its SET clause, whose
+// placeholders come first, and their arguments for the batch starting at
+// the row lo.
+type pkWrite struct {
+	set  string
+	args func(lo int64) []any
+}
+
+// pkWrites runs writes, in order, on every batch of a new fixture, by
+// primary key, workers batches at a time.
+func (b *bench) pkWrites(ctx context.Context, measure string, workers int, writes []pkWrite) (result, error) {
 	rows := b.o.rows
 	first, err := b.fixture(ctx, rows, allTask)
 	if err != nil {
 		return result{}, err
 	}
-	r := b.base(measureCeiling, workers, rows)
-	q := fmt.Sprintf("UPDATE %s SET %s = %s, %s = NULL WHERE %s IN %s",
-		b.db.Q(benchTable), b.db.Q("status"), b.db.Ph(1), b.db.Q("token"), b.db.Q("id"), b.db.In(b.o.batch, 2))
+	r := b.base(measure, workers, rows)
 	var next atomic.Int64
 	var updated atomic.Int64
 	errs := make(chan error, workers)
@@ -376,23 +415,27 @@ func (b *bench) ceiling(ctx context.Context, workers int) (result, error) {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			args := make([]any, 1+b.o.batch)
-			args[0] = "DONE"
 			for {
 				lo := next.Add(int64(b.o.batch)) - int64(b.o.batch)
 				if lo >= int64(rows) {
 					return
 				}
-				for i := range b.o.batch {
-					args[1+i] = first + lo + int64(i) // past the end: matches nothing
+				for i, w := range writes {
+					args := w.args(lo)
+					q := fmt.Sprintf("UPDATE %s SET %s WHERE %s IN %s", b.db.Q(benchTable), w.set, b.db.Q("id"), b.db.In(b.o.batch, len(args)+1))
+					for j := range b.o.batch {
+						args = append(args, first+lo+int64(j)) // past the end: matches nothing
+					}
+					res, err := b.sql.ExecContext(ctx, q, args...)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if i == len(writes)-1 {
+						n, _ := res.RowsAffected()
+						updated.Add(n)
+					}
 				}
-				res, err := b.sql.ExecContext(ctx, q, args...)
-				if err != nil {
-					errs <- err
-					return
-				}
-				n, _ := res.RowsAffected()
-				updated.Add(n)
 			}
 		})
 	}

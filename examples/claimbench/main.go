@@ -125,7 +125,7 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	fs.IntVar(&o.latencyWorkers, "latency-workers", 16, "Claimer.Run workers (-latency)")
 	fs.StringVar(&o.chart, "chart", "", "write an SVG chart of the throughput results (rows/s and ratio to the ceiling vs workers) to this file")
 	var measures string
-	fs.StringVar(&measures, "measures", "", "comma-separated claimlock measures to run (empty: all): claim+ack, claim+ack-pipelined, claim+delete, claim+delete-pipelined, held, held+delete, advisory, advisory+delete (PostgreSQL), claim+ack-later, claim+ack-per-row")
+	fs.StringVar(&measures, "measures", "", "comma-separated claimlock measures to run (empty: all): claim+ack, claim+ack-pipelined, claim+delete, claim+delete-pipelined, held, held+delete, advisory, advisory+delete (PostgreSQL), claim+ack-later, claim+ack-per-row, two-writes (no library, run only when named: each batch written twice by primary key, as a claim and an ack)")
 	var chartFrom string
 	fs.StringVar(&chartFrom, "chart-from", "", "comma-separated files of -json output to draw the -chart from instead of running (one engine per file or several)")
 	if err := fs.Parse(args); err != nil {
@@ -138,7 +138,7 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 		o.chartFrom = strings.Split(chartFrom, ",")
 	}
 	if measures != "" {
-		known := []string{measureBatched, measurePiped, measureDelete, measurePipedDel, measureHeld, measureHeldDel, measureAdvisory, measureAdvisoryDel, measureLater, measurePerRow}
+		known := []string{measureBatched, measurePiped, measureDelete, measurePipedDel, measureHeld, measureHeldDel, measureAdvisory, measureAdvisoryDel, measureLater, measurePerRow, measureTwoWrites}
 		for _, m := range strings.Split(measures, ",") {
 			m = strings.TrimSpace(m)
 			if !slices.Contains(known, m) {

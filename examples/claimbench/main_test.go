@@ -159,3 +159,24 @@ func TestAdvisoryPostgres(t *testing.T) {
 	}
 	require.Equal(t, map[string]int{measureCeiling: 2, measureHeld: 2, measureAdvisory: 2, measureAdvisoryDel: 2}, seen)
 }
+
+// TestTwoWrites: -measures two-writes runs, beside the ceiling, the two
+// primary-key writes per row of a claim and an ack without the library:
+// every row ends done, and only when named.
+func TestTwoWrites(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"-workers", "1,3", "-batch", "10", "-rows", "95", "-strategy", "auto", "-measures", "two-writes", "-json"}, &out, &errOut), errOut.String())
+	seen := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var r result
+		require.NoError(t, json.Unmarshal([]byte(line), &r), line)
+		seen[r.Measure]++
+		require.Zero(t, r.Missing, "every row written twice, done last: %s", line)
+		require.Positive(t, r.RowsPerS, line)
+		if r.Measure == measureTwoWrites {
+			require.Positive(t, r.Ratio, line)
+		}
+	}
+	require.Equal(t, map[string]int{measureCeiling: 2, measureTwoWrites: 2}, seen)
+}

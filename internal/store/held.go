@@ -183,6 +183,10 @@ func (s *Claims) Hold(ctx context.Context, p *HoldParams, scan func(Scanner) err
 	return h, n, nil
 }
 
+// claim sets the hold limit and claims in the held transaction: above the
+// key of p.Cursor (in its turn, where the engine's held claims take turns;
+// the cursor moves after a claim that did not fail) or of p.From, and from
+// the lowest key when nothing is pending above it.
 func (h *Held) claim(ctx context.Context, p *HoldParams, scan func(Scanner) error) (int, error) {
 	s := h.s
 	if _, err := s.b.exec(ctx, h.tx, s.st(claimKey{t: tHeldLimit}), &render.Args{HoldLimit: p.HoldLimit}); err != nil {
