@@ -25,7 +25,8 @@ type HoldParams struct {
 	// (they stay pending, so a claim would otherwise skip them one by one).
 	From int64
 	// Cursor, if set, is the holder's cursor, in place of From: the claim
-	// starts above its key, taking its turn (below), and moves it.
+	// starts above its key, in its turn where the engine's held claims
+	// take turns (HeldSQL.Turns), and moves it.
 	Cursor *HoldCursor
 	// HoldLimit is the server's hold limit: it ends the transaction when
 	// it has been idle that long (a frozen or partitioned holder), and

@@ -300,7 +300,7 @@ func testHeldDeleteDone(t *testing.T, h Harness) {
 
 // testHeldTurns: held claims that share a cursor. Claims started
 // together hold every row once; where they take turns (MySQL, MariaDB),
-// each of ten rows holds ten consecutive keys: each starts past the keys
+// each claim of ten rows holds ten consecutive keys: each starts past the keys
 // the claims before it took, instead of racing the others along the same
 // keys and skipping the rows they lock one by one (claims without turns,
 // started together, took interleaved keys). With every row held, the next
@@ -359,6 +359,8 @@ func testHeldTurns(t *testing.T, h Harness) {
 		for i := range claims {
 			require.NoError(t, errs[i], "round %d, claim %d", round, i)
 			f.endOnCleanup(helds[i])
+			// Others lock at most the other claims' rows: each finds ten.
+			require.Len(t, got[i], limit, "round %d, claim %d", round, i)
 		}
 		for i := range claims {
 			res, err := helds[i].Ack(ctxT(t), &store.AckParams{IDs: got[i], Outcome: store.OutcomeDone})
@@ -445,7 +447,15 @@ func testHeldTurns(t *testing.T, h Harness) {
 		}
 		firstErr <- err
 	}()
-	time.Sleep(500 * time.Millisecond) // the first claim takes its turn and waits for the lock
+	waiting := "SELECT COUNT(*) FROM information_schema.processlist WHERE state = 'Waiting for table metadata lock' AND db = DATABASE() AND info LIKE ?"
+	if f.d.Capabilities().Engine == dialect.EnginePostgreSQL {
+		waiting = "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1"
+	}
+	await.Until(t, "the first claim waits for the table lock, in its turn", 10*time.Second, func() (bool, string) {
+		var n int64
+		require.NoError(t, f.db.QueryRowContext(ctxT(t), waiting, "%"+f.spec.Table+"%").Scan(&n))
+		return n > 0, fmt.Sprintf("%d sessions waiting", n)
+	})
 	ctx, cancel := context.WithTimeout(ctxT(t), 300*time.Millisecond)
 	defer cancel()
 	second := make(chan error, 1)
