@@ -314,8 +314,8 @@ func testHeldTurns(t *testing.T, h Harness) {
 		return // testHeld checks the refusal
 	}
 	claims := 8
-	if n := hs.PoolSize(); n > 0 && n-1 < claims {
-		claims = n - 1 // every claim keeps its connection; one serves the checks
+	if n := hs.PoolSize(); n > 0 && n-2 < claims {
+		claims = n - 2 // every claim keeps its connection; one locks the table, one serves the checks
 	}
 	require.GreaterOrEqual(t, claims, 2, "a pool of %d connections", hs.PoolSize())
 	const limit = 10
@@ -333,6 +333,40 @@ func testHeldTurns(t *testing.T, h Harness) {
 				return err
 			})
 		return held, got, err
+	}
+	// lockTable locks the table from another connection, so that a claim
+	// statement waits; waiting counts the sessions the server shows
+	// waiting for that lock.
+	lockTable := func() (unlock func()) {
+		conn, err := f.db.Conn(ctxT(t))
+		require.NoError(t, err)
+		lock, release := "LOCK TABLES "+f.q(f.spec.Table)+" WRITE", "UNLOCK TABLES"
+		if f.d.Capabilities().Engine == dialect.EnginePostgreSQL {
+			_, err = conn.ExecContext(ctxT(t), "BEGIN")
+			require.NoError(t, err)
+			lock, release = "LOCK TABLE "+f.q(f.spec.Table)+" IN ACCESS EXCLUSIVE MODE", "COMMIT"
+		}
+		_, err = conn.ExecContext(ctxT(t), lock)
+		require.NoError(t, err)
+		var once sync.Once
+		end := func() {
+			once.Do(func() {
+				_, err := conn.ExecContext(ctxT(t), release)
+				require.NoError(t, err)
+				require.NoError(t, conn.Close())
+			})
+		}
+		t.Cleanup(end)
+		return end
+	}
+	waitingQuery := "SELECT COUNT(*) FROM information_schema.processlist WHERE state = 'Waiting for table metadata lock' AND db = DATABASE() AND info LIKE ?"
+	if f.d.Capabilities().Engine == dialect.EnginePostgreSQL {
+		waitingQuery = "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1"
+	}
+	waiting := func() int64 {
+		var n int64
+		require.NoError(t, f.db.QueryRowContext(ctxT(t), waitingQuery, "%"+f.spec.Table+"%").Scan(&n))
+		return n
 	}
 	for round := range 3 {
 		f.insert(1, claims*limit)
@@ -354,7 +388,27 @@ func testHeldTurns(t *testing.T, h Harness) {
 				helds[i], got[i], errs[i] = hold(ctxT(t))
 			})
 		}
+		var unlock func()
+		if round == 0 {
+			// The claims start behind a table lock: where they take turns,
+			// one waits for the lock at the server, the others for their
+			// turn; without turns every one reached the lock.
+			unlock = lockTable()
+		}
 		close(start)
+		if round == 0 {
+			await.Until(t, "a claim waits for the table lock", 10*time.Second, func() (bool, string) {
+				n := waiting()
+				return n > 0, fmt.Sprintf("%d sessions waiting", n)
+			})
+			for range 10 {
+				time.Sleep(100 * time.Millisecond)
+				if n := waiting(); turns {
+					require.EqualValues(t, 1, n, "claims waiting for the table lock at once")
+				}
+			}
+			unlock()
+		}
 		wg.Wait()
 		for i := range claims {
 			require.NoError(t, errs[i], "round %d, claim %d", round, i)
@@ -422,17 +476,7 @@ func testHeldTurns(t *testing.T, h Harness) {
 	// A claim waiting for its turn, behind one that waits for a table
 	// lock, ends with its context.
 	f.insert(1, 1)
-	conn, err := f.db.Conn(ctxT(t))
-	require.NoError(t, err)
-	defer conn.Close()
-	lock, unlock := "LOCK TABLES "+f.q(f.spec.Table)+" WRITE", "UNLOCK TABLES"
-	if f.d.Capabilities().Engine == dialect.EnginePostgreSQL {
-		_, err = conn.ExecContext(ctxT(t), "BEGIN")
-		require.NoError(t, err)
-		lock, unlock = "LOCK TABLE "+f.q(f.spec.Table)+" IN ACCESS EXCLUSIVE MODE", "COMMIT"
-	}
-	_, err = conn.ExecContext(ctxT(t), lock)
-	require.NoError(t, err)
+	unlock := lockTable()
 	firstErr := make(chan error, 1)
 	go func() {
 		held, got, err := hold(ctxT(t))
@@ -447,13 +491,8 @@ func testHeldTurns(t *testing.T, h Harness) {
 		}
 		firstErr <- err
 	}()
-	waiting := "SELECT COUNT(*) FROM information_schema.processlist WHERE state = 'Waiting for table metadata lock' AND db = DATABASE() AND info LIKE ?"
-	if f.d.Capabilities().Engine == dialect.EnginePostgreSQL {
-		waiting = "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1"
-	}
 	await.Until(t, "the first claim waits for the table lock, in its turn", 10*time.Second, func() (bool, string) {
-		var n int64
-		require.NoError(t, f.db.QueryRowContext(ctxT(t), waiting, "%"+f.spec.Table+"%").Scan(&n))
+		n := waiting()
 		return n > 0, fmt.Sprintf("%d sessions waiting", n)
 	})
 	ctx, cancel := context.WithTimeout(ctxT(t), 300*time.Millisecond)
@@ -472,8 +511,7 @@ func testHeldTurns(t *testing.T, h Harness) {
 	case <-time.After(10 * time.Second):
 		t.Error("a claim waiting for its turn did not end with its context")
 	}
-	_, err = conn.ExecContext(ctxT(t), unlock)
-	require.NoError(t, err)
+	unlock()
 	require.NoError(t, <-firstErr, "the first claim goes on once the lock is gone")
 }
 
