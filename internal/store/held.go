@@ -45,7 +45,6 @@ type Held struct {
 	over bool
 	// saved is keys as they were at the savepoint (nil: none taken).
 	saved map[any]bool
-	last  int64 // the highest integer key claimed, if positive
 }
 
 // HoldCursor is the key cursor of one holder's held claims (integer keys):
@@ -207,9 +206,21 @@ func (h *Held) claim(ctx context.Context, p *HoldParams, scan func(Scanner) erro
 	}
 	n, err := h.claimAbove(ctx, p, from, scan)
 	if err == nil && p.Cursor != nil {
-		p.Cursor.advance(n, p.Limit, h.last)
+		p.Cursor.advance(n, p.Limit, h.highestKey())
 	}
 	return n, err
+}
+
+// highestKey returns the highest integer key the claim holds, or 0 where
+// none is a positive integer (text keys).
+func (h *Held) highestKey() int64 {
+	var last int64
+	for k := range h.keys {
+		if v, ok := k.(int64); ok && v > last {
+			last = v
+		}
+	}
+	return last
 }
 
 // claimAbove claims above the key from, if positive (integer keys), and
@@ -280,9 +291,6 @@ func (h *Held) claimWith(ctx context.Context, st render.Stmt, a *render.Args, sc
 			return fmt.Errorf("held claim: the row's key was not scanned")
 		}
 		h.keys[key.key] = true
-		if k, ok := key.key.(int64); ok && k > h.last {
-			h.last = k
-		}
 		n++
 		return nil
 	})
